@@ -1,0 +1,1 @@
+//! HTTP error classification (stub, being written).

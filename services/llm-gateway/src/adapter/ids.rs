@@ -1,0 +1,1 @@
+//! Tool-call id rewriting (stub, being written).

@@ -1,0 +1,126 @@
+//! Language adapters: one per provider wire protocol, each a pure translation.
+//!
+//! An adapter has two halves and no I/O of its own:
+//! - [`Adapter::build`] turns a unified [`pb::Generation`] into the provider's HTTP request (path, headers, JSON
+//!   body), applying every fix the provider needs (provider-protocols.md §6);
+//! - [`Adapter::decoder`] returns a [`Decoder`], a state machine fed one SSE frame at a time that pushes unified
+//!   [`Event`]s.
+//!
+//! The only place that talks HTTP to providers is [`transport`]; the SSE framing is [`sse`].
+
+pub mod anthropic;
+pub mod classify;
+pub mod ids;
+pub mod openai_chat;
+pub mod sse;
+pub mod transport;
+
+use llm_proto::gateway as pb;
+
+use crate::catalog::ModelInfo;
+use crate::event::Event;
+
+/// Wire protocols the gateway speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    /// OpenAI Chat Completions and every OpenAI-compatible server.
+    OpenaiChat,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
+impl Protocol {
+    /// The protocol's stable name, as used in config and `provider_options_json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::OpenaiChat => "openai_chat",
+            Protocol::Anthropic => "anthropic",
+        }
+    }
+
+    /// The adapter for this protocol.
+    pub fn adapter(self) -> &'static dyn Adapter {
+        match self {
+            Protocol::OpenaiChat => &openai_chat::OpenAiChat,
+            Protocol::Anthropic => &anthropic::Anthropic,
+        }
+    }
+}
+
+/// What an adapter needs to know about where the request goes.
+#[derive(Debug, Clone)]
+pub struct Target<'a> {
+    /// The catalog entry of the model (provider model name, limits, capabilities).
+    pub model: &'a ModelInfo,
+}
+
+/// A provider HTTP request, ready for the transport. Authentication is added by the transport, never here.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpRequest {
+    /// Path appended to the provider's configured base URL, e.g. `/chat/completions` or `/v1/messages`.
+    pub path: String,
+    /// Headers other than authentication (e.g. `anthropic-version`), lower-case names.
+    pub headers: Vec<(String, String)>,
+    /// The JSON body.
+    pub body: serde_json::Value,
+}
+
+/// A request the adapter cannot translate; becomes `INVALID_ARGUMENT` naming `field`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct BuildError {
+    /// Path of the offending request field, e.g. `generation.messages[2].parts[0]`.
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl BuildError {
+    /// A new build error for `field`.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        BuildError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// One provider protocol's pure translation.
+pub trait Adapter: Send + Sync {
+    /// The protocol this adapter speaks.
+    fn protocol(&self) -> Protocol;
+
+    /// Translates the unified request into the provider's HTTP request.
+    fn build(
+        &self,
+        generation: &pb::Generation,
+        target: &Target<'_>,
+    ) -> Result<HttpRequest, BuildError>;
+
+    /// Authentication headers for `api_key` (the transport marks them sensitive).
+    fn auth_headers(&self, api_key: &str) -> Vec<(&'static str, String)>;
+
+    /// A fresh decoder for one response stream.
+    fn decoder(&self, target: &Target<'_>) -> Box<dyn Decoder>;
+}
+
+/// Decodes one provider stream, frame by frame, into unified events.
+///
+/// Contract: events come out in order; after a `Finish` or an `Error` the decoder is done and pushes nothing more.
+/// A malformed frame becomes an `Event::Error` of kind `provider_error`, never a panic.
+pub trait Decoder: Send {
+    /// Feeds one SSE frame (`event` is the `event:` name or empty; `data` the joined `data:` lines).
+    fn frame(&mut self, event: &str, data: &str, out: &mut Vec<Event>);
+
+    /// Feeds a JSON value that arrived outside SSE framing (Gemini's bare error object).
+    fn bare_json(&mut self, json: &str, out: &mut Vec<Event>) {
+        self.frame("", json, out);
+    }
+
+    /// The body ended. Flushes what is pending (tool calls, the finish event) or reports a truncated stream.
+    fn end(&mut self, out: &mut Vec<Event>);
+
+    /// True once a `Finish` or `Error` has been pushed.
+    fn is_done(&self) -> bool;
+}

@@ -1,0 +1,18 @@
+//! OpenAI Chat Completions adapter (stub, being written).
+use super::*;
+/// OpenAI Chat Completions.
+pub struct OpenAiChat;
+impl Adapter for OpenAiChat {
+    fn protocol(&self) -> Protocol {
+        Protocol::OpenaiChat
+    }
+    fn build(&self, _g: &pb::Generation, _t: &Target<'_>) -> Result<HttpRequest, BuildError> {
+        Err(BuildError::new("model", "not yet"))
+    }
+    fn auth_headers(&self, _k: &str) -> Vec<(&'static str, String)> {
+        vec![]
+    }
+    fn decoder(&self, _t: &Target<'_>) -> Box<dyn Decoder> {
+        todo!()
+    }
+}

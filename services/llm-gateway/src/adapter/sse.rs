@@ -1,0 +1,1 @@
+//! Incremental SSE parser (stub, being written).

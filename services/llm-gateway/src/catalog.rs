@@ -1,0 +1,499 @@
+//! The model catalog: limits, capabilities and prices, bundled with the binary and extended or overridden from config.
+//!
+//! Prices are kept as integer nano-USD per million tokens, so a step's cost is one exact integer division, rounded
+//! once (design.md §3).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::adapter::Protocol;
+use crate::event::Usage;
+
+/// The catalog bundled with the gateway.
+pub const BUNDLED: &str = include_str!("../catalog.toml");
+
+/// One model the gateway can serve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelInfo {
+    /// `provider/model`, the id callers use.
+    pub id: String,
+    /// Provider id (the part before the first `/`).
+    pub provider: String,
+    /// The model's name on the provider's API (the part after the first `/`).
+    pub name: String,
+    /// Human-readable name.
+    pub display_name: String,
+    /// Wire protocol, from the provider.
+    pub protocol: Protocol,
+    /// Context window in tokens (input + output).
+    pub context_window: u64,
+    /// Maximum input tokens (0 = the context window).
+    pub max_input_tokens: u64,
+    /// Maximum output tokens; also the default `max_tokens` where a provider requires one.
+    pub max_output_tokens: u64,
+    /// What the model accepts.
+    pub capabilities: Capabilities,
+    /// Prices, when known.
+    pub pricing: Option<Pricing>,
+}
+
+/// What a model accepts; adapters drop what it rejects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Capabilities {
+    /// Accepts tools.
+    pub tools: bool,
+    /// Reasoning model: on OpenAI Chat it takes `developer` instead of `system`, `max_completion_tokens` instead of
+    /// `max_tokens`, and no sampling parameters.
+    pub reasoning: bool,
+    /// Accepts images.
+    pub vision: bool,
+    /// Supports JSON Schema output.
+    pub json_schema: bool,
+    /// Accepts `temperature`.
+    pub temperature: bool,
+    /// Supports prompt-cache markers or automatic caching.
+    pub prompt_cache: bool,
+    /// Rejects `temperature` and `top_p` together (recent Claude models): `top_p` is dropped when both are set.
+    pub exclusive_temperature_top_p: bool,
+}
+
+impl Default for Capabilities {
+    fn default() -> Self {
+        Capabilities {
+            tools: true,
+            reasoning: false,
+            vision: false,
+            json_schema: false,
+            temperature: true,
+            prompt_cache: false,
+            exclusive_temperature_top_p: false,
+        }
+    }
+}
+
+/// Prices in nano-USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Prices {
+    pub input: i64,
+    pub output: i64,
+    pub cache_read: i64,
+    pub cache_write: i64,
+}
+
+/// A model's prices: a base and optional higher tiers by prompt size.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Pricing {
+    /// Prices when no tier applies.
+    pub base: Prices,
+    /// `(above_input_tokens, prices)`, ascending by threshold.
+    pub tiers: Vec<(u64, Prices)>,
+}
+
+impl Pricing {
+    /// The prices that apply to a step with this usage: the highest tier whose threshold the prompt exceeds.
+    pub fn prices_for(&self, usage: &Usage) -> Prices {
+        let prompt = usage.prompt_total();
+        self.tiers
+            .iter()
+            .rev()
+            .find(|(above, _)| prompt > *above)
+            .map(|(_, p)| *p)
+            .unwrap_or(self.base)
+    }
+
+    /// Exact cost of a step in nano-USD, rounded once (half up). Reasoning is billed at the output price.
+    pub fn cost_nano_usd(&self, usage: &Usage) -> i64 {
+        let p = self.prices_for(usage);
+        let term = |tokens: u64, price: i64| i128::from(tokens) * i128::from(price);
+        let numerator = term(usage.input, p.input)
+            + term(usage.output + usage.reasoning, p.output)
+            + term(usage.cache_read, p.cache_read)
+            + term(usage.cache_write, p.cache_write);
+        let rounded = (numerator + 500_000).div_euclid(1_000_000);
+        i64::try_from(rounded).unwrap_or(i64::MAX)
+    }
+}
+
+/// USD per million tokens → nano-USD per million tokens, rounded to the nearest nano-dollar.
+pub fn usd_to_nano(usd: f64) -> i64 {
+    (usd * 1e9).round() as i64
+}
+
+/// Catalog file format (`catalog.toml`, and `[models]` in the gateway config).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogFile {
+    /// Models by id (`provider/model`).
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelEntry>,
+}
+
+/// One model in a catalog file. Every field is optional so config entries can override single values.
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEntry {
+    pub display_name: Option<String>,
+    pub context_window: Option<u64>,
+    pub max_input_tokens: Option<u64>,
+    pub max_output_tokens: Option<u64>,
+    pub capabilities: Option<CapabilitiesEntry>,
+    pub pricing: Option<PricingEntry>,
+}
+
+/// Capabilities in a catalog file; unset fields keep their previous (or default) value.
+#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CapabilitiesEntry {
+    pub tools: Option<bool>,
+    pub reasoning: Option<bool>,
+    pub vision: Option<bool>,
+    pub json_schema: Option<bool>,
+    pub temperature: Option<bool>,
+    pub prompt_cache: Option<bool>,
+    pub exclusive_temperature_top_p: Option<bool>,
+}
+
+/// Prices in a catalog file, USD per million tokens.
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PricingEntry {
+    pub input: f64,
+    pub output: f64,
+    #[serde(default)]
+    pub cache_read: Option<f64>,
+    #[serde(default)]
+    pub cache_write: Option<f64>,
+    #[serde(default)]
+    pub tiers: Vec<TierEntry>,
+}
+
+/// A price tier in a catalog file.
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TierEntry {
+    pub above_input_tokens: u64,
+    pub input: f64,
+    pub output: f64,
+    #[serde(default)]
+    pub cache_read: Option<f64>,
+    #[serde(default)]
+    pub cache_write: Option<f64>,
+}
+
+impl PricingEntry {
+    fn to_pricing(&self) -> Pricing {
+        let prices = |input: f64, output: f64, cr: Option<f64>, cw: Option<f64>| Prices {
+            input: usd_to_nano(input),
+            output: usd_to_nano(output),
+            // A provider that does not price cache reads separately bills them as input.
+            cache_read: usd_to_nano(cr.unwrap_or(input)),
+            cache_write: usd_to_nano(cw.unwrap_or(input)),
+        };
+        let mut tiers: Vec<(u64, Prices)> = self
+            .tiers
+            .iter()
+            .map(|t| {
+                (
+                    t.above_input_tokens,
+                    prices(t.input, t.output, t.cache_read, t.cache_write),
+                )
+            })
+            .collect();
+        tiers.sort_by_key(|(above, _)| *above);
+        Pricing {
+            base: prices(self.input, self.output, self.cache_read, self.cache_write),
+            tiers,
+        }
+    }
+}
+
+/// A catalog error, naming the model and the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("models.\"{model}\".{field}: {message}")]
+pub struct CatalogError {
+    pub model: String,
+    pub field: String,
+    pub message: String,
+}
+
+/// The resolved catalog: every model the gateway serves, by id.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    models: BTreeMap<String, ModelInfo>,
+}
+
+impl Catalog {
+    /// Builds the catalog from layered entries (bundled first, config overrides after) for the configured providers.
+    /// Models whose provider is not configured are left out.
+    pub fn build(
+        layers: &[&CatalogFile],
+        providers: &BTreeMap<String, Protocol>,
+    ) -> Result<Catalog, CatalogError> {
+        let mut merged: BTreeMap<String, ModelEntry> = BTreeMap::new();
+        for layer in layers {
+            for (id, entry) in &layer.models {
+                let slot = merged.entry(id.clone()).or_default();
+                merge_entry(slot, entry);
+            }
+        }
+        let mut models = BTreeMap::new();
+        for (id, entry) in merged {
+            let Some((provider, name)) = id.split_once('/') else {
+                return Err(CatalogError {
+                    model: id.clone(),
+                    field: "id".into(),
+                    message: "model ids are `provider/model`".into(),
+                });
+            };
+            let Some(protocol) = providers.get(provider) else {
+                continue;
+            };
+            let err = |field: &str, message: &str| CatalogError {
+                model: id.clone(),
+                field: field.into(),
+                message: message.into(),
+            };
+            let context_window = entry
+                .context_window
+                .ok_or_else(|| err("context_window", "required"))?;
+            let max_output_tokens = entry
+                .max_output_tokens
+                .ok_or_else(|| err("max_output_tokens", "required"))?;
+            if context_window == 0 || max_output_tokens == 0 {
+                return Err(err("context_window", "limits must be positive"));
+            }
+            if let Some(p) = &entry.pricing {
+                let all = [Some(p.input), Some(p.output), p.cache_read, p.cache_write];
+                if all.iter().flatten().any(|v| !v.is_finite() || *v < 0.0) {
+                    return Err(err("pricing", "prices must be finite and not negative"));
+                }
+            }
+            models.insert(
+                id.clone(),
+                ModelInfo {
+                    display_name: entry
+                        .display_name
+                        .clone()
+                        .unwrap_or_else(|| name.to_string()),
+                    provider: provider.to_string(),
+                    name: name.to_string(),
+                    protocol: *protocol,
+                    context_window,
+                    max_input_tokens: entry.max_input_tokens.unwrap_or(0),
+                    max_output_tokens,
+                    capabilities: apply_capabilities(Capabilities::default(), entry.capabilities),
+                    pricing: entry.pricing.as_ref().map(PricingEntry::to_pricing),
+                    id,
+                },
+            );
+        }
+        Ok(Catalog { models })
+    }
+
+    /// The model with this id.
+    pub fn get(&self, id: &str) -> Option<&ModelInfo> {
+        self.models.get(id)
+    }
+
+    /// Adds a model outside the catalog (providers with `allow_unlisted_models`).
+    pub fn insert(&mut self, model: ModelInfo) {
+        self.models.insert(model.id.clone(), model);
+    }
+
+    /// Every model, ordered by id.
+    pub fn iter(&self) -> impl Iterator<Item = &ModelInfo> {
+        self.models.values()
+    }
+
+    /// Up to three ids close to `id`, for `NOT_FOUND` messages.
+    pub fn close_matches(&self, id: &str) -> Vec<&str> {
+        let needle = id.to_ascii_lowercase();
+        let mut scored: Vec<(usize, &str)> = self
+            .models
+            .keys()
+            .map(|k| (edit_distance(&needle, &k.to_ascii_lowercase()), k.as_str()))
+            .collect();
+        scored.sort();
+        let limit = needle.len().max(4) / 2;
+        scored
+            .into_iter()
+            .filter(|(d, _)| *d <= limit)
+            .take(3)
+            .map(|(_, k)| k)
+            .collect()
+    }
+}
+
+fn merge_entry(slot: &mut ModelEntry, e: &ModelEntry) {
+    if e.display_name.is_some() {
+        slot.display_name.clone_from(&e.display_name);
+    }
+    slot.context_window = e.context_window.or(slot.context_window);
+    slot.max_input_tokens = e.max_input_tokens.or(slot.max_input_tokens);
+    slot.max_output_tokens = e.max_output_tokens.or(slot.max_output_tokens);
+    if let Some(c) = e.capabilities {
+        let base = slot.capabilities.unwrap_or_default();
+        slot.capabilities = Some(CapabilitiesEntry {
+            tools: c.tools.or(base.tools),
+            reasoning: c.reasoning.or(base.reasoning),
+            vision: c.vision.or(base.vision),
+            json_schema: c.json_schema.or(base.json_schema),
+            temperature: c.temperature.or(base.temperature),
+            prompt_cache: c.prompt_cache.or(base.prompt_cache),
+            exclusive_temperature_top_p: c
+                .exclusive_temperature_top_p
+                .or(base.exclusive_temperature_top_p),
+        });
+    }
+    if e.pricing.is_some() {
+        slot.pricing.clone_from(&e.pricing);
+    }
+}
+
+fn apply_capabilities(mut c: Capabilities, e: Option<CapabilitiesEntry>) -> Capabilities {
+    let Some(e) = e else { return c };
+    c.tools = e.tools.unwrap_or(c.tools);
+    c.reasoning = e.reasoning.unwrap_or(c.reasoning);
+    c.vision = e.vision.unwrap_or(c.vision);
+    c.json_schema = e.json_schema.unwrap_or(c.json_schema);
+    c.temperature = e.temperature.unwrap_or(c.temperature);
+    c.prompt_cache = e.prompt_cache.unwrap_or(c.prompt_cache);
+    c.exclusive_temperature_top_p = e
+        .exclusive_temperature_top_p
+        .unwrap_or(c.exclusive_temperature_top_p);
+    c
+}
+
+/// Levenshtein distance, for close-match suggestions.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn providers() -> BTreeMap<String, Protocol> {
+        [
+            ("openai".to_string(), Protocol::OpenaiChat),
+            ("anthropic".to_string(), Protocol::Anthropic),
+        ]
+        .into_iter()
+        .collect()
+    }
+
+    #[test]
+    fn bundled_catalog_parses_and_prices_every_model() {
+        let file: CatalogFile = toml::from_str(BUNDLED).unwrap();
+        let catalog = Catalog::build(&[&file], &providers()).unwrap();
+        assert!(catalog.iter().count() >= 8);
+        for m in catalog.iter() {
+            assert!(m.pricing.is_some(), "{} has no price", m.id);
+            assert!(m.max_output_tokens <= m.context_window, "{}", m.id);
+        }
+    }
+
+    #[test]
+    fn cost_is_exact_and_rounded_once() {
+        // $3 in, $15 out, $0.30 cache read, $3.75 cache write per MTok.
+        let pricing = PricingEntry {
+            input: 3.0,
+            output: 15.0,
+            cache_read: Some(0.3),
+            cache_write: Some(3.75),
+            tiers: vec![],
+        }
+        .to_pricing();
+        let usage = Usage {
+            input: 1,
+            cache_read: 1,
+            cache_write: 1,
+            output: 1,
+            reasoning: 1,
+        };
+        // 3000 + 300 + 3750 + 15000*2 nano-USD = 37050.
+        assert_eq!(pricing.cost_nano_usd(&usage), 37_050);
+        // 1 token at $0.075/MTok = 75 nano; 1 token at $0.0375 = 37.5 → the sum is rounded once, not each term.
+        let cheap = PricingEntry {
+            input: 0.0375,
+            output: 0.0375,
+            ..Default::default()
+        }
+        .to_pricing();
+        let u = Usage {
+            input: 1,
+            output: 1,
+            ..Default::default()
+        };
+        assert_eq!(cheap.cost_nano_usd(&u), 75);
+    }
+
+    #[test]
+    fn tier_applies_above_threshold_of_whole_prompt() {
+        let pricing = PricingEntry {
+            input: 3.0,
+            output: 15.0,
+            cache_read: Some(0.3),
+            cache_write: None,
+            tiers: vec![TierEntry {
+                above_input_tokens: 200_000,
+                input: 6.0,
+                output: 22.5,
+                cache_read: Some(0.6),
+                cache_write: None,
+            }],
+        }
+        .to_pricing();
+        let at = Usage {
+            input: 100_000,
+            cache_read: 100_000,
+            ..Default::default()
+        };
+        assert_eq!(pricing.cost_nano_usd(&at), 300_000_000 + 30_000_000);
+        let above = Usage {
+            input: 100_001,
+            cache_read: 100_000,
+            ..Default::default()
+        };
+        assert_eq!(pricing.cost_nano_usd(&above), 600_006_000 + 60_000_000);
+    }
+
+    #[test]
+    fn config_layer_overrides_single_fields() {
+        let bundled: CatalogFile = toml::from_str(BUNDLED).unwrap();
+        let over: CatalogFile = toml::from_str(
+            "[models.\"openai/gpt-4o\"]\nmax_output_tokens = 1000\n[models.\"openai/my-finetune\"]\ncontext_window = 8000\nmax_output_tokens = 512\n",
+        )
+        .unwrap();
+        let catalog = Catalog::build(&[&bundled, &over], &providers()).unwrap();
+        let m = catalog.get("openai/gpt-4o").unwrap();
+        assert_eq!(m.max_output_tokens, 1000);
+        assert!(m.context_window > 1000);
+        assert!(m.pricing.is_some());
+        assert_eq!(catalog.get("openai/my-finetune").unwrap().pricing, None);
+    }
+
+    #[test]
+    fn close_matches_suggest_typos() {
+        let file: CatalogFile = toml::from_str(BUNDLED).unwrap();
+        let catalog = Catalog::build(&[&file], &providers()).unwrap();
+        assert!(
+            catalog
+                .close_matches("openai/gpt-4")
+                .contains(&"openai/gpt-4o")
+        );
+        assert!(catalog.close_matches("zzzzzzzzzzzzzzzzzzz").is_empty());
+    }
+}

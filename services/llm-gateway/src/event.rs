@@ -1,0 +1,98 @@
+//! Unified events (design.md §3): what every language adapter's decoder produces, whatever the provider.
+//!
+//! The gateway core turns these into `llm.gateway.v1.StreamResponse` messages; `Finish` becomes `StepFinish` once the
+//! cost has been computed from the catalog.
+
+use crate::error::ProviderError;
+
+/// One unified event decoded from a provider stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Text block `id` opened.
+    TextStart { id: String },
+    /// Text appended to block `id`.
+    TextDelta { id: String, delta: String },
+    /// Text block `id` closed.
+    TextEnd { id: String },
+    /// Reasoning block `id` opened.
+    ReasoningStart { id: String },
+    /// Reasoning text appended to block `id`.
+    ReasoningDelta { id: String, delta: String },
+    /// Reasoning block `id` closed; `metadata` is the JSON object the adapter needs back to replay it.
+    ReasoningEnd {
+        id: String,
+        metadata: Option<String>,
+    },
+    /// The model began tool call `call_id`.
+    ToolInputStart { call_id: String, tool: String },
+    /// A fragment of the call's JSON arguments.
+    ToolInputDelta { call_id: String, delta: String },
+    /// The call's arguments are complete.
+    ToolInputEnd { call_id: String },
+    /// A complete tool call; `input_json` is `{}` when the model sent no arguments.
+    ToolCall {
+        call_id: String,
+        tool: String,
+        input_json: String,
+        metadata: Option<String>,
+    },
+    /// The step finished. Always the last event of a successful stream.
+    Finish(Finish),
+    /// The stream failed. Always the last event of a failed stream.
+    Error(ProviderError),
+}
+
+/// The end of a step, before cost is computed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Finish {
+    /// Unified finish reason.
+    pub reason: FinishReason,
+    /// The provider's own string, kept for diagnosis.
+    pub raw_reason: String,
+    /// Normalised usage.
+    pub usage: Usage,
+    /// Provider response id.
+    pub response_id: String,
+    /// Model name the provider reported.
+    pub response_model: String,
+}
+
+/// Unified finish reasons (design.md §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FinishReason {
+    #[default]
+    Unspecified,
+    Stop,
+    Length,
+    ToolCalls,
+    ContentFilter,
+    Error,
+    Other,
+}
+
+/// Usage normalised so the five counts are disjoint and mean the same for every provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    /// Prompt tokens neither read from nor written to the cache.
+    pub input: u64,
+    /// Prompt tokens read from the cache.
+    pub cache_read: u64,
+    /// Prompt tokens written to the cache.
+    pub cache_write: u64,
+    /// Visible output tokens, reasoning excluded.
+    pub output: u64,
+    /// Reasoning tokens.
+    pub reasoning: u64,
+}
+
+impl Usage {
+    /// The sum of the five disjoint counts.
+    pub fn total(&self) -> u64 {
+        self.input + self.cache_read + self.cache_write + self.output + self.reasoning
+    }
+
+    /// Every prompt token, cached or not: what tiered prices and context checks look at.
+    pub fn prompt_total(&self) -> u64 {
+        self.input + self.cache_read + self.cache_write
+    }
+}

@@ -1,0 +1,17 @@
+//! llm-gateway: a stateless gRPC service that runs one model generation per call against any configured provider
+//! and streams it back as unified events.
+//!
+//! Module map:
+//! - [`config`]: the typed, validated configuration (file + environment).
+//! - [`catalog`]: models, limits, capabilities and prices; exact integer nano-USD cost.
+//! - [`event`] / [`error`]: the unified events and the typed provider error.
+//! - [`adapter`]: one pure translation per wire protocol, over the shared SSE parser and HTTP transport.
+//! - [`generate`]: one generation end to end: resolve, build, send, retry before the first event, decode, cost.
+//! - [`grpc`]: proto ↔ domain conversions and request validation.
+//! - [`server`]: the tonic service, auth, health, reflection and graceful shutdown; `server::run` is the one entry
+//!   that both `main` and the tests call.
+
+pub mod adapter;
+pub mod catalog;
+pub mod error;
+pub mod event;

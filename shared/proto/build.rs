@@ -1,0 +1,23 @@
+//! Compiles `proto/` with protox (pure Rust, no `protoc`) and generates the tonic clients and servers.
+
+use std::path::PathBuf;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    let files = ["llm/gateway/v1/gateway.proto"];
+    let paths: Vec<PathBuf> = files.iter().map(|f| root.join(f)).collect();
+    for p in &paths {
+        println!("cargo:rerun-if-changed={}", p.display());
+    }
+    let fds = protox::compile(&paths, [&root])?;
+    let out = PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(
+        out.join("descriptor.bin"),
+        prost::Message::encode_to_vec(&fds),
+    )?;
+    tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .compile_fds(fds)?;
+    Ok(())
+}

@@ -1,0 +1,13 @@
+//! Generated types for the product's public gRPC API.
+//!
+//! - [`gateway`]: `llm.gateway.v1`, the llm-gateway's generation and catalog API.
+//! - [`FILE_DESCRIPTOR_SET`]: the compiled descriptors, for gRPC server reflection.
+
+/// `llm.gateway.v1`: one model generation per call, streamed as unified events.
+pub mod gateway {
+    #![allow(clippy::all, missing_docs)]
+    tonic::include_proto!("llm.gateway.v1");
+}
+
+/// Encoded `FileDescriptorSet` of every `.proto` file, for `tonic-reflection`.
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptor.bin"));
