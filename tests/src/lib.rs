@@ -1,1 +1,282 @@
-//! e2e harness
+//! End-to-end test kit: the real llm-gateway server on a loopback port, wired to fake providers that speak each
+//! provider's wire format, and a gRPC client that authenticates like a real caller.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use fake_provider::FakeProvider;
+use llm_gateway::config::Config;
+use llm_gateway::generate::Gateway;
+use llm_proto::gateway as pb;
+use llm_proto::gateway::gateway_service_client::GatewayServiceClient;
+use tokio::sync::oneshot;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+/// The bearer token the test gateway accepts.
+pub const TOKEN: &str = "e2e-caller-token-0123456789";
+/// The OpenAI key the test gateway holds; it must never reach a caller.
+pub const OPENAI_KEY: &str = "sk-e2e-openai-secret-key-000";
+/// The Anthropic key the test gateway holds; it must never reach a caller.
+pub const ANTHROPIC_KEY: &str = "sk-ant-e2e-secret-key-111";
+
+/// A client that sends the bearer token on every call.
+pub type Client = GatewayServiceClient<InterceptedService<Channel, Bearer>>;
+
+/// Adds `authorization: Bearer <token>`.
+#[derive(Clone)]
+pub struct Bearer(pub Option<String>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(t) = &self.0 {
+            let v = format!("Bearer {t}")
+                .parse()
+                .map_err(|_| tonic::Status::internal("bad token"))?;
+            req.metadata_mut().insert("authorization", v);
+        }
+        Ok(req)
+    }
+}
+
+/// A running gateway with one fake provider per protocol.
+pub struct Harness {
+    /// Where the gateway listens.
+    pub addr: SocketAddr,
+    /// Fake OpenAI-compatible server behind provider `openai`.
+    pub openai: FakeProvider,
+    /// Fake Anthropic server behind provider `anthropic`.
+    pub anthropic: FakeProvider,
+    shutdown: Option<oneshot::Sender<()>>,
+    server: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Config used by every harness: short timeouts and retry delays so fault tests finish fast.
+pub const BASE_CONFIG: &str = r#"
+[server]
+listen = "127.0.0.1:0"
+shutdown_grace_ms = 2000
+max_request_bytes = 1048576
+
+[timeouts]
+connect_ms = 2000
+first_byte_ms = 2000
+idle_ms = 400
+total_ms = 20000
+
+[retry]
+max_attempts = 3
+base_delay_ms = 5
+max_delay_ms = 20
+max_retry_after_ms = 2000
+
+[providers.openai]
+protocol = "openai_chat"
+base_url = "OPENAI_URL/v1"
+api_key_env = "E2E_OPENAI_KEY"
+
+[providers.anthropic]
+protocol = "anthropic"
+base_url = "ANTHROPIC_URL"
+api_key_env = "E2E_ANTHROPIC_KEY"
+"#;
+
+impl Harness {
+    /// Starts two fake providers and a gateway configured with [`BASE_CONFIG`].
+    pub async fn start() -> Harness {
+        Self::start_with("").await
+    }
+
+    /// Like [`Harness::start`], with `extra` TOML appended to the config.
+    pub async fn start_with(extra: &str) -> Harness {
+        let openai = FakeProvider::start().await.expect("fake openai");
+        let anthropic = FakeProvider::start().await.expect("fake anthropic");
+        let text = format!("{BASE_CONFIG}\n{extra}")
+            .replace("OPENAI_URL", &openai.base_url())
+            .replace("ANTHROPIC_URL", &anthropic.base_url());
+        let file = Config::parse(&text).expect("config parses");
+        let env = [
+            ("GATEWAY_AUTH_TOKENS", TOKEN),
+            ("E2E_OPENAI_KEY", OPENAI_KEY),
+            ("E2E_ANTHROPIC_KEY", ANTHROPIC_KEY),
+        ];
+        let config = Config::from_file(file, &env).expect("config valid");
+        let gateway = Gateway::new(config).expect("gateway");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (tx, rx) = oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = rx.await;
+            };
+            if let Err(e) = llm_gateway::server::run(gateway, listener, shutdown).await {
+                panic!("gateway server failed: {e}");
+            }
+        });
+        Harness {
+            addr,
+            openai,
+            anthropic,
+            shutdown: Some(tx),
+            server: Some(server),
+        }
+    }
+
+    /// A channel to the gateway.
+    pub async fn channel(&self) -> Channel {
+        tonic::transport::Endpoint::from_shared(format!("http://{}", self.addr))
+            .expect("endpoint")
+            .tcp_nodelay(true)
+            .connect()
+            .await
+            .expect("connect to gateway")
+    }
+
+    /// An authenticated client.
+    pub async fn client(&self) -> Client {
+        GatewayServiceClient::with_interceptor(self.channel().await, Bearer(Some(TOKEN.into())))
+    }
+
+    /// A client that presents `token` (or none).
+    pub async fn client_with_token(&self, token: Option<&str>) -> Client {
+        GatewayServiceClient::with_interceptor(
+            self.channel().await,
+            Bearer(token.map(String::from)),
+        )
+    }
+
+    /// Runs a streamed generation to its end and returns every event.
+    pub async fn stream(
+        &self,
+        generation: pb::Generation,
+    ) -> Result<Vec<pb::StreamResponse>, tonic::Status> {
+        let mut client = self.client().await;
+        let mut stream = client
+            .stream(pb::StreamRequest {
+                generation: Some(generation),
+            })
+            .await?
+            .into_inner();
+        let mut events = Vec::new();
+        while let Some(ev) = stream.message().await? {
+            events.push(ev);
+        }
+        Ok(events)
+    }
+
+    /// Starts the graceful shutdown (as SIGTERM would) and returns the server task to await.
+    pub fn begin_shutdown(&mut self) -> tokio::task::JoinHandle<()> {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        self.server.take().expect("server running")
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.abort();
+        }
+    }
+}
+
+/// A user text message.
+pub fn user(text: &str) -> pb::Message {
+    pb::Message {
+        role: pb::Role::User as i32,
+        parts: vec![text_part(text)],
+    }
+}
+
+/// A text part.
+pub fn text_part(text: &str) -> pb::Part {
+    pb::Part {
+        kind: Some(pb::part::Kind::Text(pb::TextPart { text: text.into() })),
+    }
+}
+
+/// A generation for `model` with one user message.
+pub fn generation(model: &str, prompt: &str) -> pb::Generation {
+    pb::Generation {
+        model: model.into(),
+        messages: vec![user(prompt)],
+        ..Default::default()
+    }
+}
+
+/// A weather tool with a JSON Schema.
+pub fn weather_tool() -> pb::Tool {
+    pb::Tool {
+        name: "get_weather".into(),
+        description: "Weather for a city".into(),
+        input_schema_json:
+            r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#
+                .into(),
+    }
+}
+
+/// One compact line per event, so tests compare whole sequences at a glance.
+pub fn render(events: &[pb::StreamResponse]) -> Vec<String> {
+    use pb::stream_response::Event as E;
+    events
+        .iter()
+        .map(|ev| match &ev.event {
+            None => "none".into(),
+            Some(E::StreamStart(s)) => format!("stream_start {} {} attempt={}", s.provider, s.model, s.attempt),
+            Some(E::StepStart(_)) => "step_start".into(),
+            Some(E::TextStart(t)) => format!("text_start {}", t.id),
+            Some(E::TextDelta(d)) => format!("text_delta {} {:?}", d.id, d.delta),
+            Some(E::TextEnd(t)) => format!("text_end {}", t.id),
+            Some(E::ReasoningStart(r)) => format!("reasoning_start {}", r.id),
+            Some(E::ReasoningDelta(d)) => format!("reasoning_delta {} {:?}", d.id, d.delta),
+            Some(E::ReasoningEnd(r)) => format!(
+                "reasoning_end {} {}",
+                r.id,
+                r.provider_metadata.as_ref().map(|m| format!("{}|{}|{}", m.protocol, m.model, m.json)).unwrap_or_default()
+            ),
+            Some(E::ToolInputStart(t)) => format!("tool_input_start {} {}", t.call_id, t.tool_name),
+            Some(E::ToolInputDelta(d)) => format!("tool_input_delta {} {:?}", d.call_id, d.delta),
+            Some(E::ToolInputEnd(t)) => format!("tool_input_end {}", t.call_id),
+            Some(E::ToolCall(c)) => format!("tool_call {} {} {}", c.call_id, c.tool_name, c.input_json),
+            Some(E::StepFinish(f)) => {
+                let u = f.usage.unwrap_or_default();
+                let c = f.cost.unwrap_or_default();
+                format!(
+                    "step_finish {:?} raw={} in={} cr={} cw={} out={} rs={} total={} cost={} id={} model={}",
+                    pb::FinishReason::try_from(f.finish_reason).unwrap_or_default(),
+                    f.raw_finish_reason,
+                    u.input_tokens,
+                    u.cache_read_tokens,
+                    u.cache_write_tokens,
+                    u.output_tokens,
+                    u.reasoning_tokens,
+                    u.total_tokens,
+                    c.total_nano_usd,
+                    f.response_id,
+                    f.response_model
+                )
+            }
+            Some(E::Error(e)) => format!(
+                "error {:?} retryable={} status={} retry_after_ms={}",
+                pb::ErrorKind::try_from(e.kind).unwrap_or_default(),
+                e.retryable,
+                e.http_status,
+                e.retry_after.map(|d| d.seconds * 1000 + i64::from(d.nanos) / 1_000_000).unwrap_or(-1)
+            ),
+        })
+        .collect()
+}
+
+/// The last event, which must be a terminal one.
+pub fn terminal(events: &[pb::StreamResponse]) -> &pb::stream_response::Event {
+    events
+        .last()
+        .and_then(|e| e.event.as_ref())
+        .expect("at least one event")
+}
+
+/// Upper bound for waits on explicit signals (a request arriving, a connection closing); never a sleep.
+pub const SHORT: Duration = Duration::from_secs(5);

@@ -13,5 +13,10 @@
 
 pub mod adapter;
 pub mod catalog;
+pub mod config;
 pub mod error;
 pub mod event;
+pub mod generate;
+pub mod grpc;
+pub mod server;
+pub mod telemetry;

@@ -1,0 +1,1574 @@
+//! Unified generation → Messages API request body.
+//!
+//! The builder is pure: the same generation and model always give the same body, so a retried or re-played step
+//! hits the provider's prompt cache.
+//!
+//! Fixes applied here (provider-protocols.md §6), each because the API rejects the request otherwise:
+//! - text blocks that are empty or whitespace-only are dropped, then turns left empty, and the trailing whitespace
+//!   of a final assistant (prefill) text is trimmed;
+//! - consecutive turns of the same role are merged so `user` and `assistant` alternate; tool messages become user
+//!   turns of `tool_result` blocks, and in a merged user turn the `tool_result` blocks come first (the API wants
+//!   them right after the `tool_use` turn);
+//! - tool-use ids go through [`ids::anthropic`] on both `tool_use.id` and `tool_result.tool_use_id`, so calls made
+//!   by another provider (`call:1`) still pair with their results;
+//! - reasoning is replayed only when thinking is on for this request *and* it was produced by this exact model
+//!   (signatures are only valid for the model that made them);
+//! - sampling parameters the model or thinking mode rejects are dropped;
+//! - prompt-cache markers are placed by [`place_cache_markers`].
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::adapter::{BuildError, Protocol, Target, ids, pb};
+use crate::catalog::{Capabilities, ModelInfo};
+
+use pb::file_part::Source;
+use pb::part::Kind;
+
+/// Most cache breakpoints the API accepts in one request.
+const MAX_CACHE_MARKERS: usize = 4;
+/// The smallest thinking budget the API accepts.
+const MIN_THINKING_BUDGET: u64 = 1024;
+/// Tokens kept for the visible answer when `max_tokens` has to be raised above the thinking budget.
+const ANSWER_ROOM: u64 = 1024;
+/// Body fields the gateway owns; `provider_options_json` cannot set them.
+const RESERVED_FIELDS: [&str; 6] = [
+    "model",
+    "messages",
+    "system",
+    "stream",
+    "tools",
+    "tool_choice",
+];
+/// Image types the API accepts as base64 data.
+const IMAGE_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
+
+/// One content block of the request (`{"type": …, …}`).
+type Block = Map<String, Value>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    User,
+    Assistant,
+}
+
+/// One turn of `messages`, before it is serialised.
+#[derive(Debug)]
+struct Turn {
+    role: Role,
+    blocks: Vec<Block>,
+}
+
+/// The replay data an `anthropic` reasoning part carries (what the decoder put in `ReasoningEnd.metadata`).
+#[derive(Deserialize)]
+struct ReplayMeta {
+    #[serde(default)]
+    signature: Option<String>,
+    #[serde(default)]
+    redacted_data: Option<String>,
+}
+
+/// Builds the `/v1/messages` body for `g` on `target`.
+pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, BuildError> {
+    let model = target.model;
+    let caps = model.capabilities;
+
+    if g.output_format
+        .as_ref()
+        .is_some_and(|f| f.r#type() == pb::output_format::Type::JsonSchema)
+    {
+        // The Messages API has no native JSON Schema output; the processor asks for structured output through a
+        // forced tool instead, which works on every provider.
+        return Err(BuildError::new(
+            "generation.output_format",
+            "json_schema output is not supported on the Anthropic protocol; use a tool",
+        ));
+    }
+
+    let mut tools = tools(g)?;
+    let choice = tool_choice(g)?;
+    let mut system: Vec<Block> = g
+        .system
+        .iter()
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| text_block(s))
+        .collect();
+
+    // The API refuses thinking together with a forced tool choice; the forced tool is what the caller relies on
+    // (structured output), so thinking gives way.
+    let requested_budget = thinking_budget(g, &caps).filter(|_| !choice.forces_tool);
+    let (mut max_tokens, mut budget) = token_plan(g, model, requested_budget);
+
+    let mut turns = turns(g, model, &caps, budget.is_some())?;
+    if budget.is_some() && !thinking_fits_history(&turns) {
+        // With thinking on, the assistant turn that opens the current tool loop must start with a thinking block.
+        // When it has none (it came from another model, or from a step without thinking) the API answers 400, so
+        // this request runs without thinking, and then may carry no thinking blocks at all. `max_tokens` goes back
+        // to what the caller asked for, since no budget needs room any more.
+        (max_tokens, budget) = token_plan(g, model, None);
+        turns = self::turns(g, model, &caps, false)?;
+    }
+    if turns.is_empty() {
+        return Err(BuildError::new(
+            "generation.messages",
+            "no message has any content to send",
+        ));
+    }
+
+    if caps.prompt_cache {
+        place_cache_markers(&mut tools, &mut system, &mut turns);
+    }
+
+    let mut body = Map::new();
+    body.insert("model".into(), Value::from(model.name.as_str()));
+    body.insert("max_tokens".into(), Value::from(max_tokens));
+    if !system.is_empty() {
+        body.insert("system".into(), blocks_value(system));
+    }
+    let messages: Vec<Value> = turns
+        .into_iter()
+        .map(|t| {
+            json!({
+                "role": match t.role { Role::User => "user", Role::Assistant => "assistant" },
+                "content": blocks_value(t.blocks),
+            })
+        })
+        .collect();
+    body.insert("messages".into(), Value::Array(messages));
+    if !tools.is_empty() {
+        body.insert("tools".into(), blocks_value(tools));
+        if let Some(c) = choice.value {
+            body.insert("tool_choice".into(), c);
+        }
+    }
+    if let Some(b) = budget {
+        body.insert(
+            "thinking".into(),
+            json!({"type": "enabled", "budget_tokens": b}),
+        );
+    }
+    sampling(g, &caps, budget.is_some(), &mut body);
+    body.insert("stream".into(), Value::Bool(true));
+
+    merge_provider_options(g, &mut body)?;
+    Ok(Value::Object(body))
+}
+
+fn blocks_value(blocks: Vec<Block>) -> Value {
+    Value::Array(blocks.into_iter().map(Value::Object).collect())
+}
+
+fn text_block(text: &str) -> Block {
+    let mut b = Block::new();
+    b.insert("type".into(), Value::from("text"));
+    b.insert("text".into(), Value::from(text));
+    b
+}
+
+fn block_type(b: &Block) -> &str {
+    b.get("type").and_then(Value::as_str).unwrap_or("")
+}
+
+fn is_thinking(b: &Block) -> bool {
+    matches!(block_type(b), "thinking" | "redacted_thinking")
+}
+
+fn is_tool_result(b: &Block) -> bool {
+    block_type(b) == "tool_result"
+}
+
+/// Translates the conversation into alternating turns. `replay_reasoning` is false when thinking is off for this
+/// request: the API refuses thinking blocks in the final assistant turn then, and ignores them elsewhere.
+fn turns(
+    g: &pb::Generation,
+    model: &ModelInfo,
+    caps: &Capabilities,
+    replay_reasoning: bool,
+) -> Result<Vec<Turn>, BuildError> {
+    let mut turns: Vec<Turn> = Vec::new();
+    for (i, m) in g.messages.iter().enumerate() {
+        let role = match m.role() {
+            pb::Role::User | pb::Role::Tool => Role::User,
+            pb::Role::Assistant => Role::Assistant,
+            pb::Role::Unspecified => {
+                return Err(BuildError::new(
+                    format!("generation.messages[{i}].role"),
+                    "the role must be set",
+                ));
+            }
+        };
+        let mut blocks = Vec::with_capacity(m.parts.len());
+        for (j, p) in m.parts.iter().enumerate() {
+            let field = format!("generation.messages[{i}].parts[{j}]");
+            // A part with no content is dropped like an empty text: never send a bare block.
+            let Some(kind) = &p.kind else { continue };
+            let block = match (m.role(), kind) {
+                (pb::Role::User | pb::Role::Assistant, Kind::Text(t)) => {
+                    (!t.text.trim().is_empty()).then(|| text_block(&t.text))
+                }
+                (pb::Role::User, Kind::File(f)) => file_block(f, caps, &field)?,
+                (pb::Role::Assistant, Kind::Reasoning(r)) if replay_reasoning => {
+                    reasoning_block(r, model)
+                }
+                (pb::Role::Assistant, Kind::Reasoning(_)) => None,
+                (pb::Role::Assistant, Kind::ToolCall(c)) => Some(tool_use_block(c, &field)?),
+                (pb::Role::Tool | pb::Role::User, Kind::ToolResult(r)) => {
+                    Some(tool_result_block(r))
+                }
+                (role, _) => {
+                    return Err(BuildError::new(
+                        field,
+                        format!(
+                            "this kind of part is not allowed in a {} message",
+                            role.as_str_name()
+                        ),
+                    ));
+                }
+            };
+            blocks.extend(block);
+        }
+        if blocks.is_empty() {
+            continue;
+        }
+        match turns.last_mut() {
+            Some(last) if last.role == role => last.blocks.append(&mut blocks),
+            _ => turns.push(Turn { role, blocks }),
+        }
+    }
+    for t in turns.iter_mut().filter(|t| t.role == Role::User) {
+        // Stable: keeps the order of the results and of the other blocks.
+        t.blocks.sort_by_key(|b| !is_tool_result(b));
+    }
+    trim_prefill(&mut turns);
+    Ok(turns)
+}
+
+/// The API rejects trailing whitespace at the end of a final assistant turn (a prefill).
+fn trim_prefill(turns: &mut Vec<Turn>) {
+    let Some(last) = turns.last_mut() else { return };
+    if last.role != Role::Assistant {
+        return;
+    }
+    let Some(block) = last.blocks.last_mut() else {
+        return;
+    };
+    if block_type(block) != "text" {
+        return;
+    }
+    if let Some(Value::String(text)) = block.get_mut("text") {
+        let trimmed = text.trim_end().len();
+        text.truncate(trimmed);
+        if text.is_empty() {
+            last.blocks.pop();
+        }
+    }
+    if last.blocks.is_empty() {
+        turns.pop();
+    }
+}
+
+/// With thinking on, the assistant turn that opens the current tool loop (the first assistant turn after the last
+/// user turn that is more than tool results) must start with a thinking or redacted-thinking block.
+fn thinking_fits_history(turns: &[Turn]) -> bool {
+    let loop_start = turns
+        .iter()
+        .rposition(|t| t.role == Role::User && !t.blocks.iter().all(is_tool_result))
+        .map_or(0, |i| i + 1);
+    match turns.get(loop_start..).and_then(|rest| rest.first()) {
+        Some(t) if t.role == Role::Assistant => t.blocks.first().is_some_and(is_thinking),
+        _ => true,
+    }
+}
+
+/// Replays a reasoning part as `thinking` / `redacted_thinking`, or drops it when it cannot be replayed: produced by
+/// another protocol or model, or without a signature (the API refuses unsigned thinking).
+fn reasoning_block(r: &pb::ReasoningPart, model: &ModelInfo) -> Option<Block> {
+    let meta = r.provider_metadata.as_ref()?;
+    if meta.protocol != Protocol::Anthropic.as_str() || meta.model != model.id {
+        return None;
+    }
+    let replay: ReplayMeta = serde_json::from_str(&meta.json).ok()?;
+    let mut b = Block::new();
+    if let Some(data) = replay.redacted_data.filter(|d| !d.is_empty()) {
+        b.insert("type".into(), Value::from("redacted_thinking"));
+        b.insert("data".into(), Value::from(data));
+    } else {
+        let signature = replay.signature.filter(|s| !s.is_empty())?;
+        b.insert("type".into(), Value::from("thinking"));
+        // Sent exactly as received, even when empty: the signature covers the text.
+        b.insert("thinking".into(), Value::from(r.text.as_str()));
+        b.insert("signature".into(), Value::from(signature));
+    }
+    Some(b)
+}
+
+fn tool_use_block(c: &pb::ToolCallPart, field: &str) -> Result<Block, BuildError> {
+    let input_field = || format!("{field}.tool_call.input_json");
+    let input: Value = if c.input_json.trim().is_empty() {
+        Value::Object(Map::new())
+    } else {
+        serde_json::from_str(&c.input_json)
+            .map_err(|e| BuildError::new(input_field(), format!("not valid JSON: {e}")))?
+    };
+    if !input.is_object() {
+        return Err(BuildError::new(input_field(), "must be a JSON object"));
+    }
+    let mut b = Block::new();
+    b.insert("type".into(), Value::from("tool_use"));
+    b.insert(
+        "id".into(),
+        Value::from(ids::anthropic(&c.call_id).as_ref()),
+    );
+    b.insert("name".into(), Value::from(c.tool_name.as_str()));
+    b.insert("input".into(), input);
+    Ok(b)
+}
+
+fn tool_result_block(r: &pb::ToolResultPart) -> Block {
+    let mut b = Block::new();
+    b.insert("type".into(), Value::from("tool_result"));
+    b.insert(
+        "tool_use_id".into(),
+        Value::from(ids::anthropic(&r.call_id).as_ref()),
+    );
+    // `content` is optional on the API; an empty string is left out rather than sent as an empty text.
+    if !r.output.is_empty() {
+        b.insert("content".into(), Value::from(r.output.as_str()));
+    }
+    // The API's default is `false`; only the exception is sent.
+    if r.is_error {
+        b.insert("is_error".into(), Value::Bool(true));
+    }
+    b
+}
+
+/// `image` for `image/*`, `document` for PDF (base64 or URL) and `text/plain` (inline text). Empty data is dropped
+/// like empty text.
+fn file_block(
+    f: &pb::FilePart,
+    caps: &Capabilities,
+    field: &str,
+) -> Result<Option<Block>, BuildError> {
+    let file_field = || format!("{field}.file");
+    let media = f
+        .media_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    let source = match &f.source {
+        Some(Source::Data(d)) if d.is_empty() => return Ok(None),
+        Some(Source::Url(u)) if u.trim().is_empty() => {
+            return Err(BuildError::new(file_field(), "the file has an empty url"));
+        }
+        Some(s) => s,
+        None => {
+            return Err(BuildError::new(file_field(), "the file has no data or url"));
+        }
+    };
+    let mut b = Block::new();
+    if media.starts_with("image/") {
+        if !caps.vision {
+            return Err(BuildError::new(
+                file_field(),
+                "this model does not accept images",
+            ));
+        }
+        let src = match source {
+            Source::Data(d) if IMAGE_TYPES.contains(&media.as_str()) => {
+                json!({"type": "base64", "media_type": media, "data": base64(d)})
+            }
+            Source::Data(_) => {
+                return Err(BuildError::new(
+                    format!("{field}.file.media_type"),
+                    format!("`{media}` is not accepted; images must be jpeg, png, gif or webp"),
+                ));
+            }
+            Source::Url(u) => json!({"type": "url", "url": u}),
+        };
+        b.insert("type".into(), Value::from("image"));
+        b.insert("source".into(), src);
+        return Ok(Some(b));
+    }
+    let src = match (media.as_str(), source) {
+        ("application/pdf", Source::Data(d)) => {
+            json!({"type": "base64", "media_type": "application/pdf", "data": base64(d)})
+        }
+        ("application/pdf", Source::Url(u)) => json!({"type": "url", "url": u}),
+        ("text/plain", Source::Data(d)) => {
+            let text = std::str::from_utf8(d).map_err(|_| {
+                BuildError::new(file_field(), "a text/plain file must be valid UTF-8")
+            })?;
+            json!({"type": "text", "media_type": "text/plain", "data": text})
+        }
+        ("text/plain", Source::Url(_)) => {
+            return Err(BuildError::new(
+                file_field(),
+                "text/plain files must be sent as data; the Anthropic API fetches only PDF and image URLs",
+            ));
+        }
+        _ => {
+            return Err(BuildError::new(
+                format!("{field}.file.media_type"),
+                format!(
+                    "`{media}` is not supported on the Anthropic protocol (images, application/pdf and text/plain are)"
+                ),
+            ));
+        }
+    };
+    b.insert("type".into(), Value::from("document"));
+    b.insert("source".into(), src);
+    if !f.filename.is_empty() {
+        // The API shows a document's title to the model; the file name is the natural one.
+        b.insert("title".into(), Value::from(f.filename.as_str()));
+    }
+    Ok(Some(b))
+}
+
+/// Standard base64 with padding (the API's `source.data`), kept local to avoid a dependency for one function.
+fn base64(data: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let byte = |k: usize| u32::from(chunk.get(k).copied().unwrap_or(0));
+        let n = (byte(0) << 16) | (byte(1) << 8) | byte(2);
+        let sextet = |shift: u32| char::from(ALPHABET[((n >> shift) & 63) as usize]);
+        out.push(sextet(18));
+        out.push(sextet(12));
+        out.push(if chunk.len() > 1 { sextet(6) } else { '=' });
+        out.push(if chunk.len() > 2 { sextet(0) } else { '=' });
+    }
+    out
+}
+
+fn tools(g: &pb::Generation) -> Result<Vec<Block>, BuildError> {
+    g.tools
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let field = || format!("generation.tools[{i}].input_schema_json");
+            // proto3 cannot tell an unset schema from an empty one; both mean "no arguments".
+            let schema: Value = if t.input_schema_json.trim().is_empty() {
+                json!({"type": "object", "properties": {}})
+            } else {
+                serde_json::from_str(&t.input_schema_json)
+                    .map_err(|e| BuildError::new(field(), format!("not valid JSON: {e}")))?
+            };
+            if schema.get("type").and_then(Value::as_str) != Some("object") {
+                return Err(BuildError::new(
+                    field(),
+                    "the root must be an object schema (`\"type\": \"object\"`)",
+                ));
+            }
+            let mut b = Block::new();
+            b.insert("name".into(), Value::from(t.name.as_str()));
+            if !t.description.is_empty() {
+                b.insert("description".into(), Value::from(t.description.as_str()));
+            }
+            b.insert("input_schema".into(), schema);
+            Ok(b)
+        })
+        .collect()
+}
+
+/// The translated tool choice.
+struct Choice {
+    /// `tool_choice`, when one is sent (only with tools).
+    value: Option<Value>,
+    /// The model must call a tool (`any` or `tool`).
+    forces_tool: bool,
+}
+
+fn tool_choice(g: &pb::Generation) -> Result<Choice, BuildError> {
+    use pb::tool_choice::Mode;
+    let Some(tc) = &g.tool_choice else {
+        return Ok(Choice {
+            value: None,
+            forces_tool: false,
+        });
+    };
+    let has_tools = !g.tools.is_empty();
+    let (value, forces_tool) = match tc.mode() {
+        // The API's default is `auto`; sending nothing keeps the body minimal.
+        Mode::Unspecified => (None, false),
+        Mode::Auto => (Some(json!({"type": "auto"})), false),
+        Mode::None => (Some(json!({"type": "none"})), false),
+        Mode::Required if has_tools => (Some(json!({"type": "any"})), true),
+        Mode::Required => {
+            return Err(BuildError::new(
+                "generation.tool_choice.mode",
+                "REQUIRED needs at least one tool in generation.tools",
+            ));
+        }
+        Mode::Tool => {
+            if !g.tools.iter().any(|t| t.name == tc.tool_name) {
+                return Err(BuildError::new(
+                    "generation.tool_choice.tool_name",
+                    format!("`{}` is not in generation.tools", tc.tool_name),
+                ));
+            }
+            (Some(json!({"type": "tool", "name": tc.tool_name})), true)
+        }
+    };
+    Ok(Choice { value, forces_tool })
+}
+
+/// The thinking budget the caller asked for, or `None` for no `thinking` field. An explicit budget wins over the
+/// effort; `EFFORT_NONE` turns thinking off even with a budget. The budget is at least the API's minimum.
+fn thinking_budget(g: &pb::Generation, caps: &Capabilities) -> Option<u64> {
+    use pb::reasoning::Effort;
+    if !caps.reasoning {
+        return None;
+    }
+    let r = g.reasoning.as_ref()?;
+    let budget = match (r.effort(), r.budget_tokens) {
+        (Effort::None, _) => return None,
+        (_, b) if b > 0 => u64::from(b),
+        (Effort::Minimal, _) => MIN_THINKING_BUDGET,
+        (Effort::Low, _) => 2048,
+        (Effort::Medium, _) => 8192,
+        (Effort::High, _) => 24_576,
+        (Effort::Unspecified, _) => return None,
+    };
+    Some(budget.max(MIN_THINKING_BUDGET))
+}
+
+/// `max_tokens` and the thinking budget that fit together.
+///
+/// `max_tokens` is the caller's `max_output_tokens`, else the catalog's maximum, never above the catalog's maximum.
+/// The API counts thinking inside `max_tokens` and requires `budget < max_tokens`, so when the budget does not fit,
+/// `max_tokens` is raised to `budget + 1024` (capped at the model's maximum); when even that is too small the budget
+/// is lowered to leave 1024 tokens for the answer, and thinking is dropped when the budget would fall below 1024.
+fn token_plan(g: &pb::Generation, model: &ModelInfo, budget: Option<u64>) -> (u64, Option<u64>) {
+    let model_max = model.max_output_tokens.max(1);
+    let mut max_tokens = g
+        .sampling
+        .as_ref()
+        .and_then(|s| s.max_output_tokens)
+        .filter(|&n| n > 0)
+        .map_or(model_max, u64::from)
+        .min(model_max);
+    let Some(mut budget) = budget else {
+        return (max_tokens, None);
+    };
+    if max_tokens <= budget {
+        max_tokens = (budget + ANSWER_ROOM).min(model_max);
+    }
+    if max_tokens <= budget {
+        budget = max_tokens.saturating_sub(ANSWER_ROOM);
+    }
+    (
+        max_tokens,
+        Some(budget).filter(|&b| b >= MIN_THINKING_BUDGET),
+    )
+}
+
+/// Sampling parameters, minus those the model or thinking mode rejects.
+fn sampling(
+    g: &pb::Generation,
+    caps: &Capabilities,
+    thinking: bool,
+    body: &mut Map<String, Value>,
+) {
+    let Some(s) = &g.sampling else { return };
+    // The API's range is 0..=1 (OpenAI's is 0..=2): clamp rather than fail a request another provider accepts.
+    let mut temperature = s
+        .temperature
+        .filter(|t| t.is_finite() && caps.temperature)
+        .map(|t| t.clamp(0.0, 1.0));
+    let mut top_p = s.top_p.filter(|p| p.is_finite()).map(|p| p.clamp(0.0, 1.0));
+    let mut top_k = s.top_k.filter(|&k| k > 0);
+    if thinking {
+        // With thinking on the API refuses temperature and top_k, and accepts top_p only in 0.95..=1.
+        temperature = None;
+        top_k = None;
+        top_p = top_p.filter(|p| (0.95..=1.0).contains(p));
+    }
+    if caps.exclusive_temperature_top_p && temperature.is_some() {
+        top_p = None;
+    }
+    if let Some(t) = temperature {
+        body.insert("temperature".into(), Value::from(t));
+    }
+    if let Some(p) = top_p {
+        body.insert("top_p".into(), Value::from(p));
+    }
+    if let Some(k) = top_k {
+        body.insert("top_k".into(), Value::from(k));
+    }
+    // The API refuses stop sequences made only of whitespace.
+    let stops: Vec<Value> = s
+        .stop_sequences
+        .iter()
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| Value::from(s.as_str()))
+        .collect();
+    if !stops.is_empty() {
+        body.insert("stop_sequences".into(), Value::Array(stops));
+    }
+}
+
+/// Prompt-cache policy: at most [`MAX_CACHE_MARKERS`] `cache_control: {"type": "ephemeral"}` markers, placed in
+/// this order until the budget runs out:
+/// 1. on the last tool (caches the whole tool table, which comes first in the prompt);
+/// 2. on the last system block (caches tools + system);
+/// 3. on the last eligible block of the last user turn (caches the conversation so far, so the next step reads it);
+/// 4. on the last eligible block of the user turn before it (the previous step's breakpoint, so this step reads
+///    what the last one wrote).
+///
+/// Thinking and redacted-thinking blocks never carry a marker (the API refuses it). A marker on the last user turn
+/// works as "cache everything up to here", which is what a multi-step tool loop re-sends every step.
+fn place_cache_markers(tools: &mut [Block], system: &mut [Block], turns: &mut [Turn]) {
+    let mut left = MAX_CACHE_MARKERS;
+    let mut mark = |b: &mut Block| {
+        if left > 0 {
+            b.insert("cache_control".into(), json!({"type": "ephemeral"}));
+            left -= 1;
+        }
+    };
+    if let Some(t) = tools.last_mut() {
+        mark(t);
+    }
+    if let Some(s) = system.last_mut() {
+        mark(s);
+    }
+    for turn in turns
+        .iter_mut()
+        .rev()
+        .filter(|t| t.role == Role::User)
+        .take(2)
+    {
+        if let Some(b) = turn.blocks.iter_mut().rev().find(|b| !is_thinking(b)) {
+            mark(b);
+        }
+    }
+}
+
+/// Merges `provider_options_json["anthropic"]` into the body, top-level keys replacing the gateway's (so a caller
+/// can set `metadata`, `thinking: {"type": "adaptive"}`, `max_tokens`, …), except the fields the gateway owns.
+fn merge_provider_options(
+    g: &pb::Generation,
+    body: &mut Map<String, Value>,
+) -> Result<(), BuildError> {
+    const FIELD: &str = "generation.provider_options_json";
+    if g.provider_options_json.trim().is_empty() {
+        return Ok(());
+    }
+    let all: Value = serde_json::from_str(&g.provider_options_json)
+        .map_err(|e| BuildError::new(FIELD, format!("not valid JSON: {e}")))?;
+    let Value::Object(mut all) = all else {
+        return Err(BuildError::new(
+            FIELD,
+            "must be a JSON object keyed by protocol",
+        ));
+    };
+    let Some(options) = all.remove(Protocol::Anthropic.as_str()) else {
+        return Ok(());
+    };
+    let Value::Object(options) = options else {
+        return Err(BuildError::new(FIELD, "`anthropic` must be a JSON object"));
+    };
+    if let Some(k) = options
+        .keys()
+        .find(|k| RESERVED_FIELDS.contains(&k.as_str()))
+    {
+        return Err(BuildError::new(
+            FIELD,
+            format!("`anthropic.{k}` is set by the gateway and cannot be overridden"),
+        ));
+    }
+    body.extend(options);
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::adapter::anthropic::Anthropic;
+    use crate::adapter::{Adapter, HttpRequest};
+
+    const SONNET: &str = "anthropic/claude-sonnet-4-5";
+
+    /// Claude Sonnet 4.5 as the bundled catalog describes it.
+    fn sonnet() -> ModelInfo {
+        ModelInfo {
+            id: SONNET.into(),
+            provider: "anthropic".into(),
+            name: "claude-sonnet-4-5".into(),
+            display_name: "Claude Sonnet 4.5".into(),
+            protocol: Protocol::Anthropic,
+            context_window: 200_000,
+            max_input_tokens: 0,
+            max_output_tokens: 64_000,
+            capabilities: Capabilities {
+                tools: true,
+                reasoning: true,
+                vision: true,
+                json_schema: false,
+                temperature: true,
+                prompt_cache: true,
+                exclusive_temperature_top_p: true,
+            },
+            pricing: None,
+        }
+    }
+
+    /// Sonnet without prompt caching, so tests about other fixes read without cache markers.
+    fn uncached() -> ModelInfo {
+        let mut m = sonnet();
+        m.capabilities.prompt_cache = false;
+        m
+    }
+
+    fn request(g: &pb::Generation, m: &ModelInfo) -> HttpRequest {
+        Anthropic.build(g, &Target { model: m }).unwrap()
+    }
+
+    fn body(g: &pb::Generation, m: &ModelInfo) -> Value {
+        request(g, m).body
+    }
+
+    fn error(g: &pb::Generation, m: &ModelInfo) -> BuildError {
+        Anthropic.build(g, &Target { model: m }).unwrap_err()
+    }
+
+    fn part(kind: Kind) -> pb::Part {
+        pb::Part { kind: Some(kind) }
+    }
+
+    fn text(t: &str) -> pb::Part {
+        part(Kind::Text(pb::TextPart { text: t.into() }))
+    }
+
+    fn call(id: &str, tool: &str, input: &str) -> pb::Part {
+        part(Kind::ToolCall(pb::ToolCallPart {
+            call_id: id.into(),
+            tool_name: tool.into(),
+            input_json: input.into(),
+            provider_metadata: None,
+        }))
+    }
+
+    fn result(id: &str, tool: &str, output: &str, is_error: bool) -> pb::Part {
+        part(Kind::ToolResult(pb::ToolResultPart {
+            call_id: id.into(),
+            tool_name: tool.into(),
+            output: output.into(),
+            is_error,
+        }))
+    }
+
+    fn reasoning(t: &str, protocol: &str, model: &str, json: &str) -> pb::Part {
+        part(Kind::Reasoning(pb::ReasoningPart {
+            text: t.into(),
+            provider_metadata: Some(pb::ProviderMetadata {
+                protocol: protocol.into(),
+                model: model.into(),
+                json: json.into(),
+            }),
+        }))
+    }
+
+    fn file(media_type: &str, filename: &str, source: Source) -> pb::Part {
+        part(Kind::File(pb::FilePart {
+            media_type: media_type.into(),
+            filename: filename.into(),
+            source: Some(source),
+        }))
+    }
+
+    fn message(role: pb::Role, parts: Vec<pb::Part>) -> pb::Message {
+        pb::Message {
+            role: role.into(),
+            parts,
+        }
+    }
+
+    fn user(parts: Vec<pb::Part>) -> pb::Message {
+        message(pb::Role::User, parts)
+    }
+
+    fn assistant(parts: Vec<pb::Part>) -> pb::Message {
+        message(pb::Role::Assistant, parts)
+    }
+
+    fn tool(parts: Vec<pb::Part>) -> pb::Message {
+        message(pb::Role::Tool, parts)
+    }
+
+    fn generation(messages: Vec<pb::Message>) -> pb::Generation {
+        pb::Generation {
+            model: SONNET.into(),
+            messages,
+            ..Default::default()
+        }
+    }
+
+    fn effort(e: pb::reasoning::Effort) -> Option<pb::Reasoning> {
+        Some(pb::Reasoning {
+            effort: e.into(),
+            budget_tokens: 0,
+        })
+    }
+
+    fn budget(tokens: u32) -> Option<pb::Reasoning> {
+        Some(pb::Reasoning {
+            effort: 0,
+            budget_tokens: tokens,
+        })
+    }
+
+    fn weather_tool(name: &str) -> pb::Tool {
+        pb::Tool {
+            name: name.into(),
+            description: format!("{name} description"),
+            input_schema_json:
+                r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#
+                    .into(),
+        }
+    }
+
+    fn ephemeral() -> Value {
+        json!({"type": "ephemeral"})
+    }
+
+    #[test]
+    fn request_has_path_version_header_and_system_blocks_with_one_cache_marker() {
+        let mut g = generation(vec![user(vec![text("Hi")])]);
+        g.system = vec![
+            "You are a coding agent.".into(),
+            String::new(),
+            "  \n ".into(),
+            "Repository: acme/web".into(),
+        ];
+        let req = request(&g, &sonnet());
+        assert_eq!(req.path, "/v1/messages");
+        assert_eq!(
+            req.headers,
+            vec![("anthropic-version".to_string(), "2023-06-01".to_string())]
+        );
+        assert_eq!(
+            req.body,
+            json!({
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 64000,
+                "system": [
+                    {"type": "text", "text": "You are a coding agent."},
+                    {"type": "text", "text": "Repository: acme/web", "cache_control": ephemeral()},
+                ],
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "Hi", "cache_control": ephemeral()}]},
+                ],
+                "stream": true,
+            })
+        );
+    }
+
+    #[test]
+    fn tool_results_merge_into_one_user_turn_results_first() {
+        let g = generation(vec![
+            user(vec![text("Weather in Paris and Tokyo?")]),
+            assistant(vec![
+                text("Checking both."),
+                call("toolu_01A", "get_weather", r#"{"city":"Paris"}"#),
+                call("toolu_01B", "get_weather", r#"{"city":"Tokyo"}"#),
+            ]),
+            tool(vec![result(
+                "toolu_01A",
+                "get_weather",
+                "18°C, sunny",
+                false,
+            )]),
+            user(vec![text("Use Celsius, please.")]),
+            tool(vec![result(
+                "toolu_01B",
+                "get_weather",
+                "upstream timeout",
+                true,
+            )]),
+        ]);
+        assert_eq!(
+            body(&g, &uncached()),
+            json!({
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 64000,
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "Weather in Paris and Tokyo?"}]},
+                    {"role": "assistant", "content": [
+                        {"type": "text", "text": "Checking both."},
+                        {"type": "tool_use", "id": "toolu_01A", "name": "get_weather", "input": {"city": "Paris"}},
+                        {"type": "tool_use", "id": "toolu_01B", "name": "get_weather", "input": {"city": "Tokyo"}},
+                    ]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "toolu_01A", "content": "18°C, sunny"},
+                        {"type": "tool_result", "tool_use_id": "toolu_01B", "content": "upstream timeout", "is_error": true},
+                        {"type": "text", "text": "Use Celsius, please."},
+                    ]},
+                ],
+                "stream": true,
+            })
+        );
+    }
+
+    #[test]
+    fn foreign_tool_ids_are_rewritten_and_stay_paired() {
+        let g = generation(vec![
+            user(vec![text("List the files.")]),
+            assistant(vec![
+                call("call:1", "list", ""),
+                call("fc.2/x", "list", "{}"),
+            ]),
+            tool(vec![
+                result("call:1", "list", "a.txt", false),
+                result("fc.2/x", "list", "", false),
+            ]),
+        ]);
+        let first = ids::anthropic("call:1").into_owned();
+        let second = ids::anthropic("fc.2/x").into_owned();
+        for id in [&first, &second] {
+            assert!(
+                id.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
+                "{id}"
+            );
+        }
+        assert_ne!(first, second);
+        assert_eq!(
+            body(&g, &uncached()),
+            json!({
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 64000,
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "List the files."}]},
+                    {"role": "assistant", "content": [
+                        {"type": "tool_use", "id": first, "name": "list", "input": {}},
+                        {"type": "tool_use", "id": second, "name": "list", "input": {}},
+                    ]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": first, "content": "a.txt"},
+                        {"type": "tool_result", "tool_use_id": second},
+                    ]},
+                ],
+                "stream": true,
+            })
+        );
+    }
+
+    /// A tool loop whose assistant turn carries the given reasoning part.
+    fn tool_loop(reasoning_part: pb::Part) -> pb::Generation {
+        let mut g = generation(vec![
+            user(vec![text("What is 27 * 453?")]),
+            assistant(vec![
+                reasoning_part,
+                call("toolu_01C", "calc", r#"{"expr":"27*453"}"#),
+            ]),
+            tool(vec![result("toolu_01C", "calc", "12231", false)]),
+        ]);
+        g.reasoning = effort(pb::reasoning::Effort::Medium);
+        g
+    }
+
+    #[test]
+    fn thinking_is_replayed_with_its_signature_to_the_same_model() {
+        let g = tool_loop(reasoning(
+            "I should use the calculator.",
+            "anthropic",
+            SONNET,
+            r#"{"signature":"EqQBCgIYAhIM1gbc"}"#,
+        ));
+        assert_eq!(
+            body(&g, &sonnet()),
+            json!({
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 64000,
+                "messages": [
+                    {"role": "user", "content": [
+                        {"type": "text", "text": "What is 27 * 453?", "cache_control": ephemeral()},
+                    ]},
+                    {"role": "assistant", "content": [
+                        {"type": "thinking", "thinking": "I should use the calculator.", "signature": "EqQBCgIYAhIM1gbc"},
+                        {"type": "tool_use", "id": "toolu_01C", "name": "calc", "input": {"expr": "27*453"}},
+                    ]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "toolu_01C", "content": "12231", "cache_control": ephemeral()},
+                    ]},
+                ],
+                "thinking": {"type": "enabled", "budget_tokens": 8192},
+                "stream": true,
+            })
+        );
+    }
+
+    #[test]
+    fn redacted_thinking_is_replayed_to_the_same_model() {
+        let g = tool_loop(reasoning(
+            "",
+            "anthropic",
+            SONNET,
+            r#"{"redacted_data":"EmwKAhgBEgy3va3pzix"}"#,
+        ));
+        let b = body(&g, &uncached());
+        assert_eq!(
+            b["messages"][1],
+            json!({"role": "assistant", "content": [
+                {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"},
+                {"type": "tool_use", "id": "toolu_01C", "name": "calc", "input": {"expr": "27*453"}},
+            ]})
+        );
+        assert_eq!(
+            b["thinking"],
+            json!({"type": "enabled", "budget_tokens": 8192})
+        );
+    }
+
+    #[test]
+    fn thinking_from_another_model_or_protocol_is_dropped() {
+        for (protocol, model) in [
+            ("anthropic", "anthropic/claude-opus-4-1"),
+            ("openai_chat", SONNET),
+        ] {
+            let mut g = generation(vec![
+                user(vec![text("Hello")]),
+                assistant(vec![
+                    reasoning("Greeting.", protocol, model, r#"{"signature":"sig"}"#),
+                    text("Hi! "),
+                ]),
+                user(vec![text("How are you?")]),
+            ]);
+            g.reasoning = budget(2000);
+            assert_eq!(
+                body(&g, &uncached()),
+                json!({
+                    "model": "claude-sonnet-4-5",
+                    "max_tokens": 64000,
+                    "messages": [
+                        {"role": "user", "content": [{"type": "text", "text": "Hello"}]},
+                        {"role": "assistant", "content": [{"type": "text", "text": "Hi! "}]},
+                        {"role": "user", "content": [{"type": "text", "text": "How are you?"}]},
+                    ],
+                    "thinking": {"type": "enabled", "budget_tokens": 2000},
+                    "stream": true,
+                }),
+                "{protocol} {model}"
+            );
+        }
+    }
+
+    #[test]
+    fn thinking_turns_off_when_the_open_tool_loop_has_no_thinking_block() {
+        // The reasoning came from another model, so the loop's assistant turn cannot start with a thinking block;
+        // the API would answer 400 with thinking on.
+        let g = tool_loop(reasoning(
+            "Calculator.",
+            "anthropic",
+            "anthropic/claude-opus-4-1",
+            r#"{"signature":"sig"}"#,
+        ));
+        assert_eq!(
+            body(&g, &uncached()),
+            json!({
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 64000,
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "What is 27 * 453?"}]},
+                    {"role": "assistant", "content": [
+                        {"type": "tool_use", "id": "toolu_01C", "name": "calc", "input": {"expr": "27*453"}},
+                    ]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01C", "content": "12231"}]},
+                ],
+                "stream": true,
+            })
+        );
+        // The max_tokens raised for the dropped budget falls back to what the caller asked for.
+        let mut small = tool_loop(reasoning(
+            "x",
+            "anthropic",
+            "anthropic/claude-opus-4-1",
+            "{}",
+        ));
+        small.sampling = Some(pb::Sampling {
+            max_output_tokens: Some(2000),
+            ..Default::default()
+        });
+        assert_eq!(body(&small, &uncached())["max_tokens"], 2000);
+        // Without thinking in this request, same-model reasoning is not replayed either.
+        let mut same = tool_loop(reasoning(
+            "x",
+            "anthropic",
+            SONNET,
+            r#"{"signature":"sig"}"#,
+        ));
+        same.reasoning = None;
+        let b = body(&same, &uncached());
+        assert_eq!(b["messages"][1]["content"][0]["type"], "tool_use");
+        assert!(b.get("thinking").is_none());
+    }
+
+    #[test]
+    fn empty_blocks_and_messages_are_dropped_and_prefill_trimmed() {
+        let g = generation(vec![
+            user(vec![
+                text("Hello"),
+                text("   "),
+                text(""),
+                pb::Part { kind: None },
+            ]),
+            assistant(vec![text(" \n\t")]),
+            user(vec![text(""), text("Second question")]),
+            tool(vec![]),
+            assistant(vec![text("Answer:\n  "), text("The answer is  \n ")]),
+        ]);
+        assert_eq!(
+            body(&g, &uncached()),
+            json!({
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 64000,
+                "messages": [
+                    {"role": "user", "content": [
+                        {"type": "text", "text": "Hello"},
+                        {"type": "text", "text": "Second question"},
+                    ]},
+                    {"role": "assistant", "content": [
+                        {"type": "text", "text": "Answer:\n  "},
+                        {"type": "text", "text": "The answer is"},
+                    ]},
+                ],
+                "stream": true,
+            })
+        );
+        let nothing = generation(vec![user(vec![text("  ")]), assistant(vec![])]);
+        assert_eq!(error(&nothing, &sonnet()).field, "generation.messages");
+    }
+
+    fn count_markers(v: &Value) -> usize {
+        v.to_string().matches("\"cache_control\"").count()
+    }
+
+    #[test]
+    fn at_most_four_cache_markers_with_many_turns_and_tools() {
+        let mut g = generation(vec![
+            user(vec![text("u1")]),
+            assistant(vec![text("a1")]),
+            user(vec![text("u2"), text("u2b")]),
+            assistant(vec![call("toolu_1", "t2", "{}")]),
+            tool(vec![result("toolu_1", "t2", "r1", false)]),
+            assistant(vec![call("toolu_2", "t2", "{}")]),
+            tool(vec![result("toolu_2", "t2", "r2", false)]),
+        ]);
+        g.system = vec!["s1".into(), "s2".into()];
+        g.tools = vec![weather_tool("t1"), weather_tool("t2"), weather_tool("t3")];
+        let b = body(&g, &sonnet());
+        let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+        assert_eq!(
+            b,
+            json!({
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 64000,
+                "system": [
+                    {"type": "text", "text": "s1"},
+                    {"type": "text", "text": "s2", "cache_control": ephemeral()},
+                ],
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "u1"}]},
+                    {"role": "assistant", "content": [{"type": "text", "text": "a1"}]},
+                    {"role": "user", "content": [{"type": "text", "text": "u2"}, {"type": "text", "text": "u2b"}]},
+                    {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "t2", "input": {}}]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "r1", "cache_control": ephemeral()},
+                    ]},
+                    {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_2", "name": "t2", "input": {}}]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "toolu_2", "content": "r2", "cache_control": ephemeral()},
+                    ]},
+                ],
+                "tools": [
+                    {"name": "t1", "description": "t1 description", "input_schema": schema},
+                    {"name": "t2", "description": "t2 description", "input_schema": schema},
+                    {"name": "t3", "description": "t3 description", "input_schema": schema, "cache_control": ephemeral()},
+                ],
+                "stream": true,
+            })
+        );
+        assert_eq!(count_markers(&b), 4);
+        // Many more turns change nothing about the count.
+        for k in 0..20 {
+            g.messages.push(user(vec![text(&format!("u{k}"))]));
+            g.messages.push(assistant(vec![text(&format!("a{k}"))]));
+        }
+        assert_eq!(count_markers(&body(&g, &sonnet())), 4);
+        // And no marker at all on a model without prompt caching.
+        assert_eq!(count_markers(&body(&g, &uncached())), 0);
+    }
+
+    #[test]
+    fn thinking_budget_drops_temperature_and_top_k_and_raises_max_tokens() {
+        let mut g = generation(vec![user(vec![text("Think hard.")])]);
+        g.reasoning = effort(pb::reasoning::Effort::Medium);
+        g.sampling = Some(pb::Sampling {
+            temperature: Some(0.7),
+            top_p: Some(0.97),
+            top_k: Some(40),
+            max_output_tokens: Some(4000),
+            stop_sequences: vec!["\n\nHuman:".into(), "  ".into()],
+            seed: Some(7),
+        });
+        assert_eq!(
+            body(&g, &uncached()),
+            json!({
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 9216,
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "Think hard."}]}],
+                "thinking": {"type": "enabled", "budget_tokens": 8192},
+                "top_p": 0.97,
+                "stop_sequences": ["\n\nHuman:"],
+                "stream": true,
+            })
+        );
+        // top_p outside 0.95..=1 is refused with thinking on.
+        if let Some(s) = g.sampling.as_mut() {
+            s.top_p = Some(0.5);
+        }
+        assert!(body(&g, &uncached()).get("top_p").is_none());
+        // Effort levels map to budgets; MINIMAL is the API's minimum.
+        for (e, expected) in [
+            (pb::reasoning::Effort::Minimal, 1024),
+            (pb::reasoning::Effort::Low, 2048),
+            (pb::reasoning::Effort::High, 24_576),
+        ] {
+            g.reasoning = effort(e);
+            assert_eq!(body(&g, &uncached())["thinking"]["budget_tokens"], expected);
+        }
+    }
+
+    #[test]
+    fn thinking_budget_is_clamped_to_what_the_model_allows() {
+        let mut g = generation(vec![user(vec![text("Go.")])]);
+        // A budget as large as the model's output limit is lowered to leave room for the answer.
+        g.reasoning = budget(64_000);
+        let b = body(&g, &uncached());
+        assert_eq!(b["max_tokens"], 64_000);
+        assert_eq!(
+            b["thinking"],
+            json!({"type": "enabled", "budget_tokens": 62_976})
+        );
+        // A budget below the API minimum is raised to it.
+        g.reasoning = budget(500);
+        assert_eq!(body(&g, &uncached())["thinking"]["budget_tokens"], 1024);
+        // EFFORT_NONE wins over a budget; a model without reasoning never gets `thinking`.
+        g.reasoning = Some(pb::Reasoning {
+            effort: pb::reasoning::Effort::None.into(),
+            budget_tokens: 4096,
+        });
+        assert!(body(&g, &uncached()).get("thinking").is_none());
+        g.reasoning = budget(4096);
+        let mut plain = uncached();
+        plain.capabilities.reasoning = false;
+        assert!(body(&g, &plain).get("thinking").is_none());
+        // A forced tool choice turns thinking off (the API refuses the combination).
+        g.tools = vec![weather_tool("get_weather")];
+        g.tool_choice = Some(pb::ToolChoice {
+            mode: pb::tool_choice::Mode::Required.into(),
+            tool_name: String::new(),
+        });
+        let forced = body(&g, &uncached());
+        assert!(forced.get("thinking").is_none());
+        assert_eq!(forced["tool_choice"], json!({"type": "any"}));
+    }
+
+    #[test]
+    fn temperature_and_top_p_are_exclusive_on_recent_models() {
+        let mut g = generation(vec![user(vec![text("Hi")])]);
+        g.sampling = Some(pb::Sampling {
+            temperature: Some(1.5),
+            top_p: Some(0.9),
+            top_k: Some(20),
+            ..Default::default()
+        });
+        let exclusive = body(&g, &uncached());
+        assert_eq!(
+            exclusive,
+            json!({
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 64000,
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+                "temperature": 1.0,
+                "top_k": 20,
+                "stream": true,
+            })
+        );
+        let mut older = uncached();
+        older.capabilities.exclusive_temperature_top_p = false;
+        let both = body(&g, &older);
+        assert_eq!(both["temperature"], 1.0);
+        assert_eq!(both["top_p"], 0.9);
+        // Only top_p set: kept even on an exclusive model.
+        if let Some(s) = g.sampling.as_mut() {
+            s.temperature = None;
+        }
+        assert_eq!(body(&g, &uncached())["top_p"], 0.9);
+    }
+
+    #[test]
+    fn max_tokens_defaults_to_the_catalog_maximum_and_never_exceeds_it() {
+        let mut g = generation(vec![user(vec![text("Hi")])]);
+        let mut haiku = uncached();
+        haiku.max_output_tokens = 8192;
+        assert_eq!(body(&g, &haiku)["max_tokens"], 8192);
+        for (asked, sent) in [(Some(1000), 1000), (Some(0), 8192), (Some(100_000), 8192)] {
+            g.sampling = Some(pb::Sampling {
+                max_output_tokens: asked,
+                ..Default::default()
+            });
+            assert_eq!(body(&g, &haiku)["max_tokens"], sent, "{asked:?}");
+        }
+    }
+
+    #[test]
+    fn provider_options_are_merged_and_gateway_fields_refused() {
+        let mut g = generation(vec![user(vec![text("Hi")])]);
+        g.provider_options_json =
+            r#"{"anthropic":{"metadata":{"user_id":"u-42"},"max_tokens":512},"openai_chat":{"seed":1}}"#.into();
+        assert_eq!(
+            body(&g, &uncached()),
+            json!({
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 512,
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+                "stream": true,
+                "metadata": {"user_id": "u-42"},
+            })
+        );
+        for bad in [
+            r#"{"anthropic":{"stream":false}}"#,
+            r#"{"anthropic":{"messages":[]}}"#,
+            r#"{"anthropic":{"model":"x"}}"#,
+            r#"{"anthropic":{"system":"x"}}"#,
+            r#"{"anthropic":{"tools":[]}}"#,
+            r#"{"anthropic":{"tool_choice":{"type":"any"}}}"#,
+            r#"{"anthropic":[]}"#,
+            r#"[1]"#,
+            r#"{"anthropic":"#,
+        ] {
+            g.provider_options_json = bad.into();
+            assert_eq!(
+                error(&g, &uncached()).field,
+                "generation.provider_options_json",
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn build_errors_name_the_offending_field() {
+        let bad_input = generation(vec![
+            user(vec![text("Hi")]),
+            assistant(vec![text("ok"), call("toolu_1", "t", "{not json")]),
+        ]);
+        assert_eq!(
+            error(&bad_input, &sonnet()).field,
+            "generation.messages[1].parts[1].tool_call.input_json"
+        );
+        let array_input = generation(vec![assistant(vec![call("toolu_1", "t", "[1]")])]);
+        assert_eq!(
+            error(&array_input, &sonnet()).field,
+            "generation.messages[0].parts[0].tool_call.input_json"
+        );
+        for schema in ["{", r#"{"type":"array"}"#, r#"{"properties":{}}"#] {
+            let mut g = generation(vec![user(vec![text("Hi")])]);
+            g.tools = vec![
+                weather_tool("ok"),
+                pb::Tool {
+                    name: "bad".into(),
+                    description: String::new(),
+                    input_schema_json: schema.into(),
+                },
+            ];
+            assert_eq!(
+                error(&g, &sonnet()).field,
+                "generation.tools[1].input_schema_json",
+                "{schema}"
+            );
+        }
+        let mut json_out = generation(vec![user(vec![text("Hi")])]);
+        json_out.output_format = Some(pb::OutputFormat {
+            r#type: pb::output_format::Type::JsonSchema.into(),
+            name: "answer".into(),
+            schema_json: "{}".into(),
+        });
+        let e = error(&json_out, &sonnet());
+        assert_eq!(e.field, "generation.output_format");
+        assert!(e.message.contains("use a tool"), "{e}");
+        let mut unknown_tool = generation(vec![user(vec![text("Hi")])]);
+        unknown_tool.tools = vec![weather_tool("get_weather")];
+        unknown_tool.tool_choice = Some(pb::ToolChoice {
+            mode: pb::tool_choice::Mode::Tool.into(),
+            tool_name: "nope".into(),
+        });
+        assert_eq!(
+            error(&unknown_tool, &sonnet()).field,
+            "generation.tool_choice.tool_name"
+        );
+        let no_role = generation(vec![message(pb::Role::Unspecified, vec![text("x")])]);
+        assert_eq!(
+            error(&no_role, &sonnet()).field,
+            "generation.messages[0].role"
+        );
+        let misplaced = generation(vec![user(vec![call("toolu_1", "t", "{}")])]);
+        assert_eq!(
+            error(&misplaced, &sonnet()).field,
+            "generation.messages[0].parts[0]"
+        );
+    }
+
+    #[test]
+    fn tools_and_tool_choice_translate() {
+        let mut g = generation(vec![user(vec![text("Hi")])]);
+        g.tools = vec![
+            weather_tool("get_weather"),
+            pb::Tool {
+                name: "now".into(),
+                description: String::new(),
+                input_schema_json: String::new(),
+            },
+        ];
+        let modes = [
+            (pb::tool_choice::Mode::Unspecified, None),
+            (pb::tool_choice::Mode::Auto, Some(json!({"type": "auto"}))),
+            (pb::tool_choice::Mode::None, Some(json!({"type": "none"}))),
+            (
+                pb::tool_choice::Mode::Required,
+                Some(json!({"type": "any"})),
+            ),
+            (
+                pb::tool_choice::Mode::Tool,
+                Some(json!({"type": "tool", "name": "now"})),
+            ),
+        ];
+        for (mode, expected) in modes {
+            g.tool_choice = Some(pb::ToolChoice {
+                mode: mode.into(),
+                tool_name: "now".into(),
+            });
+            let b = body(&g, &uncached());
+            assert_eq!(b.get("tool_choice").cloned(), expected, "{mode:?}");
+            assert_eq!(
+                b["tools"][1],
+                json!({"name": "now", "input_schema": {"type": "object", "properties": {}}})
+            );
+        }
+        // Without tools there is no tool_choice at all.
+        g.tools.clear();
+        g.tool_choice = Some(pb::ToolChoice {
+            mode: pb::tool_choice::Mode::Auto.into(),
+            tool_name: String::new(),
+        });
+        assert!(body(&g, &uncached()).get("tool_choice").is_none());
+    }
+
+    #[test]
+    fn files_become_image_and_document_blocks() {
+        let g = generation(vec![user(vec![
+            file("image/png", "", Source::Data(b"\x89PNG".to_vec())),
+            file(
+                "image/jpeg",
+                "",
+                Source::Url("https://example.com/cat.jpg".into()),
+            ),
+            file(
+                "application/pdf",
+                "report.pdf",
+                Source::Data(b"%PDF-1.7".to_vec()),
+            ),
+            file(
+                "application/pdf",
+                "",
+                Source::Url("https://example.com/a.pdf".into()),
+            ),
+            file(
+                "text/plain; charset=utf-8",
+                "notes.txt",
+                Source::Data("héllo".as_bytes().to_vec()),
+            ),
+            file("text/plain", "empty.txt", Source::Data(Vec::new())),
+            text("Summarise these."),
+        ])]);
+        assert_eq!(
+            body(&g, &uncached())["messages"][0]["content"],
+            json!([
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw=="}},
+                {"type": "image", "source": {"type": "url", "url": "https://example.com/cat.jpg"}},
+                {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjc="}, "title": "report.pdf"},
+                {"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}},
+                {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "héllo"}, "title": "notes.txt"},
+                {"type": "text", "text": "Summarise these."},
+            ])
+        );
+        let mut blind = uncached();
+        blind.capabilities.vision = false;
+        let image = generation(vec![user(vec![file(
+            "image/png",
+            "",
+            Source::Data(vec![1]),
+        )])]);
+        assert_eq!(
+            error(&image, &blind).field,
+            "generation.messages[0].parts[0].file"
+        );
+        let bmp = generation(vec![user(vec![file(
+            "image/bmp",
+            "",
+            Source::Data(vec![1]),
+        )])]);
+        assert_eq!(
+            error(&bmp, &uncached()).field,
+            "generation.messages[0].parts[0].file.media_type"
+        );
+        let zip = generation(vec![user(vec![file(
+            "application/zip",
+            "",
+            Source::Data(vec![1]),
+        )])]);
+        assert_eq!(
+            error(&zip, &uncached()).field,
+            "generation.messages[0].parts[0].file.media_type"
+        );
+        let text_url = generation(vec![user(vec![file(
+            "text/plain",
+            "",
+            Source::Url("https://x/y.txt".into()),
+        )])]);
+        assert_eq!(
+            error(&text_url, &uncached()).field,
+            "generation.messages[0].parts[0].file"
+        );
+        let latin1 = generation(vec![user(vec![file(
+            "text/plain",
+            "",
+            Source::Data(vec![0xff, 0xfe]),
+        )])]);
+        assert_eq!(
+            error(&latin1, &uncached()).field,
+            "generation.messages[0].parts[0].file"
+        );
+    }
+
+    #[test]
+    fn base64_matches_rfc4648_vectors() {
+        for (input, expected) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(input.as_bytes()), expected);
+        }
+        assert_eq!(base64(&[0xfb, 0xff]), "+/8=");
+    }
+}

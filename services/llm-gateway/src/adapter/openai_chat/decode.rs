@@ -1,0 +1,662 @@
+//! Stream decoder: Chat Completions `data:` chunks → unified [`Event`]s.
+//!
+//! Chunks are parsed into small borrowed structs rather than walked as `serde_json::Value`: the decoder runs once per
+//! streamed token, and most strings in a chunk can be borrowed straight from the frame.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use super::super::Decoder;
+use super::super::classify::classify;
+use crate::error::{ErrorKind, ProviderError};
+use crate::event::{Event, Finish, FinishReason, Usage};
+
+/// Longest part of a malformed frame kept in the error for diagnosis.
+const MAX_ERROR_BODY: usize = 2048;
+
+/// Decodes one Chat Completions stream (OpenAI or any compatible server).
+///
+/// Text is one block (`text-0`). Reasoning is a block (`reasoning-N`) that closes as soon as text or a tool call
+/// starts. Tool calls are tracked per `index` and finalized only at the end of the stream, never because their
+/// arguments already parse as JSON (provider-protocols.md §5).
+#[derive(Debug, Default)]
+pub struct ChatDecoder {
+    done: bool,
+    response_id: String,
+    response_model: String,
+    /// Id of the open text block.
+    text: Option<String>,
+    text_blocks: u32,
+    /// Id of the open reasoning block.
+    reasoning: Option<String>,
+    reasoning_blocks: u32,
+    /// Tool calls in order of appearance.
+    tools: Vec<ToolState>,
+    /// The raw `finish_reason`, once a chunk carried one.
+    finish_reason: Option<String>,
+    usage: Option<Usage>,
+}
+
+/// One tool call being streamed.
+#[derive(Debug)]
+struct ToolState {
+    index: u64,
+    /// The provider's id, or `call_<index>` when it sent none.
+    id: String,
+    name: String,
+    /// Every argument fragment so far.
+    args: String,
+    /// `ToolInputStart` was pushed (it waits for the tool name).
+    started: bool,
+    /// `id` was made up here because the provider sent none.
+    synthetic_id: bool,
+}
+
+impl ChatDecoder {
+    /// A decoder at the start of a stream.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn fail(&mut self, err: ProviderError, out: &mut Vec<Event>) {
+        out.push(Event::Error(err));
+        self.done = true;
+    }
+
+    fn close_reasoning(&mut self, out: &mut Vec<Event>) {
+        if let Some(id) = self.reasoning.take() {
+            out.push(Event::ReasoningEnd { id, metadata: None });
+        }
+    }
+
+    fn reasoning_delta(&mut self, delta: Cow<'_, str>, out: &mut Vec<Event>) {
+        if delta.is_empty() {
+            return;
+        }
+        let id = match &self.reasoning {
+            Some(id) => id.clone(),
+            None => {
+                let id = format!("reasoning-{}", self.reasoning_blocks);
+                self.reasoning_blocks += 1;
+                out.push(Event::ReasoningStart { id: id.clone() });
+                self.reasoning = Some(id.clone());
+                id
+            }
+        };
+        out.push(Event::ReasoningDelta {
+            id,
+            delta: delta.into_owned(),
+        });
+    }
+
+    fn text_delta(&mut self, delta: Cow<'_, str>, out: &mut Vec<Event>) {
+        if delta.is_empty() {
+            return;
+        }
+        self.close_reasoning(out);
+        let id = match &self.text {
+            Some(id) => id.clone(),
+            None => {
+                let id = format!("text-{}", self.text_blocks);
+                self.text_blocks += 1;
+                out.push(Event::TextStart { id: id.clone() });
+                self.text = Some(id.clone());
+                id
+            }
+        };
+        out.push(Event::TextDelta {
+            id,
+            delta: delta.into_owned(),
+        });
+    }
+
+    fn delta(&mut self, d: Delta<'_>, out: &mut Vec<Event>) {
+        // Reasoning first: a chunk carrying both belongs to the moment reasoning hands over to the answer.
+        // OpenRouter sends the same text twice, as `reasoning` and as `reasoning_details`, so the list is only read
+        // when neither string field carries text.
+        let primary = [d.reasoning_content, d.reasoning]
+            .into_iter()
+            .flatten()
+            .find(|s| !s.0.is_empty());
+        if let Some(text) = primary {
+            self.reasoning_delta(text.0, out);
+        } else {
+            for detail in d.reasoning_details.into_iter().flatten() {
+                let text = match detail.kind.as_ref().map(|k| k.0.as_ref()) {
+                    Some("reasoning.text") => detail.text,
+                    Some("reasoning.summary") => detail.summary,
+                    // Encrypted reasoning has no text to show and is not replayed on this protocol.
+                    _ => None,
+                };
+                if let Some(text) = text {
+                    self.reasoning_delta(text.0, out);
+                }
+            }
+        }
+
+        match d.content {
+            Some(Content::Text(text)) => self.text_delta(text, out),
+            Some(Content::Parts(parts)) => {
+                // Mistral (Magistral): `[{type:"thinking",thinking:[{type:"text",text}]}, {type:"text",text}]`.
+                for part in parts {
+                    match part.kind.as_ref().map(|k| k.0.as_ref()) {
+                        Some("text") => {
+                            if let Some(text) = part.text {
+                                self.text_delta(text.0, out);
+                            }
+                        }
+                        Some("thinking") => {
+                            for inner in part.thinking.into_iter().flatten() {
+                                if let Some(text) = inner.text {
+                                    self.reasoning_delta(text.0, out);
+                                }
+                            }
+                        }
+                        // Images, references: nothing this stream can carry.
+                        _ => {}
+                    }
+                }
+            }
+            None => {}
+        }
+
+        // A refusal (structured outputs) is shown to the caller as text: it is the model's answer.
+        if let Some(refusal) = d.refusal {
+            self.text_delta(refusal.0, out);
+        }
+
+        for call in d.tool_calls.into_iter().flatten() {
+            self.tool_fragment(call, out);
+        }
+    }
+
+    /// The next free tool index, for calls the provider sent without one.
+    fn next_index(&self) -> u64 {
+        self.tools.iter().map(|t| t.index + 1).max().unwrap_or(0)
+    }
+
+    fn tool_fragment(&mut self, frag: ToolCallDelta<'_>, out: &mut Vec<Event>) {
+        self.close_reasoning(out);
+        let id = frag.id.map(|s| s.0).filter(|s| !s.is_empty());
+        let (name, args) = match frag.function {
+            Some(f) => (
+                f.name.map(|s| s.0).filter(|s| !s.is_empty()),
+                f.arguments.map(|a| a.0).filter(|a| !a.is_empty()),
+            ),
+            None => (None, None),
+        };
+
+        let existing = match frag.index {
+            Some(index) => self
+                .tools
+                .iter()
+                .position(|t| t.index == index)
+                .filter(|&p| {
+                    // Some servers (older Ollama) number every parallel call 0: a different id at a known index is a
+                    // new call, not more of the old one.
+                    let t = &self.tools[p];
+                    match &id {
+                        Some(id) => t.synthetic_id || !t.started || t.id == id.as_ref(),
+                        None => true,
+                    }
+                }),
+            // No index (Mistral sends each call whole): a known id continues its call, a bare arguments fragment
+            // continues the latest call, anything else starts a new one.
+            None => match &id {
+                Some(id) => self.tools.iter().position(|t| t.id == id.as_ref()),
+                None if name.is_none() => self.tools.len().checked_sub(1),
+                None => None,
+            },
+        };
+        let pos = match existing {
+            Some(p) => p,
+            None => {
+                let index = match frag.index {
+                    Some(i) if !self.tools.iter().any(|t| t.index == i) => i,
+                    _ => self.next_index(),
+                };
+                self.tools.push(ToolState {
+                    index,
+                    id: String::new(),
+                    name: String::new(),
+                    args: String::new(),
+                    started: false,
+                    synthetic_id: false,
+                });
+                self.tools.len() - 1
+            }
+        };
+
+        let tool = &mut self.tools[pos];
+        if !tool.started {
+            if let Some(id) = id
+                && tool.id.is_empty()
+            {
+                tool.id = id.into_owned();
+            }
+            if let Some(name) = name
+                && tool.name.is_empty()
+            {
+                tool.name = name.into_owned();
+            }
+        }
+        if let Some(args) = &args {
+            tool.args.push_str(args);
+        }
+
+        if !tool.started {
+            // The start waits for the name: callers dispatch on it. Arguments that came first are replayed as one
+            // delta right after.
+            if !tool.name.is_empty() {
+                start_tool(tool, out);
+            }
+        } else if let Some(args) = args {
+            out.push(Event::ToolInputDelta {
+                call_id: tool.id.clone(),
+                delta: args.into_owned(),
+            });
+        }
+    }
+
+    /// Ends the stream successfully: closes every open block, emits the tool calls, then `Finish`.
+    fn finish(&mut self, out: &mut Vec<Event>) {
+        self.close_reasoning(out);
+        if let Some(id) = self.text.take() {
+            out.push(Event::TextEnd { id });
+        }
+        let had_tools = !self.tools.is_empty();
+        // Stable: calls that share an index keep their order of appearance.
+        self.tools.sort_by_key(|t| t.index);
+        for mut tool in std::mem::take(&mut self.tools) {
+            if !tool.started {
+                start_tool(&mut tool, out);
+            }
+            out.push(Event::ToolInputEnd {
+                call_id: tool.id.clone(),
+            });
+            let input_json = if tool.args.trim().is_empty() {
+                "{}".to_string()
+            } else {
+                tool.args
+            };
+            out.push(Event::ToolCall {
+                call_id: tool.id,
+                tool: tool.name,
+                input_json,
+                metadata: None,
+            });
+        }
+        let raw_reason = self.finish_reason.take().unwrap_or_default();
+        out.push(Event::Finish(Finish {
+            reason: map_finish_reason(&raw_reason, had_tools),
+            raw_reason,
+            usage: self.usage.unwrap_or_default(),
+            response_id: std::mem::take(&mut self.response_id),
+            response_model: std::mem::take(&mut self.response_model),
+        }));
+        self.done = true;
+    }
+}
+
+/// Pushes `ToolInputStart` (synthesizing `call_<index>` when the provider sent no id) and any buffered arguments.
+fn start_tool(tool: &mut ToolState, out: &mut Vec<Event>) {
+    if tool.id.is_empty() {
+        tool.id = format!("call_{}", tool.index);
+        tool.synthetic_id = true;
+    }
+    tool.started = true;
+    out.push(Event::ToolInputStart {
+        call_id: tool.id.clone(),
+        tool: tool.name.clone(),
+    });
+    if !tool.args.is_empty() {
+        out.push(Event::ToolInputDelta {
+            call_id: tool.id.clone(),
+            delta: tool.args.clone(),
+        });
+    }
+}
+
+/// provider-protocols.md §5: OpenAI Chat's finish reasons. A `stop` (or no reason) with tool calls is reported as
+/// `ToolCalls` (design.md §3): compatible servers such as Ollama and vLLM say `stop` even when the model called tools.
+fn map_finish_reason(raw: &str, had_tools: bool) -> FinishReason {
+    match raw {
+        "stop" | "" if had_tools => FinishReason::ToolCalls,
+        "stop" => FinishReason::Stop,
+        "length" => FinishReason::Length,
+        "tool_calls" | "function_call" => FinishReason::ToolCalls,
+        "content_filter" => FinishReason::ContentFilter,
+        _ => FinishReason::Other,
+    }
+}
+
+/// design.md §3 usage: the five counts made disjoint. `prompt_tokens` includes cache reads and writes and
+/// `completion_tokens` includes reasoning, so both are subtracted out (saturating: a server that counts them
+/// separately must not wrap around).
+fn normalize_usage(u: &WireUsage) -> Usage {
+    let details = u.prompt_tokens_details.as_ref();
+    // OpenAI's `cached_tokens` and DeepSeek's `prompt_cache_hit_tokens` count the same thing; DeepSeek sends either
+    // or both.
+    let cache_read = details
+        .and_then(|d| d.cached_tokens)
+        .unwrap_or(0)
+        .max(u.prompt_cache_hit_tokens.unwrap_or(0));
+    let cache_write = details
+        .and_then(|d| d.cache_write_tokens)
+        .or(u.cache_creation_input_tokens)
+        .unwrap_or(0);
+    let reasoning = u
+        .completion_tokens_details
+        .as_ref()
+        .and_then(|d| d.reasoning_tokens)
+        .unwrap_or(0);
+    Usage {
+        input: u
+            .prompt_tokens
+            .unwrap_or(0)
+            .saturating_sub(cache_read)
+            .saturating_sub(cache_write),
+        cache_read,
+        cache_write,
+        output: u.completion_tokens.unwrap_or(0).saturating_sub(reasoning),
+        reasoning,
+    }
+}
+
+/// A malformed-stream error that keeps the start of the offending frame for diagnosis.
+fn malformed(err: &serde_json::Error, data: &str) -> ProviderError {
+    let mut e = ProviderError::malformed(format!("malformed stream chunk: {err}"));
+    let mut end = data.len().min(MAX_ERROR_BODY);
+    while !data.is_char_boundary(end) {
+        end -= 1;
+    }
+    e.provider_body = data[..end].to_string();
+    e
+}
+
+impl Decoder for ChatDecoder {
+    fn frame(&mut self, event: &str, data: &str, out: &mut Vec<Event>) {
+        if self.done {
+            return;
+        }
+        let data = data.trim();
+        if data.is_empty() {
+            return;
+        }
+        if data == "[DONE]" {
+            self.finish(out);
+            return;
+        }
+        // Chat Completions names no events, but some compatible servers mark a failure with `event: error`.
+        if event == "error" {
+            self.fail(classify(None, None, data), out);
+            return;
+        }
+        let chunk: Chunk<'_> = match serde_json::from_str(data) {
+            Ok(chunk) => chunk,
+            Err(e) => return self.fail(malformed(&e, data), out),
+        };
+        if chunk.error.is_some() {
+            // An error after HTTP 200: `data: {"error":{...}}` (provider-protocols.md §1, mid-stream errors).
+            self.fail(classify(None, None, data), out);
+            return;
+        }
+        // The first non-empty values: Azure's leading prompt-filter chunk has `id:""` and `model:""`.
+        if self.response_id.is_empty()
+            && let Some(id) = chunk.id
+        {
+            self.response_id = id.0.into_owned();
+        }
+        if self.response_model.is_empty()
+            && let Some(model) = chunk.model
+        {
+            self.response_model = model.0.into_owned();
+        }
+        for choice in chunk.choices.into_iter().flatten() {
+            // Only the first choice: the gateway never asks for `n > 1`.
+            if choice.index.unwrap_or(0) != 0 {
+                continue;
+            }
+            if let Some(delta) = choice.delta {
+                self.delta(delta, out);
+            }
+            if let Some(reason) = choice.finish_reason
+                && !reason.0.is_empty()
+            {
+                self.finish_reason = Some(reason.0.into_owned());
+            }
+        }
+        // On the trailing `choices:[]` chunk (OpenAI) or the finish chunk (DeepSeek, Mistral); the last one wins so
+        // servers that report running totals on every chunk end with the final count.
+        if let Some(usage) = &chunk.usage {
+            self.usage = Some(normalize_usage(usage));
+        }
+    }
+
+    fn end(&mut self, out: &mut Vec<Event>) {
+        if self.done {
+            return;
+        }
+        if self.finish_reason.is_some() {
+            // The model finished; only the `[DONE]` line was lost. Everything the caller needs is here.
+            self.finish(out);
+        } else {
+            self.fail(
+                ProviderError::new(
+                    ErrorKind::Network,
+                    "stream ended before the provider finished",
+                ),
+                out,
+            );
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        self.done
+    }
+}
+
+// ---- Wire types ----------------------------------------------------------------------------------------------------
+// Every field is optional: compatible servers omit, null out or add fields freely, and one odd field must not cost
+// the whole stream.
+
+/// A JSON string, borrowed from the frame when it has no escapes.
+#[derive(Debug)]
+struct Str<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Str<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Str(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Str(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V(PhantomData))
+    }
+}
+
+/// Tool-call arguments: a JSON string on the wire, but a few servers send the object itself; it is re-serialized
+/// so the caller always gets JSON text.
+#[derive(Debug)]
+struct Args<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Args<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Args<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON string or object")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Args(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Args(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Args(Cow::Owned(v)))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                let value =
+                    serde_json::Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(Args(Cow::Owned(value.to_string())))
+            }
+        }
+        d.deserialize_any(V(PhantomData))
+    }
+}
+
+/// `delta.content`: a string everywhere except Mistral, which may send a list of typed parts.
+#[derive(Debug)]
+enum Content<'a> {
+    Text(Cow<'a, str>),
+    Parts(Vec<ContentPart<'a>>),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Content<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string or a list of content parts")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Content::Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Content::Text(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Content::Text(Cow::Owned(v)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut parts = Vec::with_capacity(seq.size_hint().unwrap_or(1));
+                while let Some(part) = seq.next_element::<ContentPart<'a>>()? {
+                    parts.push(part);
+                }
+                Ok(Content::Parts(parts))
+            }
+        }
+        d.deserialize_any(V(PhantomData))
+    }
+}
+
+/// One Mistral content part: `{type:"text",text}` or `{type:"thinking",thinking:[{type:"text",text}]}`.
+#[derive(Debug, Deserialize)]
+struct ContentPart<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Str<'a>>,
+    #[serde(borrow)]
+    text: Option<Str<'a>>,
+    #[serde(borrow)]
+    thinking: Option<Vec<ContentPart<'a>>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Chunk<'a> {
+    #[serde(borrow)]
+    id: Option<Str<'a>>,
+    #[serde(borrow)]
+    model: Option<Str<'a>>,
+    #[serde(borrow)]
+    choices: Option<Vec<Choice<'a>>>,
+    usage: Option<WireUsage>,
+    /// Only its presence matters; `classify` reads the frame itself.
+    error: Option<IgnoredAny>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Choice<'a> {
+    index: Option<u64>,
+    #[serde(borrow)]
+    delta: Option<Delta<'a>>,
+    #[serde(borrow)]
+    finish_reason: Option<Str<'a>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Delta<'a> {
+    #[serde(borrow)]
+    content: Option<Content<'a>>,
+    /// DeepSeek, older vLLM.
+    #[serde(borrow)]
+    reasoning_content: Option<Str<'a>>,
+    /// Newer vLLM, OpenRouter.
+    #[serde(borrow)]
+    reasoning: Option<Str<'a>>,
+    /// OpenRouter.
+    #[serde(borrow)]
+    reasoning_details: Option<Vec<ReasoningDetail<'a>>>,
+    #[serde(borrow)]
+    refusal: Option<Str<'a>>,
+    #[serde(borrow)]
+    tool_calls: Option<Vec<ToolCallDelta<'a>>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ReasoningDetail<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Str<'a>>,
+    #[serde(borrow)]
+    text: Option<Str<'a>>,
+    #[serde(borrow)]
+    summary: Option<Str<'a>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ToolCallDelta<'a> {
+    index: Option<u64>,
+    #[serde(borrow)]
+    id: Option<Str<'a>>,
+    #[serde(borrow)]
+    function: Option<FunctionDelta<'a>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct FunctionDelta<'a> {
+    #[serde(borrow)]
+    name: Option<Str<'a>>,
+    #[serde(borrow)]
+    arguments: Option<Args<'a>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct WireUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    prompt_tokens_details: Option<PromptDetails>,
+    completion_tokens_details: Option<CompletionDetails>,
+    /// DeepSeek.
+    prompt_cache_hit_tokens: Option<u64>,
+    /// Compatible servers fronting Anthropic models.
+    cache_creation_input_tokens: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PromptDetails {
+    cached_tokens: Option<u64>,
+    /// OpenRouter and other compatible servers.
+    cache_write_tokens: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct CompletionDetails {
+    reasoning_tokens: Option<u64>,
+}

@@ -1,0 +1,543 @@
+//! Request builder: unified [`pb::Generation`] → Chat Completions JSON body. A pure function of its inputs.
+
+use serde_json::{Map, Value, json};
+
+use super::super::{BuildError, HttpRequest, Target, ids, pb};
+use pb::part::Kind;
+
+/// Appended to the provider base URL, which already ends in `/v1` as with the OpenAI SDK.
+const PATH: &str = "/chat/completions";
+
+/// Body keys the gateway sets itself; `provider_options_json` may not override them, or a caller could turn off
+/// streaming or usage reporting, or smuggle in tools the gateway does not know about.
+const OWNED_KEYS: [&str; 6] = [
+    "model",
+    "messages",
+    "stream",
+    "stream_options",
+    "tools",
+    "tool_choice",
+];
+
+/// Separates the caller's text parts in one user message when they are sent as a single string: they are separate
+/// pieces (a pasted document and a question, say) that must not run into each other.
+const USER_TEXT_SEPARATOR: &str = "\n\n";
+
+/// Builds the HTTP request for `g` on `t` (see the module docs of [`super`] for the fixes applied).
+pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
+    let caps = &t.model.capabilities;
+    let mut body = Map::new();
+    body.insert("model".into(), Value::String(t.model.name.clone()));
+    body.insert(
+        "messages".into(),
+        Value::Array(messages(g, caps.reasoning)?),
+    );
+
+    // Validated even without tools, so a bad tool choice is reported whatever else the request holds.
+    let choice = tool_choice(g)?;
+    if !g.tools.is_empty() {
+        body.insert("tools".into(), tools(&g.tools)?);
+        // OpenAI rejects `tool_choice` without `tools`, so it only goes out alongside them.
+        if let Some(choice) = choice {
+            body.insert("tool_choice".into(), choice);
+        }
+    }
+
+    if let Some(format) = response_format(g)? {
+        body.insert("response_format".into(), format);
+    }
+
+    sampling(g, t, &mut body);
+
+    body.insert("stream".into(), Value::Bool(true));
+    // Without it the stream carries no usage at all, and the step could not be priced.
+    body.insert("stream_options".into(), json!({ "include_usage": true }));
+
+    // Only OpenAI itself documents `prompt_cache_key`; compatible servers may reject unknown keys.
+    if t.model.provider == "openai"
+        && let Some(ctx) = &g.context
+        && !ctx.session_id.is_empty()
+    {
+        body.insert(
+            "prompt_cache_key".into(),
+            Value::String(ctx.session_id.clone()),
+        );
+    }
+
+    merge_provider_options(&mut body, &g.provider_options_json)?;
+
+    Ok(HttpRequest {
+        path: PATH.to_string(),
+        headers: Vec::new(),
+        body: Value::Object(body),
+    })
+}
+
+/// The `messages` array: the system prompt, then the conversation with empty parts and empty turns dropped.
+fn messages(g: &pb::Generation, reasoning_model: bool) -> Result<Vec<Value>, BuildError> {
+    let mut out = Vec::with_capacity(g.messages.len() + 1);
+
+    let system = join_non_empty(g.system.iter().map(String::as_str), "\n\n");
+    if !system.is_empty() {
+        // Reasoning models take the system prompt under the `developer` role (provider-protocols.md §1).
+        let role = if reasoning_model {
+            "developer"
+        } else {
+            "system"
+        };
+        out.push(json!({ "role": role, "content": system }));
+    }
+
+    for (i, m) in g.messages.iter().enumerate() {
+        match pb::Role::try_from(m.role).unwrap_or(pb::Role::Unspecified) {
+            pb::Role::User => {
+                if let Some(msg) = user_message(i, m)? {
+                    out.push(msg);
+                }
+            }
+            pb::Role::Assistant => {
+                if let Some(msg) = assistant_message(i, m)? {
+                    out.push(msg);
+                }
+            }
+            pb::Role::Tool => tool_messages(i, m, &mut out)?,
+            pb::Role::Unspecified => {
+                return Err(BuildError::new(
+                    format!("generation.messages[{i}].role"),
+                    "the role must be user, assistant or tool",
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `text` pieces joined by `sep`, skipping empty ones.
+fn join_non_empty<'a>(pieces: impl Iterator<Item = &'a str>, sep: &str) -> String {
+    let mut out = String::new();
+    for piece in pieces.filter(|p| !p.is_empty()) {
+        if !out.is_empty() {
+            out.push_str(sep);
+        }
+        out.push_str(piece);
+    }
+    out
+}
+
+fn part_field(i: usize, j: usize) -> String {
+    format!("generation.messages[{i}].parts[{j}]")
+}
+
+fn wrong_part(i: usize, j: usize, what: &str, role: &str) -> BuildError {
+    BuildError::new(
+        part_field(i, j),
+        format!("{what} parts cannot appear in {role} messages"),
+    )
+}
+
+/// A user turn: a plain string when it holds only text (the form every compatible server accepts), else an array
+/// of content parts. `None` when nothing is left once empty parts are dropped.
+fn user_message(i: usize, m: &pb::Message) -> Result<Option<Value>, BuildError> {
+    let mut texts: Vec<&str> = Vec::new();
+    let mut has_files = false;
+    for (j, part) in m.parts.iter().enumerate() {
+        match &part.kind {
+            Some(Kind::Text(t)) if !t.text.is_empty() => texts.push(&t.text),
+            Some(Kind::Text(_)) => {}
+            Some(Kind::File(_)) => has_files = true,
+            Some(Kind::Reasoning(_)) => return Err(wrong_part(i, j, "reasoning", "user")),
+            Some(Kind::ToolCall(_)) => return Err(wrong_part(i, j, "tool call", "user")),
+            Some(Kind::ToolResult(_)) => return Err(wrong_part(i, j, "tool result", "user")),
+            // A part with nothing in it is dropped like empty text: providers reject bare `{}` parts.
+            None => {}
+        }
+    }
+
+    if !has_files {
+        if texts.is_empty() {
+            return Ok(None);
+        }
+        let content = join_non_empty(texts.into_iter(), USER_TEXT_SEPARATOR);
+        return Ok(Some(json!({ "role": "user", "content": content })));
+    }
+
+    let mut content = Vec::with_capacity(m.parts.len());
+    for (j, part) in m.parts.iter().enumerate() {
+        match &part.kind {
+            Some(Kind::Text(t)) if !t.text.is_empty() => {
+                content.push(json!({ "type": "text", "text": t.text }));
+            }
+            Some(Kind::File(f)) => content.push(file_part(i, j, f)?),
+            _ => {}
+        }
+    }
+    Ok(Some(json!({ "role": "user", "content": content })))
+}
+
+/// An image becomes an `image_url` part (inline data URL or the caller's https URL); any other file a `file` part
+/// with inline base64 data, the only form Chat Completions takes besides an uploaded file id.
+fn file_part(i: usize, j: usize, f: &pb::FilePart) -> Result<Value, BuildError> {
+    use pb::file_part::Source;
+
+    let media_type = if f.media_type.is_empty() {
+        "application/octet-stream"
+    } else {
+        f.media_type.as_str()
+    };
+    let is_image = media_type
+        .get(..6)
+        .is_some_and(|p| p.eq_ignore_ascii_case("image/"));
+
+    match &f.source {
+        Some(Source::Url(url)) if is_image => {
+            Ok(json!({ "type": "image_url", "image_url": { "url": url } }))
+        }
+        Some(Source::Data(data)) if is_image => Ok(json!({
+            "type": "image_url",
+            "image_url": { "url": data_url(media_type, data) },
+        })),
+        Some(Source::Data(data)) => {
+            // OpenAI needs a filename with inline file data; invent a stable one from the part position.
+            let filename = if f.filename.is_empty() {
+                default_filename(j, media_type)
+            } else {
+                f.filename.clone()
+            };
+            Ok(json!({
+                "type": "file",
+                "file": { "filename": filename, "file_data": data_url(media_type, data) },
+            }))
+        }
+        Some(Source::Url(_)) => Err(BuildError::new(
+            format!("{}.file.url", part_field(i, j)),
+            "OpenAI Chat Completions takes non-image files only as inline data, not by URL",
+        )),
+        None => Err(BuildError::new(
+            format!("{}.file", part_field(i, j)),
+            "a file part needs data or a url",
+        )),
+    }
+}
+
+/// `part-<j>.<ext>`, e.g. `part-2.pdf`: a stable name from the part position and a usual extension for the type.
+fn default_filename(j: usize, media_type: &str) -> String {
+    let subtype = media_type
+        .split_once('/')
+        .map_or("", |(_, s)| s)
+        .split([';', '+'])
+        .next()
+        .unwrap_or("")
+        .trim();
+    let ext = match subtype {
+        "plain" => "txt",
+        "markdown" => "md",
+        "javascript" => "js",
+        s if !s.is_empty() && s.len() <= 5 && s.chars().all(|c| c.is_ascii_alphanumeric()) => s,
+        _ => "bin",
+    };
+    format!("part-{j}.{ext}")
+}
+
+/// `data:<media type>;base64,<data>`.
+fn data_url(media_type: &str, data: &[u8]) -> String {
+    let mut out = String::with_capacity(media_type.len() + 13 + data.len().div_ceil(3) * 4);
+    out.push_str("data:");
+    out.push_str(media_type);
+    out.push_str(";base64,");
+    base64_into(&mut out, data);
+    out
+}
+
+/// Standard base64 with padding (RFC 4648 §4). Written here rather than pulled in as a crate: it is the only use.
+fn base64_into(out: &mut String, data: &[u8]) {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let sextet = |n: u32, shift: u32| char::from(ALPHABET[((n >> shift) & 63) as usize]);
+    for chunk in data.chunks(3) {
+        let b1 = chunk.get(1).copied().unwrap_or(0);
+        let b2 = chunk.get(2).copied().unwrap_or(0);
+        let n = (u32::from(chunk[0]) << 16) | (u32::from(b1) << 8) | u32::from(b2);
+        out.push(sextet(n, 18));
+        out.push(sextet(n, 12));
+        out.push(if chunk.len() > 1 { sextet(n, 6) } else { '=' });
+        out.push(if chunk.len() > 2 { sextet(n, 0) } else { '=' });
+    }
+}
+
+/// An assistant turn: text joined as `content` (`null` when there is only tool calls, which OpenAI accepts), then
+/// `tool_calls`. `None` when there is neither: Mistral and others reject an empty assistant turn.
+fn assistant_message(i: usize, m: &pb::Message) -> Result<Option<Value>, BuildError> {
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for (j, part) in m.parts.iter().enumerate() {
+        match &part.kind {
+            // Joined with nothing in between: the parts are pieces of the model's own output, which some providers
+            // stream as many small blocks (Gemini parts); a separator would land mid-sentence.
+            Some(Kind::Text(t)) => text.push_str(&t.text),
+            // Not replayed on this protocol: OpenAI never accepts reasoning in input messages, DeepSeek R1 rejects
+            // an earlier `reasoning_content`, and the other compatible servers ignore it. Dropping it is what every
+            // server accepts.
+            Some(Kind::Reasoning(_)) | None => {}
+            Some(Kind::ToolCall(c)) => calls.push(tool_call(i, j, c)?),
+            // Chat Completions assistant messages hold only text and tool calls, so a file the model produced
+            // elsewhere (a Gemini image, say) cannot be replayed here. Dropped rather than refused, so that a
+            // conversation can move to this provider mid-way.
+            Some(Kind::File(_)) => {}
+            Some(Kind::ToolResult(_)) => {
+                return Err(wrong_part(i, j, "tool result", "assistant"));
+            }
+        }
+    }
+    if text.is_empty() && calls.is_empty() {
+        return Ok(None);
+    }
+    let mut msg = Map::new();
+    msg.insert("role".into(), Value::String("assistant".into()));
+    msg.insert(
+        "content".into(),
+        if text.is_empty() {
+            Value::Null
+        } else {
+            Value::String(text)
+        },
+    );
+    if !calls.is_empty() {
+        msg.insert("tool_calls".into(), Value::Array(calls));
+    }
+    Ok(Some(Value::Object(msg)))
+}
+
+/// One `tool_calls[]` entry. The id goes through [`ids::openai`], as does the matching result's `tool_call_id`, so
+/// the pair stays matched after a long id (a Responses `fc_…` id, say) is shortened to OpenAI's 40 characters.
+fn tool_call(i: usize, j: usize, c: &pb::ToolCallPart) -> Result<Value, BuildError> {
+    let arguments = if c.input_json.trim().is_empty() {
+        "{}"
+    } else {
+        // Checked here because the provider would answer a bad replayed call with an opaque 400.
+        serde_json::from_str::<serde::de::IgnoredAny>(&c.input_json).map_err(|e| {
+            BuildError::new(
+                format!("{}.tool_call.input_json", part_field(i, j)),
+                format!("not valid JSON: {e}"),
+            )
+        })?;
+        c.input_json.as_str()
+    };
+    Ok(json!({
+        "id": ids::openai(&c.call_id),
+        "type": "function",
+        "function": { "name": c.tool_name, "arguments": arguments },
+    }))
+}
+
+/// One `tool` message per result, in order. A failed tool's output goes as is: the model reads the error text.
+/// An empty output is still sent, since OpenAI requires an answer for every call of the previous assistant turn.
+fn tool_messages(i: usize, m: &pb::Message, out: &mut Vec<Value>) -> Result<(), BuildError> {
+    for (j, part) in m.parts.iter().enumerate() {
+        match &part.kind {
+            Some(Kind::ToolResult(r)) => out.push(json!({
+                "role": "tool",
+                "tool_call_id": ids::openai(&r.call_id),
+                "content": r.output,
+            })),
+            Some(Kind::Text(t)) if t.text.is_empty() => {}
+            None => {}
+            Some(Kind::Text(_)) => return Err(wrong_part(i, j, "text", "tool")),
+            Some(Kind::File(_)) => return Err(wrong_part(i, j, "file", "tool")),
+            Some(Kind::Reasoning(_)) => return Err(wrong_part(i, j, "reasoning", "tool")),
+            Some(Kind::ToolCall(_)) => return Err(wrong_part(i, j, "tool call", "tool")),
+        }
+    }
+    Ok(())
+}
+
+/// Parses a JSON Schema whose root must be an object schema.
+fn parse_object_schema(field: impl Fn() -> String, text: &str) -> Result<Value, BuildError> {
+    let schema: Value = serde_json::from_str(text)
+        .map_err(|e| BuildError::new(field(), format!("not valid JSON: {e}")))?;
+    let Value::Object(obj) = &schema else {
+        return Err(BuildError::new(
+            field(),
+            "the schema root must be a JSON object",
+        ));
+    };
+    if let Some(ty) = obj.get("type")
+        && ty != "object"
+    {
+        return Err(BuildError::new(
+            field(),
+            "the schema root must have type \"object\"",
+        ));
+    }
+    Ok(schema)
+}
+
+/// The `tools` array. An empty schema means a tool without arguments.
+fn tools(tools: &[pb::Tool]) -> Result<Value, BuildError> {
+    let mut out = Vec::with_capacity(tools.len());
+    for (i, tool) in tools.iter().enumerate() {
+        let parameters = if tool.input_schema_json.trim().is_empty() {
+            json!({ "type": "object", "properties": {} })
+        } else {
+            parse_object_schema(
+                || format!("generation.tools[{i}].input_schema_json"),
+                &tool.input_schema_json,
+            )?
+        };
+        let mut function = Map::new();
+        function.insert("name".into(), Value::String(tool.name.clone()));
+        if !tool.description.is_empty() {
+            function.insert(
+                "description".into(),
+                Value::String(tool.description.clone()),
+            );
+        }
+        function.insert("parameters".into(), parameters);
+        out.push(json!({ "type": "function", "function": function }));
+    }
+    Ok(Value::Array(out))
+}
+
+/// The `tool_choice` value, `None` for the provider default (auto).
+fn tool_choice(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
+    use pb::tool_choice::Mode;
+
+    let Some(tc) = &g.tool_choice else {
+        return Ok(None);
+    };
+    Ok(match Mode::try_from(tc.mode).unwrap_or(Mode::Unspecified) {
+        Mode::Unspecified => None,
+        Mode::Auto => Some(Value::String("auto".into())),
+        Mode::None => Some(Value::String("none".into())),
+        Mode::Required => Some(Value::String("required".into())),
+        Mode::Tool => {
+            const FIELD: &str = "generation.tool_choice.tool_name";
+            if tc.tool_name.is_empty() {
+                return Err(BuildError::new(FIELD, "MODE_TOOL needs a tool name"));
+            }
+            if !g.tools.iter().any(|t| t.name == tc.tool_name) {
+                return Err(BuildError::new(
+                    FIELD,
+                    format!("no tool named {:?} in generation.tools", tc.tool_name),
+                ));
+            }
+            Some(json!({ "type": "function", "function": { "name": tc.tool_name } }))
+        }
+    })
+}
+
+/// `response_format` for JSON Schema output. `strict` stays off: strict mode requires every property in
+/// `required` and `additionalProperties:false`, which callers' schemas rarely satisfy (provider-protocols.md §6.5).
+fn response_format(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
+    use pb::output_format::Type;
+
+    let Some(of) = &g.output_format else {
+        return Ok(None);
+    };
+    if Type::try_from(of.r#type).unwrap_or(Type::Unspecified) != Type::JsonSchema {
+        return Ok(None);
+    }
+    let schema = parse_object_schema(
+        || "generation.output_format.schema_json".to_string(),
+        &of.schema_json,
+    )?;
+    let name = if of.name.is_empty() {
+        "output"
+    } else {
+        of.name.as_str()
+    };
+    Ok(Some(json!({
+        "type": "json_schema",
+        "json_schema": { "name": name, "schema": schema, "strict": false },
+    })))
+}
+
+/// Sampling parameters, minus the ones the model rejects.
+fn sampling(g: &pb::Generation, t: &Target<'_>, body: &mut Map<String, Value>) {
+    use pb::reasoning::Effort;
+
+    let caps = &t.model.capabilities;
+    if let Some(s) = &g.sampling {
+        // Reasoning models reject temperature and top_p outright (provider-protocols.md §1).
+        if !caps.reasoning {
+            if caps.temperature
+                && let Some(temperature) = s.temperature
+            {
+                body.insert("temperature".into(), json!(temperature));
+            }
+            if let Some(top_p) = s.top_p {
+                body.insert("top_p".into(), json!(top_p));
+            }
+        }
+        // top_k is not an OpenAI parameter; compatible servers that have it take it via provider options.
+        if let Some(max) = s.max_output_tokens {
+            // Reasoning models reject `max_tokens` with `unsupported_parameter`; the others may predate
+            // `max_completion_tokens` (most compatible servers).
+            let key = if caps.reasoning {
+                "max_completion_tokens"
+            } else {
+                "max_tokens"
+            };
+            body.insert(key.into(), json!(max));
+        }
+        if !s.stop_sequences.is_empty() {
+            body.insert("stop".into(), json!(s.stop_sequences));
+        }
+        if let Some(seed) = s.seed {
+            body.insert("seed".into(), json!(seed));
+        }
+    }
+
+    // Only reasoning models take `reasoning_effort`; ordinary ones reject the unknown parameter.
+    if caps.reasoning
+        && let Some(r) = &g.reasoning
+    {
+        let effort = match Effort::try_from(r.effort).unwrap_or(Effort::Unspecified) {
+            Effort::Unspecified => None,
+            Effort::None => Some("none"),
+            Effort::Minimal => Some("minimal"),
+            Effort::Low => Some("low"),
+            Effort::Medium => Some("medium"),
+            Effort::High => Some("high"),
+        };
+        if let Some(effort) = effort {
+            body.insert("reasoning_effort".into(), Value::String(effort.into()));
+        }
+    }
+}
+
+/// Merges `{"openai_chat":{...}}` from the caller's provider options into the body. Keys the gateway owns are
+/// refused rather than silently ignored, so a caller learns at once that the option has no effect.
+fn merge_provider_options(body: &mut Map<String, Value>, json: &str) -> Result<(), BuildError> {
+    const FIELD: &str = "generation.provider_options_json";
+    if json.trim().is_empty() {
+        return Ok(());
+    }
+    let root: Value = serde_json::from_str(json)
+        .map_err(|e| BuildError::new(FIELD, format!("not valid JSON: {e}")))?;
+    let Value::Object(mut root) = root else {
+        return Err(BuildError::new(
+            FIELD,
+            "must be a JSON object keyed by protocol",
+        ));
+    };
+    let Some(options) = root.remove("openai_chat") else {
+        return Ok(());
+    };
+    let Value::Object(options) = options else {
+        return Err(BuildError::new(
+            FIELD,
+            "`openai_chat` must be a JSON object",
+        ));
+    };
+    if let Some(key) = options.keys().find(|k| OWNED_KEYS.contains(&k.as_str())) {
+        return Err(BuildError::new(
+            FIELD,
+            format!("`openai_chat.{key}` is set by the gateway and cannot be overridden"),
+        ));
+    }
+    body.extend(options);
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "request_tests.rs"]
+mod tests;

@@ -1,0 +1,577 @@
+//! Configuration: a TOML file (optional) plus environment variables, typed and validated at start-up.
+//!
+//! Every error names the key it is about (`providers.openai.base_url: …`), so a bad deploy fails loudly before it
+//! serves anything. Provider keys are held in [`Secret`], whose `Debug` never prints the value.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::adapter::Protocol;
+use crate::adapter::transport::{RetryPolicy, Timeouts};
+use crate::catalog::{Catalog, CatalogFile, ModelEntry, ModelInfo};
+
+/// A configuration error, naming the key.
+#[derive(Debug, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct ConfigError {
+    /// Dotted path of the offending key (or `config` for the file as a whole).
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl ConfigError {
+    fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A credential. `Debug` and `Display` print `[REDACTED]`.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a value.
+    pub fn new(v: impl Into<String>) -> Self {
+        Secret(v.into())
+    }
+    /// The value, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[REDACTED]")
+    }
+}
+
+/// The configuration file, as written.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    #[serde(default)]
+    pub server: ServerFile,
+    #[serde(default)]
+    pub timeouts: TimeoutsFile,
+    #[serde(default)]
+    pub retry: RetryFile,
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderFile>,
+    /// Catalog entries that extend or override the bundled catalog.
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelEntry>,
+}
+
+/// `[server]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerFile {
+    /// Address to listen on (env `GATEWAY_LISTEN` overrides).
+    pub listen: String,
+    /// Bearer tokens callers may present (env `GATEWAY_AUTH_TOKENS`, comma-separated, adds to these).
+    pub auth_tokens: Vec<String>,
+    /// Serve without caller authentication. Off by default; only for local development.
+    pub allow_unauthenticated: bool,
+    /// How long in-flight streams may run after SIGTERM before the gateway exits.
+    pub shutdown_grace_ms: u64,
+    /// Largest request message accepted; larger ones get `RESOURCE_EXHAUSTED`.
+    pub max_request_bytes: usize,
+    /// Concurrent HTTP/2 streams per caller connection.
+    pub max_concurrent_streams: u32,
+}
+
+impl Default for ServerFile {
+    fn default() -> Self {
+        ServerFile {
+            listen: "127.0.0.1:50051".into(),
+            auth_tokens: Vec::new(),
+            allow_unauthenticated: false,
+            shutdown_grace_ms: 30_000,
+            max_request_bytes: 32 * 1024 * 1024,
+            max_concurrent_streams: 10_000,
+        }
+    }
+}
+
+/// `[timeouts]`, in milliseconds.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TimeoutsFile {
+    pub connect_ms: u64,
+    pub first_byte_ms: u64,
+    pub idle_ms: u64,
+    pub total_ms: u64,
+}
+
+impl Default for TimeoutsFile {
+    fn default() -> Self {
+        let t = Timeouts::default();
+        TimeoutsFile {
+            connect_ms: millis(t.connect),
+            first_byte_ms: millis(t.first_byte),
+            idle_ms: millis(t.idle),
+            total_ms: millis(t.total),
+        }
+    }
+}
+
+/// `[retry]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetryFile {
+    pub max_attempts: u32,
+    pub base_delay_ms: u64,
+    pub max_delay_ms: u64,
+    pub max_retry_after_ms: u64,
+}
+
+impl Default for RetryFile {
+    fn default() -> Self {
+        let r = RetryPolicy::default();
+        RetryFile {
+            max_attempts: r.max_attempts,
+            base_delay_ms: millis(r.base_delay),
+            max_delay_ms: millis(r.max_delay),
+            max_retry_after_ms: millis(r.max_retry_after),
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// `[providers.<id>]`.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderFile {
+    /// Wire protocol.
+    pub protocol: Protocol,
+    /// Base URL; for `openai_chat` it includes `/v1`, for `anthropic` it does not (as in the official SDKs).
+    pub base_url: Option<String>,
+    /// Environment variable that overrides `base_url`.
+    pub base_url_env: Option<String>,
+    /// Environment variable holding the API key. Unset means no key (local servers).
+    pub api_key_env: Option<String>,
+    /// Serve `provider/<anything>` even when the model is not in the catalog (vLLM, Ollama, …), with the limits
+    /// below and no price.
+    #[serde(default)]
+    pub allow_unlisted_models: bool,
+    /// Context window assumed for unlisted models.
+    #[serde(default = "default_unlisted_context")]
+    pub unlisted_context_window: u64,
+    /// Maximum output assumed for unlisted models.
+    #[serde(default = "default_unlisted_output")]
+    pub unlisted_max_output_tokens: u64,
+}
+
+fn default_unlisted_context() -> u64 {
+    32_768
+}
+fn default_unlisted_output() -> u64 {
+    4_096
+}
+
+/// A provider ready to serve.
+#[derive(Debug, Clone)]
+pub struct Provider {
+    /// Provider id (the `provider` of `provider/model`).
+    pub id: String,
+    /// Wire protocol.
+    pub protocol: Protocol,
+    /// Validated base URL without a trailing `/`.
+    pub base_url: String,
+    /// API key (may be empty for local servers).
+    pub api_key: Secret,
+    /// See [`ProviderFile::allow_unlisted_models`].
+    pub allow_unlisted_models: bool,
+    pub unlisted_context_window: u64,
+    pub unlisted_max_output_tokens: u64,
+}
+
+impl Provider {
+    /// A catalog entry for an unlisted model of this provider.
+    pub fn unlisted_model(&self, id: &str, name: &str) -> ModelInfo {
+        ModelInfo {
+            id: id.to_string(),
+            provider: self.id.clone(),
+            name: name.to_string(),
+            display_name: name.to_string(),
+            protocol: self.protocol,
+            context_window: self.unlisted_context_window,
+            max_input_tokens: 0,
+            max_output_tokens: self.unlisted_max_output_tokens,
+            capabilities: crate::catalog::Capabilities::default(),
+            pricing: None,
+        }
+    }
+}
+
+/// The validated configuration the gateway runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub auth_tokens: Vec<Secret>,
+    pub allow_unauthenticated: bool,
+    pub shutdown_grace: Duration,
+    pub max_request_bytes: usize,
+    pub max_concurrent_streams: u32,
+    pub timeouts: Timeouts,
+    pub retry: RetryPolicy,
+    pub providers: BTreeMap<String, Provider>,
+    pub catalog: Catalog,
+}
+
+/// Where the process environment comes from (a function so tests can pass their own).
+pub trait Env {
+    /// The variable's value, if set and not empty.
+    fn var(&self, name: &str) -> Option<String>;
+}
+
+/// The real process environment.
+pub struct ProcessEnv;
+
+impl Env for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+}
+
+impl<const N: usize> Env for [(&str, &str); N] {
+    fn var(&self, name: &str) -> Option<String> {
+        self.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+            .filter(|v| !v.is_empty())
+    }
+}
+
+/// Built-in providers, enabled by their environment variables when the file does not define them.
+const BUILTIN: &[(&str, Protocol, &str, &str, &str)] = &[
+    (
+        "openai",
+        Protocol::OpenaiChat,
+        "https://api.openai.com/v1",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+    ),
+    (
+        "anthropic",
+        Protocol::Anthropic,
+        "https://api.anthropic.com",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+    ),
+];
+
+impl Config {
+    /// Loads `path` (when given) and the environment, and validates everything.
+    pub fn load(path: Option<&Path>, env: &dyn Env) -> Result<Config, ConfigError> {
+        let file = match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|e| {
+                    ConfigError::new("config", format!("cannot read {}: {e}", p.display()))
+                })?;
+                Self::parse(&text)?
+            }
+            None => FileConfig::default(),
+        };
+        Self::from_file(file, env)
+    }
+
+    /// Parses the TOML text of a configuration file.
+    pub fn parse(text: &str) -> Result<FileConfig, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            let key = e
+                .span()
+                .map(|s| format!("config (bytes {}..{})", s.start, s.end))
+                .unwrap_or("config".into());
+            ConfigError::new(key, e.message().to_string())
+        })
+    }
+
+    /// Validates a parsed file against the environment.
+    pub fn from_file(file: FileConfig, env: &dyn Env) -> Result<Config, ConfigError> {
+        let listen_text = env
+            .var("GATEWAY_LISTEN")
+            .unwrap_or(file.server.listen.clone());
+        let listen: SocketAddr = listen_text.parse().map_err(|e| {
+            ConfigError::new(
+                "server.listen",
+                format!("`{listen_text}` is not an address: {e}"),
+            )
+        })?;
+
+        let mut auth_tokens: Vec<Secret> =
+            file.server.auth_tokens.iter().map(Secret::new).collect();
+        if let Some(list) = env.var("GATEWAY_AUTH_TOKENS") {
+            auth_tokens.extend(
+                list.split(',')
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(Secret::new),
+            );
+        }
+        if auth_tokens.iter().any(|t| t.expose().len() < 16) {
+            return Err(ConfigError::new(
+                "server.auth_tokens",
+                "tokens must be at least 16 characters",
+            ));
+        }
+        if auth_tokens.is_empty() && !file.server.allow_unauthenticated {
+            return Err(ConfigError::new(
+                "server.auth_tokens",
+                "no caller tokens configured: set GATEWAY_AUTH_TOKENS (or server.allow_unauthenticated = true for local development)",
+            ));
+        }
+        if file.server.max_request_bytes < 1024 {
+            return Err(ConfigError::new(
+                "server.max_request_bytes",
+                "must be at least 1024",
+            ));
+        }
+        if file.server.max_concurrent_streams == 0 {
+            return Err(ConfigError::new(
+                "server.max_concurrent_streams",
+                "must be positive",
+            ));
+        }
+
+        let t = &file.timeouts;
+        for (k, v) in [
+            ("timeouts.connect_ms", t.connect_ms),
+            ("timeouts.first_byte_ms", t.first_byte_ms),
+            ("timeouts.idle_ms", t.idle_ms),
+            ("timeouts.total_ms", t.total_ms),
+        ] {
+            if v == 0 {
+                return Err(ConfigError::new(k, "must be positive"));
+            }
+        }
+        let timeouts = Timeouts {
+            connect: Duration::from_millis(t.connect_ms),
+            first_byte: Duration::from_millis(t.first_byte_ms),
+            idle: Duration::from_millis(t.idle_ms),
+            total: Duration::from_millis(t.total_ms),
+        };
+        let r = &file.retry;
+        if r.max_attempts == 0 || r.max_attempts > 10 {
+            return Err(ConfigError::new(
+                "retry.max_attempts",
+                "must be between 1 and 10",
+            ));
+        }
+        if r.base_delay_ms > r.max_delay_ms {
+            return Err(ConfigError::new(
+                "retry.base_delay_ms",
+                "must not exceed retry.max_delay_ms",
+            ));
+        }
+        let retry = RetryPolicy {
+            max_attempts: r.max_attempts,
+            base_delay: Duration::from_millis(r.base_delay_ms),
+            max_delay: Duration::from_millis(r.max_delay_ms),
+            max_retry_after: Duration::from_millis(r.max_retry_after_ms),
+        };
+
+        let mut providers = BTreeMap::new();
+        for (id, p) in &file.providers {
+            providers.insert(id.clone(), provider_from_file(id, p, env)?);
+        }
+        for (id, protocol, base_url, key_env, url_env) in BUILTIN {
+            if providers.contains_key(*id) {
+                continue;
+            }
+            if env.var(key_env).is_none() && env.var(url_env).is_none() {
+                continue;
+            }
+            let p = ProviderFile {
+                protocol: *protocol,
+                base_url: Some((*base_url).into()),
+                base_url_env: Some((*url_env).into()),
+                api_key_env: Some((*key_env).into()),
+                allow_unlisted_models: false,
+                unlisted_context_window: default_unlisted_context(),
+                unlisted_max_output_tokens: default_unlisted_output(),
+            };
+            providers.insert((*id).to_string(), provider_from_file(id, &p, env)?);
+        }
+
+        let bundled: CatalogFile = toml::from_str(crate::catalog::BUNDLED)
+            .map_err(|e| ConfigError::new("catalog (bundled)", e.to_string()))?;
+        let overrides = CatalogFile {
+            models: file.models,
+        };
+        let protocols = providers
+            .iter()
+            .map(|(id, p)| (id.clone(), p.protocol))
+            .collect();
+        let catalog = Catalog::build(&[&bundled, &overrides], &protocols)
+            .map_err(|e| ConfigError::new("models", e.to_string()))?;
+
+        Ok(Config {
+            listen,
+            auth_tokens,
+            allow_unauthenticated: file.server.allow_unauthenticated,
+            shutdown_grace: Duration::from_millis(file.server.shutdown_grace_ms),
+            max_request_bytes: file.server.max_request_bytes,
+            max_concurrent_streams: file.server.max_concurrent_streams,
+            timeouts,
+            retry,
+            providers,
+            catalog,
+        })
+    }
+}
+
+fn provider_from_file(id: &str, p: &ProviderFile, env: &dyn Env) -> Result<Provider, ConfigError> {
+    let key = |k: &str| format!("providers.{id}.{k}");
+    if id.is_empty()
+        || !id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(ConfigError::new(
+            format!("providers.{id}"),
+            "provider ids use [A-Za-z0-9_-]",
+        ));
+    }
+    let from_env = p.base_url_env.as_deref().and_then(|name| env.var(name));
+    let base_url = from_env
+        .or_else(|| p.base_url.clone())
+        .ok_or_else(|| ConfigError::new(key("base_url"), "required"))?;
+    let base_url =
+        validate_base_url(&base_url).map_err(|m| ConfigError::new(key("base_url"), m))?;
+    let api_key = match &p.api_key_env {
+        Some(name) => match env.var(name) {
+            Some(v) => Secret::new(v),
+            None => {
+                return Err(ConfigError::new(
+                    key("api_key_env"),
+                    format!("environment variable {name} is not set"),
+                ));
+            }
+        },
+        None => Secret::default(),
+    };
+    if p.unlisted_context_window == 0 || p.unlisted_max_output_tokens == 0 {
+        return Err(ConfigError::new(
+            key("unlisted_context_window"),
+            "limits must be positive",
+        ));
+    }
+    Ok(Provider {
+        id: id.to_string(),
+        protocol: p.protocol,
+        base_url,
+        api_key,
+        allow_unlisted_models: p.allow_unlisted_models,
+        unlisted_context_window: p.unlisted_context_window,
+        unlisted_max_output_tokens: p.unlisted_max_output_tokens,
+    })
+}
+
+/// Base URLs are http(s) with a host, no credentials, query or fragment; the trailing `/` is dropped.
+fn validate_base_url(url: &str) -> Result<String, String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!("`{url}` must be http or https"));
+    }
+    if parsed.host_str().is_none() {
+        return Err(format!("`{url}` has no host"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err("must not carry credentials; use api_key_env".into());
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(format!("`{url}` must not have a query or fragment"));
+    }
+    Ok(url.trim_end_matches('/').to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOKEN: &str = "a-caller-token-of-length";
+
+    #[test]
+    fn env_enables_builtin_providers_with_their_base_urls() {
+        let env = [
+            ("GATEWAY_AUTH_TOKENS", TOKEN),
+            ("OPENAI_API_KEY", "sk-test"),
+            ("ANTHROPIC_API_KEY", "sk-ant"),
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/"),
+        ];
+        let c = Config::from_file(FileConfig::default(), &env).unwrap();
+        assert_eq!(c.providers["openai"].base_url, "https://api.openai.com/v1");
+        assert_eq!(c.providers["anthropic"].base_url, "http://127.0.0.1:9");
+        assert_eq!(c.providers["anthropic"].api_key.expose(), "sk-ant");
+        assert!(c.catalog.get("openai/gpt-4o").is_some());
+        assert!(c.catalog.get("anthropic/claude-sonnet-4-5").is_some());
+        assert!(
+            c.catalog.get("demo/scripted").is_none(),
+            "unconfigured providers' models are left out"
+        );
+    }
+
+    #[test]
+    fn no_tokens_is_refused_unless_explicitly_allowed() {
+        let err = Config::from_file(FileConfig::default(), &[("X", "")]).unwrap_err();
+        assert_eq!(err.key, "server.auth_tokens");
+        let file = Config::parse("[server]\nallow_unauthenticated = true\n").unwrap();
+        assert!(Config::from_file(file, &[("X", "")]).is_ok());
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let env = [("GATEWAY_AUTH_TOKENS", TOKEN)];
+        let bad_url = Config::parse(
+            "[providers.local]\nprotocol = \"openai_chat\"\nbase_url = \"ftp://x\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            Config::from_file(bad_url, &env).unwrap_err().key,
+            "providers.local.base_url"
+        );
+        let missing_key =
+            Config::parse("[providers.local]\nprotocol = \"openai_chat\"\nbase_url = \"http://h/v1\"\napi_key_env = \"NOPE\"\n")
+                .unwrap();
+        assert_eq!(
+            Config::from_file(missing_key, &env).unwrap_err().key,
+            "providers.local.api_key_env"
+        );
+        assert!(
+            Config::parse("[server]\nlisten_typo = 1\n")
+                .unwrap_err()
+                .message
+                .contains("listen_typo")
+        );
+        let zero = Config::parse("[timeouts]\nidle_ms = 0\n").unwrap();
+        assert_eq!(
+            Config::from_file(zero, &env).unwrap_err().key,
+            "timeouts.idle_ms"
+        );
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        let env = [
+            ("GATEWAY_AUTH_TOKENS", TOKEN),
+            ("OPENAI_API_KEY", "sk-very-secret"),
+        ];
+        let c = Config::from_file(FileConfig::default(), &env).unwrap();
+        let dump = format!("{c:?}");
+        assert!(!dump.contains("sk-very-secret"));
+        assert!(!dump.contains(TOKEN));
+    }
+}

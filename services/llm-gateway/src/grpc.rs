@@ -1,0 +1,520 @@
+//! proto ↔ domain: request validation, event conversion, error → `tonic::Status` mapping, and the collector that
+//! turns a stream into one `GenerateResponse`. Every conversion lives here so the rest of the crate speaks domain.
+
+use std::time::Duration;
+
+use llm_proto::gateway as pb;
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+use crate::catalog::ModelInfo;
+use crate::error::{ErrorKind, ProviderError};
+use crate::event::{Event, FinishReason, Usage};
+use crate::generate::StartError;
+
+/// `google.rpc.ErrorInfo.domain` of every error this service returns.
+pub const ERROR_DOMAIN: &str = "llm-gateway";
+
+/// Headers a caller may not set: authentication, routing and framing stay the gateway's.
+const FORBIDDEN_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "api-key",
+    "x-goog-api-key",
+    "host",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+    "cookie",
+    "anthropic-version",
+];
+
+/// An `INVALID_ARGUMENT` status with a `BadRequest` field violation naming `field`.
+pub fn invalid(field: &str, message: &str) -> Status {
+    let mut details = ErrorDetails::new();
+    details.add_bad_request_violation(field, message);
+    details.set_error_info(
+        "INVALID_ARGUMENT",
+        ERROR_DOMAIN,
+        [("field".to_string(), field.to_string())],
+    );
+    Status::with_error_details(
+        Code::InvalidArgument,
+        format!("{field}: {message}"),
+        details,
+    )
+}
+
+/// Checks the request shape before anything else looks at it. Returns the first violation found.
+pub fn validate(generation: Option<&pb::Generation>) -> Result<&pb::Generation, Status> {
+    let g = generation.ok_or_else(|| invalid("generation", "required"))?;
+    if g.model.is_empty() {
+        return Err(invalid("generation.model", "required (`provider/model`)"));
+    }
+    match g.model.split_once('/') {
+        Some((p, m)) if !p.is_empty() && !m.is_empty() => {}
+        _ => return Err(invalid("generation.model", "must be `provider/model`")),
+    }
+    if g.messages.is_empty() {
+        return Err(invalid(
+            "generation.messages",
+            "at least one message is required",
+        ));
+    }
+    for (i, m) in g.messages.iter().enumerate() {
+        let role = pb::Role::try_from(m.role).unwrap_or(pb::Role::Unspecified);
+        if role == pb::Role::Unspecified {
+            return Err(invalid(
+                &format!("generation.messages[{i}].role"),
+                "must be USER, ASSISTANT or TOOL",
+            ));
+        }
+        for (j, part) in m.parts.iter().enumerate() {
+            let field = format!("generation.messages[{i}].parts[{j}]");
+            let Some(kind) = &part.kind else {
+                return Err(invalid(&field, "empty part"));
+            };
+            use pb::part::Kind;
+            let allowed = match (role, kind) {
+                (pb::Role::User, Kind::Text(_) | Kind::File(_)) => true,
+                (
+                    pb::Role::Assistant,
+                    Kind::Text(_) | Kind::Reasoning(_) | Kind::ToolCall(_) | Kind::File(_),
+                ) => true,
+                (pb::Role::Tool, Kind::ToolResult(_)) => true,
+                _ => false,
+            };
+            if !allowed {
+                return Err(invalid(
+                    &field,
+                    "this part kind is not allowed in a message of this role",
+                ));
+            }
+            match kind {
+                Kind::ToolCall(c) if c.call_id.is_empty() => {
+                    return Err(invalid(&format!("{field}.tool_call.call_id"), "required"));
+                }
+                Kind::ToolCall(c) if !valid_tool_name(&c.tool_name) => {
+                    return Err(invalid(
+                        &format!("{field}.tool_call.tool_name"),
+                        "must match ^[a-zA-Z0-9_-]{1,64}$",
+                    ));
+                }
+                Kind::ToolResult(r) if r.call_id.is_empty() => {
+                    return Err(invalid(&format!("{field}.tool_result.call_id"), "required"));
+                }
+                Kind::File(f) if f.media_type.is_empty() => {
+                    return Err(invalid(&format!("{field}.file.media_type"), "required"));
+                }
+                Kind::File(f) => match &f.source {
+                    None => {
+                        return Err(invalid(
+                            &format!("{field}.file.source"),
+                            "data or url required",
+                        ));
+                    }
+                    Some(pb::file_part::Source::Url(u)) if !u.starts_with("https://") => {
+                        return Err(invalid(
+                            &format!("{field}.file.url"),
+                            "must be an https URL",
+                        ));
+                    }
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+    }
+    for (i, t) in g.tools.iter().enumerate() {
+        if !valid_tool_name(&t.name) {
+            return Err(invalid(
+                &format!("generation.tools[{i}].name"),
+                "must match ^[a-zA-Z0-9_-]{1,64}$",
+            ));
+        }
+        if g.tools[..i].iter().any(|o| o.name == t.name) {
+            return Err(invalid(
+                &format!("generation.tools[{i}].name"),
+                "duplicate tool name",
+            ));
+        }
+        let field = format!("generation.tools[{i}].input_schema_json");
+        match serde_json::from_str::<serde_json::Value>(&t.input_schema_json) {
+            Ok(serde_json::Value::Object(_)) => {}
+            Ok(_) => return Err(invalid(&field, "must be a JSON object (a JSON Schema)")),
+            Err(e) => return Err(invalid(&field, &format!("not valid JSON: {e}"))),
+        }
+    }
+    if let Some(choice) = &g.tool_choice {
+        let mode = pb::tool_choice::Mode::try_from(choice.mode)
+            .unwrap_or(pb::tool_choice::Mode::Unspecified);
+        if mode == pb::tool_choice::Mode::Tool
+            && !g.tools.iter().any(|t| t.name == choice.tool_name)
+        {
+            return Err(invalid(
+                "generation.tool_choice.tool_name",
+                "must name one of generation.tools",
+            ));
+        }
+    }
+    if let Some(f) = &g.output_format
+        && f.r#type == pb::output_format::Type::JsonSchema as i32
+        && !matches!(
+            serde_json::from_str::<serde_json::Value>(&f.schema_json),
+            Ok(serde_json::Value::Object(_))
+        )
+    {
+        return Err(invalid(
+            "generation.output_format.schema_json",
+            "must be a JSON object (a JSON Schema)",
+        ));
+    }
+    if let Some(s) = &g.sampling {
+        if s.temperature.is_some_and(|t| !(0.0..=2.0).contains(&t)) {
+            return Err(invalid(
+                "generation.sampling.temperature",
+                "must be between 0 and 2",
+            ));
+        }
+        if s.top_p.is_some_and(|p| !(0.0..=1.0).contains(&p)) {
+            return Err(invalid(
+                "generation.sampling.top_p",
+                "must be between 0 and 1",
+            ));
+        }
+        if s.max_output_tokens == Some(0) {
+            return Err(invalid(
+                "generation.sampling.max_output_tokens",
+                "must be positive",
+            ));
+        }
+    }
+    if !g.provider_options_json.is_empty()
+        && !matches!(
+            serde_json::from_str::<serde_json::Value>(&g.provider_options_json),
+            Ok(serde_json::Value::Object(_))
+        )
+    {
+        return Err(invalid(
+            "generation.provider_options_json",
+            "must be a JSON object keyed by protocol",
+        ));
+    }
+    for name in g.extra_headers.keys() {
+        let lower = name.to_ascii_lowercase();
+        let field = format!("generation.extra_headers[{name}]");
+        if FORBIDDEN_HEADERS.contains(&lower.as_str()) || lower.starts_with("x-goog-") {
+            return Err(invalid(
+                &field,
+                "this header is set by the gateway and cannot be overridden",
+            ));
+        }
+        if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(invalid(&field, "not a valid header name"));
+        }
+    }
+    for (name, value) in &g.extra_headers {
+        if http::HeaderValue::from_str(value).is_err() {
+            return Err(invalid(
+                &format!("generation.extra_headers[{name}]"),
+                "not a valid header value",
+            ));
+        }
+    }
+    Ok(g)
+}
+
+fn valid_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Maps a start error to its status: `NOT_FOUND` for unknown models, `INVALID_ARGUMENT` naming the field otherwise.
+pub fn start_error_status(e: &StartError) -> Status {
+    match e {
+        StartError::UnknownModel { model, .. } => {
+            let mut details = ErrorDetails::new();
+            details.set_error_info(
+                "MODEL_NOT_FOUND",
+                ERROR_DOMAIN,
+                [("model".to_string(), model.clone())],
+            );
+            details.set_resource_info("model", model, "", "not in the gateway's catalog");
+            Status::with_error_details(Code::NotFound, e.to_string(), details)
+        }
+        StartError::Invalid(b) => invalid(&b.field, &b.message),
+    }
+}
+
+/// The gRPC status a generation error becomes when the caller asked for one reply (`Generate`).
+pub fn provider_error_status(e: &ProviderError) -> Status {
+    let code = match e.kind {
+        ErrorKind::RateLimited => Code::ResourceExhausted,
+        ErrorKind::Overloaded | ErrorKind::Network => Code::Unavailable,
+        ErrorKind::ContextOverflow | ErrorKind::InvalidRequest => Code::InvalidArgument,
+        ErrorKind::Auth | ErrorKind::ContentFilter => Code::FailedPrecondition,
+        ErrorKind::Timeout => Code::DeadlineExceeded,
+        ErrorKind::Cancelled => Code::Cancelled,
+        ErrorKind::ProviderError if e.retryable => Code::Unavailable,
+        ErrorKind::ProviderError => Code::Internal,
+    };
+    let mut details = ErrorDetails::new();
+    let mut meta = vec![("kind".to_string(), e.kind.as_str().to_string())];
+    if let Some(s) = e.http_status {
+        meta.push(("http_status".to_string(), s.to_string()));
+    }
+    meta.push(("retryable".to_string(), e.retryable.to_string()));
+    details.set_error_info(
+        e.kind.as_str().to_ascii_uppercase(),
+        ERROR_DOMAIN,
+        meta.into_iter()
+            .collect::<std::collections::HashMap<_, _>>(),
+    );
+    if let Some(d) = e.retry_after {
+        details.set_retry_info(Some(d));
+    }
+    Status::with_error_details(code, e.message.clone(), details)
+}
+
+/// `stream_start` event.
+pub fn stream_start(provider: &str, model: &str, attempt: u32) -> pb::StreamResponse {
+    wrap(pb::stream_response::Event::StreamStart(pb::StreamStart {
+        provider: provider.to_string(),
+        model: model.to_string(),
+        attempt,
+    }))
+}
+
+/// `step_start` event.
+pub fn step_start() -> pb::StreamResponse {
+    wrap(pb::stream_response::Event::StepStart(pb::StepStart {}))
+}
+
+fn wrap(event: pb::stream_response::Event) -> pb::StreamResponse {
+    pb::StreamResponse { event: Some(event) }
+}
+
+fn metadata(json: Option<String>, model: &ModelInfo) -> Option<pb::ProviderMetadata> {
+    json.map(|json| pb::ProviderMetadata {
+        protocol: model.protocol.as_str().to_string(),
+        model: model.id.clone(),
+        json,
+    })
+}
+
+/// Converts one domain event; strings are moved, not copied. `Finish` is priced here from the catalog.
+pub fn event_to_pb(ev: Event, model: &ModelInfo) -> pb::StreamResponse {
+    use pb::stream_response::Event as E;
+    wrap(match ev {
+        Event::TextStart { id } => E::TextStart(pb::TextStart { id }),
+        Event::TextDelta { id, delta } => E::TextDelta(pb::TextDelta { id, delta }),
+        Event::TextEnd { id } => E::TextEnd(pb::TextEnd { id }),
+        Event::ReasoningStart { id } => E::ReasoningStart(pb::ReasoningStart { id }),
+        Event::ReasoningDelta { id, delta } => E::ReasoningDelta(pb::ReasoningDelta { id, delta }),
+        Event::ReasoningEnd { id, metadata: m } => E::ReasoningEnd(pb::ReasoningEnd {
+            id,
+            provider_metadata: metadata(m, model),
+        }),
+        Event::ToolInputStart { call_id, tool } => E::ToolInputStart(pb::ToolInputStart {
+            call_id,
+            tool_name: tool,
+        }),
+        Event::ToolInputDelta { call_id, delta } => {
+            E::ToolInputDelta(pb::ToolInputDelta { call_id, delta })
+        }
+        Event::ToolInputEnd { call_id } => E::ToolInputEnd(pb::ToolInputEnd { call_id }),
+        Event::ToolCall {
+            call_id,
+            tool,
+            input_json,
+            metadata: m,
+        } => E::ToolCall(pb::ToolCall {
+            call_id,
+            tool_name: tool,
+            input_json,
+            provider_metadata: metadata(m, model),
+        }),
+        Event::Finish(f) => {
+            let cost = match &model.pricing {
+                Some(p) => pb::Cost {
+                    total_nano_usd: p.cost_nano_usd(&f.usage),
+                    priced: true,
+                },
+                None => pb::Cost {
+                    total_nano_usd: 0,
+                    priced: false,
+                },
+            };
+            E::StepFinish(pb::StepFinish {
+                finish_reason: finish_reason(f.reason) as i32,
+                raw_finish_reason: f.raw_reason,
+                usage: Some(usage(&f.usage)),
+                cost: Some(cost),
+                response_id: f.response_id,
+                response_model: f.response_model,
+            })
+        }
+        Event::Error(e) => E::Error(error(e)),
+    })
+}
+
+fn finish_reason(r: FinishReason) -> pb::FinishReason {
+    match r {
+        FinishReason::Unspecified => pb::FinishReason::Unspecified,
+        FinishReason::Stop => pb::FinishReason::Stop,
+        FinishReason::Length => pb::FinishReason::Length,
+        FinishReason::ToolCalls => pb::FinishReason::ToolCalls,
+        FinishReason::ContentFilter => pb::FinishReason::ContentFilter,
+        FinishReason::Error => pb::FinishReason::Error,
+        FinishReason::Other => pb::FinishReason::Other,
+    }
+}
+
+fn usage(u: &Usage) -> pb::Usage {
+    pb::Usage {
+        input_tokens: u.input,
+        cache_read_tokens: u.cache_read,
+        cache_write_tokens: u.cache_write,
+        output_tokens: u.output,
+        reasoning_tokens: u.reasoning,
+        total_tokens: u.total(),
+    }
+}
+
+fn error_kind(k: ErrorKind) -> pb::ErrorKind {
+    match k {
+        ErrorKind::RateLimited => pb::ErrorKind::RateLimited,
+        ErrorKind::Overloaded => pb::ErrorKind::Overloaded,
+        ErrorKind::ContextOverflow => pb::ErrorKind::ContextOverflow,
+        ErrorKind::Auth => pb::ErrorKind::Auth,
+        ErrorKind::InvalidRequest => pb::ErrorKind::InvalidRequest,
+        ErrorKind::ContentFilter => pb::ErrorKind::ContentFilter,
+        ErrorKind::Timeout => pb::ErrorKind::Timeout,
+        ErrorKind::Network => pb::ErrorKind::Network,
+        ErrorKind::Cancelled => pb::ErrorKind::Cancelled,
+        ErrorKind::ProviderError => pb::ErrorKind::ProviderError,
+    }
+}
+
+fn error(e: ProviderError) -> pb::Error {
+    pb::Error {
+        kind: error_kind(e.kind) as i32,
+        retry_after: e
+            .retry_after
+            .and_then(|d| prost_types::Duration::try_from(d).ok()),
+        message: e.message,
+        retryable: e.retryable,
+        http_status: e.http_status.map(u32::from).unwrap_or(0),
+        provider_body: e.provider_body,
+    }
+}
+
+/// Back from the wire type, for `Generate`'s error status.
+pub fn error_from_pb(e: &pb::Error) -> ProviderError {
+    let kind = match pb::ErrorKind::try_from(e.kind).unwrap_or(pb::ErrorKind::ProviderError) {
+        pb::ErrorKind::RateLimited => ErrorKind::RateLimited,
+        pb::ErrorKind::Overloaded => ErrorKind::Overloaded,
+        pb::ErrorKind::ContextOverflow => ErrorKind::ContextOverflow,
+        pb::ErrorKind::Auth => ErrorKind::Auth,
+        pb::ErrorKind::InvalidRequest => ErrorKind::InvalidRequest,
+        pb::ErrorKind::ContentFilter => ErrorKind::ContentFilter,
+        pb::ErrorKind::Timeout => ErrorKind::Timeout,
+        pb::ErrorKind::Network => ErrorKind::Network,
+        pb::ErrorKind::Cancelled => ErrorKind::Cancelled,
+        pb::ErrorKind::ProviderError | pb::ErrorKind::Unspecified => ErrorKind::ProviderError,
+    };
+    ProviderError {
+        kind,
+        message: e.message.clone(),
+        retryable: e.retryable,
+        retry_after: e.retry_after.and_then(|d| Duration::try_from(d).ok()),
+        http_status: u16::try_from(e.http_status).ok().filter(|s| *s != 0),
+        provider_body: e.provider_body.clone(),
+    }
+}
+
+/// Folds a stream's events into one `GenerateResponse`, or the status of its error.
+#[derive(Default)]
+pub struct Collector {
+    response: pb::GenerateResponse,
+    /// Index into `response.output` of each open text/reasoning block, by block id.
+    open: Vec<(String, usize)>,
+}
+
+impl Collector {
+    /// Adds one event. Returns the error status when the event is an error.
+    pub fn push(&mut self, ev: pb::StreamResponse) -> Result<(), Status> {
+        use pb::output_part::Kind as O;
+        use pb::stream_response::Event as E;
+        let Some(ev) = ev.event else { return Ok(()) };
+        match ev {
+            E::StreamStart(s) => self.response.start = Some(s),
+            E::StepStart(_) | E::ToolInputStart(_) | E::ToolInputDelta(_) | E::ToolInputEnd(_) => {}
+            E::TextStart(t) => self.open_block(t.id, O::Text(pb::TextPart::default())),
+            E::ReasoningStart(r) => {
+                self.open_block(r.id, O::Reasoning(pb::ReasoningPart::default()))
+            }
+            E::TextDelta(d) => {
+                if let Some(O::Text(t)) = self.block(&d.id) {
+                    t.text.push_str(&d.delta);
+                }
+            }
+            E::ReasoningDelta(d) => {
+                if let Some(O::Reasoning(r)) = self.block(&d.id) {
+                    r.text.push_str(&d.delta);
+                }
+            }
+            E::TextEnd(t) => self.open.retain(|(id, _)| *id != t.id),
+            E::ReasoningEnd(r) => {
+                if let Some(O::Reasoning(part)) = self.block(&r.id) {
+                    part.provider_metadata = r.provider_metadata;
+                }
+                self.open.retain(|(id, _)| *id != r.id);
+            }
+            E::ToolCall(c) => self.response.output.push(pb::OutputPart {
+                kind: Some(O::ToolCall(pb::ToolCallPart {
+                    call_id: c.call_id,
+                    tool_name: c.tool_name,
+                    input_json: c.input_json,
+                    provider_metadata: c.provider_metadata,
+                })),
+            }),
+            E::StepFinish(f) => self.response.finish = Some(f),
+            E::Error(e) => return Err(provider_error_status(&error_from_pb(&e))),
+        }
+        Ok(())
+    }
+
+    fn open_block(&mut self, id: String, kind: pb::output_part::Kind) {
+        self.open.push((id, self.response.output.len()));
+        self.response
+            .output
+            .push(pb::OutputPart { kind: Some(kind) });
+    }
+
+    fn block(&mut self, id: &str) -> Option<&mut pb::output_part::Kind> {
+        let idx = self
+            .open
+            .iter()
+            .rev()
+            .find(|(open_id, _)| open_id == id)
+            .map(|(_, i)| *i)?;
+        self.response
+            .output
+            .get_mut(idx)
+            .and_then(|p| p.kind.as_mut())
+    }
+
+    /// The collected reply; an `INTERNAL` status if the stream ended without a finish.
+    pub fn finish(self) -> Result<pb::GenerateResponse, Status> {
+        if self.response.finish.is_none() {
+            return Err(Status::internal("generation ended without a finish event"));
+        }
+        Ok(self.response)
+    }
+}

@@ -1,0 +1,363 @@
+//! The gRPC server: `GatewayService`, caller authentication, health, reflection, limits and graceful shutdown.
+//!
+//! [`run`] is the one entry that both `main` and the tests call, with a listener and a shutdown future.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::{Stream, StreamExt};
+use llm_proto::gateway as pb;
+use llm_proto::gateway::gateway_service_server::{GatewayService, GatewayServiceServer};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::server::TcpIncoming;
+use tonic::{Request, Response, Status};
+
+use crate::config::Secret;
+use crate::generate::Gateway;
+use crate::grpc;
+
+/// Server start-up failures.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("transport: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Serves `gateway` on `listener` until `shutdown` resolves, then drains in-flight streams for up to the configured
+/// grace period.
+pub async fn run(
+    gateway: Gateway,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let config = gateway.config().clone();
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_serving::<GatewayServiceServer<GatewayRpc>>()
+        .await;
+
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(llm_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+
+    let service = GatewayServiceServer::new(GatewayRpc { gateway })
+        .max_decoding_message_size(config.max_request_bytes)
+        .max_encoding_message_size(usize::MAX);
+    let auth = Auth {
+        tokens: config.auth_tokens.clone(),
+        open: config.allow_unauthenticated,
+    };
+
+    let token = CancellationToken::new();
+    let signal = {
+        let token = token.clone();
+        async move {
+            shutdown.await;
+            tracing::info!(message = "shutting down: no new calls, draining in-flight streams");
+            health
+                .set_not_serving::<GatewayServiceServer<GatewayRpc>>()
+                .await;
+            token.cancel();
+        }
+    };
+    let drained = token.clone();
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let server = tonic::transport::Server::builder()
+        .max_concurrent_streams(config.max_concurrent_streams)
+        .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
+        .layer(OversizeLayer)
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(InterceptedService::new(service, auth))
+        .serve_with_incoming_shutdown(incoming, signal);
+    let grace = config.shutdown_grace;
+    tokio::select! {
+        r = server => r?,
+        _ = async move { drained.cancelled().await; tokio::time::sleep(grace).await } => {
+            tracing::warn!(message = "shutdown grace period over; dropping remaining streams", grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX));
+        }
+    }
+    Ok(())
+}
+
+/// The `GatewayService` implementation.
+pub struct GatewayRpc {
+    gateway: Gateway,
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<pb::StreamResponse, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl GatewayService for GatewayRpc {
+    type StreamStream = EventStream;
+
+    async fn stream(
+        &self,
+        request: Request<pb::StreamRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        let generation = grpc::validate(request.get_ref().generation.as_ref())?;
+        let events = self
+            .gateway
+            .stream(generation)
+            .map_err(|e| grpc::start_error_status(&e))?;
+        log_start(generation);
+        Ok(Response::new(Box::pin(events.map(Ok))))
+    }
+
+    async fn generate(
+        &self,
+        request: Request<pb::GenerateRequest>,
+    ) -> Result<Response<pb::GenerateResponse>, Status> {
+        let generation = grpc::validate(request.get_ref().generation.as_ref())?;
+        let events = self
+            .gateway
+            .stream(generation)
+            .map_err(|e| grpc::start_error_status(&e))?;
+        log_start(generation);
+        let mut events = std::pin::pin!(events);
+        let mut collector = grpc::Collector::default();
+        while let Some(ev) = events.next().await {
+            collector.push(ev)?;
+        }
+        Ok(Response::new(collector.finish()?))
+    }
+
+    async fn list_models(
+        &self,
+        request: Request<pb::ListModelsRequest>,
+    ) -> Result<Response<pb::ListModelsResponse>, Status> {
+        let req = request.into_inner();
+        let page_size = match req.page_size {
+            0 => 100,
+            n if n < 0 => return Err(grpc::invalid("page_size", "must not be negative")),
+            n => usize::try_from(n.min(1000)).unwrap_or(1000),
+        };
+        let after = if req.page_token.is_empty() {
+            None
+        } else {
+            Some(
+                decode_page_token(&req.page_token)
+                    .ok_or_else(|| grpc::invalid("page_token", "not a token from this API"))?,
+            )
+        };
+        let mut models = self
+            .gateway
+            .config()
+            .catalog
+            .iter()
+            .filter(|m| req.provider.is_empty() || m.provider == req.provider)
+            .filter(|m| after.as_deref().is_none_or(|a| m.id.as_str() > a));
+        let page: Vec<pb::Model> = models.by_ref().take(page_size).map(model_to_pb).collect();
+        let next_page_token = match (models.next(), page.last()) {
+            (Some(_), Some(last)) => encode_page_token(&last.id),
+            _ => String::new(),
+        };
+        Ok(Response::new(pb::ListModelsResponse {
+            models: page,
+            next_page_token,
+        }))
+    }
+
+    async fn get_model(
+        &self,
+        request: Request<pb::GetModelRequest>,
+    ) -> Result<Response<pb::GetModelResponse>, Status> {
+        let id = &request.get_ref().model;
+        if id.is_empty() {
+            return Err(grpc::invalid("model", "required"));
+        }
+        let (model, _) = self
+            .gateway
+            .resolve(id)
+            .map_err(|e| grpc::start_error_status(&e))?;
+        Ok(Response::new(pb::GetModelResponse {
+            model: Some(model_to_pb(&model)),
+        }))
+    }
+}
+
+fn log_start(g: &pb::Generation) {
+    let ctx = g.context.clone().unwrap_or_default();
+    tracing::debug!(
+        message = "generation",
+        model = %g.model,
+        session_id = %ctx.session_id,
+        request_id = %ctx.request_id,
+        messages = g.messages.len(),
+        tools = g.tools.len(),
+    );
+}
+
+/// Page tokens are opaque to callers: the last id of the page, hex-encoded.
+fn encode_page_token(last_id: &str) -> String {
+    last_id.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn decode_page_token(token: &str) -> Option<String> {
+    if token.len() % 2 != 0 {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..token.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(token.get(i..i + 2)?, 16).ok())
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
+
+fn model_to_pb(m: &crate::catalog::ModelInfo) -> pb::Model {
+    let c = m.capabilities;
+    pb::Model {
+        id: m.id.clone(),
+        provider: m.provider.clone(),
+        protocol: m.protocol.as_str().to_string(),
+        display_name: m.display_name.clone(),
+        context_window: m.context_window,
+        max_input_tokens: m.max_input_tokens,
+        max_output_tokens: m.max_output_tokens,
+        capabilities: Some(pb::Capabilities {
+            tools: c.tools,
+            reasoning: c.reasoning,
+            vision: c.vision,
+            json_schema: c.json_schema,
+            temperature: c.temperature,
+            prompt_cache: c.prompt_cache,
+        }),
+        pricing: m.pricing.as_ref().map(|p| pb::Pricing {
+            input_nano_usd_per_mtok: p.base.input,
+            output_nano_usd_per_mtok: p.base.output,
+            cache_read_nano_usd_per_mtok: p.base.cache_read,
+            cache_write_nano_usd_per_mtok: p.base.cache_write,
+            tiers: p
+                .tiers
+                .iter()
+                .map(|(above, t)| pb::PriceTier {
+                    above_input_tokens: *above,
+                    input_nano_usd_per_mtok: t.input,
+                    output_nano_usd_per_mtok: t.output,
+                    cache_read_nano_usd_per_mtok: t.cache_read,
+                    cache_write_nano_usd_per_mtok: t.cache_write,
+                })
+                .collect(),
+        }),
+    }
+}
+
+/// Bearer-token check for every call of `GatewayService` (health and reflection are not wrapped).
+#[derive(Clone)]
+struct Auth {
+    tokens: Vec<Secret>,
+    open: bool,
+}
+
+impl tonic::service::Interceptor for Auth {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        if self.open && self.tokens.is_empty() {
+            return Ok(request);
+        }
+        let presented = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .ok_or_else(|| {
+                Status::unauthenticated("missing `authorization: Bearer <token>` metadata")
+            })?;
+        if self
+            .tokens
+            .iter()
+            .any(|t| constant_time_eq(t.expose().as_bytes(), presented.as_bytes()))
+        {
+            Ok(request)
+        } else {
+            Err(Status::unauthenticated("invalid bearer token"))
+        }
+    }
+}
+
+/// Compares without an early exit, so response timing does not reveal how much of a token matched.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// tonic reports a request over `max_decoding_message_size` as `OUT_OF_RANGE`; the API promises
+/// `RESOURCE_EXHAUSTED` (the gRPC convention for size limits), so this layer rewrites that one status.
+#[derive(Clone, Copy)]
+struct OversizeLayer;
+
+impl<S> tower::Layer<S> for OversizeLayer {
+    type Service = Oversize<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        Oversize { inner }
+    }
+}
+
+#[derive(Clone)]
+struct Oversize<S> {
+    inner: S,
+}
+
+impl<S, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for Oversize<S>
+where
+    S: tower::Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<ResBody>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<ReqBody>) -> Self::Future {
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let mut res = fut.await?;
+            let headers = res.headers_mut();
+            let too_large = headers.get("grpc-status").is_some_and(|v| v == "11")
+                && headers
+                    .get("grpc-message")
+                    .and_then(|m| m.to_str().ok())
+                    .is_some_and(|m| {
+                        m.contains("message%20length%20too%20large")
+                            || m.contains("message length too large")
+                    });
+            if too_large {
+                headers.insert("grpc-status", http::HeaderValue::from_static("8"));
+            }
+            Ok(res)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_tokens_round_trip() {
+        let t = encode_page_token("openai/gpt-4o");
+        assert_eq!(decode_page_token(&t).as_deref(), Some("openai/gpt-4o"));
+        assert_eq!(decode_page_token("zz"), None);
+        assert_eq!(decode_page_token("abc"), None);
+    }
+
+    #[test]
+    fn constant_time_eq_compares_whole_values() {
+        assert!(constant_time_eq(b"abcdef", b"abcdef"));
+        assert!(!constant_time_eq(b"abcdef", b"abcdeg"));
+        assert!(!constant_time_eq(b"abc", b"abcdef"));
+    }
+}

@@ -1,0 +1,168 @@
+//! Request-aware replies served by the `fake-provider` binary, exposed here
+//! so tests can run the very same scenarios in-process.
+//!
+//! Each scenario is a [`Reply::fn_reply`] meant for
+//! [`FakeProvider::set_fallback`](crate::FakeProvider::set_fallback). It
+//! routes `GET /healthz` to `200 {"status":"ok"}`, `POST /v1/chat/completions`
+//! (and `/chat/completions`) to the scenario, and anything else to 404.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::openai_sse::{ChatStream, split_words, text_stream};
+use crate::reply::error_json;
+use crate::{Recorded, Reply};
+
+/// Gap between events of the demo's streams, slow enough to watch.
+pub const DEMO_PACE: Duration = Duration::from_millis(30);
+
+/// The text the demo streams before its tool call.
+pub const DEMO_PREAMBLE: &str = "Let me check the time for you.";
+
+/// The tool the demo calls, with arguments `{"timezone":"UTC"}`.
+pub const DEMO_TOOL: &str = "get_time";
+
+/// The demo's two-turn tool loop, as an OpenAI-Chat-compatible endpoint.
+///
+/// If the request's last message has role `tool`, it streams
+/// `The tool says: <content>. That's all from the demo provider.` word by
+/// word and finishes with `stop`. Otherwise it streams [`DEMO_PREAMBLE`],
+/// then one call to [`DEMO_TOOL`] whose arguments `{"timezone":"UTC"}` come
+/// in three fragments, finishing with `tool_calls`. Both are paced at
+/// [`DEMO_PACE`] and end with usage, where prompt tokens are about a quarter
+/// of the request body's length.
+pub fn demo() -> Reply {
+    let counter = Arc::new(AtomicU64::new(0));
+    chat_route(move |req, body| {
+        let n = counter.fetch_add(1, Ordering::Relaxed) + 1;
+        demo_turn(req, body, n)
+    })
+}
+
+/// A text stream of `chunks` content deltas, `interval` apart (zero means
+/// as fast as the socket takes them), for benchmarks.
+pub fn paced(chunks: usize, interval: Duration) -> Reply {
+    let pieces: Vec<String> = (0..chunks)
+        .map(|i| {
+            if i == 0 {
+                format!("tok{i}")
+            } else {
+                format!(" tok{i}")
+            }
+        })
+        .collect();
+    let counter = Arc::new(AtomicU64::new(0));
+    chat_route(move |req, body| {
+        let n = counter.fetch_add(1, Ordering::Relaxed) + 1;
+        let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+        let sse = text_stream(
+            model_of(body),
+            &format!("chatcmpl-paced-{n}"),
+            &refs,
+            (prompt_tokens(req), chunks as u64),
+        );
+        let reply = Reply::sse(sse);
+        if interval.is_zero() {
+            reply
+        } else {
+            reply.pace(interval)
+        }
+    })
+}
+
+/// Wraps a chat-completions handler with the shared routing.
+fn chat_route(handler: impl Fn(&Recorded, &Value) -> Reply + Send + Sync + 'static) -> Reply {
+    Reply::fn_reply(move |req| {
+        let path = req.path.split('?').next().unwrap_or("");
+        match (req.method.as_str(), path) {
+            ("GET", "/healthz") => Reply::json(200, r#"{"status":"ok"}"#),
+            ("POST", "/v1/chat/completions" | "/chat/completions") => {
+                match serde_json::from_slice::<Value>(&req.body) {
+                    Ok(body) => handler(req, &body),
+                    Err(err) => Reply::json(
+                        400,
+                        invalid_request(&format!("request body is not valid JSON: {err}")),
+                    ),
+                }
+            }
+            (_, "/v1/chat/completions" | "/chat/completions") => {
+                Reply::json(405, invalid_request("use POST"))
+            }
+            _ => Reply::json(
+                404,
+                error_json(&format!("fake-provider: no route for {path}")),
+            ),
+        }
+    })
+}
+
+fn demo_turn(req: &Recorded, body: &Value, n: u64) -> Reply {
+    let model = model_of(body);
+    let id = format!("chatcmpl-demo-{n}");
+    let prompt = prompt_tokens(req);
+    let last = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .and_then(|m| m.last());
+    let tool_result = last
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
+        .map(|m| content_text(m.get("content")));
+    let sse = match tool_result {
+        Some(result) => {
+            let answer = format!(
+                "The tool says: {}. That's all from the demo provider.",
+                result.trim()
+            );
+            let words = split_words(&answer);
+            text_stream(model, &id, &words, (prompt, words.len() as u64))
+        }
+        None => {
+            let words = split_words(DEMO_PREAMBLE);
+            let fragments = ["{\"timezone\"", ":\"UTC", "\"}"];
+            ChatStream::new(model, &id)
+                .text(&words)
+                .tool_call(&format!("call_demo_{n}"), DEMO_TOOL, &fragments)
+                .finish(
+                    "tool_calls",
+                    Some((prompt, (words.len() + fragments.len() + 2) as u64)),
+                )
+        }
+    };
+    Reply::sse(sse).pace(DEMO_PACE)
+}
+
+/// A tool message's content as text: a string, the joined `text` of content
+/// parts, or the raw JSON for anything else.
+fn content_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(""),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn model_of(body: &Value) -> &str {
+    body.get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("demo-model")
+}
+
+/// Roughly four bytes per token, as a plausible stand-in for a tokenizer.
+fn prompt_tokens(req: &Recorded) -> u64 {
+    (req.body.len() as u64 / 4).max(1)
+}
+
+fn invalid_request(message: &str) -> String {
+    serde_json::json!({
+        "error": {"message": message, "type": "invalid_request_error", "param": null, "code": null}
+    })
+    .to_string()
+}
