@@ -1,5 +1,8 @@
 //! End-to-end test kit: the real llm-gateway server on a loopback port, wired to fake providers that speak each
 //! provider's wire format, and a gRPC client that authenticates like a real caller.
+//!
+//! Test kit code: failing loudly on a broken set-up is the point, hence `expect`.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 use std::net::SocketAddr;
 use std::time::Duration;

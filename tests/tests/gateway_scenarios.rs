@@ -1,6 +1,7 @@
 //! The scenario suite every language adapter must pass, through the real gRPC server against fake providers that
 //! replay wire-exact fixtures: text with usage, parallel tool calls in fragments, reasoning then text, an error after
 //! HTTP 200, 429 then success, context overflow, a stall, and the caller cancelling.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

@@ -77,15 +77,15 @@ pub fn validate(generation: Option<&pb::Generation>) -> Result<&pb::Generation, 
                 return Err(invalid(&field, "empty part"));
             };
             use pb::part::Kind;
-            let allowed = match (role, kind) {
-                (pb::Role::User, Kind::Text(_) | Kind::File(_)) => true,
-                (
-                    pb::Role::Assistant,
-                    Kind::Text(_) | Kind::Reasoning(_) | Kind::ToolCall(_) | Kind::File(_),
-                ) => true,
-                (pb::Role::Tool, Kind::ToolResult(_)) => true,
-                _ => false,
-            };
+            let allowed = matches!(
+                (role, kind),
+                (pb::Role::User, Kind::Text(_) | Kind::File(_))
+                    | (
+                        pb::Role::Assistant,
+                        Kind::Text(_) | Kind::Reasoning(_) | Kind::ToolCall(_) | Kind::File(_)
+                    )
+                    | (pb::Role::Tool, Kind::ToolResult(_))
+            );
             if !allowed {
                 return Err(invalid(
                     &field,

@@ -200,7 +200,7 @@ fn encode_page_token(last_id: &str) -> String {
 }
 
 fn decode_page_token(token: &str) -> Option<String> {
-    if token.len() % 2 != 0 {
+    if !token.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..token.len())

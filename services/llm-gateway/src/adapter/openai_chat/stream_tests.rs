@@ -801,3 +801,43 @@ fn non_object_and_wrongly_typed_chunks_are_malformed_not_panics() {
     assert!(out.is_empty());
     assert!(!d.is_done());
 }
+
+/// The same fixtures through the real SSE parser, fed in awkward read sizes, give the same events as the local
+/// splitter above.
+#[test]
+fn fixtures_decode_the_same_through_the_sse_parser() {
+    use crate::adapter::sse::{SseItem, SseParser};
+
+    for sse in [
+        fixture!("text.sse"),
+        fixture!("parallel_tools.sse"),
+        fixture!("reasoning.sse"),
+        fixture!("error_after_200.sse"),
+        fixture!("error_first.sse"),
+        fixture!("stop_with_tool_calls.sse"),
+        fixture!("mistral_tool_call.sse"),
+        fixture!("openrouter_keepalive.sse"),
+        fixture!("azure_prompt_filter.sse"),
+        fixture!("malformed.sse"),
+        fixture!("truncated.sse"),
+    ] {
+        for read in [1, 7, 64, 4096] {
+            let mut parser = SseParser::new();
+            let mut d = ChatDecoder::new();
+            let mut out = Vec::new();
+            let mut on = |item: SseItem<'_>| -> Result<(), ()> {
+                match item {
+                    SseItem::Event { event, data } => d.frame(event, data, &mut out),
+                    SseItem::BareJson(json) => d.bare_json(json, &mut out),
+                }
+                Ok(())
+            };
+            for bytes in sse.as_bytes().chunks(read) {
+                parser.feed(bytes, &mut on).unwrap();
+            }
+            parser.finish(&mut on).unwrap();
+            d.end(&mut out);
+            assert_eq!(out, decode(sse), "read size {read}");
+        }
+    }
+}
