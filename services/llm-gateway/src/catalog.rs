@@ -135,6 +135,8 @@ pub struct CatalogFile {
 #[serde(deny_unknown_fields)]
 pub struct ModelEntry {
     pub display_name: Option<String>,
+    /// Wire protocol when it differs from the provider's (e.g. an OpenAI model served over the Responses API).
+    pub protocol: Option<Protocol>,
     pub context_window: Option<u64>,
     pub max_input_tokens: Option<u64>,
     pub max_output_tokens: Option<u64>,
@@ -279,7 +281,7 @@ impl Catalog {
                         .unwrap_or_else(|| name.to_string()),
                     provider: provider.to_string(),
                     name: name.to_string(),
-                    protocol: *protocol,
+                    protocol: entry.protocol.unwrap_or(*protocol),
                     context_window,
                     max_input_tokens: entry.max_input_tokens.unwrap_or(0),
                     max_output_tokens,
@@ -330,6 +332,7 @@ fn merge_entry(slot: &mut ModelEntry, e: &ModelEntry) {
     if e.display_name.is_some() {
         slot.display_name.clone_from(&e.display_name);
     }
+    slot.protocol = e.protocol.or(slot.protocol);
     slot.context_window = e.context_window.or(slot.context_window);
     slot.max_input_tokens = e.max_input_tokens.or(slot.max_input_tokens);
     slot.max_output_tokens = e.max_output_tokens.or(slot.max_output_tokens);

@@ -105,7 +105,7 @@ impl Gateway {
         generation: &pb::Generation,
     ) -> Result<impl Stream<Item = pb::StreamResponse> + Send + 'static, StartError> {
         let (model, provider) = self.resolve(&generation.model)?;
-        let adapter = provider.protocol.adapter();
+        let adapter = model.protocol.adapter();
         let target = Target { model: &model };
         let mut request = adapter.build(generation, &target)?;
         // Caller headers go last but cannot replace the adapter's own (validation already refused auth and framing

@@ -10,8 +10,10 @@
 
 pub mod anthropic;
 pub mod classify;
+pub mod gemini;
 pub mod ids;
 pub mod openai_chat;
+pub mod openai_responses;
 pub mod sse;
 pub mod transport;
 
@@ -26,8 +28,12 @@ use crate::event::Event;
 pub enum Protocol {
     /// OpenAI Chat Completions and every OpenAI-compatible server.
     OpenaiChat,
+    /// OpenAI Responses.
+    OpenaiResponses,
     /// Anthropic Messages.
     Anthropic,
+    /// Google Gemini `streamGenerateContent?alt=sse`.
+    Gemini,
 }
 
 impl Protocol {
@@ -35,7 +41,9 @@ impl Protocol {
     pub fn as_str(self) -> &'static str {
         match self {
             Protocol::OpenaiChat => "openai_chat",
+            Protocol::OpenaiResponses => "openai_responses",
             Protocol::Anthropic => "anthropic",
+            Protocol::Gemini => "gemini",
         }
     }
 
@@ -43,7 +51,9 @@ impl Protocol {
     pub fn adapter(self) -> &'static dyn Adapter {
         match self {
             Protocol::OpenaiChat => &openai_chat::OpenAiChat,
+            Protocol::OpenaiResponses => &openai_responses::OpenAiResponses,
             Protocol::Anthropic => &anthropic::Anthropic,
+            Protocol::Gemini => &gemini::Gemini,
         }
     }
 }
