@@ -22,6 +22,8 @@ pub const TOKEN: &str = "e2e-caller-token-0123456789";
 pub const OPENAI_KEY: &str = "sk-e2e-openai-secret-key-000";
 /// The Anthropic key the test gateway holds; it must never reach a caller.
 pub const ANTHROPIC_KEY: &str = "sk-ant-e2e-secret-key-111";
+/// The Gemini key the test gateway holds; it must never reach a caller.
+pub const GEMINI_KEY: &str = "AIza-e2e-gemini-secret-key-222";
 
 /// A client that sends the bearer token on every call.
 pub type Client = GatewayServiceClient<InterceptedService<Channel, Bearer>>;
@@ -50,6 +52,8 @@ pub struct Harness {
     pub openai: FakeProvider,
     /// Fake Anthropic server behind provider `anthropic`.
     pub anthropic: FakeProvider,
+    /// Fake Gemini server behind provider `gemini`.
+    pub gemini: FakeProvider,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
 }
@@ -82,6 +86,11 @@ api_key_env = "E2E_OPENAI_KEY"
 protocol = "anthropic"
 base_url = "ANTHROPIC_URL"
 api_key_env = "E2E_ANTHROPIC_KEY"
+
+[providers.gemini]
+protocol = "gemini"
+base_url = "GEMINI_URL"
+api_key_env = "E2E_GEMINI_KEY"
 "#;
 
 impl Harness {
@@ -94,9 +103,11 @@ impl Harness {
     pub async fn start_with(extra: &str) -> Harness {
         let openai = FakeProvider::start().await.expect("fake openai");
         let anthropic = FakeProvider::start().await.expect("fake anthropic");
+        let gemini = FakeProvider::start().await.expect("fake gemini");
         let text = format!("{BASE_CONFIG}\n{extra}")
             .replace("OPENAI_URL", &openai.base_url())
-            .replace("ANTHROPIC_URL", &anthropic.base_url());
+            .replace("ANTHROPIC_URL", &anthropic.base_url())
+            .replace("GEMINI_URL", &gemini.base_url());
         let file = Config::parse(&text).expect("config parses");
         let env = [
             ("GATEWAY_AUTH_TOKENS", TOKEN),
@@ -122,6 +133,7 @@ impl Harness {
             addr,
             openai,
             anthropic,
+            gemini,
             shutdown: Some(tx),
             server: Some(server),
         }

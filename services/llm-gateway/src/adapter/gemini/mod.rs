@@ -1,8 +1,8 @@
 //! Google Gemini adapter (stub: being written).
 
 use super::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target};
-use crate::event::Event;
 use crate::error::ProviderError;
+use crate::event::Event;
 use llm_proto::gateway as pb;
 
 /// Google Gemini.
@@ -13,7 +13,10 @@ impl Adapter for Gemini {
         Protocol::Gemini
     }
     fn build(&self, _g: &pb::Generation, _t: &Target<'_>) -> Result<HttpRequest, BuildError> {
-        Err(BuildError::new("generation.model", "the gemini protocol is not implemented yet"))
+        Err(BuildError::new(
+            "generation.model",
+            "the gemini protocol is not implemented yet",
+        ))
     }
     fn auth_headers(&self, _key: &str) -> Vec<(&'static str, String)> {
         Vec::new()

@@ -1,8 +1,8 @@
 //! OpenAI Responses adapter (stub: being written).
 
 use super::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target};
-use crate::event::Event;
 use crate::error::ProviderError;
+use crate::event::Event;
 use llm_proto::gateway as pb;
 
 /// OpenAI Responses.
@@ -13,7 +13,10 @@ impl Adapter for OpenAiResponses {
         Protocol::OpenaiResponses
     }
     fn build(&self, _g: &pb::Generation, _t: &Target<'_>) -> Result<HttpRequest, BuildError> {
-        Err(BuildError::new("generation.model", "the openai_responses protocol is not implemented yet"))
+        Err(BuildError::new(
+            "generation.model",
+            "the openai_responses protocol is not implemented yet",
+        ))
     }
     fn auth_headers(&self, _key: &str) -> Vec<(&'static str, String)> {
         Vec::new()
