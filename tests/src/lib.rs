@@ -113,6 +113,7 @@ impl Harness {
             ("GATEWAY_AUTH_TOKENS", TOKEN),
             ("E2E_OPENAI_KEY", OPENAI_KEY),
             ("E2E_ANTHROPIC_KEY", ANTHROPIC_KEY),
+            ("E2E_GEMINI_KEY", GEMINI_KEY),
         ];
         let config = Config::from_file(file, &env).expect("config valid");
         let gateway = Gateway::new(config).expect("gateway");
