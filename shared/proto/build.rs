@@ -4,7 +4,10 @@ use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
-    let files = ["llm/gateway/v1/gateway.proto"];
+    let files = [
+        "llm/gateway/v1/gateway.proto",
+        "llm/sessions/v1/sessions.proto",
+    ];
     let paths: Vec<PathBuf> = files.iter().map(|f| root.join(f)).collect();
     for p in &paths {
         println!("cargo:rerun-if-changed={}", p.display());

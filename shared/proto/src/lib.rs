@@ -1,12 +1,19 @@
 //! Generated types for the product's public gRPC API.
 //!
 //! - [`gateway`]: `llm.gateway.v1`, the llm-gateway's generation and catalog API.
+//! - [`sessions`]: `llm.sessions.v1`, the session-processor's API.
 //! - [`FILE_DESCRIPTOR_SET`]: the compiled descriptors, for gRPC server reflection.
 
 /// `llm.gateway.v1`: one model generation per call, streamed as unified events.
 pub mod gateway {
     #![allow(clippy::all, missing_docs)]
     tonic::include_proto!("llm.gateway.v1");
+}
+
+/// `llm.sessions.v1`: sessions, prompts and their persisted messages and parts.
+pub mod sessions {
+    #![allow(clippy::all, missing_docs)]
+    tonic::include_proto!("llm.sessions.v1");
 }
 
 /// Encoded `FileDescriptorSet` of every `.proto` file, for `tonic-reflection`.

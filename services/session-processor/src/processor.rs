@@ -1,0 +1,1 @@
+//! Processor (being written).
