@@ -1,1 +1,678 @@
-//! Processor (being written).
+//! The Processor: one assistant message, built from one gateway step's unified events. No I/O: events in, effects
+//! out; the run loop persists and publishes the effects and executes the tool calls.
+//!
+//! Rules (design.md §5): text and reasoning parts are created on start, appended on delta, closed on end; a tool part
+//! is `pending` on tool-input-start and `running` on tool-call; step-start writes the step-start part; step-finish
+//! settles tokens and cost into the message and decides whether compaction is needed; a context-overflow error is a
+//! compaction need, not a failure. Cleanup always runs: open text and reasoning get their end time, unfinished tools
+//! become `error: aborted` (interrupted), and the message gets its completion time.
+
+use std::collections::HashMap;
+
+use llm_proto::gateway as gw;
+use llm_proto::sessions as pb;
+use prost_types::Timestamp;
+
+use crate::ids;
+
+/// What the run loop must do with a change.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// The message changed: persist it and publish `message_updated`.
+    Message(pb::Message),
+    /// A part was created or changed: persist it and publish `part_updated`.
+    Part(pb::Part),
+    /// Text was appended to a part: publish `part_delta`; persistence is coalesced (the part's full text is in
+    /// [`Processor::part`]).
+    Delta { part_id: String, message_id: String, delta: String },
+    /// A complete tool call to execute once the step's stream has ended.
+    ToolCall { part_id: String, call_id: String, tool: String, input_json: String },
+}
+
+/// What the loop does after this step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Go on with the next step (tool results to send, or nothing wrong).
+    Continue,
+    /// Stop the loop (an error, or a blocked tool).
+    Stop,
+    /// The context is too large: compact before anything else.
+    Compact,
+}
+
+/// The Processor of one assistant message.
+#[derive(Debug, Clone)]
+pub struct Processor {
+    message: pb::Message,
+    parts: Vec<pb::Part>,
+    /// Gateway block id → index in `parts`, for open text blocks.
+    text_blocks: HashMap<String, usize>,
+    /// Gateway block id → index in `parts`, for open reasoning blocks.
+    reasoning_blocks: HashMap<String, usize>,
+    /// Call id → index in `parts`.
+    tools: HashMap<String, usize>,
+    /// Usable context (input limit − reserve); a step whose context reaches it needs compaction.
+    usable_context: Option<u64>,
+    needs_compaction: bool,
+    /// A tool was denied or a doom loop refused: the loop stops after this step.
+    blocked: bool,
+    /// The provider overflowed mid-stream: a compaction need that also marks the message.
+    overflowed: bool,
+}
+
+impl Processor {
+    /// A processor for a new assistant message (already created by the run loop).
+    pub fn new(message: pb::Message, usable_context: Option<u64>) -> Processor {
+        Processor {
+            message,
+            parts: Vec::new(),
+            text_blocks: HashMap::new(),
+            reasoning_blocks: HashMap::new(),
+            tools: HashMap::new(),
+            usable_context,
+            needs_compaction: false,
+            blocked: false,
+            overflowed: false,
+        }
+    }
+
+    /// The assistant message as it stands.
+    pub fn message(&self) -> &pb::Message {
+        &self.message
+    }
+
+    /// Every part so far, in creation order (ascending ids).
+    pub fn parts(&self) -> &[pb::Part] {
+        &self.parts
+    }
+
+    /// One part by id.
+    pub fn part(&self, part_id: &str) -> Option<&pb::Part> {
+        self.parts.iter().find(|p| p.id == part_id)
+    }
+
+    /// True when the step asked for compaction (context near or over the limit).
+    pub fn needs_compaction(&self) -> bool {
+        self.needs_compaction
+    }
+
+    /// Handles one gateway event.
+    pub fn handle(&mut self, ev: gw::StreamResponse, now: Timestamp, out: &mut Vec<Effect>) {
+        use gw::stream_response::Event as E;
+        let Some(ev) = ev.event else { return };
+        match ev {
+            E::StreamStart(s) => {
+                if self.message.model != s.model {
+                    self.message.model = s.model;
+                    out.push(Effect::Message(self.message.clone()));
+                }
+            }
+            E::StepStart(_) => {
+                let part = self.new_part(pb::part::Kind::StepStart(pb::StepStartPart { snapshot: String::new() }));
+                out.push(Effect::Part(part));
+            }
+            E::TextStart(t) => {
+                let part = self.new_part(pb::part::Kind::Text(pb::TextPart {
+                    text: String::new(),
+                    started_at: Some(now),
+                    ended_at: None,
+                    synthetic: false,
+                }));
+                self.text_blocks.insert(t.id, self.parts.len() - 1);
+                out.push(Effect::Part(part));
+            }
+            E::TextDelta(d) => {
+                if let Some(&i) = self.text_blocks.get(&d.id)
+                    && let Some(pb::part::Kind::Text(t)) = self.parts[i].kind.as_mut()
+                {
+                    t.text.push_str(&d.delta);
+                    out.push(self.delta(i, d.delta));
+                }
+            }
+            E::TextEnd(t) => {
+                if let Some(i) = self.text_blocks.remove(&t.id)
+                    && let Some(pb::part::Kind::Text(text)) = self.parts[i].kind.as_mut()
+                {
+                    text.ended_at = Some(now);
+                    out.push(Effect::Part(self.parts[i].clone()));
+                }
+            }
+            E::ReasoningStart(r) => {
+                let part = self.new_part(pb::part::Kind::Reasoning(pb::ReasoningPart {
+                    text: String::new(),
+                    provider_metadata_json: String::new(),
+                    started_at: Some(now),
+                    ended_at: None,
+                }));
+                self.reasoning_blocks.insert(r.id, self.parts.len() - 1);
+                out.push(Effect::Part(part));
+            }
+            E::ReasoningDelta(d) => {
+                if let Some(&i) = self.reasoning_blocks.get(&d.id)
+                    && let Some(pb::part::Kind::Reasoning(r)) = self.parts[i].kind.as_mut()
+                {
+                    r.text.push_str(&d.delta);
+                    out.push(self.delta(i, d.delta));
+                }
+            }
+            E::ReasoningEnd(r) => {
+                if let Some(i) = self.reasoning_blocks.remove(&r.id)
+                    && let Some(pb::part::Kind::Reasoning(part)) = self.parts[i].kind.as_mut()
+                {
+                    part.ended_at = Some(now);
+                    part.provider_metadata_json = metadata_json(r.provider_metadata.as_ref());
+                    out.push(Effect::Part(self.parts[i].clone()));
+                }
+            }
+            E::ToolInputStart(t) => {
+                if !self.tools.contains_key(&t.call_id) {
+                    let part = self.new_part(pb::part::Kind::Tool(pb::ToolPart {
+                        call_id: t.call_id.clone(),
+                        tool: t.tool_name,
+                        state: Some(pb::ToolState {
+                            status: pb::tool_state::Status::Pending as i32,
+                            ..Default::default()
+                        }),
+                        provider_metadata_json: String::new(),
+                    }));
+                    self.tools.insert(t.call_id, self.parts.len() - 1);
+                    out.push(Effect::Part(part));
+                }
+            }
+            E::ToolInputDelta(d) => {
+                // Kept in memory so a crash mid-call still shows how far the input got; not published per delta.
+                if let Some(state) = self.tool_state_mut(&d.call_id) {
+                    state.input_json.push_str(&d.delta);
+                }
+            }
+            E::ToolInputEnd(_) => {}
+            E::ToolCall(c) => {
+                let i = match self.tools.get(&c.call_id) {
+                    Some(&i) => i,
+                    None => {
+                        self.new_part(pb::part::Kind::Tool(pb::ToolPart {
+                            call_id: c.call_id.clone(),
+                            tool: c.tool_name.clone(),
+                            state: Some(pb::ToolState::default()),
+                            provider_metadata_json: String::new(),
+                        }));
+                        self.tools.insert(c.call_id.clone(), self.parts.len() - 1);
+                        self.parts.len() - 1
+                    }
+                };
+                let part = &mut self.parts[i];
+                if let Some(pb::part::Kind::Tool(tool)) = part.kind.as_mut() {
+                    tool.tool.clone_from(&c.tool_name);
+                    tool.provider_metadata_json = metadata_json(c.provider_metadata.as_ref());
+                    let state = tool.state.get_or_insert_with(Default::default);
+                    state.status = pb::tool_state::Status::Running as i32;
+                    state.input_json.clone_from(&c.input_json);
+                    state.started_at = Some(now);
+                }
+                out.push(Effect::Part(part.clone()));
+                out.push(Effect::ToolCall {
+                    part_id: part.id.clone(),
+                    call_id: c.call_id,
+                    tool: c.tool_name,
+                    input_json: c.input_json,
+                });
+            }
+            E::StepFinish(f) => {
+                let usage = f.usage.unwrap_or_default();
+                let tokens = pb::Tokens {
+                    input: usage.input_tokens,
+                    output: usage.output_tokens,
+                    reasoning: usage.reasoning_tokens,
+                    cache_read: usage.cache_read_tokens,
+                    cache_write: usage.cache_write_tokens,
+                };
+                let cost = f.cost.map(|c| c.total_nano_usd).unwrap_or(0);
+                let reason = finish_name(f.finish_reason()).to_string();
+                let part = self.new_part(pb::part::Kind::StepFinish(pb::StepFinishPart {
+                    reason: reason.clone(),
+                    tokens: Some(tokens),
+                    cost_nano_usd: cost,
+                    snapshot: String::new(),
+                    model: self.message.model.clone(),
+                }));
+                out.push(Effect::Part(part));
+                self.message.cost_nano_usd += cost;
+                self.message.tokens = Some(tokens);
+                self.message.finish = reason;
+                if f.finish_reason() == gw::FinishReason::Length && self.message.error.is_none() {
+                    self.message.error = Some(pb::MessageError {
+                        kind: pb::message_error::Kind::OutputLength as i32,
+                        message: "the output token limit cut the answer".into(),
+                        http_status: 0,
+                        retryable: false,
+                    });
+                }
+                if let Some(usable) = self.usable_context {
+                    let context = usage.input_tokens
+                        + usage.cache_read_tokens
+                        + usage.cache_write_tokens
+                        + usage.output_tokens
+                        + usage.reasoning_tokens;
+                    if context >= usable {
+                        self.needs_compaction = true;
+                    }
+                }
+                out.push(Effect::Message(self.message.clone()));
+            }
+            E::Error(e) => {
+                if e.kind() == gw::ErrorKind::ContextOverflow {
+                    self.needs_compaction = true;
+                    self.overflowed = true;
+                    return;
+                }
+                self.message.error = Some(message_error(&e));
+                out.push(Effect::Message(self.message.clone()));
+            }
+        }
+    }
+
+    /// A tool finished (`Ok(output)`) or failed (`Err(message the model sees)`).
+    pub fn tool_finished(&mut self, call_id: &str, result: Result<String, String>, now: Timestamp, out: &mut Vec<Effect>) {
+        let Some(&i) = self.tools.get(call_id) else { return };
+        if let Some(pb::part::Kind::Tool(tool)) = self.parts[i].kind.as_mut() {
+            let state = tool.state.get_or_insert_with(Default::default);
+            match result {
+                Ok(output) => {
+                    state.status = pb::tool_state::Status::Completed as i32;
+                    state.output = output;
+                }
+                Err(error) => {
+                    state.status = pb::tool_state::Status::Error as i32;
+                    state.error = error;
+                }
+            }
+            state.ended_at = Some(now);
+            out.push(Effect::Part(self.parts[i].clone()));
+        }
+    }
+
+    /// Marks a tool as answered by the caller (client tool) before it runs.
+    pub fn mark_client_tool(&mut self, call_id: &str) {
+        if let Some(state) = self.tool_state_mut(call_id) {
+            state.client = true;
+        }
+    }
+
+    /// A tool call was refused (permission denied, doom loop): the model sees `reason` and the loop stops.
+    pub fn block(&mut self, call_id: &str, reason: &str, now: Timestamp, out: &mut Vec<Effect>) {
+        self.blocked = true;
+        self.tool_finished(call_id, Err(reason.to_string()), now, out);
+    }
+
+    /// Always runs at the end of a step, whatever happened: closes open text and reasoning, turns unfinished tools
+    /// into `error: aborted` (interrupted), and sets the completion time. `aborted` records an abort as the
+    /// message's error when it has none.
+    pub fn cleanup(&mut self, now: Timestamp, aborted: bool, out: &mut Vec<Effect>) {
+        let open: Vec<usize> = self.text_blocks.drain().chain(self.reasoning_blocks.drain()).map(|(_, i)| i).collect();
+        for i in open {
+            match self.parts[i].kind.as_mut() {
+                Some(pb::part::Kind::Text(t)) if t.ended_at.is_none() => t.ended_at = Some(now),
+                Some(pb::part::Kind::Reasoning(r)) if r.ended_at.is_none() => r.ended_at = Some(now),
+                _ => continue,
+            }
+            out.push(Effect::Part(self.parts[i].clone()));
+        }
+        for i in 0..self.parts.len() {
+            if let Some(pb::part::Kind::Tool(tool)) = self.parts[i].kind.as_mut() {
+                let state = tool.state.get_or_insert_with(Default::default);
+                let unfinished = matches!(
+                    state.status(),
+                    pb::tool_state::Status::Pending | pb::tool_state::Status::Running | pb::tool_state::Status::Unspecified
+                );
+                if unfinished {
+                    state.status = pb::tool_state::Status::Error as i32;
+                    state.error = "aborted".into();
+                    state.interrupted = true;
+                    state.ended_at = Some(now);
+                    out.push(Effect::Part(self.parts[i].clone()));
+                }
+            }
+        }
+        if aborted && self.message.error.is_none() {
+            self.message.error = Some(pb::MessageError {
+                kind: pb::message_error::Kind::Aborted as i32,
+                message: "aborted".into(),
+                http_status: 0,
+                retryable: false,
+            });
+        }
+        if self.overflowed && self.message.error.is_none() && !self.has_output() {
+            // Nothing was produced before the overflow: the message records why it is empty.
+            self.message.error = Some(pb::MessageError {
+                kind: pb::message_error::Kind::ContextOverflow as i32,
+                message: "the context did not fit the model".into(),
+                http_status: 0,
+                retryable: false,
+            });
+        }
+        self.message.completed_at = Some(now);
+        out.push(Effect::Message(self.message.clone()));
+    }
+
+    /// Closeout: compaction first, then stop on error or block, else continue.
+    pub fn outcome(&self) -> Outcome {
+        if self.needs_compaction {
+            Outcome::Compact
+        } else if self.blocked || self.message.error.is_some() {
+            Outcome::Stop
+        } else {
+            Outcome::Continue
+        }
+    }
+
+    /// Calls that were made in this step, in order.
+    pub fn tool_calls(&self) -> impl Iterator<Item = &pb::ToolPart> {
+        self.parts.iter().filter_map(|p| match &p.kind {
+            Some(pb::part::Kind::Tool(t)) => Some(t),
+            _ => None,
+        })
+    }
+
+    fn has_output(&self) -> bool {
+        self.parts.iter().any(|p| matches!(p.kind, Some(pb::part::Kind::Text(_) | pb::part::Kind::Tool(_))))
+    }
+
+    fn new_part(&mut self, kind: pb::part::Kind) -> pb::Part {
+        let part = pb::Part {
+            id: ids::new("prt"),
+            message_id: self.message.id.clone(),
+            session_id: self.message.session_id.clone(),
+            kind: Some(kind),
+        };
+        self.parts.push(part.clone());
+        part
+    }
+
+    fn delta(&self, i: usize, delta: String) -> Effect {
+        Effect::Delta { part_id: self.parts[i].id.clone(), message_id: self.message.id.clone(), delta }
+    }
+
+    fn tool_state_mut(&mut self, call_id: &str) -> Option<&mut pb::ToolState> {
+        let &i = self.tools.get(call_id)?;
+        match self.parts[i].kind.as_mut() {
+            Some(pb::part::Kind::Tool(t)) => Some(t.state.get_or_insert_with(Default::default)),
+            _ => None,
+        }
+    }
+}
+
+/// The unified finish reason as stored on messages and step-finish parts.
+pub fn finish_name(r: gw::FinishReason) -> &'static str {
+    match r {
+        gw::FinishReason::Stop => "stop",
+        gw::FinishReason::Length => "length",
+        gw::FinishReason::ToolCalls => "tool_calls",
+        gw::FinishReason::ContentFilter => "content_filter",
+        gw::FinishReason::Error => "error",
+        gw::FinishReason::Other | gw::FinishReason::Unspecified => "other",
+    }
+}
+
+/// A gateway error as a message error.
+pub fn message_error(e: &gw::Error) -> pb::MessageError {
+    let kind = match e.kind() {
+        gw::ErrorKind::Auth => pb::message_error::Kind::Auth,
+        gw::ErrorKind::ContextOverflow => pb::message_error::Kind::ContextOverflow,
+        gw::ErrorKind::Cancelled => pb::message_error::Kind::Aborted,
+        _ => pb::message_error::Kind::Api,
+    };
+    pb::MessageError { kind: kind as i32, message: e.message.clone(), http_status: e.http_status, retryable: e.retryable }
+}
+
+/// Provider metadata stored on parts as one JSON object, so it goes back to the gateway unchanged.
+pub fn metadata_json(m: Option<&gw::ProviderMetadata>) -> String {
+    match m {
+        Some(m) => serde_json::json!({"protocol": m.protocol, "model": m.model, "json": m.json}).to_string(),
+        None => String::new(),
+    }
+}
+
+/// The inverse of [`metadata_json`].
+pub fn metadata_from_json(s: &str) -> Option<gw::ProviderMetadata> {
+    if s.is_empty() {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(s).ok()?;
+    Some(gw::ProviderMetadata {
+        protocol: v.get("protocol")?.as_str()?.to_string(),
+        model: v.get("model")?.as_str()?.to_string(),
+        json: v.get("json")?.as_str()?.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gw::stream_response::Event as E;
+
+    fn ts(s: i64) -> Timestamp {
+        Timestamp { seconds: s, nanos: 0 }
+    }
+
+    fn ev(e: E) -> gw::StreamResponse {
+        gw::StreamResponse { event: Some(e) }
+    }
+
+    fn processor() -> Processor {
+        Processor::new(
+            pb::Message {
+                id: "msg_1".into(),
+                session_id: "ses_1".into(),
+                role: pb::Role::Assistant as i32,
+                model: "openai/gpt-4o".into(),
+                ..Default::default()
+            },
+            Some(1000),
+        )
+    }
+
+    fn feed(p: &mut Processor, events: Vec<E>) -> Vec<Effect> {
+        let mut out = Vec::new();
+        for (i, e) in events.into_iter().enumerate() {
+            p.handle(ev(e), ts(i as i64), &mut out);
+        }
+        out
+    }
+
+    fn finish(reason: gw::FinishReason, input: u64, cost: i64) -> E {
+        E::StepFinish(gw::StepFinish {
+            finish_reason: reason as i32,
+            raw_finish_reason: String::new(),
+            usage: Some(gw::Usage { input_tokens: input, output_tokens: 10, ..Default::default() }),
+            cost: Some(gw::Cost { total_nano_usd: cost, priced: true }),
+            response_id: "r".into(),
+            response_model: "m".into(),
+        })
+    }
+
+    #[test]
+    fn text_is_created_on_start_appended_on_delta_and_closed_on_end() {
+        let mut p = processor();
+        let out = feed(
+            &mut p,
+            vec![
+                E::StepStart(gw::StepStart {}),
+                E::TextStart(gw::TextStart { id: "t".into() }),
+                E::TextDelta(gw::TextDelta { id: "t".into(), delta: "Hel".into() }),
+                E::TextDelta(gw::TextDelta { id: "t".into(), delta: "lo".into() }),
+                E::TextEnd(gw::TextEnd { id: "t".into() }),
+            ],
+        );
+        assert!(matches!(&out[0], Effect::Part(p) if matches!(p.kind, Some(pb::part::Kind::StepStart(_)))));
+        let deltas: Vec<_> = out.iter().filter_map(|e| if let Effect::Delta { delta, .. } = e { Some(delta.as_str()) } else { None }).collect();
+        assert_eq!(deltas, ["Hel", "lo"]);
+        let Some(pb::part::Kind::Text(t)) = &p.parts()[1].kind else { panic!() };
+        assert_eq!(t.text, "Hello");
+        assert_eq!(t.started_at, Some(ts(1)));
+        assert_eq!(t.ended_at, Some(ts(4)));
+        assert!(matches!(out.last(), Some(Effect::Part(_))));
+    }
+
+    #[test]
+    fn reasoning_keeps_its_provider_metadata() {
+        let mut p = processor();
+        feed(
+            &mut p,
+            vec![
+                E::ReasoningStart(gw::ReasoningStart { id: "r".into() }),
+                E::ReasoningDelta(gw::ReasoningDelta { id: "r".into(), delta: "think".into() }),
+                E::ReasoningEnd(gw::ReasoningEnd {
+                    id: "r".into(),
+                    provider_metadata: Some(gw::ProviderMetadata {
+                        protocol: "anthropic".into(),
+                        model: "anthropic/x".into(),
+                        json: "{\"signature\":\"s\"}".into(),
+                    }),
+                }),
+            ],
+        );
+        let Some(pb::part::Kind::Reasoning(r)) = &p.parts()[0].kind else { panic!() };
+        assert_eq!(r.text, "think");
+        let m = metadata_from_json(&r.provider_metadata_json).unwrap();
+        assert_eq!(m.json, "{\"signature\":\"s\"}");
+        assert_eq!(m.protocol, "anthropic");
+    }
+
+    #[test]
+    fn tools_go_pending_then_running_and_are_handed_to_the_loop() {
+        let mut p = processor();
+        let out = feed(
+            &mut p,
+            vec![
+                E::ToolInputStart(gw::ToolInputStart { call_id: "c1".into(), tool_name: "read".into() }),
+                E::ToolInputDelta(gw::ToolInputDelta { call_id: "c1".into(), delta: "{\"path\":".into() }),
+                E::ToolInputEnd(gw::ToolInputEnd { call_id: "c1".into() }),
+                E::ToolCall(gw::ToolCall {
+                    call_id: "c1".into(),
+                    tool_name: "read".into(),
+                    input_json: "{\"path\":\"a\"}".into(),
+                    provider_metadata: None,
+                }),
+            ],
+        );
+        let Effect::Part(first) = &out[0] else { panic!() };
+        let Some(pb::part::Kind::Tool(t)) = &first.kind else { panic!() };
+        assert_eq!(t.state.as_ref().unwrap().status(), pb::tool_state::Status::Pending);
+        let Some(Effect::ToolCall { call_id, input_json, .. }) = out.last() else { panic!("{out:?}") };
+        assert_eq!((call_id.as_str(), input_json.as_str()), ("c1", "{\"path\":\"a\"}"));
+        let running = p.tool_calls().next().unwrap();
+        assert_eq!(running.state.as_ref().unwrap().status(), pb::tool_state::Status::Running);
+        let mut out = Vec::new();
+        p.tool_finished("c1", Ok("contents".into()), ts(9), &mut out);
+        let done = p.tool_calls().next().unwrap().state.clone().unwrap();
+        assert_eq!(done.status(), pb::tool_state::Status::Completed);
+        assert_eq!(done.output, "contents");
+        assert_eq!(p.outcome(), Outcome::Continue);
+    }
+
+    #[test]
+    fn step_finish_settles_tokens_and_cost_and_checks_overflow() {
+        let mut p = processor();
+        feed(&mut p, vec![E::StepStart(gw::StepStart {}), finish(gw::FinishReason::Stop, 100, 42)]);
+        assert_eq!(p.message().cost_nano_usd, 42);
+        assert_eq!(p.message().tokens.unwrap().input, 100);
+        assert_eq!(p.message().finish, "stop");
+        assert_eq!(p.outcome(), Outcome::Continue);
+        let mut big = processor();
+        feed(&mut big, vec![finish(gw::FinishReason::Stop, 995, 1)]);
+        assert!(big.needs_compaction(), "995 + 10 output ≥ 1000 usable");
+        assert_eq!(big.outcome(), Outcome::Compact);
+    }
+
+    #[test]
+    fn length_finish_is_an_output_length_error() {
+        let mut p = processor();
+        feed(&mut p, vec![finish(gw::FinishReason::Length, 10, 1)]);
+        assert_eq!(p.message().error.as_ref().unwrap().kind(), pb::message_error::Kind::OutputLength);
+        assert_eq!(p.outcome(), Outcome::Stop);
+    }
+
+    #[test]
+    fn context_overflow_error_is_a_compaction_need_not_a_failure() {
+        let mut p = processor();
+        feed(
+            &mut p,
+            vec![E::Error(gw::Error { kind: gw::ErrorKind::ContextOverflow as i32, message: "too long".into(), ..Default::default() })],
+        );
+        assert_eq!(p.outcome(), Outcome::Compact);
+        assert!(p.message().error.is_none());
+    }
+
+    #[test]
+    fn other_errors_stop_with_a_typed_message_error() {
+        let mut p = processor();
+        feed(
+            &mut p,
+            vec![E::Error(gw::Error {
+                kind: gw::ErrorKind::Overloaded as i32,
+                message: "busy".into(),
+                retryable: true,
+                http_status: 529,
+                ..Default::default()
+            })],
+        );
+        let e = p.message().error.clone().unwrap();
+        assert_eq!((e.kind(), e.http_status, e.retryable), (pb::message_error::Kind::Api, 529, true));
+        assert_eq!(p.outcome(), Outcome::Stop);
+    }
+
+    #[test]
+    fn cleanup_closes_parts_aborts_tools_and_completes_the_message() {
+        let mut p = processor();
+        feed(
+            &mut p,
+            vec![
+                E::TextStart(gw::TextStart { id: "t".into() }),
+                E::TextDelta(gw::TextDelta { id: "t".into(), delta: "partial".into() }),
+                E::ReasoningStart(gw::ReasoningStart { id: "r".into() }),
+                E::ToolInputStart(gw::ToolInputStart { call_id: "c".into(), tool_name: "bash".into() }),
+            ],
+        );
+        let mut out = Vec::new();
+        p.cleanup(ts(50), true, &mut out);
+        for part in p.parts() {
+            match &part.kind {
+                Some(pb::part::Kind::Text(t)) => assert_eq!(t.ended_at, Some(ts(50))),
+                Some(pb::part::Kind::Reasoning(r)) => assert_eq!(r.ended_at, Some(ts(50))),
+                Some(pb::part::Kind::Tool(t)) => {
+                    let s = t.state.as_ref().unwrap();
+                    assert_eq!((s.status(), s.error.as_str(), s.interrupted), (pb::tool_state::Status::Error, "aborted", true));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(p.message().completed_at, Some(ts(50)));
+        assert_eq!(p.message().error.as_ref().unwrap().kind(), pb::message_error::Kind::Aborted);
+        assert!(matches!(out.last(), Some(Effect::Message(_))));
+    }
+
+    #[test]
+    fn a_blocked_tool_stops_the_loop_and_the_model_sees_why() {
+        let mut p = processor();
+        feed(
+            &mut p,
+            vec![E::ToolCall(gw::ToolCall { call_id: "c".into(), tool_name: "bash".into(), input_json: "{}".into(), provider_metadata: None })],
+        );
+        let mut out = Vec::new();
+        p.block("c", "permission denied", ts(3), &mut out);
+        let s = p.tool_calls().next().unwrap().state.clone().unwrap();
+        assert_eq!((s.status(), s.error.as_str()), (pb::tool_state::Status::Error, "permission denied"));
+        assert_eq!(p.outcome(), Outcome::Stop);
+    }
+
+    #[test]
+    fn the_served_model_is_recorded_after_a_fallback() {
+        let mut p = processor();
+        let out = feed(
+            &mut p,
+            vec![E::StreamStart(gw::StreamStart { provider: "anthropic".into(), model: "anthropic/x".into(), attempt: 1 })],
+        );
+        assert_eq!(p.message().model, "anthropic/x");
+        assert!(matches!(&out[0], Effect::Message(_)));
+    }
+}
