@@ -5,9 +5,17 @@
 //! - [`ids`]: ascending, sortable ids for sessions, messages and parts.
 //! - [`processor`]: the Processor, a state machine with no I/O: gateway events in, part changes out.
 //! - [`store`]: the one place that talks to Redis: sessions, messages, parts, the event log, leases.
+//! - [`history`]: stored messages → the gateway conversation; the loop's exit rule and model priority.
+//! - [`run_loop`]: the runLoop and the engine that owns storage, the gateway client and running loops.
+//! - [`server`]: the `SessionService` gRPC server.
+//! - [`config`]: typed, validated configuration and agents.
 //! - [`tools`]: built-in workspace tools confined to the session's workspace, permission rules, doom-loop detection.
 
+pub mod config;
+pub mod history;
 pub mod ids;
 pub mod processor;
+pub mod run_loop;
+pub mod server;
 pub mod store;
 pub mod tools;

@@ -24,9 +24,18 @@ pub enum Effect {
     Part(pb::Part),
     /// Text was appended to a part: publish `part_delta`; persistence is coalesced (the part's full text is in
     /// [`Processor::part`]).
-    Delta { part_id: String, message_id: String, delta: String },
+    Delta {
+        part_id: String,
+        message_id: String,
+        delta: String,
+    },
     /// A complete tool call to execute once the step's stream has ended.
-    ToolCall { part_id: String, call_id: String, tool: String, input_json: String },
+    ToolCall {
+        part_id: String,
+        call_id: String,
+        tool: String,
+        input_json: String,
+    },
 }
 
 /// What the loop does after this step.
@@ -108,7 +117,9 @@ impl Processor {
                 }
             }
             E::StepStart(_) => {
-                let part = self.new_part(pb::part::Kind::StepStart(pb::StepStartPart { snapshot: String::new() }));
+                let part = self.new_part(pb::part::Kind::StepStart(pb::StepStartPart {
+                    snapshot: String::new(),
+                }));
                 out.push(Effect::Part(part));
             }
             E::TextStart(t) => {
@@ -272,8 +283,16 @@ impl Processor {
     }
 
     /// A tool finished (`Ok(output)`) or failed (`Err(message the model sees)`).
-    pub fn tool_finished(&mut self, call_id: &str, result: Result<String, String>, now: Timestamp, out: &mut Vec<Effect>) {
-        let Some(&i) = self.tools.get(call_id) else { return };
+    pub fn tool_finished(
+        &mut self,
+        call_id: &str,
+        result: Result<String, String>,
+        now: Timestamp,
+        out: &mut Vec<Effect>,
+    ) {
+        let Some(&i) = self.tools.get(call_id) else {
+            return;
+        };
         if let Some(pb::part::Kind::Tool(tool)) = self.parts[i].kind.as_mut() {
             let state = tool.state.get_or_insert_with(Default::default);
             match result {
@@ -308,11 +327,18 @@ impl Processor {
     /// into `error: aborted` (interrupted), and sets the completion time. `aborted` records an abort as the
     /// message's error when it has none.
     pub fn cleanup(&mut self, now: Timestamp, aborted: bool, out: &mut Vec<Effect>) {
-        let open: Vec<usize> = self.text_blocks.drain().chain(self.reasoning_blocks.drain()).map(|(_, i)| i).collect();
+        let open: Vec<usize> = self
+            .text_blocks
+            .drain()
+            .chain(self.reasoning_blocks.drain())
+            .map(|(_, i)| i)
+            .collect();
         for i in open {
             match self.parts[i].kind.as_mut() {
                 Some(pb::part::Kind::Text(t)) if t.ended_at.is_none() => t.ended_at = Some(now),
-                Some(pb::part::Kind::Reasoning(r)) if r.ended_at.is_none() => r.ended_at = Some(now),
+                Some(pb::part::Kind::Reasoning(r)) if r.ended_at.is_none() => {
+                    r.ended_at = Some(now)
+                }
                 _ => continue,
             }
             out.push(Effect::Part(self.parts[i].clone()));
@@ -322,7 +348,9 @@ impl Processor {
                 let state = tool.state.get_or_insert_with(Default::default);
                 let unfinished = matches!(
                     state.status(),
-                    pb::tool_state::Status::Pending | pb::tool_state::Status::Running | pb::tool_state::Status::Unspecified
+                    pb::tool_state::Status::Pending
+                        | pb::tool_state::Status::Running
+                        | pb::tool_state::Status::Unspecified
                 );
                 if unfinished {
                     state.status = pb::tool_state::Status::Error as i32;
@@ -374,7 +402,12 @@ impl Processor {
     }
 
     fn has_output(&self) -> bool {
-        self.parts.iter().any(|p| matches!(p.kind, Some(pb::part::Kind::Text(_) | pb::part::Kind::Tool(_))))
+        self.parts.iter().any(|p| {
+            matches!(
+                p.kind,
+                Some(pb::part::Kind::Text(_) | pb::part::Kind::Tool(_))
+            )
+        })
     }
 
     fn new_part(&mut self, kind: pb::part::Kind) -> pb::Part {
@@ -389,7 +422,11 @@ impl Processor {
     }
 
     fn delta(&self, i: usize, delta: String) -> Effect {
-        Effect::Delta { part_id: self.parts[i].id.clone(), message_id: self.message.id.clone(), delta }
+        Effect::Delta {
+            part_id: self.parts[i].id.clone(),
+            message_id: self.message.id.clone(),
+            delta,
+        }
     }
 
     fn tool_state_mut(&mut self, call_id: &str) -> Option<&mut pb::ToolState> {
@@ -421,13 +458,19 @@ pub fn message_error(e: &gw::Error) -> pb::MessageError {
         gw::ErrorKind::Cancelled => pb::message_error::Kind::Aborted,
         _ => pb::message_error::Kind::Api,
     };
-    pb::MessageError { kind: kind as i32, message: e.message.clone(), http_status: e.http_status, retryable: e.retryable }
+    pb::MessageError {
+        kind: kind as i32,
+        message: e.message.clone(),
+        http_status: e.http_status,
+        retryable: e.retryable,
+    }
 }
 
 /// Provider metadata stored on parts as one JSON object, so it goes back to the gateway unchanged.
 pub fn metadata_json(m: Option<&gw::ProviderMetadata>) -> String {
     match m {
-        Some(m) => serde_json::json!({"protocol": m.protocol, "model": m.model, "json": m.json}).to_string(),
+        Some(m) => serde_json::json!({"protocol": m.protocol, "model": m.model, "json": m.json})
+            .to_string(),
         None => String::new(),
     }
 }
@@ -451,7 +494,10 @@ mod tests {
     use gw::stream_response::Event as E;
 
     fn ts(s: i64) -> Timestamp {
-        Timestamp { seconds: s, nanos: 0 }
+        Timestamp {
+            seconds: s,
+            nanos: 0,
+        }
     }
 
     fn ev(e: E) -> gw::StreamResponse {
@@ -483,8 +529,15 @@ mod tests {
         E::StepFinish(gw::StepFinish {
             finish_reason: reason as i32,
             raw_finish_reason: String::new(),
-            usage: Some(gw::Usage { input_tokens: input, output_tokens: 10, ..Default::default() }),
-            cost: Some(gw::Cost { total_nano_usd: cost, priced: true }),
+            usage: Some(gw::Usage {
+                input_tokens: input,
+                output_tokens: 10,
+                ..Default::default()
+            }),
+            cost: Some(gw::Cost {
+                total_nano_usd: cost,
+                priced: true,
+            }),
             response_id: "r".into(),
             response_model: "m".into(),
         })
@@ -498,15 +551,34 @@ mod tests {
             vec![
                 E::StepStart(gw::StepStart {}),
                 E::TextStart(gw::TextStart { id: "t".into() }),
-                E::TextDelta(gw::TextDelta { id: "t".into(), delta: "Hel".into() }),
-                E::TextDelta(gw::TextDelta { id: "t".into(), delta: "lo".into() }),
+                E::TextDelta(gw::TextDelta {
+                    id: "t".into(),
+                    delta: "Hel".into(),
+                }),
+                E::TextDelta(gw::TextDelta {
+                    id: "t".into(),
+                    delta: "lo".into(),
+                }),
                 E::TextEnd(gw::TextEnd { id: "t".into() }),
             ],
         );
-        assert!(matches!(&out[0], Effect::Part(p) if matches!(p.kind, Some(pb::part::Kind::StepStart(_)))));
-        let deltas: Vec<_> = out.iter().filter_map(|e| if let Effect::Delta { delta, .. } = e { Some(delta.as_str()) } else { None }).collect();
+        assert!(
+            matches!(&out[0], Effect::Part(p) if matches!(p.kind, Some(pb::part::Kind::StepStart(_))))
+        );
+        let deltas: Vec<_> = out
+            .iter()
+            .filter_map(|e| {
+                if let Effect::Delta { delta, .. } = e {
+                    Some(delta.as_str())
+                } else {
+                    None
+                }
+            })
+            .collect();
         assert_eq!(deltas, ["Hel", "lo"]);
-        let Some(pb::part::Kind::Text(t)) = &p.parts()[1].kind else { panic!() };
+        let Some(pb::part::Kind::Text(t)) = &p.parts()[1].kind else {
+            panic!()
+        };
         assert_eq!(t.text, "Hello");
         assert_eq!(t.started_at, Some(ts(1)));
         assert_eq!(t.ended_at, Some(ts(4)));
@@ -520,7 +592,10 @@ mod tests {
             &mut p,
             vec![
                 E::ReasoningStart(gw::ReasoningStart { id: "r".into() }),
-                E::ReasoningDelta(gw::ReasoningDelta { id: "r".into(), delta: "think".into() }),
+                E::ReasoningDelta(gw::ReasoningDelta {
+                    id: "r".into(),
+                    delta: "think".into(),
+                }),
                 E::ReasoningEnd(gw::ReasoningEnd {
                     id: "r".into(),
                     provider_metadata: Some(gw::ProviderMetadata {
@@ -531,7 +606,9 @@ mod tests {
                 }),
             ],
         );
-        let Some(pb::part::Kind::Reasoning(r)) = &p.parts()[0].kind else { panic!() };
+        let Some(pb::part::Kind::Reasoning(r)) = &p.parts()[0].kind else {
+            panic!()
+        };
         assert_eq!(r.text, "think");
         let m = metadata_from_json(&r.provider_metadata_json).unwrap();
         assert_eq!(m.json, "{\"signature\":\"s\"}");
@@ -544,9 +621,17 @@ mod tests {
         let out = feed(
             &mut p,
             vec![
-                E::ToolInputStart(gw::ToolInputStart { call_id: "c1".into(), tool_name: "read".into() }),
-                E::ToolInputDelta(gw::ToolInputDelta { call_id: "c1".into(), delta: "{\"path\":".into() }),
-                E::ToolInputEnd(gw::ToolInputEnd { call_id: "c1".into() }),
+                E::ToolInputStart(gw::ToolInputStart {
+                    call_id: "c1".into(),
+                    tool_name: "read".into(),
+                }),
+                E::ToolInputDelta(gw::ToolInputDelta {
+                    call_id: "c1".into(),
+                    delta: "{\"path\":".into(),
+                }),
+                E::ToolInputEnd(gw::ToolInputEnd {
+                    call_id: "c1".into(),
+                }),
                 E::ToolCall(gw::ToolCall {
                     call_id: "c1".into(),
                     tool_name: "read".into(),
@@ -555,13 +640,33 @@ mod tests {
                 }),
             ],
         );
-        let Effect::Part(first) = &out[0] else { panic!() };
-        let Some(pb::part::Kind::Tool(t)) = &first.kind else { panic!() };
-        assert_eq!(t.state.as_ref().unwrap().status(), pb::tool_state::Status::Pending);
-        let Some(Effect::ToolCall { call_id, input_json, .. }) = out.last() else { panic!("{out:?}") };
-        assert_eq!((call_id.as_str(), input_json.as_str()), ("c1", "{\"path\":\"a\"}"));
+        let Effect::Part(first) = &out[0] else {
+            panic!()
+        };
+        let Some(pb::part::Kind::Tool(t)) = &first.kind else {
+            panic!()
+        };
+        assert_eq!(
+            t.state.as_ref().unwrap().status(),
+            pb::tool_state::Status::Pending
+        );
+        let Some(Effect::ToolCall {
+            call_id,
+            input_json,
+            ..
+        }) = out.last()
+        else {
+            panic!("{out:?}")
+        };
+        assert_eq!(
+            (call_id.as_str(), input_json.as_str()),
+            ("c1", "{\"path\":\"a\"}")
+        );
         let running = p.tool_calls().next().unwrap();
-        assert_eq!(running.state.as_ref().unwrap().status(), pb::tool_state::Status::Running);
+        assert_eq!(
+            running.state.as_ref().unwrap().status(),
+            pb::tool_state::Status::Running
+        );
         let mut out = Vec::new();
         p.tool_finished("c1", Ok("contents".into()), ts(9), &mut out);
         let done = p.tool_calls().next().unwrap().state.clone().unwrap();
@@ -573,7 +678,13 @@ mod tests {
     #[test]
     fn step_finish_settles_tokens_and_cost_and_checks_overflow() {
         let mut p = processor();
-        feed(&mut p, vec![E::StepStart(gw::StepStart {}), finish(gw::FinishReason::Stop, 100, 42)]);
+        feed(
+            &mut p,
+            vec![
+                E::StepStart(gw::StepStart {}),
+                finish(gw::FinishReason::Stop, 100, 42),
+            ],
+        );
         assert_eq!(p.message().cost_nano_usd, 42);
         assert_eq!(p.message().tokens.unwrap().input, 100);
         assert_eq!(p.message().finish, "stop");
@@ -588,7 +699,10 @@ mod tests {
     fn length_finish_is_an_output_length_error() {
         let mut p = processor();
         feed(&mut p, vec![finish(gw::FinishReason::Length, 10, 1)]);
-        assert_eq!(p.message().error.as_ref().unwrap().kind(), pb::message_error::Kind::OutputLength);
+        assert_eq!(
+            p.message().error.as_ref().unwrap().kind(),
+            pb::message_error::Kind::OutputLength
+        );
         assert_eq!(p.outcome(), Outcome::Stop);
     }
 
@@ -597,7 +711,11 @@ mod tests {
         let mut p = processor();
         feed(
             &mut p,
-            vec![E::Error(gw::Error { kind: gw::ErrorKind::ContextOverflow as i32, message: "too long".into(), ..Default::default() })],
+            vec![E::Error(gw::Error {
+                kind: gw::ErrorKind::ContextOverflow as i32,
+                message: "too long".into(),
+                ..Default::default()
+            })],
         );
         assert_eq!(p.outcome(), Outcome::Compact);
         assert!(p.message().error.is_none());
@@ -617,7 +735,10 @@ mod tests {
             })],
         );
         let e = p.message().error.clone().unwrap();
-        assert_eq!((e.kind(), e.http_status, e.retryable), (pb::message_error::Kind::Api, 529, true));
+        assert_eq!(
+            (e.kind(), e.http_status, e.retryable),
+            (pb::message_error::Kind::Api, 529, true)
+        );
         assert_eq!(p.outcome(), Outcome::Stop);
     }
 
@@ -628,9 +749,15 @@ mod tests {
             &mut p,
             vec![
                 E::TextStart(gw::TextStart { id: "t".into() }),
-                E::TextDelta(gw::TextDelta { id: "t".into(), delta: "partial".into() }),
+                E::TextDelta(gw::TextDelta {
+                    id: "t".into(),
+                    delta: "partial".into(),
+                }),
                 E::ReasoningStart(gw::ReasoningStart { id: "r".into() }),
-                E::ToolInputStart(gw::ToolInputStart { call_id: "c".into(), tool_name: "bash".into() }),
+                E::ToolInputStart(gw::ToolInputStart {
+                    call_id: "c".into(),
+                    tool_name: "bash".into(),
+                }),
             ],
         );
         let mut out = Vec::new();
@@ -641,13 +768,19 @@ mod tests {
                 Some(pb::part::Kind::Reasoning(r)) => assert_eq!(r.ended_at, Some(ts(50))),
                 Some(pb::part::Kind::Tool(t)) => {
                     let s = t.state.as_ref().unwrap();
-                    assert_eq!((s.status(), s.error.as_str(), s.interrupted), (pb::tool_state::Status::Error, "aborted", true));
+                    assert_eq!(
+                        (s.status(), s.error.as_str(), s.interrupted),
+                        (pb::tool_state::Status::Error, "aborted", true)
+                    );
                 }
                 other => panic!("{other:?}"),
             }
         }
         assert_eq!(p.message().completed_at, Some(ts(50)));
-        assert_eq!(p.message().error.as_ref().unwrap().kind(), pb::message_error::Kind::Aborted);
+        assert_eq!(
+            p.message().error.as_ref().unwrap().kind(),
+            pb::message_error::Kind::Aborted
+        );
         assert!(matches!(out.last(), Some(Effect::Message(_))));
     }
 
@@ -656,12 +789,20 @@ mod tests {
         let mut p = processor();
         feed(
             &mut p,
-            vec![E::ToolCall(gw::ToolCall { call_id: "c".into(), tool_name: "bash".into(), input_json: "{}".into(), provider_metadata: None })],
+            vec![E::ToolCall(gw::ToolCall {
+                call_id: "c".into(),
+                tool_name: "bash".into(),
+                input_json: "{}".into(),
+                provider_metadata: None,
+            })],
         );
         let mut out = Vec::new();
         p.block("c", "permission denied", ts(3), &mut out);
         let s = p.tool_calls().next().unwrap().state.clone().unwrap();
-        assert_eq!((s.status(), s.error.as_str()), (pb::tool_state::Status::Error, "permission denied"));
+        assert_eq!(
+            (s.status(), s.error.as_str()),
+            (pb::tool_state::Status::Error, "permission denied")
+        );
         assert_eq!(p.outcome(), Outcome::Stop);
     }
 
@@ -670,7 +811,11 @@ mod tests {
         let mut p = processor();
         let out = feed(
             &mut p,
-            vec![E::StreamStart(gw::StreamStart { provider: "anthropic".into(), model: "anthropic/x".into(), attempt: 1 })],
+            vec![E::StreamStart(gw::StreamStart {
+                provider: "anthropic".into(),
+                model: "anthropic/x".into(),
+                attempt: 1,
+            })],
         );
         assert_eq!(p.message().model, "anthropic/x");
         assert!(matches!(&out[0], Effect::Message(_)));

@@ -1,0 +1,1213 @@
+//! The runLoop: one gateway `Stream` call per step, the Processor turning events into persisted parts, tools
+//! executed between steps, and the continue / stop decision, under a lease with a fencing token.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use llm_proto::gateway as gw;
+use llm_proto::gateway::gateway_service_client::GatewayServiceClient;
+use llm_proto::sessions as pb;
+use prost_types::Timestamp;
+use tokio_util::sync::CancellationToken;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+use crate::config::{Agent, Config};
+use crate::history;
+use crate::ids;
+use crate::processor::{Effect, Outcome, Processor};
+use crate::store::{Fence, Store, StoreError};
+use crate::tools::{self, Decision, DoomLoopDetector, DoomPolicy, ToolOutcome, Workspace};
+
+/// A gateway client that sends the processor's bearer token.
+pub type GatewayClient = GatewayServiceClient<InterceptedService<Channel, GatewayAuth>>;
+
+/// Adds `authorization: Bearer <token>` to gateway calls.
+#[derive(Clone)]
+pub struct GatewayAuth(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
+
+impl tonic::service::Interceptor for GatewayAuth {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(v) = &self.0 {
+            req.metadata_mut().insert("authorization", v.clone());
+        }
+        Ok(req)
+    }
+}
+
+/// Connects (lazily) to the gateway.
+pub fn gateway_client(
+    url: &str,
+    token: &str,
+) -> Result<GatewayClient, Box<dyn std::error::Error + Send + Sync>> {
+    let channel = tonic::transport::Endpoint::from_shared(url.to_string())?
+        .tcp_nodelay(true)
+        .connect_lazy();
+    let auth = if token.is_empty() {
+        None
+    } else {
+        Some(format!("Bearer {token}").parse()?)
+    };
+    Ok(
+        GatewayServiceClient::with_interceptor(channel, GatewayAuth(auth))
+            .max_decoding_message_size(64 * 1024 * 1024),
+    )
+}
+
+/// Why a loop could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum LoopError {
+    #[error("storage: {0}")]
+    Store(#[from] StoreError),
+    #[error("session {0} not found")]
+    NotFound(String),
+}
+
+/// What a loop run keeps in memory: the prompt-scoped inputs that are not part of the history.
+#[derive(Debug, Clone, Default)]
+pub struct RunInputs {
+    /// The model the prompt asked for.
+    pub model: Option<String>,
+    /// Client tools declared by the prompt.
+    pub client_tools: Vec<pb::ClientTool>,
+    /// Extra system text of the prompt.
+    pub system: String,
+}
+
+/// Shared state of the processor: storage, the gateway, configuration and the loops this replica runs.
+pub struct Engine {
+    /// Storage.
+    pub store: Store,
+    /// The gateway.
+    pub gateway: GatewayClient,
+    /// Configuration.
+    pub config: Arc<Config>,
+    /// This replica's lease owner id.
+    pub owner: String,
+    /// Loops running on this replica, by session, for Abort.
+    running: Mutex<HashMap<String, CancellationToken>>,
+}
+
+fn now() -> Timestamp {
+    Timestamp::from(SystemTime::now())
+}
+
+impl Engine {
+    /// A new engine.
+    pub fn new(store: Store, gateway: GatewayClient, config: Arc<Config>) -> Arc<Engine> {
+        Arc::new(Engine {
+            store,
+            gateway,
+            config,
+            owner: ids::new("rep"),
+            running: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The agent for a name (the default agent for an empty or unknown one).
+    pub fn agent(&self, name: &str) -> Option<&Agent> {
+        let name = if name.is_empty() { "default" } else { name };
+        self.config.agents.get(name)
+    }
+
+    /// Accepts a prompt: persists the user message and starts the loop, or queues the prompt when another loop
+    /// holds the session. Returns the event id after which the caller's stream starts.
+    pub async fn prompt(self: &Arc<Self>, req: pb::PromptRequest) -> Result<String, LoopError> {
+        let session = self
+            .store
+            .get_session(&req.session_id)
+            .await?
+            .ok_or_else(|| LoopError::NotFound(req.session_id.clone()))?;
+        let start = self.store.last_event_id(&session.id).await?;
+        match self
+            .store
+            .acquire_lease(&session.id, &self.owner, self.config.lease_ttl)
+            .await?
+        {
+            Some(fence) => {
+                self.persist_user_message(&session, &req, Some(&fence))
+                    .await?;
+                let inputs = RunInputs {
+                    model: Some(req.model.clone()).filter(|m| !m.is_empty()),
+                    client_tools: req.client_tools.clone(),
+                    system: req.system.clone(),
+                };
+                self.spawn_loop(session.id.clone(), fence, inputs);
+            }
+            None => {
+                // Busy: the running loop delivers it at its next step boundary (see `deliver_queued`).
+                self.store.enqueue_prompt(&session.id, &req).await?;
+            }
+        }
+        Ok(start)
+    }
+
+    /// Stops a loop running on this replica. Returns whether one was running.
+    pub fn abort(&self, session_id: &str) -> bool {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        match running.get(session_id) {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Resumes a session whose lease is free but whose history still has work (a replica died mid-step).
+    pub async fn resume(self: &Arc<Self>, session_id: &str) -> Result<bool, LoopError> {
+        let Some(fence) = self
+            .store
+            .acquire_lease(session_id, &self.owner, self.config.lease_ttl)
+            .await?
+        else {
+            return Ok(false);
+        };
+        self.spawn_loop(session_id.to_string(), fence, RunInputs::default());
+        Ok(true)
+    }
+
+    async fn persist_user_message(
+        &self,
+        session: &pb::Session,
+        req: &pb::PromptRequest,
+        fence: Option<&Fence>,
+    ) -> Result<pb::Message, StoreError> {
+        let agent = if req.agent.is_empty() {
+            session.agent.clone()
+        } else {
+            req.agent.clone()
+        };
+        let message = pb::Message {
+            id: ids::new("msg"),
+            session_id: session.id.clone(),
+            role: pb::Role::User as i32,
+            model: req.model.clone(),
+            agent,
+            created_at: Some(now()),
+            ..Default::default()
+        };
+        let parts: Vec<pb::Part> = req
+            .parts
+            .iter()
+            .filter_map(|p| {
+                let kind = match p.kind.as_ref()? {
+                    pb::prompt_part::Kind::Text(t) => pb::part::Kind::Text(pb::TextPart {
+                        text: t.clone(),
+                        started_at: message.created_at,
+                        ended_at: message.created_at,
+                        synthetic: false,
+                    }),
+                    pb::prompt_part::Kind::File(f) => pb::part::Kind::File(f.clone()),
+                };
+                Some(pb::Part {
+                    id: ids::new("prt"),
+                    message_id: message.id.clone(),
+                    session_id: session.id.clone(),
+                    kind: Some(kind),
+                })
+            })
+            .collect();
+        self.store.put_message(&message, fence).await?;
+        self.store.put_parts(&parts, fence).await?;
+        self.store
+            .publish(
+                &session.id,
+                pb::session_event::Event::MessageUpdated(message.clone()),
+            )
+            .await?;
+        for p in &parts {
+            self.store
+                .publish(
+                    &session.id,
+                    pb::session_event::Event::PartUpdated(p.clone()),
+                )
+                .await?;
+        }
+        Ok(message)
+    }
+
+    fn spawn_loop(self: &Arc<Self>, session_id: String, fence: Fence, inputs: RunInputs) {
+        let token = CancellationToken::new();
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(session_id.clone(), token.clone());
+        let engine = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut fence = fence;
+            let mut inputs = inputs;
+            loop {
+                if let Err(e) = engine.run(&session_id, &fence, &inputs, &token).await {
+                    tracing::error!(message = "session loop failed", session_id = %session_id, error = %e);
+                    let _ = engine
+                        .store
+                        .publish(
+                            &session_id,
+                            pb::session_event::Event::Error(pb::MessageError {
+                                kind: pb::message_error::Kind::Api as i32,
+                                message: format!("session loop failed: {e}"),
+                                http_status: 0,
+                                retryable: true,
+                            }),
+                        )
+                        .await;
+                }
+                let _ = engine.store.release_lease(&session_id, &fence).await;
+                // A prompt queued between the loop's last check and the release would otherwise wait forever.
+                let queued = engine
+                    .store
+                    .has_queued_prompts(&session_id)
+                    .await
+                    .unwrap_or(false);
+                if !queued || token.is_cancelled() {
+                    break;
+                }
+                match engine
+                    .store
+                    .acquire_lease(&session_id, &engine.owner, engine.config.lease_ttl)
+                    .await
+                {
+                    Ok(Some(f)) => {
+                        fence = f;
+                        inputs = RunInputs::default();
+                    }
+                    _ => break,
+                }
+            }
+            engine
+                .running
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&session_id);
+        });
+    }
+
+    /// Runs the loop until the session has no work, holding the lease.
+    async fn run(
+        &self,
+        session_id: &str,
+        fence: &Fence,
+        inputs: &RunInputs,
+        cancel: &CancellationToken,
+    ) -> Result<(), LoopError> {
+        let lost = cancel.child_token();
+        let renew = {
+            let store = self.store.clone();
+            let fence = fence.clone();
+            let ttl = self.config.lease_ttl;
+            let session_id = session_id.to_string();
+            let lost = lost.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = lost.cancelled() => break,
+                        _ = tokio::time::sleep(ttl / 3) => {}
+                    }
+                    match store.renew_lease(&session_id, &fence, ttl).await {
+                        Ok(true) => {}
+                        _ => {
+                            tracing::warn!(message = "lease lost; stopping the loop", session_id = %session_id);
+                            lost.cancel();
+                            break;
+                        }
+                    }
+                }
+            })
+        };
+        let result = self.run_steps(session_id, fence, inputs, &lost).await;
+        lost.cancel();
+        let _ = renew.await;
+        result
+    }
+
+    async fn run_steps(
+        &self,
+        session_id: &str,
+        fence: &Fence,
+        inputs: &RunInputs,
+        cancel: &CancellationToken,
+    ) -> Result<(), LoopError> {
+        let session = self
+            .store
+            .get_session(session_id)
+            .await?
+            .ok_or_else(|| LoopError::NotFound(session_id.into()))?;
+        let agent = self
+            .agent(&session.agent)
+            .cloned()
+            .ok_or_else(|| LoopError::NotFound(format!("agent {}", session.agent)))?;
+        self.status(session_id, pb::session_status::Kind::Busy, 0, None, "")
+            .await?;
+        let workspace = self.workspace(&session);
+        let mut steps = 0u32;
+        let mut retries = 0u32;
+        let mut last: Option<pb::Message> = None;
+        loop {
+            if cancel.is_cancelled() {
+                break;
+            }
+            self.deliver_queued(&session, fence).await?;
+            let (history, _) = self
+                .store
+                .list_messages(session_id, None, usize::MAX)
+                .await?;
+            let history = self.close_orphans(history, fence).await?;
+            if !history::needs_work(&history) {
+                break;
+            }
+            steps += 1;
+            let final_step = steps >= agent.max_steps;
+            let Some(model) = history::pick_model(
+                inputs.model.as_deref(),
+                &history,
+                &agent.model,
+                &session.default_model,
+            )
+            .map(String::from) else {
+                self.fail(
+                    session_id,
+                    "no model: set one on the prompt, the agent or the session",
+                )
+                .await?;
+                break;
+            };
+            let parent = history
+                .iter()
+                .rev()
+                .find(|m| m.role() == pb::Role::User)
+                .map(|m| m.id.clone())
+                .unwrap_or_default();
+            let message = pb::Message {
+                id: ids::new("msg"),
+                session_id: session_id.into(),
+                role: pb::Role::Assistant as i32,
+                parent_id: parent,
+                model: model.clone(),
+                agent: agent.name.clone(),
+                created_at: Some(now()),
+                ..Default::default()
+            };
+            let usable = self.usable_context(&model).await;
+            let mut processor = Processor::new(message, usable);
+            self.apply(
+                &[Effect::Message(processor.message().clone())],
+                fence,
+                &mut Coalescer::default(),
+                &processor,
+            )
+            .await?;
+
+            let generation = self.build_generation(
+                &session,
+                &agent,
+                &history,
+                &model,
+                inputs,
+                workspace.is_some(),
+                final_step,
+            );
+            let aborted = self
+                .stream_step(&mut processor, generation, fence, cancel)
+                .await?;
+            if !aborted {
+                let detector = doom_detector(&history);
+                self.run_tools(
+                    &mut processor,
+                    &agent,
+                    workspace.as_ref(),
+                    inputs,
+                    detector,
+                    fence,
+                    cancel,
+                )
+                .await?;
+            }
+            let mut out = Vec::new();
+            processor.cleanup(now(), aborted || cancel.is_cancelled(), &mut out);
+            self.apply(&out, fence, &mut Coalescer::default(), &processor)
+                .await?;
+            self.settle_session(session_id, processor.message(), fence)
+                .await?;
+            last = Some(processor.message().clone());
+            if aborted || cancel.is_cancelled() {
+                break;
+            }
+            match processor.outcome() {
+                Outcome::Continue => retries = 0,
+                Outcome::Compact => {
+                    // Compaction is not built yet (issue: the processor, complete): an overflow ends the loop with
+                    // the context_overflow error cleanup recorded; a near-limit context simply continues.
+                    if processor.message().error.is_some() {
+                        break;
+                    }
+                }
+                Outcome::Stop => {
+                    let retryable = processor
+                        .message()
+                        .error
+                        .as_ref()
+                        .is_some_and(|e| e.retryable);
+                    if retryable && retries < agent.step_retries {
+                        retries += 1;
+                        let delay = Duration::from_millis(500u64 << (retries - 1).min(6))
+                            .min(Duration::from_secs(30));
+                        self.record_retry(processor.message(), retries, delay, fence)
+                            .await?;
+                        tokio::select! {
+                            _ = cancel.cancelled() => break,
+                            _ = tokio::time::sleep(delay) => {}
+                        }
+                        self.status(session_id, pb::session_status::Kind::Busy, 0, None, "")
+                            .await?;
+                        // The failed message keeps its error; the retry is a new assistant message for the same
+                        // user message, so the exit rule must not read the failure as the answer.
+                        self.clear_error_for_retry(processor.message(), fence)
+                            .await?;
+                        continue;
+                    }
+                    if let Some(e) = processor.message().error.clone() {
+                        self.store
+                            .publish(session_id, pb::session_event::Event::Error(e))
+                            .await?;
+                    }
+                    break;
+                }
+            }
+            if final_step {
+                break;
+            }
+        }
+        self.status(session_id, pb::session_status::Kind::Idle, 0, None, "")
+            .await?;
+        let (message_id, finish) = last.map(|m| (m.id, m.finish)).unwrap_or_default();
+        self.store
+            .publish(
+                session_id,
+                pb::session_event::Event::Done(pb::Done { message_id, finish }),
+            )
+            .await?;
+        Ok(())
+    }
+
+    fn workspace(&self, session: &pb::Session) -> Option<Workspace> {
+        if session.workspace.is_empty() {
+            return None;
+        }
+        Workspace::open(&self.config.workspace_root.join(&session.workspace)).ok()
+    }
+
+    async fn usable_context(&self, model: &str) -> Option<u64> {
+        let mut gateway = self.gateway.clone();
+        let m = gateway
+            .get_model(gw::GetModelRequest {
+                model: model.into(),
+            })
+            .await
+            .ok()?
+            .into_inner()
+            .model?;
+        let limit = if m.max_input_tokens > 0 {
+            m.max_input_tokens
+        } else {
+            m.context_window
+        };
+        let reserve = m.max_output_tokens.min(20_000);
+        Some(limit.saturating_sub(reserve))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build_generation(
+        &self,
+        session: &pb::Session,
+        agent: &Agent,
+        history: &[pb::Message],
+        model: &str,
+        inputs: &RunInputs,
+        has_workspace: bool,
+        final_step: bool,
+    ) -> gw::Generation {
+        // Stable first (role prompt, skills), then what changes (environment, the caller's text), so provider prompt
+        // caches keep hitting.
+        let mut system = vec![agent.role_prompt.clone()];
+        for (name, text) in &agent.skills {
+            system.push(format!("<skill name=\"{name}\">\n{text}\n</skill>"));
+        }
+        let date = httpdate_day(SystemTime::now());
+        let mut env = format!("<env>\ndate: {date}\nplatform: {}\n", std::env::consts::OS);
+        if has_workspace {
+            env.push_str(&format!("workspace: {}\n", session.workspace));
+        }
+        env.push_str("</env>");
+        system.push(env);
+        if !inputs.system.is_empty() {
+            system.push(inputs.system.clone());
+        }
+        if final_step {
+            system.push(
+                "This is the last step allowed: answer with text only, without calling tools."
+                    .into(),
+            );
+        }
+        let mut tools = Vec::new();
+        if !final_step {
+            if has_workspace {
+                for spec in tools::builtin_specs() {
+                    if agent.tools.contains(&spec.name)
+                        && agent.permissions.tool_enabled(&spec.name)
+                    {
+                        tools.push(gw::Tool {
+                            name: spec.name,
+                            description: spec.description,
+                            input_schema_json: spec.input_schema.to_string(),
+                        });
+                    }
+                }
+            }
+            for c in &inputs.client_tools {
+                tools.push(gw::Tool {
+                    name: c.name.clone(),
+                    description: c.description.clone(),
+                    input_schema_json: c.input_schema_json.clone(),
+                });
+            }
+        }
+        gw::Generation {
+            model: model.into(),
+            system: system.into_iter().filter(|s| !s.is_empty()).collect(),
+            messages: history::to_gateway(history),
+            tools,
+            context: Some(gw::RequestContext {
+                session_id: session.id.clone(),
+                request_id: ids::new("req"),
+                agent: agent.name.clone(),
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// Streams one step through the processor. Returns true when the step was aborted.
+    async fn stream_step(
+        &self,
+        processor: &mut Processor,
+        generation: gw::Generation,
+        fence: &Fence,
+        cancel: &CancellationToken,
+    ) -> Result<bool, LoopError> {
+        let mut request = tonic::Request::new(gw::StreamRequest {
+            generation: Some(generation),
+        });
+        request.set_timeout(self.config.step_timeout);
+        let mut gateway = self.gateway.clone();
+        let mut coalescer = Coalescer::default();
+        let mut out = Vec::with_capacity(8);
+        let stream = tokio::select! {
+            _ = cancel.cancelled() => return Ok(true),
+            r = gateway.stream(request) => r,
+        };
+        let mut stream = match stream {
+            Ok(s) => s.into_inner(),
+            Err(status) => {
+                let e = gw::Error {
+                    kind: gw::ErrorKind::ProviderError as i32,
+                    message: format!("gateway: {}", status.message()),
+                    retryable: matches!(
+                        status.code(),
+                        tonic::Code::Unavailable | tonic::Code::DeadlineExceeded
+                    ),
+                    ..Default::default()
+                };
+                processor.handle(
+                    gw::StreamResponse {
+                        event: Some(gw::stream_response::Event::Error(e)),
+                    },
+                    now(),
+                    &mut out,
+                );
+                self.apply(&out, fence, &mut coalescer, processor).await?;
+                return Ok(false);
+            }
+        };
+        loop {
+            let next = tokio::select! {
+                _ = cancel.cancelled() => {
+                    // Dropping the stream cancels the gateway call, which drops the provider request.
+                    coalescer.flush(&self.store, processor, fence).await?;
+                    return Ok(true);
+                }
+                n = stream.message() => n,
+            };
+            match next {
+                Ok(Some(ev)) => {
+                    out.clear();
+                    processor.handle(ev, now(), &mut out);
+                    self.apply(&out, fence, &mut coalescer, processor).await?;
+                }
+                Ok(None) => break,
+                Err(status) => {
+                    out.clear();
+                    let e = gw::Error {
+                        kind: gw::ErrorKind::Network as i32,
+                        message: format!("gateway stream broke: {}", status.message()),
+                        retryable: true,
+                        ..Default::default()
+                    };
+                    processor.handle(
+                        gw::StreamResponse {
+                            event: Some(gw::stream_response::Event::Error(e)),
+                        },
+                        now(),
+                        &mut out,
+                    );
+                    self.apply(&out, fence, &mut coalescer, processor).await?;
+                    break;
+                }
+            }
+        }
+        coalescer.flush(&self.store, processor, fence).await?;
+        Ok(false)
+    }
+
+    /// Persists and publishes effects. Deltas are published at once and their parts written coalesced.
+    async fn apply(
+        &self,
+        effects: &[Effect],
+        fence: &Fence,
+        coalescer: &mut Coalescer,
+        processor: &Processor,
+    ) -> Result<(), LoopError> {
+        let session_id = &processor.message().session_id;
+        for effect in effects {
+            match effect {
+                Effect::Message(m) => {
+                    self.store.put_message(m, Some(fence)).await?;
+                    self.store
+                        .publish(
+                            session_id,
+                            pb::session_event::Event::MessageUpdated(m.clone()),
+                        )
+                        .await?;
+                }
+                Effect::Part(p) => {
+                    coalescer.dirty.retain(|id| *id != p.id);
+                    self.store.put_part(p, Some(fence)).await?;
+                    self.store
+                        .publish(session_id, pb::session_event::Event::PartUpdated(p.clone()))
+                        .await?;
+                }
+                Effect::Delta {
+                    part_id,
+                    message_id,
+                    delta,
+                } => {
+                    self.store
+                        .publish(
+                            session_id,
+                            pb::session_event::Event::PartDelta(pb::PartDelta {
+                                part_id: part_id.clone(),
+                                message_id: message_id.clone(),
+                                delta: delta.clone(),
+                            }),
+                        )
+                        .await?;
+                    if !coalescer.dirty.contains(part_id) {
+                        coalescer.dirty.push(part_id.clone());
+                    }
+                    coalescer.pending_bytes += delta.len();
+                    if coalescer.due() {
+                        coalescer.flush(&self.store, processor, fence).await?;
+                    }
+                }
+                Effect::ToolCall { .. } => {}
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn run_tools(
+        &self,
+        processor: &mut Processor,
+        agent: &Agent,
+        workspace: Option<&Workspace>,
+        inputs: &RunInputs,
+        mut detector: DoomLoopDetector,
+        fence: &Fence,
+        cancel: &CancellationToken,
+    ) -> Result<(), LoopError> {
+        let calls: Vec<(String, String, String)> = processor
+            .tool_calls()
+            .filter(|t| {
+                t.state
+                    .as_ref()
+                    .is_some_and(|s| s.status() == pb::tool_state::Status::Running)
+            })
+            .map(|t| {
+                (
+                    t.call_id.clone(),
+                    t.tool.clone(),
+                    t.state
+                        .as_ref()
+                        .map(|s| s.input_json.clone())
+                        .unwrap_or_default(),
+                )
+            })
+            .collect();
+        let session_id = processor.message().session_id.clone();
+        let mut coalescer = Coalescer::default();
+        for (call_id, tool, input) in calls {
+            if cancel.is_cancelled() {
+                break;
+            }
+            let mut out = Vec::new();
+            if let Some(doom) = detector.record(&tool, &input) {
+                let allowed = match agent.doom_loop {
+                    DoomPolicy::Allow => true,
+                    DoomPolicy::Deny => false,
+                    DoomPolicy::Ask => {
+                        self.ask(
+                            &session_id,
+                            &tool,
+                            &input,
+                            "doom_loop",
+                            agent.permission_timeout,
+                            cancel,
+                        )
+                        .await?
+                    }
+                };
+                if !allowed {
+                    processor.block(
+                        &call_id,
+                        "refused: the same tool calls keep repeating (doom loop)",
+                        now(),
+                        &mut out,
+                    );
+                    self.apply(&out, fence, &mut coalescer, processor).await?;
+                    continue;
+                }
+                detector.allow_pattern(&doom);
+            }
+            if let Some(client) = inputs.client_tools.iter().find(|c| c.name == tool) {
+                let schema: serde_json::Value = serde_json::from_str(&client.input_schema_json)
+                    .unwrap_or(serde_json::json!({}));
+                if let Err(e) = tools::validate_input(&schema, &input) {
+                    processor.tool_finished(&call_id, Err(e), now(), &mut out);
+                    self.apply(&out, fence, &mut coalescer, processor).await?;
+                    continue;
+                }
+                processor.mark_client_tool(&call_id);
+                let part_id = processor.tool_calls().position(|t| t.call_id == call_id);
+                let part = part_id.and_then(|_| processor.parts().iter().find(|p| matches!(&p.kind, Some(pb::part::Kind::Tool(t)) if t.call_id == call_id)).cloned());
+                if let Some(part) = &part {
+                    self.store.put_part(part, Some(fence)).await?;
+                }
+                let deadline = SystemTime::now() + agent.client_tool_timeout;
+                self.store
+                    .publish(
+                        &session_id,
+                        pb::session_event::Event::ToolCallAwaiting(pb::ToolCallAwaiting {
+                            part_id: part.map(|p| p.id).unwrap_or_default(),
+                            message_id: processor.message().id.clone(),
+                            call_id: call_id.clone(),
+                            tool: tool.clone(),
+                            input_json: input.clone(),
+                            deadline: Some(Timestamp::from(deadline)),
+                        }),
+                    )
+                    .await?;
+                let answer = tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    a = self.store.wait_tool_result(&session_id, &call_id, agent.client_tool_timeout) => a?,
+                };
+                let result = match answer {
+                    Some((output, false)) => Ok(output),
+                    Some((output, true)) => Err(output),
+                    None => Err(format!(
+                        "the client did not answer within {:?}",
+                        agent.client_tool_timeout
+                    )),
+                };
+                processor.tool_finished(&call_id, result, now(), &mut out);
+                self.apply(&out, fence, &mut coalescer, processor).await?;
+                continue;
+            }
+            let (Some(ws), true) = (workspace, agent.tools.contains(&tool)) else {
+                processor.tool_finished(
+                    &call_id,
+                    Err(format!("unknown tool `{tool}`")),
+                    now(),
+                    &mut out,
+                );
+                self.apply(&out, fence, &mut coalescer, processor).await?;
+                continue;
+            };
+            let parsed: serde_json::Value =
+                serde_json::from_str(&input).unwrap_or(serde_json::Value::Null);
+            let allowed = match agent.permissions.decide(&tool, &parsed) {
+                Decision::Allow => true,
+                Decision::Deny => false,
+                Decision::Ask => {
+                    self.ask(
+                        &session_id,
+                        &tool,
+                        &input,
+                        "rule",
+                        agent.permission_timeout,
+                        cancel,
+                    )
+                    .await?
+                }
+            };
+            if !allowed {
+                processor.block(
+                    &call_id,
+                    &format!("permission denied for `{tool}`"),
+                    now(),
+                    &mut out,
+                );
+                self.apply(&out, fence, &mut coalescer, processor).await?;
+                continue;
+            }
+            let result =
+                match tools::run_builtin(ws, &tool, &input, &tools::Limits::default()).await {
+                    ToolOutcome::Ok(s) => Ok(s),
+                    ToolOutcome::Err(s) => Err(s),
+                };
+            processor.tool_finished(&call_id, result, now(), &mut out);
+            self.apply(&out, fence, &mut coalescer, processor).await?;
+        }
+        Ok(())
+    }
+
+    /// Publishes a permission request and waits for the reply; no reply within the timeout is a denial.
+    async fn ask(
+        &self,
+        session_id: &str,
+        tool: &str,
+        input: &str,
+        reason: &str,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<bool, LoopError> {
+        let permission_id = ids::new("per");
+        self.store
+            .publish(
+                session_id,
+                pb::session_event::Event::PermissionAsked(pb::PermissionAsked {
+                    permission_id: permission_id.clone(),
+                    tool: tool.into(),
+                    input_json: input.into(),
+                    reason: reason.into(),
+                    deadline: Some(Timestamp::from(SystemTime::now() + timeout)),
+                }),
+            )
+            .await?;
+        let reply = tokio::select! {
+            _ = cancel.cancelled() => return Ok(false),
+            r = self.store.wait_permission(session_id, &permission_id, timeout) => r?,
+        };
+        Ok(reply.unwrap_or(false))
+    }
+
+    async fn deliver_queued(&self, session: &pb::Session, fence: &Fence) -> Result<(), LoopError> {
+        for prompt in self.store.take_queued_prompts(&session.id).await? {
+            self.persist_user_message(session, &prompt, Some(fence))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// A replica that died mid-step left an assistant message without a completion time: close it the way cleanup
+    /// would have (open parts ended, unfinished tools `error: aborted`), then carry on.
+    async fn close_orphans(
+        &self,
+        mut history: Vec<pb::Message>,
+        fence: &Fence,
+    ) -> Result<Vec<pb::Message>, LoopError> {
+        let ts = now();
+        for m in history
+            .iter_mut()
+            .filter(|m| m.role() == pb::Role::Assistant && m.completed_at.is_none())
+        {
+            let mut changed = Vec::new();
+            for p in m.parts.iter_mut() {
+                let touched = match p.kind.as_mut() {
+                    Some(pb::part::Kind::Text(t)) if t.ended_at.is_none() => {
+                        t.ended_at = Some(ts);
+                        true
+                    }
+                    Some(pb::part::Kind::Reasoning(r)) if r.ended_at.is_none() => {
+                        r.ended_at = Some(ts);
+                        true
+                    }
+                    Some(pb::part::Kind::Tool(t)) => {
+                        let s = t.state.get_or_insert_with(Default::default);
+                        if matches!(
+                            s.status(),
+                            pb::tool_state::Status::Completed | pb::tool_state::Status::Error
+                        ) {
+                            false
+                        } else {
+                            s.status = pb::tool_state::Status::Error as i32;
+                            s.error = "aborted".into();
+                            s.interrupted = true;
+                            s.ended_at = Some(ts);
+                            true
+                        }
+                    }
+                    _ => false,
+                };
+                if touched {
+                    changed.push(p.clone());
+                }
+            }
+            m.completed_at = Some(ts);
+            let has_tools = m
+                .parts
+                .iter()
+                .any(|p| matches!(p.kind, Some(pb::part::Kind::Tool(_))));
+            if m.finish.is_empty() {
+                // The step never finished: with tool calls, their (aborted) results go back to the model; without,
+                // the user message still needs its answer, so the message is marked interrupted and retried.
+                m.finish = if has_tools {
+                    "tool_calls".into()
+                } else {
+                    "interrupted".into()
+                };
+            }
+            self.store.put_parts(&changed, Some(fence)).await?;
+            let mut stored = m.clone();
+            stored.parts.clear();
+            self.store.put_message(&stored, Some(fence)).await?;
+            self.store
+                .publish(
+                    &m.session_id,
+                    pb::session_event::Event::MessageUpdated(stored),
+                )
+                .await?;
+        }
+        // An interrupted answer with no output is dropped from the conversation so the step simply runs again.
+        Ok(history
+            .into_iter()
+            .filter(|m| m.finish != "interrupted")
+            .collect())
+    }
+
+    async fn settle_session(
+        &self,
+        session_id: &str,
+        message: &pb::Message,
+        fence: &Fence,
+    ) -> Result<(), LoopError> {
+        let Some(mut session) = self.store.get_session(session_id).await? else {
+            return Ok(());
+        };
+        let (history, _) = self
+            .store
+            .list_messages(session_id, None, usize::MAX)
+            .await?;
+        let _ = message;
+        let mut cost = 0i64;
+        let mut tokens = pb::Tokens::default();
+        for m in history.iter().filter(|m| m.role() == pb::Role::Assistant) {
+            cost += m.cost_nano_usd;
+            for p in &m.parts {
+                if let Some(pb::part::Kind::StepFinish(f)) = &p.kind {
+                    let t = f.tokens.unwrap_or_default();
+                    tokens.input += t.input;
+                    tokens.output += t.output;
+                    tokens.reasoning += t.reasoning;
+                    tokens.cache_read += t.cache_read;
+                    tokens.cache_write += t.cache_write;
+                }
+            }
+        }
+        session.cost_nano_usd = cost;
+        session.tokens = Some(tokens);
+        session.updated_at = Some(now());
+        self.store.put_session(&session, Some(fence)).await?;
+        Ok(())
+    }
+
+    async fn record_retry(
+        &self,
+        message: &pb::Message,
+        attempt: u32,
+        delay: Duration,
+        fence: &Fence,
+    ) -> Result<(), LoopError> {
+        let next = Timestamp::from(SystemTime::now() + delay);
+        let part = pb::Part {
+            id: ids::new("prt"),
+            message_id: message.id.clone(),
+            session_id: message.session_id.clone(),
+            kind: Some(pb::part::Kind::Retry(pb::RetryPart {
+                attempt,
+                error: message.error.clone(),
+                next_attempt_at: Some(next),
+            })),
+        };
+        self.store.put_part(&part, Some(fence)).await?;
+        self.store
+            .publish(
+                &message.session_id,
+                pb::session_event::Event::PartUpdated(part),
+            )
+            .await?;
+        let msg = message
+            .error
+            .as_ref()
+            .map(|e| e.message.clone())
+            .unwrap_or_default();
+        self.status(
+            &message.session_id,
+            pb::session_status::Kind::Retry,
+            attempt,
+            Some(next),
+            &msg,
+        )
+        .await
+    }
+
+    async fn clear_error_for_retry(
+        &self,
+        message: &pb::Message,
+        fence: &Fence,
+    ) -> Result<(), LoopError> {
+        // The failed attempt stays in the history with its parts and its retry part; its finish says it was retried
+        // so the exit rule looks past it.
+        let mut m = message.clone();
+        m.parts.clear();
+        m.finish = "retried".into();
+        m.error = None;
+        self.store.put_message(&m, Some(fence)).await?;
+        Ok(())
+    }
+
+    async fn fail(&self, session_id: &str, message: &str) -> Result<(), LoopError> {
+        self.store
+            .publish(
+                session_id,
+                pb::session_event::Event::Error(pb::MessageError {
+                    kind: pb::message_error::Kind::Api as i32,
+                    message: message.into(),
+                    http_status: 0,
+                    retryable: false,
+                }),
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn status(
+        &self,
+        session_id: &str,
+        kind: pb::session_status::Kind,
+        attempt: u32,
+        next: Option<Timestamp>,
+        message: &str,
+    ) -> Result<(), LoopError> {
+        self.store
+            .publish(
+                session_id,
+                pb::session_event::Event::Status(pb::SessionStatus {
+                    kind: kind as i32,
+                    attempt,
+                    next_attempt_at: next,
+                    message: message.into(),
+                }),
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+/// Rebuilds the doom-loop detector from every tool call in the session, so repeats are caught across turns and
+/// replicas without storing the detector itself.
+fn doom_detector(history: &[pb::Message]) -> DoomLoopDetector {
+    let mut d = DoomLoopDetector::new();
+    for m in history {
+        for p in &m.parts {
+            if let Some(pb::part::Kind::Tool(t)) = &p.kind {
+                let input = t
+                    .state
+                    .as_ref()
+                    .map(|s| s.input_json.as_str())
+                    .unwrap_or("{}");
+                let _ = d.record(&t.tool, input);
+            }
+        }
+    }
+    d
+}
+
+/// Parts whose deltas were published but whose full text is not yet written: flushed every 100 ms or 8 KiB, and
+/// always when the part ends or the step ends.
+#[derive(Default)]
+struct Coalescer {
+    dirty: Vec<String>,
+    pending_bytes: usize,
+    last_flush: Option<Instant>,
+}
+
+impl Coalescer {
+    fn due(&mut self) -> bool {
+        let last = *self.last_flush.get_or_insert_with(Instant::now);
+        self.pending_bytes >= 8 * 1024 || last.elapsed() >= Duration::from_millis(100)
+    }
+
+    async fn flush(
+        &mut self,
+        store: &Store,
+        processor: &Processor,
+        fence: &Fence,
+    ) -> Result<(), StoreError> {
+        if !self.dirty.is_empty() {
+            let parts: Vec<pb::Part> = self
+                .dirty
+                .iter()
+                .filter_map(|id| processor.part(id).cloned())
+                .collect();
+            store.put_parts(&parts, Some(fence)).await?;
+            self.dirty.clear();
+        }
+        self.pending_bytes = 0;
+        self.last_flush = Some(Instant::now());
+        Ok(())
+    }
+}
+
+/// `YYYY-MM-DD` (UTC) for the environment section: the day, not the time, so the system stays stable all day.
+fn httpdate_day(t: SystemTime) -> String {
+    let days = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs() / 86_400)
+        .unwrap_or(0) as i64;
+    // Civil-from-days (proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    format!("{:04}-{:02}-{:02}", if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn day_formatting() {
+        assert_eq!(httpdate_day(SystemTime::UNIX_EPOCH), "1970-01-01");
+        assert_eq!(
+            httpdate_day(SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_083_200)),
+            "2026-12-01"
+        );
+    }
+}

@@ -1,0 +1,496 @@
+//! The `SessionService` gRPC server: validation, authentication, health, reflection, and streams that follow the
+//! session's event log in Redis, so any replica can serve any caller.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::Stream;
+use llm_proto::sessions as pb;
+use llm_proto::sessions::session_service_server::{SessionService, SessionServiceServer};
+use tokio::net::TcpListener;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::server::TcpIncoming;
+use tonic::{Code, Request, Response, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+use crate::ids;
+use crate::run_loop::{Engine, LoopError};
+use crate::store::StoreError;
+
+/// Start-up failures.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("transport: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Serves until `shutdown` resolves.
+pub async fn run(
+    engine: Arc<Engine>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<SessionServiceServer<Sessions>>().await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(llm_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let auth = Auth {
+        tokens: engine.config.auth_tokens.clone(),
+        open: engine.config.allow_unauthenticated,
+    };
+    let service =
+        SessionServiceServer::new(Sessions { engine }).max_decoding_message_size(32 * 1024 * 1024);
+    tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(InterceptedService::new(service, auth))
+        .serve_with_incoming_shutdown(
+            TcpIncoming::from(listener).with_nodelay(Some(true)),
+            shutdown,
+        )
+        .await?;
+    Ok(())
+}
+
+#[derive(Clone)]
+struct Auth {
+    tokens: Vec<String>,
+    open: bool,
+}
+
+impl tonic::service::Interceptor for Auth {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        if self.open && self.tokens.is_empty() {
+            return Ok(request);
+        }
+        let presented = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or_else(|| {
+                Status::unauthenticated("missing `authorization: Bearer <token>` metadata")
+            })?;
+        let ok = self.tokens.iter().any(|t| {
+            t.len() == presented.len()
+                && t.bytes()
+                    .zip(presented.bytes())
+                    .fold(0u8, |a, (x, y)| a | (x ^ y))
+                    == 0
+        });
+        if ok {
+            Ok(request)
+        } else {
+            Err(Status::unauthenticated("invalid bearer token"))
+        }
+    }
+}
+
+/// The `SessionService` implementation.
+pub struct Sessions {
+    engine: Arc<Engine>,
+}
+
+fn invalid(field: &str, message: &str) -> Status {
+    let mut details = ErrorDetails::new();
+    details.add_bad_request_violation(field, message);
+    Status::with_error_details(
+        Code::InvalidArgument,
+        format!("{field}: {message}"),
+        details,
+    )
+}
+
+fn store_status(e: StoreError) -> Status {
+    tracing::error!(message = "storage failure", error = %e);
+    Status::unavailable(format!("storage: {e}"))
+}
+
+fn loop_status(e: LoopError) -> Status {
+    match e {
+        LoopError::NotFound(what) => Status::not_found(format!("{what} not found")),
+        LoopError::Store(e) => store_status(e),
+    }
+}
+
+fn require(field: &str, value: &str) -> Result<(), Status> {
+    if value.is_empty() {
+        Err(invalid(field, "required"))
+    } else {
+        Ok(())
+    }
+}
+
+fn valid_workspace(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && name != "."
+        && name != ".."
+}
+
+type EventStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+/// Follows the session's event log after `after`; ends after a `Done` event when `until_done`.
+fn follow<T: Send + 'static>(
+    engine: Arc<Engine>,
+    session_id: String,
+    after: String,
+    until_done: bool,
+    wrap: fn(pb::SessionEvent) -> T,
+) -> EventStream<T> {
+    let state = (
+        engine,
+        session_id,
+        after,
+        false,
+        std::collections::VecDeque::<pb::SessionEvent>::new(),
+    );
+    Box::pin(futures::stream::unfold(
+        state,
+        move |(engine, sid, mut after, mut finished, mut buf)| async move {
+            loop {
+                if let Some(ev) = buf.pop_front() {
+                    after.clone_from(&ev.event_id);
+                    if until_done && matches!(ev.event, Some(pb::session_event::Event::Done(_))) {
+                        finished = true;
+                    }
+                    return Some((Ok(wrap(ev)), (engine, sid, after, finished, buf)));
+                }
+                if finished {
+                    return None;
+                }
+                match engine
+                    .store
+                    .read_events(&sid, &after, Some(Duration::from_secs(5)), 256)
+                    .await
+                {
+                    Ok(events) => buf.extend(events),
+                    Err(e) => return Some((Err(store_status(e)), (engine, sid, after, true, buf))),
+                }
+            }
+        },
+    ))
+}
+
+#[tonic::async_trait]
+impl SessionService for Sessions {
+    type PromptStream = EventStream<pb::PromptResponse>;
+    type SubscribeStream = EventStream<pb::SubscribeResponse>;
+
+    async fn create_session(
+        &self,
+        request: Request<pb::CreateSessionRequest>,
+    ) -> Result<Response<pb::CreateSessionResponse>, Status> {
+        let req = request.into_inner();
+        let agent = if req.agent.is_empty() {
+            "default".to_string()
+        } else {
+            req.agent.clone()
+        };
+        if self.engine.agent(&agent).is_none()
+            || (!req.agent.is_empty() && !self.engine.config.agents.contains_key(&req.agent))
+        {
+            return Err(invalid("agent", "no such agent"));
+        }
+        if !req.default_model.is_empty() && !req.default_model.contains('/') {
+            return Err(invalid("default_model", "must be `provider/model`"));
+        }
+        if !req.workspace.is_empty() && !valid_workspace(&req.workspace) {
+            return Err(invalid(
+                "workspace",
+                "a directory name of [A-Za-z0-9._-], not a path",
+            ));
+        }
+        let now = prost_types::Timestamp::from(SystemTime::now());
+        let session = pb::Session {
+            id: ids::new("ses"),
+            agent,
+            default_model: req.default_model,
+            workspace: req.workspace,
+            metadata: req.metadata,
+            created_at: Some(now),
+            updated_at: Some(now),
+            tokens: Some(pb::Tokens::default()),
+            status: Some(pb::SessionStatus {
+                kind: pb::session_status::Kind::Idle as i32,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        if !session.workspace.is_empty() {
+            let dir = self.engine.config.workspace_root.join(&session.workspace);
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| Status::internal(format!("workspace: {e}")))?;
+        }
+        self.engine
+            .store
+            .create_session(&session)
+            .await
+            .map_err(store_status)?;
+        Ok(Response::new(pb::CreateSessionResponse {
+            session: Some(session),
+        }))
+    }
+
+    async fn get_session(
+        &self,
+        request: Request<pb::GetSessionRequest>,
+    ) -> Result<Response<pb::GetSessionResponse>, Status> {
+        let id = &request.get_ref().session_id;
+        require("session_id", id)?;
+        let mut session = self
+            .engine
+            .store
+            .get_session(id)
+            .await
+            .map_err(store_status)?
+            .ok_or_else(|| Status::not_found("session not found"))?;
+        let busy = self
+            .engine
+            .store
+            .lease_holder(id)
+            .await
+            .map_err(store_status)?
+            .is_some();
+        let kind = if busy {
+            pb::session_status::Kind::Busy
+        } else {
+            pb::session_status::Kind::Idle
+        };
+        session.status = Some(pb::SessionStatus {
+            kind: kind as i32,
+            ..Default::default()
+        });
+        Ok(Response::new(pb::GetSessionResponse {
+            session: Some(session),
+        }))
+    }
+
+    async fn list_sessions(
+        &self,
+        request: Request<pb::ListSessionsRequest>,
+    ) -> Result<Response<pb::ListSessionsResponse>, Status> {
+        let req = request.into_inner();
+        let size = match req.page_size {
+            0 => 50,
+            n if n < 0 => return Err(invalid("page_size", "must not be negative")),
+            n => n.min(500) as usize,
+        };
+        let after = Some(req.page_token.as_str()).filter(|t| !t.is_empty());
+        let (sessions, next) = self
+            .engine
+            .store
+            .list_sessions(size, after)
+            .await
+            .map_err(store_status)?;
+        Ok(Response::new(pb::ListSessionsResponse {
+            sessions,
+            next_page_token: next.unwrap_or_default(),
+        }))
+    }
+
+    async fn delete_session(
+        &self,
+        request: Request<pb::DeleteSessionRequest>,
+    ) -> Result<Response<pb::DeleteSessionResponse>, Status> {
+        let id = &request.get_ref().session_id;
+        require("session_id", id)?;
+        self.engine.abort(id);
+        if !self
+            .engine
+            .store
+            .delete_session(id)
+            .await
+            .map_err(store_status)?
+        {
+            return Err(Status::not_found("session not found"));
+        }
+        Ok(Response::new(pb::DeleteSessionResponse {}))
+    }
+
+    async fn prompt(
+        &self,
+        request: Request<pb::PromptRequest>,
+    ) -> Result<Response<Self::PromptStream>, Status> {
+        let req = request.into_inner();
+        require("session_id", &req.session_id)?;
+        let has_text = req.parts.iter().any(|p| match &p.kind {
+            Some(pb::prompt_part::Kind::Text(t)) => !t.trim().is_empty(),
+            Some(pb::prompt_part::Kind::File(_)) => true,
+            None => false,
+        });
+        if !has_text {
+            return Err(invalid(
+                "parts",
+                "at least one non-empty text or file part is required",
+            ));
+        }
+        if !req.model.is_empty() && !req.model.contains('/') {
+            return Err(invalid("model", "must be `provider/model`"));
+        }
+        for (i, t) in req.client_tools.iter().enumerate() {
+            if t.name.is_empty()
+                || t.name.len() > 64
+                || !t
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                return Err(invalid(
+                    &format!("client_tools[{i}].name"),
+                    "must match ^[a-zA-Z0-9_-]{1,64}$",
+                ));
+            }
+            if !matches!(
+                serde_json::from_str::<serde_json::Value>(&t.input_schema_json),
+                Ok(serde_json::Value::Object(_))
+            ) {
+                return Err(invalid(
+                    &format!("client_tools[{i}].input_schema_json"),
+                    "must be a JSON object schema",
+                ));
+            }
+        }
+        let session_id = req.session_id.clone();
+        let start = if req.idempotency_key.is_empty() {
+            self.engine.prompt(req).await.map_err(loop_status)?
+        } else {
+            let start = self
+                .engine
+                .store
+                .last_event_id(&session_id)
+                .await
+                .map_err(store_status)?;
+            match self
+                .engine
+                .store
+                .claim_idempotency_key(
+                    &session_id,
+                    &req.idempotency_key,
+                    &start,
+                    Duration::from_secs(24 * 3600),
+                )
+                .await
+                .map_err(store_status)?
+            {
+                Some(first_start) => first_start,
+                None => self.engine.prompt(req).await.map_err(loop_status)?,
+            }
+        };
+        Ok(Response::new(follow(
+            self.engine.clone(),
+            session_id,
+            start,
+            true,
+            |e| pb::PromptResponse { event: Some(e) },
+        )))
+    }
+
+    async fn subscribe(
+        &self,
+        request: Request<pb::SubscribeRequest>,
+    ) -> Result<Response<Self::SubscribeStream>, Status> {
+        let req = request.into_inner();
+        require("session_id", &req.session_id)?;
+        if self
+            .engine
+            .store
+            .get_session(&req.session_id)
+            .await
+            .map_err(store_status)?
+            .is_none()
+        {
+            return Err(Status::not_found("session not found"));
+        }
+        let after = if req.after_event_id.is_empty() {
+            self.engine
+                .store
+                .last_event_id(&req.session_id)
+                .await
+                .map_err(store_status)?
+        } else {
+            req.after_event_id
+        };
+        Ok(Response::new(follow(
+            self.engine.clone(),
+            req.session_id,
+            after,
+            false,
+            |e| pb::SubscribeResponse { event: Some(e) },
+        )))
+    }
+
+    async fn list_messages(
+        &self,
+        request: Request<pb::ListMessagesRequest>,
+    ) -> Result<Response<pb::ListMessagesResponse>, Status> {
+        let req = request.into_inner();
+        require("session_id", &req.session_id)?;
+        let size = match req.page_size {
+            0 => 100,
+            n if n < 0 => return Err(invalid("page_size", "must not be negative")),
+            n => n.min(1000) as usize,
+        };
+        let after = Some(req.page_token.as_str()).filter(|t| !t.is_empty());
+        let (messages, next) = self
+            .engine
+            .store
+            .list_messages(&req.session_id, after, size)
+            .await
+            .map_err(store_status)?;
+        Ok(Response::new(pb::ListMessagesResponse {
+            messages,
+            next_page_token: next.unwrap_or_default(),
+        }))
+    }
+
+    async fn abort(
+        &self,
+        request: Request<pb::AbortRequest>,
+    ) -> Result<Response<pb::AbortResponse>, Status> {
+        let id = &request.get_ref().session_id;
+        require("session_id", id)?;
+        Ok(Response::new(pb::AbortResponse {
+            aborted: self.engine.abort(id),
+        }))
+    }
+
+    async fn submit_tool_result(
+        &self,
+        request: Request<pb::SubmitToolResultRequest>,
+    ) -> Result<Response<pb::SubmitToolResultResponse>, Status> {
+        let r = request.into_inner();
+        require("session_id", &r.session_id)?;
+        require("call_id", &r.call_id)?;
+        self.engine
+            .store
+            .submit_tool_result(&r.session_id, &r.call_id, &r.output, r.is_error)
+            .await
+            .map_err(store_status)?;
+        Ok(Response::new(pb::SubmitToolResultResponse {}))
+    }
+
+    async fn reply_permission(
+        &self,
+        request: Request<pb::ReplyPermissionRequest>,
+    ) -> Result<Response<pb::ReplyPermissionResponse>, Status> {
+        let r = request.into_inner();
+        require("session_id", &r.session_id)?;
+        require("permission_id", &r.permission_id)?;
+        self.engine
+            .store
+            .reply_permission(&r.session_id, &r.permission_id, r.allow)
+            .await
+            .map_err(store_status)?;
+        Ok(Response::new(pb::ReplyPermissionResponse {}))
+    }
+}

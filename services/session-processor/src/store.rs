@@ -1,1 +1,0 @@
-//! Redis persistence (being written).

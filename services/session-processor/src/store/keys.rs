@@ -1,0 +1,143 @@
+//! Key layout. Every key of a session carries the hash tag `{sess:<id>}` so Redis Cluster keeps the whole session
+//! in one slot, which is what lets one Lua script check the lease and write in the same atomic step.
+
+use super::StoreError;
+
+/// Longest session id accepted; ids are short generated strings, so a long one is a caller bug, and a bound keeps
+/// key sizes predictable.
+const MAX_SESSION_ID: usize = 256;
+/// Longest message, part, call or permission id accepted.
+const MAX_ID: usize = 512;
+
+/// Keys of one session: `<prefix>{sess:<id>}:<suffix>`.
+pub(super) struct SessionKeys {
+    base: String,
+}
+
+impl SessionKeys {
+    /// Builds the keys of `session_id` under `prefix`. The id must not contain braces: a `}` would end the hash tag
+    /// early and let one session's keys alias another's.
+    pub(super) fn new(prefix: &str, session_id: &str) -> Result<Self, StoreError> {
+        if session_id.is_empty()
+            || session_id.len() > MAX_SESSION_ID
+            || session_id.contains(['{', '}'])
+        {
+            return Err(StoreError::InvalidArgument(format!(
+                "session id {session_id:?} must be 1..={MAX_SESSION_ID} bytes without braces"
+            )));
+        }
+        Ok(Self {
+            base: format!("{prefix}{{sess:{session_id}}}:"),
+        })
+    }
+
+    fn with(&self, suffix: &str) -> String {
+        format!("{}{suffix}", self.base)
+    }
+
+    /// Encoded `Session` (without live status).
+    pub(super) fn session(&self) -> String {
+        self.with("session")
+    }
+
+    /// ZSET of message ids (score 0, lexicographic order = chronological).
+    pub(super) fn messages(&self) -> String {
+        self.with("messages")
+    }
+
+    /// Encoded `Message` with `parts` cleared.
+    pub(super) fn message(&self, message_id: &str) -> String {
+        self.with(&format!("msg:{message_id}"))
+    }
+
+    /// HASH part id → encoded `Part`.
+    pub(super) fn parts(&self, message_id: &str) -> String {
+        self.with(&format!("parts:{message_id}"))
+    }
+
+    /// Stream of encoded `SessionEvent`s.
+    pub(super) fn events(&self) -> String {
+        self.with("events")
+    }
+
+    /// `<owner>:<token>` with a PX ttl.
+    pub(super) fn lease(&self) -> String {
+        self.with("lease")
+    }
+
+    /// INCR counter the fencing tokens come from; it outlives leases so tokens only grow.
+    pub(super) fn fence(&self) -> String {
+        self.with("fence")
+    }
+
+    /// LIST of encoded `PromptRequest`s waiting for the running loop.
+    pub(super) fn queue(&self) -> String {
+        self.with("queue")
+    }
+
+    /// SET of the session's keys whose names carry caller-chosen ids (mailboxes, idempotency keys), so
+    /// `delete_session` finds them without SCAN.
+    pub(super) fn aux(&self) -> String {
+        self.with("aux")
+    }
+
+    /// HASH call id → encoded `SubmitToolResultRequest`: the durable record of every tool result.
+    pub(super) fn tool_results(&self) -> String {
+        self.with("toolresults")
+    }
+
+    /// LIST that wakes the loop waiting for `call_id` (a doorbell; the record above is the truth).
+    pub(super) fn tool_mailbox(&self, call_id: &str) -> String {
+        self.with(&format!("toolresult:{call_id}"))
+    }
+
+    /// HASH permission id → encoded `ReplyPermissionRequest`: the durable record of every reply.
+    pub(super) fn permissions(&self) -> String {
+        self.with("permissions")
+    }
+
+    /// LIST that wakes the loop waiting for `permission_id`.
+    pub(super) fn permission_mailbox(&self, permission_id: &str) -> String {
+        self.with(&format!("permission:{permission_id}"))
+    }
+
+    /// Idempotency claim; the caller's key is hashed so any length or byte content makes a bounded key name.
+    pub(super) fn idempotency(&self, key: &str) -> String {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(key.as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        self.with(&format!("idem:{hex}"))
+    }
+
+    /// Every key with a fixed name; `delete_session` adds the per-message keys and the `aux` members.
+    pub(super) fn fixed(&self) -> Vec<String> {
+        vec![
+            self.session(),
+            self.messages(),
+            self.events(),
+            self.lease(),
+            self.fence(),
+            self.queue(),
+            self.aux(),
+            self.tool_results(),
+            self.permissions(),
+        ]
+    }
+}
+
+/// Global index of sessions (ZSET, score = created ms). It lives outside every session's slot, so it is never
+/// written in the same script as a session key.
+pub(super) fn index(prefix: &str) -> String {
+    format!("{prefix}sessions")
+}
+
+/// Checks a message, part, call or permission id: non-empty and bounded. These ids follow a fixed suffix in the key
+/// name, so no content can make two different ids produce the same key.
+pub(super) fn check_id(what: &str, id: &str) -> Result<(), StoreError> {
+    if id.is_empty() || id.len() > MAX_ID {
+        return Err(StoreError::InvalidArgument(format!(
+            "{what} {id:?} must be 1..={MAX_ID} bytes"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,1238 @@
+//! Redis persistence: sessions, messages, parts, the event log, leases with fencing tokens, the prompt queue, the
+//! client tool-result and permission mailboxes, and idempotency keys.
+//!
+//! # Encoding
+//!
+//! Redis holds the API's own protobuf encoding (`llm.sessions.v1`), so there is one schema for the wire and for
+//! storage and no mapping layer to drift. Live data that is not state (a session's status, a message's parts) is
+//! stripped before encoding and rebuilt on read.
+//!
+//! # Key layout
+//!
+//! Every key of a session shares the hash tag `{sess:<id>}`, so Redis Cluster keeps a session in one slot and one
+//! Lua script may touch all of them (`<P>` is the store's prefix):
+//!
+//! | key | type | content |
+//! |---|---|---|
+//! | `<P>sessions` | ZSET | global index: member = session id, score = created ms |
+//! | `<P>{sess:<id>}:session` | STRING | `Session` without `status` |
+//! | `<P>{sess:<id>}:messages` | ZSET | message ids, score 0: lexicographic order = chronological |
+//! | `<P>{sess:<id>}:msg:<mid>` | STRING | `Message` with `parts` cleared |
+//! | `<P>{sess:<id>}:parts:<mid>` | HASH | part id → `Part`; order = sort by part id |
+//! | `<P>{sess:<id>}:events` | STREAM | field `e` = `SessionEvent` without ids; entry id = event id; `MAXLEN ~ cap` |
+//! | `<P>{sess:<id>}:lease` | STRING | `<owner>:<token>`, PX ttl |
+//! | `<P>{sess:<id>}:fence` | STRING | INCR counter the fencing tokens come from |
+//! | `<P>{sess:<id>}:queue` | LIST | `PromptRequest`s that arrived while the session was busy |
+//! | `<P>{sess:<id>}:toolresults` | HASH | call id → `SubmitToolResultRequest` (durable record) |
+//! | `<P>{sess:<id>}:toolresult:<call>` | LIST | doorbell the waiting loop BLPOPs |
+//! | `<P>{sess:<id>}:permissions` | HASH | permission id → `ReplyPermissionRequest` (durable record) |
+//! | `<P>{sess:<id>}:permission:<pid>` | LIST | doorbell |
+//! | `<P>{sess:<id>}:idem:<sha256(key)>` | STRING | user message id, PX ttl |
+//! | `<P>{sess:<id>}:aux` | SET | names of the doorbell and idempotency keys, so deletion needs no SCAN |
+//!
+//! # Consistency rules
+//!
+//! - Every write to a session runs as one Lua script that first checks that `:session` exists. Deletion removes
+//!   `:session` first, so after that no write can recreate a key that nothing would ever delete; a loop racing a
+//!   delete gets [`StoreError::NotFound`].
+//! - A write given a [`Fence`] happens only if `:lease` still holds exactly that fence, checked in the same script,
+//!   so a replica whose lease expired can never overwrite its successor's data ([`StoreError::Fenced`]).
+//! - Events are published unfenced: the stream is a log, and a stale replica's last events are harmless and, if
+//!   anything, useful to see. They still require the session to exist.
+//! - The event stream is capped by length only (`MAXLEN ~`), never expired: a session's history of events lives as
+//!   long as the session, and `delete_session` removes it.
+//! - The global index is in another slot, so it cannot share a script with session keys: creation adds the index
+//!   entry before the session, deletion removes it after, and listing skips index entries without a session. A crash
+//!   between the two steps therefore leaves at worst an invisible index entry, never an unlisted session.
+
+mod blocking;
+mod keys;
+mod scripts;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use llm_proto::sessions as pb;
+use prost::Message as _;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::streams::{StreamRangeReply, StreamReadReply};
+
+use keys::{SessionKeys, check_id};
+
+/// Default number of events kept per session stream (approximately: `MAXLEN ~` trims whole stream nodes).
+pub const DEFAULT_EVENT_CAP: usize = 10_000;
+
+/// Bound on every non-blocking command on the shared connection: long enough for a large script, short enough that
+/// a silently dropped TCP connection surfaces as an error instead of a session stuck busy.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bound on establishing a connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Extra time a blocking command gets beyond its own block time before the client gives up on the socket.
+const BLOCKING_GRACE: Duration = Duration::from_secs(5);
+/// Largest page `list_messages` asks Redis for, so `limit + 1` fits Redis's signed 64-bit counts.
+const MAX_LIMIT: usize = (i64::MAX - 1) as usize;
+/// Keys per DEL when deleting a session, to keep each command small on sessions with many messages.
+const DELETE_CHUNK: usize = 512;
+
+/// Errors of the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Redis failed or the connection broke.
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// A blocking command got no answer within its block time plus a grace period.
+    #[error("redis did not answer within {0:?}")]
+    Timeout(Duration),
+    /// A stored value is not the protobuf it should be.
+    #[error("cannot decode {what}: {source}")]
+    Decode {
+        /// What was being decoded, with its key.
+        what: String,
+        /// The protobuf error.
+        #[source]
+        source: prost::DecodeError,
+    },
+    /// Redis answered something the store never writes.
+    #[error("unexpected reply from redis: {0}")]
+    Unexpected(String),
+    /// The session id is already taken.
+    #[error("{0} already exists")]
+    Exists(String),
+    /// The session (or the message a part belongs to) does not exist.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The write carried a fence that no longer holds the session's lease; nothing was written.
+    #[error("fenced out: the lease of session {session_id} is no longer held by {owner}:{token}")]
+    Fenced {
+        /// The session.
+        session_id: String,
+        /// The stale fence's owner.
+        owner: String,
+        /// The stale fence's token.
+        token: u64,
+    },
+    /// An id, cursor or prefix the store cannot use.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+impl StoreError {
+    /// True for failures of Redis itself (as opposed to a refused write), the ones `write_failures` counts.
+    fn is_transport(&self) -> bool {
+        matches!(
+            self,
+            Self::Redis(_) | Self::Timeout(_) | Self::Unexpected(_)
+        )
+    }
+
+    fn decode(what: impl Into<String>, source: prost::DecodeError) -> Self {
+        Self::Decode {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+/// Proof of holding a session's lease: the owner that acquired it and the fencing token it got. Tokens of a
+/// session only grow, so a write carrying an older token is recognisably stale.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Fence {
+    /// Who holds the lease (a replica or loop id).
+    pub owner: String,
+    /// The fencing token handed out with this acquisition.
+    pub token: u64,
+}
+
+impl Fence {
+    /// The exact value `:lease` holds while this fence is current.
+    fn lease_value(&self) -> String {
+        format!("{}:{}", self.owner, self.token)
+    }
+}
+
+/// The script argument for an optional fence: empty means unfenced (a real fence value always contains `:`).
+fn fence_arg(fence: Option<&Fence>) -> String {
+    fence.map(Fence::lease_value).unwrap_or_default()
+}
+
+/// Handle to the session store. Cheap to clone: clones share one multiplexed connection, the script cache, the pool
+/// of blocking connections and the failure counter.
+#[derive(Clone)]
+pub struct Store {
+    conn: ConnectionManager,
+    prefix: Arc<str>,
+    scripts: Arc<scripts::Scripts>,
+    blocking: Arc<blocking::Pool>,
+    event_cap: usize,
+    write_failures: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("prefix", &self.prefix)
+            .field("event_cap", &self.event_cap)
+            .field("write_failures", &self.write_failures())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Connects to Redis at `url` (e.g. `redis://127.0.0.1:6379`); every key starts with `prefix`.
+    ///
+    /// The prefix must not contain braces: a hash tag in the prefix would put every session in one cluster slot.
+    pub async fn connect(url: &str, prefix: &str) -> Result<Store, StoreError> {
+        if prefix.contains(['{', '}']) {
+            return Err(StoreError::InvalidArgument(format!(
+                "key prefix {prefix:?} must not contain braces (it would override the per-session hash tag)"
+            )));
+        }
+        let client = redis::Client::open(url)?;
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_connection_timeout(Some(CONNECT_TIMEOUT));
+        let conn = ConnectionManager::new_with_config(client.clone(), config).await?;
+        Ok(Store {
+            conn,
+            prefix: prefix.into(),
+            scripts: Arc::new(scripts::Scripts::new()),
+            blocking: Arc::new(blocking::Pool::new(client, CONNECT_TIMEOUT)),
+            event_cap: DEFAULT_EVENT_CAP,
+            write_failures: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// Caps each session's event stream at about `n` entries (default [`DEFAULT_EVENT_CAP`]; at least 1).
+    pub fn with_event_cap(mut self, n: usize) -> Self {
+        self.event_cap = n.max(1);
+        self
+    }
+
+    /// Checks that Redis answers.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        let _: String = redis::cmd("PING")
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(())
+    }
+
+    /// Writes that failed in Redis (errors, timeouts, broken connections) since start. Refused writes (fenced, not
+    /// found, exists, invalid) are outcomes, not failures, and are not counted.
+    pub fn write_failures(&self) -> u64 {
+        self.write_failures.load(Ordering::Relaxed)
+    }
+
+    fn keys(&self, session_id: &str) -> Result<SessionKeys, StoreError> {
+        SessionKeys::new(&self.prefix, session_id)
+    }
+
+    /// Runs a write and counts it in `write_failures` when Redis fails it.
+    async fn write<T>(
+        &self,
+        op: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let result = op.await;
+        if let Err(e) = &result
+            && e.is_transport()
+        {
+            self.write_failures.fetch_add(1, Ordering::Relaxed);
+        }
+        result
+    }
+
+    /// Maps a write script's status code to the caller's result.
+    fn status(
+        code: i64,
+        session_id: &str,
+        fence: Option<&Fence>,
+        missing_message: impl FnOnce() -> String,
+    ) -> Result<(), StoreError> {
+        match code {
+            scripts::OK => Ok(()),
+            scripts::FENCED => Err(StoreError::Fenced {
+                session_id: session_id.to_string(),
+                owner: fence.map(|f| f.owner.clone()).unwrap_or_default(),
+                token: fence.map_or(0, |f| f.token),
+            }),
+            scripts::NO_SESSION => Err(StoreError::NotFound(format!("session {session_id}"))),
+            scripts::NO_MESSAGE => Err(StoreError::NotFound(missing_message())),
+            other => Err(StoreError::Unexpected(format!("script status {other}"))),
+        }
+    }
+
+    // ----- sessions -----
+
+    /// Creates a session; [`StoreError::Exists`] when the id is taken. The live `status` is not stored.
+    pub async fn create_session(&self, s: &pb::Session) -> Result<(), StoreError> {
+        self.write(async {
+            let keys = self.keys(&s.id)?;
+            let mut stored = s.clone();
+            stored.status = None;
+            let score = timestamp_millis(s.created_at.as_ref()).unwrap_or_else(now_millis);
+            // Index first (ZADD NX leaves an existing entry alone): a crash in between leaves an index entry that
+            // listing skips, never a session that listing cannot find.
+            let (_, set): (i64, redis::Value) = redis::pipe()
+                .cmd("ZADD")
+                .arg(keys::index(&self.prefix))
+                .arg("NX")
+                .arg(score)
+                .arg(&s.id)
+                .cmd("SET")
+                .arg(keys.session())
+                .arg(stored.encode_to_vec())
+                .arg("NX")
+                .query_async(&mut self.conn.clone())
+                .await?;
+            if matches!(set, redis::Value::Nil) {
+                return Err(StoreError::Exists(format!("session {}", s.id)));
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// The session, without live status (`status` is `None`: the caller knows it from the lease); `None` when
+    /// missing.
+    pub async fn get_session(&self, id: &str) -> Result<Option<pb::Session>, StoreError> {
+        let keys = self.keys(id)?;
+        let bytes: Option<Vec<u8>> = redis::cmd("GET")
+            .arg(keys.session())
+            .query_async(&mut self.conn.clone())
+            .await?;
+        bytes
+            .map(|b| {
+                pb::Session::decode(b.as_slice()).map_err(|e| StoreError::decode(keys.session(), e))
+            })
+            .transpose()
+    }
+
+    /// Replaces an existing session (title, totals, ...); [`StoreError::NotFound`] when it does not exist. Does not
+    /// move it in the index: the index orders by creation.
+    pub async fn put_session(
+        &self,
+        s: &pb::Session,
+        fence: Option<&Fence>,
+    ) -> Result<(), StoreError> {
+        self.write(async {
+            let keys = self.keys(&s.id)?;
+            let mut stored = s.clone();
+            stored.status = None;
+            let code: i64 = self
+                .scripts
+                .put_session
+                .key(keys.session())
+                .key(keys.lease())
+                .arg(fence_arg(fence))
+                .arg(stored.encode_to_vec())
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+            Self::status(code, &s.id, fence, String::new)
+        })
+        .await
+    }
+
+    /// One page of sessions, newest first, and the cursor of the next page (`None` on the last page). `after` is
+    /// the cursor returned with the previous page; it stays valid when sessions are created or deleted meanwhile.
+    /// A `page_size` of 0 is taken as 1.
+    pub async fn list_sessions(
+        &self,
+        page_size: usize,
+        after: Option<&str>,
+    ) -> Result<(Vec<pb::Session>, Option<String>), StoreError> {
+        let page_size = page_size.max(1);
+        let index = keys::index(&self.prefix);
+        let batch = (page_size + 1).clamp(16, 512);
+        let mut conn = self.conn.clone();
+        // Keyset paging on (score, id) rather than ranks, so concurrent inserts and deletes neither repeat nor skip
+        // sessions. Equal scores come in descending id order, so "after the cursor" is: lower score, or the same
+        // score and a smaller id.
+        let mut cursor = after.map(parse_session_cursor).transpose()?;
+        let mut offset = 0usize;
+        let mut page: Vec<pb::Session> = Vec::new();
+        let mut last: Option<(i64, String)> = None;
+        loop {
+            let max = cursor
+                .as_ref()
+                .map_or_else(|| "+inf".to_string(), |(score, _)| score.to_string());
+            let entries: Vec<(String, f64)> = redis::cmd("ZREVRANGEBYSCORE")
+                .arg(&index)
+                .arg(max)
+                .arg("-inf")
+                .arg("WITHSCORES")
+                .arg("LIMIT")
+                .arg(offset)
+                .arg(batch)
+                .query_async(&mut conn)
+                .await?;
+            let exhausted = entries.len() < batch;
+            let seen = entries.len();
+            let fresh: Vec<(i64, String)> = entries
+                .into_iter()
+                .map(|(id, score)| (score as i64, id))
+                .filter(|(score, id)| match &cursor {
+                    Some((cursor_score, cursor_id)) => !(score == cursor_score && id >= cursor_id),
+                    None => true,
+                })
+                .collect();
+            if fresh.is_empty() {
+                if exhausted {
+                    return Ok((page, None));
+                }
+                // The whole batch tied with the cursor and was already listed: step over it.
+                offset += seen;
+                continue;
+            }
+            let sessions = self.fetch_sessions(&fresh).await?;
+            for (position, session) in fresh.iter().zip(sessions) {
+                // Index entries without a session are a creation in progress or a crashed one: not listed.
+                let Some(session) = session else { continue };
+                if page.len() == page_size {
+                    // A next cursor only when another session really exists, so the last page is never empty.
+                    return Ok((page, last.map(|(score, id)| format!("{score}:{id}"))));
+                }
+                page.push(session);
+                last = Some(position.clone());
+            }
+            cursor = fresh.last().cloned();
+            offset = 0;
+            if exhausted {
+                return Ok((page, None));
+            }
+        }
+    }
+
+    /// Loads sessions by id in one round trip (a pipeline of GETs, not MGET: the keys live in different slots).
+    async fn fetch_sessions(
+        &self,
+        ids: &[(i64, String)],
+    ) -> Result<Vec<Option<pb::Session>>, StoreError> {
+        let mut pipe = redis::pipe();
+        let mut names = Vec::with_capacity(ids.len());
+        for (_, id) in ids {
+            let key = self.keys(id)?.session();
+            pipe.cmd("GET").arg(&key);
+            names.push(key);
+        }
+        let values: Vec<Option<Vec<u8>>> = pipe.query_async(&mut self.conn.clone()).await?;
+        values
+            .into_iter()
+            .zip(names)
+            .map(|(bytes, key)| {
+                bytes
+                    .map(|b| {
+                        pb::Session::decode(b.as_slice()).map_err(|e| StoreError::decode(key, e))
+                    })
+                    .transpose()
+            })
+            .collect()
+    }
+
+    /// Deletes every key of a session; true when the session existed. Safe to repeat: a retry after a failure
+    /// finishes the cleanup even though the session is already gone.
+    pub async fn delete_session(&self, id: &str) -> Result<bool, StoreError> {
+        self.write(async {
+            let keys = self.keys(id)?;
+            let mut conn = self.conn.clone();
+            // `:session` goes first: from then on every write script refuses this session, so the key set read
+            // next cannot grow behind our back.
+            let existed: i64 = redis::cmd("DEL")
+                .arg(keys.session())
+                .query_async(&mut conn)
+                .await?;
+            let (message_ids, aux): (Vec<String>, Vec<String>) = redis::pipe()
+                .cmd("ZRANGE")
+                .arg(keys.messages())
+                .arg(0)
+                .arg(-1)
+                .cmd("SMEMBERS")
+                .arg(keys.aux())
+                .query_async(&mut conn)
+                .await?;
+            let mut all = keys.fixed();
+            for m in &message_ids {
+                all.push(keys.message(m));
+                all.push(keys.parts(m));
+            }
+            all.extend(aux);
+            let mut pipe = redis::pipe();
+            for chunk in all.chunks(DELETE_CHUNK) {
+                pipe.cmd("DEL").arg(chunk).ignore();
+            }
+            // The index entry goes last (see the module docs).
+            pipe.cmd("ZREM")
+                .arg(keys::index(&self.prefix))
+                .arg(id)
+                .ignore();
+            let _: () = pipe.query_async(&mut conn).await?;
+            Ok(existed > 0)
+        })
+        .await
+    }
+
+    // ----- messages and parts -----
+
+    /// Creates or replaces a message and lists it in the session. Parts carried in `m.parts` are upserted in the
+    /// same atomic step (so a user message lands with its content at once); parts not carried are left alone.
+    pub async fn put_message(
+        &self,
+        m: &pb::Message,
+        fence: Option<&Fence>,
+    ) -> Result<(), StoreError> {
+        self.write(async {
+            check_id("message id", &m.id)?;
+            let keys = self.keys(&m.session_id)?;
+            let mut head = m.clone();
+            let parts = std::mem::take(&mut head.parts);
+            let mut script = self.scripts.put_message.prepare_invoke();
+            script
+                .key(keys.session())
+                .key(keys.lease())
+                .key(keys.messages())
+                .key(keys.message(&m.id))
+                .key(keys.parts(&m.id))
+                .arg(fence_arg(fence))
+                .arg(&m.id)
+                .arg(head.encode_to_vec());
+            for mut part in parts {
+                check_id("part id", &part.id)?;
+                // Parts inside a message may leave their back-references empty; they must not point elsewhere.
+                if part.message_id.is_empty() {
+                    part.message_id = m.id.clone();
+                }
+                if part.session_id.is_empty() {
+                    part.session_id = m.session_id.clone();
+                }
+                if part.message_id != m.id || part.session_id != m.session_id {
+                    return Err(StoreError::InvalidArgument(format!(
+                        "part {} belongs to {}/{}, not to message {}/{}",
+                        part.id, part.session_id, part.message_id, m.session_id, m.id
+                    )));
+                }
+                script.arg(&part.id).arg(part.encode_to_vec());
+            }
+            let code: i64 = script.invoke_async(&mut self.conn.clone()).await?;
+            Self::status(code, &m.session_id, fence, String::new)
+        })
+        .await
+    }
+
+    /// Creates or replaces one part. Its message must already be listed in the session ([`StoreError::NotFound`]
+    /// otherwise): a part under an unlisted message would escape `delete_session`.
+    pub async fn put_part(&self, p: &pb::Part, fence: Option<&Fence>) -> Result<(), StoreError> {
+        self.put_parts(std::slice::from_ref(p), fence).await
+    }
+
+    /// Creates or replaces several parts of one session (possibly of several messages) in one round trip and one
+    /// atomic step: either all are written or none.
+    pub async fn put_parts(
+        &self,
+        parts: &[pb::Part],
+        fence: Option<&Fence>,
+    ) -> Result<(), StoreError> {
+        let Some((first, _)) = parts.split_first() else {
+            return Ok(());
+        };
+        self.write(async {
+            let session_id = &first.session_id;
+            let keys = self.keys(session_id)?;
+            let mut messages: Vec<&str> = Vec::new();
+            let mut slot: HashMap<&str, usize> = HashMap::new();
+            for p in parts {
+                check_id("part id", &p.id)?;
+                check_id("message id", &p.message_id)?;
+                if &p.session_id != session_id {
+                    // One script runs in one slot: parts of two sessions cannot be written together.
+                    return Err(StoreError::InvalidArgument(format!(
+                        "put_parts mixes sessions {session_id} and {}",
+                        p.session_id
+                    )));
+                }
+                if !slot.contains_key(p.message_id.as_str()) {
+                    messages.push(&p.message_id);
+                    slot.insert(&p.message_id, messages.len());
+                }
+            }
+            let mut script = self.scripts.put_parts.prepare_invoke();
+            script
+                .key(keys.session())
+                .key(keys.lease())
+                .key(keys.messages());
+            for m in &messages {
+                script.key(keys.parts(m));
+            }
+            script.arg(fence_arg(fence)).arg(messages.len());
+            for m in &messages {
+                script.arg(*m);
+            }
+            for p in parts {
+                let index = slot.get(p.message_id.as_str()).copied().unwrap_or_default();
+                script.arg(index).arg(&p.id).arg(p.encode_to_vec());
+            }
+            let code: i64 = script.invoke_async(&mut self.conn.clone()).await?;
+            Self::status(code, session_id, fence, || {
+                format!("message {} of session {session_id}", messages.join(" or "))
+            })
+        })
+        .await
+    }
+
+    /// One message with its parts sorted by id; `None` when missing.
+    pub async fn get_message(
+        &self,
+        session_id: &str,
+        message_id: &str,
+    ) -> Result<Option<pb::Message>, StoreError> {
+        check_id("message id", message_id)?;
+        let keys = self.keys(session_id)?;
+        let (head, parts): (Option<Vec<u8>>, StoredParts) = redis::pipe()
+            .cmd("GET")
+            .arg(keys.message(message_id))
+            .cmd("HGETALL")
+            .arg(keys.parts(message_id))
+            .query_async(&mut self.conn.clone())
+            .await?;
+        head.map(|head| assemble(&keys, message_id, &head, parts))
+            .transpose()
+    }
+
+    /// One page of messages, oldest first, each with its parts sorted by id, and the cursor of the next page (the
+    /// last message id; `None` on the last page). `after` is exclusive. A `limit` of 0 is taken as 1; `usize::MAX`
+    /// reads the whole history in one round trip of commands.
+    pub async fn list_messages(
+        &self,
+        session_id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<pb::Message>, Option<String>), StoreError> {
+        let keys = self.keys(session_id)?;
+        // Redis counts are signed 64-bit; callers may pass usize::MAX for "everything".
+        let limit = limit.clamp(1, MAX_LIMIT);
+        let mut conn = self.conn.clone();
+        let min = after.map_or_else(|| "-".to_string(), |a| format!("({a}"));
+        // One extra id tells whether another page follows without a second query.
+        let mut ids: Vec<String> = redis::cmd("ZRANGEBYLEX")
+            .arg(keys.messages())
+            .arg(min)
+            .arg("+")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit + 1)
+            .query_async(&mut conn)
+            .await?;
+        let more = ids.len() > limit;
+        ids.truncate(limit);
+        if ids.is_empty() {
+            return Ok((Vec::new(), None));
+        }
+        let mut pipe = redis::pipe();
+        for id in &ids {
+            pipe.cmd("GET")
+                .arg(keys.message(id))
+                .cmd("HGETALL")
+                .arg(keys.parts(id));
+        }
+        let values: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
+        let mut values = values.into_iter();
+        let mut messages = Vec::with_capacity(ids.len());
+        for id in &ids {
+            let (Some(head), Some(parts)) = (values.next(), values.next()) else {
+                return Err(StoreError::Unexpected("short pipeline reply".into()));
+            };
+            let head: Option<Vec<u8>> =
+                redis::from_redis_value(head).map_err(|e| StoreError::Unexpected(e.to_string()))?;
+            let parts: StoredParts = redis::from_redis_value(parts)
+                .map_err(|e| StoreError::Unexpected(e.to_string()))?;
+            if let Some(head) = head {
+                messages.push(assemble(&keys, id, &head, parts)?);
+            }
+        }
+        let next = if more { ids.last().cloned() } else { None };
+        Ok((messages, next))
+    }
+
+    // ----- events -----
+
+    /// Appends an event to the session's stream (capped at about `event_cap` entries) and returns its event id.
+    /// Unfenced by design (see the module docs); [`StoreError::NotFound`] when the session does not exist.
+    pub async fn publish(
+        &self,
+        session_id: &str,
+        event: pb::session_event::Event,
+    ) -> Result<String, StoreError> {
+        self.write(async {
+            let keys = self.keys(session_id)?;
+            // Both ids are implied by where the event is stored, so they are filled in on read instead.
+            let stored = pb::SessionEvent {
+                event_id: String::new(),
+                session_id: String::new(),
+                event: Some(event),
+            };
+            let id: Option<String> = self
+                .scripts
+                .publish
+                .key(keys.session())
+                .key(keys.events())
+                .arg(self.event_cap)
+                .arg(stored.encode_to_vec())
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+            id.ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))
+        })
+        .await
+    }
+
+    /// Up to `count` events after the event id `after` (`"0"` = from the start), with `event_id` and `session_id`
+    /// filled in. With `block` (non-zero), waits up to that long for the first event and returns empty on timeout;
+    /// the wait runs on a dedicated connection. `"$"` is refused: callers pass the last id they saw (or
+    /// `last_event_id`), so nothing published between two calls is ever missed.
+    pub async fn read_events(
+        &self,
+        session_id: &str,
+        after: &str,
+        block: Option<Duration>,
+        count: usize,
+    ) -> Result<Vec<pb::SessionEvent>, StoreError> {
+        let keys = self.keys(session_id)?;
+        if !is_stream_id(after) {
+            return Err(StoreError::InvalidArgument(format!(
+                "event id {after:?}: expected `<ms>` or `<ms>-<seq>` (\"0\" for the start)"
+            )));
+        }
+        let mut cmd = redis::cmd("XREAD");
+        cmd.arg("COUNT").arg(count.max(1));
+        // BLOCK 0 means "forever" to Redis; a zero wait here means "don't wait".
+        let reply: Option<StreamReadReply> = match block.filter(|d| !d.is_zero()) {
+            Some(wait) => {
+                cmd.arg("BLOCK")
+                    .arg(ceil_millis(wait))
+                    .arg("STREAMS")
+                    .arg(keys.events())
+                    .arg(after);
+                self.blocking
+                    .query(&cmd, wait.saturating_add(BLOCKING_GRACE))
+                    .await?
+            }
+            None => {
+                cmd.arg("STREAMS").arg(keys.events()).arg(after);
+                cmd.query_async(&mut self.conn.clone()).await?
+            }
+        };
+        let mut events = Vec::new();
+        for stream in reply.map(|r| r.keys).unwrap_or_default() {
+            for entry in stream.ids {
+                let bytes: Vec<u8> = entry.get("e").ok_or_else(|| {
+                    StoreError::Unexpected(format!(
+                        "event {} of {} has no field `e`",
+                        entry.id,
+                        keys.events()
+                    ))
+                })?;
+                let mut event = pb::SessionEvent::decode(bytes.as_slice()).map_err(|e| {
+                    StoreError::decode(format!("event {} of {}", entry.id, keys.events()), e)
+                })?;
+                event.event_id = entry.id;
+                event.session_id = session_id.to_string();
+                events.push(event);
+            }
+        }
+        Ok(events)
+    }
+
+    /// The id of the session's newest event, `"0-0"` when it has none: where a subscriber that wants only new
+    /// events starts reading.
+    pub async fn last_event_id(&self, session_id: &str) -> Result<String, StoreError> {
+        let keys = self.keys(session_id)?;
+        let reply: StreamRangeReply = redis::cmd("XREVRANGE")
+            .arg(keys.events())
+            .arg("+")
+            .arg("-")
+            .arg("COUNT")
+            .arg(1)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(reply
+            .ids
+            .into_iter()
+            .next()
+            .map_or_else(|| "0-0".to_string(), |e| e.id))
+    }
+
+    // ----- lease with fencing -----
+
+    /// Takes the session's lease for `ttl` with a fresh fencing token (lease and token in one atomic step). `None`
+    /// while anyone holds it, the same owner included: a second loop of the same replica must queue, not take over;
+    /// [`StoreError::NotFound`] when the session does not exist.
+    pub async fn acquire_lease(
+        &self,
+        session_id: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Option<Fence>, StoreError> {
+        self.write(async {
+            if owner.is_empty() {
+                return Err(StoreError::InvalidArgument(
+                    "lease owner must not be empty".into(),
+                ));
+            }
+            let keys = self.keys(session_id)?;
+            let code: i64 = self
+                .scripts
+                .acquire
+                .key(keys.session())
+                .key(keys.lease())
+                .key(keys.fence())
+                .arg(owner)
+                .arg(ceil_millis(ttl))
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+            match code {
+                scripts::FENCED => Ok(None),
+                scripts::NO_SESSION => Err(StoreError::NotFound(format!("session {session_id}"))),
+                token if token > 0 => Ok(Some(Fence {
+                    owner: owner.to_string(),
+                    token: token.unsigned_abs(),
+                })),
+                other => Err(StoreError::Unexpected(format!("acquire status {other}"))),
+            }
+        })
+        .await
+    }
+
+    /// Extends the lease to `ttl` from now if `fence` still holds it; false when it was lost (expired, taken over,
+    /// or the session deleted), and the caller must stop writing.
+    pub async fn renew_lease(
+        &self,
+        session_id: &str,
+        fence: &Fence,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        self.write(async {
+            let keys = self.keys(session_id)?;
+            let renewed: i64 = self
+                .scripts
+                .renew
+                .key(keys.lease())
+                .arg(fence.lease_value())
+                .arg(ceil_millis(ttl))
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+            Ok(renewed == 1)
+        })
+        .await
+    }
+
+    /// Gives the lease up if `fence` still holds it; a lease that already moved on is left to its new owner.
+    pub async fn release_lease(&self, session_id: &str, fence: &Fence) -> Result<(), StoreError> {
+        self.write(async {
+            let keys = self.keys(session_id)?;
+            let _: i64 = self
+                .scripts
+                .release
+                .key(keys.lease())
+                .arg(fence.lease_value())
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Who holds the lease and with which token; `None` when nobody does (the session is idle or its runner died).
+    pub async fn lease_holder(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<(String, u64)>, StoreError> {
+        let keys = self.keys(session_id)?;
+        let value: Option<String> = redis::cmd("GET")
+            .arg(keys.lease())
+            .query_async(&mut self.conn.clone())
+            .await?;
+        let Some(value) = value else { return Ok(None) };
+        // The owner may itself contain `:`; the token is after the last one.
+        value
+            .rsplit_once(':')
+            .and_then(|(owner, token)| Some((owner.to_string(), token.parse().ok()?)))
+            .map(Some)
+            .ok_or_else(|| StoreError::Unexpected(format!("lease value {value:?}")))
+    }
+
+    // ----- prompt queue -----
+
+    /// Queues a prompt that arrived while the session was busy; [`StoreError::NotFound`] when the session does not
+    /// exist.
+    pub async fn enqueue_prompt(
+        &self,
+        session_id: &str,
+        prompt: &pb::PromptRequest,
+    ) -> Result<(), StoreError> {
+        self.write(async {
+            let keys = self.keys(session_id)?;
+            let code: i64 = self
+                .scripts
+                .enqueue
+                .key(keys.session())
+                .key(keys.queue())
+                .arg(prompt.encode_to_vec())
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+            Self::status(code, session_id, None, String::new)
+        })
+        .await
+    }
+
+    /// Whether prompts are waiting in the queue (a loop about to go idle checks this after releasing its lease, so
+    /// a prompt queued in between is not stranded).
+    pub async fn has_queued_prompts(&self, session_id: &str) -> Result<bool, StoreError> {
+        let keys = self.keys(session_id)?;
+        let len: u64 = redis::cmd("LLEN")
+            .arg(keys.queue())
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(len > 0)
+    }
+
+    /// Takes every queued prompt, oldest first, and empties the queue in the same atomic step, so two takers never
+    /// both receive a prompt and a prompt queued concurrently is either taken now or left for the next call.
+    pub async fn take_queued_prompts(
+        &self,
+        session_id: &str,
+    ) -> Result<Vec<pb::PromptRequest>, StoreError> {
+        self.write(async {
+            let keys = self.keys(session_id)?;
+            let items: Vec<Vec<u8>> = self
+                .scripts
+                .drain
+                .key(keys.queue())
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+            items
+                .iter()
+                .map(|b| {
+                    pb::PromptRequest::decode(b.as_slice())
+                        .map_err(|e| StoreError::decode(keys.queue(), e))
+                })
+                .collect()
+        })
+        .await
+    }
+
+    // ----- client tool results and permission replies -----
+
+    /// Records the caller's result of a client tool call and wakes the loop waiting for it. The record is durable:
+    /// a loop that starts waiting later (or a successor replica after a crash) still gets it. The first answer to a
+    /// call wins; later ones are accepted and ignored, so a caller's retry is harmless.
+    pub async fn submit_tool_result(
+        &self,
+        session_id: &str,
+        call_id: &str,
+        output: &str,
+        is_error: bool,
+    ) -> Result<(), StoreError> {
+        check_id("call id", call_id)?;
+        let keys = self.keys(session_id)?;
+        let answer = pb::SubmitToolResultRequest {
+            session_id: session_id.to_string(),
+            call_id: call_id.to_string(),
+            output: output.to_string(),
+            is_error,
+        };
+        self.answer(
+            &keys,
+            session_id,
+            keys.tool_results(),
+            call_id,
+            keys.tool_mailbox(call_id),
+            answer.encode_to_vec(),
+        )
+        .await
+    }
+
+    /// Waits up to `timeout` for the result of a client tool call: `Some((output, is_error))`, or `None` on timeout.
+    /// Returns at once when the result was submitted before the wait began. A zero timeout only checks.
+    pub async fn wait_tool_result(
+        &self,
+        session_id: &str,
+        call_id: &str,
+        timeout: Duration,
+    ) -> Result<Option<(String, bool)>, StoreError> {
+        check_id("call id", call_id)?;
+        let keys = self.keys(session_id)?;
+        let bytes = self
+            .await_answer(
+                keys.tool_results(),
+                call_id,
+                keys.tool_mailbox(call_id),
+                timeout,
+            )
+            .await?;
+        bytes
+            .map(|b| {
+                pb::SubmitToolResultRequest::decode(b.as_slice())
+                    .map(|r| (r.output, r.is_error))
+                    .map_err(|e| {
+                        StoreError::decode(
+                            format!("tool result {call_id} of {}", keys.tool_results()),
+                            e,
+                        )
+                    })
+            })
+            .transpose()
+    }
+
+    /// Records the caller's reply to a permission request and wakes the loop waiting for it; durable and
+    /// first-answer-wins like [`Store::submit_tool_result`].
+    pub async fn reply_permission(
+        &self,
+        session_id: &str,
+        permission_id: &str,
+        allow: bool,
+    ) -> Result<(), StoreError> {
+        check_id("permission id", permission_id)?;
+        let keys = self.keys(session_id)?;
+        let answer = pb::ReplyPermissionRequest {
+            session_id: session_id.to_string(),
+            permission_id: permission_id.to_string(),
+            allow,
+        };
+        self.answer(
+            &keys,
+            session_id,
+            keys.permissions(),
+            permission_id,
+            keys.permission_mailbox(permission_id),
+            answer.encode_to_vec(),
+        )
+        .await
+    }
+
+    /// Waits up to `timeout` for the reply to a permission request: `Some(allow)`, or `None` on timeout (the caller
+    /// then denies). A zero timeout only checks.
+    pub async fn wait_permission(
+        &self,
+        session_id: &str,
+        permission_id: &str,
+        timeout: Duration,
+    ) -> Result<Option<bool>, StoreError> {
+        check_id("permission id", permission_id)?;
+        let keys = self.keys(session_id)?;
+        let bytes = self
+            .await_answer(
+                keys.permissions(),
+                permission_id,
+                keys.permission_mailbox(permission_id),
+                timeout,
+            )
+            .await?;
+        bytes
+            .map(|b| {
+                pb::ReplyPermissionRequest::decode(b.as_slice())
+                    .map(|r| r.allow)
+                    .map_err(|e| {
+                        StoreError::decode(
+                            format!("permission {permission_id} of {}", keys.permissions()),
+                            e,
+                        )
+                    })
+            })
+            .transpose()
+    }
+
+    /// Stores an answer in its record hash and rings the doorbell, atomically.
+    async fn answer(
+        &self,
+        keys: &SessionKeys,
+        session_id: &str,
+        records: String,
+        id: &str,
+        mailbox: String,
+        bytes: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        self.write(async {
+            let code: i64 = self
+                .scripts
+                .submit
+                .key(keys.session())
+                .key(records)
+                .key(mailbox)
+                .key(keys.aux())
+                .arg(id)
+                .arg(bytes)
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+            match code {
+                // 0: already answered; the first answer stands.
+                0 | scripts::OK => Ok(()),
+                other => Self::status(other, session_id, None, String::new),
+            }
+        })
+        .await
+    }
+
+    /// Waits for an answer. The record hash is the truth and the list only a doorbell: the record is checked
+    /// first (an answer given before the wait, or already consumed by a waiter that then crashed, is still
+    /// delivered), then BLPOP waits for the doorbell. The record and the doorbell are written in one script, so
+    /// an answer cannot slip between the check and the wait. The record is checked once more on timeout in case
+    /// another waiter took the doorbell.
+    async fn await_answer(
+        &self,
+        records: String,
+        id: &str,
+        mailbox: String,
+        timeout: Duration,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let mut conn = self.conn.clone();
+        let record: Option<Vec<u8>> = redis::cmd("HGET")
+            .arg(&records)
+            .arg(id)
+            .query_async(&mut conn)
+            .await?;
+        if record.is_some() {
+            self.clear_doorbell(&mailbox).await;
+            return Ok(record);
+        }
+        if timeout.is_zero() {
+            return Ok(None);
+        }
+        let mut blpop = redis::cmd("BLPOP");
+        // BLPOP takes seconds; fractional seconds keep millisecond timeouts (Redis >= 6).
+        blpop
+            .arg(&mailbox)
+            .arg(format!("{:.3}", ceil_millis(timeout) as f64 / 1000.0));
+        let rung: Option<(String, Vec<u8>)> = self
+            .blocking
+            .query(&blpop, timeout.saturating_add(BLOCKING_GRACE))
+            .await?;
+        if let Some((_, bytes)) = rung {
+            return Ok(Some(bytes));
+        }
+        let record: Option<Vec<u8>> = redis::cmd("HGET")
+            .arg(&records)
+            .arg(id)
+            .query_async(&mut conn)
+            .await?;
+        if record.is_some() {
+            self.clear_doorbell(&mailbox).await;
+        }
+        Ok(record)
+    }
+
+    /// Drops a doorbell nobody will pop, so answered calls leave no list behind. Best effort: a leftover doorbell
+    /// is harmless (the record decides) and is removed with the session anyway.
+    async fn clear_doorbell(&self, mailbox: &str) {
+        let result: Result<i64, _> = redis::cmd("DEL")
+            .arg(mailbox)
+            .query_async(&mut self.conn.clone())
+            .await;
+        if let Err(e) = result {
+            tracing::debug!(key = mailbox, error = %e, "could not clear answered doorbell");
+        }
+    }
+
+    // ----- idempotency -----
+
+    /// Claims a prompt's idempotency key for `ttl`: `None` when claimed now for `message_id` (run the prompt),
+    /// `Some(earlier message id)` when a previous call claimed it (stream that call's events instead).
+    pub async fn claim_idempotency_key(
+        &self,
+        session_id: &str,
+        key: &str,
+        message_id: &str,
+        ttl: Duration,
+    ) -> Result<Option<String>, StoreError> {
+        self.write(async {
+            if key.is_empty() {
+                return Err(StoreError::InvalidArgument(
+                    "idempotency key must not be empty".into(),
+                ));
+            }
+            check_id("message id", message_id)?;
+            let keys = self.keys(session_id)?;
+            let (code, existing): (i64, String) = self
+                .scripts
+                .claim
+                .key(keys.session())
+                .key(keys.idempotency(key))
+                .key(keys.aux())
+                .arg(message_id)
+                .arg(ceil_millis(ttl))
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+            match code {
+                scripts::OK => Ok(None),
+                0 => Ok(Some(existing)),
+                other => Self::status(other, session_id, None, String::new).map(|()| None),
+            }
+        })
+        .await
+    }
+}
+
+/// A message's parts hash as read: (part id, encoded part).
+type StoredParts = Vec<(String, Vec<u8>)>;
+
+/// Rebuilds a message from its stored head and its parts hash, parts sorted by id (ids are sortable, so this is
+/// their creation order).
+fn assemble(
+    keys: &SessionKeys,
+    message_id: &str,
+    head: &[u8],
+    mut parts: StoredParts,
+) -> Result<pb::Message, StoreError> {
+    let mut message =
+        pb::Message::decode(head).map_err(|e| StoreError::decode(keys.message(message_id), e))?;
+    parts.sort_by(|a, b| a.0.cmp(&b.0));
+    message.parts = parts
+        .into_iter()
+        .map(|(id, bytes)| {
+            pb::Part::decode(bytes.as_slice()).map_err(|e| {
+                StoreError::decode(format!("part {id} of {}", keys.parts(message_id)), e)
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(message)
+}
+
+/// Parses a `list_sessions` cursor, `<score>:<session id>`.
+fn parse_session_cursor(cursor: &str) -> Result<(i64, String), StoreError> {
+    cursor
+        .split_once(':')
+        .and_then(|(score, id)| Some((score.parse().ok()?, id)))
+        .filter(|(_, id)| !id.is_empty())
+        .map(|(score, id)| (score, id.to_string()))
+        .ok_or_else(|| StoreError::InvalidArgument(format!("page token {cursor:?}")))
+}
+
+/// A stream entry id as XREAD accepts it after STREAMS: `<ms>` or `<ms>-<seq>`.
+fn is_stream_id(s: &str) -> bool {
+    let digits = |x: &str| !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit());
+    match s.split_once('-') {
+        Some((ms, seq)) => digits(ms) && digits(seq),
+        None => digits(s),
+    }
+}
+
+/// Whole milliseconds, rounded up and at least 1: Redis treats 0 as "no timeout" or rejects it.
+fn ceil_millis(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos().div_ceil(1_000_000))
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+fn timestamp_millis(ts: Option<&prost_types::Timestamp>) -> Option<i64> {
+    ts.map(|t| {
+        t.seconds
+            .saturating_mul(1000)
+            .saturating_add(i64::from(t.nanos) / 1_000_000)
+    })
+}
+
+fn now_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

@@ -1,0 +1,223 @@
+//! The session's workspace directory and the path confinement every file tool goes through.
+
+use std::ffi::OsStr;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+use super::ToolError;
+
+/// A confined root directory: tools may only touch paths that resolve inside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workspace {
+    /// Canonical (absolute, symlink-free), so confinement checks can compare canonical paths component-wise.
+    root: PathBuf,
+}
+
+impl Workspace {
+    /// Opens the workspace at `root`, creating the directory if it is missing, and canonicalizes it.
+    pub fn open(root: &Path) -> io::Result<Workspace> {
+        std::fs::create_dir_all(root)?;
+        let root = std::fs::canonicalize(root)?;
+        if !std::fs::metadata(&root)?.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!("workspace root {} is not a directory", root.display()),
+            ));
+        }
+        Ok(Workspace { root })
+    }
+
+    /// The canonical root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Resolves a model-supplied, workspace-relative path to an absolute path inside the workspace.
+    ///
+    /// Refused: absolute paths, `..` that climbs above the root, NUL bytes, and any path whose existing part leads
+    /// outside the root through a symbolic link (each existing component is canonicalized, so a symlink anywhere
+    /// in the chain is followed and checked), as well as dangling symlinks (their target could be created outside).
+    /// `..` is applied lexically before anything touches the disk: `a/../b` is `b` even when `a` is a symlink,
+    /// which can only keep a path inside, never take it out. Components after the last existing one are appended
+    /// as they are; they cannot be symlinks because they do not exist yet. An empty path or `.` is the root.
+    ///
+    /// The result is checked at resolution time only; see the module docs about races.
+    pub fn resolve(&self, rel: &str) -> Result<PathBuf, ToolError> {
+        let refuse = |reason: String| ToolError::OutsideWorkspace {
+            path: rel.to_owned(),
+            reason,
+        };
+        if rel.contains('\0') {
+            return Err(refuse("the path contains a NUL byte".to_owned()));
+        }
+        let parts = lexical_parts(rel).map_err(refuse)?;
+
+        let mut current = self.root.clone();
+        for (index, part) in parts.iter().enumerate() {
+            let candidate = current.join(part);
+            match std::fs::symlink_metadata(&candidate) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    let shown = shown_prefix(&parts[..=index]);
+                    let target = std::fs::canonicalize(&candidate).map_err(|_| {
+                        refuse(format!(
+                            "`{shown}` is a symbolic link that does not resolve (dangling or looping)"
+                        ))
+                    })?;
+                    if !target.starts_with(&self.root) {
+                        return Err(refuse(format!(
+                            "`{shown}` is a symbolic link to a location outside the workspace"
+                        )));
+                    }
+                    current = target;
+                }
+                // `current` is canonical and `part` is a plain name that is not a symlink, so this stays canonical.
+                Ok(_) => current = candidate,
+                // Nothing from here on exists (or a file sits where a directory is expected, which the tool's own
+                // operation will report): the rest cannot contain symlinks, so append it unchanged.
+                Err(_) => {
+                    for rest in &parts[index..] {
+                        current.push(rest);
+                    }
+                    return Ok(current);
+                }
+            }
+        }
+        Ok(current)
+    }
+
+    /// `path` as the model should see it: relative to the root, `.` for the root itself.
+    pub(crate) fn display(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.root) {
+            Ok(rel) if rel.as_os_str().is_empty() => ".".to_owned(),
+            Ok(rel) => rel.to_string_lossy().into_owned(),
+            Err(_) => path.to_string_lossy().into_owned(),
+        }
+    }
+}
+
+/// Splits `rel` into plain names with `.` dropped and `..` applied; errors name the problem for the model.
+fn lexical_parts(rel: &str) -> Result<Vec<&OsStr>, String> {
+    let path = Path::new(rel);
+    if path.is_absolute() {
+        return Err("absolute paths are not allowed".to_owned());
+    }
+    let mut parts: Vec<&OsStr> = Vec::new();
+    for component in path.components() {
+        match component {
+            Component::Normal(name) => parts.push(name),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if parts.pop().is_none() {
+                    return Err("`..` goes above the workspace root".to_owned());
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => {
+                return Err("absolute paths are not allowed".to_owned());
+            }
+        }
+    }
+    Ok(parts)
+}
+
+/// The first components of a path, joined for an error message.
+fn shown_prefix(parts: &[&OsStr]) -> String {
+    let joined: PathBuf = parts.iter().collect();
+    joined.to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn setup() -> (tempfile::TempDir, Workspace, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(&dir.path().join("ws")).unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("secret.txt"), "secret").unwrap();
+        (dir, ws, outside)
+    }
+
+    fn refused(result: Result<PathBuf, ToolError>) -> String {
+        match result {
+            Err(error @ ToolError::OutsideWorkspace { .. }) => error.to_string(),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn open_creates_and_canonicalizes() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(&dir.path().join("a/b/../c")).unwrap();
+        assert!(ws.root().is_dir());
+        assert_eq!(
+            ws.root(),
+            std::fs::canonicalize(dir.path().join("a/c")).unwrap()
+        );
+    }
+
+    #[test]
+    fn open_refuses_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        assert!(Workspace::open(&file).is_err());
+    }
+
+    #[test]
+    fn plain_paths_resolve_inside() {
+        let (_dir, ws, _) = setup();
+        assert_eq!(ws.resolve("").unwrap(), ws.root());
+        assert_eq!(ws.resolve(".").unwrap(), ws.root());
+        assert_eq!(ws.resolve("a/b.txt").unwrap(), ws.root().join("a/b.txt"));
+        assert_eq!(ws.resolve("./a//b/./c").unwrap(), ws.root().join("a/b/c"));
+        assert_eq!(ws.resolve("a/../b").unwrap(), ws.root().join("b"));
+    }
+
+    #[test]
+    fn escapes_are_refused() {
+        let (_dir, ws, _) = setup();
+        assert!(refused(ws.resolve("../x")).contains("`..` goes above the workspace root"));
+        assert!(refused(ws.resolve("a/../../x")).contains("`..`"));
+        assert!(refused(ws.resolve("/etc/passwd")).contains("absolute"));
+        assert!(refused(ws.resolve("a\0b")).contains("NUL"));
+    }
+
+    #[test]
+    fn symlinks_leaving_the_workspace_are_refused() {
+        let (_dir, ws, outside) = setup();
+        symlink(outside.join("secret.txt"), ws.root().join("file-link")).unwrap();
+        symlink(&outside, ws.root().join("dir-link")).unwrap();
+        symlink(outside.join("missing"), ws.root().join("dangling")).unwrap();
+        std::fs::create_dir(ws.root().join("sub")).unwrap();
+        symlink("../../outside", ws.root().join("sub/rel-link")).unwrap();
+
+        assert!(
+            refused(ws.resolve("file-link"))
+                .contains("`file-link` is a symbolic link to a location outside")
+        );
+        assert!(refused(ws.resolve("dir-link/secret.txt")).contains("`dir-link`"));
+        assert!(refused(ws.resolve("dir-link/new/file")).contains("`dir-link`"));
+        assert!(refused(ws.resolve("sub/rel-link/x")).contains("`sub/rel-link`"));
+        assert!(refused(ws.resolve("dangling")).contains("does not resolve"));
+    }
+
+    #[test]
+    fn symlinks_inside_the_workspace_are_followed() {
+        let (_dir, ws, _) = setup();
+        std::fs::create_dir(ws.root().join("real")).unwrap();
+        symlink("real", ws.root().join("alias")).unwrap();
+        assert_eq!(
+            ws.resolve("alias/f.txt").unwrap(),
+            ws.root().join("real/f.txt")
+        );
+    }
+
+    #[test]
+    fn display_is_relative() {
+        let (_dir, ws, _) = setup();
+        assert_eq!(ws.display(ws.root()), ".");
+        assert_eq!(ws.display(&ws.root().join("a/b")), "a/b");
+    }
+}

@@ -1,0 +1,128 @@
+//! The whole product on loopback: fake providers → llm-gateway → session-processor (real Redis), and a sessions
+//! client.
+
+use std::sync::Arc;
+
+use llm_proto::sessions as spb;
+use llm_proto::sessions::session_service_client::SessionServiceClient;
+use session_processor::config::Config as ProcessorConfig;
+use session_processor::run_loop::{Engine, gateway_client};
+use session_processor::store::Store;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+use crate::{Bearer, Harness, TOKEN};
+
+/// A sessions client that sends the bearer token.
+pub type SessionsClient = SessionServiceClient<InterceptedService<Channel, Bearer>>;
+
+/// The caller token of the test processor.
+pub const PROCESSOR_TOKEN: &str = "e2e-processor-token-0123456789";
+
+/// Redis for tests: `REDIS_URL` or the loopback default.
+pub fn redis_url() -> String {
+    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// A gateway harness plus a session-processor wired to it, with its own Redis key prefix and workspace root.
+pub struct Product {
+    /// The gateway and its fake providers.
+    pub gateway: Harness,
+    /// Where the processor listens.
+    pub addr: std::net::SocketAddr,
+    /// The processor's engine (storage access for assertions).
+    pub engine: Arc<Engine>,
+    /// Workspace root of this test.
+    pub workspaces: tempfile::TempDir,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Product {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// Agents used by the tests, appended to the processor config.
+pub const AGENTS: &str = r#"
+[agents.default]
+role_prompt = "You are a test agent."
+model = "openai/gpt-4o"
+tools = ["read", "write", "list"]
+max_steps = 8
+doom_loop = "deny"
+client_tool_timeout_ms = 5000
+permission_timeout_ms = 2000
+step_retries = 1
+permissions = [{ tool = "write", decision = "allow" }]
+"#;
+
+impl Product {
+    /// Starts the gateway harness and a processor with [`AGENTS`] (plus `extra` TOML).
+    pub async fn start(extra: &str) -> Product {
+        let gateway = Harness::start().await;
+        let workspaces = tempfile::tempdir().expect("tempdir");
+        let prefix = format!("e2e:{}:", session_processor::ids::new("t"));
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[gateway]\nurl = \"http://{}\"\nstep_timeout_ms = 20000\n[redis]\nprefix = \"{prefix}\"\nlease_ttl_ms = 1500\n{AGENTS}\n{extra}",
+            gateway.addr
+        );
+        let file = ProcessorConfig::parse(&text).expect("processor config parses");
+        let redis = redis_url();
+        let root = workspaces.path().to_string_lossy().to_string();
+        let env = [
+            ("PROCESSOR_AUTH_TOKENS", PROCESSOR_TOKEN),
+            ("GATEWAY_TOKEN", TOKEN),
+            ("REDIS_URL", redis.as_str()),
+            ("PROCESSOR_WORKSPACE_ROOT", root.as_str()),
+        ];
+        let config = Arc::new(
+            ProcessorConfig::from_file(file, std::path::Path::new("."), &env)
+                .expect("processor config valid"),
+        );
+        let store = Store::connect(&config.redis_url, &config.redis_prefix)
+            .await
+            .expect("redis (set REDIS_URL)");
+        let client =
+            gateway_client(&config.gateway_url, &config.gateway_token).expect("gateway client");
+        let engine = Engine::new(store, client, config);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let e = engine.clone();
+        let server = tokio::spawn(async move {
+            session_processor::server::run(e, listener, std::future::pending())
+                .await
+                .expect("processor serves");
+        });
+        Product {
+            gateway,
+            addr,
+            engine,
+            workspaces,
+            server,
+        }
+    }
+
+    /// An authenticated sessions client.
+    pub async fn client(&self) -> SessionsClient {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", self.addr))
+            .expect("endpoint")
+            .connect()
+            .await
+            .expect("connect to processor");
+        SessionServiceClient::with_interceptor(channel, Bearer(Some(PROCESSOR_TOKEN.into())))
+    }
+}
+
+/// A text prompt.
+pub fn prompt(session_id: &str, text: &str) -> spb::PromptRequest {
+    spb::PromptRequest {
+        session_id: session_id.into(),
+        parts: vec![spb::PromptPart {
+            kind: Some(spb::prompt_part::Kind::Text(text.into())),
+        }],
+        ..Default::default()
+    }
+}
