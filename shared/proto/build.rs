@@ -6,6 +6,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
     let files = [
         "llm/gateway/v1/gateway.proto",
+        "llm/gateway/v1/hooks.proto",
         "llm/sessions/v1/sessions.proto",
     ];
     let paths: Vec<PathBuf> = files.iter().map(|f| root.join(f)).collect();

@@ -4,11 +4,13 @@
 //! Test kit code: failing loudly on a broken set-up is the point, hence `expect`.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
+pub mod processor;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use fake_provider::FakeProvider;
-use llm_gateway::config::Config;
+use llm_gateway::config::{Config, ConfigError};
 use llm_gateway::generate::Gateway;
 use llm_proto::gateway as pb;
 use llm_proto::gateway::gateway_service_client::GatewayServiceClient;
@@ -48,6 +50,10 @@ impl tonic::service::Interceptor for Bearer {
 pub struct Harness {
     /// Where the gateway listens.
     pub addr: SocketAddr,
+    /// Where the gateway's Prometheus `/metrics` listener is.
+    pub metrics_addr: SocketAddr,
+    /// The running gateway, e.g. to [`Gateway::reload`] it.
+    pub gateway: Gateway,
     /// Fake OpenAI-compatible server behind provider `openai`.
     pub openai: FakeProvider,
     /// Fake Anthropic server behind provider `anthropic`.
@@ -56,6 +62,7 @@ pub struct Harness {
     pub gemini: FakeProvider,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
+    metrics_server: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// Config used by every harness: short timeouts and retry delays so fault tests finish fast.
@@ -64,6 +71,7 @@ pub const BASE_CONFIG: &str = r#"
 listen = "127.0.0.1:0"
 shutdown_grace_ms = 2000
 max_request_bytes = 1048576
+# SERVER_EXTRA
 
 [timeouts]
 connect_ms = 2000
@@ -101,43 +109,75 @@ impl Harness {
 
     /// Like [`Harness::start`], with `extra` TOML appended to the config.
     pub async fn start_with(extra: &str) -> Harness {
+        Self::start_custom("", extra).await
+    }
+
+    /// Like [`Harness::start_with`], with `server` lines added to the config's `[server]` table.
+    pub async fn start_custom(server: &str, extra: &str) -> Harness {
         let openai = FakeProvider::start().await.expect("fake openai");
         let anthropic = FakeProvider::start().await.expect("fake anthropic");
         let gemini = FakeProvider::start().await.expect("fake gemini");
-        let text = format!("{BASE_CONFIG}\n{extra}")
-            .replace("OPENAI_URL", &openai.base_url())
-            .replace("ANTHROPIC_URL", &anthropic.base_url())
-            .replace("GEMINI_URL", &gemini.base_url());
-        let file = Config::parse(&text).expect("config parses");
-        let env = [
-            ("GATEWAY_AUTH_TOKENS", TOKEN),
-            ("E2E_OPENAI_KEY", OPENAI_KEY),
-            ("E2E_ANTHROPIC_KEY", ANTHROPIC_KEY),
-            ("E2E_GEMINI_KEY", GEMINI_KEY),
-        ];
-        let config = Config::from_file(file, &env).expect("config valid");
+        let config = config_for(&openai, &anthropic, &gemini, server, extra)
+            .unwrap_or_else(|e| panic!("config invalid: {e}"));
         let gateway = Gateway::new(config).expect("gateway");
+        let metrics_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind metrics");
+        let metrics_addr = metrics_listener.local_addr().expect("metrics addr");
+        let metrics_server = tokio::spawn(llm_gateway::metrics::serve(
+            gateway.metrics(),
+            metrics_listener,
+            std::future::pending(),
+        ));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (tx, rx) = oneshot::channel::<()>();
+        let running = gateway.clone();
         let server = tokio::spawn(async move {
             let shutdown = async move {
                 let _ = rx.await;
             };
-            if let Err(e) = llm_gateway::server::run(gateway, listener, shutdown).await {
+            if let Err(e) = llm_gateway::server::run(running, listener, shutdown).await {
                 panic!("gateway server failed: {e}");
             }
         });
         Harness {
             addr,
+            metrics_addr,
+            gateway,
             openai,
             anthropic,
             gemini,
             shutdown: Some(tx),
             server: Some(server),
+            metrics_server: Some(metrics_server),
         }
+    }
+
+    /// A configuration like the running one's (same fake providers and keys) with `server` lines and `extra` TOML
+    /// added, for [`Gateway::reload`]; the error names the key.
+    pub fn config(&self, server: &str, extra: &str) -> Result<Config, ConfigError> {
+        config_for(&self.openai, &self.anthropic, &self.gemini, server, extra)
+    }
+
+    /// The body of `GET /metrics`.
+    pub async fn scrape_metrics(&self) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut sock = tokio::net::TcpStream::connect(self.metrics_addr)
+            .await
+            .expect("connect to metrics");
+        sock.write_all(b"GET /metrics HTTP/1.1\r\nhost: gateway\r\nconnection: close\r\n\r\n")
+            .await
+            .expect("send scrape");
+        let mut reply = String::new();
+        sock.read_to_string(&mut reply).await.expect("read scrape");
+        let (head, body) = reply.split_once("\r\n\r\n").expect("HTTP response");
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(head.contains("application/openmetrics-text"), "{head}");
+        // hyper answers a whole-body response with content-length, so the body is the text as is.
+        body.to_string()
     }
 
     /// A channel to the gateway.
@@ -196,7 +236,34 @@ impl Drop for Harness {
         if let Some(s) = self.server.take() {
             s.abort();
         }
+        if let Some(s) = self.metrics_server.take() {
+            s.abort();
+        }
     }
+}
+
+/// [`BASE_CONFIG`] pointed at these fakes, with `server` lines in `[server]` and `extra` appended, validated with
+/// the test keys.
+fn config_for(
+    openai: &FakeProvider,
+    anthropic: &FakeProvider,
+    gemini: &FakeProvider,
+    server: &str,
+    extra: &str,
+) -> Result<Config, ConfigError> {
+    let text = format!("{BASE_CONFIG}\n{extra}")
+        .replace("# SERVER_EXTRA", server)
+        .replace("OPENAI_URL", &openai.base_url())
+        .replace("ANTHROPIC_URL", &anthropic.base_url())
+        .replace("GEMINI_URL", &gemini.base_url());
+    let file = Config::parse(&text)?;
+    let env = [
+        ("GATEWAY_AUTH_TOKENS", TOKEN),
+        ("E2E_OPENAI_KEY", OPENAI_KEY),
+        ("E2E_ANTHROPIC_KEY", ANTHROPIC_KEY),
+        ("E2E_GEMINI_KEY", GEMINI_KEY),
+    ];
+    Config::from_file(file, &env)
 }
 
 /// A user text message.

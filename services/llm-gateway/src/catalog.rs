@@ -142,7 +142,15 @@ pub struct ModelEntry {
     pub max_output_tokens: Option<u64>,
     pub capabilities: Option<CapabilitiesEntry>,
     pub pricing: Option<PricingEntry>,
+    /// Models (`provider/model`) tried in order when this one fails before any output reached the caller (see
+    /// `generate`). A request's own `fallback_models` replace these. Only the requested model's fallbacks count:
+    /// fallbacks of fallbacks are not followed.
+    pub fallbacks: Option<Vec<String>>,
 }
+
+/// Most fallback models one model (or one request) may name: each is a full provider round trip before the caller
+/// sees anything, so a long chain only delays the error.
+pub const MAX_FALLBACKS: usize = 4;
 
 /// Capabilities in a catalog file; unset fields keep their previous (or default) value.
 #[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq)]
@@ -224,6 +232,9 @@ pub struct CatalogError {
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     models: BTreeMap<String, ModelInfo>,
+    /// Configured fallbacks by model id. Kept beside [`ModelInfo`] rather than in it: adapters build `ModelInfo`
+    /// literals in their tests, and fallbacks are the core's business, not theirs.
+    fallbacks: BTreeMap<String, Vec<String>>,
 }
 
 impl Catalog {
@@ -241,6 +252,7 @@ impl Catalog {
             }
         }
         let mut models = BTreeMap::new();
+        let mut fallbacks = BTreeMap::new();
         for (id, entry) in merged {
             let Some((provider, name)) = id.split_once('/') else {
                 return Err(CatalogError {
@@ -272,6 +284,10 @@ impl Catalog {
                     return Err(err("pricing", "prices must be finite and not negative"));
                 }
             }
+            if let Some(list) = entry.fallbacks.as_ref().filter(|l| !l.is_empty()) {
+                check_fallback_list(&id, list)?;
+                fallbacks.insert(id.clone(), list.clone());
+            }
             models.insert(
                 id.clone(),
                 ModelInfo {
@@ -291,7 +307,32 @@ impl Catalog {
                 },
             );
         }
-        Ok(Catalog { models })
+        Ok(Catalog { models, fallbacks })
+    }
+
+    /// The configured fallbacks of model `id`, in order (empty when it has none).
+    pub fn fallbacks(&self, id: &str) -> &[String] {
+        self.fallbacks
+            .get(id)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    }
+
+    /// Checks that every configured fallback names a model `serves` accepts (the catalog, or a provider that allows
+    /// unlisted models), so a typo fails at start-up rather than on the day the primary model is down.
+    pub fn check_fallbacks(&self, serves: impl Fn(&str) -> bool) -> Result<(), CatalogError> {
+        for (id, list) in &self.fallbacks {
+            for (i, fallback) in list.iter().enumerate() {
+                if !serves(fallback) {
+                    return Err(CatalogError {
+                        model: id.clone(),
+                        field: format!("fallbacks[{i}]"),
+                        message: format!("`{fallback}` is not a model this gateway serves"),
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The model with this id.
@@ -353,6 +394,38 @@ fn merge_entry(slot: &mut ModelEntry, e: &ModelEntry) {
     if e.pricing.is_some() {
         slot.pricing.clone_from(&e.pricing);
     }
+    if e.fallbacks.is_some() {
+        slot.fallbacks.clone_from(&e.fallbacks);
+    }
+}
+
+/// Shape checks of one model's fallback list: `provider/model` ids, not the model itself, no repeats, bounded.
+fn check_fallback_list(id: &str, list: &[String]) -> Result<(), CatalogError> {
+    let err = |field: String, message: &str| CatalogError {
+        model: id.to_string(),
+        field,
+        message: message.into(),
+    };
+    if list.len() > MAX_FALLBACKS {
+        return Err(err(
+            "fallbacks".into(),
+            &format!("at most {MAX_FALLBACKS} fallback models"),
+        ));
+    }
+    for (i, f) in list.iter().enumerate() {
+        let field = format!("fallbacks[{i}]");
+        match f.split_once('/') {
+            Some((p, m)) if !p.is_empty() && !m.is_empty() => {}
+            _ => return Err(err(field, "must be `provider/model`")),
+        }
+        if f == id {
+            return Err(err(field, "a model cannot be its own fallback"));
+        }
+        if list[..i].contains(f) {
+            return Err(err(field, "listed twice"));
+        }
+    }
+    Ok(())
 }
 
 fn apply_capabilities(mut c: Capabilities, e: Option<CapabilitiesEntry>) -> Capabilities {
@@ -486,6 +559,45 @@ mod tests {
         assert!(m.context_window > 1000);
         assert!(m.pricing.is_some());
         assert_eq!(catalog.get("openai/my-finetune").unwrap().pricing, None);
+    }
+
+    #[test]
+    fn fallbacks_are_layered_and_checked() {
+        let bundled: CatalogFile = toml::from_str(BUNDLED).unwrap();
+        let over: CatalogFile = toml::from_str(
+            "[models.\"openai/gpt-4o\"]\nfallbacks = [\"anthropic/claude-sonnet-4-5\", \"openai/gpt-4o-mini\"]\n",
+        )
+        .unwrap();
+        let catalog = Catalog::build(&[&bundled, &over], &providers()).unwrap();
+        assert_eq!(
+            catalog.fallbacks("openai/gpt-4o"),
+            ["anthropic/claude-sonnet-4-5", "openai/gpt-4o-mini"]
+        );
+        assert!(catalog.fallbacks("openai/gpt-4o-mini").is_empty());
+        assert!(
+            catalog
+                .check_fallbacks(|id| catalog.get(id).is_some())
+                .is_ok()
+        );
+        let e = catalog
+            .check_fallbacks(|id| id != "openai/gpt-4o-mini")
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "models.\"openai/gpt-4o\".fallbacks[1]: `openai/gpt-4o-mini` is not a model this gateway serves"
+        );
+        for (list, field) in [
+            ("[\"gpt-4o-mini\"]", "fallbacks[0]"),
+            ("[\"openai/gpt-4o\"]", "fallbacks[0]"),
+            ("[\"openai/o3\", \"openai/o3\"]", "fallbacks[1]"),
+            ("[\"a/1\", \"a/2\", \"a/3\", \"a/4\", \"a/5\"]", "fallbacks"),
+        ] {
+            let bad: CatalogFile =
+                toml::from_str(&format!("[models.\"openai/gpt-4o\"]\nfallbacks = {list}\n"))
+                    .unwrap();
+            let e = Catalog::build(&[&bundled, &bad], &providers()).unwrap_err();
+            assert_eq!(e.field, field, "{list}");
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use crate::adapter::Protocol;
 use crate::adapter::transport::{RetryPolicy, Timeouts};
 use crate::catalog::{Catalog, CatalogFile, ModelEntry, ModelInfo};
+use crate::hooks::{DeclarativeHook, HookFile, HookService, HookServiceFile};
 
 /// A configuration error, naming the key.
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +70,12 @@ pub struct FileConfig {
     /// Catalog entries that extend or override the bundled catalog.
     #[serde(default)]
     pub models: BTreeMap<String, ModelEntry>,
+    /// `[[hooks]]`: declarative hooks, applied in this order.
+    #[serde(default)]
+    pub hooks: Vec<HookFile>,
+    /// `[[hook_services]]`: external `HooksService`s, called in this order after the declarative hooks.
+    #[serde(default)]
+    pub hook_services: Vec<HookServiceFile>,
 }
 
 /// `[server]`.
@@ -87,6 +94,10 @@ pub struct ServerFile {
     pub max_request_bytes: usize,
     /// Concurrent HTTP/2 streams per caller connection.
     pub max_concurrent_streams: u32,
+    /// Address of the Prometheus `/metrics` listener (env `GATEWAY_METRICS_LISTEN` overrides); off when unset.
+    pub metrics_listen: Option<String>,
+    /// Generations in flight across all connections; more get `RESOURCE_EXHAUSTED`.
+    pub max_inflight_generations: usize,
 }
 
 impl Default for ServerFile {
@@ -98,6 +109,8 @@ impl Default for ServerFile {
             shutdown_grace_ms: 30_000,
             max_request_bytes: 32 * 1024 * 1024,
             max_concurrent_streams: 10_000,
+            metrics_listen: None,
+            max_inflight_generations: 4096,
         }
     }
 }
@@ -229,6 +242,14 @@ pub struct Config {
     pub retry: RetryPolicy,
     pub providers: BTreeMap<String, Provider>,
     pub catalog: Catalog,
+    /// Where `/metrics` is served; `None` turns the listener off.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Global limit of generations in flight.
+    pub max_inflight_generations: usize,
+    /// Declarative hooks, in config order.
+    pub hooks: Vec<DeclarativeHook>,
+    /// Hook services, in config order.
+    pub hook_services: Vec<HookService>,
 }
 
 /// Where the process environment comes from (a function so tests can pass their own).
@@ -270,6 +291,13 @@ const BUILTIN: &[(&str, Protocol, &str, &str, &str)] = &[
         "https://api.anthropic.com",
         "ANTHROPIC_API_KEY",
         "ANTHROPIC_BASE_URL",
+    ),
+    (
+        "gemini",
+        Protocol::Gemini,
+        "https://generativelanguage.googleapis.com",
+        "GEMINI_API_KEY",
+        "GEMINI_BASE_URL",
     ),
 ];
 
@@ -345,6 +373,27 @@ impl Config {
                 "must be positive",
             ));
         }
+        let metrics_listen = match env
+            .var("GATEWAY_METRICS_LISTEN")
+            .or(file.server.metrics_listen.clone())
+        {
+            Some(text) => Some(text.parse::<SocketAddr>().map_err(|e| {
+                ConfigError::new(
+                    "server.metrics_listen",
+                    format!("`{text}` is not an address: {e}"),
+                )
+            })?),
+            None => None,
+        };
+        // The semaphore behind the limit holds at most `usize::MAX >> 3` permits.
+        if file.server.max_inflight_generations == 0
+            || file.server.max_inflight_generations > 1_000_000
+        {
+            return Err(ConfigError::new(
+                "server.max_inflight_generations",
+                "must be between 1 and 1000000",
+            ));
+        }
 
         let t = &file.timeouts;
         for (k, v) in [
@@ -417,6 +466,18 @@ impl Config {
             .collect();
         let catalog = Catalog::build(&[&bundled, &overrides], &protocols)
             .map_err(|e| ConfigError::new("models", e.to_string()))?;
+        catalog
+            .check_fallbacks(|id| {
+                catalog.get(id).is_some()
+                    || id
+                        .split_once('/')
+                        .and_then(|(p, _)| providers.get(p))
+                        .is_some_and(|p| p.allow_unlisted_models)
+            })
+            .map_err(|e| {
+                ConfigError::new(format!("models.\"{}\".{}", e.model, e.field), e.message)
+            })?;
+        let (hooks, hook_services) = crate::hooks::compile(&file.hooks, &file.hook_services)?;
 
         Ok(Config {
             listen,
@@ -429,6 +490,10 @@ impl Config {
             retry,
             providers,
             catalog,
+            metrics_listen,
+            max_inflight_generations: file.server.max_inflight_generations,
+            hooks,
+            hook_services,
         })
     }
 }
@@ -560,6 +625,76 @@ mod tests {
         assert_eq!(
             Config::from_file(zero, &env).unwrap_err().key,
             "timeouts.idle_ms"
+        );
+    }
+
+    #[test]
+    fn ops_keys_are_validated_and_fallbacks_must_resolve() {
+        let env = [("GATEWAY_AUTH_TOKENS", TOKEN), ("OPENAI_API_KEY", "sk-x")];
+        let c = Config::from_file(FileConfig::default(), &env).unwrap();
+        assert_eq!(c.metrics_listen, None);
+        assert_eq!(c.max_inflight_generations, 4096);
+        let file = Config::parse(
+            "[server]\nmetrics_listen = \"127.0.0.1:9464\"\nmax_inflight_generations = 8\n",
+        )
+        .unwrap();
+        let c = Config::from_file(file, &env).unwrap();
+        assert_eq!(c.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
+        assert_eq!(c.max_inflight_generations, 8);
+        let env_over = [
+            ("GATEWAY_AUTH_TOKENS", TOKEN),
+            ("GATEWAY_METRICS_LISTEN", "0.0.0.0:9100"),
+        ];
+        let c = Config::from_file(FileConfig::default(), &env_over).unwrap();
+        assert_eq!(c.metrics_listen, Some("0.0.0.0:9100".parse().unwrap()));
+
+        for (text, key) in [
+            (
+                "[server]\nmetrics_listen = \"nope\"\n",
+                "server.metrics_listen",
+            ),
+            (
+                "[server]\nmax_inflight_generations = 0\n",
+                "server.max_inflight_generations",
+            ),
+            (
+                "[models.\"openai/gpt-4o\"]\nfallbacks = [\"anthropic/claude-sonnet-4-5\"]\n",
+                "models.\"openai/gpt-4o\".fallbacks[0]",
+            ),
+            (
+                "[[hooks]]\nheaders = { \"x-api-key\" = \"k\" }\n",
+                "hooks[0].headers.x-api-key",
+            ),
+        ] {
+            let file = Config::parse(text).unwrap();
+            assert_eq!(
+                Config::from_file(file, &env).unwrap_err().key,
+                key,
+                "{text}"
+            );
+        }
+        let ok =
+            Config::parse("[models.\"openai/gpt-4o\"]\nfallbacks = [\"openai/gpt-4o-mini\"]\n")
+                .unwrap();
+        let c = Config::from_file(ok, &env).unwrap();
+        assert_eq!(c.catalog.fallbacks("openai/gpt-4o"), ["openai/gpt-4o-mini"]);
+    }
+
+    #[test]
+    fn the_example_config_is_valid() {
+        // The annotated example is the reference operators copy from: it must keep up with the schema.
+        let file = Config::parse(include_str!("../../../deploy/gateway.example.toml")).unwrap();
+        assert_eq!(file.hooks.len(), 2);
+        let env = [
+            ("GATEWAY_AUTH_TOKENS", TOKEN),
+            ("OPENAI_API_KEY", "sk-x"),
+            ("ANTHROPIC_API_KEY", "sk-ant-x"),
+            ("DEEPSEEK_API_KEY", "sk-d"),
+        ];
+        let c = Config::from_file(file, &env).unwrap();
+        assert_eq!(
+            c.catalog.fallbacks("openai/gpt-4o"),
+            ["anthropic/claude-sonnet-4-5"]
         );
     }
 

@@ -1,33 +1,56 @@
-//! One generation, end to end: resolve the model, build the provider request, send it, retry before the first
-//! event, decode, and price the step.
+//! One generation, end to end: resolve the model and its fallbacks, run the hooks, build the provider request, send
+//! it, retry and fall back before the first event, decode, and price the step.
 //!
 //! The stream returned by [`Gateway::stream`] *is* the provider call: nothing is spawned and nothing is buffered, so
 //! each decoded event is forwarded as soon as it exists and dropping the stream (the caller cancelled) drops the
-//! upstream HTTP request at once.
+//! upstream HTTP request, or a hook call in progress, at once.
+//!
+//! The gateway's configuration lives behind an [`ArcSwap`]: each generation takes a snapshot when it starts and keeps
+//! it to the end, so [`Gateway::reload`] changes what new generations see without touching streams in flight.
 
 use std::collections::VecDeque;
+use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use futures::Stream;
 use llm_proto::gateway as pb;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::adapter::transport::{ProviderStream, Transport};
 use crate::adapter::{Adapter, BuildError, Decoder, HttpRequest, Target, classify};
 use crate::catalog::ModelInfo;
-use crate::config::{Config, Provider};
+use crate::config::{Config, ConfigError, Env, Provider};
 use crate::error::{ErrorKind, ProviderError};
-use crate::event::{Event, FinishReason};
+use crate::event::{Event, FinishReason, Usage};
 use crate::grpc;
+use crate::hooks::{HookError, HookRunner};
+use crate::metrics::{Ended, Metrics, ModelLabels, Outcome, UNLISTED_MODEL};
 
-/// Why a generation could not start; mapped to a gRPC status by [`crate::grpc`].
+/// Why a generation could not start; mapped to a gRPC status by [`crate::grpc::start_error_status`].
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// The model is not served.
+    /// The model (or a fallback model) is not served.
     #[error("model `{model}` is not in the catalog{}", suggestions(.close))]
-    UnknownModel { model: String, close: Vec<String> },
+    UnknownModel {
+        /// The id asked for.
+        model: String,
+        /// Close matches, for the message.
+        close: Vec<String>,
+    },
     /// The request cannot be translated.
     #[error(transparent)]
     Invalid(#[from] BuildError),
+    /// A `fail_closed` hook service failed.
+    #[error(transparent)]
+    Hook(#[from] HookError),
+    /// `server.max_inflight_generations` generations are already running.
+    #[error("too many concurrent generations (limit {limit})")]
+    TooManyGenerations {
+        /// The configured limit.
+        limit: usize,
+    },
 }
 
 fn suggestions(close: &[String]) -> String {
@@ -38,6 +61,17 @@ fn suggestions(close: &[String]) -> String {
     }
 }
 
+/// Why a reload did not take effect; the running configuration stays in force.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The configuration file or environment is invalid (the error names the key).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The HTTP client for the new timeouts could not be built.
+    #[error("transport: {0}")]
+    Transport(#[from] ProviderError),
+}
+
 /// Everything a generation needs; cheap to clone (one `Arc`).
 #[derive(Clone)]
 pub struct Gateway {
@@ -45,15 +79,26 @@ pub struct Gateway {
 }
 
 struct Inner {
-    config: Config,
+    /// The reloadable part.
+    state: ArcSwap<State>,
+    /// Survives reloads, so counters keep counting.
+    metrics: Arc<Metrics>,
+    /// Global in-flight limit. Fixed at start-up: resizing a semaphore under load is not worth its edge cases.
+    inflight: Arc<Semaphore>,
+    inflight_limit: usize,
+}
+
+/// One consistent configuration and what is built from it.
+struct State {
+    config: Arc<Config>,
     transport: Transport,
     /// Every provider key, so error text from providers can be scrubbed before it reaches a caller or a log.
     secrets: Vec<String>,
+    hooks: HookRunner,
 }
 
-impl Gateway {
-    /// A gateway for this configuration.
-    pub fn new(config: Config) -> Result<Gateway, ProviderError> {
+impl State {
+    fn new(config: Config) -> Result<State, ProviderError> {
         let transport = Transport::new(config.timeouts)?;
         let secrets = config
             .providers
@@ -61,23 +106,17 @@ impl Gateway {
             .map(|p| p.api_key.expose().to_string())
             .filter(|k| !k.is_empty())
             .collect();
-        Ok(Gateway {
-            inner: Arc::new(Inner {
-                config,
-                transport,
-                secrets,
-            }),
+        let hooks = HookRunner::new(&config.hooks, &config.hook_services);
+        Ok(State {
+            config: Arc::new(config),
+            transport,
+            secrets,
+            hooks,
         })
     }
 
-    /// The configuration in force.
-    pub fn config(&self) -> &Config {
-        &self.inner.config
-    }
-
-    /// Resolves a `provider/model` id to its catalog entry and provider.
-    pub fn resolve(&self, id: &str) -> Result<(ModelInfo, Provider), StartError> {
-        let config = &self.inner.config;
+    fn resolve(&self, id: &str) -> Result<Candidate, StartError> {
+        let config = &self.config;
         let unknown = || StartError::UnknownModel {
             model: id.to_string(),
             close: config
@@ -89,68 +128,311 @@ impl Gateway {
         };
         let (provider_id, name) = id.split_once('/').ok_or_else(unknown)?;
         let provider = config.providers.get(provider_id).ok_or_else(unknown)?;
-        match config.catalog.get(id) {
-            Some(m) => Ok((m.clone(), provider.clone())),
+        let (model, label) = match config.catalog.get(id) {
+            Some(m) => (m.clone(), id),
             None if provider.allow_unlisted_models && !name.is_empty() => {
-                Ok((provider.unlisted_model(id, name), provider.clone()))
+                // Callers choose unlisted names freely; one label for all of them keeps the series bounded.
+                (provider.unlisted_model(id, name), UNLISTED_MODEL)
             }
-            None => Err(unknown()),
+            None => return Err(unknown()),
+        };
+        Ok(Candidate {
+            labels: ModelLabels {
+                provider: Arc::from(provider.id.as_str()),
+                model: Arc::from(label),
+            },
+            model,
+            provider: provider.clone(),
+        })
+    }
+}
+
+impl Gateway {
+    /// A gateway for this configuration.
+    pub fn new(config: Config) -> Result<Gateway, ProviderError> {
+        let limit = config.max_inflight_generations;
+        Ok(Gateway {
+            inner: Arc::new(Inner {
+                state: ArcSwap::from_pointee(State::new(config)?),
+                metrics: Arc::new(Metrics::new()),
+                inflight: Arc::new(Semaphore::new(limit)),
+                inflight_limit: limit,
+            }),
+        })
+    }
+
+    /// The configuration in force now (a snapshot: a reload does not change it).
+    pub fn config(&self) -> Arc<Config> {
+        Arc::clone(&self.inner.state.load().config)
+    }
+
+    /// The gateway's metrics, for the `/metrics` listener.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.inner.metrics)
+    }
+
+    /// Replaces the catalog, providers, hooks, fallbacks, timeouts, retry policy and caller tokens for generations
+    /// that start from now on. Streams in flight keep the configuration they started with.
+    ///
+    /// The listen addresses, size and concurrency limits and the shutdown grace period are fixed at start-up; a
+    /// change to them is logged and takes effect at the next restart.
+    pub fn reload(&self, config: Config) -> Result<(), ReloadError> {
+        let result = self.swap(config);
+        self.inner.metrics.reload(result.is_ok());
+        result
+    }
+
+    fn swap(&self, config: Config) -> Result<(), ReloadError> {
+        let old = self.config();
+        let fixed = [
+            ("server.listen", old.listen != config.listen),
+            (
+                "server.metrics_listen",
+                old.metrics_listen != config.metrics_listen,
+            ),
+            (
+                "server.max_request_bytes",
+                old.max_request_bytes != config.max_request_bytes,
+            ),
+            (
+                "server.max_concurrent_streams",
+                old.max_concurrent_streams != config.max_concurrent_streams,
+            ),
+            (
+                "server.max_inflight_generations",
+                old.max_inflight_generations != config.max_inflight_generations,
+            ),
+            (
+                "server.shutdown_grace_ms",
+                old.shutdown_grace != config.shutdown_grace,
+            ),
+        ];
+        for (key, changed) in fixed {
+            if changed {
+                tracing::warn!(
+                    message = "configuration key changed but only takes effect after a restart",
+                    key
+                );
+            }
+        }
+        let state = State::new(config)?;
+        tracing::info!(
+            message = "configuration reloaded",
+            providers = state.config.providers.len(),
+            models = state.config.catalog.iter().count(),
+            hooks = state.config.hooks.len(),
+            hook_services = state.config.hook_services.len(),
+        );
+        self.inner.state.store(Arc::new(state));
+        Ok(())
+    }
+
+    /// Loads the configuration from `path` and the environment and [`reload`](Gateway::reload)s it. On any error
+    /// the running configuration stays in force; the error names the offending key.
+    pub fn reload_from(&self, path: Option<&Path>, env: &dyn Env) -> Result<(), ReloadError> {
+        match Config::load(path, env) {
+            Ok(config) => self.reload(config),
+            Err(e) => {
+                self.inner.metrics.reload(false);
+                Err(e.into())
+            }
         }
     }
 
-    /// Starts a generation: validates, resolves and builds the request, then returns the event stream. Errors here
-    /// happen before anything was sent to a provider.
-    pub fn stream(
+    /// Resolves a `provider/model` id to its catalog entry and provider.
+    pub fn resolve(&self, id: &str) -> Result<(ModelInfo, Provider), StartError> {
+        let c = self.inner.state.load().resolve(id)?;
+        Ok((c.model, c.provider))
+    }
+
+    /// Starts a generation: takes an in-flight slot, resolves the model and its fallbacks, runs the hooks and builds
+    /// the request for the first model, then returns the event stream. Errors here happen before anything was sent
+    /// to a provider.
+    pub async fn stream(
         &self,
-        generation: &pb::Generation,
+        generation: pb::Generation,
     ) -> Result<impl Stream<Item = pb::StreamResponse> + Send + 'static, StartError> {
-        let (model, provider) = self.resolve(&generation.model)?;
-        let adapter = model.protocol.adapter();
-        let target = Target { model: &model };
-        let mut request = adapter.build(generation, &target)?;
-        // Caller headers go last but cannot replace the adapter's own (validation already refused auth and framing
-        // headers), so a caller can tag requests but never re-route or re-authenticate them.
-        for (name, value) in &generation.extra_headers {
-            let lower = name.to_ascii_lowercase();
-            if !request.headers.iter().any(|(n, _)| *n == lower) {
-                request.headers.push((lower, value.clone()));
+        let started = Instant::now();
+        let run = self.start(generation, started).await;
+        let run = match run {
+            Ok(run) => run,
+            Err(e) => {
+                self.inner.metrics.rejected(rejection_reason(&e));
+                return Err(e);
             }
-        }
-        let decoder = adapter.decoder(&target);
-        let run = Run {
-            gateway: self.clone(),
-            adapter,
-            model,
-            provider,
-            request,
-            decoder,
-            stream: None,
-            attempt: 0,
-            started: false,
-            saw_tool_call: false,
-            done: false,
-            decoded: Vec::with_capacity(16),
-            pending: VecDeque::with_capacity(16),
         };
         Ok(futures::stream::unfold(run, |mut run| async move {
             run.next().await.map(|ev| (ev, run))
         }))
     }
+
+    async fn start(&self, generation: pb::Generation, started: Instant) -> Result<Run, StartError> {
+        let permit = Arc::clone(&self.inner.inflight)
+            .try_acquire_owned()
+            .map_err(|_| StartError::TooManyGenerations {
+                limit: self.inner.inflight_limit,
+            })?;
+        let state = self.inner.state.load_full();
+        let mut candidates = vec![state.resolve(&generation.model)?];
+        let fallbacks = if generation.fallback_models.is_empty() {
+            state.config.catalog.fallbacks(&generation.model)
+        } else {
+            generation.fallback_models.as_slice()
+        };
+        for id in fallbacks {
+            let c = state.resolve(id)?;
+            if !candidates.iter().any(|o| o.model.id == c.model.id) {
+                candidates.push(c);
+            }
+        }
+        // Each fallback model gets the caller's request as sent, with its own hooks applied: keep a pristine copy
+        // only when there is somewhere to fall back to.
+        let pristine = (candidates.len() > 1).then(|| generation.clone());
+        let metrics = Arc::clone(&self.inner.metrics);
+        let prepared = prepare(&state, &metrics, &candidates[0], generation).await?;
+        metrics.generation_started();
+        let setup = started.elapsed();
+        Ok(Run {
+            state,
+            metrics,
+            permit: Some(permit),
+            candidates,
+            current: 0,
+            pristine,
+            prepared: Some(prepared),
+            stream: None,
+            attempt: 0,
+            target_attempts: 0,
+            failures: Vec::new(),
+            last_error: None,
+            started: false,
+            saw_tool_call: false,
+            done: false,
+            decoded: Vec::with_capacity(16),
+            pending: VecDeque::with_capacity(16),
+            clock: Clock {
+                started,
+                busy: setup,
+                waiting: Duration::ZERO,
+                polled_at: None,
+            },
+            outcome: None,
+        })
+    }
+}
+
+/// The metrics `reason` of a start error.
+fn rejection_reason(e: &StartError) -> &'static str {
+    match e {
+        StartError::UnknownModel { .. } => "unknown_model",
+        StartError::Invalid(_) => "invalid_request",
+        StartError::Hook(_) => "hook",
+        StartError::TooManyGenerations { .. } => "too_many_generations",
+    }
+}
+
+/// A model the generation may be served by, resolved when the generation starts.
+struct Candidate {
+    model: ModelInfo,
+    provider: Provider,
+    labels: ModelLabels,
+}
+
+/// A candidate's request, built and ready to send.
+struct Prepared {
+    adapter: &'static dyn Adapter,
+    request: HttpRequest,
+    decoder: Box<dyn Decoder>,
+}
+
+/// Runs the hooks for `candidate` on `generation` and builds its provider request with its protocol's adapter.
+async fn prepare(
+    state: &State,
+    metrics: &Metrics,
+    candidate: &Candidate,
+    mut generation: pb::Generation,
+) -> Result<Prepared, StartError> {
+    let hook_headers = state
+        .hooks
+        .apply(&candidate.model, &mut generation, metrics)
+        .await?;
+    let adapter = candidate.model.protocol.adapter();
+    let target = Target {
+        model: &candidate.model,
+    };
+    let mut request = adapter.build(&generation, &target)?;
+    // Hook headers are operator policy: they replace the adapter's (whose reserved ones hooks cannot name).
+    for (name, value) in &hook_headers {
+        crate::hooks::set_header(&mut request.headers, name, value);
+    }
+    // Caller headers go last but cannot replace anything already set (validation refused auth and framing headers),
+    // so a caller can tag requests but never re-route, re-authenticate them or undo a hook.
+    for (name, value) in &generation.extra_headers {
+        let lower = name.to_ascii_lowercase();
+        if !request.headers.iter().any(|(n, _)| *n == lower) {
+            request.headers.push((lower, value.clone()));
+        }
+    }
+    let decoder = adapter.decoder(&target);
+    Ok(Prepared {
+        adapter,
+        request,
+        decoder,
+    })
+}
+
+/// Error kinds another model may not share: fall back on these once the model's own retries are spent. Never on
+/// invalid_request, content_filter or context_overflow (the request itself is the problem, or the caller must act,
+/// e.g. compact), nor on cancelled.
+fn falls_back(kind: ErrorKind) -> bool {
+    matches!(
+        kind,
+        ErrorKind::RateLimited
+            | ErrorKind::Overloaded
+            | ErrorKind::Timeout
+            | ErrorKind::Network
+            | ErrorKind::ProviderError
+            | ErrorKind::Auth
+    )
+}
+
+/// Where a generation's time went, measured at the few awaits that matter. `Instant::now` is a vDSO read: no lock,
+/// no allocation.
+struct Clock {
+    started: Instant,
+    /// Time inside the gateway's own code paths (start-up, and every poll of the stream), waits included.
+    busy: Duration,
+    /// Time of `busy` spent waiting on providers (open, body reads) or in retry delays.
+    waiting: Duration,
+    /// When the poll in progress began: the end is recorded inside a poll, whose time must count too.
+    polled_at: Option<Instant>,
 }
 
 /// The state of one generation in flight.
 struct Run {
-    gateway: Gateway,
-    adapter: &'static dyn Adapter,
-    model: ModelInfo,
-    provider: Provider,
-    request: HttpRequest,
-    decoder: Box<dyn Decoder>,
+    state: Arc<State>,
+    metrics: Arc<Metrics>,
+    /// The in-flight slot, given back as soon as the terminal event is queued (or the stream is dropped).
+    permit: Option<OwnedSemaphorePermit>,
+    /// The requested model, then its fallbacks, in order.
+    candidates: Vec<Candidate>,
+    /// Index into `candidates` of the model being tried.
+    current: usize,
+    /// The caller's request as sent, while a fallback may still need it.
+    pristine: Option<pb::Generation>,
+    /// The current candidate's request; `None` until a fallback candidate has been prepared.
+    prepared: Option<Prepared>,
     /// The open provider response, if any.
     stream: Option<ProviderStream>,
-    /// 1-based number of the attempt in progress.
+    /// 1-based number of provider requests made so far, across candidates.
     attempt: u32,
-    /// True once the first event went to the caller: from then on nothing is retried.
+    /// Provider requests made to the current candidate.
+    target_attempts: u32,
+    /// One line per candidate that failed, for the final error message.
+    failures: Vec<String>,
+    /// The last provider error and the candidate it came from, reported if every candidate fails.
+    last_error: Option<(usize, ProviderError)>,
+    /// True once the first event went to the caller: from then on nothing is retried or fallen back.
     started: bool,
     /// A tool call was emitted, so a `stop` finish is reported as `tool_calls`.
     saw_tool_call: bool,
@@ -160,10 +442,27 @@ struct Run {
     decoded: Vec<Event>,
     /// Events ready for the caller.
     pending: VecDeque<pb::StreamResponse>,
+    clock: Clock,
+    /// Set when the end has been recorded in the metrics.
+    outcome: Option<Outcome>,
 }
 
 impl Run {
+    fn candidate(&self) -> &Candidate {
+        // `current` only ever indexes `candidates` (it advances only while a next one exists).
+        &self.candidates[self.current]
+    }
+
     async fn next(&mut self) -> Option<pb::StreamResponse> {
+        let entered = Instant::now();
+        self.clock.polled_at = Some(entered);
+        let ev = self.step().await;
+        self.clock.busy += entered.elapsed();
+        self.clock.polled_at = None;
+        ev
+    }
+
+    async fn step(&mut self) -> Option<pb::StreamResponse> {
         loop {
             if let Some(ev) = self.pending.pop_front() {
                 return Some(ev);
@@ -171,16 +470,31 @@ impl Run {
             if self.done {
                 return None;
             }
+            if self.prepared.is_none() {
+                self.prepare_fallback().await;
+                continue;
+            }
             if self.stream.is_none() {
                 self.attempt += 1;
-                let auth = self.adapter.auth_headers(self.provider.api_key.expose());
-                match self
-                    .gateway
-                    .inner
-                    .transport
-                    .open(&self.provider.base_url, &auth, &self.request)
-                    .await
-                {
+                self.target_attempts += 1;
+                let opened = {
+                    let candidate = &self.candidates[self.current];
+                    let Some(prepared) = self.prepared.as_ref() else {
+                        continue;
+                    };
+                    let auth = prepared
+                        .adapter
+                        .auth_headers(candidate.provider.api_key.expose());
+                    let waited = Instant::now();
+                    let opened = self
+                        .state
+                        .transport
+                        .open(&candidate.provider.base_url, &auth, &prepared.request)
+                        .await;
+                    self.clock.waiting += waited.elapsed();
+                    opened
+                };
+                match opened {
                     Ok(s) => self.stream = Some(s),
                     Err(e) => {
                         self.fail_or_retry(e).await;
@@ -188,14 +502,55 @@ impl Run {
                     }
                 }
             }
-            let Some(stream) = self.stream.as_mut() else {
+            let (Some(stream), Some(prepared)) = (self.stream.as_mut(), self.prepared.as_mut())
+            else {
                 continue;
             };
-            match stream.pump(self.decoder.as_mut(), &mut self.decoded).await {
+            let waited = Instant::now();
+            let pumped = stream
+                .pump(prepared.decoder.as_mut(), &mut self.decoded)
+                .await;
+            self.clock.waiting += waited.elapsed();
+            match pumped {
                 Ok(_) => self.forward_decoded().await,
                 Err(e) => self.fail_or_retry(e).await,
             }
         }
+    }
+
+    /// Runs the hooks for the current (fallback) candidate and builds its request. A candidate that cannot be
+    /// prepared (its hook refused, its adapter cannot translate the request) is skipped like a failed one.
+    async fn prepare_fallback(&mut self) {
+        let Some(generation) = self.pristine.clone() else {
+            self.finish_failed();
+            return;
+        };
+        let candidate = &self.candidates[self.current];
+        match prepare(&self.state, &self.metrics, candidate, generation).await {
+            Ok(p) => self.prepared = Some(p),
+            Err(e) => {
+                tracing::warn!(
+                    message = "fallback model skipped",
+                    model = %candidate.model.id,
+                    error = %e,
+                );
+                self.failures
+                    .push(format!("{}: not attempted: {e}", candidate.model.id));
+                if self.current + 1 < self.candidates.len() {
+                    self.advance();
+                } else {
+                    self.finish_failed();
+                }
+            }
+        }
+    }
+
+    /// Moves to the next candidate.
+    fn advance(&mut self) {
+        self.current += 1;
+        self.prepared = None;
+        self.target_attempts = 0;
+        self.metrics.fallback(&self.candidate().labels);
     }
 
     /// Moves decoded events to the caller's queue; a failure before the first forwarded event may be retried.
@@ -211,13 +566,16 @@ impl Run {
                 return;
             }
             self.started = true;
-            self.pending.push_back(grpc::stream_start(
-                &self.provider.id,
-                &self.model.id,
-                self.attempt,
-            ));
+            // Nothing can fall back any more: let the caller's request go.
+            self.pristine = None;
+            let c = self.candidate();
+            let start = grpc::stream_start(&c.provider.id, &c.model.id, self.attempt);
+            self.metrics
+                .first_event(&c.labels, self.clock.started.elapsed());
+            self.pending.push_back(start);
             self.pending.push_back(grpc::step_start());
         }
+        let mut end: Option<(Outcome, Option<&'static str>, Option<Usage>)> = None;
         for mut ev in self.decoded.drain(..) {
             match &mut ev {
                 Event::ToolCall { .. } => self.saw_tool_call = true,
@@ -225,60 +583,176 @@ impl Run {
                     if self.saw_tool_call && f.reason == FinishReason::Stop {
                         f.reason = FinishReason::ToolCalls;
                     }
-                    self.done = true;
+                    end = Some((Outcome::Ok, None, Some(f.usage)));
                 }
                 Event::Error(e) => {
-                    scrub(e, &self.gateway.inner.secrets);
-                    self.done = true;
+                    scrub(e, &self.state.secrets);
+                    self.metrics
+                        .provider_error(&self.candidates[self.current].labels, e.kind.as_str());
+                    end = Some((Outcome::Error, Some(e.kind.as_str()), None));
                 }
                 _ => {}
             }
-            self.pending.push_back(grpc::event_to_pb(ev, &self.model));
-            if self.done {
+            self.pending
+                .push_back(grpc::event_to_pb(ev, &self.candidates[self.current].model));
+            if end.is_some() {
                 break;
             }
         }
         self.decoded.clear();
-        if self.done {
+        if let Some((outcome, kind, usage)) = end {
+            self.done = true;
             self.stream = None;
+            self.record_end(outcome, kind, usage);
         }
     }
 
-    /// Retries `err` when nothing reached the caller yet and the policy allows; otherwise ends with it.
-    ///
-    /// A generation that fails before any output gets `stream_start` (which attempt failed last) and the error, but
-    /// no `step_start`: no model step happened.
+    /// Retries `err` when nothing reached the caller yet and the policy allows, else falls back to the next model
+    /// when the error kind allows, else ends with it.
     async fn fail_or_retry(&mut self, mut err: ProviderError) {
         self.stream = None;
-        if !self.started {
-            if let Some(delay) = self.gateway.inner.config.retry.delay(self.attempt, &err) {
-                tracing::warn!(
-                    message = "provider attempt failed; retrying",
-                    provider = %self.provider.id,
-                    model = %self.model.id,
-                    attempt = self.attempt,
-                    kind = err.kind.as_str(),
-                    delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                );
-                self.decoder = self.adapter.decoder(&Target { model: &self.model });
-                tokio::time::sleep(delay).await;
-                return;
-            }
-            if self.attempt > 1 {
-                err.message = format!("{} (after {} attempts)", err.message, self.attempt);
-            }
-            self.started = true;
-            self.pending.push_back(grpc::stream_start(
-                &self.provider.id,
-                &self.model.id,
-                self.attempt,
+        self.metrics
+            .provider_error(&self.candidate().labels, err.kind.as_str());
+        if self.started {
+            scrub(&mut err, &self.state.secrets);
+            let kind = err.kind.as_str();
+            self.pending.push_back(grpc::event_to_pb(
+                Event::Error(err),
+                &self.candidate().model,
             ));
+            self.done = true;
+            self.record_end(Outcome::Error, Some(kind), None);
+            return;
         }
-        scrub(&mut err, &self.gateway.inner.secrets);
-        self.pending
-            .push_back(grpc::event_to_pb(Event::Error(err), &self.model));
-        self.done = true;
+        if let Some(delay) = self.state.config.retry.delay(self.target_attempts, &err) {
+            let c = self.candidate();
+            tracing::warn!(
+                message = "provider attempt failed; retrying",
+                provider = %c.provider.id,
+                model = %c.model.id,
+                attempt = self.attempt,
+                kind = err.kind.as_str(),
+                delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            );
+            if let Some(p) = self.prepared.as_mut() {
+                p.decoder = p.adapter.decoder(&Target {
+                    model: &self.candidates[self.current].model,
+                });
+            }
+            let slept = Instant::now();
+            tokio::time::sleep(delay).await;
+            self.clock.waiting += slept.elapsed();
+            return;
+        }
+        scrub(&mut err, &self.state.secrets);
+        let model = &self.candidates[self.current].model.id;
+        let summary = summarize(model, &err, self.target_attempts);
+        let fall_back = falls_back(err.kind) && self.current + 1 < self.candidates.len();
+        if fall_back {
+            tracing::warn!(
+                message = "model failed before any output; falling back",
+                model = %model,
+                kind = err.kind.as_str(),
+                attempts = self.target_attempts,
+                next = %self.candidates[self.current + 1].model.id,
+            );
+        }
+        self.failures.push(summary);
+        self.last_error = Some((self.current, err));
+        if fall_back {
+            self.advance();
+        } else {
+            self.finish_failed();
+        }
     }
+
+    /// Ends a generation that failed before any output: `stream_start` (naming the model that failed last and the
+    /// attempt count) and the error, but no `step_start`, because no model step happened.
+    fn finish_failed(&mut self) {
+        let Some((index, mut err)) = self.last_error.take() else {
+            // Unreachable in practice: the first candidate is always attempted before any fallback is prepared.
+            let kind = ErrorKind::ProviderError;
+            self.last_error = Some((
+                self.current,
+                ProviderError::new(kind, "no model could be attempted"),
+            ));
+            return self.finish_failed();
+        };
+        if self.failures.len() > 1 {
+            err.message = self.failures.join("; ");
+        } else if self.attempt > 1 {
+            err.message = format!("{} (after {} attempts)", err.message, self.attempt);
+        }
+        self.current = index;
+        let c = &self.candidates[index];
+        self.started = true;
+        self.pristine = None;
+        self.pending.push_back(grpc::stream_start(
+            &c.provider.id,
+            &c.model.id,
+            self.attempt,
+        ));
+        let kind = err.kind.as_str();
+        self.pending
+            .push_back(grpc::event_to_pb(Event::Error(err), &c.model));
+        self.done = true;
+        self.record_end(Outcome::Error, Some(kind), None);
+    }
+
+    fn record_end(
+        &mut self,
+        outcome: Outcome,
+        error_kind: Option<&'static str>,
+        usage: Option<Usage>,
+    ) {
+        if self.outcome.is_some() {
+            return;
+        }
+        self.outcome = Some(outcome);
+        self.permit = None;
+        let c = &self.candidates[self.current];
+        let cost_nano_usd =
+            usage.and_then(|u| c.model.pricing.as_ref().map(|p| p.cost_nano_usd(&u)));
+        // A cancel drops the poll mid-await, whose partial wait never reached `waiting`: count only whole polls then.
+        let in_poll = match (outcome, self.clock.polled_at) {
+            (Outcome::Cancelled, _) | (_, None) => Duration::ZERO,
+            (_, Some(t)) => t.elapsed(),
+        };
+        self.metrics.generation_ended(&Ended {
+            labels: &c.labels,
+            outcome,
+            duration: self.clock.started.elapsed(),
+            overhead: (self.clock.busy + in_poll).saturating_sub(self.clock.waiting),
+            error_kind,
+            usage,
+            cost_nano_usd,
+        });
+    }
+}
+
+impl Drop for Run {
+    /// A stream dropped before its terminal event was cancelled by the caller (or the server shut down).
+    fn drop(&mut self) {
+        if self.outcome.is_none() {
+            self.record_end(Outcome::Cancelled, None, None);
+        }
+    }
+}
+
+/// `"openai/gpt-4o: rate_limited (429) after 3 attempts: <message>"`: one candidate's failure in the final message.
+fn summarize(model: &str, err: &ProviderError, attempts: u32) -> String {
+    let mut line = format!("{model}: {}", err.kind.as_str());
+    if let Some(status) = err.http_status {
+        line.push_str(&format!(" ({status})"));
+    }
+    if attempts > 1 {
+        line.push_str(&format!(" after {attempts} attempts"));
+    }
+    if !err.message.is_empty() {
+        line.push_str(": ");
+        line.push_str(&err.message);
+    }
+    line
 }
 
 /// Removes provider keys from anything a provider echoed back.
@@ -295,5 +769,42 @@ fn scrub(e: &mut ProviderError, secrets: &[String]) {
 pub fn start_error_kind(e: &StartError) -> ErrorKind {
     match e {
         StartError::UnknownModel { .. } | StartError::Invalid(_) => ErrorKind::InvalidRequest,
+        StartError::Hook(_) => ErrorKind::ProviderError,
+        StartError::TooManyGenerations { .. } => ErrorKind::Overloaded,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fallback_kinds_are_the_ones_another_model_can_fix() {
+        use ErrorKind::*;
+        for k in [
+            RateLimited,
+            Overloaded,
+            Timeout,
+            Network,
+            ProviderError,
+            Auth,
+        ] {
+            assert!(falls_back(k), "{k:?}");
+        }
+        for k in [InvalidRequest, ContentFilter, ContextOverflow, Cancelled] {
+            assert!(!falls_back(k), "{k:?}");
+        }
+    }
+
+    #[test]
+    fn summaries_name_the_model_kind_status_and_attempts() {
+        let mut e = crate::error::ProviderError::new(ErrorKind::RateLimited, "slow down");
+        e.http_status = Some(429);
+        assert_eq!(
+            summarize("openai/gpt-4o", &e, 3),
+            "openai/gpt-4o: rate_limited (429) after 3 attempts: slow down"
+        );
+        let e = crate::error::ProviderError::new(ErrorKind::Timeout, "");
+        assert_eq!(summarize("a/b", &e, 1), "a/b: timeout");
     }
 }

@@ -11,6 +11,7 @@ use crate::catalog::ModelInfo;
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::{Event, FinishReason, Usage};
 use crate::generate::StartError;
+use crate::hooks::HookError;
 
 /// `google.rpc.ErrorInfo.domain` of every error this service returns.
 pub const ERROR_DOMAIN: &str = "llm-gateway";
@@ -30,6 +31,13 @@ const FORBIDDEN_HEADERS: &[&str] = &[
     "cookie",
     "anthropic-version",
 ];
+
+/// True for headers only the gateway may set (authentication, routing, framing, provider API versions): neither
+/// callers (`extra_headers`) nor hooks can set them.
+pub fn reserved_header(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    FORBIDDEN_HEADERS.contains(&lower.as_str()) || lower.starts_with("x-goog-")
+}
 
 /// An `INVALID_ARGUMENT` status with a `BadRequest` field violation naming `field`.
 pub fn invalid(field: &str, message: &str) -> Status {
@@ -202,10 +210,26 @@ pub fn validate(generation: Option<&pb::Generation>) -> Result<&pb::Generation, 
             "must be a JSON object keyed by protocol",
         ));
     }
+    if g.fallback_models.len() > crate::catalog::MAX_FALLBACKS {
+        return Err(invalid(
+            "generation.fallback_models",
+            &format!("at most {} models", crate::catalog::MAX_FALLBACKS),
+        ));
+    }
+    for (i, f) in g.fallback_models.iter().enumerate() {
+        match f.split_once('/') {
+            Some((p, m)) if !p.is_empty() && !m.is_empty() => {}
+            _ => {
+                return Err(invalid(
+                    &format!("generation.fallback_models[{i}]"),
+                    "must be `provider/model`",
+                ));
+            }
+        }
+    }
     for name in g.extra_headers.keys() {
-        let lower = name.to_ascii_lowercase();
         let field = format!("generation.extra_headers[{name}]");
-        if FORBIDDEN_HEADERS.contains(&lower.as_str()) || lower.starts_with("x-goog-") {
+        if reserved_header(name) {
             return Err(invalid(
                 &field,
                 "this header is set by the gateway and cannot be overridden",
@@ -248,7 +272,41 @@ pub fn start_error_status(e: &StartError) -> Status {
             Status::with_error_details(Code::NotFound, e.to_string(), details)
         }
         StartError::Invalid(b) => invalid(&b.field, &b.message),
+        StartError::Hook(h) => hook_error_status(h),
+        StartError::TooManyGenerations { limit } => {
+            let mut details = ErrorDetails::new();
+            details.set_error_info(
+                "TOO_MANY_GENERATIONS",
+                ERROR_DOMAIN,
+                [("limit".to_string(), limit.to_string())],
+            );
+            // Slots free up as streams end; a short delay spreads the callers' retries.
+            details.set_retry_info(Some(Duration::from_secs(1)));
+            Status::with_error_details(
+                Code::ResourceExhausted,
+                "too many concurrent generations",
+                details,
+            )
+        }
     }
+}
+
+/// A `fail_closed` hook failure: `UNAVAILABLE` when the hook did not answer in time or was unreachable (retrying
+/// later may work), `FAILED_PRECONDITION` when it refused the generation or answered something invalid (the same
+/// request will fail the same way until the hook or the configuration changes).
+pub fn hook_error_status(e: &HookError) -> Status {
+    let (code, reason) = if e.is_transient() {
+        (Code::Unavailable, "HOOK_UNAVAILABLE")
+    } else {
+        (Code::FailedPrecondition, "HOOK_FAILED")
+    };
+    let mut details = ErrorDetails::new();
+    details.set_error_info(
+        reason,
+        ERROR_DOMAIN,
+        [("hook".to_string(), e.hook().to_string())],
+    );
+    Status::with_error_details(code, e.to_string(), details)
 }
 
 /// The gRPC status a generation error becomes when the caller asked for one reply (`Generate`).

@@ -6,7 +6,10 @@
 //! - [`catalog`]: models, limits, capabilities and prices; exact integer nano-USD cost.
 //! - [`event`] / [`error`]: the unified events and the typed provider error.
 //! - [`adapter`]: one pure translation per wire protocol, over the shared SSE parser and HTTP transport.
-//! - [`generate`]: one generation end to end: resolve, build, send, retry before the first event, decode, cost.
+//! - [`generate`]: one generation end to end: resolve, hooks, build, send, retry and fall back before the first
+//!   event, decode, cost; and the reloadable state ([`generate::Gateway::reload`]).
+//! - [`hooks`]: declarative hooks and external `HooksService` calls that transform a request before it is built.
+//! - [`metrics`]: Prometheus metrics and the `/metrics` listener.
 //! - [`grpc`]: proto ↔ domain conversions and request validation.
 //! - [`server`]: the tonic service, auth, health, reflection and graceful shutdown; `server::run` is the one entry
 //!   that both `main` and the tests call.
@@ -18,5 +21,7 @@ pub mod error;
 pub mod event;
 pub mod generate;
 pub mod grpc;
+pub mod hooks;
+pub mod metrics;
 pub mod server;
 pub mod telemetry;

@@ -1,4 +1,5 @@
-//! `llm-gateway`: loads the configuration, binds the listener and serves until SIGTERM or SIGINT.
+//! `llm-gateway`: loads the configuration, binds the listeners and serves until SIGTERM or SIGINT; SIGHUP reloads
+//! the configuration file without dropping streams in flight.
 
 use std::path::PathBuf;
 
@@ -50,16 +51,66 @@ async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => Some(tokio::net::TcpListener::bind(addr).await?),
+        None => None,
+    };
     tracing::info!(
         message = "llm-gateway listening",
         addr = %listener.local_addr()?,
+        metrics = ?metrics_listener.as_ref().and_then(|l| l.local_addr().ok()),
         providers = ?config.providers.keys().collect::<Vec<_>>(),
         models = config.catalog.iter().count(),
     );
     let gateway = llm_gateway::generate::Gateway::new(config)?;
-    llm_gateway::server::run(gateway, listener, shutdown_signal()).await?;
+    // Metrics keep being served while in-flight streams drain, and stop once the server has.
+    let metrics_stop = tokio_util::sync::CancellationToken::new();
+    let metrics_task = metrics_listener.map(|l| {
+        tokio::spawn(llm_gateway::metrics::serve(
+            gateway.metrics(),
+            l,
+            metrics_stop.clone().cancelled_owned(),
+        ))
+    });
+    let reloader = tokio::spawn(reload_on_sighup(gateway.clone(), args.config.clone()));
+    let served = llm_gateway::server::run(gateway, listener, shutdown_signal()).await;
+    reloader.abort();
+    metrics_stop.cancel();
+    if let Some(task) = metrics_task {
+        let _ = task.await;
+    }
+    served?;
     tracing::info!(message = "llm-gateway stopped");
     Ok(())
+}
+
+/// Reloads the configuration on every SIGHUP. A configuration that fails validation is logged (naming the key) and
+/// the running one stays in force.
+async fn reload_on_sighup(gateway: llm_gateway::generate::Gateway, path: Option<PathBuf>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut hup = match signal(SignalKind::hangup()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(message = "cannot listen for SIGHUP; reloads are off", error = %e);
+                return;
+            }
+        };
+        while hup.recv().await.is_some() {
+            tracing::info!(message = "SIGHUP: reloading the configuration");
+            if let Err(e) = gateway.reload_from(path.as_deref(), &llm_gateway::config::ProcessEnv) {
+                tracing::error!(
+                    message = "configuration reload failed; keeping the running configuration",
+                    error = %e,
+                );
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (gateway, path);
+    }
 }
 
 /// Resolves on SIGTERM or SIGINT.

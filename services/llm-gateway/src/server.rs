@@ -1,6 +1,8 @@
 //! The gRPC server: `GatewayService`, caller authentication, health, reflection, limits and graceful shutdown.
 //!
-//! [`run`] is the one entry that both `main` and the tests call, with a listener and a shutdown future.
+//! [`run`] is the one entry that both `main` and the tests call, with a listener and a shutdown future. The
+//! configuration can change under a running server through [`Gateway::reload`]: every call reads the snapshot in
+//! force when it arrives (caller tokens included), while size and concurrency limits are fixed when `run` starts.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,7 +17,6 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
-use crate::config::Secret;
 use crate::generate::Gateway;
 use crate::grpc;
 
@@ -46,12 +47,12 @@ pub async fn run(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
 
+    let gateway_for_auth = gateway.clone();
     let service = GatewayServiceServer::new(GatewayRpc { gateway })
         .max_decoding_message_size(config.max_request_bytes)
         .max_encoding_message_size(usize::MAX);
     let auth = Auth {
-        tokens: config.auth_tokens.clone(),
-        open: config.allow_unauthenticated,
+        gateway: gateway_for_auth,
     };
 
     let token = CancellationToken::new();
@@ -101,12 +102,13 @@ impl GatewayService for GatewayRpc {
         &self,
         request: Request<pb::StreamRequest>,
     ) -> Result<Response<EventStream>, Status> {
-        let generation = grpc::validate(request.get_ref().generation.as_ref())?;
+        let generation = validated(request.into_inner().generation)?;
+        log_start(&generation);
         let events = self
             .gateway
             .stream(generation)
+            .await
             .map_err(|e| grpc::start_error_status(&e))?;
-        log_start(generation);
         Ok(Response::new(Box::pin(events.map(Ok))))
     }
 
@@ -114,12 +116,13 @@ impl GatewayService for GatewayRpc {
         &self,
         request: Request<pb::GenerateRequest>,
     ) -> Result<Response<pb::GenerateResponse>, Status> {
-        let generation = grpc::validate(request.get_ref().generation.as_ref())?;
+        let generation = validated(request.into_inner().generation)?;
+        log_start(&generation);
         let events = self
             .gateway
             .stream(generation)
+            .await
             .map_err(|e| grpc::start_error_status(&e))?;
-        log_start(generation);
         let mut events = std::pin::pin!(events);
         let mut collector = grpc::Collector::default();
         while let Some(ev) = events.next().await {
@@ -146,9 +149,8 @@ impl GatewayService for GatewayRpc {
                     .ok_or_else(|| grpc::invalid("page_token", "not a token from this API"))?,
             )
         };
-        let mut models = self
-            .gateway
-            .config()
+        let config = self.gateway.config();
+        let mut models = config
             .catalog
             .iter()
             .filter(|m| req.provider.is_empty() || m.provider == req.provider)
@@ -180,6 +182,13 @@ impl GatewayService for GatewayRpc {
             model: Some(model_to_pb(&model)),
         }))
     }
+}
+
+/// Validates the request's generation and hands it over by value: the gateway edits it in place (hooks) instead of
+/// copying a request that may be megabytes long.
+fn validated(generation: Option<pb::Generation>) -> Result<pb::Generation, Status> {
+    grpc::validate(generation.as_ref())?;
+    generation.ok_or_else(|| grpc::invalid("generation", "required"))
 }
 
 fn log_start(g: &pb::Generation) {
@@ -248,16 +257,17 @@ fn model_to_pb(m: &crate::catalog::ModelInfo) -> pb::Model {
     }
 }
 
-/// Bearer-token check for every call of `GatewayService` (health and reflection are not wrapped).
+/// Bearer-token check for every call of `GatewayService` (health and reflection are not wrapped). Tokens come from
+/// the configuration in force, so a reload rotates them.
 #[derive(Clone)]
 struct Auth {
-    tokens: Vec<Secret>,
-    open: bool,
+    gateway: Gateway,
 }
 
 impl tonic::service::Interceptor for Auth {
     fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
-        if self.open && self.tokens.is_empty() {
+        let config = self.gateway.config();
+        if config.allow_unauthenticated && config.auth_tokens.is_empty() {
             return Ok(request);
         }
         let presented = request
@@ -271,8 +281,8 @@ impl tonic::service::Interceptor for Auth {
             .ok_or_else(|| {
                 Status::unauthenticated("missing `authorization: Bearer <token>` metadata")
             })?;
-        if self
-            .tokens
+        if config
+            .auth_tokens
             .iter()
             .any(|t| constant_time_eq(t.expose().as_bytes(), presented.as_bytes()))
         {

@@ -189,7 +189,7 @@ mod tests {
             id: crate::ids::new("msg"),
             role: pb::Role::Assistant as i32,
             finish: finish.into(),
-            completed_at: completed.then(|| prost_types::Timestamp {
+            completed_at: completed.then_some(prost_types::Timestamp {
                 seconds: 1,
                 nanos: 0,
             }),

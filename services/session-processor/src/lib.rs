@@ -11,6 +11,7 @@
 //! - [`config`]: typed, validated configuration and agents.
 //! - [`tools`]: built-in workspace tools confined to the session's workspace, permission rules, doom-loop detection.
 
+pub mod app;
 pub mod config;
 pub mod history;
 pub mod ids;

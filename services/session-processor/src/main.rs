@@ -1,10 +1,8 @@
 //! `session-processor`: loads the configuration, connects to Redis and the gateway, and serves until SIGTERM/SIGINT.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::Parser;
-use session_processor::config::{Config, ProcessEnv};
 
 /// Runs LLM sessions with tools through llm-gateway, persisted in Redis.
 #[derive(Parser)]
@@ -34,17 +32,7 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let config = Arc::new(Config::load(args.config.as_deref(), &ProcessEnv)?);
-    let store =
-        session_processor::store::Store::connect(&config.redis_url, &config.redis_prefix).await?;
-    store.ping().await?;
-    let gateway =
-        session_processor::run_loop::gateway_client(&config.gateway_url, &config.gateway_token)?;
-    let listener = tokio::net::TcpListener::bind(config.listen).await?;
-    tracing::info!(message = "session-processor listening", addr = %listener.local_addr()?, agents = ?config.agents.keys().collect::<Vec<_>>());
-    let engine = session_processor::run_loop::Engine::new(store, gateway, config);
-    session_processor::server::run(engine, listener, shutdown_signal()).await?;
-    Ok(())
+    session_processor::app::serve(args.config.as_deref(), shutdown_signal()).await
 }
 
 async fn shutdown_signal() {

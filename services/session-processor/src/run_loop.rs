@@ -155,7 +155,8 @@ impl Engine {
         }
     }
 
-    /// Resumes a session whose lease is free but whose history still has work (a replica died mid-step).
+    /// Resumes a session whose lease is free but whose loop never finished (its replica died mid-step): the new
+    /// loop closes the orphaned parts and carries on. Returns whether this replica took it.
     pub async fn resume(self: &Arc<Self>, session_id: &str) -> Result<bool, LoopError> {
         let Some(fence) = self
             .store
@@ -164,8 +165,46 @@ impl Engine {
         else {
             return Ok(false);
         };
+        if self.store.get_session(session_id).await?.is_none() {
+            self.store.clear_active(session_id).await?;
+            return Ok(false);
+        }
+        tracing::info!(message = "resuming a session whose replica stopped mid-loop", session_id = %session_id);
         self.spawn_loop(session_id.to_string(), fence, RunInputs::default());
         Ok(true)
+    }
+
+    /// Every `interval`, looks for sessions marked active with no lease holder and resumes them. Runs until
+    /// `stop` is cancelled. Sessions whose lease is still held are left alone, so a live owner never loses them.
+    pub async fn recover(self: Arc<Self>, interval: Duration, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(interval) => {}
+            }
+            let ids = match self.store.active_sessions().await {
+                Ok(ids) => ids,
+                Err(e) => {
+                    tracing::warn!(message = "recovery scan failed", error = %e);
+                    continue;
+                }
+            };
+            for id in ids {
+                if self
+                    .running
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .contains_key(&id)
+                {
+                    continue;
+                }
+                if matches!(self.store.lease_holder(&id).await, Ok(None))
+                    && let Err(e) = self.resume(&id).await
+                {
+                    tracing::warn!(message = "resume failed", session_id = %id, error = %e);
+                }
+            }
+        }
     }
 
     async fn persist_user_message(
@@ -236,6 +275,9 @@ impl Engine {
             .insert(session_id.clone(), token.clone());
         let engine = Arc::clone(self);
         tokio::spawn(async move {
+            if let Err(e) = engine.store.mark_active(&session_id).await {
+                tracing::warn!(message = "cannot mark the session active", session_id = %session_id, error = %e);
+            }
             let mut fence = fence;
             let mut inputs = inputs;
             loop {
@@ -254,6 +296,9 @@ impl Engine {
                         )
                         .await;
                 }
+                // Cleared before the lease is released, so a sweeper never sees "active, no lease" for a loop that
+                // simply finished.
+                let _ = engine.store.clear_active(&session_id).await;
                 let _ = engine.store.release_lease(&session_id, &fence).await;
                 // A prompt queued between the loop's last check and the release would otherwise wait forever.
                 let queued = engine
@@ -272,6 +317,7 @@ impl Engine {
                     Ok(Some(f)) => {
                         fence = f;
                         inputs = RunInputs::default();
+                        let _ = engine.store.mark_active(&session_id).await;
                     }
                     _ => break,
                 }
@@ -927,11 +973,35 @@ impl Engine {
         fence: &Fence,
     ) -> Result<Vec<pb::Message>, LoopError> {
         let ts = now();
+        let orphaned = history
+            .iter()
+            .any(|m| m.role() == pb::Role::Assistant && m.completed_at.is_none());
+        let streamed = if orphaned {
+            self.streamed_text(&history).await?
+        } else {
+            HashMap::new()
+        };
         for m in history
             .iter_mut()
             .filter(|m| m.role() == pb::Role::Assistant && m.completed_at.is_none())
         {
             let mut changed = Vec::new();
+            // Deltas are published at once but written to the part coalesced: what the dead replica published and
+            // did not yet write is recovered from the event log, so nothing a caller saw is lost.
+            for p in m.parts.iter_mut() {
+                let Some(full) = streamed.get(&p.id) else {
+                    continue;
+                };
+                let text = match p.kind.as_mut() {
+                    Some(pb::part::Kind::Text(t)) => &mut t.text,
+                    Some(pb::part::Kind::Reasoning(r)) => &mut r.text,
+                    _ => continue,
+                };
+                if full.len() > text.len() && full.starts_with(text.as_str()) {
+                    text.clone_from(full);
+                    changed.push(p.clone());
+                }
+            }
             for p in m.parts.iter_mut() {
                 let touched = match p.kind.as_mut() {
                     Some(pb::part::Kind::Text(t)) if t.ended_at.is_none() => {
@@ -960,6 +1030,7 @@ impl Engine {
                     _ => false,
                 };
                 if touched {
+                    changed.retain(|c: &pb::Part| c.id != p.id);
                     changed.push(p.clone());
                 }
             }
@@ -993,6 +1064,32 @@ impl Engine {
             .into_iter()
             .filter(|m| m.finish != "interrupted")
             .collect())
+    }
+
+    /// The text each part received through `part_delta` events still in the session's event log.
+    async fn streamed_text(
+        &self,
+        history: &[pb::Message],
+    ) -> Result<HashMap<String, String>, LoopError> {
+        let Some(session_id) = history.first().map(|m| m.session_id.clone()) else {
+            return Ok(HashMap::new());
+        };
+        let mut text: HashMap<String, String> = HashMap::new();
+        let mut after = "0".to_string();
+        loop {
+            let events = self
+                .store
+                .read_events(&session_id, &after, None, 1000)
+                .await?;
+            let Some(last) = events.last() else { break };
+            after.clone_from(&last.event_id);
+            for ev in events {
+                if let Some(pb::session_event::Event::PartDelta(d)) = ev.event {
+                    text.entry(d.part_id).or_default().push_str(&d.delta);
+                }
+            }
+        }
+        Ok(text)
     }
 
     async fn settle_session(

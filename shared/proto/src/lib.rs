@@ -1,10 +1,11 @@
 //! Generated types for the product's public gRPC API.
 //!
-//! - [`gateway`]: `llm.gateway.v1`, the llm-gateway's generation and catalog API.
+//! - [`gateway`]: `llm.gateway.v1`, the llm-gateway's generation and catalog API, and the `HooksService` that
+//!   operators implement to transform generations (the gateway is its client).
 //! - [`sessions`]: `llm.sessions.v1`, the session-processor's API.
 //! - [`FILE_DESCRIPTOR_SET`]: the compiled descriptors, for gRPC server reflection.
 
-/// `llm.gateway.v1`: one model generation per call, streamed as unified events.
+/// `llm.gateway.v1`: one model generation per call, streamed as unified events; and the hooks API.
 pub mod gateway {
     #![allow(clippy::all, missing_docs)]
     tonic::include_proto!("llm.gateway.v1");

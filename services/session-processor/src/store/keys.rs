@@ -131,6 +131,12 @@ pub(super) fn index(prefix: &str) -> String {
     format!("{prefix}sessions")
 }
 
+/// Global set of sessions with a loop in progress, so any replica can find sessions whose owner died (their lease
+/// expired while they were still in this set) and resume them.
+pub(super) fn active(prefix: &str) -> String {
+    format!("{prefix}active")
+}
+
 /// Checks a message, part, call or permission id: non-empty and bounded. These ids follow a fixed suffix in the key
 /// name, so no content can make two different ids produce the same key.
 pub(super) fn check_id(what: &str, id: &str) -> Result<(), StoreError> {

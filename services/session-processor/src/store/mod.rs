@@ -346,7 +346,7 @@ impl Store {
     ) -> Result<(Vec<pb::Session>, Option<String>), StoreError> {
         let page_size = page_size.max(1);
         let index = keys::index(&self.prefix);
-        let batch = (page_size + 1).clamp(16, 512);
+        let batch = page_size.saturating_add(1).clamp(16, 512);
         let mut conn = self.conn.clone();
         // Keyset paging on (score, id) rather than ranks, so concurrent inserts and deletes neither repeat nor skip
         // sessions. Equal scores come in descending id order, so "after the cursor" is: lower score, or the same
@@ -883,6 +883,37 @@ impl Store {
             Self::status(code, session_id, None, String::new)
         })
         .await
+    }
+
+    /// Records that a loop runs for this session (until [`Store::clear_active`]), so a replica that finds it here
+    /// without a lease knows the owner died mid-loop.
+    pub async fn mark_active(&self, session_id: &str) -> Result<(), StoreError> {
+        keys::check_id("session id", session_id)?;
+        let _: i64 = redis::cmd("SADD")
+            .arg(keys::active(&self.prefix))
+            .arg(session_id)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(())
+    }
+
+    /// The loop for this session finished normally.
+    pub async fn clear_active(&self, session_id: &str) -> Result<(), StoreError> {
+        let _: i64 = redis::cmd("SREM")
+            .arg(keys::active(&self.prefix))
+            .arg(session_id)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(())
+    }
+
+    /// Sessions marked active (a loop was running, or its owner died before clearing the mark).
+    pub async fn active_sessions(&self) -> Result<Vec<String>, StoreError> {
+        let ids: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(keys::active(&self.prefix))
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(ids)
     }
 
     /// Whether prompts are waiting in the queue (a loop about to go idle checks this after releasing its lease, so

@@ -222,6 +222,8 @@ async fn session_crud_and_paging_newest_first() {
         );
         assert_eq!(pages, 5usize.div_ceil(page_size), "page size {page_size}");
     }
+    let (page, next) = store.list_sessions(usize::MAX, None).await.unwrap();
+    assert_eq!((page.len(), next), (5, None));
     let err = store.list_sessions(2, Some("garbage")).await.unwrap_err();
     assert!(matches!(err, StoreError::InvalidArgument(_)), "{err}");
 

@@ -1,41 +1,149 @@
-//! Google Gemini adapter (stub: being written).
+//! Google Gemini adapter (`POST {base}/v1beta/models/{model}:streamGenerateContent?alt=sse`, provider-protocols.md
+//! §4).
+//!
+//! - `request` builds the body from a unified [`pb::Generation`] and applies the fixes of provider-protocols.md §6
+//!   that Gemini needs: empty parts and turns dropped, same-role turns merged, function results answered in the
+//!   order of the calls they pair with, thought signatures replayed only to the model that made them (and the
+//!   Gemini 3 sentinel where none is known), the tool JSON Schema lowered to Gemini's OpenAPI subset (`schema`),
+//!   thinking budgets clamped to what each model family accepts.
+//! - `decode` turns the `data:` chunks (and the bare error object Google writes outside SSE framing) back into
+//!   unified [`Event`](crate::event::Event)s.
+//!
+//! # Replay metadata
+//!
+//! Gemini hands out opaque `thoughtSignature`s that must come back on the same part of the next request, and
+//! sometimes its own `functionCall.id`. Both travel in [`ReplayMetadata`], the JSON the decoder puts on
+//! `ToolCall.metadata` and `ReasoningEnd.metadata` and the request builder reads back from
+//! `ToolCallPart.provider_metadata` / `ReasoningPart.provider_metadata`:
+//!
+//! - a signature on a `functionCall` part rides on that call's `ToolCall`;
+//! - a signature on a thought part rides on the `ReasoningEnd` of its reasoning block;
+//! - a signature on any other part (typically the final empty `{"text": ""}` part, after the answer text) becomes
+//!   a reasoning block of its own with no text: `ReasoningStart` + `ReasoningEnd` carrying the signature, in stream
+//!   order, so replaying the conversation puts it back where it was. When a reasoning block is still open and the
+//!   signed part has no text, the signature joins that block instead.
 
-use super::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target};
-use crate::error::ProviderError;
-use crate::event::Event;
-use llm_proto::gateway as pb;
+mod decode;
+mod request;
+#[cfg(test)]
+mod request_tests;
+mod schema;
+#[cfg(test)]
+mod schema_tests;
+#[cfg(test)]
+mod stream_tests;
 
-/// Google Gemini.
+use serde::{Deserialize, Serialize};
+
+use super::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
+
+pub use decode::GeminiDecoder;
+
+/// The `thoughtSignature` Google documents for replaying a function call whose real signature is unknown (history
+/// from another model or provider). Gemini 3 refuses a function call without a signature; this value tells it to
+/// skip the check (provider-protocols.md §6.3).
+pub const SKIP_THOUGHT_SIGNATURE: &str = "skip_thought_signature_validator";
+
+/// Opaque data the Gemini adapter hands out with `ToolCall` and `ReasoningEnd` and needs back on the next step.
+///
+/// Serialised as a JSON object with only the fields that are set, e.g. `{"thought_signature":"CtIDAVSo…"}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayMetadata {
+    /// Gemini's `thoughtSignature` for the part, sent back unchanged on the replayed part. Signatures are only
+    /// valid for the model that produced them, so they are replayed only to that model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thought_signature: Option<String>,
+    /// Gemini's own `functionCall.id`, when it sent one. Only such ids go back on the wire (on the replayed
+    /// `functionCall` and on the `functionResponse` answering it): ids the decoder synthesized never leave the
+    /// gateway, because the Gemini API has answered client-made ids with `Unknown name "id"` 400s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function_call_id: Option<String>,
+}
+
+impl ReplayMetadata {
+    /// The metadata as event JSON, or `None` when there is nothing to replay.
+    pub fn to_json(&self) -> Option<String> {
+        if self.thought_signature.is_none() && self.function_call_id.is_none() {
+            return None;
+        }
+        serde_json::to_string(self).ok()
+    }
+
+    /// Reads metadata this adapter produced; anything else (another protocol's JSON, garbage) reads as empty, since
+    /// replay data is an optimisation the request stays valid without.
+    pub fn from_json(json: &str) -> ReplayMetadata {
+        serde_json::from_str(json).unwrap_or_default()
+    }
+}
+
+/// The Google Gemini protocol. Stateless: every call is a pure translation.
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Gemini;
 
 impl Adapter for Gemini {
     fn protocol(&self) -> Protocol {
         Protocol::Gemini
     }
-    fn build(&self, _g: &pb::Generation, _t: &Target<'_>) -> Result<HttpRequest, BuildError> {
-        Err(BuildError::new(
-            "generation.model",
-            "the gemini protocol is not implemented yet",
-        ))
+
+    fn build(
+        &self,
+        generation: &pb::Generation,
+        target: &Target<'_>,
+    ) -> Result<HttpRequest, BuildError> {
+        request::build(generation, target)
     }
-    fn auth_headers(&self, _key: &str) -> Vec<(&'static str, String)> {
-        Vec::new()
+
+    fn auth_headers(&self, api_key: &str) -> Vec<(&'static str, String)> {
+        // A header, never the `key=` query parameter the REST docs also allow: a URL ends up in proxy and access
+        // logs, a header does not. Omitted without a key, for keyless local proxies.
+        if api_key.is_empty() {
+            return Vec::new();
+        }
+        vec![("x-goog-api-key", api_key.to_string())]
     }
-    fn decoder(&self, _t: &Target<'_>) -> Box<dyn Decoder> {
-        Box::new(Unimplemented)
+
+    fn decoder(&self, _target: &Target<'_>) -> Box<dyn Decoder> {
+        Box::new(GeminiDecoder::new())
     }
 }
 
-struct Unimplemented;
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl Decoder for Unimplemented {
-    fn frame(&mut self, _event: &str, _data: &str, out: &mut Vec<Event>) {
-        out.push(Event::Error(ProviderError::malformed("not implemented")));
+    #[test]
+    fn auth_header_is_x_goog_api_key_and_omitted_without_key() {
+        assert_eq!(
+            Gemini.auth_headers("AIza-test"),
+            vec![("x-goog-api-key", "AIza-test".to_string())]
+        );
+        assert!(Gemini.auth_headers("").is_empty());
+        assert_eq!(Gemini.protocol(), Protocol::Gemini);
+        assert_eq!(Protocol::Gemini.adapter().protocol(), Protocol::Gemini);
     }
-    fn end(&mut self, out: &mut Vec<Event>) {
-        out.push(Event::Error(ProviderError::malformed("not implemented")));
-    }
-    fn is_done(&self) -> bool {
-        true
+
+    #[test]
+    fn replay_metadata_round_trips_and_omits_unset_fields() {
+        let m = ReplayMetadata {
+            thought_signature: Some("c2ln".into()),
+            function_call_id: None,
+        };
+        assert_eq!(
+            m.to_json().as_deref(),
+            Some(r#"{"thought_signature":"c2ln"}"#)
+        );
+        assert_eq!(
+            ReplayMetadata::from_json(r#"{"thought_signature":"c2ln"}"#),
+            m
+        );
+        assert_eq!(ReplayMetadata::default().to_json(), None);
+        assert_eq!(
+            ReplayMetadata::from_json(r#"{"signature":"anthropic"}"#),
+            ReplayMetadata::default()
+        );
+        assert_eq!(
+            ReplayMetadata::from_json("not json"),
+            ReplayMetadata::default()
+        );
     }
 }

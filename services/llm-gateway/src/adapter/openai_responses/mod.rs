@@ -1,41 +1,110 @@
-//! OpenAI Responses adapter (stub: being written).
+//! OpenAI Responses (`POST {base}/responses`, provider-protocols.md §2).
+//!
+//! - `request` builds the body from a unified [`pb::Generation`]: `instructions` plus typed `input` items, flat
+//!   function tools, `store: false` always (the gateway keeps no state, so nothing may depend on a stored response),
+//!   and for reasoning models `include: ["reasoning.encrypted_content"]`, so a reasoning item can be replayed on the
+//!   next step from the [`ReasoningMetadata`] the caller stored, to the same model only.
+//! - `decode` turns the `response.*` events back into unified [`Event`](crate::event::Event)s. Block ids are the
+//!   provider's item ids (`msg_…`, `rs_…`); tool calls carry the item's `call_id` (`call_…`), never its item id
+//!   (`fc_…`), because the `call_id` is what a `function_call_output` must quote on the next step.
 
-use super::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target};
-use crate::error::ProviderError;
-use crate::event::Event;
-use llm_proto::gateway as pb;
+mod decode;
+mod request;
+#[cfg(test)]
+mod stream_tests;
 
-/// OpenAI Responses.
+use serde::{Deserialize, Serialize};
+
+use super::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
+
+pub use decode::ResponsesDecoder;
+
+/// Appended to the provider base URL, which already ends in `/v1` as with the OpenAI SDK.
+pub const RESPONSES_PATH: &str = "/responses";
+
+/// What the adapter needs back to replay a reasoning item: the JSON of `ReasoningEnd.metadata` (and so of the
+/// `ProviderMetadata.json` a caller sends back with the reasoning part).
+///
+/// With `store: false` the provider cannot look the item up by id, so the encrypted content is the reasoning
+/// itself; without it the item is not replayed at all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReasoningMetadata {
+    /// The reasoning item's id (`rs_…`).
+    pub item_id: String,
+    /// The opaque `encrypted_content` of the completed item, when the provider sent one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encrypted_content: Option<String>,
+}
+
+/// The OpenAI Responses adapter. Stateless: every call is a pure translation.
+#[derive(Debug, Clone, Copy, Default)]
 pub struct OpenAiResponses;
 
 impl Adapter for OpenAiResponses {
     fn protocol(&self) -> Protocol {
         Protocol::OpenaiResponses
     }
-    fn build(&self, _g: &pb::Generation, _t: &Target<'_>) -> Result<HttpRequest, BuildError> {
-        Err(BuildError::new(
-            "generation.model",
-            "the openai_responses protocol is not implemented yet",
-        ))
+
+    fn build(
+        &self,
+        generation: &pb::Generation,
+        target: &Target<'_>,
+    ) -> Result<HttpRequest, BuildError> {
+        request::build(generation, target)
     }
-    fn auth_headers(&self, _key: &str) -> Vec<(&'static str, String)> {
-        Vec::new()
+
+    fn auth_headers(&self, api_key: &str) -> Vec<(&'static str, String)> {
+        // Same rule as Chat Completions: a keyless local server behind this protocol must not get `Bearer `.
+        if api_key.is_empty() {
+            return Vec::new();
+        }
+        vec![("authorization", format!("Bearer {api_key}"))]
     }
-    fn decoder(&self, _t: &Target<'_>) -> Box<dyn Decoder> {
-        Box::new(Unimplemented)
+
+    fn decoder(&self, _target: &Target<'_>) -> Box<dyn Decoder> {
+        Box::new(ResponsesDecoder::new())
     }
 }
 
-struct Unimplemented;
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl Decoder for Unimplemented {
-    fn frame(&mut self, _event: &str, _data: &str, out: &mut Vec<Event>) {
-        out.push(Event::Error(ProviderError::malformed("not implemented")));
+    #[test]
+    fn auth_header_is_bearer_and_omitted_without_key() {
+        assert_eq!(
+            OpenAiResponses.auth_headers("sk-test"),
+            vec![("authorization", "Bearer sk-test".to_string())]
+        );
+        assert!(OpenAiResponses.auth_headers("").is_empty());
     }
-    fn end(&mut self, out: &mut Vec<Event>) {
-        out.push(Event::Error(ProviderError::malformed("not implemented")));
+
+    #[test]
+    fn protocol_is_openai_responses() {
+        assert_eq!(OpenAiResponses.protocol(), Protocol::OpenaiResponses);
+        assert_eq!(
+            Protocol::OpenaiResponses.adapter().protocol(),
+            Protocol::OpenaiResponses
+        );
     }
-    fn is_done(&self) -> bool {
-        true
+
+    #[test]
+    fn reasoning_metadata_json_shape() {
+        let full = ReasoningMetadata {
+            item_id: "rs_1".into(),
+            encrypted_content: Some("gAAA".into()),
+        };
+        let text = serde_json::to_string(&full).unwrap_or_default();
+        assert_eq!(text, r#"{"item_id":"rs_1","encrypted_content":"gAAA"}"#);
+        let bare = ReasoningMetadata {
+            item_id: "rs_2".into(),
+            encrypted_content: None,
+        };
+        let text = serde_json::to_string(&bare).unwrap_or_default();
+        assert_eq!(text, r#"{"item_id":"rs_2"}"#);
+        assert_eq!(
+            serde_json::from_str::<ReasoningMetadata>(&text).ok(),
+            Some(bare)
+        );
     }
 }

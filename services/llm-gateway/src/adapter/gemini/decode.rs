@@ -1,0 +1,503 @@
+//! Stream decoder: `streamGenerateContent?alt=sse` chunks → unified [`Event`]s (provider-protocols.md §4 "Chunks").
+//!
+//! Gemini names no events: every `data:` frame is a whole `GenerateContentResponse`, and the stream simply ends
+//! when the connection closes, the last chunk carrying `finishReason`. Chunks are parsed into small borrowed structs
+//! (no `serde_json::Value` walk except for function arguments, which are re-serialised anyway).
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+use super::ReplayMetadata;
+use crate::adapter::Decoder;
+use crate::adapter::classify::{MAX_PROVIDER_BODY, classify, truncate};
+use crate::error::{ErrorKind, ProviderError};
+use crate::event::{Event, Finish, FinishReason, Usage};
+
+/// Decodes one Gemini stream.
+///
+/// Block ids are running counters per kind: text blocks `t0`, `t1`, … and reasoning blocks `r0`, `r1`, …. A block
+/// closes when content of another kind arrives (a function call, text after thoughts, thoughts after text) or at
+/// the end. A function call arrives whole in one part, so its four events (`ToolInputStart`, one `ToolInputDelta`
+/// with the serialised arguments, `ToolInputEnd`, `ToolCall`) are pushed at once. Its id is Gemini's
+/// `functionCall.id` when present, else `call_<responseId>_<n>` (`call_<n>` before any `responseId`), `n` counting
+/// the calls of this stream: deterministic for a given stream, and unique across the steps of a conversation
+/// because every response has its own id.
+///
+/// Where thought signatures go is described in the module docs of [`super`].
+#[derive(Debug, Default)]
+pub struct GeminiDecoder {
+    done: bool,
+    response_id: String,
+    response_model: String,
+    /// Id of the open text block.
+    text: Option<String>,
+    text_blocks: u32,
+    /// The open reasoning block.
+    reasoning: Option<Reasoning>,
+    reasoning_blocks: u32,
+    /// Function calls seen so far, for synthesized ids and the `STOP` → tool calls rule.
+    calls: u32,
+    /// The raw `finishReason` of the first candidate, once a chunk carried one.
+    finish_reason: Option<String>,
+    /// `promptFeedback.blockReason` of a chunk without candidates: the prompt itself was refused.
+    block_reason: Option<String>,
+    /// The latest `usageMetadata` (each chunk carries running totals), normalised.
+    usage: Option<Usage>,
+}
+
+/// An open reasoning block.
+#[derive(Debug)]
+struct Reasoning {
+    id: String,
+    /// The signature of one of its parts, handed out on `ReasoningEnd`.
+    signature: Option<String>,
+}
+
+impl GeminiDecoder {
+    /// A decoder at the start of a stream.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn fail(&mut self, err: ProviderError, out: &mut Vec<Event>) {
+        self.done = true;
+        out.push(Event::Error(err));
+    }
+
+    fn malformed(&mut self, err: &serde_json::Error, data: &str, out: &mut Vec<Event>) {
+        let mut e = ProviderError::malformed(format!("malformed Gemini stream chunk: {err}"));
+        e.provider_body = truncate(data, MAX_PROVIDER_BODY).to_string();
+        self.fail(e, out);
+    }
+
+    fn close_text(&mut self, out: &mut Vec<Event>) {
+        if let Some(id) = self.text.take() {
+            out.push(Event::TextEnd { id });
+        }
+    }
+
+    fn close_reasoning(&mut self, out: &mut Vec<Event>) {
+        if let Some(r) = self.reasoning.take() {
+            out.push(Event::ReasoningEnd {
+                id: r.id,
+                metadata: signature_metadata(r.signature),
+            });
+        }
+    }
+
+    fn next_reasoning_id(&mut self) -> String {
+        let id = format!("r{}", self.reasoning_blocks);
+        self.reasoning_blocks += 1;
+        id
+    }
+
+    /// A thought part: text into the open reasoning block (opened after any text block), its signature kept for
+    /// the block's end. A second signature starts a new block, so none is lost.
+    fn thought(&mut self, text: &str, signature: Option<String>, out: &mut Vec<Event>) {
+        if text.is_empty() && signature.is_none() {
+            return;
+        }
+        self.close_text(out);
+        if signature.is_some()
+            && self
+                .reasoning
+                .as_ref()
+                .is_some_and(|r| r.signature.is_some())
+        {
+            self.close_reasoning(out);
+        }
+        if self.reasoning.is_none() {
+            let id = self.next_reasoning_id();
+            out.push(Event::ReasoningStart { id: id.clone() });
+            self.reasoning = Some(Reasoning {
+                id,
+                signature: None,
+            });
+        }
+        let Some(r) = self.reasoning.as_mut() else {
+            return;
+        };
+        if !text.is_empty() {
+            out.push(Event::ReasoningDelta {
+                id: r.id.clone(),
+                delta: text.to_string(),
+            });
+        }
+        if signature.is_some() {
+            r.signature = signature;
+        }
+    }
+
+    /// A visible text part (possibly empty), and the signature some text parts carry.
+    fn text(&mut self, text: &str, signature: Option<String>, out: &mut Vec<Event>) {
+        if !text.is_empty() {
+            self.close_reasoning(out);
+            let id = match &self.text {
+                Some(id) => id.clone(),
+                None => {
+                    let id = format!("t{}", self.text_blocks);
+                    self.text_blocks += 1;
+                    out.push(Event::TextStart { id: id.clone() });
+                    self.text = Some(id.clone());
+                    id
+                }
+            };
+            out.push(Event::TextDelta {
+                id,
+                delta: text.to_string(),
+            });
+        }
+        let Some(signature) = signature else { return };
+        match &mut self.reasoning {
+            // The usual `{"text": "", "thoughtSignature": …}` right after the thoughts: it signs them.
+            Some(r) if text.is_empty() && r.signature.is_none() => r.signature = Some(signature),
+            _ => {
+                // No block can take it: it becomes a reasoning block of its own, with no text, in stream order.
+                self.close_text(out);
+                self.close_reasoning(out);
+                let id = self.next_reasoning_id();
+                out.push(Event::ReasoningStart { id: id.clone() });
+                out.push(Event::ReasoningEnd {
+                    id,
+                    metadata: signature_metadata(Some(signature)),
+                });
+            }
+        }
+    }
+
+    /// A whole function call: its four events at once, with the signature and Gemini's id as replay metadata.
+    fn function_call(
+        &mut self,
+        call: FunctionCall<'_>,
+        signature: Option<String>,
+        out: &mut Vec<Event>,
+    ) {
+        self.close_text(out);
+        self.close_reasoning(out);
+        let n = self.calls;
+        self.calls += 1;
+        let provider_id = call.id.filter(|id| !id.is_empty()).map(Cow::into_owned);
+        let call_id = match &provider_id {
+            Some(id) => id.clone(),
+            None if self.response_id.is_empty() => format!("call_{n}"),
+            None => format!("call_{}_{n}", self.response_id),
+        };
+        let tool = call.name.map(Cow::into_owned).unwrap_or_default();
+        // `args` is absent for a call without arguments (provider-protocols.md §4, "no-args tool call").
+        let input_json = match call.args {
+            Some(serde_json::Value::Null) | None => "{}".to_string(),
+            Some(args) => args.to_string(),
+        };
+        out.push(Event::ToolInputStart {
+            call_id: call_id.clone(),
+            tool: tool.clone(),
+        });
+        out.push(Event::ToolInputDelta {
+            call_id: call_id.clone(),
+            delta: input_json.clone(),
+        });
+        out.push(Event::ToolInputEnd {
+            call_id: call_id.clone(),
+        });
+        out.push(Event::ToolCall {
+            call_id,
+            tool,
+            input_json,
+            metadata: ReplayMetadata {
+                thought_signature: signature,
+                function_call_id: provider_id,
+            }
+            .to_json(),
+        });
+    }
+
+    fn chunk(&mut self, chunk: Chunk<'_>, data: &str, out: &mut Vec<Event>) {
+        if chunk.error.is_some() {
+            // Not seen from Google itself, but proxies re-frame the bare error object as a `data:` line.
+            self.fail(classify(None, None, data), out);
+            return;
+        }
+        // The first non-empty values: every chunk repeats them.
+        if self.response_id.is_empty()
+            && let Some(id) = chunk.response_id
+        {
+            self.response_id = id.into_owned();
+        }
+        if self.response_model.is_empty()
+            && let Some(model) = chunk.model_version
+        {
+            self.response_model = model.into_owned();
+        }
+        let candidates = chunk.candidates.unwrap_or_default();
+        if candidates.is_empty()
+            && let Some(reason) = chunk
+                .prompt_feedback
+                .and_then(|f| f.block_reason)
+                .filter(|r| !r.is_empty())
+        {
+            self.block_reason = Some(reason.into_owned());
+        }
+        // Only the first candidate: the gateway never asks for `candidateCount > 1`.
+        if let Some(candidate) = candidates.into_iter().find(|c| c.index.unwrap_or(0) == 0) {
+            let parts = candidate.content.and_then(|c| c.parts).unwrap_or_default();
+            for part in parts {
+                let signature = part
+                    .thought_signature
+                    .filter(|s| !s.is_empty())
+                    .map(Cow::into_owned);
+                let text = part.text.unwrap_or_default();
+                if let Some(call) = part.function_call {
+                    self.function_call(call, signature, out);
+                } else if part.thought == Some(true) {
+                    self.thought(&text, signature, out);
+                } else {
+                    // Text, or a part this stream cannot carry (inline images, code execution): its signature is
+                    // still kept.
+                    self.text(&text, signature, out);
+                }
+            }
+            if let Some(reason) = candidate.finish_reason.filter(|r| !r.is_empty()) {
+                self.finish_reason = Some(reason.into_owned());
+            }
+        }
+        // A running total on every chunk: the last one wins.
+        if let Some(u) = &chunk.usage_metadata {
+            self.usage = Some(normalize_usage(u));
+        }
+    }
+
+    /// Ends the stream successfully: closes the open blocks, then `Finish`.
+    fn finish(&mut self, out: &mut Vec<Event>) {
+        self.close_reasoning(out);
+        self.close_text(out);
+        let (reason, raw_reason) = match (self.finish_reason.take(), self.block_reason.take()) {
+            (Some(raw), _) => (map_finish_reason(&raw, self.calls > 0), raw),
+            // A refused prompt is a finished step whose output the filter stopped, like a candidate-level
+            // `SAFETY`: one path for every "filtered" outcome, and the prompt tokens are still reported.
+            (None, Some(block)) => (FinishReason::ContentFilter, block),
+            (None, None) => (FinishReason::Other, String::new()),
+        };
+        self.done = true;
+        out.push(Event::Finish(Finish {
+            reason,
+            raw_reason,
+            usage: self.usage.unwrap_or_default(),
+            response_id: std::mem::take(&mut self.response_id),
+            response_model: std::mem::take(&mut self.response_model),
+        }));
+    }
+}
+
+/// `ReasoningEnd.metadata` for a block with this signature.
+fn signature_metadata(signature: Option<String>) -> Option<String> {
+    ReplayMetadata {
+        thought_signature: signature,
+        function_call_id: None,
+    }
+    .to_json()
+}
+
+/// provider-protocols.md §5: Gemini's finish reasons. `STOP` with function calls is reported as `ToolCalls`.
+/// `MALFORMED_FUNCTION_CALL` (the model produced a call Gemini could not parse, so the step has no usable output)
+/// is `Error`, as in the unified model, and the raw string stays in `raw_reason`.
+fn map_finish_reason(raw: &str, had_calls: bool) -> FinishReason {
+    match raw {
+        "STOP" if had_calls => FinishReason::ToolCalls,
+        "STOP" => FinishReason::Stop,
+        "MAX_TOKENS" => FinishReason::Length,
+        "SAFETY"
+        | "RECITATION"
+        | "BLOCKLIST"
+        | "PROHIBITED_CONTENT"
+        | "SPII"
+        | "IMAGE_SAFETY"
+        | "IMAGE_PROHIBITED_CONTENT"
+        | "IMAGE_RECITATION" => FinishReason::ContentFilter,
+        "MALFORMED_FUNCTION_CALL" => FinishReason::Error,
+        // OTHER, LANGUAGE, UNEXPECTED_TOOL_CALL, TOO_MANY_TOOL_CALLS, NO_IMAGE, FINISH_REASON_UNSPECIFIED, newer ones.
+        _ => FinishReason::Other,
+    }
+}
+
+/// design.md §3 usage: `promptTokenCount` includes the cached tokens, so they are taken out of `input`; the prompt
+/// Gemini built for tool use (`toolUsePromptTokenCount`, not in `promptTokenCount`) is input too. Candidates
+/// exclude thoughts, so output and reasoning are disjoint already.
+fn normalize_usage(u: &WireUsage) -> Usage {
+    let cache_read = u.cached_content_token_count.unwrap_or(0);
+    Usage {
+        input: u
+            .prompt_token_count
+            .unwrap_or(0)
+            .saturating_sub(cache_read)
+            .saturating_add(u.tool_use_prompt_token_count.unwrap_or(0)),
+        cache_read,
+        cache_write: 0,
+        output: u.candidates_token_count.unwrap_or(0),
+        reasoning: u.thoughts_token_count.unwrap_or(0),
+    }
+}
+
+/// `{"error": …}` or `[{"error": …}]` (the array shape of a non-SSE body, provider-protocols.md §0).
+fn is_error_body(value: &serde_json::Value) -> bool {
+    let first = match value {
+        serde_json::Value::Array(items) => items.first(),
+        other => Some(other),
+    };
+    first.is_some_and(|v| v.get("error").is_some())
+}
+
+impl Decoder for GeminiDecoder {
+    fn frame(&mut self, _event: &str, data: &str, out: &mut Vec<Event>) {
+        if self.done {
+            return;
+        }
+        let data = data.trim();
+        if data.is_empty() {
+            return;
+        }
+        match serde_json::from_str::<Chunk<'_>>(data) {
+            Ok(chunk) => self.chunk(chunk, data, out),
+            Err(e) => self.malformed(&e, data, out),
+        }
+    }
+
+    /// Google writes its mid-stream error as a bare pretty-printed object after the last event (§4 "Errors"); its
+    /// `status` and numeric `code` (e.g. `UNAVAILABLE`/503) tell `classify` the kind even without an HTTP status.
+    /// A body that is not SSE at all (a JSON array of chunks, as without `alt=sse`) is decoded chunk by chunk.
+    fn bare_json(&mut self, json: &str, out: &mut Vec<Event>) {
+        if self.done {
+            return;
+        }
+        let value: serde_json::Value = match serde_json::from_str(json) {
+            Ok(v) => v,
+            Err(e) => return self.malformed(&e, json, out),
+        };
+        if is_error_body(&value) {
+            self.fail(classify(None, None, json), out);
+            return;
+        }
+        if value.is_array() {
+            match serde_json::from_str::<Vec<Chunk<'_>>>(json) {
+                Ok(chunks) => {
+                    for chunk in chunks {
+                        if self.done {
+                            break;
+                        }
+                        self.chunk(chunk, json, out);
+                    }
+                }
+                Err(e) => self.malformed(&e, json, out),
+            }
+        } else {
+            self.frame("", json, out);
+        }
+    }
+
+    fn end(&mut self, out: &mut Vec<Event>) {
+        if self.done {
+            return;
+        }
+        if self.finish_reason.is_some() || self.block_reason.is_some() {
+            self.finish(out);
+        } else {
+            // Gemini ends every stream by closing the connection, so only a missing `finishReason` tells a cut
+            // stream from a complete one.
+            self.fail(
+                ProviderError::new(
+                    ErrorKind::Network,
+                    "stream ended before the provider finished",
+                ),
+                out,
+            );
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        self.done
+    }
+}
+
+// ---- Wire types ----------------------------------------------------------------------------------------------------
+// Every field is optional: Gemini omits empty fields, and a new field or part type must not cost the whole stream.
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Chunk<'a> {
+    #[serde(borrow, default)]
+    candidates: Option<Vec<Candidate<'a>>>,
+    #[serde(default)]
+    usage_metadata: Option<WireUsage>,
+    #[serde(borrow, default)]
+    model_version: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    response_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    prompt_feedback: Option<PromptFeedback<'a>>,
+    /// Only its presence matters; `classify` reads the frame itself.
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Candidate<'a> {
+    #[serde(borrow, default)]
+    content: Option<Content<'a>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+    #[serde(default)]
+    index: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct Content<'a> {
+    #[serde(borrow, default)]
+    parts: Option<Vec<Part<'a>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Part<'a> {
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default)]
+    thought: Option<bool>,
+    #[serde(borrow, default)]
+    thought_signature: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    function_call: Option<FunctionCall<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionCall<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default)]
+    args: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PromptFeedback<'a> {
+    #[serde(borrow, default)]
+    block_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireUsage {
+    #[serde(default)]
+    prompt_token_count: Option<u64>,
+    #[serde(default)]
+    cached_content_token_count: Option<u64>,
+    #[serde(default)]
+    candidates_token_count: Option<u64>,
+    #[serde(default)]
+    thoughts_token_count: Option<u64>,
+    #[serde(default)]
+    tool_use_prompt_token_count: Option<u64>,
+}

@@ -1,0 +1,816 @@
+//! Request builder: unified [`pb::Generation`] → `streamGenerateContent` JSON body. A pure function of its inputs,
+//! so a retried or replayed step sends the same bytes and hits Gemini's implicit prompt cache.
+//!
+//! Fixes applied here (provider-protocols.md §4, §6), each because the API rejects the request otherwise:
+//! - empty text is dropped, then turns left without parts: Gemini refuses an empty `parts` array and a part with
+//!   no data field;
+//! - consecutive turns of the same role are merged (tool results are `user` turns), and in a user turn the
+//!   `functionResponse` parts come first, in the order of the calls they answer: Gemini pairs results with calls by
+//!   name and position when there are no ids. A result is paired with a call of the previous model turn by call id,
+//!   else by function name;
+//! - a tool result's `response` is always an object: `{"output": …}`, or `{"error": …}` for a failed tool;
+//! - call ids the decoder synthesized never go on the wire (see [`ReplayMetadata::function_call_id`]);
+//! - thought signatures go back only to the model that produced them; on Gemini 3 the first `functionCall` of a
+//!   model turn without a known signature gets [`SKIP_THOUGHT_SIGNATURE`];
+//! - tool schemas are lowered to Gemini's OpenAPI subset ([`super::schema`]), and a tool without properties is
+//!   declared without `parameters`;
+//! - the thinking budget is clamped to the model family's range (2.5 Pro cannot turn thinking off);
+//! - JSON output together with function calling is refused before Gemini 3, which rejects the combination.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
+
+use super::{ReplayMetadata, SKIP_THOUGHT_SIGNATURE, schema};
+use crate::adapter::{BuildError, HttpRequest, Protocol, Target, pb};
+use crate::catalog::ModelInfo;
+
+use pb::file_part::Source;
+use pb::part::Kind;
+
+/// Body keys the gateway builds itself, in both spellings Gemini's JSON parser accepts; `provider_options_json`
+/// cannot set them, or a caller could smuggle in tools or a conversation the gateway never validated.
+const RESERVED: [&str; 7] = [
+    "contents",
+    "systemInstruction",
+    "system_instruction",
+    "tools",
+    "toolConfig",
+    "tool_config",
+    "model",
+];
+
+/// Most stop sequences Gemini accepts.
+const MAX_STOP_SEQUENCES: usize = 5;
+
+/// Thinking budgets for an effort without an explicit budget, before clamping to the model family's range.
+const EFFORT_BUDGETS: [(pb::reasoning::Effort, u32); 4] = [
+    (pb::reasoning::Effort::Minimal, 512),
+    (pb::reasoning::Effort::Low, 1024),
+    (pb::reasoning::Effort::Medium, 8192),
+    (pb::reasoning::Effort::High, 24_576),
+];
+
+/// Model families whose request rules differ, told apart by the model name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Family {
+    /// Gemini 3: `thinkingLevel`, mandatory thought signatures on function calls, JSON output with tools.
+    Gemini3,
+    /// Gemini 2.5 Pro: thinking budget 128..=32768, cannot be turned off.
+    Pro25,
+    /// Gemini 2.5 Flash: thinking budget 0..=24576 (0 turns it off).
+    Flash25,
+    /// Gemini 2.5 Flash-Lite: thinking budget 512..=24576, or 0 (off, its default).
+    FlashLite25,
+    /// Anything else (Gemini 2.0, unlisted models): no family-specific rule is applied.
+    Other,
+}
+
+impl Family {
+    /// The family of a Gemini model name such as `gemini-2.5-flash-lite-preview-06-17`.
+    pub(super) fn of(name: &str) -> Family {
+        if name.starts_with("gemini-3") {
+            Family::Gemini3
+        } else if name.starts_with("gemini-2.5-pro") {
+            Family::Pro25
+        } else if name.starts_with("gemini-2.5-flash-lite") {
+            Family::FlashLite25
+        } else if name.starts_with("gemini-2.5-flash") {
+            Family::Flash25
+        } else {
+            Family::Other
+        }
+    }
+
+    /// `(smallest budget while thinking, largest budget, whether 0 turns thinking off)`, or `None` when unknown.
+    fn budget_range(self) -> Option<(u32, u32, bool)> {
+        match self {
+            Family::Pro25 => Some((128, 32_768, false)),
+            Family::Flash25 => Some((1, 24_576, true)),
+            Family::FlashLite25 => Some((512, 24_576, true)),
+            Family::Gemini3 | Family::Other => None,
+        }
+    }
+}
+
+/// Builds the HTTP request for `g` on `t`.
+pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
+    let model = t.model;
+    let name = model.name.as_str();
+    // The name goes into the URL path: anything but a plain model name could walk to another endpoint.
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+    {
+        return Err(BuildError::new(
+            "generation.model",
+            format!("`{name}` is not a valid Gemini model name (letters, digits, `.`, `-`, `_`)"),
+        ));
+    }
+    let family = Family::of(name);
+
+    let mut body = Map::new();
+    let contents = contents(g, model, family)?;
+    if contents.is_empty() {
+        return Err(BuildError::new(
+            "generation.messages",
+            "no message has any content to send",
+        ));
+    }
+    body.insert("contents".into(), Value::Array(contents));
+
+    let system = join_non_empty(g.system.iter().map(String::as_str), "\n\n");
+    if !system.is_empty() {
+        body.insert(
+            "systemInstruction".into(),
+            json!({ "parts": [{ "text": system }] }),
+        );
+    }
+
+    let choice = tool_config(g)?;
+    if !g.tools.is_empty() {
+        body.insert("tools".into(), tools(&g.tools)?);
+        if let Some(choice) = choice {
+            body.insert("toolConfig".into(), choice);
+        }
+    }
+
+    let generation_config = generation_config(g, model, family)?;
+    if !generation_config.is_empty() {
+        body.insert("generationConfig".into(), Value::Object(generation_config));
+    }
+
+    merge_provider_options(&mut body, &g.provider_options_json)?;
+
+    if body.contains_key("cachedContent")
+        && ["systemInstruction", "tools", "toolConfig"]
+            .iter()
+            .any(|k| body.contains_key(*k))
+    {
+        // Gemini answers this combination with a 400: the cached content already holds them.
+        return Err(BuildError::new(
+            "generation.provider_options_json",
+            "`gemini.cachedContent` cannot be combined with system sections or tools: Gemini takes them from the \
+             cached content, so put them there",
+        ));
+    }
+
+    Ok(HttpRequest {
+        path: format!("/v1beta/models/{name}:streamGenerateContent?alt=sse"),
+        headers: Vec::new(),
+        body: Value::Object(body),
+    })
+}
+
+/// `text` pieces joined by `sep`, skipping empty ones.
+fn join_non_empty<'a>(pieces: impl Iterator<Item = &'a str>, sep: &str) -> String {
+    let mut out = String::new();
+    for piece in pieces.filter(|p| !p.is_empty()) {
+        if !out.is_empty() {
+            out.push_str(sep);
+        }
+        out.push_str(piece);
+    }
+    out
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    User,
+    Model,
+}
+
+/// One turn of `contents`, before it is serialised.
+struct Turn {
+    role: Role,
+    parts: Vec<Part>,
+}
+
+/// One part of a turn, before it is serialised.
+struct Part {
+    value: Map<String, Value>,
+    /// The caller's call id on `functionCall` and `functionResponse` parts: what pairs a result with its call,
+    /// whether or not the id itself goes on the wire.
+    call_id: Option<String>,
+}
+
+impl Part {
+    fn plain(value: Map<String, Value>) -> Part {
+        Part {
+            value,
+            call_id: None,
+        }
+    }
+
+    fn call(value: Map<String, Value>, call_id: &str) -> Part {
+        Part {
+            value,
+            call_id: (!call_id.is_empty()).then(|| call_id.to_string()),
+        }
+    }
+}
+
+/// What the request knows about one tool call of the conversation, by call id.
+struct CallInfo<'a> {
+    name: &'a str,
+    /// Gemini's own id for the call, when it sent one.
+    provider_id: Option<String>,
+}
+
+/// The `contents` array: turns with empty parts dropped, same-role turns merged, results ordered by their calls.
+fn contents(
+    g: &pb::Generation,
+    model: &ModelInfo,
+    family: Family,
+) -> Result<Vec<Value>, BuildError> {
+    // Results are paired with calls by id across the whole conversation: a result needs its call's function name
+    // (when the caller left it out) and Gemini's own id for the call.
+    let mut calls: HashMap<&str, CallInfo<'_>> = HashMap::new();
+    for m in g
+        .messages
+        .iter()
+        .filter(|m| m.role() == pb::Role::Assistant)
+    {
+        for p in &m.parts {
+            if let Some(Kind::ToolCall(c)) = &p.kind
+                && !c.call_id.is_empty()
+            {
+                calls.insert(
+                    c.call_id.as_str(),
+                    CallInfo {
+                        name: c.tool_name.as_str(),
+                        provider_id: gemini_meta(c.provider_metadata.as_ref())
+                            .and_then(|m| m.function_call_id),
+                    },
+                );
+            }
+        }
+    }
+
+    let mut turns: Vec<Turn> = Vec::new();
+    for (i, m) in g.messages.iter().enumerate() {
+        let role = match m.role() {
+            pb::Role::User | pb::Role::Tool => Role::User,
+            pb::Role::Assistant => Role::Model,
+            pb::Role::Unspecified => {
+                return Err(BuildError::new(
+                    format!("generation.messages[{i}].role"),
+                    "the role must be user, assistant or tool",
+                ));
+            }
+        };
+        let mut parts = Vec::with_capacity(m.parts.len());
+        for (j, p) in m.parts.iter().enumerate() {
+            let field = format!("generation.messages[{i}].parts[{j}]");
+            // A part with no content is dropped like an empty text: Gemini refuses a part with no data field.
+            let Some(kind) = &p.kind else { continue };
+            let part = match (m.role(), kind) {
+                (pb::Role::User | pb::Role::Assistant, Kind::Text(t)) => {
+                    (!t.text.is_empty()).then(|| Part::plain(text_part(&t.text)))
+                }
+                (pb::Role::User | pb::Role::Assistant, Kind::File(f)) => {
+                    file_part(f, model, &field)?.map(Part::plain)
+                }
+                (pb::Role::Assistant, Kind::Reasoning(r)) => {
+                    reasoning_part(r, model).map(Part::plain)
+                }
+                (pb::Role::Assistant, Kind::ToolCall(c)) => {
+                    Some(Part::call(call_part(c, model, &field)?, &c.call_id))
+                }
+                (pb::Role::User | pb::Role::Tool, Kind::ToolResult(r)) => {
+                    Some(Part::call(response_part(r, &calls, &field)?, &r.call_id))
+                }
+                // Tool messages hold results only; an empty text there is harmless and dropped.
+                (pb::Role::Tool, Kind::Text(t)) if t.text.is_empty() => None,
+                (role, _) => {
+                    return Err(BuildError::new(
+                        field,
+                        format!(
+                            "this kind of part is not allowed in a {} message",
+                            role.as_str_name()
+                        ),
+                    ));
+                }
+            };
+            parts.extend(part);
+        }
+        if parts.is_empty() {
+            continue;
+        }
+        match turns.last_mut() {
+            Some(last) if last.role == role => last.parts.append(&mut parts),
+            _ => turns.push(Turn { role, parts }),
+        }
+    }
+
+    for k in 1..turns.len() {
+        if turns[k].role == Role::User && turns[k - 1].role == Role::Model {
+            let called: Vec<(Option<String>, String)> = called_functions(&turns[k - 1])
+                .into_iter()
+                .map(|(id, name)| (id.map(String::from), name.to_string()))
+                .collect();
+            order_responses(&mut turns[k], &called);
+        }
+    }
+    if family == Family::Gemini3 {
+        for turn in turns.iter_mut().filter(|t| t.role == Role::Model) {
+            sign_first_call(turn);
+        }
+    }
+
+    Ok(turns
+        .into_iter()
+        .map(|t| {
+            json!({
+                "role": match t.role { Role::User => "user", Role::Model => "model" },
+                "parts": t.parts.into_iter().map(|p| Value::Object(p.value)).collect::<Vec<_>>(),
+            })
+        })
+        .collect())
+}
+
+fn text_part(text: &str) -> Map<String, Value> {
+    Map::from_iter([("text".to_string(), Value::from(text))])
+}
+
+/// The Gemini replay data on `meta`, when it was made by this protocol (any model).
+fn gemini_meta(meta: Option<&pb::ProviderMetadata>) -> Option<ReplayMetadata> {
+    meta.filter(|m| m.protocol == Protocol::Gemini.as_str())
+        .map(|m| ReplayMetadata::from_json(&m.json))
+}
+
+/// The thought signature on `meta`, when it was made by this exact model: a signature is only valid there.
+fn own_signature(meta: Option<&pb::ProviderMetadata>, model: &ModelInfo) -> Option<String> {
+    let meta = meta.filter(|m| m.model == model.id)?;
+    gemini_meta(Some(meta))?
+        .thought_signature
+        .filter(|s| !s.is_empty())
+}
+
+/// `inlineData` for bytes, `fileData` for a URL Gemini fetches itself. Empty data is dropped like empty text.
+fn file_part(
+    f: &pb::FilePart,
+    model: &ModelInfo,
+    field: &str,
+) -> Result<Option<Map<String, Value>>, BuildError> {
+    let media = f
+        .media_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    if media.starts_with("image/") && !model.capabilities.vision {
+        return Err(BuildError::new(
+            format!("{field}.file"),
+            "this model does not accept images",
+        ));
+    }
+    let part = match &f.source {
+        Some(Source::Data(d)) if d.is_empty() => return Ok(None),
+        Some(Source::Data(d)) => {
+            if media.is_empty() {
+                // Gemini needs the type of inline data and guessing it from bytes is not the gateway's job.
+                return Err(BuildError::new(
+                    format!("{field}.file.media_type"),
+                    "inline file data needs a media type",
+                ));
+            }
+            json!({ "inlineData": { "mimeType": media, "data": base64(d) } })
+        }
+        Some(Source::Url(u)) if u.trim().is_empty() => {
+            return Err(BuildError::new(
+                format!("{field}.file.url"),
+                "the file has an empty url",
+            ));
+        }
+        Some(Source::Url(u)) if media.is_empty() => json!({ "fileData": { "fileUri": u } }),
+        Some(Source::Url(u)) => json!({ "fileData": { "mimeType": media, "fileUri": u } }),
+        None => {
+            return Err(BuildError::new(
+                format!("{field}.file"),
+                "the file has no data or url",
+            ));
+        }
+    };
+    Ok(part.as_object().cloned())
+}
+
+/// Replays reasoning as a thought part with its signature, only to the Gemini model that produced it; anything else
+/// is dropped (Gemini does not read thoughts from other models, and a foreign signature fails validation). Thought
+/// text without a signature is dropped too: Gemini ignores replayed thought text, so it would only cost tokens.
+fn reasoning_part(r: &pb::ReasoningPart, model: &ModelInfo) -> Option<Map<String, Value>> {
+    let signature = own_signature(r.provider_metadata.as_ref(), model)?;
+    let mut part = Map::new();
+    part.insert("text".into(), Value::from(r.text.as_str()));
+    // A signature-only block (see the module docs of `super`) came from a plain empty text part: it goes back as
+    // one. The empty `text` is the part's data field, which Gemini requires.
+    if !r.text.is_empty() {
+        part.insert("thought".into(), Value::Bool(true));
+    }
+    part.insert("thoughtSignature".into(), Value::from(signature));
+    Some(part)
+}
+
+/// A `functionCall` part, with its thought signature when this model made it and Gemini's own id when it sent one.
+fn call_part(
+    c: &pb::ToolCallPart,
+    model: &ModelInfo,
+    field: &str,
+) -> Result<Map<String, Value>, BuildError> {
+    let args_field = || format!("{field}.tool_call.input_json");
+    let args: Value = if c.input_json.trim().is_empty() {
+        Value::Object(Map::new())
+    } else {
+        serde_json::from_str(&c.input_json)
+            .map_err(|e| BuildError::new(args_field(), format!("not valid JSON: {e}")))?
+    };
+    if !args.is_object() {
+        return Err(BuildError::new(args_field(), "must be a JSON object"));
+    }
+    if c.tool_name.is_empty() {
+        return Err(BuildError::new(
+            format!("{field}.tool_call.tool_name"),
+            "a tool call needs the tool name",
+        ));
+    }
+    let mut call = Map::new();
+    call.insert("name".into(), Value::from(c.tool_name.as_str()));
+    call.insert("args".into(), args);
+    if let Some(id) = gemini_meta(c.provider_metadata.as_ref()).and_then(|m| m.function_call_id) {
+        call.insert("id".into(), Value::from(id));
+    }
+    let mut part = Map::new();
+    part.insert("functionCall".into(), Value::Object(call));
+    if let Some(signature) = own_signature(c.provider_metadata.as_ref(), model) {
+        part.insert("thoughtSignature".into(), Value::from(signature));
+    }
+    Ok(part)
+}
+
+/// A `functionResponse` part. `response` must be an object, so the output is wrapped as `{"output": …}`, or
+/// `{"error": …}` for a failed tool (the shape python-genai documents).
+fn response_part(
+    r: &pb::ToolResultPart,
+    calls: &HashMap<&str, CallInfo<'_>>,
+    field: &str,
+) -> Result<Map<String, Value>, BuildError> {
+    let call = calls.get(r.call_id.as_str());
+    let name = if r.tool_name.is_empty() {
+        call.map(|c| c.name).unwrap_or_default()
+    } else {
+        r.tool_name.as_str()
+    };
+    if name.is_empty() {
+        return Err(BuildError::new(
+            format!("{field}.tool_result.tool_name"),
+            "Gemini pairs results with calls by function name; set the tool name or a call_id of an earlier call",
+        ));
+    }
+    let key = if r.is_error { "error" } else { "output" };
+    let mut response = Map::new();
+    response.insert("name".into(), Value::from(name));
+    response.insert(
+        "response".into(),
+        Value::Object(Map::from_iter([(
+            key.to_string(),
+            Value::from(r.output.as_str()),
+        )])),
+    );
+    if let Some(id) = call.and_then(|c| c.provider_id.clone()) {
+        response.insert("id".into(), Value::from(id));
+    }
+    Ok(Map::from_iter([(
+        "functionResponse".to_string(),
+        Value::Object(response),
+    )]))
+}
+
+/// The name of a `functionCall` or `functionResponse` part.
+fn function_name<'p>(part: &'p Part, kind: &str) -> Option<&'p str> {
+    part.value.get(kind)?.get("name")?.as_str()
+}
+
+/// `(caller's call id, name)` of every `functionCall` in a model turn, in order.
+fn called_functions(turn: &Turn) -> Vec<(Option<&str>, &str)> {
+    turn.parts
+        .iter()
+        .filter_map(|p| Some((p.call_id.as_deref(), function_name(p, "functionCall")?)))
+        .collect()
+}
+
+/// Puts the `functionResponse` parts of a user turn first, in the order of the calls they answer (paired by the
+/// caller's call id, else by name), unpaired responses after them and every other part last, each group in its
+/// original order.
+fn order_responses(turn: &mut Turn, called: &[(Option<String>, String)]) {
+    let mut used = vec![false; called.len()];
+    let mut keyed: Vec<((u8, usize), Part)> = Vec::with_capacity(turn.parts.len());
+    for (pos, part) in std::mem::take(&mut turn.parts).into_iter().enumerate() {
+        let key = match function_name(&part, "functionResponse") {
+            Some(name) => {
+                let by_id = part.call_id.as_deref().and_then(|id| {
+                    (0..called.len()).find(|&k| !used[k] && called[k].0.as_deref() == Some(id))
+                });
+                let slot =
+                    by_id.or_else(|| (0..called.len()).find(|&k| !used[k] && called[k].1 == name));
+                match slot {
+                    Some(k) => {
+                        used[k] = true;
+                        (0, k)
+                    }
+                    None => (1, pos),
+                }
+            }
+            None => (2, pos),
+        };
+        keyed.push((key, part));
+    }
+    keyed.sort_by_key(|(key, _)| *key);
+    turn.parts = keyed.into_iter().map(|(_, p)| p).collect();
+}
+
+/// Gemini 3 validates the signature of the first function call of each model turn ("Function call is missing a
+/// thought_signature"). When it is unknown (history from another model), the documented sentinel goes there. Later
+/// calls of the turn are left as they are: Gemini signs only the first of parallel calls.
+fn sign_first_call(turn: &mut Turn) {
+    if let Some(first) = turn
+        .parts
+        .iter_mut()
+        .find(|p| p.value.contains_key("functionCall"))
+    {
+        first
+            .value
+            .entry("thoughtSignature")
+            .or_insert_with(|| Value::from(SKIP_THOUGHT_SIGNATURE));
+    }
+}
+
+/// Standard base64 with padding (`inlineData.data`), kept local to avoid a dependency for one function.
+fn base64(data: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let byte = |k: usize| u32::from(chunk.get(k).copied().unwrap_or(0));
+        let n = (byte(0) << 16) | (byte(1) << 8) | byte(2);
+        let sextet = |shift: u32| char::from(ALPHABET[((n >> shift) & 63) as usize]);
+        out.push(sextet(18));
+        out.push(sextet(12));
+        out.push(if chunk.len() > 1 { sextet(6) } else { '=' });
+        out.push(if chunk.len() > 2 { sextet(0) } else { '=' });
+    }
+    out
+}
+
+/// Gemini's function-name rule (provider-protocols.md §6.2): a letter or `_` first, then `[A-Za-z0-9_.:-]`.
+fn valid_function_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-'))
+        && name.len() <= 64
+}
+
+/// `[{"functionDeclarations": […]}]`: every tool in one declaration list, parameters lowered to Gemini's schema.
+fn tools(tools: &[pb::Tool]) -> Result<Value, BuildError> {
+    let mut declarations = Vec::with_capacity(tools.len());
+    for (i, tool) in tools.iter().enumerate() {
+        if !valid_function_name(&tool.name) {
+            return Err(BuildError::new(
+                format!("generation.tools[{i}].name"),
+                format!(
+                    "`{}` is not a valid Gemini function name: it must start with a letter or `_` and use only \
+                     letters, digits, `_`, `.`, `:` and `-` (at most 64)",
+                    tool.name
+                ),
+            ));
+        }
+        let mut d = Map::new();
+        d.insert("name".into(), Value::from(tool.name.as_str()));
+        if !tool.description.is_empty() {
+            d.insert("description".into(), Value::from(tool.description.as_str()));
+        }
+        let field = format!("generation.tools[{i}].input_schema_json");
+        if let Some(parameters) = schema::parameters(&tool.input_schema_json, &field)? {
+            d.insert("parameters".into(), parameters);
+        }
+        declarations.push(Value::Object(d));
+    }
+    Ok(json!([{ "functionDeclarations": declarations }]))
+}
+
+/// `toolConfig`, `None` for Gemini's default (AUTO). Validated even without tools, so a bad choice is reported
+/// whatever else the request holds.
+fn tool_config(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
+    use pb::tool_choice::Mode;
+    let Some(tc) = &g.tool_choice else {
+        return Ok(None);
+    };
+    let config = match tc.mode() {
+        Mode::Unspecified => return Ok(None),
+        Mode::Auto => json!({ "mode": "AUTO" }),
+        Mode::None => json!({ "mode": "NONE" }),
+        Mode::Required if g.tools.is_empty() => {
+            return Err(BuildError::new(
+                "generation.tool_choice.mode",
+                "REQUIRED needs at least one tool in generation.tools",
+            ));
+        }
+        Mode::Required => json!({ "mode": "ANY" }),
+        Mode::Tool => {
+            if !g.tools.iter().any(|t| t.name == tc.tool_name) {
+                return Err(BuildError::new(
+                    "generation.tool_choice.tool_name",
+                    format!("`{}` is not in generation.tools", tc.tool_name),
+                ));
+            }
+            json!({ "mode": "ANY", "allowedFunctionNames": [tc.tool_name] })
+        }
+    };
+    Ok(Some(json!({ "functionCallingConfig": config })))
+}
+
+/// `generationConfig`: sampling, JSON output and thinking. Empty when the model's defaults apply throughout.
+fn generation_config(
+    g: &pb::Generation,
+    model: &ModelInfo,
+    family: Family,
+) -> Result<Map<String, Value>, BuildError> {
+    let mut c = Map::new();
+    if let Some(s) = &g.sampling {
+        // Gemini's temperature range is 0..=2 like OpenAI's; clamp rather than fail a request others accept.
+        if let Some(t) = s
+            .temperature
+            .filter(|t| t.is_finite() && model.capabilities.temperature)
+        {
+            c.insert("temperature".into(), Value::from(t.clamp(0.0, 2.0)));
+        }
+        if let Some(p) = s.top_p.filter(|p| p.is_finite()) {
+            c.insert("topP".into(), Value::from(p.clamp(0.0, 1.0)));
+        }
+        if let Some(k) = s.top_k.filter(|&k| k > 0) {
+            c.insert("topK".into(), Value::from(k));
+        }
+        if let Some(max) = s.max_output_tokens.filter(|&n| n > 0) {
+            // Never above the catalog's limit: Gemini refuses a larger value instead of capping it.
+            let max = u64::from(max).min(model.max_output_tokens.max(1));
+            c.insert("maxOutputTokens".into(), Value::from(max));
+        }
+        let stops: Vec<&str> = s
+            .stop_sequences
+            .iter()
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
+            .collect();
+        if stops.len() > MAX_STOP_SEQUENCES {
+            return Err(BuildError::new(
+                "generation.sampling.stop_sequences",
+                format!("Gemini accepts at most {MAX_STOP_SEQUENCES} stop sequences"),
+            ));
+        }
+        if !stops.is_empty() {
+            c.insert("stopSequences".into(), json!(stops));
+        }
+        if let Some(seed) = s.seed {
+            let seed = i32::try_from(seed).map_err(|_| {
+                BuildError::new(
+                    "generation.sampling.seed",
+                    "Gemini's seed is a 32-bit integer",
+                )
+            })?;
+            c.insert("seed".into(), Value::from(seed));
+        }
+    }
+
+    if let Some(of) = &g.output_format
+        && of.r#type() == pb::output_format::Type::JsonSchema
+    {
+        if !g.tools.is_empty() && family != Family::Gemini3 {
+            return Err(BuildError::new(
+                "generation.output_format",
+                "Gemini before version 3 rejects function calling together with JSON output; ask for structured \
+                 output through a forced tool instead",
+            ));
+        }
+        const FIELD: &str = "generation.output_format.schema_json";
+        let root: Value = serde_json::from_str(&of.schema_json)
+            .map_err(|e| BuildError::new(FIELD, format!("not valid JSON: {e}")))?;
+        c.insert("responseMimeType".into(), Value::from("application/json"));
+        c.insert("responseSchema".into(), schema::lower(&root, FIELD)?);
+    }
+
+    if let Some(thinking) = thinking_config(g, model, family) {
+        c.insert("thinkingConfig".into(), Value::Object(thinking));
+    }
+    Ok(c)
+}
+
+/// `thinkingConfig` for reasoning models, `None` for the others (Gemini 2.0 rejects it).
+///
+/// Thought summaries are always asked for (`includeThoughts`), so reasoning streams to the caller. Gemini 2.5 takes
+/// a token budget: the caller's, else one derived from the effort, clamped to the family's range; `EFFORT_NONE`
+/// turns thinking off where the family allows it and uses the smallest budget where it does not (2.5 Pro). Gemini 3
+/// takes `thinkingLevel` (`low` up to `EFFORT_LOW`, `high` above); a bare budget is passed on as `thinkingBudget`,
+/// which Gemini 3 still accepts.
+fn thinking_config(
+    g: &pb::Generation,
+    model: &ModelInfo,
+    family: Family,
+) -> Option<Map<String, Value>> {
+    use pb::reasoning::Effort;
+    if !model.capabilities.reasoning {
+        return None;
+    }
+    let (effort, budget) = g
+        .reasoning
+        .as_ref()
+        .map_or((Effort::Unspecified, 0), |r| (r.effort(), r.budget_tokens));
+    let mut c = Map::new();
+
+    if family == Family::Gemini3 {
+        c.insert("includeThoughts".into(), Value::Bool(true));
+        match effort {
+            Effort::None | Effort::Minimal | Effort::Low => {
+                c.insert("thinkingLevel".into(), Value::from("low"));
+            }
+            Effort::Medium | Effort::High => {
+                c.insert("thinkingLevel".into(), Value::from("high"));
+            }
+            Effort::Unspecified if budget > 0 => {
+                c.insert("thinkingBudget".into(), Value::from(budget));
+            }
+            Effort::Unspecified => {}
+        }
+        return Some(c);
+    }
+
+    let range = family.budget_range();
+    let wanted = match (effort, budget) {
+        (Effort::None, _) => Some(0),
+        (_, b) if b > 0 => Some(b),
+        (Effort::Unspecified, _) => None,
+        (e, _) => EFFORT_BUDGETS
+            .iter()
+            .find(|(k, _)| *k == e)
+            .map(|(_, b)| *b),
+    };
+    let budget = match (wanted, range) {
+        (Some(0), Some((min, _, false))) => Some(min),
+        (Some(0), _) => Some(0),
+        (Some(b), Some((min, max, _))) => Some(b.clamp(min, max)),
+        (b, _) => b,
+    };
+    // Summaries of thoughts that will not happen are meaningless; some models refuse the pair.
+    if budget != Some(0) {
+        c.insert("includeThoughts".into(), Value::Bool(true));
+    }
+    if let Some(b) = budget {
+        c.insert("thinkingBudget".into(), Value::from(b));
+    }
+    Some(c)
+}
+
+/// Merges `provider_options_json["gemini"]` into the body (e.g. `safetySettings`, `cachedContent`,
+/// `generationConfig.responseModalities`). Objects are merged key by key, so options inside `generationConfig` add
+/// to the gateway's instead of replacing them; the caller's value wins on a conflict. The keys the gateway builds
+/// are refused rather than silently ignored.
+fn merge_provider_options(body: &mut Map<String, Value>, json: &str) -> Result<(), BuildError> {
+    const FIELD: &str = "generation.provider_options_json";
+    if json.trim().is_empty() {
+        return Ok(());
+    }
+    let root: Value = serde_json::from_str(json)
+        .map_err(|e| BuildError::new(FIELD, format!("not valid JSON: {e}")))?;
+    let Value::Object(mut root) = root else {
+        return Err(BuildError::new(
+            FIELD,
+            "must be a JSON object keyed by protocol",
+        ));
+    };
+    let Some(options) = root.remove(Protocol::Gemini.as_str()) else {
+        return Ok(());
+    };
+    let Value::Object(options) = options else {
+        return Err(BuildError::new(FIELD, "`gemini` must be a JSON object"));
+    };
+    if let Some(key) = options.keys().find(|k| RESERVED.contains(&k.as_str())) {
+        return Err(BuildError::new(
+            FIELD,
+            format!("`gemini.{key}` is set by the gateway and cannot be overridden"),
+        ));
+    }
+    merge_objects(body, options);
+    Ok(())
+}
+
+fn merge_objects(into: &mut Map<String, Value>, from: Map<String, Value>) {
+    for (k, v) in from {
+        match (into.get_mut(&k), v) {
+            (Some(Value::Object(mine)), Value::Object(theirs)) => merge_objects(mine, theirs),
+            (_, v) => {
+                into.insert(k, v);
+            }
+        }
+    }
+}

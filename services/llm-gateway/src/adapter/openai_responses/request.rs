@@ -1,0 +1,575 @@
+//! Request builder: unified [`pb::Generation`] → Responses JSON body. A pure function of its inputs, so a retried
+//! step sends the same bytes and hits the provider's prompt cache.
+//!
+//! Fixes applied here (provider-protocols.md §2, §6):
+//! - empty text parts, empty user turns and empty assistant turns are dropped;
+//! - tool calls and their results are paired by the call's `call_id`, passed through unchanged: Responses has no
+//!   40-character limit on it, and rewriting would break the pairing with ids the provider itself generated;
+//! - reasoning is replayed as a `reasoning` item only to the model that produced it, and only with its
+//!   `encrypted_content` (with `store: false` an id alone refers to nothing);
+//! - reasoning models get no `temperature` / `top_p`, which they reject;
+//! - parameters Responses does not have (`stop`, `seed`, `top_k`) are dropped.
+
+use serde_json::{Map, Value, json};
+
+use super::ReasoningMetadata;
+use crate::adapter::{BuildError, HttpRequest, Protocol, Target, pb};
+use crate::catalog::ModelInfo;
+
+use pb::file_part::Source;
+use pb::part::Kind;
+
+/// Body keys the gateway sets itself; `provider_options_json` may not override them. `store` is among them because
+/// a stored response would make later steps depend on provider-side state the gateway promises not to keep.
+const OWNED_KEYS: [&str; 7] = [
+    "model",
+    "input",
+    "instructions",
+    "stream",
+    "tools",
+    "tool_choice",
+    "store",
+];
+
+/// What `include` asks for on reasoning models: the encrypted reasoning, so it can be replayed statelessly.
+const ENCRYPTED_REASONING: &str = "reasoning.encrypted_content";
+
+/// Builds the HTTP request for `g` on `t` (see the module docs for the fixes applied).
+pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
+    let caps = &t.model.capabilities;
+    let mut body = Map::new();
+    body.insert("model".into(), Value::String(t.model.name.clone()));
+
+    let instructions = join_non_empty(g.system.iter().map(String::as_str), "\n\n");
+    if !instructions.is_empty() {
+        body.insert("instructions".into(), Value::String(instructions));
+    }
+    body.insert("input".into(), Value::Array(input(g, t.model)?));
+
+    // Validated even without tools, so a bad tool choice is reported whatever else the request holds.
+    let choice = tool_choice(g)?;
+    if !g.tools.is_empty() {
+        body.insert("tools".into(), tools(&g.tools)?);
+        // OpenAI rejects `tool_choice` without `tools`, so it only goes out alongside them.
+        if let Some(choice) = choice {
+            body.insert("tool_choice".into(), choice);
+        }
+    }
+
+    if let Some(format) = text_format(g)? {
+        body.insert("text".into(), json!({ "format": format }));
+    }
+
+    sampling(g, t, &mut body);
+
+    if caps.reasoning {
+        body.insert("reasoning".into(), reasoning(g));
+        body.insert("include".into(), json!([ENCRYPTED_REASONING]));
+    }
+    body.insert("store".into(), Value::Bool(false));
+    body.insert("stream".into(), Value::Bool(true));
+
+    if let Some(ctx) = &g.context
+        && !ctx.session_id.is_empty()
+    {
+        body.insert(
+            "prompt_cache_key".into(),
+            Value::String(ctx.session_id.clone()),
+        );
+    }
+
+    merge_provider_options(&mut body, &g.provider_options_json)?;
+
+    Ok(HttpRequest {
+        path: super::RESPONSES_PATH.to_string(),
+        headers: Vec::new(),
+        body: Value::Object(body),
+    })
+}
+
+/// `pieces` joined by `sep`, skipping empty ones.
+fn join_non_empty<'a>(pieces: impl Iterator<Item = &'a str>, sep: &str) -> String {
+    let mut out = String::new();
+    for piece in pieces.filter(|p| !p.is_empty()) {
+        if !out.is_empty() {
+            out.push_str(sep);
+        }
+        out.push_str(piece);
+    }
+    out
+}
+
+fn part_field(i: usize, j: usize) -> String {
+    format!("generation.messages[{i}].parts[{j}]")
+}
+
+fn wrong_part(i: usize, j: usize, what: &str, role: &str) -> BuildError {
+    BuildError::new(
+        part_field(i, j),
+        format!("{what} parts cannot appear in {role} messages"),
+    )
+}
+
+/// The `input` items, in conversation order.
+fn input(g: &pb::Generation, model: &ModelInfo) -> Result<Vec<Value>, BuildError> {
+    let mut out = Vec::with_capacity(g.messages.len());
+    for (i, m) in g.messages.iter().enumerate() {
+        match pb::Role::try_from(m.role).unwrap_or(pb::Role::Unspecified) {
+            pb::Role::User => {
+                if let Some(item) = user_item(i, m)? {
+                    out.push(item);
+                }
+            }
+            pb::Role::Assistant => assistant_items(i, m, model, &mut out)?,
+            pb::Role::Tool => tool_outputs(i, m, &mut out)?,
+            pb::Role::Unspecified => {
+                return Err(BuildError::new(
+                    format!("generation.messages[{i}].role"),
+                    "the role must be user, assistant or tool",
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A user message item with typed content parts; `None` when nothing is left once empty parts are dropped.
+fn user_item(i: usize, m: &pb::Message) -> Result<Option<Value>, BuildError> {
+    let mut content = Vec::with_capacity(m.parts.len());
+    for (j, part) in m.parts.iter().enumerate() {
+        match &part.kind {
+            Some(Kind::Text(t)) if !t.text.is_empty() => {
+                content.push(json!({ "type": "input_text", "text": t.text }));
+            }
+            Some(Kind::Text(_)) => {}
+            Some(Kind::File(f)) => content.push(file_part(i, j, f)?),
+            Some(Kind::Reasoning(_)) => return Err(wrong_part(i, j, "reasoning", "user")),
+            Some(Kind::ToolCall(_)) => return Err(wrong_part(i, j, "tool call", "user")),
+            Some(Kind::ToolResult(_)) => return Err(wrong_part(i, j, "tool result", "user")),
+            // A part with nothing in it is dropped like empty text: providers reject bare `{}` parts.
+            None => {}
+        }
+    }
+    if content.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(json!({ "role": "user", "content": content })))
+}
+
+/// An image becomes `input_image` (inline data URL or the caller's URL); any other file `input_file`, inline with a
+/// filename (which the API requires alongside `file_data`) or by `file_url`.
+fn file_part(i: usize, j: usize, f: &pb::FilePart) -> Result<Value, BuildError> {
+    let media_type = if f.media_type.is_empty() {
+        "application/octet-stream"
+    } else {
+        f.media_type.as_str()
+    };
+    let is_image = media_type
+        .get(..6)
+        .is_some_and(|p| p.eq_ignore_ascii_case("image/"));
+
+    match &f.source {
+        Some(Source::Url(url)) if is_image => {
+            Ok(json!({ "type": "input_image", "image_url": url }))
+        }
+        Some(Source::Data(data)) if is_image => Ok(json!({
+            "type": "input_image",
+            "image_url": data_url(media_type, data),
+        })),
+        Some(Source::Data(data)) => {
+            let filename = if f.filename.is_empty() {
+                default_filename(j, media_type)
+            } else {
+                f.filename.clone()
+            };
+            Ok(json!({
+                "type": "input_file",
+                "filename": filename,
+                "file_data": data_url(media_type, data),
+            }))
+        }
+        Some(Source::Url(url)) => {
+            let mut part = Map::new();
+            part.insert("type".into(), Value::from("input_file"));
+            if !f.filename.is_empty() {
+                part.insert("filename".into(), Value::from(f.filename.as_str()));
+            }
+            part.insert("file_url".into(), Value::from(url.as_str()));
+            Ok(Value::Object(part))
+        }
+        None => Err(BuildError::new(
+            format!("{}.file", part_field(i, j)),
+            "a file part needs data or a url",
+        )),
+    }
+}
+
+/// `part-<j>.<ext>`, e.g. `part-2.pdf`: a stable name from the part position and a usual extension for the type.
+fn default_filename(j: usize, media_type: &str) -> String {
+    let subtype = media_type
+        .split_once('/')
+        .map_or("", |(_, s)| s)
+        .split([';', '+'])
+        .next()
+        .unwrap_or("")
+        .trim();
+    let ext = match subtype {
+        "plain" => "txt",
+        "markdown" => "md",
+        "javascript" => "js",
+        s if !s.is_empty() && s.len() <= 5 && s.chars().all(|c| c.is_ascii_alphanumeric()) => s,
+        _ => "bin",
+    };
+    format!("part-{j}.{ext}")
+}
+
+/// `data:<media type>;base64,<data>`.
+fn data_url(media_type: &str, data: &[u8]) -> String {
+    let mut out = String::with_capacity(media_type.len() + 13 + data.len().div_ceil(3) * 4);
+    out.push_str("data:");
+    out.push_str(media_type);
+    out.push_str(";base64,");
+    base64_into(&mut out, data);
+    out
+}
+
+/// Standard base64 with padding (RFC 4648 §4). The other adapters keep theirs private, and a crate for a dozen lines
+/// is not worth the dependency.
+fn base64_into(out: &mut String, data: &[u8]) {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let sextet = |n: u32, shift: u32| char::from(ALPHABET[((n >> shift) & 63) as usize]);
+    for chunk in data.chunks(3) {
+        let b1 = chunk.get(1).copied().unwrap_or(0);
+        let b2 = chunk.get(2).copied().unwrap_or(0);
+        let n = (u32::from(chunk[0]) << 16) | (u32::from(b1) << 8) | u32::from(b2);
+        out.push(sextet(n, 18));
+        out.push(sextet(n, 12));
+        out.push(if chunk.len() > 1 { sextet(n, 6) } else { '=' });
+        out.push(if chunk.len() > 2 { sextet(n, 0) } else { '=' });
+    }
+}
+
+/// An assistant turn becomes several items, in the turn's order: text runs as `message` items, replayable reasoning
+/// as `reasoning` items, tool calls as `function_call` items. Order matters: the API wants a reasoning item directly
+/// before the output it led to.
+fn assistant_items(
+    i: usize,
+    m: &pb::Message,
+    model: &ModelInfo,
+    out: &mut Vec<Value>,
+) -> Result<(), BuildError> {
+    let mut text = String::new();
+    for (j, part) in m.parts.iter().enumerate() {
+        match &part.kind {
+            // Joined with nothing in between: the parts are pieces of the model's own output, which some providers
+            // stream as many small blocks; a separator would land mid-sentence.
+            Some(Kind::Text(t)) => text.push_str(&t.text),
+            Some(Kind::Reasoning(r)) => {
+                if let Some(item) = reasoning_item(r, model) {
+                    flush_text(&mut text, out);
+                    out.push(item);
+                }
+            }
+            Some(Kind::ToolCall(c)) => {
+                flush_text(&mut text, out);
+                out.push(function_call(i, j, c)?);
+            }
+            // A file the model produced elsewhere (a Gemini image, say) has no assistant-side input type here.
+            // Dropped rather than refused, so that a conversation can move to this provider mid-way.
+            Some(Kind::File(_)) | None => {}
+            Some(Kind::ToolResult(_)) => {
+                return Err(wrong_part(i, j, "tool result", "assistant"));
+            }
+        }
+    }
+    flush_text(&mut text, out);
+    Ok(())
+}
+
+/// Emits the pending assistant text as one `message` item, unless it is empty.
+fn flush_text(text: &mut String, out: &mut Vec<Value>) {
+    if text.is_empty() {
+        return;
+    }
+    out.push(json!({
+        "role": "assistant",
+        "content": [{ "type": "output_text", "text": std::mem::take(text) }],
+    }));
+}
+
+/// A `reasoning` item for a part this protocol and this exact model produced, with its encrypted content; `None`
+/// otherwise. Encrypted reasoning is only valid for the model that wrote it, and without the encrypted content the
+/// item cannot be resolved under `store: false`.
+fn reasoning_item(r: &pb::ReasoningPart, model: &ModelInfo) -> Option<Value> {
+    let meta = r.provider_metadata.as_ref()?;
+    if meta.protocol != Protocol::OpenaiResponses.as_str() || meta.model != model.id {
+        return None;
+    }
+    let replay: ReasoningMetadata = serde_json::from_str(&meta.json).ok()?;
+    let encrypted = replay.encrypted_content.filter(|e| !e.is_empty())?;
+    if replay.item_id.is_empty() {
+        return None;
+    }
+    // The decoder joins the item's summary parts into one text, so it goes back as one summary part; the model
+    // reads the encrypted content, the summary is only what was shown.
+    let summary: Vec<Value> = if r.text.is_empty() {
+        Vec::new()
+    } else {
+        vec![json!({ "type": "summary_text", "text": r.text })]
+    };
+    Some(json!({
+        "type": "reasoning",
+        "id": replay.item_id,
+        "encrypted_content": encrypted,
+        "summary": summary,
+    }))
+}
+
+/// A `function_call` item. Its `call_id` is the one the decoder reported (the provider's `call_…`), so the
+/// `function_call_output` quoting the same id pairs with it.
+fn function_call(i: usize, j: usize, c: &pb::ToolCallPart) -> Result<Value, BuildError> {
+    let arguments = if c.input_json.trim().is_empty() {
+        "{}"
+    } else {
+        // Checked here because the provider would answer a bad replayed call with an opaque 400.
+        serde_json::from_str::<serde::de::IgnoredAny>(&c.input_json).map_err(|e| {
+            BuildError::new(
+                format!("{}.tool_call.input_json", part_field(i, j)),
+                format!("not valid JSON: {e}"),
+            )
+        })?;
+        c.input_json.as_str()
+    };
+    Ok(json!({
+        "type": "function_call",
+        "call_id": c.call_id,
+        "name": c.tool_name,
+        "arguments": arguments,
+    }))
+}
+
+/// One `function_call_output` item per result, in order. A failed tool's output goes as is: the model reads the
+/// error text. An empty output is still sent, since every call needs an answer.
+fn tool_outputs(i: usize, m: &pb::Message, out: &mut Vec<Value>) -> Result<(), BuildError> {
+    for (j, part) in m.parts.iter().enumerate() {
+        match &part.kind {
+            Some(Kind::ToolResult(r)) => out.push(json!({
+                "type": "function_call_output",
+                "call_id": r.call_id,
+                "output": r.output,
+            })),
+            Some(Kind::Text(t)) if t.text.is_empty() => {}
+            None => {}
+            Some(Kind::Text(_)) => return Err(wrong_part(i, j, "text", "tool")),
+            Some(Kind::File(_)) => return Err(wrong_part(i, j, "file", "tool")),
+            Some(Kind::Reasoning(_)) => return Err(wrong_part(i, j, "reasoning", "tool")),
+            Some(Kind::ToolCall(_)) => return Err(wrong_part(i, j, "tool call", "tool")),
+        }
+    }
+    Ok(())
+}
+
+/// Parses a JSON Schema whose root must be an object schema.
+fn parse_object_schema(field: impl Fn() -> String, text: &str) -> Result<Value, BuildError> {
+    let schema: Value = serde_json::from_str(text)
+        .map_err(|e| BuildError::new(field(), format!("not valid JSON: {e}")))?;
+    let Value::Object(obj) = &schema else {
+        return Err(BuildError::new(
+            field(),
+            "the schema root must be a JSON object",
+        ));
+    };
+    if let Some(ty) = obj.get("type")
+        && ty != "object"
+    {
+        return Err(BuildError::new(
+            field(),
+            "the schema root must have type \"object\"",
+        ));
+    }
+    Ok(schema)
+}
+
+/// The flat `tools` array. `strict` is sent as `false` explicitly: Responses defaults function tools to strict
+/// mode, which rejects any schema that does not list every property in `required` and forbid additional
+/// properties (provider-protocols.md §6.5), and callers' schemas rarely do.
+fn tools(tools: &[pb::Tool]) -> Result<Value, BuildError> {
+    let mut out = Vec::with_capacity(tools.len());
+    for (i, tool) in tools.iter().enumerate() {
+        let parameters = if tool.input_schema_json.trim().is_empty() {
+            json!({ "type": "object", "properties": {} })
+        } else {
+            parse_object_schema(
+                || format!("generation.tools[{i}].input_schema_json"),
+                &tool.input_schema_json,
+            )?
+        };
+        let mut function = Map::new();
+        function.insert("type".into(), Value::from("function"));
+        function.insert("name".into(), Value::String(tool.name.clone()));
+        if !tool.description.is_empty() {
+            function.insert(
+                "description".into(),
+                Value::String(tool.description.clone()),
+            );
+        }
+        function.insert("parameters".into(), parameters);
+        function.insert("strict".into(), Value::Bool(false));
+        out.push(Value::Object(function));
+    }
+    Ok(Value::Array(out))
+}
+
+/// The `tool_choice` value, `None` for the provider default (auto).
+fn tool_choice(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
+    use pb::tool_choice::Mode;
+
+    let Some(tc) = &g.tool_choice else {
+        return Ok(None);
+    };
+    Ok(match Mode::try_from(tc.mode).unwrap_or(Mode::Unspecified) {
+        Mode::Unspecified => None,
+        Mode::Auto => Some(Value::String("auto".into())),
+        Mode::None => Some(Value::String("none".into())),
+        Mode::Required => Some(Value::String("required".into())),
+        Mode::Tool => {
+            const FIELD: &str = "generation.tool_choice.tool_name";
+            if tc.tool_name.is_empty() {
+                return Err(BuildError::new(FIELD, "MODE_TOOL needs a tool name"));
+            }
+            if !g.tools.iter().any(|t| t.name == tc.tool_name) {
+                return Err(BuildError::new(
+                    FIELD,
+                    format!("no tool named {:?} in generation.tools", tc.tool_name),
+                ));
+            }
+            // Flat, like the tools themselves: no nested `function` object on this protocol.
+            Some(json!({ "type": "function", "name": tc.tool_name }))
+        }
+    })
+}
+
+/// `text.format` for JSON Schema output. `strict` stays off for the same reason as on tools.
+fn text_format(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
+    use pb::output_format::Type;
+
+    let Some(of) = &g.output_format else {
+        return Ok(None);
+    };
+    if Type::try_from(of.r#type).unwrap_or(Type::Unspecified) != Type::JsonSchema {
+        return Ok(None);
+    }
+    let schema = parse_object_schema(
+        || "generation.output_format.schema_json".to_string(),
+        &of.schema_json,
+    )?;
+    let name = if of.name.is_empty() {
+        "output"
+    } else {
+        of.name.as_str()
+    };
+    Ok(Some(json!({
+        "type": "json_schema",
+        "name": name,
+        "schema": schema,
+        "strict": false,
+    })))
+}
+
+/// Sampling parameters, minus the ones the model or the protocol rejects.
+fn sampling(g: &pb::Generation, t: &Target<'_>, body: &mut Map<String, Value>) {
+    let caps = &t.model.capabilities;
+    let Some(s) = &g.sampling else {
+        return;
+    };
+    // Reasoning models reject temperature and top_p outright (provider-protocols.md §1, §6.6).
+    if !caps.reasoning {
+        if caps.temperature
+            && let Some(temperature) = s.temperature
+        {
+            body.insert("temperature".into(), json!(temperature));
+        }
+        if let Some(top_p) = s.top_p {
+            body.insert("top_p".into(), json!(top_p));
+        }
+    }
+    if let Some(max) = s.max_output_tokens {
+        body.insert("max_output_tokens".into(), json!(max));
+    }
+    // `stop_sequences`, `seed` and `top_k` have no Responses parameter; the API would reject them as unknown, so they
+    // are dropped like any other parameter a model does not take.
+}
+
+/// `reasoning: {effort, summary: "auto"}`. The summary is always asked for: it is the only reasoning text OpenAI
+/// models show, and without it reasoning blocks would arrive empty.
+fn reasoning(g: &pb::Generation) -> Value {
+    use pb::reasoning::Effort;
+
+    let mut out = Map::new();
+    let effort = g
+        .reasoning
+        .as_ref()
+        .map(|r| Effort::try_from(r.effort).unwrap_or(Effort::Unspecified))
+        .and_then(|e| match e {
+            Effort::Unspecified => None,
+            Effort::None => Some("none"),
+            Effort::Minimal => Some("minimal"),
+            Effort::Low => Some("low"),
+            Effort::Medium => Some("medium"),
+            Effort::High => Some("high"),
+        });
+    if let Some(effort) = effort {
+        out.insert("effort".into(), Value::from(effort));
+    }
+    out.insert("summary".into(), Value::from("auto"));
+    Value::Object(out)
+}
+
+/// Merges `{"openai_responses":{...}}` from the caller's provider options into the body. Keys the gateway owns are
+/// refused rather than silently ignored, so a caller learns at once that the option has no effect. A caller's
+/// `include` list is extended with the gateway's entries rather than replacing them, so asking for extra output
+/// (logprobs, say) does not silently turn off reasoning replay.
+fn merge_provider_options(body: &mut Map<String, Value>, json: &str) -> Result<(), BuildError> {
+    const FIELD: &str = "generation.provider_options_json";
+    if json.trim().is_empty() {
+        return Ok(());
+    }
+    let root: Value = serde_json::from_str(json)
+        .map_err(|e| BuildError::new(FIELD, format!("not valid JSON: {e}")))?;
+    let Value::Object(mut root) = root else {
+        return Err(BuildError::new(
+            FIELD,
+            "must be a JSON object keyed by protocol",
+        ));
+    };
+    let Some(options) = root.remove(Protocol::OpenaiResponses.as_str()) else {
+        return Ok(());
+    };
+    let Value::Object(mut options) = options else {
+        return Err(BuildError::new(
+            FIELD,
+            "`openai_responses` must be a JSON object",
+        ));
+    };
+    if let Some(key) = options.keys().find(|k| OWNED_KEYS.contains(&k.as_str())) {
+        return Err(BuildError::new(
+            FIELD,
+            format!("`openai_responses.{key}` is set by the gateway and cannot be overridden"),
+        ));
+    }
+    if let (Some(Value::Array(ours)), Some(Value::Array(theirs))) =
+        (body.get("include"), options.get_mut("include"))
+    {
+        for entry in ours {
+            if !theirs.contains(entry) {
+                theirs.push(entry.clone());
+            }
+        }
+    }
+    body.extend(options);
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "request_tests.rs"]
+mod tests;

@@ -1,0 +1,594 @@
+//! Prometheus metrics and the `/metrics` endpoint on its own listener (`server.metrics_listen`).
+//!
+//! Labels are few and bounded: provider and model ids come from the configuration (a provider that serves unlisted
+//! models reports them all as [`UNLISTED_MODEL`], so callers cannot mint series), outcomes and error kinds are closed
+//! sets. A generation records at three points only: when it starts, when its first event goes out and when it
+//! ends, so the per-event path takes no lock and allocates nothing for metrics.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+use tokio::net::TcpListener;
+
+use crate::event::Usage;
+
+/// Label: provider id from the configuration.
+pub const LABEL_PROVIDER: &str = "provider";
+/// Label: model id (`provider/model`), or [`UNLISTED_MODEL`].
+pub const LABEL_MODEL: &str = "model";
+/// Label: how a generation ended, one of [`Outcome`].
+pub const LABEL_OUTCOME: &str = "outcome";
+/// Label: error kind (`rate_limited`, `overloaded`, ...), as in the API's `ErrorKind`.
+pub const LABEL_KIND: &str = "kind";
+/// Label: token type (`input`, `cache_read`, `cache_write`, `output`, `reasoning`).
+pub const LABEL_TYPE: &str = "type";
+/// Label: why a generation was refused before it started.
+pub const LABEL_REASON: &str = "reason";
+/// Label: the configured name of a hook service.
+pub const LABEL_HOOK: &str = "hook";
+/// Label: a hook transform (`system`, `params`, `headers`).
+pub const LABEL_TRANSFORM: &str = "transform";
+/// Label: a hook policy (`fail_open`, `fail_closed`).
+pub const LABEL_POLICY: &str = "policy";
+/// Label: whether a configuration reload succeeded (`ok`, `error`).
+pub const LABEL_RESULT: &str = "result";
+
+/// The `model` label of every model a provider serves without a catalog entry.
+pub const UNLISTED_MODEL: &str = "(unlisted)";
+
+/// Generations by the model that served them (or failed last) and outcome.
+pub const REQUESTS: &str = "llm_gateway_requests";
+/// Generations that ended with an error event, by the final error kind.
+pub const ERRORS: &str = "llm_gateway_errors";
+/// Failed provider attempts by error kind, including attempts that were retried or fell back.
+pub const PROVIDER_ERRORS: &str = "llm_gateway_provider_errors";
+/// Fallbacks, by the model fallen back to.
+pub const FALLBACKS: &str = "llm_gateway_fallbacks";
+/// Calls refused before a generation started, by reason.
+pub const REJECTED: &str = "llm_gateway_rejected";
+/// Time from the call to the first event sent to the caller.
+pub const TIME_TO_FIRST_EVENT: &str = "llm_gateway_time_to_first_event";
+/// Time from the call to the terminal event (or the cancel).
+pub const STREAM_DURATION: &str = "llm_gateway_stream_duration";
+/// Time the gateway itself spent on a generation: its total time minus the time spent waiting on the provider.
+pub const OVERHEAD: &str = "llm_gateway_overhead";
+/// Tokens by type, from each finished step's usage.
+pub const TOKENS: &str = "llm_gateway_tokens";
+/// Cost in nano-USD, from each finished step.
+pub const COST: &str = "llm_gateway_cost_nano_usd";
+/// Generations in flight.
+pub const INFLIGHT: &str = "llm_gateway_inflight_generations";
+/// Hook service calls that failed, by hook, transform and policy.
+pub const HOOK_FAILURES: &str = "llm_gateway_hook_failures";
+/// Configuration reloads by result.
+pub const RELOADS: &str = "llm_gateway_config_reloads";
+
+/// How a generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// A `step_finish` was sent.
+    Ok,
+    /// An `error` event was sent.
+    Error,
+    /// The caller went away before the terminal event.
+    Cancelled,
+}
+
+impl Outcome {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Error => "error",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Provider and model label values of one generation target. `Arc<str>` so that recording clones a pointer, not
+/// the strings.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ModelLabels {
+    /// Provider id.
+    pub provider: Arc<str>,
+    /// Model id, or [`UNLISTED_MODEL`].
+    pub model: Arc<str>,
+}
+
+impl EncodeLabelSet for ModelLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        (LABEL_PROVIDER, &*self.provider).encode(encoder.encode_label())?;
+        (LABEL_MODEL, &*self.model).encode(encoder.encode_label())
+    }
+}
+
+/// [`ModelLabels`] plus one more label with a closed set of values.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ModelAnd {
+    model: ModelLabels,
+    name: &'static str,
+    value: &'static str,
+}
+
+impl EncodeLabelSet for ModelAnd {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        self.model.encode(encoder)?;
+        (self.name, self.value).encode(encoder.encode_label())
+    }
+}
+
+/// Fixed label names with closed-set values (reason, result, hook failures).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Fixed(Vec<(&'static str, Arc<str>)>);
+
+impl EncodeLabelSet for Fixed {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        for (name, value) in &self.0 {
+            (*name, &**value).encode(encoder.encode_label())?;
+        }
+        Ok(())
+    }
+}
+
+/// Builds histograms with one bucket layout per family.
+#[derive(Clone, Copy)]
+pub struct Buckets {
+    start: f64,
+    factor: f64,
+    count: u16,
+}
+
+impl MetricConstructor<Histogram> for Buckets {
+    fn new_metric(&self) -> Histogram {
+        Histogram::new(exponential_buckets(self.start, self.factor, self.count))
+    }
+}
+
+/// 10 ms … ~164 s: first events arrive after the provider's queueing and the model's thinking.
+const TTFE_BUCKETS: Buckets = Buckets {
+    start: 0.01,
+    factor: 2.0,
+    count: 15,
+};
+/// 50 ms … ~27 min: the longest streams run up to the total timeout.
+const DURATION_BUCKETS: Buckets = Buckets {
+    start: 0.05,
+    factor: 2.0,
+    count: 16,
+};
+/// 50 µs … ~3.3 s: the gateway's own work is normally well under a millisecond; hooks push it up.
+const OVERHEAD_BUCKETS: Buckets = Buckets {
+    start: 0.000_05,
+    factor: 2.0,
+    count: 17,
+};
+
+/// Every metric the gateway exports, and the registry that encodes them.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<ModelAnd, Counter>,
+    errors: Family<ModelAnd, Counter>,
+    provider_errors: Family<ModelAnd, Counter>,
+    fallbacks: Family<ModelLabels, Counter>,
+    rejected: Family<Fixed, Counter>,
+    time_to_first_event: Family<ModelLabels, Histogram, Buckets>,
+    stream_duration: Family<ModelAnd, Histogram, Buckets>,
+    overhead: Family<ModelLabels, Histogram, Buckets>,
+    tokens: Family<ModelAnd, Counter>,
+    cost: Family<ModelLabels, Counter>,
+    inflight: Gauge,
+    hook_failures: Family<Fixed, Counter>,
+    reloads: Family<Fixed, Counter>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every family registered.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let requests = Family::<ModelAnd, Counter>::default();
+        let errors = Family::<ModelAnd, Counter>::default();
+        let provider_errors = Family::<ModelAnd, Counter>::default();
+        let fallbacks = Family::<ModelLabels, Counter>::default();
+        let rejected = Family::<Fixed, Counter>::default();
+        let time_to_first_event = Family::new_with_constructor(TTFE_BUCKETS);
+        let stream_duration = Family::new_with_constructor(DURATION_BUCKETS);
+        let overhead = Family::new_with_constructor(OVERHEAD_BUCKETS);
+        let tokens = Family::<ModelAnd, Counter>::default();
+        let cost = Family::<ModelLabels, Counter>::default();
+        let inflight = Gauge::default();
+        let hook_failures = Family::<Fixed, Counter>::default();
+        let reloads = Family::<Fixed, Counter>::default();
+        registry.register(
+            REQUESTS,
+            "Generations by the model that served them (or failed last) and outcome (ok, error, cancelled)",
+            requests.clone(),
+        );
+        registry.register(
+            ERRORS,
+            "Generations that ended with an error event, by the final error kind",
+            errors.clone(),
+        );
+        registry.register(
+            PROVIDER_ERRORS,
+            "Failed provider attempts by error kind, including attempts that were retried or fell back",
+            provider_errors.clone(),
+        );
+        registry.register(
+            FALLBACKS,
+            "Fallbacks to another model after a failure before any output, by the model fallen back to",
+            fallbacks.clone(),
+        );
+        registry.register(
+            REJECTED,
+            "Calls refused before a generation started, by reason",
+            rejected.clone(),
+        );
+        registry.register_with_unit(
+            TIME_TO_FIRST_EVENT,
+            "Time from the call to the first event sent to the caller",
+            Unit::Seconds,
+            time_to_first_event.clone(),
+        );
+        registry.register_with_unit(
+            STREAM_DURATION,
+            "Time from the call to the terminal event or the cancel",
+            Unit::Seconds,
+            stream_duration.clone(),
+        );
+        registry.register_with_unit(
+            OVERHEAD,
+            "Time the gateway spent on a generation itself (hooks, translation, decoding), excluding provider waits, retry delays and time the caller was not reading",
+            Unit::Seconds,
+            overhead.clone(),
+        );
+        registry.register(
+            TOKENS,
+            "Tokens of finished steps by type (input, cache_read, cache_write, output, reasoning)",
+            tokens.clone(),
+        );
+        registry.register(
+            COST,
+            "Cost of finished steps in nano-USD (1 USD = 1e9), from the catalog's prices",
+            cost.clone(),
+        );
+        registry.register(INFLIGHT, "Generations in flight", inflight.clone());
+        registry.register(
+            HOOK_FAILURES,
+            "Hook service calls that failed or timed out, by hook, transform and policy",
+            hook_failures.clone(),
+        );
+        registry.register(
+            RELOADS,
+            "Configuration reloads (SIGHUP) by result",
+            reloads.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            errors,
+            provider_errors,
+            fallbacks,
+            rejected,
+            time_to_first_event,
+            stream_duration,
+            overhead,
+            tokens,
+            cost,
+            inflight,
+            hook_failures,
+            reloads,
+        }
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(8 * 1024);
+        // Writing into a String cannot fail; an error here would be a bug in an encoder, and an empty scrape is
+        // the least harmful answer to it.
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+
+    /// A generation started.
+    pub fn generation_started(&self) {
+        self.inflight.inc();
+    }
+
+    /// The first event of a generation went to the caller.
+    pub fn first_event(&self, labels: &ModelLabels, elapsed: Duration) {
+        self.time_to_first_event
+            .get_or_create(labels)
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// A generation ended (or was cancelled). `error_kind` is the kind of its error event, if it ended with one;
+    /// `usage` and `cost` are its finished step's, if it finished.
+    pub fn generation_ended(&self, end: &Ended<'_>) {
+        self.inflight.dec();
+        let outcome = ModelAnd {
+            model: end.labels.clone(),
+            name: LABEL_OUTCOME,
+            value: end.outcome.as_str(),
+        };
+        self.requests.get_or_create(&outcome).inc();
+        self.stream_duration
+            .get_or_create(&outcome)
+            .observe(end.duration.as_secs_f64());
+        self.overhead
+            .get_or_create(end.labels)
+            .observe(end.overhead.as_secs_f64());
+        if let Some(kind) = end.error_kind {
+            self.errors
+                .get_or_create(&ModelAnd {
+                    model: end.labels.clone(),
+                    name: LABEL_KIND,
+                    value: kind,
+                })
+                .inc();
+        }
+        if let Some(u) = end.usage {
+            for (kind, n) in [
+                ("input", u.input),
+                ("cache_read", u.cache_read),
+                ("cache_write", u.cache_write),
+                ("output", u.output),
+                ("reasoning", u.reasoning),
+            ] {
+                self.tokens
+                    .get_or_create(&ModelAnd {
+                        model: end.labels.clone(),
+                        name: LABEL_TYPE,
+                        value: kind,
+                    })
+                    .inc_by(n);
+            }
+        }
+        if let Some(cost) = end.cost_nano_usd {
+            self.cost
+                .get_or_create(end.labels)
+                .inc_by(u64::try_from(cost).unwrap_or(0));
+        }
+    }
+
+    /// A provider attempt failed (retried, fallen back from, or final).
+    pub fn provider_error(&self, labels: &ModelLabels, kind: &'static str) {
+        self.provider_errors
+            .get_or_create(&ModelAnd {
+                model: labels.clone(),
+                name: LABEL_KIND,
+                value: kind,
+            })
+            .inc();
+    }
+
+    /// The generation falls back to the model `labels` names.
+    pub fn fallback(&self, labels: &ModelLabels) {
+        self.fallbacks.get_or_create(labels).inc();
+    }
+
+    /// A call was refused before a generation started.
+    pub fn rejected(&self, reason: &'static str) {
+        self.rejected
+            .get_or_create(&Fixed(vec![(LABEL_REASON, Arc::from(reason))]))
+            .inc();
+    }
+
+    /// A hook service call failed.
+    pub fn hook_failure(&self, hook: &Arc<str>, transform: &'static str, policy: &'static str) {
+        self.hook_failures
+            .get_or_create(&Fixed(vec![
+                (LABEL_HOOK, Arc::clone(hook)),
+                (LABEL_TRANSFORM, Arc::from(transform)),
+                (LABEL_POLICY, Arc::from(policy)),
+            ]))
+            .inc();
+    }
+
+    /// A configuration reload was attempted.
+    pub fn reload(&self, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        self.reloads
+            .get_or_create(&Fixed(vec![(LABEL_RESULT, Arc::from(result))]))
+            .inc();
+    }
+}
+
+/// What [`Metrics::generation_ended`] records.
+#[derive(Debug)]
+pub struct Ended<'a> {
+    /// The model that served the generation, or failed last.
+    pub labels: &'a ModelLabels,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Call to terminal event.
+    pub duration: Duration,
+    /// The gateway's own share of that time.
+    pub overhead: Duration,
+    /// The error kind, when it ended with an error event.
+    pub error_kind: Option<&'static str>,
+    /// The finished step's usage.
+    pub usage: Option<Usage>,
+    /// The finished step's cost, when the model is priced.
+    pub cost_nano_usd: Option<i64>,
+}
+
+/// How long a scraper may take to send its request headers before the connection is dropped.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves `GET /metrics` on `listener` until `shutdown` resolves. Any other path is 404, any other method 405.
+///
+/// A plain HTTP/1.1 responder on hyper: scrapes are rare and tiny, so there is no router, no TLS and no auth (bind
+/// it to an address only the scraper reaches).
+pub async fn serve(
+    metrics: Arc<Metrics>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            () = &mut shutdown => return,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Accept errors are transient (EMFILE, aborted handshakes); pausing keeps one from spinning a core.
+                tracing::warn!(message = "metrics listener accept failed", error = %e);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let metrics = Arc::clone(&metrics);
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                let metrics = Arc::clone(&metrics);
+                async move { Ok::<_, Infallible>(respond(&metrics, &req)) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(e) = conn.await {
+                tracing::debug!(message = "metrics connection ended with an error", error = %e);
+            }
+        });
+    }
+}
+
+fn respond<B>(metrics: &Metrics, req: &Request<B>) -> Response<Full<Bytes>> {
+    let (status, content_type, body) = match (req.method(), req.uri().path()) {
+        (&Method::GET, "/metrics") => (
+            StatusCode::OK,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Bytes::from(metrics.encode()),
+        ),
+        (_, "/metrics") => (
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain; charset=utf-8",
+            Bytes::from_static(b"only GET\n"),
+        ),
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            Bytes::from_static(b"metrics are at /metrics\n"),
+        ),
+    };
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(content_type),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels() -> ModelLabels {
+        ModelLabels {
+            provider: "openai".into(),
+            model: "openai/gpt-4o".into(),
+        }
+    }
+
+    #[test]
+    fn a_generation_is_recorded_with_bounded_labels() {
+        let m = Metrics::new();
+        m.generation_started();
+        m.first_event(&labels(), Duration::from_millis(120));
+        m.provider_error(&labels(), "rate_limited");
+        m.generation_ended(&Ended {
+            labels: &labels(),
+            outcome: Outcome::Ok,
+            duration: Duration::from_millis(900),
+            overhead: Duration::from_micros(300),
+            error_kind: None,
+            usage: Some(Usage {
+                input: 10,
+                cache_read: 20,
+                cache_write: 0,
+                output: 5,
+                reasoning: 1,
+            }),
+            cost_nano_usd: Some(1234),
+        });
+        m.rejected("invalid_argument");
+        let text = m.encode();
+        for line in [
+            "llm_gateway_requests_total{provider=\"openai\",model=\"openai/gpt-4o\",outcome=\"ok\"} 1",
+            "llm_gateway_provider_errors_total{provider=\"openai\",model=\"openai/gpt-4o\",kind=\"rate_limited\"} 1",
+            "llm_gateway_tokens_total{provider=\"openai\",model=\"openai/gpt-4o\",type=\"cache_read\"} 20",
+            "llm_gateway_cost_nano_usd_total{provider=\"openai\",model=\"openai/gpt-4o\"} 1234",
+            "llm_gateway_time_to_first_event_seconds_count{provider=\"openai\",model=\"openai/gpt-4o\"} 1",
+            "llm_gateway_stream_duration_seconds_count{provider=\"openai\",model=\"openai/gpt-4o\",outcome=\"ok\"} 1",
+            "llm_gateway_overhead_seconds_count{provider=\"openai\",model=\"openai/gpt-4o\"} 1",
+            "llm_gateway_inflight_generations 0",
+            "llm_gateway_rejected_total{reason=\"invalid_argument\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[tokio::test]
+    async fn the_endpoint_serves_metrics_and_nothing_else() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let metrics = Arc::new(Metrics::new());
+        metrics.rejected("busy");
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(metrics, listener, async move {
+            let _ = stop_rx.await;
+        }));
+        for (request, status, needle) in [
+            (
+                "GET /metrics",
+                "200",
+                "llm_gateway_rejected_total{reason=\"busy\"} 1",
+            ),
+            ("GET /", "404", "metrics are at /metrics"),
+            ("POST /metrics", "405", "only GET"),
+        ] {
+            let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+            sock.write_all(format!("{request} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 0\r\n\r\n").as_bytes())
+                .await
+                .unwrap();
+            let mut reply = String::new();
+            sock.read_to_string(&mut reply).await.unwrap();
+            assert!(reply.starts_with(&format!("HTTP/1.1 {status}")), "{reply}");
+            assert!(reply.contains(needle), "{reply}");
+        }
+        stop_tx.send(()).unwrap();
+        server.await.unwrap();
+    }
+}

@@ -1,0 +1,31 @@
+//! The whole service as one function, shared by the `session-processor` binary and the tests that run it as a real
+//! process.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::config::{Config, ProcessEnv};
+
+/// Loads the configuration, connects to Redis and the gateway, starts the recovery sweeper and serves until
+/// `shutdown` resolves.
+pub async fn serve(
+    config_path: Option<&Path>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let config = Arc::new(Config::load(config_path, &ProcessEnv)?);
+    let store = crate::store::Store::connect(&config.redis_url, &config.redis_prefix).await?;
+    store.ping().await?;
+    let gateway = crate::run_loop::gateway_client(&config.gateway_url, &config.gateway_token)?;
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let addr = listener.local_addr()?;
+    tracing::info!(message = "session-processor listening", addr = %addr, agents = ?config.agents.keys().collect::<Vec<_>>());
+    // Tests and scripts read the bound address from this line (the port may be 0 in the config).
+    eprintln!("session-processor listening on {addr}");
+    let engine = crate::run_loop::Engine::new(store, gateway, config.clone());
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(engine.clone().recover(config.lease_ttl / 2, stop.clone()));
+    let result = crate::server::run(engine, listener, shutdown).await;
+    stop.cancel();
+    result?;
+    Ok(())
+}

@@ -1,0 +1,75 @@
+"""A Python caller of the session-processor, with a client generated from proto/ at test time.
+
+Run by the Rust test `python_client` (tests/tests/python_client.rs), which starts both services, Redis and the fake
+provider and passes their addresses: PROCESSOR_ADDR, PROCESSOR_TOKEN, OUT_DIR (where the generated code goes).
+Exits non-zero on the first failed check.
+"""
+
+import os
+import subprocess
+import sys
+
+
+def generate(proto_root: str, out_dir: str) -> None:
+    subprocess.run(
+        [
+            sys.executable, "-m", "grpc_tools.protoc",
+            "-I", proto_root,
+            "--python_out", out_dir,
+            "--grpc_python_out", out_dir,
+            "llm/sessions/v1/sessions.proto",
+        ],
+        check=True,
+    )
+
+
+def main() -> int:
+    here = os.path.dirname(os.path.abspath(__file__))
+    proto_root = os.path.join(here, "..", "..", "proto")
+    out_dir = os.environ["OUT_DIR"]
+    generate(proto_root, out_dir)
+    for pkg in ("llm", "llm/sessions", "llm/sessions/v1"):
+        open(os.path.join(out_dir, pkg, "__init__.py"), "a").close()
+    sys.path.insert(0, out_dir)
+
+    import grpc
+    from llm.sessions.v1 import sessions_pb2 as pb
+    from llm.sessions.v1 import sessions_pb2_grpc as rpc
+
+    metadata = [("authorization", "Bearer " + os.environ["PROCESSOR_TOKEN"])]
+    with grpc.insecure_channel(os.environ["PROCESSOR_ADDR"]) as channel:
+        stub = rpc.SessionServiceStub(channel)
+        session = stub.CreateSession(pb.CreateSessionRequest(), metadata=metadata).session
+        assert session.id.startswith("ses_"), session.id
+
+        prompt = pb.PromptRequest(session_id=session.id, parts=[pb.PromptPart(text="Hello from Python")])
+        streamed = ""
+        done = False
+        for resp in stub.Prompt(prompt, metadata=metadata, timeout=30):
+            kind = resp.event.WhichOneof("event")
+            if kind == "part_delta":
+                streamed += resp.event.part_delta.delta
+            elif kind == "done":
+                done = True
+                break
+        assert done, "the prompt stream ended with done"
+        assert streamed == "Hello from the fake provider.", repr(streamed)
+
+        messages = stub.ListMessages(pb.ListMessagesRequest(session_id=session.id), metadata=metadata).messages
+        assert [m.role for m in messages] == [pb.ROLE_USER, pb.ROLE_ASSISTANT], messages
+        texts = [p.text.text for p in messages[1].parts if p.WhichOneof("kind") == "text"]
+        assert texts == ["Hello from the fake provider."], texts
+        assert messages[1].finish == "stop"
+        assert messages[1].cost_nano_usd > 0
+
+        try:
+            stub.GetSession(pb.GetSessionRequest(session_id=session.id))
+            raise AssertionError("a call without a token must fail")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.UNAUTHENTICATED, e.code()
+    print("python client: 5 passed, 0 failed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,17 @@
+//! A session-processor replica as a real process, for tests that kill one (SIGKILL) mid-step. It is the service's
+//! own `app::serve`, so it runs exactly the production code.
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    tracing_subscriber_init();
+    let config = std::env::args().nth(1).map(std::path::PathBuf::from);
+    match session_processor::app::serve(config.as_deref(), std::future::pending()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("processor-replica: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn tracing_subscriber_init() {}

@@ -1,0 +1,200 @@
+//! A session-processor replica killed mid-step (a real process, SIGKILL) and a second replica resuming the session
+//! with nothing lost and nothing stuck busy.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use e2e_tests::processor::{PROCESSOR_TOKEN, SessionsClient, prompt, redis_url};
+use e2e_tests::{Bearer, Harness, TOKEN};
+use fake_provider::Reply;
+use fake_provider::openai_sse::ChatStream;
+use llm_proto::sessions as spb;
+use llm_proto::sessions::session_service_client::SessionServiceClient;
+use spb::session_event::Event as SE;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+struct Replica {
+    child: Child,
+    addr: String,
+}
+
+async fn start_replica(config: &std::path::Path, workspaces: &std::path::Path) -> Replica {
+    let redis = redis_url();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_processor_replica"))
+        .arg(config)
+        .env("PROCESSOR_AUTH_TOKENS", PROCESSOR_TOKEN)
+        .env("GATEWAY_TOKEN", TOKEN)
+        .env("REDIS_URL", &redis)
+        .env("PROCESSOR_WORKSPACE_ROOT", workspaces)
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn processor-replica");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(addr) = line.strip_prefix("session-processor listening on ") {
+                return addr.to_string();
+            }
+        }
+        panic!("replica exited before listening");
+    })
+    .await
+    .expect("replica starts");
+    // Keep draining stderr so the replica never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Replica { child, addr }
+}
+
+async fn client(addr: &str) -> SessionsClient {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    SessionServiceClient::with_interceptor(channel, Bearer(Some(PROCESSOR_TOKEN.into())))
+}
+
+#[tokio::test]
+async fn a_replica_killed_mid_step_is_resumed_by_another_with_nothing_lost() {
+    let gateway = Harness::start().await;
+    // The first attempt stalls mid-answer (the replica is killed there); the resumed step gets a full answer.
+    gateway
+        .openai
+        .push(Reply::fixture("openai_chat/text.sse").stall_after(4));
+    gateway.openai.push(Reply::sse(
+        ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-r")
+            .text(&["Recovered ", "answer."])
+            .finish("stop", Some((30, 4))),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = format!("e2e:{}:", session_processor::ids::new("crash"));
+    let config = dir.path().join("processor.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[gateway]\nurl = \"http://{}\"\n[redis]\nprefix = \"{prefix}\"\nlease_ttl_ms = 1000\n[agents.default]\nmodel = \"openai/gpt-4o\"\n",
+            gateway.addr
+        ),
+    )
+    .unwrap();
+
+    let mut a = start_replica(&config, dir.path()).await;
+    let mut ca = client(&a.addr).await;
+    let session = ca
+        .create_session(spb::CreateSessionRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .session
+        .unwrap();
+    let mut stream = ca
+        .prompt(prompt(&session.id, "hi"))
+        .await
+        .unwrap()
+        .into_inner();
+    let last_seen = loop {
+        let ev = stream.message().await.unwrap().unwrap().event.unwrap();
+        if matches!(ev.event, Some(SE::PartDelta(_))) {
+            break ev.event_id;
+        }
+    };
+    a.child.start_kill().unwrap();
+    a.child.wait().await.unwrap();
+    drop(stream);
+
+    // A second replica resumes from the event log and carries the session to completion.
+    let b = start_replica(&config, dir.path()).await;
+    let mut cb = client(&b.addr).await;
+    let mut sub = cb
+        .subscribe(spb::SubscribeRequest {
+            session_id: session.id.clone(),
+            after_event_id: last_seen,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let done = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(ev) = sub.message().await.unwrap() {
+            if let Some(SE::Done(d)) = ev.event.and_then(|e| e.event) {
+                return d;
+            }
+        }
+        panic!("subscription ended without done");
+    })
+    .await
+    .expect("the session is resumed and finishes");
+    assert_eq!(done.finish, "stop");
+
+    let messages = cb
+        .list_messages(spb::ListMessagesRequest {
+            session_id: session.id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .messages;
+    assert_eq!(
+        messages.len(),
+        3,
+        "user, the interrupted step, the resumed step: {messages:#?}"
+    );
+    let interrupted = &messages[1];
+    assert_eq!(interrupted.finish, "interrupted");
+    assert!(
+        interrupted.completed_at.is_some(),
+        "the orphaned message was closed"
+    );
+    let partial: String = interrupted
+        .parts
+        .iter()
+        .filter_map(|p| match &p.kind {
+            Some(spb::part::Kind::Text(t)) => {
+                assert!(t.ended_at.is_some(), "orphaned text part closed");
+                Some(t.text.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(
+        partial.starts_with("Hello"),
+        "what streamed before the crash was persisted: {partial:?}"
+    );
+    let answer = &messages[2];
+    assert_eq!(answer.finish, "stop");
+    let text: String = answer
+        .parts
+        .iter()
+        .filter_map(|p| match &p.kind {
+            Some(spb::part::Kind::Text(t)) => Some(t.text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "Recovered answer.");
+    let s = cb
+        .get_session(spb::GetSessionRequest {
+            session_id: session.id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .session
+        .unwrap();
+    assert_eq!(
+        s.status.unwrap().kind(),
+        spb::session_status::Kind::Idle,
+        "nothing stuck busy"
+    );
+    // The resumed request did not replay the interrupted partial answer.
+    let second = gateway.openai.requests()[1].json();
+    let roles: Vec<_> = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(roles, ["system", "user"]);
+}

@@ -1,0 +1,34 @@
+//! A Python client generated from `proto/` at test time (grpcio-tools) creates a session, prompts it and reads the
+//! persisted messages through the real processor, gateway and Redis.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use e2e_tests::processor::{PROCESSOR_TOKEN, Product};
+use fake_provider::Reply;
+use fake_provider::openai_sse::ChatStream;
+
+#[tokio::test]
+async fn a_python_client_generated_from_the_protos_drives_a_session() {
+    let p = Product::start("").await;
+    p.gateway.openai.push(Reply::sse(
+        ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-py")
+            .text(&["Hello ", "from the ", "fake provider."])
+            .finish("stop", Some((12, 6))),
+    ));
+    let out = tempfile::tempdir().unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/client_test.py");
+    let output = tokio::process::Command::new("python3")
+        .arg(script)
+        .env("PROCESSOR_ADDR", p.addr.to_string())
+        .env("PROCESSOR_TOKEN", PROCESSOR_TOKEN)
+        .env("OUT_DIR", out.path())
+        .output()
+        .await
+        .expect("python3 runs (install grpcio and grpcio-tools: see .ci/run)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "python client failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("5 passed, 0 failed"), "{stdout}");
+}
