@@ -3,10 +3,13 @@ CARGO ?= cargo
 TOOLS := .tools
 BUF := $(TOOLS)/node_modules/.bin/buf
 
-.PHONY: demo run test test-rust lint fmt clippy proto-lint build bench clean
+.PHONY: demo demo-gateway run test test-rust lint fmt clippy proto-lint build bench clean
 
 demo run:
 	./scripts/demo.sh
+
+demo-gateway:
+	./scripts/demo-gateway.sh
 
 build:
 	$(CARGO) build --workspace --all-targets

@@ -55,6 +55,9 @@ enum Command {
         /// Answer client tools and permission requests automatically with this text / allow.
         #[arg(long)]
         auto: Option<String>,
+        /// Offer a `get_time` client tool that this CLI answers itself with the current UTC time.
+        #[arg(long)]
+        time_tool: bool,
     },
     /// List a session's messages and parts.
     Messages {
@@ -62,6 +65,9 @@ enum Command {
         session: String,
     },
 }
+
+/// The client tool this CLI can answer itself.
+const TIME_TOOL: &str = "get_time";
 
 type Client = SessionServiceClient<InterceptedService<Channel, Bearer>>;
 
@@ -108,9 +114,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             session,
             text,
             model,
-            client_tools,
+            mut client_tools,
             auto,
+            time_tool,
         } => {
+            if time_tool {
+                client_tools.push(TIME_TOOL.into());
+            }
             prompt(&mut client, session, text, model, client_tools, auto).await?;
         }
         Command::Messages { session } => messages(&mut client, session).await?,
@@ -145,6 +155,7 @@ async fn prompt(
     println!("> {text}");
     let mut stream = client.prompt(req).await?.into_inner();
     let mut control = client.clone();
+    let mut streamed = std::collections::HashSet::new();
     while let Some(resp) = stream.message().await? {
         let Some(ev) = resp.event.and_then(|e| e.event) else {
             continue;
@@ -153,9 +164,13 @@ async fn prompt(
             SE::PartDelta(d) => {
                 print!("{}", d.delta);
                 std::io::stdout().flush()?;
+                streamed.insert(d.part_id);
             }
             SE::PartUpdated(p) => match p.kind {
-                Some(pb::part::Kind::Text(t)) if t.ended_at.is_some() && !t.synthetic => println!(),
+                // A streamed block ended: finish its line.
+                Some(pb::part::Kind::Text(t)) if t.ended_at.is_some() && streamed.remove(&p.id) => {
+                    println!()
+                }
                 Some(pb::part::Kind::Tool(t)) => {
                     let s = t.state.unwrap_or_default();
                     match s.status() {
@@ -183,12 +198,14 @@ async fn prompt(
             },
             SE::ToolCallAwaiting(a) => {
                 let answer = match &auto {
+                    _ if a.tool == TIME_TOOL => utc_now(),
                     Some(a) => a.clone(),
                     None => ask_line(&format!(
                         "client tool {}({}) — your answer: ",
                         a.tool, a.input_json
                     ))?,
                 };
+                println!("[client tool {} answered: {answer}]", a.tool);
                 control
                     .submit_tool_result(pb::SubmitToolResultRequest {
                         session_id: session.clone(),
@@ -284,6 +301,20 @@ async fn messages(client: &mut Client, session: String) -> Result<(), Box<dyn st
         token = page.next_page_token;
     }
     Ok(())
+}
+
+/// `HH:MM:SS UTC`, the answer of the CLI's own `get_time` tool.
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    format!(
+        "{:02}:{:02}:{:02} UTC",
+        (secs / 3600) % 24,
+        (secs / 60) % 60,
+        secs % 60
+    )
 }
 
 fn first_line(s: &str) -> &str {

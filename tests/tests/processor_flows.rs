@@ -1,0 +1,354 @@
+//! Session flows beyond the single prompt: a prompt sent while busy, Subscribe resuming after a disconnect, the
+//! doom-loop policies that involve the caller, idempotent prompts, and the max-steps limit.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use e2e_tests::processor::{Product, SessionsClient, prompt};
+use fake_provider::Reply;
+use fake_provider::openai_sse::ChatStream;
+use llm_proto::sessions as spb;
+use spb::session_event::Event as SE;
+
+fn text(id: &str, words: &[&str]) -> Reply {
+    Reply::sse(
+        ChatStream::new("gpt-4o-2024-08-06", id)
+            .text(words)
+            .finish("stop", Some((10, 3))),
+    )
+}
+
+fn read_call(id: &str, call: &str) -> Reply {
+    Reply::sse(
+        ChatStream::new("gpt-4o-2024-08-06", id)
+            .tool_call(call, "read", &["{\"path\":\"a.txt\"}"])
+            .finish("tool_calls", Some((10, 3))),
+    )
+}
+
+async fn session(p: &Product, workspace: &str) -> spb::Session {
+    p.client()
+        .await
+        .create_session(spb::CreateSessionRequest {
+            workspace: workspace.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .session
+        .unwrap()
+}
+
+async fn until_done(stream: &mut tonic::Streaming<spb::PromptResponse>) -> Vec<SE> {
+    let mut events = Vec::new();
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(20), stream.message())
+        .await
+        .unwrap()
+        .unwrap()
+    {
+        let ev = ev.event.unwrap().event.unwrap();
+        let done = matches!(ev, SE::Done(_));
+        events.push(ev);
+        if done {
+            break;
+        }
+    }
+    events
+}
+
+async fn messages(c: &mut SessionsClient, session_id: &str) -> Vec<spb::Message> {
+    c.list_messages(spb::ListMessagesRequest {
+        session_id: session_id.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .messages
+}
+
+fn texts(m: &spb::Message) -> String {
+    m.parts
+        .iter()
+        .filter_map(|p| match &p.kind {
+            Some(spb::part::Kind::Text(t)) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_prompt_sent_while_busy_is_queued_and_answered_in_the_same_loop() {
+    let p = Product::start("").await;
+    let s = session(&p, "").await;
+    // The first answer is slow, so the second prompt arrives while the loop is busy.
+    p.gateway.openai.push(
+        text("c1", &["first ", "answer ", "streams ", "slowly."]).pace(Duration::from_millis(60)),
+    );
+    p.gateway.openai.push(text("c2", &["second answer."]));
+    let mut c = p.client().await;
+    let mut first = c.prompt(prompt(&s.id, "first")).await.unwrap().into_inner();
+    loop {
+        let ev = first
+            .message()
+            .await
+            .unwrap()
+            .unwrap()
+            .event
+            .unwrap()
+            .event
+            .unwrap();
+        if matches!(ev, SE::PartDelta(_)) {
+            break;
+        }
+    }
+    let mut second = p
+        .client()
+        .await
+        .prompt(prompt(&s.id, "second"))
+        .await
+        .unwrap()
+        .into_inner();
+    until_done(&mut first).await;
+    until_done(&mut second).await;
+    let ms = messages(&mut c, &s.id).await;
+    let summary: Vec<(spb::Role, String)> = ms.iter().map(|m| (m.role(), texts(m))).collect();
+    assert_eq!(
+        summary,
+        [
+            (spb::Role::User, "first".to_string()),
+            (
+                spb::Role::Assistant,
+                "first answer streams slowly.".to_string()
+            ),
+            (spb::Role::User, "second".to_string()),
+            (spb::Role::Assistant, "second answer.".to_string()),
+        ]
+    );
+    // The second step saw both user messages.
+    let body = p.gateway.openai.requests()[1].json();
+    let users = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .count();
+    assert_eq!(users, 2);
+}
+
+#[tokio::test]
+async fn subscribe_resumes_after_a_disconnect_without_loss_or_duplicates() {
+    let p = Product::start("").await;
+    let s = session(&p, "").await;
+    p.gateway
+        .openai
+        .push(text("c1", &["a", "b", "c", "d", "e", "f"]).pace(Duration::from_millis(20)));
+    let mut c = p.client().await;
+    let mut sub = c
+        .subscribe(spb::SubscribeRequest {
+            session_id: s.id.clone(),
+            after_event_id: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut prompt_stream = c.prompt(prompt(&s.id, "go")).await.unwrap().into_inner();
+    // Read a few events, then disconnect.
+    let mut seen = Vec::new();
+    while seen.len() < 5 {
+        let ev = sub.message().await.unwrap().unwrap().event.unwrap();
+        seen.push(ev);
+    }
+    drop(sub);
+    until_done(&mut prompt_stream).await;
+    let mut resumed = c
+        .subscribe(spb::SubscribeRequest {
+            session_id: s.id.clone(),
+            after_event_id: seen.last().unwrap().event_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    loop {
+        let ev = resumed.message().await.unwrap().unwrap().event.unwrap();
+        let done = matches!(ev.event, Some(SE::Done(_)));
+        seen.push(ev);
+        if done {
+            break;
+        }
+    }
+    let ids: Vec<&str> = seen.iter().map(|e| e.event_id.as_str()).collect();
+    let mut sorted = ids.clone();
+    sorted.sort_by_key(|id| {
+        let (ms, seq) = id.split_once('-').unwrap();
+        (ms.parse::<u64>().unwrap(), seq.parse::<u64>().unwrap())
+    });
+    sorted.dedup();
+    assert_eq!(ids, sorted, "in order, no duplicates");
+    let streamed: String = seen
+        .iter()
+        .filter_map(|e| match &e.event {
+            Some(SE::PartDelta(d)) => Some(d.delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(streamed, "abcdef", "no delta lost across the reconnect");
+}
+
+async fn doom_loop_with(policy: &str, answer: Option<bool>) -> (Vec<spb::Message>, Vec<SE>, usize) {
+    let p = Product::start(&format!("[agents.asker]\nmodel = \"openai/gpt-4o\"\ntools = [\"read\"]\ndoom_loop = \"{policy}\"\npermission_timeout_ms = 1500\n")).await;
+    let mut c = p.client().await;
+    let s = c
+        .create_session(spb::CreateSessionRequest {
+            workspace: "w".into(),
+            agent: "asker".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .session
+        .unwrap();
+    std::fs::write(p.workspaces.path().join("w/a.txt"), "a").unwrap();
+    for i in 0..3 {
+        p.gateway
+            .openai
+            .push(read_call(&format!("c{i}"), &format!("call_{i}")));
+    }
+    p.gateway.openai.push(text("c9", &["ok."]));
+    let mut stream = c.prompt(prompt(&s.id, "loop")).await.unwrap().into_inner();
+    let mut events = Vec::new();
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(20), stream.message())
+        .await
+        .unwrap()
+        .unwrap()
+    {
+        let ev = ev.event.unwrap().event.unwrap();
+        if let (SE::PermissionAsked(a), Some(allow)) = (&ev, answer) {
+            assert_eq!(a.reason, "doom_loop");
+            p.client()
+                .await
+                .reply_permission(spb::ReplyPermissionRequest {
+                    session_id: s.id.clone(),
+                    permission_id: a.permission_id.clone(),
+                    allow,
+                })
+                .await
+                .unwrap();
+        }
+        let done = matches!(ev, SE::Done(_));
+        events.push(ev);
+        if done {
+            break;
+        }
+    }
+    let ms = messages(&mut c, &s.id).await;
+    (ms, events, p.gateway.openai.requests().len())
+}
+
+fn last_tool_state(ms: &[spb::Message]) -> spb::ToolState {
+    ms.iter()
+        .flat_map(|m| m.parts.iter())
+        .filter_map(|p| match &p.kind {
+            Some(spb::part::Kind::Tool(t)) => t.state.clone(),
+            _ => None,
+        })
+        .next_back()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_doom_loop_is_allowed_under_the_allow_policy() {
+    let (ms, events, requests) = doom_loop_with("allow", None).await;
+    assert!(!events.iter().any(|e| matches!(e, SE::PermissionAsked(_))));
+    assert_eq!(
+        last_tool_state(&ms).status(),
+        spb::tool_state::Status::Completed
+    );
+    assert_eq!(requests, 4, "the loop went on to the final answer");
+}
+
+#[tokio::test]
+async fn a_doom_loop_under_ask_proceeds_when_the_caller_allows() {
+    let (ms, events, requests) = doom_loop_with("ask", Some(true)).await;
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, SE::PermissionAsked(_)))
+            .count(),
+        1
+    );
+    assert_eq!(
+        last_tool_state(&ms).status(),
+        spb::tool_state::Status::Completed
+    );
+    assert_eq!(requests, 4);
+}
+
+#[tokio::test]
+async fn a_doom_loop_under_ask_is_denied_when_the_caller_denies_or_never_answers() {
+    for answer in [Some(false), None] {
+        let (ms, events, requests) = doom_loop_with("ask", answer).await;
+        assert!(events.iter().any(|e| matches!(e, SE::PermissionAsked(_))));
+        let state = last_tool_state(&ms);
+        assert_eq!(state.status(), spb::tool_state::Status::Error, "{answer:?}");
+        assert!(state.error.contains("doom loop"));
+        assert_eq!(requests, 3, "{answer:?}: the loop stopped");
+    }
+}
+
+#[tokio::test]
+async fn a_retried_prompt_with_the_same_idempotency_key_runs_once() {
+    let p = Product::start("").await;
+    let s = session(&p, "").await;
+    p.gateway.openai.push(text("c1", &["once."]));
+    let mut c = p.client().await;
+    let mut req = prompt(&s.id, "hello");
+    req.idempotency_key = "key-123".into();
+    let mut first = c.prompt(req.clone()).await.unwrap().into_inner();
+    let a = until_done(&mut first).await;
+    let mut again = c.prompt(req).await.unwrap().into_inner();
+    let b = until_done(&mut again).await;
+    assert_eq!(p.gateway.openai.requests().len(), 1, "the model ran once");
+    assert_eq!(
+        messages(&mut c, &s.id).await.len(),
+        2,
+        "one user message, one answer"
+    );
+    let deltas = |evs: &[SE]| evs.iter().filter(|e| matches!(e, SE::PartDelta(_))).count();
+    assert_eq!(
+        deltas(&a),
+        deltas(&b),
+        "the retry streams the first call's events"
+    );
+}
+
+#[tokio::test]
+async fn the_last_allowed_step_is_text_only() {
+    let p = Product::start("[agents.short]\nmodel = \"openai/gpt-4o\"\ntools = [\"read\"]\nmax_steps = 2\ndoom_loop = \"allow\"\n").await;
+    let mut c = p.client().await;
+    let s = c
+        .create_session(spb::CreateSessionRequest {
+            workspace: "w".into(),
+            agent: "short".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .session
+        .unwrap();
+    std::fs::write(p.workspaces.path().join("w/a.txt"), "a").unwrap();
+    p.gateway.openai.push(read_call("c1", "call_1"));
+    p.gateway.openai.push(text("c2", &["final."]));
+    let mut stream = c.prompt(prompt(&s.id, "go")).await.unwrap().into_inner();
+    until_done(&mut stream).await;
+    let reqs = p.gateway.openai.requests();
+    assert_eq!(reqs.len(), 2);
+    assert!(reqs[0].json().get("tools").is_some());
+    assert!(
+        reqs[1].json().get("tools").is_none(),
+        "no tools offered on the last step"
+    );
+}
