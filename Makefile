@@ -3,7 +3,7 @@ CARGO ?= cargo
 TOOLS := .tools
 BUF := $(TOOLS)/node_modules/.bin/buf
 
-.PHONY: demo demo-gateway run test test-rust lint fmt clippy proto-lint build bench clean
+.PHONY: demo demo-gateway run test test-rust lint fmt clippy proto-lint deploy-lint build bench bench-full clean
 
 demo run:
 	./scripts/demo.sh
@@ -14,7 +14,7 @@ demo-gateway:
 build:
 	$(CARGO) build --workspace --all-targets
 
-test: proto-lint test-rust
+test: proto-lint deploy-lint test-rust
 
 test-rust:
 	$(CARGO) nextest run --workspace --no-fail-fast
@@ -28,11 +28,23 @@ clippy:
 fmt:
 	$(CARGO) fmt --all
 
+# Benchmarks (docs/benchmarks.md); never part of `test`. `bench` is the quick mode (under 5 minutes once built),
+# `bench-full` adds 1 000 and 5 000 concurrent streams and criterion's default measurement times.
+bench:
+	./scripts/bench.sh quick
+
+bench-full:
+	./scripts/bench.sh full
+
 $(BUF):
 	mkdir -p $(TOOLS) && cd $(TOOLS) && npm install --silent --no-audit --no-fund --prefix . @bufbuild/buf@1.75.0
 
 proto-lint: $(BUF)
 	$(BUF) lint
+
+# Kubernetes manifests (schema, strict), compose.yaml, and the deploy files against what the binaries read.
+deploy-lint:
+	./deploy/validate.sh
 
 clean:
 	$(CARGO) clean

@@ -59,12 +59,26 @@ permissions = [{ tool = "write", decision = "allow" }]
 
 impl Product {
     /// Starts the gateway harness and a processor with [`AGENTS`] (plus `extra` TOML).
+    ///
+    /// Session titles are off unless `extra` has its own `[titles]` table: a title call is one more request to the
+    /// fake provider, racing the loop's, and would take replies scripted for the steps.
     pub async fn start(extra: &str) -> Product {
-        let gateway = Harness::start().await;
+        Self::start_with("", extra).await
+    }
+
+    /// Like [`Product::start`], with `gateway_extra` TOML appended to the gateway's config (e.g. a small
+    /// `[models."openai/tiny"]` catalog entry).
+    pub async fn start_with(gateway_extra: &str, extra: &str) -> Product {
+        let gateway = Harness::start_with(gateway_extra).await;
         let workspaces = tempfile::tempdir().expect("tempdir");
         let prefix = format!("e2e:{}:", session_processor::ids::new("t"));
+        let titles = if extra.contains("[titles]") {
+            ""
+        } else {
+            "[titles]\nenabled = false\n"
+        };
         let text = format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[gateway]\nurl = \"http://{}\"\nstep_timeout_ms = 20000\n[redis]\nprefix = \"{prefix}\"\nlease_ttl_ms = 1500\n{AGENTS}\n{extra}",
+            "[server]\nlisten = \"127.0.0.1:0\"\n[gateway]\nurl = \"http://{}\"\nstep_timeout_ms = 20000\n[redis]\nprefix = \"{prefix}\"\nlease_ttl_ms = 1500\n{titles}{AGENTS}\n{extra}",
             gateway.addr
         );
         let file = ProcessorConfig::parse(&text).expect("processor config parses");
@@ -107,12 +121,17 @@ impl Product {
 
     /// An authenticated sessions client.
     pub async fn client(&self) -> SessionsClient {
+        self.client_with_token(PROCESSOR_TOKEN).await
+    }
+
+    /// A sessions client that presents `token` (e.g. a tenant's).
+    pub async fn client_with_token(&self, token: &str) -> SessionsClient {
         let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", self.addr))
             .expect("endpoint")
             .connect()
             .await
             .expect("connect to processor");
-        SessionServiceClient::with_interceptor(channel, Bearer(Some(PROCESSOR_TOKEN.into())))
+        SessionServiceClient::with_interceptor(channel, Bearer(Some(token.into())))
     }
 }
 
@@ -125,4 +144,65 @@ pub fn prompt(session_id: &str, text: &str) -> spb::PromptRequest {
         }],
         ..Default::default()
     }
+}
+
+/// Reads a `Prompt` or `Compact` stream up to and including its `done` event (20 s at most), with `event` taking
+/// the session event out of each response.
+pub async fn until_done<T>(
+    stream: &mut tonic::Streaming<T>,
+    event: impl Fn(T) -> Option<spb::SessionEvent>,
+) -> Vec<spb::session_event::Event> {
+    let mut events = Vec::new();
+    let read = async {
+        while let Some(response) = stream.message().await.expect("stream") {
+            let Some(ev) = event(response).and_then(|e| e.event) else {
+                continue;
+            };
+            let done = matches!(ev, spb::session_event::Event::Done(_));
+            events.push(ev);
+            if done {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(20), read)
+        .await
+        .expect("the loop finishes within 20 s");
+    events
+}
+
+/// Sends `req` and reads its events up to `done`.
+pub async fn prompt_until_done(
+    client: &mut SessionsClient,
+    req: spb::PromptRequest,
+) -> Vec<spb::session_event::Event> {
+    let mut stream = client.prompt(req).await.expect("prompt").into_inner();
+    until_done(&mut stream, |r| r.event).await
+}
+
+/// Every message of a session, with parts.
+pub async fn messages(client: &mut SessionsClient, session_id: &str) -> Vec<spb::Message> {
+    client
+        .list_messages(spb::ListMessagesRequest {
+            session_id: session_id.into(),
+            page_size: 1000,
+            ..Default::default()
+        })
+        .await
+        .expect("list messages")
+        .into_inner()
+        .messages
+}
+
+/// The session as GetSession returns it.
+pub async fn get_session(client: &mut SessionsClient, session_id: &str) -> spb::Session {
+    client
+        .get_session(spb::GetSessionRequest {
+            session_id: session_id.into(),
+        })
+        .await
+        .expect("get session")
+        .into_inner()
+        .session
+        .expect("session")
 }

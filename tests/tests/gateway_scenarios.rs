@@ -483,7 +483,8 @@ mod expected {
         "reasoning_delta reasoning-0 \" asks for 17\"",
         "reasoning_delta reasoning-0 \" × 3. 17\"",
         "reasoning_delta reasoning-0 \" × 3 = 51.\"",
-        "reasoning_end reasoning-0 ",
+        // The empty replay metadata records which protocol and model produced the reasoning.
+        "reasoning_end reasoning-0 openai_chat|openai/gpt-4o|{}",
         "text_start text-0",
         "text_delta text-0 \"17\"",
         "text_delta text-0 \" × 3\"",

@@ -75,7 +75,7 @@ async fn a_replica_killed_mid_step_is_resumed_by_another_with_nothing_lost() {
     std::fs::write(
         &config,
         format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[gateway]\nurl = \"http://{}\"\n[redis]\nprefix = \"{prefix}\"\nlease_ttl_ms = 1000\n[agents.default]\nmodel = \"openai/gpt-4o\"\n",
+            "[server]\nlisten = \"127.0.0.1:0\"\n[gateway]\nurl = \"http://{}\"\n[redis]\nprefix = \"{prefix}\"\nlease_ttl_ms = 1000\n[titles]\nenabled = false\n[agents.default]\nmodel = \"openai/gpt-4o\"\n",
             gateway.addr
         ),
     )

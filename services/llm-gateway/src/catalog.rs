@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use llm_proto::gateway as pb;
 use serde::Deserialize;
 
 use crate::adapter::Protocol;
@@ -57,6 +58,15 @@ pub struct Capabilities {
     pub prompt_cache: bool,
     /// Rejects `temperature` and `top_p` together (recent Claude models): `top_p` is dropped when both are set.
     pub exclusive_temperature_top_p: bool,
+    /// The tool-call id rule of the server behind an OpenAI Chat model (other protocols have one rule each and
+    /// ignore this).
+    pub tool_call_ids: ToolCallIds,
+    /// OpenAI Chat and Responses: send tools and JSON Schema output with `strict: true`, their schemas lowered to
+    /// what strict mode accepts (see `adapter::strict`). Off by default because strict mode changes what the model
+    /// may answer (every property present, `null` for the ones the caller left optional).
+    pub strict_schemas: bool,
+    /// How an OpenAI Chat server wants earlier reasoning back on assistant turns.
+    pub reasoning_replay: ReasoningReplay,
 }
 
 impl Default for Capabilities {
@@ -69,8 +79,38 @@ impl Default for Capabilities {
             temperature: true,
             prompt_cache: false,
             exclusive_temperature_top_p: false,
+            tool_call_ids: ToolCallIds::Standard,
+            strict_schemas: false,
+            reasoning_replay: ReasoningReplay::None,
         }
     }
+}
+
+/// Which tool-call id rule an OpenAI-compatible server enforces (provider-protocols.md §6.2). Ids are rewritten
+/// deterministically to it, on the calls and on the results that answer them, so they stay paired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCallIds {
+    /// The protocol's own rule (OpenAI Chat: at most 40 characters).
+    #[default]
+    Standard,
+    /// Mistral: exactly 9 characters of `[a-zA-Z0-9]`.
+    Mistral,
+}
+
+/// Where an OpenAI Chat server reads replayed reasoning (provider-protocols.md §6.3). Reasoning is replayed only to
+/// the model that produced it; from any other model it is dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningReplay {
+    /// Never sent back: OpenAI, DeepSeek R1 (which rejects it) and servers that ignore it.
+    #[default]
+    None,
+    /// `reasoning_content` on **every** assistant turn, `""` when the turn has no reasoning of this model: DeepSeek
+    /// V4 in thinking mode rejects an assistant turn without the field; older vLLM.
+    ReasoningContent,
+    /// `reasoning` on assistant turns that have reasoning of this model: newer vLLM, OpenRouter.
+    Reasoning,
 }
 
 /// Prices in nano-USD per million tokens.
@@ -146,6 +186,77 @@ pub struct ModelEntry {
     /// `generate`). A request's own `fallback_models` replace these. Only the requested model's fallbacks count:
     /// fallbacks of fallbacks are not followed.
     pub fallbacks: Option<Vec<String>>,
+    /// Sampling parameters used when the caller left them unset, before any hook runs (see [`SamplingDefaults`]).
+    pub defaults: Option<SamplingDefaults>,
+}
+
+/// A model's sampling defaults (`defaults = { temperature = 0.7, max_output_tokens = 8192 }` on a catalog entry).
+///
+/// Applied by the gateway core to the caller's request where a parameter is unset, *before* the hooks run, so a
+/// hook's `params.set` still overrides them and hook services see the request as the model will get it. Adapters
+/// then drop what the model rejects, exactly as for a caller's values.
+#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SamplingDefaults {
+    /// 0 to 2.
+    pub temperature: Option<f64>,
+    /// 0 to 1.
+    pub top_p: Option<f64>,
+    /// Positive.
+    pub top_k: Option<u32>,
+    /// Positive, at most the model's `max_output_tokens`.
+    pub max_output_tokens: Option<u32>,
+}
+
+impl SamplingDefaults {
+    /// True when no default is set.
+    pub fn is_empty(&self) -> bool {
+        *self == SamplingDefaults::default()
+    }
+
+    /// Fills what `g` leaves unset with these defaults; a value the caller set, even to the provider's own default,
+    /// is kept.
+    pub fn apply(&self, g: &mut pb::Generation) {
+        if self.is_empty() {
+            return;
+        }
+        let s = g.sampling.get_or_insert_with(Default::default);
+        s.temperature = s.temperature.or(self.temperature);
+        s.top_p = s.top_p.or(self.top_p);
+        s.top_k = s.top_k.or(self.top_k);
+        s.max_output_tokens = s.max_output_tokens.or(self.max_output_tokens);
+    }
+
+    /// Later layers replace single fields of earlier ones.
+    fn merge(self, over: SamplingDefaults) -> SamplingDefaults {
+        SamplingDefaults {
+            temperature: over.temperature.or(self.temperature),
+            top_p: over.top_p.or(self.top_p),
+            top_k: over.top_k.or(self.top_k),
+            max_output_tokens: over.max_output_tokens.or(self.max_output_tokens),
+        }
+    }
+
+    /// Range checks, naming the field (`defaults.top_p`).
+    fn check(&self, max_output_tokens: u64) -> Result<(), (&'static str, String)> {
+        if self.temperature.is_some_and(|t| !(0.0..=2.0).contains(&t)) {
+            return Err(("defaults.temperature", "must be between 0 and 2".into()));
+        }
+        if self.top_p.is_some_and(|p| !(0.0..=1.0).contains(&p)) {
+            return Err(("defaults.top_p", "must be between 0 and 1".into()));
+        }
+        if self.top_k == Some(0) {
+            return Err(("defaults.top_k", "must be positive".into()));
+        }
+        match self.max_output_tokens {
+            Some(0) => Err(("defaults.max_output_tokens", "must be positive".into())),
+            Some(n) if u64::from(n) > max_output_tokens => Err((
+                "defaults.max_output_tokens",
+                format!("must not exceed the model's max_output_tokens ({max_output_tokens})"),
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Most fallback models one model (or one request) may name: each is a full provider round trip before the caller
@@ -163,6 +274,12 @@ pub struct CapabilitiesEntry {
     pub temperature: Option<bool>,
     pub prompt_cache: Option<bool>,
     pub exclusive_temperature_top_p: Option<bool>,
+    /// `"standard"` or `"mistral"`; see [`Capabilities::tool_call_ids`].
+    pub tool_call_ids: Option<ToolCallIds>,
+    /// See [`Capabilities::strict_schemas`].
+    pub strict_schemas: Option<bool>,
+    /// `"none"`, `"reasoning_content"` or `"reasoning"`; see [`Capabilities::reasoning_replay`].
+    pub reasoning_replay: Option<ReasoningReplay>,
 }
 
 /// Prices in a catalog file, USD per million tokens.
@@ -235,6 +352,9 @@ pub struct Catalog {
     /// Configured fallbacks by model id. Kept beside [`ModelInfo`] rather than in it: adapters build `ModelInfo`
     /// literals in their tests, and fallbacks are the core's business, not theirs.
     fallbacks: BTreeMap<String, Vec<String>>,
+    /// Sampling defaults by model id, beside [`ModelInfo`] for the same reason: the core applies them before the
+    /// adapter ever sees the request.
+    defaults: BTreeMap<String, SamplingDefaults>,
 }
 
 impl Catalog {
@@ -253,6 +373,7 @@ impl Catalog {
         }
         let mut models = BTreeMap::new();
         let mut fallbacks = BTreeMap::new();
+        let mut defaults = BTreeMap::new();
         for (id, entry) in merged {
             let Some((provider, name)) = id.split_once('/') else {
                 return Err(CatalogError {
@@ -288,6 +409,11 @@ impl Catalog {
                 check_fallback_list(&id, list)?;
                 fallbacks.insert(id.clone(), list.clone());
             }
+            if let Some(d) = entry.defaults.filter(|d| !d.is_empty()) {
+                d.check(max_output_tokens)
+                    .map_err(|(field, message)| err(field, &message))?;
+                defaults.insert(id.clone(), d);
+            }
             models.insert(
                 id.clone(),
                 ModelInfo {
@@ -307,7 +433,16 @@ impl Catalog {
                 },
             );
         }
-        Ok(Catalog { models, fallbacks })
+        Ok(Catalog {
+            models,
+            fallbacks,
+            defaults,
+        })
+    }
+
+    /// The sampling defaults of model `id`, when its catalog entry sets any.
+    pub fn defaults(&self, id: &str) -> Option<&SamplingDefaults> {
+        self.defaults.get(id)
     }
 
     /// The configured fallbacks of model `id`, in order (empty when it has none).
@@ -389,7 +524,13 @@ fn merge_entry(slot: &mut ModelEntry, e: &ModelEntry) {
             exclusive_temperature_top_p: c
                 .exclusive_temperature_top_p
                 .or(base.exclusive_temperature_top_p),
+            tool_call_ids: c.tool_call_ids.or(base.tool_call_ids),
+            strict_schemas: c.strict_schemas.or(base.strict_schemas),
+            reasoning_replay: c.reasoning_replay.or(base.reasoning_replay),
         });
+    }
+    if let Some(d) = e.defaults {
+        slot.defaults = Some(slot.defaults.unwrap_or_default().merge(d));
     }
     if e.pricing.is_some() {
         slot.pricing.clone_from(&e.pricing);
@@ -439,6 +580,9 @@ fn apply_capabilities(mut c: Capabilities, e: Option<CapabilitiesEntry>) -> Capa
     c.exclusive_temperature_top_p = e
         .exclusive_temperature_top_p
         .unwrap_or(c.exclusive_temperature_top_p);
+    c.tool_call_ids = e.tool_call_ids.unwrap_or(c.tool_call_ids);
+    c.strict_schemas = e.strict_schemas.unwrap_or(c.strict_schemas);
+    c.reasoning_replay = e.reasoning_replay.unwrap_or(c.reasoning_replay);
     c
 }
 
@@ -598,6 +742,138 @@ mod tests {
             let e = Catalog::build(&[&bundled, &bad], &providers()).unwrap_err();
             assert_eq!(e.field, field, "{list}");
         }
+    }
+
+    #[test]
+    fn compatibility_capabilities_parse_and_layer() {
+        let bundled: CatalogFile = toml::from_str(BUNDLED).unwrap();
+        // Defaults: the protocol's own id rule, no strict schemas, no reasoning replay.
+        let catalog = Catalog::build(&[&bundled], &providers()).unwrap();
+        let c = catalog.get("openai/gpt-4o").unwrap().capabilities;
+        assert_eq!(c.tool_call_ids, ToolCallIds::Standard);
+        assert!(!c.strict_schemas);
+        assert_eq!(c.reasoning_replay, ReasoningReplay::None);
+
+        let over: CatalogFile = toml::from_str(
+            r#"
+[models."openai/mistral-large-latest"]
+context_window = 131072
+max_output_tokens = 8192
+capabilities = { tool_call_ids = "mistral" }
+[models."openai/deepseek-v4"]
+context_window = 131072
+max_output_tokens = 8192
+capabilities = { reasoning_replay = "reasoning_content" }
+[models."openai/gpt-4o"]
+capabilities = { strict_schemas = true }
+"#,
+        )
+        .unwrap();
+        let catalog = Catalog::build(&[&bundled, &over], &providers()).unwrap();
+        let mistral = catalog.get("openai/mistral-large-latest").unwrap();
+        assert_eq!(mistral.capabilities.tool_call_ids, ToolCallIds::Mistral);
+        assert_eq!(
+            catalog
+                .get("openai/deepseek-v4")
+                .unwrap()
+                .capabilities
+                .reasoning_replay,
+            ReasoningReplay::ReasoningContent
+        );
+        // A config layer changes one capability and keeps the bundled others.
+        let gpt4o = catalog.get("openai/gpt-4o").unwrap().capabilities;
+        assert!(gpt4o.strict_schemas);
+        assert!(gpt4o.vision && gpt4o.json_schema);
+
+        for bad in [
+            "capabilities = { tool_call_ids = \"kimi\" }",
+            "capabilities = { reasoning_replay = \"reasoning_details\" }",
+        ] {
+            let text = format!("[models.\"openai/gpt-4o\"]\n{bad}\n");
+            assert!(toml::from_str::<CatalogFile>(&text).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sampling_defaults_layer_field_by_field_and_fill_only_unset_values() {
+        let bundled: CatalogFile = toml::from_str(BUNDLED).unwrap();
+        let first: CatalogFile = toml::from_str(
+            "[models.\"openai/gpt-4o\"]\ndefaults = { temperature = 0.7, top_p = 0.95 }\n",
+        )
+        .unwrap();
+        let second: CatalogFile = toml::from_str(
+            "[models.\"openai/gpt-4o\"]\ndefaults = { top_p = 0.9, max_output_tokens = 8192 }\n",
+        )
+        .unwrap();
+        let catalog = Catalog::build(&[&bundled, &first, &second], &providers()).unwrap();
+        let d = *catalog.defaults("openai/gpt-4o").unwrap();
+        assert_eq!(
+            d,
+            SamplingDefaults {
+                temperature: Some(0.7),
+                top_p: Some(0.9),
+                top_k: None,
+                max_output_tokens: Some(8192),
+            }
+        );
+        assert!(catalog.defaults("openai/gpt-4o-mini").is_none());
+
+        // No sampling at all: every default fills in.
+        let mut g = pb::Generation::default();
+        d.apply(&mut g);
+        let s = g.sampling.clone().unwrap();
+        assert_eq!(
+            (s.temperature, s.top_p, s.top_k, s.max_output_tokens),
+            (Some(0.7), Some(0.9), None, Some(8192))
+        );
+        // The caller's values win, even a temperature of 0; stop sequences and seed are untouched.
+        let mut g = pb::Generation {
+            sampling: Some(pb::Sampling {
+                temperature: Some(0.0),
+                max_output_tokens: Some(100),
+                stop_sequences: vec!["END".into()],
+                seed: Some(3),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        d.apply(&mut g);
+        let s = g.sampling.unwrap();
+        assert_eq!(
+            (s.temperature, s.top_p, s.max_output_tokens, s.seed),
+            (Some(0.0), Some(0.9), Some(100), Some(3))
+        );
+        assert_eq!(s.stop_sequences, ["END"]);
+        // Empty defaults never create a sampling message.
+        let mut g = pb::Generation::default();
+        SamplingDefaults::default().apply(&mut g);
+        assert_eq!(g.sampling, None);
+    }
+
+    #[test]
+    fn sampling_defaults_are_range_checked_naming_the_field() {
+        let bundled: CatalogFile = toml::from_str(BUNDLED).unwrap();
+        for (defaults, field) in [
+            ("{ temperature = 2.5 }", "defaults.temperature"),
+            ("{ top_p = 1.5 }", "defaults.top_p"),
+            ("{ top_k = 0 }", "defaults.top_k"),
+            ("{ max_output_tokens = 0 }", "defaults.max_output_tokens"),
+            // gpt-4o's limit is 16384.
+            (
+                "{ max_output_tokens = 20000 }",
+                "defaults.max_output_tokens",
+            ),
+        ] {
+            let bad: CatalogFile = toml::from_str(&format!(
+                "[models.\"openai/gpt-4o\"]\ndefaults = {defaults}\n"
+            ))
+            .unwrap();
+            let e = Catalog::build(&[&bundled, &bad], &providers()).unwrap_err();
+            assert_eq!(e.field, field, "{defaults}");
+            assert_eq!(e.model, "openai/gpt-4o");
+        }
+        let unknown = "[models.\"openai/gpt-4o\"]\ndefaults = { seed = 1 }\n";
+        assert!(toml::from_str::<CatalogFile>(unknown).is_err());
     }
 
     #[test]

@@ -17,6 +17,7 @@ use arc_swap::ArcSwap;
 use futures::Stream;
 use llm_proto::gateway as pb;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tracing::Instrument;
 
 use crate::adapter::transport::{ProviderStream, Transport};
 use crate::adapter::{Adapter, BuildError, Decoder, HttpRequest, Target, classify};
@@ -302,6 +303,7 @@ impl Gateway {
             prepared: Some(prepared),
             stream: None,
             attempt: 0,
+            attempt_span: None,
             target_attempts: 0,
             failures: Vec::new(),
             last_error: None,
@@ -345,13 +347,18 @@ struct Prepared {
     decoder: Box<dyn Decoder>,
 }
 
-/// Runs the hooks for `candidate` on `generation` and builds its provider request with its protocol's adapter.
+/// Applies `candidate`'s catalog sampling defaults to `generation`, runs its hooks and builds its provider request
+/// with its protocol's adapter.
 async fn prepare(
     state: &State,
     metrics: &Metrics,
     candidate: &Candidate,
     mut generation: pb::Generation,
 ) -> Result<Prepared, StartError> {
+    // The model's catalog defaults come first, so the hooks (operator policy) see and may override them.
+    if let Some(defaults) = state.config.catalog.defaults(&candidate.model.id) {
+        defaults.apply(&mut generation);
+    }
     let hook_headers = state
         .hooks
         .apply(&candidate.model, &mut generation, metrics)
@@ -373,7 +380,7 @@ async fn prepare(
             request.headers.push((lower, value.clone()));
         }
     }
-    let decoder = adapter.decoder(&target);
+    let decoder = adapter.decoder_for(&target, &generation);
     Ok(Prepared {
         adapter,
         request,
@@ -424,6 +431,8 @@ struct Run {
     prepared: Option<Prepared>,
     /// The open provider response, if any.
     stream: Option<ProviderStream>,
+    /// The span of the provider request in progress; dropped (ended) when its response ends.
+    attempt_span: Option<tracing::Span>,
     /// 1-based number of provider requests made so far, across candidates.
     attempt: u32,
     /// Provider requests made to the current candidate.
@@ -477,11 +486,20 @@ impl Run {
             if self.stream.is_none() {
                 self.attempt += 1;
                 self.target_attempts += 1;
-                let opened = {
+                let (opened, span) = {
                     let candidate = &self.candidates[self.current];
-                    let Some(prepared) = self.prepared.as_ref() else {
+                    let Some(prepared) = self.prepared.as_mut() else {
                         continue;
                     };
+                    // One span per provider request, so retries and fallbacks show as separate attempts; the
+                    // provider sees that span as its parent (W3C `traceparent`).
+                    let span = crate::tracing_spans::attempt_span(
+                        &candidate.provider.id,
+                        &candidate.provider.base_url,
+                        &prepared.request.path,
+                        self.attempt,
+                    );
+                    llm_telemetry::inject_headers(&span, &mut prepared.request.headers);
                     let auth = prepared
                         .adapter
                         .auth_headers(candidate.provider.api_key.expose());
@@ -490,13 +508,18 @@ impl Run {
                         .state
                         .transport
                         .open(&candidate.provider.base_url, &auth, &prepared.request)
+                        .instrument(span.clone())
                         .await;
                     self.clock.waiting += waited.elapsed();
-                    opened
+                    (opened, span)
                 };
                 match opened {
-                    Ok(s) => self.stream = Some(s),
+                    Ok(s) => {
+                        self.stream = Some(s);
+                        self.attempt_span = Some(span);
+                    }
                     Err(e) => {
+                        crate::tracing_spans::attempt_failed(&span, &e);
                         self.fail_or_retry(e).await;
                         continue;
                     }
@@ -603,6 +626,10 @@ impl Run {
         if let Some((outcome, kind, usage)) = end {
             self.done = true;
             self.stream = None;
+            if let (Some(span), Outcome::Error) = (self.attempt_span.take(), &outcome) {
+                span.record("error.type", kind.unwrap_or("provider_error"));
+                span.record("otel.status_code", "ERROR");
+            }
             self.record_end(outcome, kind, usage);
         }
     }
@@ -611,6 +638,9 @@ impl Run {
     /// when the error kind allows, else ends with it.
     async fn fail_or_retry(&mut self, mut err: ProviderError) {
         self.stream = None;
+        if let Some(span) = self.attempt_span.take() {
+            crate::tracing_spans::attempt_failed(&span, &err);
+        }
         self.metrics
             .provider_error(&self.candidate().labels, err.kind.as_str());
         if self.started {
@@ -635,9 +665,7 @@ impl Run {
                 delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
             );
             if let Some(p) = self.prepared.as_mut() {
-                p.decoder = p.adapter.decoder(&Target {
-                    model: &self.candidates[self.current].model,
-                });
+                p.decoder = p.decoder.restart();
             }
             let slept = Instant::now();
             tokio::time::sleep(delay).await;

@@ -25,3 +25,4 @@ pub mod hooks;
 pub mod metrics;
 pub mod server;
 pub mod telemetry;
+pub mod tracing_spans;

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 use crate::generate::Gateway;
 use crate::grpc;
@@ -102,28 +103,45 @@ impl GatewayService for GatewayRpc {
         &self,
         request: Request<pb::StreamRequest>,
     ) -> Result<Response<EventStream>, Status> {
-        let generation = validated(request.into_inner().generation)?;
+        let trace = trace_context(request.metadata());
+        let (metadata, _, message) = request.into_parts();
+        let mut generation = validated(message.generation)?;
+        let span = crate::tracing_spans::generation_span(&generation, &metadata);
+        propagate(&mut generation, trace);
         log_start(&generation);
         let events = self
             .gateway
             .stream(generation)
+            .instrument(span.clone())
             .await
-            .map_err(|e| grpc::start_error_status(&e))?;
-        Ok(Response::new(Box::pin(events.map(Ok))))
+            .map_err(|e| {
+                crate::tracing_spans::start_failed(&span, &e);
+                grpc::start_error_status(&e)
+            })?;
+        let traced = crate::tracing_spans::Traced::new(Box::pin(events), span);
+        Ok(Response::new(Box::pin(traced.map(Ok))))
     }
 
     async fn generate(
         &self,
         request: Request<pb::GenerateRequest>,
     ) -> Result<Response<pb::GenerateResponse>, Status> {
-        let generation = validated(request.into_inner().generation)?;
+        let trace = trace_context(request.metadata());
+        let (metadata, _, message) = request.into_parts();
+        let mut generation = validated(message.generation)?;
+        let span = crate::tracing_spans::generation_span(&generation, &metadata);
+        propagate(&mut generation, trace);
         log_start(&generation);
         let events = self
             .gateway
             .stream(generation)
+            .instrument(span.clone())
             .await
-            .map_err(|e| grpc::start_error_status(&e))?;
-        let mut events = std::pin::pin!(events);
+            .map_err(|e| {
+                crate::tracing_spans::start_failed(&span, &e);
+                grpc::start_error_status(&e)
+            })?;
+        let mut events = crate::tracing_spans::Traced::new(Box::pin(events), span);
         let mut collector = grpc::Collector::default();
         while let Some(ev) = events.next().await {
             collector.push(ev)?;
@@ -189,6 +207,45 @@ impl GatewayService for GatewayRpc {
 fn validated(generation: Option<pb::Generation>) -> Result<pb::Generation, Status> {
     grpc::validate(generation.as_ref())?;
     generation.ok_or_else(|| grpc::invalid("generation", "required"))
+}
+
+/// The caller's W3C trace context (`traceparent`, `tracestate`), when it sent a valid one.
+fn trace_context(metadata: &tonic::metadata::MetadataMap) -> Vec<(String, String)> {
+    let get = |k: &str| {
+        metadata
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let Some(parent) = get("traceparent").filter(|t| valid_traceparent(t)) else {
+        return Vec::new();
+    };
+    let mut out = vec![("traceparent".to_string(), parent)];
+    if let Some(state) = get("tracestate").filter(|s| s.len() <= 512) {
+        out.push(("tracestate".to_string(), state));
+    }
+    out
+}
+
+/// `00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`, ids not all zero.
+fn valid_traceparent(t: &str) -> bool {
+    let parts: Vec<&str> = t.split('-').collect();
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    parts.len() == 4
+        && hex(parts[0], 2)
+        && hex(parts[1], 32)
+        && hex(parts[2], 16)
+        && hex(parts[3], 2)
+        && parts[1].bytes().any(|b| b != b'0')
+        && parts[2].bytes().any(|b| b != b'0')
+}
+
+/// Carries the caller's trace context on to the provider's HTTP request, so one trace id follows a generation from
+/// the caller to the provider call.
+fn propagate(generation: &mut pb::Generation, trace: Vec<(String, String)>) {
+    for (k, v) in trace {
+        generation.extra_headers.insert(k, v);
+    }
 }
 
 fn log_start(g: &pb::Generation) {

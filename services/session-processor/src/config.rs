@@ -30,17 +30,52 @@ fn err(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
+    /// `[server]`.
     #[serde(default)]
     pub server: ServerFile,
+    /// `[gateway]`.
     #[serde(default)]
     pub gateway: GatewayFile,
+    /// `[redis]`.
     #[serde(default)]
     pub redis: RedisFile,
+    /// `[workspaces]`.
     #[serde(default)]
     pub workspaces: WorkspacesFile,
     /// Agents by name; `default` is used when a session names none.
     #[serde(default)]
     pub agents: BTreeMap<String, AgentFile>,
+    /// Session titles.
+    #[serde(default)]
+    pub titles: TitlesFile,
+    /// Tenants by name: which caller tokens belong to them and their budgets.
+    #[serde(default)]
+    pub tenants: BTreeMap<String, TenantFile>,
+}
+
+/// `[titles]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TitlesFile {
+    /// Generate a title after a session's first prompt (one extra small-model call per session).
+    pub enabled: bool,
+}
+
+impl Default for TitlesFile {
+    fn default() -> Self {
+        TitlesFile { enabled: true }
+    }
+}
+
+/// `[tenants.<name>]`.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct TenantFile {
+    /// Caller tokens of this tenant; they are accepted like `server.auth_tokens` and charge this tenant.
+    pub tokens: Vec<String>,
+    /// Spending limit in USD over every session of the tenant; none when absent.
+    #[serde(default)]
+    pub budget_usd: Option<f64>,
 }
 
 /// `[server]`.
@@ -162,6 +197,32 @@ pub struct AgentFile {
     /// Retries of a step that failed with a retryable error after output started.
     #[serde(default = "default_step_retries")]
     pub step_retries: u32,
+    /// First retry delay; doubled per attempt up to `retry_max_delay_ms`.
+    #[serde(default = "default_retry_base_delay")]
+    pub retry_base_delay_ms: u64,
+    /// Longest backoff between step retries.
+    #[serde(default = "default_retry_max_delay")]
+    pub retry_max_delay_ms: u64,
+    /// Longest provider `retry_after` the loop waits for; a longer one stops the loop with the error at once.
+    #[serde(default = "default_max_retry_after")]
+    pub max_retry_after_ms: u64,
+    /// Model for session titles (`provider/model`); the session's model when empty.
+    #[serde(default)]
+    pub small_model: String,
+    /// Compact the history automatically when the context nears the model's limit. When false, an overflow stops the
+    /// loop with a context_overflow error.
+    #[serde(default = "default_true")]
+    pub auto_compact: bool,
+    /// Tokens kept free for the answer when deciding that the context overflows; `min(20000, model max output)`
+    /// when absent.
+    #[serde(default)]
+    pub compaction_reserve_tokens: Option<u64>,
+    /// Most recent tool output (in estimated tokens) never pruned from requests.
+    #[serde(default = "default_prune_protect")]
+    pub prune_protect_tokens: u64,
+    /// Older tool output is pruned from requests only when at least this many estimated tokens would go.
+    #[serde(default = "default_prune_minimum")]
+    pub prune_minimum_tokens: u64,
 }
 
 fn default_tools() -> Vec<String> {
@@ -182,39 +243,138 @@ fn default_permission_timeout() -> u64 {
 fn default_step_retries() -> u32 {
     3
 }
+fn default_retry_base_delay() -> u64 {
+    500
+}
+fn default_retry_max_delay() -> u64 {
+    30_000
+}
+fn default_max_retry_after() -> u64 {
+    60_000
+}
+fn default_true() -> bool {
+    true
+}
+fn default_prune_protect() -> u64 {
+    40_000
+}
+fn default_prune_minimum() -> u64 {
+    20_000
+}
 
 /// A validated agent.
 #[derive(Debug, Clone)]
 pub struct Agent {
+    /// Its name (the `[agents.<name>]` key).
     pub name: String,
+    /// Role prompt, first in the system.
     pub role_prompt: String,
+    /// Default model; empty means the session's.
     pub model: String,
+    /// Built-in tools it may use.
     pub tools: Vec<String>,
+    /// Permission rules, configured ones first.
     pub permissions: PermissionRules,
+    /// Most steps per loop.
     pub max_steps: u32,
+    /// What a doom loop leads to.
     pub doom_loop: DoomPolicy,
     /// `(name, text)` of each skill, in name order.
     pub skills: Vec<(String, String)>,
+    /// How long a client tool may take.
     pub client_tool_timeout: Duration,
+    /// How long a permission request waits.
     pub permission_timeout: Duration,
+    /// Retries of a failed step (also in `retry.max_retries`).
     pub step_retries: u32,
+    /// How step retries wait (backoff and the provider's `retry_after`).
+    pub retry: RetryPolicy,
+    /// Model for titles; empty means the session's model.
+    pub small_model: String,
+    /// Whether an overflow compacts the history (true) or stops the loop (false).
+    pub auto_compact: bool,
+    /// Configured answer reserve; `None` means `min(20000, model max output)`.
+    pub compaction_reserve: Option<u64>,
+    /// Recent tool output (estimated tokens) never pruned.
+    pub prune_protect: u64,
+    /// Least amount of tool output (estimated tokens) worth pruning.
+    pub prune_minimum: u64,
+}
+
+/// How a failed step is retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// First backoff delay, doubled per retry.
+    pub base_delay: Duration,
+    /// Cap of the backoff.
+    pub max_delay: Duration,
+    /// Longest provider `retry_after` worth waiting for.
+    pub max_retry_after: Duration,
+}
+
+/// A validated tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tenant {
+    /// Its name (the `[tenants.<name>]` key).
+    pub name: String,
+    /// Its caller tokens.
+    pub tokens: Vec<String>,
+    /// Its budget in nano-USD; 0 means none.
+    pub budget_nano_usd: i64,
+}
+
+/// USD as integer nano-USD, the unit every cost in the product uses; `None` for negative, NaN or absurdly large
+/// amounts.
+pub fn usd_to_nano(usd: f64) -> Option<i64> {
+    // 9.2e9 USD is the largest amount i64 nano-USD holds; anything near it is a typo, not a budget.
+    if !usd.is_finite() || !(0.0..=1e9).contains(&usd) {
+        return None;
+    }
+    Some((usd * 1e9).round() as i64)
 }
 
 /// The validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// Listen address.
     pub listen: SocketAddr,
+    /// Accepted caller tokens: `server.auth_tokens`, `PROCESSOR_AUTH_TOKENS` and every tenant's tokens.
     pub auth_tokens: Vec<String>,
+    /// Serve without caller authentication when no token is configured.
     pub allow_unauthenticated: bool,
+    /// Grace period for running loops after SIGTERM.
     pub shutdown_grace: Duration,
+    /// The gateway's gRPC URL.
     pub gateway_url: String,
+    /// The processor's bearer token for the gateway.
     pub gateway_token: String,
+    /// Deadline of one gateway call.
     pub step_timeout: Duration,
+    /// Redis URL.
     pub redis_url: String,
+    /// Prefix of every Redis key.
     pub redis_prefix: String,
+    /// Lease time-to-live.
     pub lease_ttl: Duration,
+    /// Directory of the sessions' workspaces.
     pub workspace_root: PathBuf,
+    /// Agents by name.
     pub agents: BTreeMap<String, Agent>,
+    /// Whether sessions get a generated title.
+    pub titles: bool,
+    /// Tenants by name.
+    pub tenants: BTreeMap<String, Tenant>,
+}
+
+impl Config {
+    /// The tenant a caller token belongs to.
+    pub fn tenant_for_token(&self, token: &str) -> Option<&Tenant> {
+        self.tenants
+            .values()
+            .find(|t| t.tokens.iter().any(|k| k == token))
+    }
 }
 
 /// Environment lookup, injectable for tests.
@@ -280,6 +440,49 @@ impl Config {
                     .map(String::from),
             );
         }
+        let mut tenants = BTreeMap::new();
+        for (name, t) in &file.tenants {
+            let key = |k: &str| format!("tenants.{name}.{k}");
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            {
+                return Err(err(
+                    format!("tenants.{name}"),
+                    "tenant names are [A-Za-z0-9._-]",
+                ));
+            }
+            if t.tokens.is_empty() {
+                return Err(err(key("tokens"), "at least one token is required"));
+            }
+            let budget_nano_usd = match t.budget_usd {
+                None => 0,
+                Some(usd) => usd_to_nano(usd)
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| err(key("budget_usd"), "must be a positive amount of USD"))?,
+            };
+            for token in &t.tokens {
+                if auth_tokens.contains(token)
+                    || tenants.values().any(|o: &Tenant| o.tokens.contains(token))
+                {
+                    return Err(err(
+                        key("tokens"),
+                        "a token belongs to one tenant and is not also in server.auth_tokens",
+                    ));
+                }
+            }
+            tenants.insert(
+                name.clone(),
+                Tenant {
+                    name: name.clone(),
+                    tokens: t.tokens.clone(),
+                    budget_nano_usd,
+                },
+            );
+        }
+        // Tenant tokens are caller tokens too: the tenant is who the caller is.
+        auth_tokens.extend(tenants.values().flat_map(|t| t.tokens.iter().cloned()));
         if auth_tokens.iter().any(|t| t.len() < 16) {
             return Err(err(
                 "server.auth_tokens",
@@ -322,6 +525,14 @@ impl Config {
             client_tool_timeout_ms: default_client_tool_timeout(),
             permission_timeout_ms: default_permission_timeout(),
             step_retries: default_step_retries(),
+            retry_base_delay_ms: default_retry_base_delay(),
+            retry_max_delay_ms: default_retry_max_delay(),
+            max_retry_after_ms: default_max_retry_after(),
+            small_model: String::new(),
+            auto_compact: true,
+            compaction_reserve_tokens: None,
+            prune_protect_tokens: default_prune_protect(),
+            prune_minimum_tokens: default_prune_minimum(),
         });
         for (name, a) in files {
             let key = |k: &str| format!("agents.{name}.{k}");
@@ -350,6 +561,15 @@ impl Config {
             if a.max_steps == 0 {
                 return Err(err(key("max_steps"), "must be positive"));
             }
+            if !a.small_model.is_empty() && !a.small_model.contains('/') {
+                return Err(err(key("small_model"), "must be `provider/model`"));
+            }
+            if a.retry_base_delay_ms == 0 || a.retry_max_delay_ms < a.retry_base_delay_ms {
+                return Err(err(
+                    key("retry_base_delay_ms"),
+                    "must be positive and at most retry_max_delay_ms",
+                ));
+            }
             let mut skills = Vec::new();
             for (skill, path) in &a.skills {
                 let full = base.join(path);
@@ -375,6 +595,17 @@ impl Config {
                     client_tool_timeout: Duration::from_millis(a.client_tool_timeout_ms),
                     permission_timeout: Duration::from_millis(a.permission_timeout_ms),
                     step_retries: a.step_retries,
+                    retry: RetryPolicy {
+                        max_retries: a.step_retries,
+                        base_delay: Duration::from_millis(a.retry_base_delay_ms),
+                        max_delay: Duration::from_millis(a.retry_max_delay_ms),
+                        max_retry_after: Duration::from_millis(a.max_retry_after_ms),
+                    },
+                    small_model: a.small_model,
+                    auto_compact: a.auto_compact,
+                    compaction_reserve: a.compaction_reserve_tokens,
+                    prune_protect: a.prune_protect_tokens,
+                    prune_minimum: a.prune_minimum_tokens,
                 },
             );
         }
@@ -391,6 +622,100 @@ impl Config {
             lease_ttl: Duration::from_millis(file.redis.lease_ttl_ms),
             workspace_root,
             agents,
+            titles: file.titles.enabled,
+            tenants,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(extra: &str) -> Result<Config, ConfigError> {
+        let file = Config::parse(&format!(
+            "[server]\nauth_tokens = [\"operator-token-0123456789\"]\n{extra}"
+        ))?;
+        Config::from_file(file, Path::new("."), &[("X", "")])
+    }
+
+    #[test]
+    fn tenants_map_tokens_to_budgets() {
+        let c = load(
+            "[tenants.acme]\ntokens = [\"acme-token-0123456789\"]\nbudget_usd = 2.5\n[tenants.free]\ntokens = [\"free-token-0123456789\"]\n",
+        )
+        .unwrap();
+        let acme = c.tenant_for_token("acme-token-0123456789").unwrap();
+        assert_eq!(
+            (acme.name.as_str(), acme.budget_nano_usd),
+            ("acme", 2_500_000_000)
+        );
+        assert_eq!(
+            c.tenant_for_token("free-token-0123456789")
+                .unwrap()
+                .budget_nano_usd,
+            0
+        );
+        assert!(c.tenant_for_token("operator-token-0123456789").is_none());
+        assert!(
+            c.auth_tokens.contains(&"acme-token-0123456789".to_string()),
+            "tenant tokens authenticate"
+        );
+    }
+
+    #[test]
+    fn bad_tenants_name_the_key() {
+        for (extra, key) in [
+            ("[tenants.a]\ntokens = []\n", "tenants.a.tokens"),
+            ("[tenants.a]\ntokens = [\"short\"]\n", "server.auth_tokens"),
+            (
+                "[tenants.a]\ntokens = [\"acme-token-0123456789\"]\nbudget_usd = -1.0\n",
+                "tenants.a.budget_usd",
+            ),
+            (
+                "[tenants.a]\ntokens = [\"operator-token-0123456789\"]\n",
+                "tenants.a.tokens",
+            ),
+            (
+                "[tenants.a]\ntokens = [\"acme-token-0123456789\"]\n[tenants.b]\ntokens = [\"acme-token-0123456789\"]\n",
+                "tenants.b.tokens",
+            ),
+        ] {
+            assert_eq!(load(extra).unwrap_err().key, key, "{extra}");
+        }
+    }
+
+    #[test]
+    fn agents_get_the_new_defaults() {
+        let c = load("[titles]\nenabled = false\n[agents.small]\nsmall_model = \"openai/gpt-4o-mini\"\nauto_compact = false\n").unwrap();
+        assert!(!c.titles);
+        let a = &c.agents["small"];
+        assert_eq!(a.small_model, "openai/gpt-4o-mini");
+        assert!(!a.auto_compact);
+        assert_eq!(a.retry.max_retries, 3);
+        assert_eq!(a.retry.base_delay, Duration::from_millis(500));
+        assert!(c.agents["default"].auto_compact);
+        assert_eq!(
+            load("[agents.x]\nsmall_model = \"nope\"\n")
+                .unwrap_err()
+                .key,
+            "agents.x.small_model"
+        );
+    }
+
+    #[test]
+    fn the_example_config_names_only_known_keys() {
+        let file = Config::parse(include_str!("../../../deploy/processor.example.toml")).unwrap();
+        assert!(file.titles.enabled);
+        assert!(file.agents["default"].auto_compact);
+    }
+
+    #[test]
+    fn usd_amounts_become_nano_usd() {
+        assert_eq!(usd_to_nano(0.25), Some(250_000_000));
+        assert_eq!(usd_to_nano(0.0), Some(0));
+        assert_eq!(usd_to_nano(-1.0), None);
+        assert_eq!(usd_to_nano(f64::NAN), None);
+        assert_eq!(usd_to_nano(1e12), None);
     }
 }

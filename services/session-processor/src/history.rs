@@ -1,16 +1,105 @@
 //! Stored messages → the gateway's conversation, and the loop's exit rule.
+//!
+//! The loop sees the history *from the last completed compaction on* ([`since_compaction`]): the compaction
+//! message's summary becomes the first (user) turn of the conversation and nothing before it is sent again.
+
+use std::collections::HashSet;
 
 use llm_proto::gateway as gw;
 use llm_proto::sessions as pb;
 
 use crate::processor::metadata_from_json;
 
+/// What replaces a pruned tool output in requests (storage keeps the output).
+pub const PRUNED_OUTPUT: &str = "[output pruned]";
+
+/// Finish of an assistant message whose step hit the context limit (a provider overflow error, also mid-stream):
+/// not an answer, never replayed, and the reason a compaction is pending.
+pub const FINISH_OVERFLOW: &str = "overflow";
+
+/// How [`to_gateway_with`] renders the history.
+#[derive(Debug, Default, Clone)]
+pub struct Render {
+    /// Tool parts (by part id) whose output is replaced with [`PRUNED_OUTPUT`].
+    pub pruned: HashSet<String>,
+    /// Render for the compaction summary request: tool calls and results become plain text inside the assistant
+    /// turn (the request offers no tools, and some providers refuse tool calls in a request without tool
+    /// definitions), and reasoning is left out (the summary needs what was done, not how it was thought through).
+    pub summary: bool,
+}
+
+/// True for an assistant message that carries a compaction part.
+pub fn is_compaction(m: &pb::Message) -> bool {
+    m.role() == pb::Role::Assistant
+        && m.parts
+            .iter()
+            .any(|p| matches!(p.kind, Some(pb::part::Kind::Compaction(_))))
+}
+
+/// True for a compaction whose summary was written completely: the start of the conversation from then on.
+pub fn is_completed_compaction(m: &pb::Message) -> bool {
+    is_compaction(m)
+        && m.completed_at.is_some()
+        && m.error.is_none()
+        && m.finish == "stop"
+        && !summary_text(m).trim().is_empty()
+}
+
+/// The summary a compaction message wrote (its text parts).
+pub fn summary_text(m: &pb::Message) -> String {
+    m.parts
+        .iter()
+        .filter_map(|p| match &p.kind {
+            Some(pb::part::Kind::Text(t)) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The history the loop works on: from the last completed compaction (included) to the end; the whole history when
+/// there was none.
+pub fn since_compaction(mut history: Vec<pb::Message>) -> Vec<pb::Message> {
+    if let Some(i) = history.iter().rposition(is_completed_compaction) {
+        history.drain(..i);
+    }
+    history
+}
+
+/// The structured output the latest user message asks for, when it asks for one.
+pub fn output_format(history: &[pb::Message]) -> Option<pb::OutputFormat> {
+    history
+        .iter()
+        .rev()
+        .find(|m| m.role() == pb::Role::User)
+        .and_then(|m| m.format.clone())
+        .filter(|f| f.r#type() == pb::output_format::Type::JsonSchema)
+}
+
 /// Converts the stored history (oldest first, with parts) into gateway messages. An assistant message becomes an
 /// assistant turn (text, reasoning, tool calls) followed by a tool turn with every call's result, so each call is
 /// paired with exactly one result (unfinished calls were closed as errors by cleanup).
 pub fn to_gateway(history: &[pb::Message]) -> Vec<gw::Message> {
+    to_gateway_with(history, &Render::default())
+}
+
+/// [`to_gateway`] with pruning and tool flattening (see [`Render`]).
+pub fn to_gateway_with(history: &[pb::Message], render: &Render) -> Vec<gw::Message> {
     let mut out = Vec::with_capacity(history.len() * 2);
     for m in history {
+        if is_compaction(m) {
+            // A completed summary restarts the conversation as a user turn (providers want a user turn first); a
+            // failed or unfinished one is not replayed at all.
+            if is_completed_compaction(m) {
+                out.push(gw::Message {
+                    role: gw::Role::User as i32,
+                    parts: vec![gw_text(&format!(
+                        "{SUMMARY_PREAMBLE}\n\n{}",
+                        summary_text(m).trim()
+                    ))],
+                });
+            }
+            continue;
+        }
         match m.role() {
             pb::Role::User => {
                 let parts: Vec<gw::Part> = m
@@ -44,8 +133,9 @@ pub fn to_gateway(history: &[pb::Message]) -> Vec<gw::Message> {
                     });
                 }
             }
-            // A retried attempt's partial output is superseded by the retry; it stays stored but is not replayed.
-            pb::Role::Assistant if m.finish == "retried" => {}
+            // A retried attempt's partial output is superseded by the retry, and an overflowed one by the compaction;
+            // both stay stored but are not replayed.
+            pb::Role::Assistant if matches!(m.finish.as_str(), "retried" | FINISH_OVERFLOW) => {}
             pb::Role::Assistant => {
                 let mut parts = Vec::new();
                 let mut results = Vec::new();
@@ -54,12 +144,26 @@ pub fn to_gateway(history: &[pb::Message]) -> Vec<gw::Message> {
                         Some(pb::part::Kind::Text(t)) if !t.text.is_empty() => {
                             parts.push(gw_text(&t.text))
                         }
+                        Some(pb::part::Kind::Reasoning(_)) if render.summary => {}
                         Some(pb::part::Kind::Reasoning(r)) => parts.push(gw::Part {
                             kind: Some(gw::part::Kind::Reasoning(gw::ReasoningPart {
                                 text: r.text.clone(),
                                 provider_metadata: metadata_from_json(&r.provider_metadata_json),
                             })),
                         }),
+                        Some(pb::part::Kind::Tool(t)) if render.summary => {
+                            let state = t.state.clone().unwrap_or_default();
+                            let result = match state.status() {
+                                _ if render.pruned.contains(&p.id) => PRUNED_OUTPUT.to_string(),
+                                pb::tool_state::Status::Completed => state.output.clone(),
+                                pb::tool_state::Status::Error => format!("error: {}", state.error),
+                                _ => "the tool did not finish".to_string(),
+                            };
+                            parts.push(gw_text(&format!(
+                                "[called tool `{}` with {}]\n[result: {result}]",
+                                t.tool, state.input_json
+                            )));
+                        }
                         Some(pb::part::Kind::Tool(t)) => {
                             let state = t.state.clone().unwrap_or_default();
                             let input = if state.input_json.trim().is_empty() {
@@ -78,6 +182,11 @@ pub fn to_gateway(history: &[pb::Message]) -> Vec<gw::Message> {
                                 })),
                             });
                             let (output, is_error) = match state.status() {
+                                pb::tool_state::Status::Completed
+                                    if render.pruned.contains(&p.id) =>
+                                {
+                                    (PRUNED_OUTPUT.to_string(), false)
+                                }
                                 pb::tool_state::Status::Completed => (state.output.clone(), false),
                                 pb::tool_state::Status::Error => (state.error.clone(), true),
                                 _ => ("the tool did not finish".to_string(), true),
@@ -113,6 +222,49 @@ pub fn to_gateway(history: &[pb::Message]) -> Vec<gw::Message> {
     out
 }
 
+/// Opens the user turn that carries a compaction's summary.
+pub const SUMMARY_PREAMBLE: &str =
+    "The conversation so far was summarised to fit the context window. Summary:";
+
+/// Tool outputs to prune from requests: every completed output older than the newest `protect` estimated tokens
+/// of tool output, but only when that frees at least `minimum` tokens (pruning changes the request prefix, which
+/// costs the provider's prompt cache, so it is not worth doing for a little). The latest assistant message's
+/// outputs are always kept: the model is working with them right now.
+pub fn prunable(history: &[pb::Message], protect: u64, minimum: u64) -> HashSet<String> {
+    let latest = history
+        .iter()
+        .rposition(|m| m.role() == pb::Role::Assistant && !is_compaction(m));
+    let mut seen = 0u64;
+    let mut candidates = Vec::new();
+    let mut freed = 0u64;
+    for (i, m) in history.iter().enumerate().rev() {
+        if m.role() != pb::Role::Assistant {
+            continue;
+        }
+        for p in m.parts.iter().rev() {
+            let Some(pb::part::Kind::Tool(t)) = &p.kind else {
+                continue;
+            };
+            let Some(state) = &t.state else { continue };
+            if state.status() != pb::tool_state::Status::Completed {
+                continue;
+            }
+            let tokens = crate::context::estimate_text(&state.output);
+            if Some(i) == latest || seen < protect {
+                seen += tokens;
+                continue;
+            }
+            freed += tokens;
+            candidates.push(p.id.clone());
+        }
+    }
+    if freed >= minimum && !candidates.is_empty() {
+        candidates.into_iter().collect()
+    } else {
+        HashSet::new()
+    }
+}
+
 fn gw_text(text: &str) -> gw::Part {
     gw::Part {
         kind: Some(gw::part::Kind::Text(gw::TextPart {
@@ -140,6 +292,10 @@ pub fn needs_work(history: &[pb::Message]) -> bool {
     }
     if last.error.is_some() {
         return false;
+    }
+    // An overflowed step is not an answer either: it waits for its compaction.
+    if last.finish == FINISH_OVERFLOW {
+        return true;
     }
     last.finish == "tool_calls" || last.completed_at.is_none()
 }
@@ -273,6 +429,142 @@ mod tests {
             results,
             [("c1".to_string(), false), ("c2".to_string(), true)]
         );
+    }
+
+    fn compaction(summary: &str, completed: bool) -> pb::Message {
+        let mut m = assistant("stop", completed, vec![]);
+        m.parts = vec![
+            pb::Part {
+                id: "prt_1".into(),
+                kind: Some(pb::part::Kind::Compaction(pb::CompactionPart {
+                    auto: true,
+                    overflow: false,
+                })),
+                ..Default::default()
+            },
+            pb::Part {
+                id: "prt_2".into(),
+                kind: Some(pb::part::Kind::Text(pb::TextPart {
+                    text: summary.into(),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            },
+        ];
+        m
+    }
+
+    #[test]
+    fn the_history_starts_at_the_last_completed_compaction() {
+        let old = user("old", "");
+        let done = compaction("we did X", true);
+        let unfinished = compaction("half a summ", false);
+        let next = user("next", "");
+        let view = since_compaction(vec![
+            old.clone(),
+            done.clone(),
+            unfinished.clone(),
+            next.clone(),
+        ]);
+        assert_eq!(
+            view.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+            [&done.id, &unfinished.id, &next.id]
+        );
+        let msgs = to_gateway(&view);
+        assert_eq!(msgs.len(), 2, "the unfinished summary is not replayed");
+        assert_eq!(msgs[0].role(), gw::Role::User);
+        let Some(gw::part::Kind::Text(t)) = &msgs[0].parts[0].kind else {
+            panic!()
+        };
+        assert!(t.text.starts_with(SUMMARY_PREAMBLE) && t.text.ends_with("we did X"));
+        assert_eq!(
+            since_compaction(vec![old.clone(), next.clone()]).len(),
+            2,
+            "no compaction: everything"
+        );
+        assert!(!needs_work(&[done]), "a summary alone needs no answer");
+    }
+
+    #[test]
+    fn an_overflowed_step_is_pending_work_and_never_replayed() {
+        let overflowed = assistant(FINISH_OVERFLOW, true, vec![]);
+        let h = vec![user("big", ""), overflowed.clone()];
+        assert!(needs_work(&h));
+        assert_eq!(to_gateway(&h).len(), 1);
+        let mut failed = overflowed;
+        failed.error = Some(pb::MessageError::default());
+        assert!(!needs_work(&[user("big", ""), failed]));
+    }
+
+    #[test]
+    fn old_tool_outputs_beyond_the_protected_window_are_pruned_in_requests_only() {
+        let call = |id: &str, out: &str| {
+            let mut m = assistant(
+                "tool_calls",
+                true,
+                vec![tool(id, pb::tool_state::Status::Completed, out)],
+            );
+            m.parts[0].id = format!("prt_{id}");
+            m
+        };
+        let big = "x".repeat(400); // 100 estimated tokens each
+        let h = vec![
+            user("go", ""),
+            call("c1", &big),
+            call("c2", &big),
+            call("c3", &big),
+            call("c4", &big),
+        ];
+        // Protect 150 tokens: c4 (the latest, always kept) and c3 fill it; c1 and c2 go.
+        let pruned = prunable(&h, 150, 100);
+        let mut ids: Vec<&str> = pruned.iter().map(String::as_str).collect();
+        ids.sort();
+        assert_eq!(ids, ["prt_c1", "prt_c2"]);
+        assert!(
+            prunable(&h, 150, 500).is_empty(),
+            "not worth it below the minimum"
+        );
+        let render = Render {
+            pruned,
+            summary: false,
+        };
+        let msgs = to_gateway_with(&h, &render);
+        let outputs: Vec<String> = msgs
+            .iter()
+            .flat_map(|m| m.parts.iter())
+            .filter_map(|p| match &p.kind {
+                Some(gw::part::Kind::ToolResult(r)) => Some(r.output.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(outputs[..2], [PRUNED_OUTPUT, PRUNED_OUTPUT]);
+        assert_eq!(outputs[2..], [big.clone(), big.clone()]);
+        let summary = to_gateway_with(
+            &h,
+            &Render {
+                pruned: HashSet::new(),
+                summary: true,
+            },
+        );
+        assert!(
+            summary.iter().all(|m| m.role() != gw::Role::Tool
+                && m.parts
+                    .iter()
+                    .all(|p| matches!(p.kind, Some(gw::part::Kind::Text(_))))),
+            "the summary request carries tools as text"
+        );
+    }
+
+    #[test]
+    fn the_latest_prompt_carries_the_format() {
+        let mut u = user("json please", "");
+        u.format = Some(pb::OutputFormat {
+            r#type: pb::output_format::Type::JsonSchema as i32,
+            schema_json: "{}".into(),
+            retry_count: None,
+        });
+        assert!(output_format(&[u.clone()]).is_some());
+        assert!(output_format(&[u, user("plain", "")]).is_none());
     }
 
     #[test]

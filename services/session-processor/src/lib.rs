@@ -10,13 +10,21 @@
 //! - [`server`]: the `SessionService` gRPC server.
 //! - [`config`]: typed, validated configuration and agents.
 //! - [`tools`]: built-in workspace tools confined to the session's workspace, permission rules, doom-loop detection.
+//! - [`context`]: token estimates and usable context for compaction; the summary step's prompts.
+//! - [`retry`]: whether and when a failed step runs again.
+//! - [`structured`]: structured output through a dedicated, schema-validated tool.
+//! - [`title`]: the session title request and its clean-up.
 
 pub mod app;
 pub mod config;
+pub mod context;
 pub mod history;
 pub mod ids;
 pub mod processor;
+pub mod retry;
 pub mod run_loop;
 pub mod server;
 pub mod store;
+pub mod structured;
+pub mod title;
 pub mod tools;

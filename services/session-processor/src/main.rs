@@ -15,12 +15,14 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    // Logs to stderr; spans over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set. Dropped last, so spans flush.
+    let _telemetry = match llm_telemetry::init("session-processor") {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("session-processor: telemetry: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     match serve(Args::parse()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

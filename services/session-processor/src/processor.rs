@@ -8,6 +8,7 @@
 //! become `error: aborted` (interrupted), and the message gets its completion time.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use llm_proto::gateway as gw;
 use llm_proto::sessions as pb;
@@ -25,15 +26,22 @@ pub enum Effect {
     /// Text was appended to a part: publish `part_delta`; persistence is coalesced (the part's full text is in
     /// [`Processor::part`]).
     Delta {
+        /// The part.
         part_id: String,
+        /// Its message.
         message_id: String,
+        /// The appended text.
         delta: String,
     },
     /// A complete tool call to execute once the step's stream has ended.
     ToolCall {
+        /// The tool part.
         part_id: String,
+        /// The model's call id.
         call_id: String,
+        /// The tool's name.
         tool: String,
+        /// The complete input (JSON).
         input_json: String,
     },
 }
@@ -67,6 +75,20 @@ pub struct Processor {
     blocked: bool,
     /// The provider overflowed mid-stream: a compaction need that also marks the message.
     overflowed: bool,
+    /// The gateway error that failed the step, kept beside the message error because the loop's retry decision
+    /// needs what the stored error does not carry: the unified kind and the provider's `retry_after`.
+    failure: Option<Failure>,
+}
+
+/// What the loop needs to know about a failed step to decide on a retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failure {
+    /// The gateway's unified error kind.
+    pub kind: gw::ErrorKind,
+    /// Whether the gateway said a retry may succeed.
+    pub retryable: bool,
+    /// How long the provider asked to wait, when it said.
+    pub retry_after: Option<Duration>,
 }
 
 impl Processor {
@@ -82,7 +104,33 @@ impl Processor {
             needs_compaction: false,
             blocked: false,
             overflowed: false,
+            failure: None,
         }
+    }
+
+    /// The gateway error that failed this step, if one did.
+    pub fn failure(&self) -> Option<Failure> {
+        self.failure
+    }
+
+    /// True when the provider said the context does not fit (before or during the output).
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// Records a failure the loop decided on (structured output, budget, context overflow): the message gets the
+    /// error and the loop stops after this step.
+    pub fn fail(&mut self, error: pb::MessageError, out: &mut Vec<Effect>) {
+        self.message.error = Some(error);
+        out.push(Effect::Message(self.message.clone()));
+    }
+
+    /// Stores the validated structured output on the message. The answer is complete, so the message finishes
+    /// with `stop` whatever the step's own finish reason (`tool_calls`) was, and the loop ends.
+    pub fn set_structured_output(&mut self, json: String, out: &mut Vec<Effect>) {
+        self.message.structured_output_json = json;
+        self.message.finish = "stop".into();
+        out.push(Effect::Message(self.message.clone()));
     }
 
     /// The assistant message as it stands.
@@ -276,6 +324,11 @@ impl Processor {
                     self.overflowed = true;
                     return;
                 }
+                self.failure = Some(Failure {
+                    kind: e.kind(),
+                    retryable: e.retryable,
+                    retry_after: e.retry_after.and_then(|d| Duration::try_from(d).ok()),
+                });
                 self.message.error = Some(message_error(&e));
                 out.push(Effect::Message(self.message.clone()));
             }
@@ -369,14 +422,11 @@ impl Processor {
                 retryable: false,
             });
         }
-        if self.overflowed && self.message.error.is_none() && !self.has_output() {
-            // Nothing was produced before the overflow: the message records why it is empty.
-            self.message.error = Some(pb::MessageError {
-                kind: pb::message_error::Kind::ContextOverflow as i32,
-                message: "the context did not fit the model".into(),
-                http_status: 0,
-                retryable: false,
-            });
+        if self.overflowed && self.message.finish.is_empty() {
+            // The step never finished: what it produced is superseded by the compaction that follows, so the
+            // message is marked and not replayed. Whether the overflow is a failure is the loop's call (it is not
+            // when the history can be compacted).
+            self.message.finish = crate::history::FINISH_OVERFLOW.into();
         }
         self.message.completed_at = Some(now);
         out.push(Effect::Message(self.message.clone()));
@@ -401,13 +451,10 @@ impl Processor {
         })
     }
 
-    fn has_output(&self) -> bool {
-        self.parts.iter().any(|p| {
-            matches!(
-                p.kind,
-                Some(pb::part::Kind::Text(_) | pb::part::Kind::Tool(_))
-            )
-        })
+    /// Adds a part the loop creates itself (a compaction marker) and emits it.
+    pub fn add_part(&mut self, kind: pb::part::Kind, out: &mut Vec<Effect>) {
+        let part = self.new_part(kind);
+        out.push(Effect::Part(part));
     }
 
     fn new_part(&mut self, kind: pb::part::Kind) -> pb::Part {
@@ -719,6 +766,91 @@ mod tests {
         );
         assert_eq!(p.outcome(), Outcome::Compact);
         assert!(p.message().error.is_none());
+        let mut out = Vec::new();
+        p.cleanup(ts(9), false, &mut out);
+        assert!(p.message().error.is_none(), "the loop decides, not cleanup");
+        assert_eq!(p.message().finish, crate::history::FINISH_OVERFLOW);
+        assert!(p.overflowed());
+    }
+
+    #[test]
+    fn a_mid_stream_overflow_keeps_the_partial_output_but_marks_the_message() {
+        let mut p = processor();
+        feed(
+            &mut p,
+            vec![
+                E::TextStart(gw::TextStart { id: "t".into() }),
+                E::TextDelta(gw::TextDelta {
+                    id: "t".into(),
+                    delta: "partial".into(),
+                }),
+                E::Error(gw::Error {
+                    kind: gw::ErrorKind::ContextOverflow as i32,
+                    message: "maximum context length".into(),
+                    ..Default::default()
+                }),
+            ],
+        );
+        let mut out = Vec::new();
+        p.cleanup(ts(9), false, &mut out);
+        assert_eq!(p.outcome(), Outcome::Compact);
+        assert_eq!(p.message().finish, crate::history::FINISH_OVERFLOW);
+        let Some(pb::part::Kind::Text(t)) = &p.parts()[0].kind else {
+            panic!()
+        };
+        assert_eq!((t.text.as_str(), t.ended_at), ("partial", Some(ts(9))));
+    }
+
+    #[test]
+    fn a_failure_keeps_the_kind_and_the_providers_retry_after() {
+        let mut p = processor();
+        feed(
+            &mut p,
+            vec![E::Error(gw::Error {
+                kind: gw::ErrorKind::RateLimited as i32,
+                message: "slow down".into(),
+                retryable: true,
+                retry_after: Some(prost_types::Duration {
+                    seconds: 1,
+                    nanos: 500_000_000,
+                }),
+                http_status: 429,
+                ..Default::default()
+            })],
+        );
+        assert_eq!(
+            p.failure(),
+            Some(Failure {
+                kind: gw::ErrorKind::RateLimited,
+                retryable: true,
+                retry_after: Some(Duration::from_millis(1500)),
+            })
+        );
+        let mut out = Vec::new();
+        p.fail(
+            pb::MessageError {
+                kind: pb::message_error::Kind::BudgetExceeded as i32,
+                ..Default::default()
+            },
+            &mut out,
+        );
+        assert_eq!(p.outcome(), Outcome::Stop);
+        assert!(matches!(out.last(), Some(Effect::Message(_))));
+    }
+
+    #[test]
+    fn a_structured_output_completes_the_answer() {
+        let mut p = processor();
+        feed(&mut p, vec![finish(gw::FinishReason::ToolCalls, 10, 1)]);
+        let mut out = Vec::new();
+        p.set_structured_output("{\"a\":1}".into(), &mut out);
+        assert_eq!(
+            (
+                p.message().finish.as_str(),
+                p.message().structured_output_json.as_str()
+            ),
+            ("stop", "{\"a\":1}")
+        );
     }
 
     #[test]

@@ -12,13 +12,27 @@ use prost_types::Timestamp;
 use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
+use tracing::Instrument;
 
 use crate::config::{Agent, Config};
+use crate::context;
 use crate::history;
 use crate::ids;
 use crate::processor::{Effect, Outcome, Processor};
+use crate::retry;
 use crate::store::{Fence, Store, StoreError};
+use crate::structured;
 use crate::tools::{self, Decision, DoomLoopDetector, DoomPolicy, ToolOutcome, Workspace};
+
+mod budget;
+mod compact;
+mod titling;
+
+use compact::{Compacted, Compaction};
+
+/// The system section of the last step `max_steps` allows.
+const LAST_STEP_SYSTEM: &str =
+    "This is the last step allowed: answer with text only, without calling tools.";
 
 /// A gateway client that sends the processor's bearer token.
 pub type GatewayClient = GatewayServiceClient<InterceptedService<Channel, GatewayAuth>>;
@@ -58,10 +72,15 @@ pub fn gateway_client(
 /// Why a loop could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum LoopError {
+    /// Redis failed or refused a write.
     #[error("storage: {0}")]
     Store(#[from] StoreError),
+    /// The session (or its agent) does not exist.
     #[error("session {0} not found")]
     NotFound(String),
+    /// The request cannot run in the session's current state (busy, nothing to compact).
+    #[error("{0}")]
+    Precondition(String),
 }
 
 /// What a loop run keeps in memory: the prompt-scoped inputs that are not part of the history.
@@ -73,6 +92,42 @@ pub struct RunInputs {
     pub client_tools: Vec<pb::ClientTool>,
     /// Extra system text of the prompt.
     pub system: String,
+    /// The caller's W3C trace context (`traceparent`, `tracestate`), sent on every gateway call of this run.
+    pub trace: Vec<(String, String)>,
+    /// A manual compaction (the `Compact` RPC) runs first.
+    pub compact: bool,
+}
+
+/// Attaches the run's trace context to a gateway request.
+///
+/// When spans are exported, the gateway call becomes a child of the current span (the step); otherwise the caller's
+/// own context is passed through unchanged, so the trace id still reaches the gateway and the provider.
+fn with_trace<T>(request: &mut tonic::Request<T>, trace: &[(String, String)]) {
+    if llm_telemetry::inject_metadata(&tracing::Span::current(), request.metadata_mut()) {
+        return;
+    }
+    for (k, v) in trace {
+        if let (Ok(key), Ok(value)) = (
+            tonic::metadata::MetadataKey::from_bytes(k.as_bytes()),
+            tonic::metadata::MetadataValue::try_from(v.as_str()),
+        ) {
+            request.metadata_mut().insert(key, value);
+        }
+    }
+}
+
+/// The step's tokens (as the GenAI conventions count them: input includes cached, output includes reasoning), its
+/// exact cost and its finish, on the step's span.
+fn record_step(span: &tracing::Span, message: &pb::Message) {
+    let t = message.tokens.unwrap_or_default();
+    let as_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    span.record(
+        "gen_ai.usage.input_tokens",
+        as_i64(t.input + t.cache_read + t.cache_write),
+    );
+    span.record("gen_ai.usage.output_tokens", as_i64(t.output + t.reasoning));
+    span.record("llm.cost_nano_usd", message.cost_nano_usd);
+    span.record("llm.finish", message.finish.as_str());
 }
 
 /// Shared state of the processor: storage, the gateway, configuration and the loops this replica runs.
@@ -113,7 +168,11 @@ impl Engine {
 
     /// Accepts a prompt: persists the user message and starts the loop, or queues the prompt when another loop
     /// holds the session. Returns the event id after which the caller's stream starts.
-    pub async fn prompt(self: &Arc<Self>, req: pb::PromptRequest) -> Result<String, LoopError> {
+    pub async fn prompt(
+        self: &Arc<Self>,
+        req: pb::PromptRequest,
+        trace: Vec<(String, String)>,
+    ) -> Result<String, LoopError> {
         let session = self
             .store
             .get_session(&req.session_id)
@@ -132,6 +191,8 @@ impl Engine {
                     model: Some(req.model.clone()).filter(|m| !m.is_empty()),
                     client_tools: req.client_tools.clone(),
                     system: req.system.clone(),
+                    trace,
+                    compact: false,
                 };
                 self.spawn_loop(session.id.clone(), fence, inputs);
             }
@@ -224,6 +285,11 @@ impl Engine {
             role: pb::Role::User as i32,
             model: req.model.clone(),
             agent,
+            // Kept with the message, so the format survives queuing, crash recovery and compaction replays.
+            format: req
+                .format
+                .clone()
+                .filter(|f| f.r#type() == pb::output_format::Type::JsonSchema),
             created_at: Some(now()),
             ..Default::default()
         };
@@ -274,6 +340,24 @@ impl Engine {
             .unwrap_or_else(|p| p.into_inner())
             .insert(session_id.clone(), token.clone());
         let engine = Arc::clone(self);
+        // The loop's span: a child of the caller's trace context when the prompt carried one.
+        let span = tracing::info_span!(
+            "session.prompt",
+            "otel.name" = "invoke_agent",
+            "gen_ai.operation.name" = "invoke_agent",
+            "gen_ai.conversation.id" = %session_id,
+            "session.id" = %session_id,
+        );
+        let mut parent = tonic::metadata::MetadataMap::new();
+        for (k, v) in &inputs.trace {
+            if let (Ok(key), Ok(value)) = (
+                tonic::metadata::MetadataKey::from_bytes(k.as_bytes()),
+                tonic::metadata::MetadataValue::try_from(v.as_str()),
+            ) {
+                parent.insert(key, value);
+            }
+        }
+        llm_telemetry::set_parent_from_metadata(&span, &parent);
         tokio::spawn(async move {
             if let Err(e) = engine.store.mark_active(&session_id).await {
                 tracing::warn!(message = "cannot mark the session active", session_id = %session_id, error = %e);
@@ -327,7 +411,7 @@ impl Engine {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&session_id);
-        });
+        }.instrument(span));
     }
 
     /// Runs the loop until the session has no work, holding the lease.
@@ -390,6 +474,15 @@ impl Engine {
         let mut steps = 0u32;
         let mut retries = 0u32;
         let mut last: Option<pb::Message> = None;
+        // A compaction to run before anything else: asked for by the caller, or by the previous step's closeout.
+        let mut pending = inputs.compact.then_some(Compaction {
+            auto: false,
+            overflow: false,
+        });
+        // True from an automatic compaction until a step fits: needing another one before that means compacting
+        // does not shrink the context, and the loop stops instead of compacting forever.
+        let mut compacted = false;
+        let mut first = true;
         loop {
             if cancel.is_cancelled() {
                 break;
@@ -400,11 +493,6 @@ impl Engine {
                 .list_messages(session_id, None, usize::MAX)
                 .await?;
             let history = self.close_orphans(history, fence).await?;
-            if !history::needs_work(&history) {
-                break;
-            }
-            steps += 1;
-            let final_step = steps >= agent.max_steps;
             let Some(model) = history::pick_model(
                 inputs.model.as_deref(),
                 &history,
@@ -419,6 +507,120 @@ impl Engine {
                 .await?;
                 break;
             };
+            if std::mem::take(&mut first) {
+                self.spawn_title(&session, &agent, &history, &model, &inputs.trace);
+            }
+            // From here on the loop sees the conversation from the last completed compaction.
+            let history = history::since_compaction(history);
+            let work = history::needs_work(&history);
+            if pending.is_none()
+                && work
+                && history
+                    .last()
+                    .is_some_and(|m| m.finish == history::FINISH_OVERFLOW)
+            {
+                // An overflowed step whose compaction never ran (its replica stopped in between).
+                pending = Some(Compaction {
+                    auto: true,
+                    overflow: true,
+                });
+            }
+            if !work && pending.is_none() {
+                break;
+            }
+            if let Some(reason) = self.budget_spent(session_id).await? {
+                let error = budget::budget_error(reason);
+                if work {
+                    last = Some(
+                        self.stop_with(session_id, &history, &model, &agent, error, fence)
+                            .await?,
+                    );
+                } else if !pending.is_some_and(|c| c.auto) {
+                    // A manual compaction is refused; an automatic one after a complete answer is simply skipped.
+                    self.store
+                        .publish(session_id, pb::session_event::Event::Error(error))
+                        .await?;
+                }
+                break;
+            }
+            let limits = self.model_limits(&model, &inputs.trace).await;
+            let usable = limits.map(|l| l.usable(agent.compaction_reserve));
+            if let Some(cause) = pending.take() {
+                match self
+                    .compact(
+                        &session, &agent, &history, cause, &model, usable, inputs, fence, cancel,
+                    )
+                    .await?
+                {
+                    Compacted::Done(m) => {
+                        compacted = cause.auto;
+                        // `done` names the answer, not housekeeping: only a manual compaction is the result.
+                        if !cause.auto {
+                            last = Some(m);
+                        }
+                        continue;
+                    }
+                    Compacted::Failed(m) | Compacted::Aborted(m) => {
+                        last = Some(m);
+                        break;
+                    }
+                }
+            }
+            if !work {
+                break;
+            }
+            steps += 1;
+            let final_step = steps >= agent.max_steps;
+            let format = history::output_format(&history).and_then(|f| {
+                structured::Format::from_proto(&f)
+                    .inspect_err(
+                        |e| tracing::warn!(message = "ignoring a stored output format", error = %e),
+                    )
+                    .ok()
+                    .flatten()
+            });
+            let mut turn = structured::Turn::new(format, structured::failures_so_far(&history));
+            let protect = usable.map_or(agent.prune_protect, |u| agent.prune_protect.min(u / 2));
+            let render = history::Render {
+                pruned: history::prunable(&history, protect, agent.prune_minimum.min(protect)),
+                summary: false,
+            };
+            let mut generation = self.build_generation(
+                &session,
+                &agent,
+                &history,
+                &render,
+                &model,
+                inputs,
+                workspace.is_some(),
+                final_step,
+            );
+            turn.decorate(&mut generation, final_step, LAST_STEP_SYSTEM);
+            // The pre-call overflow check, on an estimate (see `context`); skipped when auto-compaction is off, so
+            // that only the provider's own answer can fail the step.
+            let estimate = context::estimate_generation(&generation);
+            if let Some(usable) = usable
+                && agent.auto_compact
+                && estimate >= usable
+            {
+                steps -= 1;
+                if compacted {
+                    let error = compact::overflow_error(format!(
+                        "the context still does not fit {model} after compacting (about {estimate} tokens, \
+                         {usable} usable): start a new session or send less at once"
+                    ));
+                    last = Some(
+                        self.stop_with(session_id, &history, &model, &agent, error, fence)
+                            .await?,
+                    );
+                    break;
+                }
+                pending = Some(Compaction {
+                    auto: true,
+                    overflow: true,
+                });
+                continue;
+            }
             let parent = history
                 .iter()
                 .rev()
@@ -435,7 +637,6 @@ impl Engine {
                 created_at: Some(now()),
                 ..Default::default()
             };
-            let usable = self.usable_context(&model).await;
             let mut processor = Processor::new(message, usable);
             self.apply(
                 &[Effect::Message(processor.message().clone())],
@@ -444,18 +645,20 @@ impl Engine {
                 &processor,
             )
             .await?;
-
-            let generation = self.build_generation(
-                &session,
-                &agent,
-                &history,
-                &model,
-                inputs,
-                workspace.is_some(),
-                final_step,
+            let step_span = tracing::info_span!(
+                "session.step",
+                "otel.name" = %format!("step {steps}"),
+                "session.id" = %session_id,
+                "llm.step" = steps,
+                "gen_ai.request.model" = %model,
+                "gen_ai.usage.input_tokens" = tracing::field::Empty,
+                "gen_ai.usage.output_tokens" = tracing::field::Empty,
+                "llm.cost_nano_usd" = tracing::field::Empty,
+                "llm.finish" = tracing::field::Empty,
             );
             let aborted = self
-                .stream_step(&mut processor, generation, fence, cancel)
+                .stream_step(&mut processor, generation, &inputs.trace, fence, cancel)
+                .instrument(step_span.clone())
                 .await?;
             if !aborted {
                 let detector = doom_detector(&history);
@@ -464,6 +667,7 @@ impl Engine {
                     &agent,
                     workspace.as_ref(),
                     inputs,
+                    &mut turn,
                     detector,
                     fence,
                     cancel,
@@ -472,33 +676,77 @@ impl Engine {
             }
             let mut out = Vec::new();
             processor.cleanup(now(), aborted || cancel.is_cancelled(), &mut out);
+            if processor.outcome() == Outcome::Continue
+                && let Some(error) = turn.missing(processor.message(), final_step)
+            {
+                processor.fail(error, &mut out);
+            }
             self.apply(&out, fence, &mut Coalescer::default(), &processor)
                 .await?;
             self.settle_session(session_id, processor.message(), fence)
                 .await?;
+            self.charge_tenant(&session, processor.message().cost_nano_usd)
+                .await;
+            record_step(&step_span, processor.message());
             last = Some(processor.message().clone());
             if aborted || cancel.is_cancelled() {
                 break;
             }
-            match processor.outcome() {
-                Outcome::Continue => retries = 0,
+            // A step that reached the usable limit but failed otherwise (the output limit cut it) stops on its error.
+            let outcome = match processor.outcome() {
+                Outcome::Compact
+                    if processor.message().error.is_some() && !processor.overflowed() =>
+                {
+                    Outcome::Stop
+                }
+                o => o,
+            };
+            match outcome {
+                Outcome::Continue => {
+                    retries = 0;
+                    compacted = false;
+                }
                 Outcome::Compact => {
-                    // Compaction is not built yet (issue: the processor, complete): an overflow ends the loop with
-                    // the context_overflow error cleanup recorded; a near-limit context simply continues.
-                    if processor.message().error.is_some() {
+                    let stop = if !agent.auto_compact {
+                        // Off: an overflow is a plain error; a context merely near the limit goes on until the
+                        // provider refuses it.
+                        processor.overflowed().then(|| {
+                            compact::overflow_error(format!(
+                                "the context does not fit {model} and automatic compaction is off for agent `{}`",
+                                agent.name
+                            ))
+                        })
+                    } else if compacted {
+                        Some(compact::overflow_error(format!(
+                            "compacting did not shrink the context enough for {model}: start a new session or \
+                             send less at once"
+                        )))
+                    } else {
+                        pending = Some(Compaction {
+                            auto: true,
+                            overflow: processor.overflowed(),
+                        });
+                        None
+                    };
+                    if let Some(error) = stop {
+                        let mut out = Vec::new();
+                        processor.fail(error.clone(), &mut out);
+                        self.apply(&out, fence, &mut Coalescer::default(), &processor)
+                            .await?;
+                        self.store
+                            .publish(session_id, pb::session_event::Event::Error(error))
+                            .await?;
+                        last = Some(processor.message().clone());
                         break;
                     }
+                    retries = 0;
                 }
                 Outcome::Stop => {
-                    let retryable = processor
-                        .message()
-                        .error
-                        .as_ref()
-                        .is_some_and(|e| e.retryable);
-                    if retryable && retries < agent.step_retries {
+                    let decision = processor.failure().map(|f| {
+                        retry::decide(&f, retries + 1, &agent.retry, rand::random::<f64>())
+                    });
+                    if let Some(retry::Decision::RetryAfter(delay)) = decision {
                         retries += 1;
-                        let delay = Duration::from_millis(500u64 << (retries - 1).min(6))
-                            .min(Duration::from_secs(30));
                         self.record_retry(processor.message(), retries, delay, fence)
                             .await?;
                         tokio::select! {
@@ -513,6 +761,9 @@ impl Engine {
                             .await?;
                         continue;
                     }
+                    if let Some(retry::Decision::Stop(reason)) = decision {
+                        tracing::info!(message = "step failed; not retried", session_id = %session_id, reason = ?reason, attempt = retries + 1);
+                    }
                     if let Some(e) = processor.message().error.clone() {
                         self.store
                             .publish(session_id, pb::session_event::Event::Error(e))
@@ -521,7 +772,7 @@ impl Engine {
                     break;
                 }
             }
-            if final_step {
+            if final_step && pending.is_none() {
                 break;
             }
         }
@@ -544,31 +795,13 @@ impl Engine {
         Workspace::open(&self.config.workspace_root.join(&session.workspace)).ok()
     }
 
-    async fn usable_context(&self, model: &str) -> Option<u64> {
-        let mut gateway = self.gateway.clone();
-        let m = gateway
-            .get_model(gw::GetModelRequest {
-                model: model.into(),
-            })
-            .await
-            .ok()?
-            .into_inner()
-            .model?;
-        let limit = if m.max_input_tokens > 0 {
-            m.max_input_tokens
-        } else {
-            m.context_window
-        };
-        let reserve = m.max_output_tokens.min(20_000);
-        Some(limit.saturating_sub(reserve))
-    }
-
     #[allow(clippy::too_many_arguments)]
     fn build_generation(
         &self,
         session: &pb::Session,
         agent: &Agent,
         history: &[pb::Message],
+        render: &history::Render,
         model: &str,
         inputs: &RunInputs,
         has_workspace: bool,
@@ -591,10 +824,7 @@ impl Engine {
             system.push(inputs.system.clone());
         }
         if final_step {
-            system.push(
-                "This is the last step allowed: answer with text only, without calling tools."
-                    .into(),
-            );
+            system.push(LAST_STEP_SYSTEM.into());
         }
         let mut tools = Vec::new();
         if !final_step {
@@ -622,7 +852,7 @@ impl Engine {
         gw::Generation {
             model: model.into(),
             system: system.into_iter().filter(|s| !s.is_empty()).collect(),
-            messages: history::to_gateway(history),
+            messages: history::to_gateway_with(history, render),
             tools,
             context: Some(gw::RequestContext {
                 session_id: session.id.clone(),
@@ -638,6 +868,7 @@ impl Engine {
         &self,
         processor: &mut Processor,
         generation: gw::Generation,
+        trace: &[(String, String)],
         fence: &Fence,
         cancel: &CancellationToken,
     ) -> Result<bool, LoopError> {
@@ -645,6 +876,7 @@ impl Engine {
             generation: Some(generation),
         });
         request.set_timeout(self.config.step_timeout);
+        with_trace(&mut request, trace);
         let mut gateway = self.gateway.clone();
         let mut coalescer = Coalescer::default();
         let mut out = Vec::with_capacity(8);
@@ -778,6 +1010,7 @@ impl Engine {
         agent: &Agent,
         workspace: Option<&Workspace>,
         inputs: &RunInputs,
+        structured: &mut structured::Turn,
         mut detector: DoomLoopDetector,
         fence: &Fence,
         cancel: &CancellationToken,
@@ -807,6 +1040,11 @@ impl Engine {
                 break;
             }
             let mut out = Vec::new();
+            // The structured-output tool is the answer, not an action: no permission, no doom-loop check.
+            if structured.intercept(processor, &call_id, &tool, &input, now(), &mut out) {
+                self.apply(&out, fence, &mut coalescer, processor).await?;
+                continue;
+            }
             if let Some(doom) = detector.record(&tool, &input) {
                 let allowed = match agent.doom_loop {
                     DoomPolicy::Allow => true,
@@ -1098,9 +1336,6 @@ impl Engine {
         message: &pb::Message,
         fence: &Fence,
     ) -> Result<(), LoopError> {
-        let Some(mut session) = self.store.get_session(session_id).await? else {
-            return Ok(());
-        };
         let (history, _) = self
             .store
             .list_messages(session_id, None, usize::MAX)
@@ -1121,10 +1356,14 @@ impl Engine {
                 }
             }
         }
-        session.cost_nano_usd = cost;
-        session.tokens = Some(tokens);
-        session.updated_at = Some(now());
-        self.store.put_session(&session, Some(fence)).await?;
+        // A compare-and-set, so the title task's write (it may land at any moment) is never overwritten.
+        self.store
+            .update_session(session_id, Some(fence), |s| {
+                s.cost_nano_usd = cost;
+                s.tokens = Some(tokens);
+                s.updated_at = Some(now());
+            })
+            .await?;
         Ok(())
     }
 

@@ -15,9 +15,11 @@ use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
+use crate::config::{Tenant, usd_to_nano};
 use crate::ids;
 use crate::run_loop::{Engine, LoopError};
 use crate::store::StoreError;
+use crate::structured;
 
 /// Start-up failures.
 #[derive(Debug, thiserror::Error)]
@@ -85,11 +87,25 @@ impl tonic::service::Interceptor for Auth {
                     == 0
         });
         if ok {
+            // Handlers need to know who called (the token decides the tenant).
+            let caller = Caller(presented.to_string());
+            let mut request = request;
+            request.extensions_mut().insert(caller);
             Ok(request)
         } else {
             Err(Status::unauthenticated("invalid bearer token"))
         }
     }
+}
+
+/// The authenticated caller's token, put in the request's extensions by the auth interceptor.
+#[derive(Clone)]
+struct Caller(String);
+
+/// The tenant of the request's caller, if its token belongs to one.
+fn caller_tenant<'a, T>(engine: &'a Engine, request: &Request<T>) -> Option<&'a Tenant> {
+    let caller = request.extensions().get::<Caller>()?;
+    engine.config.tenant_for_token(&caller.0)
 }
 
 /// The `SessionService` implementation.
@@ -116,7 +132,19 @@ fn loop_status(e: LoopError) -> Status {
     match e {
         LoopError::NotFound(what) => Status::not_found(format!("{what} not found")),
         LoopError::Store(e) => store_status(e),
+        LoopError::Precondition(why) => Status::failed_precondition(why),
     }
+}
+
+/// The caller's W3C trace context, passed on to every gateway call of the loop this prompt starts.
+fn trace_context(metadata: &tonic::metadata::MetadataMap) -> Vec<(String, String)> {
+    ["traceparent", "tracestate"]
+        .into_iter()
+        .filter_map(|k| {
+            let v = metadata.get(k)?.to_str().ok()?;
+            (v.len() <= 512).then(|| (k.to_string(), v.to_string()))
+        })
+        .collect()
 }
 
 fn require(field: &str, value: &str) -> Result<(), Status> {
@@ -185,12 +213,18 @@ fn follow<T: Send + 'static>(
 impl SessionService for Sessions {
     type PromptStream = EventStream<pb::PromptResponse>;
     type SubscribeStream = EventStream<pb::SubscribeResponse>;
+    type CompactStream = EventStream<pb::CompactResponse>;
 
     async fn create_session(
         &self,
         request: Request<pb::CreateSessionRequest>,
     ) -> Result<Response<pb::CreateSessionResponse>, Status> {
+        let tenant = caller_tenant(&self.engine, &request)
+            .map(|t| t.name.clone())
+            .unwrap_or_default();
         let req = request.into_inner();
+        let budget_nano_usd = usd_to_nano(req.budget_usd)
+            .ok_or_else(|| invalid("budget_usd", "must be a non-negative amount of USD"))?;
         let agent = if req.agent.is_empty() {
             "default".to_string()
         } else {
@@ -219,6 +253,8 @@ impl SessionService for Sessions {
             metadata: req.metadata,
             created_at: Some(now),
             updated_at: Some(now),
+            budget_nano_usd,
+            tenant,
             tokens: Some(pb::Tokens::default()),
             status: Some(pb::SessionStatus {
                 kind: pb::session_status::Kind::Idle as i32,
@@ -321,6 +357,7 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::PromptRequest>,
     ) -> Result<Response<Self::PromptStream>, Status> {
+        let trace = trace_context(request.metadata());
         let req = request.into_inner();
         require("session_id", &req.session_id)?;
         let has_text = req.parts.iter().any(|p| match &p.kind {
@@ -337,7 +374,19 @@ impl SessionService for Sessions {
         if !req.model.is_empty() && !req.model.contains('/') {
             return Err(invalid("model", "must be `provider/model`"));
         }
+        let structured = match &req.format {
+            Some(f) => structured::Format::from_proto(f)
+                .map_err(|m| invalid("format", &m))?
+                .is_some(),
+            None => false,
+        };
         for (i, t) in req.client_tools.iter().enumerate() {
+            if structured && t.name == structured::TOOL_NAME {
+                return Err(invalid(
+                    &format!("client_tools[{i}].name"),
+                    "`structured_output` is reserved while a format is requested",
+                ));
+            }
             if t.name.is_empty()
                 || t.name.len() > 64
                 || !t
@@ -362,7 +411,10 @@ impl SessionService for Sessions {
         }
         let session_id = req.session_id.clone();
         let start = if req.idempotency_key.is_empty() {
-            self.engine.prompt(req).await.map_err(loop_status)?
+            self.engine
+                .prompt(req, trace.clone())
+                .await
+                .map_err(loop_status)?
         } else {
             let start = self
                 .engine
@@ -383,7 +435,11 @@ impl SessionService for Sessions {
                 .map_err(store_status)?
             {
                 Some(first_start) => first_start,
-                None => self.engine.prompt(req).await.map_err(loop_status)?,
+                None => self
+                    .engine
+                    .prompt(req, trace.clone())
+                    .await
+                    .map_err(loop_status)?,
             }
         };
         Ok(Response::new(follow(
@@ -477,6 +533,65 @@ impl SessionService for Sessions {
             .await
             .map_err(store_status)?;
         Ok(Response::new(pb::SubmitToolResultResponse {}))
+    }
+
+    async fn compact(
+        &self,
+        request: Request<pb::CompactRequest>,
+    ) -> Result<Response<Self::CompactStream>, Status> {
+        let req = request.into_inner();
+        require("session_id", &req.session_id)?;
+        if !req.model.is_empty() && !req.model.contains('/') {
+            return Err(invalid("model", "must be `provider/model`"));
+        }
+        let start = self
+            .engine
+            .compact_now(&req.session_id, &req.model)
+            .await
+            .map_err(loop_status)?;
+        Ok(Response::new(follow(
+            self.engine.clone(),
+            req.session_id,
+            start,
+            true,
+            |e| pb::CompactResponse { event: Some(e) },
+        )))
+    }
+
+    async fn get_spend(
+        &self,
+        request: Request<pb::GetSpendRequest>,
+    ) -> Result<Response<pb::GetSpendResponse>, Status> {
+        let own = caller_tenant(&self.engine, &request).map(|t| t.name.clone());
+        let asked = request.into_inner().tenant;
+        let name = match (own, asked.is_empty()) {
+            (Some(own), true) => own,
+            (Some(own), false) if own == asked => own,
+            (Some(_), false) => {
+                return Err(Status::permission_denied(
+                    "a tenant's token reads its own tenant's spend only",
+                ));
+            }
+            (None, true) => return Err(invalid("tenant", "required for a token without a tenant")),
+            (None, false) => asked,
+        };
+        let tenant = self
+            .engine
+            .config
+            .tenants
+            .get(&name)
+            .ok_or_else(|| Status::not_found(format!("tenant {name} not found")))?;
+        let spend = self
+            .engine
+            .store
+            .tenant_spend(&tenant.name)
+            .await
+            .map_err(store_status)?;
+        Ok(Response::new(pb::GetSpendResponse {
+            tenant: tenant.name.clone(),
+            spend_nano_usd: spend,
+            budget_nano_usd: tenant.budget_nano_usd,
+        }))
     }
 
     async fn reply_permission(

@@ -72,7 +72,7 @@ pub(crate) async fn serve(
             }
         };
         state.record(conn, rec.clone());
-        let plan = state.next_reply().resolve(&rec).plan();
+        let plan = state.reply_for(&rec).plan();
         match send(&mut stream, &mut buf, &plan, &mut shutdown).await {
             Sent::Complete if keep_alive && !plan.close => {}
             Sent::Complete => {

@@ -6,6 +6,10 @@
 //! streams replayed as is, JSON errors, resets, stalls) and records every
 //! request as a [`Recorded`] so tests can assert on what the gateway sent.
 //!
+//! With [`FakeProvider::validate_requests`] the fake also checks each request
+//! the way the real provider does ([`validate`]) and answers one it would
+//! refuse with that provider's real 400 body.
+//!
 //! HTTP/1.1 is implemented by hand on raw sockets instead of with hyper: a
 //! general-purpose server would re-chunk, buffer and close politely, which is
 //! exactly the control these tests need to take away from it.
@@ -31,8 +35,10 @@ pub mod openai_sse;
 mod reply;
 pub mod scenario;
 mod sse;
+pub mod validate;
 
 pub use reply::Reply;
+pub use validate::{Protocol, Rejection};
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -76,6 +82,13 @@ pub(crate) struct State {
     // re-check the predicate atomically (`wait_for`), so no wake-up is lost
     // between checking the log and starting to wait.
     log: watch::Sender<Log>,
+    /// False once [`FakeProvider::keep_request_log`] turned the log off.
+    keep_log: std::sync::atomic::AtomicBool,
+    /// Protocols whose request rules every request is checked against
+    /// ([`FakeProvider::validate_requests`]); empty means no checking.
+    validators: Mutex<Vec<Protocol>>,
+    /// Requests validation refused, for the test to print.
+    rejections: Mutex<Vec<Rejection>>,
 }
 
 #[derive(Default)]
@@ -97,6 +110,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl State {
     /// Appends a request to the log and returns its index.
     pub(crate) fn record(&self, conn: u64, rec: Recorded) -> usize {
+        if !self.keep_log.load(std::sync::atomic::Ordering::Relaxed) {
+            return 0;
+        }
         let mut index = 0;
         self.log.send_modify(|log| {
             index = log.requests.len();
@@ -109,6 +125,9 @@ impl State {
     /// Only the first close notice counts: later ones (e.g. a read error
     /// after a failed write) would move the instant later than reality.
     pub(crate) fn mark_closed(&self, conn: u64, at: Instant) {
+        if !self.keep_log.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         self.log.send_if_modified(|log| {
             if log.closed.contains_key(&conn) {
                 return false;
@@ -134,12 +153,15 @@ impl FakeProvider {
 
     /// Starts a server on a chosen address (the binary's `--listen`).
     pub async fn bind(addr: SocketAddr) -> std::io::Result<FakeProvider> {
-        let listener = TcpListener::bind(addr).await?;
+        let listener = listen(addr)?;
         let addr = listener.local_addr()?;
         let state = Arc::new(State {
             queue: Mutex::new(VecDeque::new()),
             fallback: Mutex::new(reply::default_fallback()),
             log: watch::Sender::new(Log::default()),
+            keep_log: std::sync::atomic::AtomicBool::new(true),
+            validators: Mutex::new(Vec::new()),
+            rejections: Mutex::new(Vec::new()),
         });
         let (shutdown, shutdown_rx) = watch::channel(false);
         tokio::spawn(accept_loop(listener, Arc::clone(&state), shutdown_rx));
@@ -174,6 +196,22 @@ impl FakeProvider {
     /// fails loudly instead of hanging.
     pub fn set_fallback(&self, reply: Reply) {
         *lock(&self.handle.state.fallback) = reply;
+    }
+
+    /// Keeps (the default) or stops keeping the request log. A long-running
+    /// server (the binary, under a benchmark's hundreds of thousands of
+    /// requests) turns it off so memory stays flat; [`requests`],
+    /// [`wait_requests`] and [`wait_closed`] then see nothing new. Additive to
+    /// the original brief.
+    ///
+    /// [`requests`]: FakeProvider::requests
+    /// [`wait_requests`]: FakeProvider::wait_requests
+    /// [`wait_closed`]: FakeProvider::wait_closed
+    pub fn keep_request_log(&self, keep: bool) {
+        self.handle
+            .state
+            .keep_log
+            .store(keep, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Every request received so far, in arrival order.
@@ -247,6 +285,25 @@ impl std::fmt::Debug for FakeProvider {
             .field("addr", &self.handle.addr)
             .finish_non_exhaustive()
     }
+}
+
+/// Thousands of benchmark streams connect at once; the default backlog
+/// (1024) would drop SYNs and add a one-second retransmit to their first
+/// token. The kernel caps the value at `net.core.somaxconn`.
+const BACKLOG: u32 = 8192;
+
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    // As `TcpListener::bind` does on Unix: a restarted server can rebind at
+    // once while old connections sit in TIME_WAIT.
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
 }
 
 async fn accept_loop(

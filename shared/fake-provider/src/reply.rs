@@ -28,6 +28,7 @@ pub struct Reply {
     crlf: bool,
     fault: Option<Fault>,
     delay: Option<Duration>,
+    head: Option<usize>,
 }
 
 #[derive(Clone)]
@@ -56,6 +57,7 @@ impl Reply {
             crlf: false,
             fault: None,
             delay: None,
+            head: None,
         }
     }
 
@@ -116,6 +118,15 @@ impl Reply {
     /// scripted reset, so the last event has time to reach the client).
     pub fn pace(mut self, gap: Duration) -> Reply {
         self.pace = Some(gap);
+        self
+    }
+
+    /// With [`pace`](Reply::pace): writes the first `events` events back to
+    /// back, pacing only the ones after them. Benchmarks use it so the first
+    /// content chunk follows OpenAI's role chunk at once and time to first
+    /// token measures the path, not a timer. Additive to the original brief.
+    pub fn burst_head(mut self, events: usize) -> Reply {
+        self.head = Some(events);
         self
     }
 
@@ -183,6 +194,7 @@ impl Reply {
         self.crlf |= outer.crlf;
         self.fault = outer.fault.or(self.fault);
         self.delay = outer.delay.or(self.delay);
+        self.head = outer.head.or(self.head);
         self
     }
 
@@ -225,6 +237,7 @@ impl Reply {
         };
         let events = sse::split_events(&body);
         let gap = self.pace.filter(|g| !g.is_zero());
+        let first_paced = self.head.unwrap_or(0).max(1);
         // Position `i` is "before event i"; position `events.len()` is after
         // the last one, where a fault may still strike before the body end.
         for i in 0..=events.len() {
@@ -233,7 +246,7 @@ impl Reply {
                 None => false,
             };
             if let Some(gap) = gap
-                && i > 0
+                && i >= first_paced
                 && (i < events.len() || fault_here)
             {
                 steps.push(Step::Sleep(gap));
@@ -324,6 +337,7 @@ impl std::fmt::Debug for Reply {
             .field("crlf", &self.crlf)
             .field("fault", &self.fault)
             .field("delay", &self.delay)
+            .field("head", &self.head)
             .finish()
     }
 }
@@ -436,6 +450,25 @@ mod tests {
                 "9\r\ndata: a\n\n\r\n",
                 "<sleep 5ms>",
                 "9\r\ndata: b\n\n\r\n",
+                "0\r\n\r\n"
+            ]
+        );
+    }
+
+    #[test]
+    fn burst_head_sends_first_events_together() {
+        let plan = Reply::sse("data: a\n\ndata: b\n\ndata: c\n\n")
+            .pace(Duration::from_millis(5))
+            .burst_head(2)
+            .plan();
+        let w = writes(&plan);
+        assert_eq!(
+            &w[1..],
+            &[
+                "9\r\ndata: a\n\n\r\n",
+                "9\r\ndata: b\n\n\r\n",
+                "<sleep 5ms>",
+                "9\r\ndata: c\n\n\r\n",
                 "0\r\n\r\n"
             ]
         );

@@ -6,8 +6,9 @@
 //! routes `GET /healthz` to `200 {"status":"ok"}`, `POST /v1/chat/completions`
 //! (and `/chat/completions`) to the scenario, and anything else to 404.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -44,6 +45,11 @@ pub fn demo() -> Reply {
 
 /// A text stream of `chunks` content deltas, `interval` apart (zero means
 /// as fast as the socket takes them), for benchmarks.
+///
+/// OpenAI's role chunk and the first content chunk go out back to back, so a
+/// client's time to first token is the path's own latency, with no timer in
+/// it; the pacing applies between content chunks (and to the finish, usage
+/// and `[DONE]` events after them).
 pub fn paced(chunks: usize, interval: Duration) -> Reply {
     let pieces: Vec<String> = (0..chunks)
         .map(|i| {
@@ -55,23 +61,41 @@ pub fn paced(chunks: usize, interval: Duration) -> Reply {
         })
         .collect();
     let counter = Arc::new(AtomicU64::new(0));
+    // Serialising 60-odd JSON chunks per request made the fake the bottleneck when thousands of benchmark streams
+    // start at once. The body is built once per (model, prompt tokens) with a placeholder id (and that moment's
+    // `created`), and each request only substitutes its own id.
+    let templates: Arc<Mutex<Templates>> = Arc::default();
     chat_route(move |req, body| {
         let n = counter.fetch_add(1, Ordering::Relaxed) + 1;
-        let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
-        let sse = text_stream(
-            model_of(body),
-            &format!("chatcmpl-paced-{n}"),
-            &refs,
-            (prompt_tokens(req), chunks as u64),
-        );
+        let (model, prompt) = (model_of(body), prompt_tokens(req));
+        let template = {
+            let mut cache = crate::lock(&templates);
+            if cache.len() >= TEMPLATE_CACHE {
+                cache.clear();
+            }
+            let entry = cache.entry((model.to_owned(), prompt)).or_insert_with(|| {
+                let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+                text_stream(model, PACED_ID_SLOT, &refs, (prompt, chunks as u64)).into()
+            });
+            Arc::clone(entry)
+        };
+        let sse = template.replace(PACED_ID_SLOT, &format!("chatcmpl-paced-{n}"));
         let reply = Reply::sse(sse);
         if interval.is_zero() {
             reply
         } else {
-            reply.pace(interval)
+            reply.pace(interval).burst_head(2)
         }
     })
 }
+
+/// Paced bodies by (model, prompt tokens), with [`PACED_ID_SLOT`] for the id.
+type Templates = HashMap<(String, u64), Arc<str>>;
+
+/// The id placeholder in a cached paced body.
+const PACED_ID_SLOT: &str = "chatcmpl-paced-ID-SLOT";
+/// Distinct (model, prompt tokens) bodies kept; the cache starts over beyond.
+const TEMPLATE_CACHE: usize = 64;
 
 /// Wraps a chat-completions handler with the shared routing.
 fn chat_route(handler: impl Fn(&Recorded, &Value) -> Reply + Send + Sync + 'static) -> Reply {

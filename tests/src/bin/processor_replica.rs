@@ -3,7 +3,13 @@
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    tracing_subscriber_init();
+    let _telemetry = match llm_telemetry::init("session-processor") {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("processor-replica: telemetry: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     let config = std::env::args().nth(1).map(std::path::PathBuf::from);
     match session_processor::app::serve(config.as_deref(), std::future::pending()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -13,5 +19,3 @@ async fn main() -> std::process::ExitCode {
         }
     }
 }
-
-fn tracing_subscriber_init() {}

@@ -15,6 +15,7 @@ pub mod ids;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod sse;
+pub mod strict;
 pub mod transport;
 
 use llm_proto::gateway as pb;
@@ -113,6 +114,14 @@ pub trait Adapter: Send + Sync {
 
     /// A fresh decoder for one response stream.
     fn decoder(&self, target: &Target<'_>) -> Box<dyn Decoder>;
+
+    /// A fresh decoder for the response to the request [`build`](Adapter::build) made from `generation`. Adapters
+    /// whose decoding depends on the request override it (OpenAI strict mode cleans tool-call arguments against
+    /// the caller's schemas, see [`strict`]); the default is [`decoder`](Adapter::decoder).
+    fn decoder_for(&self, target: &Target<'_>, generation: &pb::Generation) -> Box<dyn Decoder> {
+        let _ = generation;
+        self.decoder(target)
+    }
 }
 
 /// Decodes one provider stream, frame by frame, into unified events.
@@ -133,4 +142,7 @@ pub trait Decoder: Send {
 
     /// True once a `Finish` or `Error` has been pushed.
     fn is_done(&self) -> bool;
+
+    /// A decoder for a retry of the same request: the same configuration, none of this stream's state.
+    fn restart(&self) -> Box<dyn Decoder>;
 }

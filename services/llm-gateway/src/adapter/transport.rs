@@ -674,6 +674,10 @@ mod tests {
         fn is_done(&self) -> bool {
             self.ended
         }
+
+        fn restart(&self) -> Box<dyn Decoder> {
+            Box::new(Recorder::default())
+        }
     }
 
     #[tokio::test]

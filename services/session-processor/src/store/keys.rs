@@ -137,6 +137,12 @@ pub(super) fn active(prefix: &str) -> String {
     format!("{prefix}active")
 }
 
+/// A tenant's spend in nano-USD (an INCRBY counter). Tenant names are validated by the configuration
+/// (`[A-Za-z0-9._-]`), so they cannot form another key's name or a hash tag.
+pub(super) fn tenant_spend(prefix: &str, tenant: &str) -> String {
+    format!("{prefix}tenant:{tenant}:spend")
+}
+
 /// Checks a message, part, call or permission id: non-empty and bounded. These ids follow a fixed suffix in the key
 /// name, so no content can make two different ids produce the same key.
 pub(super) fn check_id(what: &str, id: &str) -> Result<(), StoreError> {

@@ -29,6 +29,7 @@
 //! | `<P>{sess:<id>}:permission:<pid>` | LIST | doorbell |
 //! | `<P>{sess:<id>}:idem:<sha256(key)>` | STRING | user message id, PX ttl |
 //! | `<P>{sess:<id>}:aux` | SET | names of the doorbell and idempotency keys, so deletion needs no SCAN |
+//! | `<P>tenant:<name>:spend` | STRING | a tenant's spend in nano-USD (INCRBY); outside every session's slot |
 //!
 //! # Consistency rules
 //!
@@ -78,6 +79,9 @@ const BLOCKING_GRACE: Duration = Duration::from_secs(5);
 const MAX_LIMIT: usize = (i64::MAX - 1) as usize;
 /// Keys per DEL when deleting a session, to keep each command small on sessions with many messages.
 const DELETE_CHUNK: usize = 512;
+/// Attempts of an optimistic session update before giving up: writers of one session are few (its loop and its
+/// title task), so more than a couple of conflicts in a row means something is wrong.
+const UPDATE_ATTEMPTS: usize = 16;
 
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]
@@ -334,6 +338,79 @@ impl Store {
             Self::status(code, &s.id, fence, String::new)
         })
         .await
+    }
+
+    /// Changes a session with `change` and writes it back only if nobody wrote it in between (a compare-and-set on
+    /// the stored bytes, retried on conflict), so two writers of different fields (the loop's totals, the title)
+    /// never undo each other. Returns the session as written; `None` when it does not exist. With a fence, the
+    /// write also requires the lease ([`StoreError::Fenced`]).
+    pub async fn update_session(
+        &self,
+        id: &str,
+        fence: Option<&Fence>,
+        mut change: impl FnMut(&mut pb::Session),
+    ) -> Result<Option<pb::Session>, StoreError> {
+        self.write(async {
+            let keys = self.keys(id)?;
+            for _ in 0..UPDATE_ATTEMPTS {
+                let bytes: Option<Vec<u8>> = redis::cmd("GET")
+                    .arg(keys.session())
+                    .query_async(&mut self.conn.clone())
+                    .await?;
+                let Some(bytes) = bytes else { return Ok(None) };
+                let mut session = pb::Session::decode(bytes.as_slice())
+                    .map_err(|e| StoreError::decode(keys.session(), e))?;
+                change(&mut session);
+                session.status = None;
+                let code: i64 = self
+                    .scripts
+                    .cas_session
+                    .key(keys.session())
+                    .key(keys.lease())
+                    .arg(fence_arg(fence))
+                    .arg(bytes)
+                    .arg(session.encode_to_vec())
+                    .invoke_async(&mut self.conn.clone())
+                    .await?;
+                match code {
+                    scripts::CONFLICT => continue,
+                    scripts::NO_SESSION => return Ok(None),
+                    code => {
+                        Self::status(code, id, fence, String::new)?;
+                        return Ok(Some(session));
+                    }
+                }
+            }
+            Err(StoreError::Unexpected(format!(
+                "session {id} kept changing during {UPDATE_ATTEMPTS} update attempts"
+            )))
+        })
+        .await
+    }
+
+    // ----- tenants -----
+
+    /// Adds `nano_usd` to a tenant's spend and returns the new total. Not fenced and not in a session's script:
+    /// the counter lives outside every session's slot, and an increment is never stale.
+    pub async fn add_tenant_spend(&self, tenant: &str, nano_usd: i64) -> Result<i64, StoreError> {
+        self.write(async {
+            let total: i64 = redis::cmd("INCRBY")
+                .arg(keys::tenant_spend(&self.prefix, tenant))
+                .arg(nano_usd)
+                .query_async(&mut self.conn.clone())
+                .await?;
+            Ok(total)
+        })
+        .await
+    }
+
+    /// A tenant's spend in nano-USD (0 before its first charge).
+    pub async fn tenant_spend(&self, tenant: &str) -> Result<i64, StoreError> {
+        let total: Option<i64> = redis::cmd("GET")
+            .arg(keys::tenant_spend(&self.prefix, tenant))
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(total.unwrap_or(0))
     }
 
     /// One page of sessions, newest first, and the cursor of the next page (`None` on the last page). `after` is

@@ -14,6 +14,8 @@ pub(super) const FENCED: i64 = -1;
 pub(super) const NO_SESSION: i64 = -2;
 /// A part names a message the session does not list; nothing was written.
 pub(super) const NO_MESSAGE: i64 = -3;
+/// A compare-and-set found the record changed since it was read; nothing was written.
+pub(super) const CONFLICT: i64 = -4;
 
 /// Shared gate of every write: the session must exist (so a loop racing `delete_session` cannot recreate keys that
 /// nothing would ever delete) and, when a fence is given, the lease must still hold exactly that fence (so a replica
@@ -35,6 +37,9 @@ end
 pub(super) struct Scripts {
     /// KEYS: session, lease. ARGV: fence, session bytes.
     pub(super) put_session: Script,
+    /// KEYS: session, lease. ARGV: fence, expected session bytes, new session bytes. CONFLICT when the stored bytes
+    /// are not the expected ones.
+    pub(super) cas_session: Script,
     /// KEYS: session, lease, messages, msg, parts. ARGV: fence, message id, message bytes, (part id, part bytes)*.
     pub(super) put_message: Script,
     /// KEYS: session, lease, messages, parts key per distinct message. ARGV: fence, n messages, the n message ids
@@ -69,6 +74,16 @@ impl Scripts {
 local g = gate(KEYS[1], KEYS[2], ARGV[1])
 if g ~= 1 then return g end
 redis.call('SET', KEYS[1], ARGV[2])
+return 1
+"
+            )),
+            cas_session: Script::new(concat!(
+                gate!(),
+                r"
+local g = gate(KEYS[1], KEYS[2], ARGV[1])
+if g ~= 1 then return g end
+if redis.call('GET', KEYS[1]) ~= ARGV[2] then return -4 end
+redis.call('SET', KEYS[1], ARGV[3])
 return 1
 "
             )),

@@ -1094,3 +1094,80 @@ fn stream_ids_and_cursors_parse() {
     assert_eq!(ceil_millis(Duration::from_micros(1500)), 2);
     assert_eq!(ceil_millis(Duration::ZERO), 1);
 }
+
+#[tokio::test]
+async fn concurrent_updates_of_different_fields_never_undo_each_other() {
+    let (store, prefix) = store().await;
+    let sid = new_session(&store).await;
+    // Many writers race: half set the title, half add to the cost. A whole-object write would lose some of them.
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let store = store.clone();
+        let sid = sid.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .update_session(&sid, None, |s| {
+                    if i % 2 == 0 {
+                        s.title = "a title".into();
+                    } else {
+                        s.cost_nano_usd += 5;
+                    }
+                })
+                .await
+                .unwrap()
+                .unwrap();
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let s = store.get_session(&sid).await.unwrap().unwrap();
+    assert_eq!((s.title.as_str(), s.cost_nano_usd), ("a title", 50));
+    assert!(
+        store
+            .update_session("ses_missing", None, |_| {})
+            .await
+            .unwrap()
+            .is_none()
+    );
+    cleanup(&store, &prefix).await;
+}
+
+#[tokio::test]
+async fn a_fenced_update_needs_the_lease() {
+    let (store, prefix) = store().await;
+    let sid = new_session(&store).await;
+    let ttl = Duration::from_secs(5);
+    let fence = store.acquire_lease(&sid, "a", ttl).await.unwrap().unwrap();
+    store
+        .update_session(&sid, Some(&fence), |s| s.cost_nano_usd = 1)
+        .await
+        .unwrap();
+    store.release_lease(&sid, &fence).await.unwrap();
+    let _newer = store.acquire_lease(&sid, "b", ttl).await.unwrap().unwrap();
+    let stale = store
+        .update_session(&sid, Some(&fence), |s| s.cost_nano_usd = 2)
+        .await;
+    assert!(matches!(stale, Err(StoreError::Fenced { .. })), "{stale:?}");
+    assert_eq!(
+        store
+            .get_session(&sid)
+            .await
+            .unwrap()
+            .unwrap()
+            .cost_nano_usd,
+        1
+    );
+    cleanup(&store, &prefix).await;
+}
+
+#[tokio::test]
+async fn tenant_spend_adds_up() {
+    let (store, prefix) = store().await;
+    assert_eq!(store.tenant_spend("acme").await.unwrap(), 0);
+    assert_eq!(store.add_tenant_spend("acme", 7).await.unwrap(), 7);
+    assert_eq!(store.add_tenant_spend("acme", 5).await.unwrap(), 12);
+    assert_eq!(store.tenant_spend("acme").await.unwrap(), 12);
+    assert_eq!(store.tenant_spend("other").await.unwrap(), 0);
+    cleanup(&store, &prefix).await;
+}

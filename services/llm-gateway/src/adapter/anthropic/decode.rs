@@ -451,6 +451,10 @@ impl Decoder for AnthropicDecoder {
     fn is_done(&self) -> bool {
         self.done
     }
+
+    fn restart(&self) -> Box<dyn Decoder> {
+        Box::new(AnthropicDecoder::new())
+    }
 }
 
 fn is_known(kind: &str) -> bool {
@@ -665,6 +669,40 @@ mod tests {
                     "end_turn",
                     usage(48, 0, 0, 187),
                     "msg_01Jm5Lq2sPzW8vYbT3nKcR7e"
+                ),
+            ]
+        );
+    }
+
+    /// The fixture the cross-model end-to-end test starts from: signed thinking, text, then a tool call.
+    #[test]
+    fn thinking_then_text_then_a_tool_call() {
+        let id = "toolu_01T1x1fJ34qAmk2tNTrN7Up6";
+        let events = decode(fixture!("thinking_tool_use.sse"));
+        let Some(Event::ReasoningEnd {
+            metadata: Some(meta),
+            ..
+        }) = events.get(3)
+        else {
+            panic!("{events:#?}");
+        };
+        assert!(meta.starts_with(r#"{"signature":"EpYCCkYIBxgC"#), "{meta}");
+        assert_eq!(
+            events[4..],
+            [
+                text_start("1"),
+                text_delta("1", "Let me check the weather in Paris."),
+                text_end("1"),
+                tool_start(id, "get_weather"),
+                tool_delta(id, "{\"city\": "),
+                tool_delta(id, "\"Paris\"}"),
+                tool_end(id),
+                tool_call(id, "get_weather", r#"{"city": "Paris"}"#),
+                finish(
+                    FinishReason::ToolCalls,
+                    "tool_use",
+                    usage(412, 0, 0, 96),
+                    "msg_01HJ7vRzq2W4dKp9sN3xTbQe"
                 ),
             ]
         );

@@ -712,6 +712,7 @@ mod tests {
                 temperature: true,
                 prompt_cache: true,
                 exclusive_temperature_top_p: true,
+                ..Capabilities::default()
             },
             pricing: None,
         }

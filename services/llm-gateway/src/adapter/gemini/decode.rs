@@ -417,6 +417,10 @@ impl Decoder for GeminiDecoder {
     fn is_done(&self) -> bool {
         self.done
     }
+
+    fn restart(&self) -> Box<dyn Decoder> {
+        Box::new(GeminiDecoder::new())
+    }
 }
 
 // ---- Wire types ----------------------------------------------------------------------------------------------------

@@ -12,11 +12,15 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::super::Decoder;
 use super::super::classify::classify;
+use super::super::strict::StrictTools;
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::{Event, Finish, FinishReason, Usage};
 
 /// Longest part of a malformed frame kept in the error for diagnosis.
 const MAX_ERROR_BODY: usize = 2048;
+
+/// `ReasoningEnd.metadata` of every reasoning block: nothing beyond the text is needed to replay it.
+pub(super) const REPLAY_METADATA: &str = "{}";
 
 /// Decodes one Chat Completions stream (OpenAI or any compatible server).
 ///
@@ -39,6 +43,8 @@ pub struct ChatDecoder {
     /// The raw `finish_reason`, once a chunk carried one.
     finish_reason: Option<String>,
     usage: Option<Usage>,
+    /// The tools the request sent in strict mode, whose final arguments lose the nulls strict mode added.
+    strict: StrictTools,
 }
 
 /// One tool call being streamed.
@@ -62,6 +68,14 @@ impl ChatDecoder {
         Self::default()
     }
 
+    /// A decoder for a request that sent `strict` tools in strict mode (see [`StrictTools::clean`]).
+    pub fn with_strict(strict: StrictTools) -> Self {
+        ChatDecoder {
+            strict,
+            ..Self::default()
+        }
+    }
+
     fn fail(&mut self, err: ProviderError, out: &mut Vec<Event>) {
         out.push(Event::Error(err));
         self.done = true;
@@ -69,7 +83,13 @@ impl ChatDecoder {
 
     fn close_reasoning(&mut self, out: &mut Vec<Event>) {
         if let Some(id) = self.reasoning.take() {
-            out.push(Event::ReasoningEnd { id, metadata: None });
+            // An empty object rather than none: it is what makes the core record the protocol and the model on the
+            // part, and the request builder replays reasoning only to the model that produced it
+            // (`reasoning_replay`). The text itself is all a compatible server takes back.
+            out.push(Event::ReasoningEnd {
+                id,
+                metadata: Some(REPLAY_METADATA.to_string()),
+            });
         }
     }
 
@@ -281,7 +301,7 @@ impl ChatDecoder {
             let input_json = if tool.args.trim().is_empty() {
                 "{}".to_string()
             } else {
-                tool.args
+                self.strict.clean(&tool.name, tool.args)
             };
             out.push(Event::ToolCall {
                 call_id: tool.id,
@@ -457,6 +477,10 @@ impl Decoder for ChatDecoder {
 
     fn is_done(&self) -> bool {
         self.done
+    }
+
+    fn restart(&self) -> Box<dyn Decoder> {
+        Box::new(ChatDecoder::with_strict(self.strict.clone()))
     }
 }
 

@@ -2,16 +2,22 @@
 //! Ollama, DeepSeek, Mistral, Groq, OpenRouter, Azure (provider-protocols.md §1).
 //!
 //! - `request` builds the body from a unified [`pb::Generation`], applying the fixes of provider-protocols.md §6
-//!   that this protocol needs (empty parts dropped, tool-call ids capped at 40 characters, sampling parameters a
-//!   reasoning model rejects dropped, `stream_options.include_usage` always on).
-//! - `decode` turns the `data:` chunks back into unified [`Event`](crate::event::Event)s, tolerating the field names and envelopes each
-//!   compatible server uses for the same things.
+//!   that this protocol needs (empty parts and empty assistant turns dropped; tool-call ids capped at 40
+//!   characters, or rewritten to Mistral's nine alphanumerics when the catalog says `tool_call_ids = "mistral"`;
+//!   sampling parameters a reasoning model rejects dropped, also from provider options; reasoning replayed in the
+//!   field the model's `reasoning_replay` names, only to the model that produced it; tools and JSON Schema output
+//!   lowered to strict mode when the catalog says `strict_schemas`; `stream_options.include_usage` always on).
+//! - `decode` turns the `data:` chunks back into unified [`Event`](crate::event::Event)s, tolerating the field
+//!   names and envelopes each compatible server uses for the same things. Every reasoning block ends with the
+//!   replay metadata `{}`: the text is all a server takes back, but the metadata is what makes the core record the
+//!   protocol and model that produced it, which replay is keyed on.
 
 mod decode;
 mod request;
 #[cfg(test)]
 mod stream_tests;
 
+use super::strict::StrictTools;
 use super::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
 
 pub use decode::ChatDecoder;
@@ -44,6 +50,13 @@ impl Adapter for OpenAiChat {
 
     fn decoder(&self, _target: &Target<'_>) -> Box<dyn Decoder> {
         Box::new(ChatDecoder::new())
+    }
+
+    fn decoder_for(&self, target: &Target<'_>, generation: &pb::Generation) -> Box<dyn Decoder> {
+        if !target.model.capabilities.strict_schemas {
+            return self.decoder(target);
+        }
+        Box::new(ChatDecoder::with_strict(StrictTools::of(generation)))
     }
 }
 

@@ -1,8 +1,11 @@
 //! Request builder: unified [`pb::Generation`] → Chat Completions JSON body. A pure function of its inputs.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value, json};
 
-use super::super::{BuildError, HttpRequest, Target, ids, pb};
+use super::super::{BuildError, HttpRequest, Protocol, Target, ids, pb, strict};
+use crate::catalog::{Capabilities, ModelInfo, ReasoningReplay, ToolCallIds};
 use pb::part::Kind;
 
 /// Appended to the provider base URL, which already ends in `/v1` as with the OpenAI SDK.
@@ -23,27 +26,38 @@ const OWNED_KEYS: [&str; 6] = [
 /// pieces (a pasted document and a question, say) that must not run into each other.
 const USER_TEXT_SEPARATOR: &str = "\n\n";
 
+/// Parameters reasoning models reject (`unsupported_parameter` / `unsupported_value`, provider-protocols.md §1).
+/// The typed sampling fields are already left out for them; these are dropped from `provider_options_json` too,
+/// because provider options are keyed by protocol, not by model: options meant for `gpt-4o` reach `o3` when it is
+/// the fallback, or when a hook adds them for every `openai/*` model.
+const REJECTED_BY_REASONING_MODELS: [&str; 7] = [
+    "temperature",
+    "top_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "logit_bias",
+    "logprobs",
+    "top_logprobs",
+];
+
 /// Builds the HTTP request for `g` on `t` (see the module docs of [`super`] for the fixes applied).
 pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
     let caps = &t.model.capabilities;
     let mut body = Map::new();
     body.insert("model".into(), Value::String(t.model.name.clone()));
-    body.insert(
-        "messages".into(),
-        Value::Array(messages(g, caps.reasoning)?),
-    );
+    body.insert("messages".into(), Value::Array(messages(g, t.model)?));
 
     // Validated even without tools, so a bad tool choice is reported whatever else the request holds.
     let choice = tool_choice(g)?;
     if !g.tools.is_empty() {
-        body.insert("tools".into(), tools(&g.tools)?);
+        body.insert("tools".into(), tools(&g.tools, caps.strict_schemas)?);
         // OpenAI rejects `tool_choice` without `tools`, so it only goes out alongside them.
         if let Some(choice) = choice {
             body.insert("tool_choice".into(), choice);
         }
     }
 
-    if let Some(format) = response_format(g)? {
+    if let Some(format) = response_format(g, caps.strict_schemas)? {
         body.insert("response_format".into(), format);
     }
 
@@ -64,7 +78,7 @@ pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, B
         );
     }
 
-    merge_provider_options(&mut body, &g.provider_options_json)?;
+    merge_provider_options(&mut body, &g.provider_options_json, caps)?;
 
     Ok(HttpRequest {
         path: PATH.to_string(),
@@ -74,13 +88,14 @@ pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, B
 }
 
 /// The `messages` array: the system prompt, then the conversation with empty parts and empty turns dropped.
-fn messages(g: &pb::Generation, reasoning_model: bool) -> Result<Vec<Value>, BuildError> {
+fn messages(g: &pb::Generation, model: &ModelInfo) -> Result<Vec<Value>, BuildError> {
+    let caps = &model.capabilities;
     let mut out = Vec::with_capacity(g.messages.len() + 1);
 
     let system = join_non_empty(g.system.iter().map(String::as_str), "\n\n");
     if !system.is_empty() {
         // Reasoning models take the system prompt under the `developer` role (provider-protocols.md §1).
-        let role = if reasoning_model {
+        let role = if caps.reasoning {
             "developer"
         } else {
             "system"
@@ -96,11 +111,11 @@ fn messages(g: &pb::Generation, reasoning_model: bool) -> Result<Vec<Value>, Bui
                 }
             }
             pb::Role::Assistant => {
-                if let Some(msg) = assistant_message(i, m)? {
+                if let Some(msg) = assistant_message(i, m, model)? {
                     out.push(msg);
                 }
             }
-            pb::Role::Tool => tool_messages(i, m, &mut out)?,
+            pb::Role::Tool => tool_messages(i, m, caps, &mut out)?,
             pb::Role::Unspecified => {
                 return Err(BuildError::new(
                     format!("generation.messages[{i}].role"),
@@ -264,20 +279,32 @@ fn base64_into(out: &mut String, data: &[u8]) {
 }
 
 /// An assistant turn: text joined as `content` (`null` when there is only tool calls, which OpenAI accepts), then
-/// `tool_calls`. `None` when there is neither: Mistral and others reject an empty assistant turn.
-fn assistant_message(i: usize, m: &pb::Message) -> Result<Option<Value>, BuildError> {
+/// `tool_calls`, and the turn's reasoning where the model's `reasoning_replay` wants it. `None` when there is
+/// neither text nor tool calls: Mistral and others reject an empty assistant turn, and reasoning alone is not an
+/// answer worth replaying.
+fn assistant_message(
+    i: usize,
+    m: &pb::Message,
+    model: &ModelInfo,
+) -> Result<Option<Value>, BuildError> {
+    let caps = &model.capabilities;
     let mut text = String::new();
+    let mut reasoning = String::new();
     let mut calls = Vec::new();
     for (j, part) in m.parts.iter().enumerate() {
         match &part.kind {
             // Joined with nothing in between: the parts are pieces of the model's own output, which some providers
             // stream as many small blocks (Gemini parts); a separator would land mid-sentence.
             Some(Kind::Text(t)) => text.push_str(&t.text),
-            // Not replayed on this protocol: OpenAI never accepts reasoning in input messages, DeepSeek R1 rejects
-            // an earlier `reasoning_content`, and the other compatible servers ignore it. Dropping it is what every
-            // server accepts.
+            // Replayed only to the model that produced it (see `replayable`); joined like text, since the blocks
+            // are pieces of one stream.
+            Some(Kind::Reasoning(r))
+                if caps.reasoning_replay != ReasoningReplay::None && replayable(r, model) =>
+            {
+                reasoning.push_str(&r.text);
+            }
             Some(Kind::Reasoning(_)) | None => {}
-            Some(Kind::ToolCall(c)) => calls.push(tool_call(i, j, c)?),
+            Some(Kind::ToolCall(c)) => calls.push(tool_call(i, j, c, caps)?),
             // Chat Completions assistant messages hold only text and tool calls, so a file the model produced
             // elsewhere (a Gemini image, say) cannot be replayed here. Dropped rather than refused, so that a
             // conversation can move to this provider mid-way.
@@ -300,15 +327,52 @@ fn assistant_message(i: usize, m: &pb::Message) -> Result<Option<Value>, BuildEr
             Value::String(text)
         },
     );
+    match caps.reasoning_replay {
+        ReasoningReplay::None => {}
+        // On every assistant turn, empty when the turn has none of this model's reasoning: DeepSeek V4 in thinking
+        // mode refuses an assistant message without the field ("Missing `reasoning_content` field").
+        ReasoningReplay::ReasoningContent => {
+            msg.insert("reasoning_content".into(), Value::String(reasoning));
+        }
+        ReasoningReplay::Reasoning if !reasoning.is_empty() => {
+            msg.insert("reasoning".into(), Value::String(reasoning));
+        }
+        ReasoningReplay::Reasoning => {}
+    }
     if !calls.is_empty() {
         msg.insert("tool_calls".into(), Value::Array(calls));
     }
     Ok(Some(Value::Object(msg)))
 }
 
-/// One `tool_calls[]` entry. The id goes through [`ids::openai`], as does the matching result's `tool_call_id`, so
-/// the pair stays matched after a long id (a Responses `fc_…` id, say) is shortened to OpenAI's 40 characters.
-fn tool_call(i: usize, j: usize, c: &pb::ToolCallPart) -> Result<Value, BuildError> {
+/// Reasoning is replayed only to the exact model that produced it over this protocol (design.md §4: "dropped when
+/// the model changed"). Another model's chain of thought is not this model's own: replayed as reasoning it would be
+/// passed off as the model's, and turned into visible text it would read as something the assistant *said*, which
+/// it never did. Every adapter drops it for the same reason.
+fn replayable(r: &pb::ReasoningPart, model: &ModelInfo) -> bool {
+    r.provider_metadata
+        .as_ref()
+        .is_some_and(|m| m.protocol == Protocol::OpenaiChat.as_str() && m.model == model.id)
+}
+
+/// The call id as the server behind the model accepts it (provider-protocols.md §6.2). Applied to `tool_calls[].id`
+/// and to the `tool_call_id` answering it alike, and deterministic, so the pair stays matched.
+fn call_id<'a>(id: &'a str, caps: &Capabilities) -> Cow<'a, str> {
+    match caps.tool_call_ids {
+        ToolCallIds::Standard => ids::openai(id),
+        ToolCallIds::Mistral => ids::mistral(id),
+    }
+}
+
+/// One `tool_calls[]` entry. The id goes through [`call_id`], as does the matching result's `tool_call_id`, so the
+/// pair stays matched after a long id (a Responses `fc_…` id, say) is shortened to OpenAI's 40 characters, or any
+/// id is rewritten to Mistral's nine alphanumerics.
+fn tool_call(
+    i: usize,
+    j: usize,
+    c: &pb::ToolCallPart,
+    caps: &Capabilities,
+) -> Result<Value, BuildError> {
     let arguments = if c.input_json.trim().is_empty() {
         "{}"
     } else {
@@ -322,7 +386,7 @@ fn tool_call(i: usize, j: usize, c: &pb::ToolCallPart) -> Result<Value, BuildErr
         c.input_json.as_str()
     };
     Ok(json!({
-        "id": ids::openai(&c.call_id),
+        "id": call_id(&c.call_id, caps),
         "type": "function",
         "function": { "name": c.tool_name, "arguments": arguments },
     }))
@@ -330,12 +394,17 @@ fn tool_call(i: usize, j: usize, c: &pb::ToolCallPart) -> Result<Value, BuildErr
 
 /// One `tool` message per result, in order. A failed tool's output goes as is: the model reads the error text.
 /// An empty output is still sent, since OpenAI requires an answer for every call of the previous assistant turn.
-fn tool_messages(i: usize, m: &pb::Message, out: &mut Vec<Value>) -> Result<(), BuildError> {
+fn tool_messages(
+    i: usize,
+    m: &pb::Message,
+    caps: &Capabilities,
+    out: &mut Vec<Value>,
+) -> Result<(), BuildError> {
     for (j, part) in m.parts.iter().enumerate() {
         match &part.kind {
             Some(Kind::ToolResult(r)) => out.push(json!({
                 "role": "tool",
-                "tool_call_id": ids::openai(&r.call_id),
+                "tool_call_id": call_id(&r.call_id, caps),
                 "content": r.output,
             })),
             Some(Kind::Text(t)) if t.text.is_empty() => {}
@@ -370,8 +439,9 @@ fn parse_object_schema(field: impl Fn() -> String, text: &str) -> Result<Value, 
     Ok(schema)
 }
 
-/// The `tools` array. An empty schema means a tool without arguments.
-fn tools(tools: &[pb::Tool]) -> Result<Value, BuildError> {
+/// The `tools` array. An empty schema means a tool without arguments. With `strict`, each tool whose schema strict
+/// mode can express goes out lowered with `strict: true` ([`strict::lower`]); the others as written, without it.
+fn tools(tools: &[pb::Tool], strict: bool) -> Result<Value, BuildError> {
     let mut out = Vec::with_capacity(tools.len());
     for (i, tool) in tools.iter().enumerate() {
         let parameters = if tool.input_schema_json.trim().is_empty() {
@@ -390,7 +460,15 @@ fn tools(tools: &[pb::Tool]) -> Result<Value, BuildError> {
                 Value::String(tool.description.clone()),
             );
         }
-        function.insert("parameters".into(), parameters);
+        match strict.then(|| strict::lower(&parameters)).flatten() {
+            Some(lowered) => {
+                function.insert("parameters".into(), lowered);
+                function.insert("strict".into(), Value::Bool(true));
+            }
+            None => {
+                function.insert("parameters".into(), parameters);
+            }
+        }
         out.push(json!({ "type": "function", "function": function }));
     }
     Ok(Value::Array(out))
@@ -424,9 +502,10 @@ fn tool_choice(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
     })
 }
 
-/// `response_format` for JSON Schema output. `strict` stays off: strict mode requires every property in
-/// `required` and `additionalProperties:false`, which callers' schemas rarely satisfy (provider-protocols.md §6.5).
-fn response_format(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
+/// `response_format` for JSON Schema output. `strict` is off unless the model opts into strict schemas and the
+/// schema can be lowered: strict mode requires every property in `required` and `additionalProperties:false`, which
+/// callers' schemas rarely satisfy as written (provider-protocols.md §6.5).
+fn response_format(g: &pb::Generation, strict: bool) -> Result<Option<Value>, BuildError> {
     use pb::output_format::Type;
 
     let Some(of) = &g.output_format else {
@@ -444,9 +523,13 @@ fn response_format(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
     } else {
         of.name.as_str()
     };
+    let (schema, strict) = match strict.then(|| strict::lower(&schema)).flatten() {
+        Some(lowered) => (lowered, true),
+        None => (schema, false),
+    };
     Ok(Some(json!({
         "type": "json_schema",
-        "json_schema": { "name": name, "schema": schema, "strict": false },
+        "json_schema": { "name": name, "schema": schema, "strict": strict },
     })))
 }
 
@@ -505,8 +588,14 @@ fn sampling(g: &pb::Generation, t: &Target<'_>, body: &mut Map<String, Value>) {
 }
 
 /// Merges `{"openai_chat":{...}}` from the caller's provider options into the body. Keys the gateway owns are
-/// refused rather than silently ignored, so a caller learns at once that the option has no effect.
-fn merge_provider_options(body: &mut Map<String, Value>, json: &str) -> Result<(), BuildError> {
+/// refused rather than silently ignored, so a caller learns at once that the option has no effect. On a reasoning
+/// model the parameters it rejects are dropped ([`REJECTED_BY_REASONING_MODELS`]) and `max_tokens` is sent as
+/// `max_completion_tokens`, the only spelling it takes.
+fn merge_provider_options(
+    body: &mut Map<String, Value>,
+    json: &str,
+    caps: &Capabilities,
+) -> Result<(), BuildError> {
     const FIELD: &str = "generation.provider_options_json";
     if json.trim().is_empty() {
         return Ok(());
@@ -522,7 +611,7 @@ fn merge_provider_options(body: &mut Map<String, Value>, json: &str) -> Result<(
     let Some(options) = root.remove("openai_chat") else {
         return Ok(());
     };
-    let Value::Object(options) = options else {
+    let Value::Object(mut options) = options else {
         return Err(BuildError::new(
             FIELD,
             "`openai_chat` must be a JSON object",
@@ -533,6 +622,12 @@ fn merge_provider_options(body: &mut Map<String, Value>, json: &str) -> Result<(
             FIELD,
             format!("`openai_chat.{key}` is set by the gateway and cannot be overridden"),
         ));
+    }
+    if caps.reasoning {
+        options.retain(|k, _| !REJECTED_BY_REASONING_MODELS.contains(&k.as_str()));
+        if let Some(max) = options.remove("max_tokens") {
+            options.insert("max_completion_tokens".into(), max);
+        }
     }
     body.extend(options);
     Ok(())

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::adapter::Protocol;
-use crate::catalog::{Capabilities, ModelInfo};
+use crate::catalog::{Capabilities, ModelInfo, ReasoningReplay, ToolCallIds};
 
 fn model(provider: &str, name: &str, caps: Capabilities) -> ModelInfo {
     ModelInfo {
@@ -652,4 +652,357 @@ fn base64_matches_rfc4648_vectors() {
     let mut out = String::new();
     base64_into(&mut out, &[0xfb, 0xff, 0xbf]);
     assert_eq!(out, "+/+/");
+}
+
+fn reasoning_part(text: &str, protocol: &str, model: &str) -> Kind {
+    Kind::Reasoning(pb::ReasoningPart {
+        text: text.into(),
+        provider_metadata: Some(pb::ProviderMetadata {
+            protocol: protocol.into(),
+            model: model.into(),
+            json: "{}".into(),
+        }),
+    })
+}
+
+fn mistral() -> ModelInfo {
+    model(
+        "mistral",
+        "mistral-large-latest",
+        Capabilities {
+            tool_call_ids: ToolCallIds::Mistral,
+            ..Capabilities::default()
+        },
+    )
+}
+
+#[test]
+fn mistral_ids_are_nine_alphanumerics_on_calls_and_results_alike() {
+    let ids_in = [
+        "toolu_01A09q90qw90lq917835lq9",
+        "call:weird/id",
+        "Ab3dE6gH9",
+    ];
+    let g = pb::Generation {
+        messages: vec![
+            user("go"),
+            msg(
+                pb::Role::Assistant,
+                ids_in
+                    .iter()
+                    .map(|id| call(id, "get_weather", r#"{"city":"Paris"}"#))
+                    .collect(),
+            ),
+            msg(
+                pb::Role::Tool,
+                // Answered out of order: pairing is by id, not position.
+                ids_in
+                    .iter()
+                    .rev()
+                    .map(|id| result(id, "get_weather", "18°C", false))
+                    .collect(),
+            ),
+        ],
+        ..Default::default()
+    };
+    let b = body(&g, &mistral());
+    let calls = b["messages"][1]["tool_calls"].as_array().unwrap();
+    let sent: Vec<&str> = calls.iter().map(|c| c["id"].as_str().unwrap()).collect();
+    for id in &sent {
+        assert_eq!(id.len(), 9, "{id}");
+        assert!(id.chars().all(|c| c.is_ascii_alphanumeric()), "{id}");
+    }
+    // A valid Mistral id is kept; the others are rewritten deterministically and stay distinct.
+    assert_eq!(sent[2], "Ab3dE6gH9");
+    assert_eq!(sent[0], ids::mistral(ids_in[0]));
+    assert_ne!(sent[0], sent[1]);
+    let answered: Vec<&str> = b["messages"].as_array().unwrap()[2..]
+        .iter()
+        .map(|m| m["tool_call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(answered, [sent[2], sent[1], sent[0]]);
+
+    // The same conversation to OpenAI keeps the ids (all within 40 characters).
+    let b = body(&g, &gpt4o());
+    assert_eq!(b["messages"][1]["tool_calls"][1]["id"], "call:weird/id");
+    assert_eq!(b["messages"][3]["tool_call_id"], "call:weird/id");
+}
+
+#[test]
+fn mistral_never_gets_an_assistant_turn_without_content_or_tool_calls() {
+    let g = pb::Generation {
+        messages: vec![
+            user("hi"),
+            // Reasoning only, empty text, an empty part: nothing Mistral would accept.
+            msg(
+                pb::Role::Assistant,
+                vec![
+                    reasoning_part("hmm", "openai_chat", "mistral/mistral-large-latest"),
+                    text(""),
+                ],
+            ),
+            pb::Message {
+                role: pb::Role::Assistant as i32,
+                parts: vec![pb::Part { kind: None }],
+            },
+            user("still there?"),
+        ],
+        ..Default::default()
+    };
+    assert_eq!(
+        body(&g, &mistral())["messages"],
+        json!([
+            { "role": "user", "content": "hi" },
+            { "role": "user", "content": "still there?" },
+        ])
+    );
+}
+
+fn with_replay(name: &str, replay: ReasoningReplay) -> ModelInfo {
+    model(
+        "deepseek",
+        name,
+        Capabilities {
+            reasoning_replay: replay,
+            ..Capabilities::default()
+        },
+    )
+}
+
+/// A conversation whose first assistant turn reasoned on `own`, the second on Claude, the third not at all.
+fn replay_conversation(own: &str) -> pb::Generation {
+    pb::Generation {
+        messages: vec![
+            user("plan a trip"),
+            msg(
+                pb::Role::Assistant,
+                vec![
+                    reasoning_part("First, the weather.", "openai_chat", own),
+                    reasoning_part(" Then the time.", "openai_chat", own),
+                    call("c1", "get_weather", r#"{"city":"Paris"}"#),
+                ],
+            ),
+            msg(
+                pb::Role::Tool,
+                vec![result("c1", "get_weather", "18°C", false)],
+            ),
+            msg(
+                pb::Role::Assistant,
+                vec![
+                    reasoning_part(
+                        "Claude's thought",
+                        "anthropic",
+                        "anthropic/claude-sonnet-4-5",
+                    ),
+                    // The same protocol, another model.
+                    reasoning_part("Other model", "openai_chat", "deepseek/deepseek-reasoner"),
+                    text("Warm."),
+                ],
+            ),
+            user("and tomorrow?"),
+            msg(pb::Role::Assistant, vec![text("Also warm.")]),
+        ],
+        ..Default::default()
+    }
+}
+
+fn assistant_turns(b: &Value) -> Vec<Value> {
+    b["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn reasoning_content_goes_on_every_assistant_turn_and_only_the_same_models_text() {
+    let m = with_replay("deepseek-v4", ReasoningReplay::ReasoningContent);
+    let turns = assistant_turns(&body(&replay_conversation("deepseek/deepseek-v4"), &m));
+    assert_eq!(
+        turns,
+        [
+            json!({ "role": "assistant", "content": null,
+                    "reasoning_content": "First, the weather. Then the time.",
+                    "tool_calls": [{ "id": "c1", "type": "function",
+                        "function": { "name": "get_weather", "arguments": "{\"city\":\"Paris\"}" } }] }),
+            // Another model's reasoning is dropped, but the field is still there: DeepSeek requires it.
+            json!({ "role": "assistant", "content": "Warm.", "reasoning_content": "" }),
+            json!({ "role": "assistant", "content": "Also warm.", "reasoning_content": "" }),
+        ]
+    );
+}
+
+#[test]
+fn reasoning_field_carries_only_the_same_models_reasoning_and_is_omitted_otherwise() {
+    let m = with_replay("qwen3", ReasoningReplay::Reasoning);
+    let turns = assistant_turns(&body(&replay_conversation("deepseek/qwen3"), &m));
+    assert_eq!(turns[0]["reasoning"], "First, the weather. Then the time.");
+    assert_eq!(turns[0].get("reasoning_content"), None);
+    assert_eq!(turns[1], json!({ "role": "assistant", "content": "Warm." }));
+    assert_eq!(
+        turns[2],
+        json!({ "role": "assistant", "content": "Also warm." })
+    );
+}
+
+#[test]
+fn reasoning_is_never_replayed_without_the_capability_nor_after_a_model_change() {
+    // DeepSeek R1 rejects an earlier `reasoning_content`; OpenAI takes no reasoning at all.
+    let r1 = with_replay("deepseek-reasoner", ReasoningReplay::None);
+    for m in [r1, gpt4o()] {
+        let own = m.id.clone();
+        for turn in assistant_turns(&body(&replay_conversation(&own), &m)) {
+            assert_eq!(turn.get("reasoning_content"), None, "{}: {turn}", m.id);
+            assert_eq!(turn.get("reasoning"), None, "{}: {turn}", m.id);
+        }
+    }
+    // The conversation came from V4 and now goes to V4.1: the model changed, so nothing is replayed.
+    let next = with_replay("deepseek-v4.1", ReasoningReplay::ReasoningContent);
+    for turn in assistant_turns(&body(&replay_conversation("deepseek/deepseek-v4"), &next)) {
+        assert_eq!(turn["reasoning_content"], "", "{turn}");
+    }
+}
+
+fn strict_model() -> ModelInfo {
+    model(
+        "openai",
+        "gpt-4o",
+        Capabilities {
+            strict_schemas: true,
+            ..Capabilities::default()
+        },
+    )
+}
+
+#[test]
+fn strict_schemas_lower_the_tools_strict_mode_can_express_and_leave_the_rest() {
+    let g = pb::Generation {
+        messages: vec![user("go")],
+        tools: vec![
+            tool(
+                "get_weather",
+                r#"{"type":"object","properties":{"city":{"type":"string"},"unit":{"type":"string","enum":["c","f"]}},"required":["city"]}"#,
+            ),
+            // A free-form object has no strict form: sent as written, strict off.
+            tool(
+                "store",
+                r#"{"type":"object","properties":{"data":{"type":"object"}},"required":["data"]}"#,
+            ),
+            pb::Tool {
+                name: "ping".into(),
+                description: String::new(),
+                input_schema_json: String::new(),
+            },
+        ],
+        ..Default::default()
+    };
+    let b = body(&g, &strict_model());
+    assert_eq!(
+        b["tools"],
+        json!([
+            { "type": "function", "function": {
+                "name": "get_weather",
+                "description": "get_weather tool",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "city": { "type": "string" },
+                        "unit": { "type": ["string", "null"], "enum": ["c", "f", null] },
+                    },
+                    "required": ["city", "unit"],
+                    "additionalProperties": false,
+                },
+                "strict": true,
+            } },
+            { "type": "function", "function": {
+                "name": "store",
+                "description": "store tool",
+                "parameters": {
+                    "type": "object",
+                    "properties": { "data": { "type": "object" } },
+                    "required": ["data"],
+                },
+            } },
+            { "type": "function", "function": {
+                "name": "ping",
+                "parameters": { "type": "object", "properties": {}, "required": [], "additionalProperties": false },
+                "strict": true,
+            } },
+        ])
+    );
+    // Without the capability nothing changes.
+    let b = body(&g, &gpt4o());
+    assert_eq!(b["tools"][0]["function"].get("strict"), None);
+    assert_eq!(
+        b["tools"][0]["function"]["parameters"]["required"],
+        json!(["city"])
+    );
+}
+
+#[test]
+fn strict_schemas_lower_json_schema_output_when_they_can() {
+    let mut g = pb::Generation {
+        messages: vec![user("a person")],
+        output_format: Some(pb::OutputFormat {
+            r#type: pb::output_format::Type::JsonSchema as i32,
+            name: "person".into(),
+            schema_json: r#"{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},"required":["name"]}"#.into(),
+        }),
+        ..Default::default()
+    };
+    assert_eq!(
+        body(&g, &strict_model())["response_format"],
+        json!({ "type": "json_schema", "json_schema": {
+            "name": "person",
+            "schema": {
+                "type": "object",
+                "properties": { "name": { "type": "string" }, "age": { "type": ["integer", "null"] } },
+                "required": ["name", "age"],
+                "additionalProperties": false,
+            },
+            "strict": true,
+        } })
+    );
+    if let Some(of) = g.output_format.as_mut() {
+        of.schema_json = r#"{"type":"object","additionalProperties":{"type":"string"}}"#.into();
+    }
+    let format = body(&g, &strict_model())["response_format"].clone();
+    assert_eq!(format["json_schema"]["strict"], false);
+    assert_eq!(
+        format["json_schema"]["schema"],
+        json!({"type":"object","additionalProperties":{"type":"string"}})
+    );
+}
+
+#[test]
+fn reasoning_models_drop_rejected_parameters_from_provider_options_too() {
+    let g = pb::Generation {
+        messages: vec![user("hi")],
+        provider_options_json: r#"{"openai_chat":{"temperature":0.2,"top_p":0.5,"presence_penalty":1,"frequency_penalty":1,"logit_bias":{"50256":-100},"logprobs":true,"top_logprobs":2,"max_tokens":512,"user":"u1","service_tier":"flex"}}"#.into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        body(&g, &o3()),
+        json!({
+            "model": "o3",
+            "messages": [{ "role": "user", "content": "hi" }],
+            "stream": true,
+            "stream_options": { "include_usage": true },
+            "max_completion_tokens": 512,
+            "user": "u1",
+            "service_tier": "flex",
+        })
+    );
+    // An ordinary model gets every option as sent.
+    let b = body(&g, &gpt4o());
+    for key in [
+        "temperature",
+        "presence_penalty",
+        "logit_bias",
+        "max_tokens",
+    ] {
+        assert!(b.get(key).is_some(), "{key}");
+    }
 }

@@ -107,10 +107,11 @@ fn rd(id: &str, delta: &str) -> Event {
         delta: delta.into(),
     }
 }
+/// Every reasoning block closes with the empty replay metadata, so the core records which model produced it.
 fn re(id: &str) -> Event {
     Event::ReasoningEnd {
         id: id.into(),
-        metadata: None,
+        metadata: Some("{}".into()),
     }
 }
 fn tis(call_id: &str, tool: &str) -> Event {
@@ -840,4 +841,74 @@ fn fixtures_decode_the_same_through_the_sse_parser() {
             assert_eq!(out, decode(sse), "read size {read}");
         }
     }
+}
+
+/// Feeds `data` frames to `d` and returns the `ToolCall` inputs.
+fn tool_inputs(d: &mut dyn Decoder, data: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for frame in data {
+        d.frame("", frame, &mut out);
+    }
+    d.end(&mut out);
+    out.into_iter()
+        .filter_map(|e| match e {
+            Event::ToolCall { input_json, .. } => Some(input_json),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn strict_tools_lose_the_nulls_strict_mode_added_also_after_a_restart() {
+    use crate::adapter::{Adapter, Target, pb};
+    use crate::catalog::{Capabilities, ModelInfo};
+
+    let model = |strict_schemas| ModelInfo {
+        id: "openai/gpt-4o".into(),
+        provider: "openai".into(),
+        name: "gpt-4o".into(),
+        display_name: "GPT-4o".into(),
+        protocol: crate::adapter::Protocol::OpenaiChat,
+        context_window: 128_000,
+        max_input_tokens: 0,
+        max_output_tokens: 16_384,
+        capabilities: Capabilities {
+            strict_schemas,
+            ..Capabilities::default()
+        },
+        pricing: None,
+    };
+    let g = pb::Generation {
+        tools: vec![pb::Tool {
+            name: "get_weather".into(),
+            description: String::new(),
+            input_schema_json:
+                r#"{"type":"object","properties":{"city":{"type":"string"},"unit":{"type":"string"}},"required":["city"]}"#
+                    .into(),
+        }],
+        ..Default::default()
+    };
+    let frames = [
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}}]}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":\"Paris\",\"unit\":null}"}}]}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+        "[DONE]",
+    ];
+    let strict = model(true);
+    let mut d = super::OpenAiChat.decoder_for(&Target { model: &strict }, &g);
+    assert_eq!(tool_inputs(d.as_mut(), &frames), [r#"{"city":"Paris"}"#]);
+    // A retry decodes with the same cleaning.
+    let mut again = d.restart();
+    assert!(!again.is_done());
+    assert_eq!(
+        tool_inputs(again.as_mut(), &frames),
+        [r#"{"city":"Paris"}"#]
+    );
+    // Without strict schemas the provider's arguments are passed through untouched.
+    let plain = model(false);
+    let mut d = super::OpenAiChat.decoder_for(&Target { model: &plain }, &g);
+    assert_eq!(
+        tool_inputs(d.as_mut(), &frames),
+        [r#"{"city":"Paris","unit":null}"#]
+    );
 }

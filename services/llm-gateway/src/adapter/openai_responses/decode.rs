@@ -17,6 +17,7 @@ use serde::Deserialize;
 use super::ReasoningMetadata;
 use crate::adapter::Decoder;
 use crate::adapter::classify::{classify, truncate};
+use crate::adapter::strict::StrictTools;
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::{Event, Finish, FinishReason, Usage};
 
@@ -40,6 +41,8 @@ pub struct ResponsesDecoder {
     items: Vec<Item>,
     /// A `function_call` item appeared, so a completed response finished with tool calls.
     saw_function_call: bool,
+    /// The tools the request sent in strict mode, whose final arguments lose the nulls strict mode added.
+    strict: StrictTools,
 }
 
 /// One output item in progress.
@@ -83,6 +86,14 @@ impl ResponsesDecoder {
     /// A decoder at the start of a stream.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A decoder for a request that sent `strict` tools in strict mode (see [`StrictTools::clean`]).
+    pub fn with_strict(strict: StrictTools) -> Self {
+        ResponsesDecoder {
+            strict,
+            ..Self::default()
+        }
     }
 
     fn fail(&mut self, err: ProviderError, out: &mut Vec<Event>) {
@@ -389,14 +400,15 @@ impl ResponsesDecoder {
                 out.push(Event::ToolInputEnd {
                     call_id: call_id.clone(),
                 });
+                let input_json = if input.trim().is_empty() {
+                    "{}".to_string()
+                } else {
+                    self.strict.clean(&name, input)
+                };
                 out.push(Event::ToolCall {
                     call_id,
                     tool: name,
-                    input_json: if input.trim().is_empty() {
-                        "{}".to_string()
-                    } else {
-                        input
-                    },
+                    input_json,
                     metadata: None,
                 });
             }
@@ -439,14 +451,15 @@ impl ResponsesDecoder {
                 });
                 // Passed through as streamed: a call cut short is still reported, and the processor's argument
                 // validation tells the model what is wrong.
+                let input_json = if args.trim().is_empty() {
+                    "{}".to_string()
+                } else {
+                    self.strict.clean(&name, args)
+                };
                 out.push(Event::ToolCall {
                     call_id,
                     tool: name,
-                    input_json: if args.trim().is_empty() {
-                        "{}".to_string()
-                    } else {
-                        args
-                    },
+                    input_json,
                     metadata: None,
                 });
             }
@@ -695,6 +708,10 @@ impl Decoder for ResponsesDecoder {
 
     fn is_done(&self) -> bool {
         self.done
+    }
+
+    fn restart(&self) -> Box<dyn Decoder> {
+        Box::new(ResponsesDecoder::with_strict(self.strict.clone()))
     }
 }
 

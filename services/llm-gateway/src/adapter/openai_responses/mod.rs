@@ -1,7 +1,8 @@
 //! OpenAI Responses (`POST {base}/responses`, provider-protocols.md §2).
 //!
 //! - `request` builds the body from a unified [`pb::Generation`]: `instructions` plus typed `input` items, flat
-//!   function tools, `store: false` always (the gateway keeps no state, so nothing may depend on a stored response),
+//!   function tools (lowered to strict mode with `strict: true` when the catalog says `strict_schemas`, see
+//!   [`super::strict`]), `store: false` always (the gateway keeps no state, so nothing may depend on a stored response),
 //!   and for reasoning models `include: ["reasoning.encrypted_content"]`, so a reasoning item can be replayed on the
 //!   next step from the [`ReasoningMetadata`] the caller stored, to the same model only.
 //! - `decode` turns the `response.*` events back into unified [`Event`](crate::event::Event)s. Block ids are the
@@ -15,6 +16,7 @@ mod stream_tests;
 
 use serde::{Deserialize, Serialize};
 
+use super::strict::StrictTools;
 use super::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
 
 pub use decode::ResponsesDecoder;
@@ -63,6 +65,13 @@ impl Adapter for OpenAiResponses {
 
     fn decoder(&self, _target: &Target<'_>) -> Box<dyn Decoder> {
         Box::new(ResponsesDecoder::new())
+    }
+
+    fn decoder_for(&self, target: &Target<'_>, generation: &pb::Generation) -> Box<dyn Decoder> {
+        if !target.model.capabilities.strict_schemas {
+            return self.decoder(target);
+        }
+        Box::new(ResponsesDecoder::with_strict(StrictTools::of(generation)))
     }
 }
 

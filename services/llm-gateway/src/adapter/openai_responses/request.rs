@@ -13,7 +13,7 @@
 use serde_json::{Map, Value, json};
 
 use super::ReasoningMetadata;
-use crate::adapter::{BuildError, HttpRequest, Protocol, Target, pb};
+use crate::adapter::{BuildError, HttpRequest, Protocol, Target, pb, strict};
 use crate::catalog::ModelInfo;
 
 use pb::file_part::Source;
@@ -49,14 +49,14 @@ pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, B
     // Validated even without tools, so a bad tool choice is reported whatever else the request holds.
     let choice = tool_choice(g)?;
     if !g.tools.is_empty() {
-        body.insert("tools".into(), tools(&g.tools)?);
+        body.insert("tools".into(), tools(&g.tools, caps.strict_schemas)?);
         // OpenAI rejects `tool_choice` without `tools`, so it only goes out alongside them.
         if let Some(choice) = choice {
             body.insert("tool_choice".into(), choice);
         }
     }
 
-    if let Some(format) = text_format(g)? {
+    if let Some(format) = text_format(g, caps.strict_schemas)? {
         body.insert("text".into(), json!({ "format": format }));
     }
 
@@ -390,10 +390,11 @@ fn parse_object_schema(field: impl Fn() -> String, text: &str) -> Result<Value, 
     Ok(schema)
 }
 
-/// The flat `tools` array. `strict` is sent as `false` explicitly: Responses defaults function tools to strict
+/// The flat `tools` array. `strict` is sent explicitly either way: Responses defaults function tools to strict
 /// mode, which rejects any schema that does not list every property in `required` and forbid additional
-/// properties (provider-protocols.md §6.5), and callers' schemas rarely do.
-fn tools(tools: &[pb::Tool]) -> Result<Value, BuildError> {
+/// properties (provider-protocols.md §6.5), and callers' schemas rarely do. So it is `false`, unless the model opts
+/// into strict schemas (`strict`) and the tool's schema can be lowered ([`strict::lower`]).
+fn tools(tools: &[pb::Tool], strict: bool) -> Result<Value, BuildError> {
     let mut out = Vec::with_capacity(tools.len());
     for (i, tool) in tools.iter().enumerate() {
         let parameters = if tool.input_schema_json.trim().is_empty() {
@@ -413,8 +414,16 @@ fn tools(tools: &[pb::Tool]) -> Result<Value, BuildError> {
                 Value::String(tool.description.clone()),
             );
         }
-        function.insert("parameters".into(), parameters);
-        function.insert("strict".into(), Value::Bool(false));
+        match strict.then(|| strict::lower(&parameters)).flatten() {
+            Some(lowered) => {
+                function.insert("parameters".into(), lowered);
+                function.insert("strict".into(), Value::Bool(true));
+            }
+            None => {
+                function.insert("parameters".into(), parameters);
+                function.insert("strict".into(), Value::Bool(false));
+            }
+        }
         out.push(Value::Object(function));
     }
     Ok(Value::Array(out))
@@ -449,8 +458,8 @@ fn tool_choice(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
     })
 }
 
-/// `text.format` for JSON Schema output. `strict` stays off for the same reason as on tools.
-fn text_format(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
+/// `text.format` for JSON Schema output. `strict` follows the same rule as on tools.
+fn text_format(g: &pb::Generation, strict: bool) -> Result<Option<Value>, BuildError> {
     use pb::output_format::Type;
 
     let Some(of) = &g.output_format else {
@@ -468,11 +477,15 @@ fn text_format(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
     } else {
         of.name.as_str()
     };
+    let (schema, strict) = match strict.then(|| strict::lower(&schema)).flatten() {
+        Some(lowered) => (lowered, true),
+        None => (schema, false),
+    };
     Ok(Some(json!({
         "type": "json_schema",
         "name": name,
         "schema": schema,
-        "strict": false,
+        "strict": strict,
     })))
 }
 

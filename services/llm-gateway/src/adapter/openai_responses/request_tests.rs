@@ -706,3 +706,81 @@ fn base64_matches_rfc4648_vectors() {
         assert_eq!(out, want);
     }
 }
+
+#[test]
+fn strict_schemas_send_lowered_tools_and_output_with_strict_true() {
+    let strict = model(
+        "openai/gpt-4.1",
+        Capabilities {
+            strict_schemas: true,
+            ..Capabilities::default()
+        },
+    );
+    let g = pb::Generation {
+        messages: vec![user("go")],
+        tools: vec![
+            tool(
+                "lookup",
+                r#"{"type":"object","properties":{"q":{"type":"string"},"limit":{"type":"integer"}},"required":["q"]}"#,
+            ),
+            // A map has no strict form: the tool keeps its schema and goes out with strict off.
+            tool(
+                "tag",
+                r#"{"type":"object","properties":{"labels":{"type":"object","additionalProperties":{"type":"string"}}}}"#,
+            ),
+        ],
+        output_format: Some(pb::OutputFormat {
+            r#type: pb::output_format::Type::JsonSchema as i32,
+            name: "answer".into(),
+            schema_json: r#"{"type":"object","properties":{"text":{"type":"string"}}}"#.into(),
+        }),
+        ..Default::default()
+    };
+    let b = body(&g, &strict);
+    assert_eq!(
+        b["tools"],
+        json!([
+            {
+                "type": "function",
+                "name": "lookup",
+                "description": "lookup tool",
+                "parameters": {
+                    "type": "object",
+                    "properties": { "q": { "type": "string" }, "limit": { "type": ["integer", "null"] } },
+                    "required": ["q", "limit"],
+                    "additionalProperties": false,
+                },
+                "strict": true,
+            },
+            {
+                "type": "function",
+                "name": "tag",
+                "description": "tag tool",
+                "parameters": {
+                    "type": "object",
+                    "properties": { "labels": { "type": "object", "additionalProperties": { "type": "string" } } },
+                },
+                "strict": false,
+            },
+        ])
+    );
+    assert_eq!(
+        b["text"]["format"],
+        json!({
+            "type": "json_schema",
+            "name": "answer",
+            "schema": {
+                "type": "object",
+                "properties": { "text": { "type": ["string", "null"] } },
+                "required": ["text"],
+                "additionalProperties": false,
+            },
+            "strict": true,
+        })
+    );
+    // Without the capability: strict off everywhere and the schemas as written.
+    let b = body(&g, &gpt41());
+    assert_eq!(b["tools"][0]["strict"], false);
+    assert_eq!(b["tools"][0]["parameters"]["required"], json!(["q"]));
+    assert_eq!(b["text"]["format"]["strict"], false);
+}

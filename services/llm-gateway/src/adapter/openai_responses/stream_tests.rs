@@ -1001,3 +1001,60 @@ fn arguments_already_in_the_added_item_are_streamed_and_a_repeated_added_is_igno
         ]
     );
 }
+
+#[test]
+fn strict_tools_lose_the_nulls_strict_mode_added_at_the_done_item_and_at_the_stream_end() {
+    use crate::adapter::pb;
+    use crate::adapter::strict::StrictTools;
+
+    let strict = StrictTools::of(&pb::Generation {
+        tools: vec![pb::Tool {
+            name: "f".into(),
+            description: String::new(),
+            input_schema_json:
+                r#"{"type":"object","properties":{"n":{"type":"integer"},"note":{"type":"string"}},"required":["n"]}"#
+                    .into(),
+        }],
+        ..Default::default()
+    });
+    let completed = completed(NO_USAGE);
+    let frames = [
+        (
+            "response.output_item.added",
+            r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_1","type":"function_call","arguments":"","call_id":"call_1","name":"f"}}"#.to_string(),
+        ),
+        (
+            "response.output_item.done",
+            r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_1","type":"function_call","arguments":"{\"n\":1,\"note\":null}","call_id":"call_1","name":"f"}}"#.to_string(),
+        ),
+        (
+            "response.output_item.added",
+            r#"{"type":"response.output_item.added","output_index":1,"item":{"id":"fc_2","type":"function_call","arguments":"","call_id":"call_2","name":"f"}}"#.to_string(),
+        ),
+        (
+            "response.function_call_arguments.delta",
+            r#"{"type":"response.function_call_arguments.delta","item_id":"fc_2","delta":"{\"note\":null,\"n\":2}"}"#.to_string(),
+        ),
+        // No `output_item.done` for the second call: it is closed by the terminal event.
+        ("response.completed", completed),
+    ];
+    let run = |d: &mut dyn Decoder| {
+        let mut out = Vec::new();
+        for (event, data) in &frames {
+            d.frame(event, data, &mut out);
+        }
+        out.into_iter()
+            .filter_map(|e| match e {
+                Event::ToolCall { input_json, .. } => Some(input_json),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut d = ResponsesDecoder::with_strict(strict);
+    assert_eq!(run(&mut d), [r#"{"n":1}"#, r#"{"n":2}"#]);
+    assert_eq!(run(d.restart().as_mut()), [r#"{"n":1}"#, r#"{"n":2}"#]);
+    assert_eq!(
+        run(&mut ResponsesDecoder::new()),
+        [r#"{"n":1,"note":null}"#, r#"{"note":null,"n":2}"#]
+    );
+}

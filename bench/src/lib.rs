@@ -1,0 +1,15 @@
+//! Benchmarks for llm-gateway and session-processor (docs/benchmarks.md).
+//!
+//! - [`fixtures`]: the recorded provider streams of `shared/fake-provider/fixtures/`, scaled up to many text deltas
+//!   for the criterion micro-benchmarks (`benches/`).
+//! - [`floor`]: the floor, a trivial relay (SSE frames in, one gRPC message out per frame, no decoding) that the load
+//!   generator measures in the same run as the gateway, so every figure has its floor beside it.
+//! - [`stats`]: percentiles of latency samples.
+//! - [`procfs`]: RSS and CPU time of a process, read from `/proc`.
+//!
+//! Binaries: `loadgen` (the load generator) and `floor-relay` (the floor as its own process).
+
+pub mod fixtures;
+pub mod floor;
+pub mod procfs;
+pub mod stats;

@@ -1,0 +1,798 @@
+#!/usr/bin/env python3
+"""Cross-file checks of deploy/: compose.yaml, the Kubernetes manifests and the Dockerfiles against each other and
+against what the binaries read. Run by deploy/validate.sh, which holds the tables (--env-table, --processor-keys) and
+explains the rules; this file only applies them.
+
+A deployment of llm-gateway or session-processor is an *instance*: its environment, the configuration file it
+mounts (or the one baked into its image), and the ports, probes and grace periods around it. Every instance is
+checked the same way, wherever it comes from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import yaml
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11; validate.sh installs tomli there
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+K8S = DEPLOY / "k8s"
+DOCKER = DEPLOY / "docker"
+SECRETS_TEMPLATE = K8S / "secrets.example.yaml"
+
+GATEWAY, PROCESSOR = "llm-gateway", "session-processor"
+# What each binary does without a file or variable (config.rs defaults).
+DEFAULTS = {
+    GATEWAY: {"config_env": "GATEWAY_CONFIG", "listen_env": "GATEWAY_LISTEN", "listen": "127.0.0.1:50051",
+              "tokens_env": "GATEWAY_AUTH_TOKENS", "grace_ms": 30000},
+    PROCESSOR: {"config_env": "PROCESSOR_CONFIG", "listen_env": "PROCESSOR_LISTEN", "listen": "127.0.0.1:50052",
+                "tokens_env": "PROCESSOR_AUTH_TOKENS", "grace_ms": 30000},
+}
+# Ports of third-party images used in compose.yaml, by image name without tag.
+IMAGE_PORTS = {"redis": {6379}, "jaegertracing/all-in-one": {4317, 4318, 16686}}
+# Value given to secret-backed variables when a configuration is checked with the real binary.
+DUMMY_SECRET = "deploy-lint-dummy-token-0123456789"
+
+errors: list[str] = []
+warnings: list[str] = []
+
+
+def fail(where: str, message: str) -> None:
+    errors.append(f"{where}: {message}")
+
+
+def warn(where: str, message: str) -> None:
+    warnings.append(f"{where}: {message}")
+
+
+def rel(p: Path) -> str:
+    try:
+        return str(p.relative_to(ROOT))
+    except ValueError:
+        return str(p)
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    name: str
+    key: str
+    optional: bool
+
+
+@dataclass
+class Instance:
+    """One deployed llm-gateway or session-processor."""
+
+    where: str
+    service: str
+    env: dict[str, object]  # value: str, or SecretRef, or None (set from a source we cannot see)
+    config: dict | None = None  # parsed TOML, None = the binary's defaults
+    config_text: str | None = None
+    config_where: str = ""
+    ports: set[int] | None = None  # ports the platform exposes for the container; None = not declared
+    grace_seconds: float | None = None  # how long the platform waits after SIGTERM
+    prestop_seconds: float = 0
+    probe_ports: list[tuple[str, int]] = field(default_factory=list)
+    named_ports: dict[str, int] = field(default_factory=dict)
+
+    def value(self, name: str) -> str | None:
+        v = self.env.get(name)
+        return v if isinstance(v, str) and v != "" else None
+
+    def is_set(self, name: str) -> bool:
+        v = self.env.get(name)
+        if isinstance(v, SecretRef):
+            return True
+        return v is not None and v != ""
+
+
+# ----- the tables from validate.sh -----------------------------------------------------------------------------
+
+
+def evidence_found(evidence: str, literal: str) -> bool:
+    path = ROOT / evidence
+    if path.is_dir():
+        return any(literal in f.read_text(errors="replace") for f in path.rglob("*.rs"))
+    return path.is_file() and literal in path.read_text(errors="replace")
+
+
+def load_env_table(path: str) -> dict[str, dict[str, str]]:
+    """binary -> {variable: "read" | "pending"}, with `@<reader>` rows expanded to that reader's variables."""
+    table: dict[str, dict[str, str]] = {}
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split(None, 4)
+        if len(parts) != 5:
+            fail("validate.sh env table", f"malformed line: {line}")
+            continue
+        service, var, status, evidence, literal = parts
+        found = evidence_found(evidence, literal)
+        if status == "read":
+            if not found:
+                fail("validate.sh env table",
+                     f"{service} {var}: `{literal}` no longer appears in {evidence}; update the table")
+            table.setdefault(service, {})[var] = "read"
+        elif status == "pending":
+            table.setdefault(service, {})[var] = "read" if found else "pending"
+        else:
+            fail("validate.sh env table", f"{service} {var}: status must be read or pending, not {status}")
+    for service, names in table.items():
+        for var, status in list(names.items()):
+            if var.startswith("@"):
+                del names[var]
+                for inherited, inherited_status in table.get(var[1:], {}).items():
+                    names.setdefault(inherited, "pending" if "pending" in (status, inherited_status) else "read")
+    return table
+
+
+def processor_config_keys() -> dict[str, set[str]]:
+    """The keys of the session-processor's configuration file, read from the serde structs in its config.rs:
+    `FileConfig`'s fields are the sections (`BTreeMap<String, XFile>` ones are tables of tables, written
+    `<section>.*`), and each section struct's `pub` fields are its keys."""
+    src = ROOT / "services/session-processor/src/config.rs"
+    text = src.read_text()
+    structs = {m.group(1): re.findall(r"^\s*pub (\w+):\s*([^\n]+?),?\s*$", m.group(2), re.M)
+               for m in re.finditer(r"pub struct (\w+) \{(.*?)\n\}", text, re.S)}
+    keys: dict[str, set[str]] = {}
+    for name, ty in structs.get("FileConfig", []):
+        ty = ty.strip()
+        table = re.fullmatch(r"BTreeMap<String,\s*(\w+)>", ty)
+        if table and table.group(1) in structs:
+            keys[f"{name}.*"] = {f for f, _ in structs[table.group(1)]}
+        elif ty in structs:
+            keys[name] = {f for f, _ in structs[ty]}
+    if "server" not in keys or "agents.*" not in keys:
+        fail(rel(src), "cannot read the configuration structs (FileConfig, ServerFile, AgentFile); "
+                       "update processor_config_keys in deploy/validate.py")
+    return keys
+
+
+# ----- helpers -------------------------------------------------------------------------------------------------
+
+
+def parse_addr(text: str) -> tuple[str, int] | None:
+    m = re.fullmatch(r"\[?([^\]]*?)\]?:(\d+)", text.strip())
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+def parse_url(text: str) -> tuple[str, str, int | None] | None:
+    m = re.fullmatch(r"([a-z][a-z0-9+.-]*)://(?:[^@/]*@)?(\[[^\]]+\]|[^:/?#]+)(?::(\d+))?(?:[/?#].*)?", text.strip())
+    if not m:
+        return None
+    return m.group(1), m.group(2).strip("[]"), int(m.group(3)) if m.group(3) else None
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443, "redis": 6379, "rediss": 6379}
+
+
+def parse_duration(text: str) -> float | None:
+    total, pos = 0.0, 0
+    for m in re.finditer(r"(\d+(?:\.\d+)?)(ms|us|h|m|s)", text):
+        if m.start() != pos:
+            return None
+        total += float(m.group(1)) * {"h": 3600, "m": 60, "s": 1, "ms": 0.001, "us": 1e-6}[m.group(2)]
+        pos = m.end()
+    return total if pos == len(text) and text else None
+
+
+def load_yaml_docs(path: Path) -> list[dict]:
+    try:
+        return [d for d in yaml.safe_load_all(path.read_text()) if d]
+    except yaml.YAMLError as e:
+        fail(rel(path), f"not valid YAML: {e}")
+        return []
+
+
+def parse_toml(text: str, where: str) -> dict | None:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        fail(where, f"not valid TOML: {e}")
+        return None
+
+
+COMPOSE_VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def interpolate(value: object) -> object:
+    """Compose interpolation with every variable unset: `${X:-d}` -> d, `${X}` -> ''."""
+    if not isinstance(value, str):
+        return value
+
+    def sub(m: re.Match) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        op, default = m.group(2), m.group(3) or ""
+        return default if op in (":-", "-") else ""
+
+    return COMPOSE_VAR.sub(sub, value)
+
+
+# ----- the instances -------------------------------------------------------------------------------------------
+
+
+def config_from_file(inst: Instance, path: Path) -> None:
+    if not path.is_file():
+        fail(inst.where, f"configuration file {rel(path)} does not exist")
+        return
+    inst.config_text = path.read_text()
+    inst.config_where = rel(path)
+    inst.config = parse_toml(inst.config_text, inst.config_where)
+
+
+def baked_config(service: str) -> tuple[str, Path] | None:
+    """The configuration path an image sets (ENV <X>_CONFIG) and the file it copies there, from its Dockerfile."""
+    df = dockerfile_final_stage(DOCKER / f"{service}.Dockerfile")
+    if df is None:
+        return None
+    path = df["env"].get(DEFAULTS[service]["config_env"])
+    for src, dst in df["copies"]:
+        if path and dst == path:
+            return path, ROOT / src
+    return None
+
+
+def compose_instances(compose: dict) -> tuple[list[Instance], dict[str, set[int]]]:
+    services = compose.get("services") or {}
+    instances, service_ports = [], {}
+    for name, svc in services.items():
+        image = str(svc.get("image", "")).split("@")[0]
+        image_name = image.rsplit(":", 1)[0] if ":" in image.split("/")[-1] else image
+        service_ports[name] = set(IMAGE_PORTS.get(image_name, set()))
+        cmd = svc.get("command") or []
+        if isinstance(cmd, list) and "--listen" in cmd:
+            addr = parse_addr(str(cmd[cmd.index("--listen") + 1]))
+            if addr:
+                service_ports[name].add(addr[1])
+    for name, svc in services.items():
+        if name not in DEFAULTS:
+            continue
+        where = f"compose.yaml services.{name}"
+        raw_env = svc.get("environment") or {}
+        if isinstance(raw_env, list):
+            raw_env = dict(item.split("=", 1) if "=" in item else (item, None) for item in raw_env)
+        env = {k: (None if v is None else str(interpolate(v))) for k, v in raw_env.items()}
+        if svc.get("env_file"):
+            fail(where, "env_file hides variables from this check; list them under environment")
+        published = set()
+        for p in svc.get("ports") or []:
+            spec = str(p).split("/")[0]
+            published.add(int(spec.rsplit(":", 1)[-1]))
+        # Other containers reach every port; what is published must include the listen port.
+        inst = Instance(where, name, env, ports=published or None)
+        grace = svc.get("stop_grace_period")
+        inst.grace_seconds = parse_duration(str(grace)) if grace else 10.0
+        config_path = inst.value(DEFAULTS[name]["config_env"])
+        baked = baked_config(name)
+        if config_path is None and baked:
+            config_path = baked[0]
+        if config_path:
+            source = None
+            for v in svc.get("volumes") or []:
+                parts = str(v).split(":") if isinstance(v, str) else [v.get("source"), v.get("target")]
+                if len(parts) >= 2 and parts[1] == config_path:
+                    source = DEPLOY / parts[0]
+            if source is not None:
+                config_from_file(inst, source)
+            elif baked and baked[0] == config_path:
+                config_from_file(inst, baked[1])
+            else:
+                fail(where, f"{DEFAULTS[name]['config_env']}={config_path} is neither mounted nor in the image")
+        instances.append(inst)
+        addr = effective_listen(inst)
+        if addr:
+            service_ports[name].add(addr[1])
+    return instances, service_ports
+
+
+def k8s_objects() -> list[tuple[Path, dict]]:
+    objs = []
+    for path in sorted(K8S.glob("*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
+        for doc in load_yaml_docs(path):
+            objs.append((path, doc))
+    return objs
+
+
+def k8s_instances(objs: list[tuple[Path, dict]]) -> list[Instance]:
+    configmaps = {d["metadata"]["name"]: d for _, d in objs if d.get("kind") == "ConfigMap"}
+    instances = []
+    for path, d in objs:
+        if d.get("kind") not in ("Deployment", "StatefulSet"):
+            continue
+        pod = d["spec"]["template"]["spec"]
+        for c in pod.get("containers", []):
+            if c["name"] not in DEFAULTS:
+                continue
+            service = c["name"]
+            where = f"{path.name} {d['kind']}/{d['metadata']['name']} container {service}"
+            env: dict[str, object] = {}
+            for e in c.get("env") or []:
+                if "value" in e:
+                    env[e["name"]] = str(e["value"])
+                elif "secretKeyRef" in (e.get("valueFrom") or {}):
+                    ref = e["valueFrom"]["secretKeyRef"]
+                    env[e["name"]] = SecretRef(ref["name"], ref["key"], bool(ref.get("optional")))
+                else:
+                    env[e["name"]] = None
+            if c.get("envFrom"):
+                fail(where, "envFrom hides variable names from this check; list each variable under env")
+            ports = {p["containerPort"] for p in c.get("ports") or []}
+            inst = Instance(where, service, env, ports=ports)
+            inst.named_ports = {p["name"]: p["containerPort"] for p in c.get("ports") or [] if "name" in p}
+            inst.grace_seconds = float(pod.get("terminationGracePeriodSeconds", 30))
+            pre = ((c.get("lifecycle") or {}).get("preStop") or {})
+            inst.prestop_seconds = float((pre.get("sleep") or {}).get("seconds", 0))
+            for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+                probe = c.get(kind) or {}
+                if "grpc" in probe:
+                    inst.probe_ports.append((kind, int(probe["grpc"]["port"])))
+                elif kind != "startupProbe":
+                    fail(where, f"{kind} should be a grpc probe (the services serve grpc.health.v1 without a token)")
+            config_path = inst.value(DEFAULTS[service]["config_env"])
+            if config_path is None:
+                fail(where, f"set {DEFAULTS[service]['config_env']} to the mounted configuration file")
+            else:
+                mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts") or []}
+                volumes = {v["name"]: v for v in pod.get("volumes") or []}
+                found = False
+                for vname, mpath in mounts.items():
+                    cm_name = (volumes.get(vname, {}).get("configMap") or {}).get("name")
+                    if cm_name and str(PurePosixPath(config_path).parent) == mpath.rstrip("/"):
+                        key = PurePosixPath(config_path).name
+                        data = (configmaps.get(cm_name) or {}).get("data") or {}
+                        if key not in data:
+                            fail(where, f"ConfigMap {cm_name} has no key {key} for {config_path}")
+                        else:
+                            inst.config_text = data[key]
+                            inst.config_where = f"{path.name} ConfigMap/{cm_name} {key}"
+                            inst.config = parse_toml(inst.config_text, inst.config_where)
+                        found = True
+                if not found:
+                    fail(where, f"{config_path} is not on a mounted ConfigMap")
+            instances.append(inst)
+    return instances
+
+
+def dockerfile_final_stage(path: Path) -> dict | None:
+    if not path.is_file():
+        return None
+    text = re.sub(r"\\\n", " ", path.read_text())
+    stages, current = [], None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        word, _, rest = line.partition(" ")
+        word = word.upper()
+        if word == "FROM":
+            current = {"from": rest, "env": {}, "expose": set(), "copies": [], "runs": []}
+            stages.append(current)
+        elif current is None:
+            continue
+        elif word == "ENV":
+            for m in re.finditer(r"([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|\S+)", rest):
+                current["env"][m.group(1)] = m.group(2).strip('"')
+        elif word == "EXPOSE":
+            current["expose"] |= {int(p.split("/")[0]) for p in rest.split()}
+        elif word == "COPY" and "--from=" not in rest:
+            args = [a for a in rest.split() if not a.startswith("--")]
+            if len(args) == 2:
+                current["copies"].append((args[0], args[1]))
+        elif word == "RUN":
+            current["runs"].append(rest)
+    if not stages:
+        return None
+    final = stages[-1]
+    final["all_runs"] = [r for s in stages for r in s["runs"]]
+    return final
+
+
+def dockerfile_instances() -> list[Instance]:
+    instances = []
+    for service in DEFAULTS:
+        path = DOCKER / f"{service}.Dockerfile"
+        final = dockerfile_final_stage(path)
+        if final is None:
+            fail(rel(path), "missing")
+            continue
+        inst = Instance(f"{rel(path)} (image defaults)", service, dict(final["env"]), ports=set(final["expose"]))
+        baked = baked_config(service)
+        if baked:
+            config_from_file(inst, baked[1])
+        instances.append(inst)
+    return instances
+
+
+# ----- the checks ----------------------------------------------------------------------------------------------
+
+
+def config_env_names(inst: Instance) -> tuple[set[str], set[str]]:
+    """Variables named by the configuration file itself: (required, optional)."""
+    required, optional = set(), set()
+    cfg = inst.config or {}
+    if inst.service == GATEWAY:
+        for p in (cfg.get("providers") or {}).values():
+            if p.get("api_key_env"):
+                required.add(p["api_key_env"])  # "set but missing is an error" (config.rs)
+            if p.get("base_url_env"):
+                optional.add(p["base_url_env"])
+    else:
+        # Without it the processor calls the gateway without a token, and every step fails UNAUTHENTICATED.
+        required.add((cfg.get("gateway") or {}).get("token_env", "GATEWAY_TOKEN"))
+    return required, optional
+
+
+def effective_listen(inst: Instance) -> tuple[str, int] | None:
+    d = DEFAULTS[inst.service]
+    text = inst.value(d["listen_env"]) or ((inst.config or {}).get("server") or {}).get("listen") or d["listen"]
+    addr = parse_addr(text)
+    if addr is None:
+        fail(inst.where, f"listen address `{text}` is not host:port")
+    return addr
+
+
+def check_instance(inst: Instance, table: dict[str, dict[str, str]], processor_keys: dict[str, set[str]]) -> None:
+    d = DEFAULTS[inst.service]
+    known = table.get(inst.service, {})
+    required, optional = config_env_names(inst)
+    from_config = required | optional
+    for name in inst.env:
+        if name in from_config:
+            continue
+        status = known.get(name)
+        if status is None:
+            fail(inst.where, f"sets {name}, which {inst.service} does not read (validate.sh lists what it reads)")
+        elif status == "pending":
+            warn(inst.where, f"sets {name}, which {inst.service} does not read yet (pending in validate.sh)")
+
+    cfg = inst.config or {}
+    server = cfg.get("server") or {}
+    is_image = "(image defaults)" in inst.where
+    tenant_tokens = any(t.get("tokens") for t in (cfg.get("tenants") or {}).values())
+    if not is_image and not inst.is_set(d["tokens_env"]) and not server.get("auth_tokens") \
+            and not server.get("allow_unauthenticated") and not tenant_tokens:
+        fail(inst.where, f"no caller tokens: set {d['tokens_env']}")
+    for name in sorted(required):
+        if is_image:
+            continue
+        ref = inst.env.get(name)
+        if ref is None or ref == "":
+            fail(inst.where, f"{inst.config_where or 'the default configuration'} needs {name}, which is not set")
+        elif isinstance(ref, SecretRef) and ref.optional:
+            fail(inst.where, f"{name} comes from an optional Secret key, but the configuration needs it")
+
+    addr = effective_listen(inst)
+    if addr:
+        host, port = addr
+        if host in ("127.0.0.1", "localhost", "::1"):
+            fail(inst.where, f"listens on {host}:{port}, unreachable from outside the container; "
+                             f"set {d['listen_env']} or server.listen to 0.0.0.0:{port}")
+        if inst.ports is not None and port not in inst.ports:
+            fail(inst.where, f"listens on port {port}, which is not among its ports {sorted(inst.ports)}")
+        if inst.named_ports and inst.named_ports.get("grpc") != port:
+            fail(inst.where, f"container port `grpc` is {inst.named_ports.get('grpc')}, the server listens on {port}")
+        for kind, probe_port in inst.probe_ports:
+            if probe_port != port:
+                fail(inst.where, f"{kind} probes port {probe_port}, the server listens on {port}")
+
+    if inst.service == GATEWAY:
+        metrics = inst.value("GATEWAY_METRICS_LISTEN") or server.get("metrics_listen")
+        if metrics:
+            maddr = parse_addr(metrics)
+            if maddr is None:
+                fail(inst.where, f"metrics address `{metrics}` is not host:port")
+            elif inst.named_ports and inst.named_ports.get("metrics") != maddr[1]:
+                fail(inst.where, f"metrics listen on {maddr[1]} but container port `metrics` is "
+                                 f"{inst.named_ports.get('metrics')}")
+            elif inst.ports is not None and maddr[1] not in inst.ports:
+                fail(inst.where, f"metrics listen on {maddr[1]}, which is not among its ports {sorted(inst.ports)}")
+
+    grace_ms = server.get("shutdown_grace_ms", d["grace_ms"])
+    if inst.grace_seconds is not None:
+        needed = inst.prestop_seconds + grace_ms / 1000
+        if inst.grace_seconds < needed + (1 if inst.prestop_seconds else 0):
+            fail(inst.where, f"waits {inst.grace_seconds:g} s after SIGTERM, less than preStop "
+                             f"{inst.prestop_seconds:g} s + shutdown_grace_ms {grace_ms} (+ margin)")
+
+    if inst.service == PROCESSOR and inst.config is not None:
+        for section, value in inst.config.items():
+            if f"{section}.*" in processor_keys:
+                for name, body in (value or {}).items():
+                    for key in body:
+                        if key not in processor_keys[f"{section}.*"]:
+                            fail(inst.config_where, f"{section}.{name}.{key} is not a session-processor key")
+            elif section not in processor_keys:
+                fail(inst.config_where, f"[{section}] is not a session-processor section")
+            else:
+                for key in value:
+                    if key not in processor_keys[section]:
+                        fail(inst.config_where, f"{section}.{key} is not a session-processor key")
+
+
+def processor_urls(inst: Instance) -> list[tuple[str, str]]:
+    cfg = inst.config or {}
+    urls = []
+    gw = inst.value("GATEWAY_URL") or (cfg.get("gateway") or {}).get("url") or "http://127.0.0.1:50051"
+    urls.append(("gateway URL", gw))
+    redis_env = inst.env.get("REDIS_URL")
+    if isinstance(redis_env, str) and redis_env:
+        urls.append(("REDIS_URL", redis_env))
+    if not isinstance(redis_env, str) or not redis_env:
+        urls.append(("redis.url", (cfg.get("redis") or {}).get("url") or "redis://127.0.0.1:6379"))
+    return urls
+
+
+def check_urls(inst: Instance, urls: list[tuple[str, str]], ports_by_host: dict[str, set[int]], scope: str) -> None:
+    own = parse_addr(inst.value(DEFAULTS[inst.service]["listen_env"])
+                     or ((inst.config or {}).get("server") or {}).get("listen") or DEFAULTS[inst.service]["listen"])
+    for what, url in urls:
+        parsed = parse_url(url)
+        if parsed is None:
+            fail(inst.where, f"{what} `{url}` is not a URL")
+            continue
+        scheme, host, port = parsed
+        port = port or DEFAULT_PORTS.get(scheme)
+        if host in ("127.0.0.1", "localhost", "::1"):
+            # Fine for a client in the same container talking to this server (the `sessions` CLI), nothing else.
+            if own is None or port != own[1]:
+                fail(inst.where, f"{what} `{url}` points at the container itself")
+        elif host in ports_by_host:
+            if port not in ports_by_host[host]:
+                fail(inst.where, f"{what} `{url}`: {scope} {host} has no port {port} "
+                                 f"(it has {sorted(ports_by_host[host])})")
+        elif "." not in host:
+            fail(inst.where, f"{what} `{url}`: no {scope} named {host}")
+
+
+def check_compose(table, processor_keys) -> list[Instance]:
+    path = DEPLOY / "compose.yaml"
+    docs = load_yaml_docs(path)
+    if not docs:
+        fail(rel(path), "empty")
+        return []
+    compose = docs[0]
+    instances, service_ports = compose_instances(compose)
+    for inst in instances:
+        check_instance(inst, table, processor_keys)
+        urls = [(k, v) for k, v in inst.env.items() if isinstance(v, str) and "://" in v]
+        if inst.service == PROCESSOR:
+            urls = [(k, v) for k, v in urls if k not in ("GATEWAY_URL", "REDIS_URL")] + processor_urls(inst)
+        check_urls(inst, urls, service_ports, "compose service")
+    for name, svc in (compose.get("services") or {}).items():
+        build = svc.get("build")
+        if isinstance(build, dict):
+            ctx = (DEPLOY / build.get("context", ".")).resolve()
+            dockerfile = ctx / build.get("dockerfile", "Dockerfile")
+            if not dockerfile.is_file():
+                fail(f"compose.yaml services.{name}", f"build.dockerfile {rel(dockerfile)} does not exist")
+            if ctx != ROOT:
+                fail(f"compose.yaml services.{name}", "build.context must be the repository root (..)")
+        for dep in svc.get("depends_on") or {}:
+            if dep not in compose["services"]:
+                fail(f"compose.yaml services.{name}", f"depends_on unknown service {dep}")
+    return instances
+
+
+def check_k8s(table, processor_keys) -> list[Instance]:
+    objs = k8s_objects()
+    listed = set()
+    kpath = K8S / "kustomization.yaml"
+    kust = (load_yaml_docs(kpath) or [{}])[0]
+    for r in kust.get("resources") or []:
+        listed.add(r)
+        if not (K8S / r).exists():
+            fail("kustomization.yaml", f"resource {r} does not exist")
+    for path in sorted(K8S.glob("*.yaml")):
+        if path.name in ("kustomization.yaml",):
+            continue
+        if path == SECRETS_TEMPLATE:
+            if path.name in listed:
+                fail("kustomization.yaml", "must not list the Secret template (placeholders only)")
+        elif path.name not in listed:
+            fail("kustomization.yaml", f"does not list {path.name}")
+    image_names = {i["name"] for i in kust.get("images") or []}
+
+    live = [(p, d) for p, d in objs if p != SECRETS_TEMPLATE]
+    secrets = {d["metadata"]["name"]: d for p, d in objs if p == SECRETS_TEMPLATE and d.get("kind") == "Secret"}
+    template_text = SECRETS_TEMPLATE.read_text() if SECRETS_TEMPLATE.is_file() else ""
+    for p, d in live:
+        if d.get("kind") == "Secret":
+            fail(p.name, "Secrets belong in secrets.example.yaml (template) and out of the applied manifests")
+    by_kind: dict[str, dict[str, dict]] = {}
+    for _, d in live:
+        by_kind.setdefault(d["kind"], {})[d["metadata"]["name"]] = d
+
+    workloads = {**by_kind.get("Deployment", {}), **by_kind.get("StatefulSet", {})}
+
+    def selects(selector: dict) -> list[dict]:
+        return [w for w in workloads.values()
+                if selector and all(w["spec"]["template"]["metadata"].get("labels", {}).get(k) == v
+                                    for k, v in selector.items())]
+
+    service_ports: dict[str, set[int]] = {}
+    for name, svc in by_kind.get("Service", {}).items():
+        selector = svc["spec"].get("selector") or {}
+        targets = selects(selector)
+        if not targets:
+            fail(f"Service/{name}", f"selector {selector} matches no Deployment or StatefulSet")
+        service_ports[name] = {p["port"] for p in svc["spec"].get("ports") or []}
+        for p in svc["spec"].get("ports") or []:
+            tp = p.get("targetPort", p["port"])
+            for w in targets:
+                cports = [cp for c in w["spec"]["template"]["spec"]["containers"] for cp in c.get("ports") or []]
+                if not any(cp.get("name") == tp or cp["containerPort"] == tp for cp in cports):
+                    fail(f"Service/{name}", f"targetPort {tp} is not a port of {w['metadata']['name']}")
+    for name, w in workloads.items():
+        if w["kind"] == "StatefulSet" and w["spec"].get("serviceName") not in service_ports:
+            fail(f"StatefulSet/{name}", f"serviceName {w['spec'].get('serviceName')} is not a Service")
+        pod = w["spec"]["template"]["spec"]
+        for v in pod.get("volumes") or []:
+            cm = (v.get("configMap") or {}).get("name")
+            if cm and cm not in by_kind.get("ConfigMap", {}):
+                fail(f"{w['kind']}/{name}", f"volume {v['name']} uses ConfigMap {cm}, which no manifest defines")
+        for c in pod["containers"]:
+            image = c["image"].rsplit(":", 1)[0]
+            if c["name"] in DEFAULTS and image not in image_names:
+                fail(f"{w['kind']}/{name}", f"image {image} has no entry under images: in kustomization.yaml")
+            for e in c.get("env") or []:
+                ref = (e.get("valueFrom") or {}).get("secretKeyRef")
+                if not ref:
+                    continue
+                secret = secrets.get(ref["name"])
+                where = f"{w['kind']}/{name} env {e['name']}"
+                if secret is None:
+                    fail(where, f"Secret {ref['name']} is not in secrets.example.yaml")
+                elif ref["key"] not in (secret.get("stringData") or {}) | (secret.get("data") or {}):
+                    if not ref.get("optional"):
+                        fail(where, f"required key {ref['key']} is missing from Secret {ref['name']} in the template")
+                    elif not re.search(rf"^\s*#\s*{re.escape(ref['key'])}:", template_text, re.M):
+                        fail(where, f"optional key {ref['key']} is not even mentioned in secrets.example.yaml")
+    for kind in ("HorizontalPodAutoscaler",):
+        for name, h in by_kind.get(kind, {}).items():
+            target = h["spec"]["scaleTargetRef"]
+            if target["name"] not in by_kind.get(target["kind"], {}):
+                fail(f"{kind}/{name}", f"scaleTargetRef {target['kind']}/{target['name']} does not exist")
+            elif "replicas" in by_kind[target["kind"]][target["name"]]["spec"]:
+                warn(f"{kind}/{name}", f"{target['name']} sets spec.replicas; every apply resets the HPA's count")
+    for name, pdb in by_kind.get("PodDisruptionBudget", {}).items():
+        if not selects(pdb["spec"]["selector"].get("matchLabels") or {}):
+            fail(f"PodDisruptionBudget/{name}", "selector matches no workload")
+
+    instances = k8s_instances(live)
+    for inst in instances:
+        check_instance(inst, table, processor_keys)
+        urls = [(k, v) for k, v in inst.env.items() if isinstance(v, str) and "://" in v]
+        if inst.service == PROCESSOR:
+            urls += processor_urls(inst)
+        check_urls(inst, urls, service_ports, "Service")
+    return instances
+
+
+def check_dockerfiles(table, processor_keys) -> list[Instance]:
+    packages = workspace_packages()
+    for path in sorted(DOCKER.glob("*.Dockerfile")):
+        final = dockerfile_final_stage(path)
+        if final is None:
+            fail(rel(path), "no stages")
+            continue
+        for src, _ in final["copies"]:
+            if not (ROOT / src).exists():
+                fail(rel(path), f"COPY source {src} does not exist")
+        for run in final["all_runs"]:
+            for m in re.finditer(r"cargo build[^&;]*", run):
+                cmd = m.group(0)
+                pkg = re.search(r"-p\s+(\S+)", cmd)
+                if "--locked" not in cmd:
+                    fail(rel(path), f"`{cmd.strip()}` should pass --locked")
+                if pkg is None or pkg.group(1) not in packages:
+                    fail(rel(path), f"`{cmd.strip()}`: no workspace package {pkg.group(1) if pkg else '(none)'}")
+                    continue
+                for b in re.findall(r"--bin\s+(\S+)", cmd):
+                    if b not in packages[pkg.group(1)]:
+                        fail(rel(path), f"package {pkg.group(1)} has no binary {b}")
+    instances = dockerfile_instances()
+    for inst in instances:
+        check_instance(inst, table, processor_keys)
+    return instances
+
+
+def workspace_packages() -> dict[str, set[str]]:
+    """Workspace package name -> its binary target names, from the manifests."""
+    ws = tomllib.loads((ROOT / "Cargo.toml").read_text())
+    out = {}
+    for member in ws.get("workspace", {}).get("members", []):
+        manifest = ROOT / member / "Cargo.toml"
+        if not manifest.is_file():
+            continue
+        pkg = tomllib.loads(manifest.read_text())
+        name = pkg["package"]["name"]
+        explicit = pkg.get("bin", [])
+        bins = {b["name"] for b in explicit}
+        if pkg["package"].get("autobins", True):
+            if (ROOT / member / "src/main.rs").is_file() and not any(b.get("path") == "src/main.rs" for b in explicit):
+                bins.add(name)
+            bins |= {p.stem for p in (ROOT / member / "src/bin").glob("*.rs")}
+        out[name] = bins
+    return out
+
+
+def gateway_check(binary: Path, instances: list[Instance]) -> None:
+    """Runs `llm-gateway --check` on every gateway configuration with the instance's own environment: once with the
+    optional Secret keys absent and, when there are some, once with all of them present (dummy values)."""
+    for inst in instances:
+        if inst.service != GATEWAY:
+            continue
+        optional = [n for n, v in inst.env.items() if isinstance(v, SecretRef) and v.optional]
+        for with_optional in ([False, True] if optional else [False]):
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+            for name, v in inst.env.items():
+                if isinstance(v, SecretRef):
+                    if with_optional or not v.optional:
+                        env[name] = DUMMY_SECRET
+                elif isinstance(v, str):
+                    env[name] = v
+            if "(image defaults)" in inst.where:
+                env.setdefault("GATEWAY_AUTH_TOKENS", DUMMY_SECRET)
+            env.pop("GATEWAY_CONFIG", None)  # --config below names the same file, copied out of its manifest
+            # Tracing does not affect the configuration; leaving it out keeps --check from dialling a collector.
+            env = {k: v for k, v in env.items() if not k.startswith("OTEL_")}
+            with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+                f.write(inst.config_text or "")
+                cfg = f.name
+            try:
+                r = subprocess.run([str(binary), "--check", "--config", cfg], env=env, capture_output=True,
+                                   text=True, timeout=60)
+            finally:
+                os.unlink(cfg)
+            out = (r.stderr + r.stdout).strip().splitlines()
+            what = inst.where + (" with every optional Secret key" if with_optional else "")
+            if r.returncode != 0:
+                fail(what, f"llm-gateway --check refuses {inst.config_where or 'the defaults'}: "
+                           f"{out[-1] if out else r.returncode}")
+            else:
+                print(f"deploy-lint: llm-gateway --check {what}: {out[-1] if out else 'ok'}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--env-table", required=True)
+    ap.add_argument("--gateway-bin")
+    args = ap.parse_args()
+    table = load_env_table(args.env_table)
+    processor_keys = processor_config_keys()
+    instances = []
+    instances += check_compose(table, processor_keys)
+    instances += check_k8s(table, processor_keys)
+    instances += check_dockerfiles(table, processor_keys)
+    for service in DEFAULTS:
+        if not any(i.service == service for i in instances):
+            fail("deploy", f"no deployment of {service} found")
+    if args.gateway_bin:
+        gateway_check(Path(args.gateway_bin), instances)
+    for w in warnings:
+        print(f"deploy-lint: warning: {w}")
+    for e in errors:
+        print(f"deploy-lint: error: {e}", file=sys.stderr)
+    print(f"deploy-lint: {len(instances)} deployments of the services checked, "
+          f"{len(errors)} errors, {len(warnings)} warnings")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Validates everything under deploy/ (`make deploy-lint`, part of `make test`):
+#
+#  1. every Kubernetes manifest under deploy/k8s against the API schemas of pinned Kubernetes versions, in strict
+#     mode (unknown fields are errors), with kubernetes-validate; and the kustomize output too when kubectl is
+#     installed;
+#  2. deploy/compose.yaml against the Compose specification's JSON schema (check-jsonschema's bundled copy);
+#  3. the cross-file rules in deploy/validate.py: every environment variable that compose.yaml, the Kubernetes
+#     manifests and the Dockerfiles give llm-gateway or session-processor is one the binary reads (the table below),
+#     required variables are set, listen ports agree with container ports, probes, Services and EXPOSE, grace
+#     periods cover shutdown_grace_ms, Secret/ConfigMap references resolve, kustomization.yaml lists every
+#     manifest, and the Dockerfiles build binaries that exist;
+#  4. every llm-gateway configuration the deployments use, with exactly their environment, through the real
+#     binary's `llm-gateway --check` (skipped when cargo is missing, or with DEPLOY_LINT_NO_CARGO=1); the
+#     session-processor has no --check, so validate.py checks its files' keys against the serde structs of
+#     services/session-processor/src/config.rs (all deny_unknown_fields: an unknown key stops it at start-up).
+#
+# The Python tools are pinned and installed on first use into .tools/deploy-venv (pip, from PyPI).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Kubernetes versions the manifests must be valid for: the oldest supported (the preStop `sleep` action is on by
+# default from 1.30) and the newest the pinned kubernetes-validate knows.
+K8S_VERSIONS=(1.30.0 1.37.0)
+PY_TOOLS=(kubernetes-validate==1.37.0 check-jsonschema==0.39.0 PyYAML==6.0.3 'tomli==2.2.1; python_version < "3.11"')
+
+# ---------------------------------------------------------------------------------------------------------------
+# The environment variables each binary reads, derived by hand from the code, one per line:
+#
+#   <reader>  <variable>  <status>  <evidence file or directory>  <evidence literal (rest of the line)>
+#
+# status `read`: read today; the evidence literal must still appear in the evidence file (or in a .rs file under
+# the directory), so a renamed variable or a moved reader makes this check fail instead of leaving the table stale.
+# status `pending`: given to a service ahead of the code that will read it; allowed with a warning while the
+# evidence is missing, and like `read` once it appears (then mark it `read`).
+#
+# <reader> is llm-gateway, session-processor, or llm-telemetry: the crate both services start their logging and
+# tracing with (shared/telemetry). The variable `@llm-telemetry` means "every llm-telemetry variable": the
+# evidence is the service calling it. The OpenTelemetry SDK behind it reads the standard OTEL_* variables; the
+# table lists the ones worth setting (the exporter starts only when OTEL_EXPORTER_OTLP_ENDPOINT is set; the service
+# name is fixed in code, so OTEL_SERVICE_NAME is read but overridden; add attributes with OTEL_RESOURCE_ATTRIBUTES).
+#
+# Besides these, a binary reads the variables its configuration file names: providers.<id>.api_key_env and
+# base_url_env for llm-gateway, gateway.token_env for session-processor. validate.py takes those from the file each
+# deployment mounts. The session-processor image also ships the `sessions` CLI, whose PROCESSOR_ADDR and
+# PROCESSOR_TOKEN are therefore allowed there.
+read_by_binaries() {
+  cat <<'EOF'
+llm-gateway        GATEWAY_CONFIG               read     services/llm-gateway/src/main.rs                    env = "GATEWAY_CONFIG"
+llm-gateway        GATEWAY_LISTEN               read     services/llm-gateway/src/config.rs                  .var("GATEWAY_LISTEN")
+llm-gateway        GATEWAY_METRICS_LISTEN       read     services/llm-gateway/src/config.rs                  .var("GATEWAY_METRICS_LISTEN")
+llm-gateway        GATEWAY_AUTH_TOKENS          read     services/llm-gateway/src/config.rs                  env.var("GATEWAY_AUTH_TOKENS")
+llm-gateway        OPENAI_API_KEY               read     services/llm-gateway/src/config.rs                  "OPENAI_API_KEY"
+llm-gateway        OPENAI_BASE_URL              read     services/llm-gateway/src/config.rs                  "OPENAI_BASE_URL"
+llm-gateway        ANTHROPIC_API_KEY            read     services/llm-gateway/src/config.rs                  "ANTHROPIC_API_KEY"
+llm-gateway        ANTHROPIC_BASE_URL           read     services/llm-gateway/src/config.rs                  "ANTHROPIC_BASE_URL"
+llm-gateway        GEMINI_API_KEY               read     services/llm-gateway/src/config.rs                  "GEMINI_API_KEY"
+llm-gateway        GEMINI_BASE_URL              read     services/llm-gateway/src/config.rs                  "GEMINI_BASE_URL"
+llm-gateway        @llm-telemetry               read     services/llm-gateway/src/telemetry.rs               llm_telemetry
+session-processor  PROCESSOR_CONFIG             read     services/session-processor/src/main.rs              env = "PROCESSOR_CONFIG"
+session-processor  PROCESSOR_LISTEN             read     services/session-processor/src/config.rs            .var("PROCESSOR_LISTEN")
+session-processor  PROCESSOR_AUTH_TOKENS        read     services/session-processor/src/config.rs            env.var("PROCESSOR_AUTH_TOKENS")
+session-processor  GATEWAY_URL                  read     services/session-processor/src/config.rs            env.var("GATEWAY_URL")
+session-processor  REDIS_URL                    read     services/session-processor/src/config.rs            env.var("REDIS_URL")
+session-processor  PROCESSOR_WORKSPACE_ROOT     read     services/session-processor/src/config.rs            "PROCESSOR_WORKSPACE_ROOT"
+session-processor  @llm-telemetry               read     services/session-processor/src/main.rs              llm_telemetry::init(
+session-processor  PROCESSOR_ADDR               read     services/session-processor/src/bin/sessions_cli.rs  env = "PROCESSOR_ADDR"
+session-processor  PROCESSOR_TOKEN              read     services/session-processor/src/bin/sessions_cli.rs  env = "PROCESSOR_TOKEN"
+llm-telemetry      RUST_LOG                     read     shared/telemetry/src/lib.rs                         EnvFilter::try_from_default_env()
+llm-telemetry      LOG_FORMAT                   read     shared/telemetry/src/lib.rs                         std::env::var("LOG_FORMAT")
+llm-telemetry      OTEL_EXPORTER_OTLP_ENDPOINT  read     shared/telemetry/src/lib.rs                         var_os("OTEL_EXPORTER_OTLP_ENDPOINT")
+llm-telemetry      OTEL_EXPORTER_OTLP_HEADERS   read     shared/telemetry/src/lib.rs                         SpanExporter::builder()
+llm-telemetry      OTEL_EXPORTER_OTLP_TIMEOUT   read     shared/telemetry/src/lib.rs                         SpanExporter::builder()
+llm-telemetry      OTEL_SERVICE_NAME            read     shared/telemetry/src/lib.rs                         Resource::builder()
+llm-telemetry      OTEL_RESOURCE_ATTRIBUTES     read     shared/telemetry/src/lib.rs                         Resource::builder()
+llm-telemetry      OTEL_TRACES_SAMPLER          read     shared/telemetry/src/lib.rs                         SdkTracerProvider::builder()
+llm-telemetry      OTEL_TRACES_SAMPLER_ARG      read     shared/telemetry/src/lib.rs                         SdkTracerProvider::builder()
+llm-telemetry      OTEL_BSP_SCHEDULE_DELAY      read     shared/telemetry/src/lib.rs                         with_batch_exporter
+EOF
+}
+# ---------------------------------------------------------------------------------------------------------------
+
+venv=.tools/deploy-venv
+if ! "$venv/bin/python" -c "import kubernetes_validate, check_jsonschema, yaml" 2>/dev/null \
+   || ! "$venv/bin/python" -m pip freeze 2>/dev/null | grep -qx "${PY_TOOLS[0]}"; then
+  echo "deploy-lint: installing ${PY_TOOLS[*]} into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet "${PY_TOOLS[@]}"
+fi
+py="$venv/bin/python"
+
+manifests=()
+while IFS= read -r f; do manifests+=("$f"); done < <(find deploy/k8s -name '*.yaml' ! -name kustomization.yaml | sort)
+[ ${#manifests[@]} -gt 0 ] || { echo "deploy-lint: no manifests under deploy/k8s"; exit 1; }
+
+for v in "${K8S_VERSIONS[@]}"; do
+  echo "deploy-lint: kubernetes-validate --strict -k $v (${#manifests[@]} files)"
+  "$venv/bin/kubernetes-validate" --strict --quiet -k "$v" "${manifests[@]}"
+done
+
+if command -v kubectl >/dev/null 2>&1; then
+  rendered=$(mktemp --suffix=.yaml)
+  trap 'rm -f "$rendered"' EXIT
+  kubectl kustomize deploy/k8s >"$rendered"
+  for v in "${K8S_VERSIONS[@]}"; do
+    echo "deploy-lint: kubernetes-validate --strict -k $v (kubectl kustomize deploy/k8s)"
+    "$venv/bin/kubernetes-validate" --strict --quiet -k "$v" "$rendered"
+  done
+else
+  echo "deploy-lint: kubectl not installed; kustomization.yaml is checked by validate.py only"
+fi
+
+echo "deploy-lint: compose.yaml against the Compose specification"
+"$venv/bin/check-jsonschema" --builtin-schema vendor.compose-spec deploy/compose.yaml
+
+gateway_bin=()
+if [ -z "${DEPLOY_LINT_NO_CARGO:-}" ] && command -v cargo >/dev/null 2>&1; then
+  echo "deploy-lint: building llm-gateway for --check"
+  cargo build --quiet --locked -p llm-gateway --bin llm-gateway
+  gateway_bin=(--gateway-bin "${CARGO_TARGET_DIR:-target}/debug/llm-gateway")
+else
+  echo "deploy-lint: skipping llm-gateway --check (no cargo, or DEPLOY_LINT_NO_CARGO set)"
+fi
+
+"$py" deploy/validate.py --env-table <(read_by_binaries) "${gateway_bin[@]}"

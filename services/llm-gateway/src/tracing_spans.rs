@@ -1,0 +1,216 @@
+//! The generation's spans, following the OpenTelemetry GenAI semantic conventions: a `chat {model}` client span per
+//! generation (parented on the caller's W3C trace context) and, inside it, one span per provider HTTP request, so
+//! retries and fallbacks show as separate attempts.
+//!
+//! Token attributes follow the conventions' meaning: `gen_ai.usage.input_tokens` counts every prompt token (cached
+//! or not) and `gen_ai.usage.output_tokens` every output token (reasoning included); the cache and reasoning parts
+//! are also given on their own. `llm.cost_nano_usd` is the step's exact cost.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use futures::Stream;
+use llm_proto::gateway as pb;
+use tracing::field::Empty;
+
+use crate::generate::StartError;
+
+/// The `chat {model}` span of one generation.
+pub fn generation_span(
+    g: &pb::Generation,
+    metadata: &tonic::metadata::MetadataMap,
+) -> tracing::Span {
+    let ctx = g.context.clone().unwrap_or_default();
+    let span = tracing::info_span!(
+        "chat",
+        "otel.name" = %format!("chat {}", g.model),
+        "otel.kind" = "client",
+        "otel.status_code" = Empty,
+        "gen_ai.operation.name" = "chat",
+        "gen_ai.provider.name" = Empty,
+        "gen_ai.request.model" = %g.model,
+        "gen_ai.response.model" = Empty,
+        "gen_ai.response.id" = Empty,
+        "gen_ai.response.finish_reasons" = Empty,
+        "gen_ai.usage.input_tokens" = Empty,
+        "gen_ai.usage.output_tokens" = Empty,
+        "gen_ai.usage.cache_read.input_tokens" = Empty,
+        "gen_ai.usage.cache_creation.input_tokens" = Empty,
+        "gen_ai.usage.reasoning.output_tokens" = Empty,
+        "gen_ai.conversation.id" = %ctx.session_id,
+        "gen_ai.agent.name" = %ctx.agent,
+        "gen_ai.client.time_to_first_chunk" = Empty,
+        "llm.model" = Empty,
+        "llm.attempts" = Empty,
+        "llm.cost_nano_usd" = Empty,
+        "llm.request_id" = %ctx.request_id,
+        "error.type" = Empty,
+    );
+    llm_telemetry::set_parent_from_metadata(&span, metadata);
+    span
+}
+
+/// Records a generation that could not start (unknown model, invalid request, hook refusal).
+pub fn start_failed(span: &tracing::Span, e: &StartError) {
+    span.record("error.type", crate::generate::start_error_kind(e).as_str());
+    span.record("otel.status_code", "ERROR");
+}
+
+/// The span of one provider HTTP request (one attempt).
+pub fn attempt_span(provider: &str, base_url: &str, path: &str, attempt: u32) -> tracing::Span {
+    let host = base_url
+        .split("://")
+        .nth(1)
+        .and_then(|r| r.split(['/', ':']).next())
+        .unwrap_or("");
+    tracing::info_span!(
+        "provider_request",
+        "otel.name" = %format!("POST {path}"),
+        "otel.kind" = "client",
+        "otel.status_code" = Empty,
+        "http.request.method" = "POST",
+        "url.path" = %path,
+        "server.address" = %host,
+        "gen_ai.provider.name" = %provider,
+        "llm.attempt" = attempt,
+        "http.response.status_code" = Empty,
+        "error.type" = Empty,
+    )
+}
+
+/// Records an attempt's failure on its span.
+pub fn attempt_failed(span: &tracing::Span, e: &crate::error::ProviderError) {
+    if let Some(status) = e.http_status {
+        span.record("http.response.status_code", i64::from(status));
+    }
+    span.record("error.type", e.kind.as_str());
+    span.record("otel.status_code", "ERROR");
+}
+
+/// The event stream of a generation, inside its span: the span is entered on every poll (so provider-request spans
+/// nest under it) and the stream's milestones are recorded on it. Dropping the stream ends the span.
+pub struct Traced<S> {
+    inner: S,
+    span: tracing::Span,
+    started: Instant,
+    first_chunk: bool,
+}
+
+impl<S> Traced<S> {
+    /// Wraps `inner` in `span`.
+    pub fn new(inner: S, span: tracing::Span) -> Self {
+        Traced {
+            inner,
+            span,
+            started: Instant::now(),
+            first_chunk: false,
+        }
+    }
+}
+
+impl<S: Stream<Item = pb::StreamResponse> + Unpin> Stream for Traced<S> {
+    type Item = pb::StreamResponse;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let Traced {
+            inner,
+            span,
+            started,
+            first_chunk,
+        } = &mut *self;
+        let _entered = span.enter();
+        let polled = Pin::new(inner).poll_next(cx);
+        if let Poll::Ready(Some(ev)) = &polled {
+            record(span, *started, first_chunk, ev);
+        }
+        polled
+    }
+}
+
+fn record(span: &tracing::Span, started: Instant, first_chunk: &mut bool, ev: &pb::StreamResponse) {
+    {
+        use pb::stream_response::Event as E;
+        match &ev.event {
+            Some(E::StreamStart(s)) => {
+                span.record("gen_ai.provider.name", s.provider.as_str());
+                span.record("llm.model", s.model.as_str());
+                span.record("llm.attempts", i64::from(s.attempt));
+            }
+            Some(E::StepStart(_)) | None => {}
+            Some(E::StepFinish(f)) => {
+                let u = f.usage.unwrap_or_default();
+                let as_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+                span.record(
+                    "gen_ai.usage.input_tokens",
+                    as_i64(u.input_tokens + u.cache_read_tokens + u.cache_write_tokens),
+                );
+                span.record(
+                    "gen_ai.usage.output_tokens",
+                    as_i64(u.output_tokens + u.reasoning_tokens),
+                );
+                span.record(
+                    "gen_ai.usage.cache_read.input_tokens",
+                    as_i64(u.cache_read_tokens),
+                );
+                span.record(
+                    "gen_ai.usage.cache_creation.input_tokens",
+                    as_i64(u.cache_write_tokens),
+                );
+                span.record(
+                    "gen_ai.usage.reasoning.output_tokens",
+                    as_i64(u.reasoning_tokens),
+                );
+                span.record("gen_ai.response.id", f.response_id.as_str());
+                span.record("gen_ai.response.model", f.response_model.as_str());
+                span.record(
+                    "gen_ai.response.finish_reasons",
+                    finish_name(f.finish_reason()),
+                );
+                span.record(
+                    "llm.cost_nano_usd",
+                    f.cost.map(|c| c.total_nano_usd).unwrap_or(0),
+                );
+            }
+            Some(E::Error(e)) => {
+                span.record("error.type", kind_name(e.kind()));
+                span.record("otel.status_code", "ERROR");
+            }
+            Some(_) => {
+                if !*first_chunk {
+                    *first_chunk = true;
+                    span.record(
+                        "gen_ai.client.time_to_first_chunk",
+                        started.elapsed().as_secs_f64(),
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn finish_name(r: pb::FinishReason) -> &'static str {
+    match r {
+        pb::FinishReason::Stop => "stop",
+        pb::FinishReason::Length => "length",
+        pb::FinishReason::ToolCalls => "tool_calls",
+        pb::FinishReason::ContentFilter => "content_filter",
+        pb::FinishReason::Error => "error",
+        pb::FinishReason::Other | pb::FinishReason::Unspecified => "other",
+    }
+}
+
+fn kind_name(k: pb::ErrorKind) -> &'static str {
+    match k {
+        pb::ErrorKind::RateLimited => "rate_limited",
+        pb::ErrorKind::Overloaded => "overloaded",
+        pb::ErrorKind::ContextOverflow => "context_overflow",
+        pb::ErrorKind::Auth => "auth",
+        pb::ErrorKind::InvalidRequest => "invalid_request",
+        pb::ErrorKind::ContentFilter => "content_filter",
+        pb::ErrorKind::Timeout => "timeout",
+        pb::ErrorKind::Network => "network",
+        pb::ErrorKind::Cancelled => "cancelled",
+        pb::ErrorKind::ProviderError | pb::ErrorKind::Unspecified => "provider_error",
+    }
+}

@@ -1,0 +1,409 @@
+//! Compaction (design.md §5): when the context no longer fits, the history is replaced by a model-written
+//! continuation summary.
+//!
+//! A compaction is a new assistant message with a [`pb::CompactionPart`] and the summary step's parts (step-start,
+//! the summary text, step-finish with its tokens and cost). Once it completes, the loop's history starts at it
+//! ([`history::since_compaction`]): the summary is sent as the first user turn and nothing before it is sent again.
+//! Then, depending on why it ran:
+//! - an overflow cut off a user message that had no answer yet → that message is replayed (a synthetic copy after
+//!   the summary), and the summary covers only what came before it;
+//! - automatic, with the task unfinished (the last step called tools) → a synthetic "continue" user message;
+//! - the answer was complete, or the caller asked (`Compact` RPC) → nothing: the loop ends, the next prompt
+//!   continues from the summary.
+//!
+//! The replayed or "continue" message is written before the compaction message is completed, so a crash in between
+//! leaves an unfinished compaction (closed as interrupted and ignored) and a history that simply compacts again.
+
+use std::sync::Arc;
+
+use llm_proto::gateway as gw;
+use llm_proto::sessions as pb;
+use tokio_util::sync::CancellationToken;
+
+use super::{Coalescer, Engine, LoopError, RunInputs, now, with_trace};
+use crate::config::Agent;
+use crate::context::{self, Limits};
+use crate::history;
+use crate::ids;
+use crate::processor::{Effect, Processor};
+use crate::store::Fence;
+
+/// Why a compaction runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Compaction {
+    /// The processor decided (not the caller).
+    pub auto: bool,
+    /// The context did not fit (a provider overflow error or the pre-call estimate), as opposed to a step that
+    /// merely reached the usable limit.
+    pub overflow: bool,
+}
+
+/// How a compaction ended.
+pub(super) enum Compacted {
+    /// The summary is written; the loop goes on from it.
+    Done(pb::Message),
+    /// It failed; the error is on the returned message and was published. The loop stops.
+    Failed(pb::Message),
+    /// The caller aborted it.
+    Aborted(pb::Message),
+}
+
+/// The error of a context that cannot be made to fit.
+pub(super) fn overflow_error(message: String) -> pb::MessageError {
+    pb::MessageError {
+        kind: pb::message_error::Kind::ContextOverflow as i32,
+        message,
+        http_status: 0,
+        retryable: false,
+    }
+}
+
+impl Engine {
+    /// The model's limits from the gateway's catalog; `None` when the gateway does not know the model (then no
+    /// estimate-based compaction happens, and only the provider's own overflow error triggers one).
+    pub(super) async fn model_limits(
+        &self,
+        model: &str,
+        trace: &[(String, String)],
+    ) -> Option<Limits> {
+        let mut gateway = self.gateway.clone();
+        let mut request = tonic::Request::new(gw::GetModelRequest {
+            model: model.into(),
+        });
+        with_trace(&mut request, trace);
+        let m = gateway.get_model(request).await.ok()?.into_inner().model?;
+        Some(Limits::of(&m))
+    }
+
+    /// Starts a manual compaction of an idle session (the `Compact` RPC). Returns the event id after which the
+    /// caller's stream starts.
+    pub async fn compact_now(
+        self: &Arc<Self>,
+        session_id: &str,
+        model: &str,
+    ) -> Result<String, LoopError> {
+        let session = self
+            .store
+            .get_session(session_id)
+            .await?
+            .ok_or_else(|| LoopError::NotFound(session_id.to_string()))?;
+        let (messages, _) = self
+            .store
+            .list_messages(session_id, None, usize::MAX)
+            .await?;
+        let view = history::since_compaction(messages);
+        if view.iter().all(history::is_compaction) {
+            return Err(LoopError::Precondition(
+                "nothing to compact: no messages since the last compaction".into(),
+            ));
+        }
+        let start = self.store.last_event_id(&session.id).await?;
+        let Some(fence) = self
+            .store
+            .acquire_lease(&session.id, &self.owner, self.config.lease_ttl)
+            .await?
+        else {
+            return Err(LoopError::Precondition(
+                "the session is busy: compact it when its loop is idle".into(),
+            ));
+        };
+        let inputs = RunInputs {
+            model: Some(model.to_string()).filter(|m| !m.is_empty()),
+            compact: true,
+            ..Default::default()
+        };
+        self.spawn_loop(session.id.clone(), fence, inputs);
+        Ok(start)
+    }
+
+    /// Runs one compaction of `view` (the history since the last compaction) with `model`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn compact(
+        &self,
+        session: &pb::Session,
+        agent: &Agent,
+        view: &[pb::Message],
+        cause: Compaction,
+        model: &str,
+        usable: Option<u64>,
+        inputs: &RunInputs,
+        fence: &Fence,
+        cancel: &CancellationToken,
+    ) -> Result<Compacted, LoopError> {
+        let last_user = view.iter().rposition(|m| m.role() == pb::Role::User);
+        // The user message an overflow cut off: it has no answer yet (only overflowed, retried or interrupted
+        // attempts), so it is replayed after the summary instead of being summarised.
+        let cut = last_user.filter(|&i| {
+            cause.overflow
+                && !view[i + 1..].iter().any(|m| {
+                    m.role() == pb::Role::Assistant
+                        && !history::is_compaction(m)
+                        && !matches!(
+                            m.finish.as_str(),
+                            history::FINISH_OVERFLOW | "retried" | "interrupted"
+                        )
+                })
+        });
+        let input = match cut {
+            Some(i) => &view[..i],
+            None => view,
+        };
+        let unfinished = cut.is_none() && cause.auto && history::needs_work(view);
+        if input.iter().all(history::is_compaction) {
+            // Nothing new to summarise: with a cut message, only it (and an earlier summary) would be left, so
+            // summarising cannot make it fit.
+            let error = overflow_error(if cut.is_some() {
+                format!(
+                    "the message does not fit the context window of {model}, even after compacting the history \
+                     before it: shorten it or start a new session"
+                )
+            } else {
+                format!("the context does not fit {model} and there is nothing new to compact")
+            });
+            let m = self
+                .stop_with(&session.id, view, model, agent, error, fence)
+                .await?;
+            return Ok(Compacted::Failed(m));
+        }
+        let parent = last_user.map(|i| view[i].id.clone()).unwrap_or_default();
+        let message = pb::Message {
+            id: ids::new("msg"),
+            session_id: session.id.clone(),
+            role: pb::Role::Assistant as i32,
+            parent_id: parent,
+            model: model.into(),
+            agent: agent.name.clone(),
+            created_at: Some(now()),
+            ..Default::default()
+        };
+        // No usable limit for the summary step itself: a summary that nears the limit is still a summary, and one
+        // that does not fit fails with the provider's overflow error, handled below.
+        let mut processor = Processor::new(message, None);
+        let mut out = vec![Effect::Message(processor.message().clone())];
+        processor.add_part(
+            pb::part::Kind::Compaction(pb::CompactionPart {
+                auto: cause.auto,
+                overflow: cause.overflow,
+            }),
+            &mut out,
+        );
+        self.apply(&out, fence, &mut Coalescer::default(), &processor)
+            .await?;
+
+        let protect = usable.map_or(agent.prune_protect, |u| agent.prune_protect.min(u / 2));
+        let render = history::Render {
+            pruned: history::prunable(input, protect, agent.prune_minimum.min(protect)),
+            summary: true,
+        };
+        let mut messages = history::to_gateway_with(input, &render);
+        messages.push(gw::Message {
+            role: gw::Role::User as i32,
+            parts: vec![gw::Part {
+                kind: Some(gw::part::Kind::Text(gw::TextPart {
+                    text: context::SUMMARY_REQUEST.into(),
+                })),
+            }],
+        });
+        let generation = gw::Generation {
+            model: model.into(),
+            system: vec![context::SUMMARY_SYSTEM.into()],
+            messages,
+            context: Some(gw::RequestContext {
+                session_id: session.id.clone(),
+                request_id: ids::new("req"),
+                agent: agent.name.clone(),
+            }),
+            ..Default::default()
+        };
+        let aborted = self
+            .stream_step(&mut processor, generation, &inputs.trace, fence, cancel)
+            .await?;
+        let mut out = Vec::new();
+        if aborted || cancel.is_cancelled() {
+            processor.cleanup(now(), true, &mut out);
+            self.apply(&out, fence, &mut Coalescer::default(), &processor)
+                .await?;
+            self.settle_session(&session.id, processor.message(), fence)
+                .await?;
+            return Ok(Compacted::Aborted(processor.message().clone()));
+        }
+        let summary = history::summary_text(&pb::Message {
+            parts: processor.parts().to_vec(),
+            ..Default::default()
+        });
+        let failure = if processor.overflowed() {
+            Some(overflow_error(format!(
+                "the conversation is too long for {model} to summarise: start a new session, or compact with a \
+                 model that has a larger context window"
+            )))
+        } else if processor.message().error.is_some() {
+            None
+        } else if processor.message().finish != "stop" || summary.trim().is_empty() {
+            Some(overflow_error(format!(
+                "the summary did not complete (finish `{}`), so the history could not be compacted",
+                processor.message().finish
+            )))
+        } else {
+            None
+        };
+        if let Some(error) = failure {
+            processor.fail(error, &mut out);
+        }
+        let ok = processor.message().error.is_none();
+        if ok {
+            // Written before the compaction completes (see the module docs).
+            if let Some(i) = cut {
+                self.persist_synthetic_user(&view[i], None, fence).await?;
+            } else if let (true, Some(i)) = (unfinished, last_user) {
+                self.persist_synthetic_user(&view[i], Some(context::CONTINUE_TEXT), fence)
+                    .await?;
+            }
+        }
+        processor.cleanup(now(), false, &mut out);
+        self.apply(&out, fence, &mut Coalescer::default(), &processor)
+            .await?;
+        self.settle_session(&session.id, processor.message(), fence)
+            .await?;
+        self.charge_tenant(session, processor.message().cost_nano_usd)
+            .await;
+        let m = processor.message().clone();
+        if ok {
+            tracing::info!(message = "history compacted", session_id = %session.id, auto = cause.auto, overflow = cause.overflow, replayed = cut.is_some());
+            Ok(Compacted::Done(m))
+        } else {
+            if let Some(e) = m.error.clone() {
+                self.store
+                    .publish(&session.id, pb::session_event::Event::Error(e))
+                    .await?;
+            }
+            Ok(Compacted::Failed(m))
+        }
+    }
+
+    /// Writes a synthetic user message after a compaction: a replay of `original` (its parts, model, agent and
+    /// format; text marked synthetic) or, with `text`, a short instruction carrying `original`'s model, agent and
+    /// format so the model priority and a requested structured output survive the compaction.
+    async fn persist_synthetic_user(
+        &self,
+        original: &pb::Message,
+        text: Option<&str>,
+        fence: &Fence,
+    ) -> Result<(), LoopError> {
+        let created = now();
+        let message = pb::Message {
+            id: ids::new("msg"),
+            session_id: original.session_id.clone(),
+            role: pb::Role::User as i32,
+            model: original.model.clone(),
+            agent: original.agent.clone(),
+            format: original.format.clone(),
+            created_at: Some(created),
+            ..Default::default()
+        };
+        let kinds: Vec<pb::part::Kind> = match text {
+            Some(t) => vec![pb::part::Kind::Text(pb::TextPart {
+                text: t.into(),
+                started_at: Some(created),
+                ended_at: Some(created),
+                synthetic: true,
+            })],
+            None => original
+                .parts
+                .iter()
+                .filter_map(|p| match p.kind.clone()? {
+                    pb::part::Kind::Text(mut t) => {
+                        t.synthetic = true;
+                        Some(pb::part::Kind::Text(t))
+                    }
+                    k @ pb::part::Kind::File(_) => Some(k),
+                    _ => None,
+                })
+                .collect(),
+        };
+        let parts: Vec<pb::Part> = kinds
+            .into_iter()
+            .map(|kind| pb::Part {
+                id: ids::new("prt"),
+                message_id: message.id.clone(),
+                session_id: message.session_id.clone(),
+                kind: Some(kind),
+            })
+            .collect();
+        let mut with_parts = message.clone();
+        with_parts.parts = parts.clone();
+        self.store.put_message(&with_parts, Some(fence)).await?;
+        self.store
+            .publish(
+                &message.session_id,
+                pb::session_event::Event::MessageUpdated(message.clone()),
+            )
+            .await?;
+        for p in parts {
+            self.store
+                .publish(
+                    &message.session_id,
+                    pb::session_event::Event::PartUpdated(p),
+                )
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Stops the loop with `error` at a step boundary: the error goes on the current answer (the last assistant
+    /// message after the latest user message, already closed) or, when there is none yet, on a new empty assistant
+    /// message, so the user message has an answer that says why. Publishes the `error` event.
+    pub(super) async fn stop_with(
+        &self,
+        session_id: &str,
+        view: &[pb::Message],
+        model: &str,
+        agent: &Agent,
+        error: pb::MessageError,
+        fence: &Fence,
+    ) -> Result<pb::Message, LoopError> {
+        let current = view
+            .last()
+            .filter(|m| m.role() == pb::Role::Assistant && !history::is_compaction(m));
+        let message = match current {
+            Some(m) => {
+                let mut m = m.clone();
+                m.parts.clear();
+                m.error = Some(error.clone());
+                m
+            }
+            None => {
+                let parent = view
+                    .iter()
+                    .rev()
+                    .find(|m| m.role() == pb::Role::User)
+                    .map(|m| m.id.clone())
+                    .unwrap_or_default();
+                let ts = now();
+                pb::Message {
+                    id: ids::new("msg"),
+                    session_id: session_id.into(),
+                    role: pb::Role::Assistant as i32,
+                    parent_id: parent,
+                    model: model.into(),
+                    agent: agent.name.clone(),
+                    finish: "error".into(),
+                    error: Some(error.clone()),
+                    created_at: Some(ts),
+                    completed_at: Some(ts),
+                    ..Default::default()
+                }
+            }
+        };
+        self.store.put_message(&message, Some(fence)).await?;
+        self.store
+            .publish(
+                &message.session_id,
+                pb::session_event::Event::MessageUpdated(message.clone()),
+            )
+            .await?;
+        self.store
+            .publish(&message.session_id, pb::session_event::Event::Error(error))
+            .await?;
+        Ok(message)
+    }
+}

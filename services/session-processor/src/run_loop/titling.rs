@@ -1,0 +1,81 @@
+//! The title task: one `Generate` call after a session's first prompt, spawned so it never delays the loop.
+//!
+//! The title is written with [`crate::store::Store::update_session`], a compare-and-set on the session record, and
+//! so are the loop's totals: neither writer can overwrite the other's field, whichever lands first. The write is not
+//! fenced: it touches only the title, and it may well finish after the loop released its lease (a one-step answer
+//! with a slow title model).
+
+use llm_proto::gateway as gw;
+use llm_proto::sessions as pb;
+
+use super::{Engine, with_trace};
+use crate::config::Agent;
+use crate::title;
+
+impl Engine {
+    /// Starts the title call when one is due (titles enabled, none yet, the session's first loop).
+    pub(super) fn spawn_title(
+        &self,
+        session: &pb::Session,
+        agent: &Agent,
+        history: &[pb::Message],
+        model: &str,
+        trace: &[(String, String)],
+    ) {
+        if !self.config.titles || !session.title.is_empty() || !title::is_due(history) {
+            return;
+        }
+        let model = if agent.small_model.is_empty() {
+            model
+        } else {
+            &agent.small_model
+        };
+        let Some(generation) = title::request(history, model, &session.id, &agent.name) else {
+            return;
+        };
+        let mut request = tonic::Request::new(gw::GenerateRequest {
+            generation: Some(generation),
+        });
+        request.set_timeout(self.config.step_timeout);
+        with_trace(&mut request, trace);
+        let store = self.store.clone();
+        let mut gateway = self.gateway.clone();
+        let session = session.clone();
+        let tenants = self.config.tenants.contains_key(&session.tenant);
+        tokio::spawn(async move {
+            let reply = match gateway.generate(request).await {
+                Ok(r) => r.into_inner(),
+                Err(status) => {
+                    tracing::warn!(message = "title generation failed", session_id = %session.id, error = %status.message());
+                    return;
+                }
+            };
+            let cost = reply
+                .finish
+                .as_ref()
+                .and_then(|f| f.cost)
+                .map_or(0, |c| c.total_nano_usd);
+            if tenants
+                && cost > 0
+                && let Err(e) = store.add_tenant_spend(&session.tenant, cost).await
+            {
+                tracing::warn!(message = "cannot add to the tenant's spend", tenant = %session.tenant, error = %e);
+            }
+            let Some(title) = title::from_reply(&reply) else {
+                tracing::warn!(message = "the title model returned no usable title", session_id = %session.id);
+                return;
+            };
+            let written = store
+                .update_session(&session.id, None, |s| {
+                    // A title set meanwhile (by another replica's task) stays.
+                    if s.title.is_empty() {
+                        s.title.clone_from(&title);
+                    }
+                })
+                .await;
+            if let Err(e) = written {
+                tracing::warn!(message = "cannot store the title", session_id = %session.id, error = %e);
+            }
+        });
+    }
+}

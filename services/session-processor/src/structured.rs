@@ -1,0 +1,434 @@
+//! Structured output (design.md §5): when a prompt passes `format: {type: json_schema, schema}`, the model answers
+//! by calling a dedicated tool whose arguments must match the schema.
+//!
+//! Why a tool and not the provider's own JSON mode: every provider with tools supports it the same way, the model
+//! may still use other tools first, and a wrong answer becomes an ordinary tool error the model reads and corrects
+//! (up to `retry_count` times) instead of a failed request.
+
+use llm_proto::gateway as gw;
+use llm_proto::sessions as pb;
+use serde_json::Value;
+
+use crate::processor::{Effect, Processor};
+use crate::tools::validate_input;
+
+/// Name of the structured-output tool. Client tools may not use it while a format is requested.
+pub const TOOL_NAME: &str = "structured_output";
+
+/// Corrections allowed when the prompt does not say.
+pub const DEFAULT_RETRY_COUNT: u32 = 2;
+
+/// Most corrections a prompt may allow: every one is a model step.
+pub const MAX_RETRY_COUNT: u32 = 10;
+
+/// The tool's description for the model.
+pub const TOOL_DESCRIPTION: &str = "Give your final answer by calling this tool exactly once, with the answer as \
+the arguments. The arguments must match the input schema. Call it only when the answer is complete; it ends the \
+conversation turn. Do not answer with plain text.";
+
+/// System section added when a format is requested.
+pub const SYSTEM: &str = "The user asked for a structured answer. When you have it, call the `structured_output` \
+tool with the answer as its arguments, exactly matching its schema. Do not give the final answer as text.";
+
+/// System section of the last step allowed by `max_steps` when a format is requested.
+pub const FINAL_STEP_SYSTEM: &str = "This is the last step allowed: call the `structured_output` tool now with your best final answer.";
+
+/// A requested format, checked: the schema parsed and compiled.
+#[derive(Debug, Clone)]
+pub struct Format {
+    /// The answer's JSON Schema (an object schema).
+    pub schema: Value,
+    /// Invalid calls the model may correct.
+    pub retry_count: u32,
+}
+
+impl Format {
+    /// Checks a prompt's format. `Ok(None)` when it asks for no structured output; `Err` names what is wrong, for
+    /// the caller.
+    pub fn from_proto(f: &pb::OutputFormat) -> Result<Option<Format>, String> {
+        match f.r#type() {
+            pb::output_format::Type::Unspecified | pb::output_format::Type::Text => {
+                return Ok(None);
+            }
+            pb::output_format::Type::JsonSchema => {}
+        }
+        let schema: Value = serde_json::from_str(&f.schema_json)
+            .map_err(|e| format!("schema_json is not JSON ({e})"))?;
+        // Tool inputs are objects on every provider, so the answer's root must be one too.
+        if schema.get("type").and_then(Value::as_str) != Some("object") {
+            return Err("schema_json must be an object schema (\"type\": \"object\")".into());
+        }
+        jsonschema::validator_for(&schema)
+            .map_err(|e| format!("schema_json is not a valid JSON Schema ({e})"))?;
+        let retry_count = f.retry_count.unwrap_or(DEFAULT_RETRY_COUNT);
+        if retry_count > MAX_RETRY_COUNT {
+            return Err(format!("retry_count must be at most {MAX_RETRY_COUNT}"));
+        }
+        Ok(Some(Format {
+            schema,
+            retry_count,
+        }))
+    }
+
+    /// The tool offered to the model.
+    pub fn tool(&self) -> gw::Tool {
+        gw::Tool {
+            name: TOOL_NAME.into(),
+            description: TOOL_DESCRIPTION.into(),
+            input_schema_json: self.schema.to_string(),
+        }
+    }
+
+    /// Validates a call's arguments: the answer as compact JSON, or the error the model sees.
+    pub fn check(&self, input_json: &str) -> Result<String, String> {
+        validate_input(&self.schema, input_json)
+            .map(|v| v.to_string())
+            .map_err(|e| {
+                format!("{e}. Call `{TOOL_NAME}` again with arguments that match the schema.")
+            })
+    }
+}
+
+/// The structured-output state of one step: the requested format (if any) and the corrections used so far.
+#[derive(Debug, Default)]
+pub struct Turn {
+    format: Option<Format>,
+    failures: u32,
+    /// A valid answer was stored, or the corrections ran out: the step's remaining calls are not run.
+    settled: bool,
+}
+
+impl Turn {
+    /// The state for a step of the latest user message: its format and the invalid calls made so far.
+    pub fn new(format: Option<Format>, failures_so_far: u32) -> Turn {
+        Turn {
+            format,
+            failures: failures_so_far,
+            settled: false,
+        }
+    }
+
+    /// The requested format.
+    pub fn format(&self) -> Option<&Format> {
+        self.format.as_ref()
+    }
+
+    /// Adds the tool (and the instruction to use it) to a step's request. The model must call a tool on every step
+    /// (tool choice REQUIRED), so it cannot drift into a text answer; on the last step allowed it must call this one.
+    /// `text_only_final` is the run loop's "answer with text only" section, replaced on the last step.
+    pub fn decorate(&self, g: &mut gw::Generation, final_step: bool, text_only_final: &str) {
+        let Some(f) = &self.format else { return };
+        if final_step {
+            g.system.retain(|s| s != text_only_final);
+            g.system.push(FINAL_STEP_SYSTEM.into());
+            g.tools = vec![f.tool()];
+            g.tool_choice = Some(gw::ToolChoice {
+                mode: gw::tool_choice::Mode::Tool as i32,
+                tool_name: TOOL_NAME.into(),
+            });
+        } else {
+            g.system.push(SYSTEM.into());
+            g.tools.retain(|t| t.name != TOOL_NAME);
+            g.tools.push(f.tool());
+            g.tool_choice = Some(gw::ToolChoice {
+                mode: gw::tool_choice::Mode::Required as i32,
+                tool_name: String::new(),
+            });
+        }
+    }
+
+    /// Handles a tool call when it concerns structured output: a `structured_output` call is validated (valid →
+    /// stored on the message, invalid → a tool error the model sees, and a structured_output failure once the
+    /// corrections are spent), and once the answer is settled the step's later calls are not run. Returns false
+    /// for calls the run loop executes itself.
+    pub fn intercept(
+        &mut self,
+        p: &mut Processor,
+        call_id: &str,
+        tool: &str,
+        input_json: &str,
+        now: prost_types::Timestamp,
+        out: &mut Vec<Effect>,
+    ) -> bool {
+        let Some(f) = &self.format else { return false };
+        if self.settled {
+            p.tool_finished(
+                call_id,
+                Err("not run: the final structured answer was already given".into()),
+                now,
+                out,
+            );
+            return true;
+        }
+        if tool != TOOL_NAME {
+            return false;
+        }
+        match f.check(input_json) {
+            Ok(json) => {
+                p.tool_finished(call_id, Ok("Structured output accepted.".into()), now, out);
+                p.set_structured_output(json, out);
+                self.settled = true;
+            }
+            Err(e) => {
+                self.failures += 1;
+                p.tool_finished(call_id, Err(e.clone()), now, out);
+                if self.failures > f.retry_count {
+                    p.fail(
+                        error(format!(
+                            "the structured output was still invalid after {} correction(s): {e}",
+                            f.retry_count
+                        )),
+                        out,
+                    );
+                    self.settled = true;
+                }
+            }
+        }
+        true
+    }
+
+    /// The failure of a step that ended without the structured answer (it finished with text, or it was the last
+    /// step allowed), or `None` when nothing was requested or the answer is there.
+    pub fn missing(&self, message: &pb::Message, final_step: bool) -> Option<pb::MessageError> {
+        self.format.as_ref()?;
+        let answered = !message.structured_output_json.is_empty();
+        let more_steps = message.finish == "tool_calls" && !final_step;
+        if answered || more_steps || message.error.is_some() {
+            return None;
+        }
+        Some(error(format!(
+            "the model finished (`{}`) without a valid `{TOOL_NAME}` call",
+            message.finish
+        )))
+    }
+}
+
+/// Invalid structured-output calls already made for the latest user message (the corrections used so far).
+pub fn failures_so_far(history: &[pb::Message]) -> u32 {
+    let start = history
+        .iter()
+        .rposition(|m| m.role() == pb::Role::User)
+        .map_or(0, |i| i + 1);
+    history[start..]
+        .iter()
+        .filter(|m| m.finish != "retried")
+        .flat_map(|m| m.parts.iter())
+        .filter(|p| match &p.kind {
+            Some(pb::part::Kind::Tool(t)) => {
+                t.tool == TOOL_NAME
+                    && t.state.as_ref().is_some_and(|s| {
+                        s.status() == pb::tool_state::Status::Error && !s.interrupted
+                    })
+            }
+            _ => false,
+        })
+        .count() as u32
+}
+
+/// The error of an answer that ended without a valid structured output.
+pub fn error(message: impl Into<String>) -> pb::MessageError {
+    pb::MessageError {
+        kind: pb::message_error::Kind::StructuredOutput as i32,
+        message: message.into(),
+        http_status: 0,
+        retryable: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn format(schema: &str, retry: Option<u32>) -> pb::OutputFormat {
+        pb::OutputFormat {
+            r#type: pb::output_format::Type::JsonSchema as i32,
+            schema_json: schema.into(),
+            retry_count: retry,
+        }
+    }
+
+    const SCHEMA: &str = r#"{"type":"object","properties":{"city":{"type":"string"},"temp":{"type":"number"}},"required":["city","temp"],"additionalProperties":false}"#;
+
+    #[test]
+    fn formats_are_checked_before_the_loop_runs() {
+        assert!(
+            Format::from_proto(&pb::OutputFormat::default())
+                .unwrap()
+                .is_none()
+        );
+        let f = Format::from_proto(&format(SCHEMA, None)).unwrap().unwrap();
+        assert_eq!(f.retry_count, DEFAULT_RETRY_COUNT);
+        assert_eq!(
+            Format::from_proto(&format(SCHEMA, Some(0)))
+                .unwrap()
+                .unwrap()
+                .retry_count,
+            0,
+            "an explicit 0 means no corrections"
+        );
+        for bad in [
+            format("{", None),
+            format(r#"{"type":"array"}"#, None),
+            format(
+                r#"{"type":"object","properties":{"a":{"type":"nope"}}}"#,
+                None,
+            ),
+            format(SCHEMA, Some(11)),
+        ] {
+            assert!(Format::from_proto(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn calls_are_validated_against_the_schema() {
+        let f = Format::from_proto(&format(SCHEMA, None)).unwrap().unwrap();
+        assert_eq!(
+            f.check(r#"{ "city": "Paris", "temp": 21.5 }"#).unwrap(),
+            r#"{"city":"Paris","temp":21.5}"#
+        );
+        let e = f.check(r#"{"city":"Paris"}"#).unwrap_err();
+        assert!(e.contains("temp") && e.contains(TOOL_NAME), "{e}");
+        assert!(f.check("not json").is_err());
+    }
+
+    fn processor_with_call(call_id: &str, input: &str) -> Processor {
+        let mut p = Processor::new(
+            pb::Message {
+                id: "msg_1".into(),
+                session_id: "ses_1".into(),
+                role: pb::Role::Assistant as i32,
+                ..Default::default()
+            },
+            None,
+        );
+        let mut out = Vec::new();
+        p.handle(
+            gw::StreamResponse {
+                event: Some(gw::stream_response::Event::ToolCall(gw::ToolCall {
+                    call_id: call_id.into(),
+                    tool_name: TOOL_NAME.into(),
+                    input_json: input.into(),
+                    provider_metadata: None,
+                })),
+            },
+            prost_types::Timestamp::default(),
+            &mut out,
+        );
+        p
+    }
+
+    #[test]
+    fn a_valid_call_is_the_answer_and_an_invalid_one_a_correction_until_they_run_out() {
+        let f = || Format::from_proto(&format(SCHEMA, Some(1))).unwrap();
+        let now = prost_types::Timestamp::default();
+        let mut out = Vec::new();
+
+        let mut p = processor_with_call("c1", r#"{"city":"Paris","temp":20}"#);
+        let mut turn = Turn::new(f(), 0);
+        assert!(turn.intercept(
+            &mut p,
+            "c1",
+            TOOL_NAME,
+            r#"{"city":"Paris","temp":20}"#,
+            now,
+            &mut out
+        ));
+        assert_eq!(
+            p.message().structured_output_json,
+            r#"{"city":"Paris","temp":20}"#
+        );
+        assert!(turn.missing(p.message(), false).is_none());
+        assert!(
+            turn.intercept(&mut p, "c2", "read", "{}", now, &mut out),
+            "later calls of the step are not run"
+        );
+
+        let mut p = processor_with_call("c1", "{}");
+        let mut turn = Turn::new(f(), 0);
+        turn.intercept(&mut p, "c1", TOOL_NAME, "{}", now, &mut out);
+        assert!(p.message().error.is_none(), "one correction allowed");
+        let state = p.tool_calls().next().unwrap().state.clone().unwrap();
+        assert_eq!(state.status(), pb::tool_state::Status::Error);
+        let mut p = processor_with_call("c2", "{}");
+        let mut turn = Turn::new(f(), 1);
+        turn.intercept(&mut p, "c2", TOOL_NAME, "{}", now, &mut out);
+        assert_eq!(
+            p.message().error.as_ref().unwrap().kind(),
+            pb::message_error::Kind::StructuredOutput
+        );
+
+        let none = Turn::new(None, 0);
+        assert!(!Turn::new(None, 0).intercept(&mut p, "c3", TOOL_NAME, "{}", now, &mut out));
+        assert!(none.missing(p.message(), true).is_none());
+    }
+
+    #[test]
+    fn finishing_without_the_tool_is_a_failure() {
+        let turn = Turn::new(Format::from_proto(&format(SCHEMA, None)).unwrap(), 0);
+        let mut m = pb::Message {
+            finish: "stop".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            turn.missing(&m, false).unwrap().kind(),
+            pb::message_error::Kind::StructuredOutput
+        );
+        m.finish = "tool_calls".into();
+        assert!(turn.missing(&m, false).is_none(), "other tools first");
+        assert!(turn.missing(&m, true).is_some(), "but not on the last step");
+    }
+
+    #[test]
+    fn the_request_offers_the_tool_and_requires_a_call() {
+        let turn = Turn::new(Format::from_proto(&format(SCHEMA, None)).unwrap(), 0);
+        let mut g = gw::Generation {
+            system: vec!["role".into(), "TEXT ONLY".into()],
+            ..Default::default()
+        };
+        turn.decorate(&mut g, false, "TEXT ONLY");
+        assert_eq!(g.tools.last().unwrap().name, TOOL_NAME);
+        assert_eq!(
+            g.tool_choice.as_ref().unwrap().mode(),
+            gw::tool_choice::Mode::Required
+        );
+        let mut last = gw::Generation {
+            system: vec!["role".into(), "TEXT ONLY".into()],
+            ..Default::default()
+        };
+        turn.decorate(&mut last, true, "TEXT ONLY");
+        assert_eq!(last.system, ["role", FINAL_STEP_SYSTEM]);
+        assert_eq!(last.tools.len(), 1);
+        assert_eq!(last.tool_choice.unwrap().tool_name, TOOL_NAME);
+    }
+
+    #[test]
+    fn failures_are_counted_for_the_latest_prompt_only() {
+        let failed = |status: pb::tool_state::Status| pb::Part {
+            kind: Some(pb::part::Kind::Tool(pb::ToolPart {
+                tool: TOOL_NAME.into(),
+                state: Some(pb::ToolState {
+                    status: status as i32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let user = pb::Message {
+            role: pb::Role::User as i32,
+            ..Default::default()
+        };
+        let answer = pb::Message {
+            role: pb::Role::Assistant as i32,
+            parts: vec![
+                failed(pb::tool_state::Status::Error),
+                failed(pb::tool_state::Status::Completed),
+            ],
+            ..Default::default()
+        };
+        let h = vec![user.clone(), answer.clone(), answer.clone()];
+        assert_eq!(failures_so_far(&h), 2);
+        let h = vec![user.clone(), answer, user];
+        assert_eq!(failures_so_far(&h), 0);
+    }
+}

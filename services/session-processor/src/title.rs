@@ -1,0 +1,190 @@
+//! Session titles (design.md §5 "Title"): after the first real user message, one direct gateway `Generate` call
+//! with the agent's small model and no tools; the reply is cleaned into a single short line.
+
+use llm_proto::gateway as gw;
+use llm_proto::sessions as pb;
+
+/// Longest title kept, in characters.
+pub const MAX_CHARS: usize = 100;
+
+/// Most prompt characters sent to the title model: the start of a long prompt says what it is about, and the title
+/// call should stay cheap.
+pub const MAX_PROMPT_CHARS: usize = 4_000;
+
+/// Output budget of the title call: room for a short line, and for a little reasoning on models that reason.
+pub const MAX_OUTPUT_TOKENS: u32 = 1_024;
+
+/// System prompt of the title call.
+pub const SYSTEM: &str = "Write a title of at most 8 words for this conversation, in the language of the user's \
+message. Reply with the title only: one line, no quotes, no final punctuation, no explanation.";
+
+/// Reasoning some models write inline before their answer; never part of a title.
+const REASONING_TAGS: [&str; 3] = ["think", "thinking", "reasoning"];
+
+/// True when `history` holds a real user message (typed by the caller, not a replay or a reminder) and no answer
+/// to anything yet: the session's first loop is about to start, the one moment a title is due. Checking "no
+/// assistant message yet" rather than "one user message" still titles a session whose first prompts arrived
+/// together, and never tries again later (a failed title is not worth a call on every prompt).
+pub fn is_due(history: &[pb::Message]) -> bool {
+    history.iter().any(is_real_user) && !history.iter().any(|m| m.role() == pb::Role::Assistant)
+}
+
+/// A user message with at least one text part the caller typed.
+fn is_real_user(m: &pb::Message) -> bool {
+    m.role() == pb::Role::User
+        && m.parts
+            .iter()
+            .any(|p| matches!(&p.kind, Some(pb::part::Kind::Text(t)) if !t.synthetic && !t.text.trim().is_empty()))
+}
+
+/// The title request for the first real user message of `history`.
+pub fn request(
+    history: &[pb::Message],
+    model: &str,
+    session_id: &str,
+    agent: &str,
+) -> Option<gw::Generation> {
+    let first = history.iter().find(|m| is_real_user(m))?;
+    let text: String = first
+        .parts
+        .iter()
+        .filter_map(|p| match &p.kind {
+            Some(pb::part::Kind::Text(t)) if !t.synthetic => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let text: String = text.chars().take(MAX_PROMPT_CHARS).collect();
+    Some(gw::Generation {
+        model: model.into(),
+        system: vec![SYSTEM.into()],
+        messages: vec![gw::Message {
+            role: gw::Role::User as i32,
+            parts: vec![gw::Part {
+                kind: Some(gw::part::Kind::Text(gw::TextPart { text })),
+            }],
+        }],
+        sampling: Some(gw::Sampling {
+            max_output_tokens: Some(MAX_OUTPUT_TOKENS),
+            ..Default::default()
+        }),
+        context: Some(gw::RequestContext {
+            session_id: session_id.into(),
+            request_id: crate::ids::new("req"),
+            agent: agent.into(),
+        }),
+        ..Default::default()
+    })
+}
+
+/// The title in a `Generate` reply: its text output (reasoning parts ignored), cleaned by [`clean`].
+pub fn from_reply(reply: &gw::GenerateResponse) -> Option<String> {
+    let text: String = reply
+        .output
+        .iter()
+        .filter_map(|p| match &p.kind {
+            Some(gw::output_part::Kind::Text(t)) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    clean(&text)
+}
+
+/// Strips inline reasoning (`<think>…</think>` and the like, also an unclosed one), takes the first non-empty line,
+/// drops surrounding quotes, markdown heading marks and a `Title:` label, and cuts to [`MAX_CHARS`] characters.
+/// `None` when nothing is left.
+pub fn clean(raw: &str) -> Option<String> {
+    let mut text = raw.to_string();
+    for tag in REASONING_TAGS {
+        let open = format!("<{tag}>");
+        let close = format!("</{tag}>");
+        while let Some(start) = text.find(&open) {
+            match text[start..].find(&close) {
+                Some(end) => text.replace_range(start..start + end + close.len(), ""),
+                // Cut off mid-reasoning: nothing after the tag is an answer.
+                None => text.truncate(start),
+            }
+        }
+    }
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let line = line.trim_start_matches('#').trim();
+    let line = line
+        .strip_prefix("Title:")
+        .or_else(|| line.strip_prefix("title:"))
+        .unwrap_or(line)
+        .trim();
+    let line = line
+        .trim_matches(|c| matches!(c, '"' | '\'' | '`' | '*' | '“' | '”'))
+        .trim();
+    if line.is_empty() {
+        return None;
+    }
+    Some(
+        line.chars()
+            .take(MAX_CHARS)
+            .collect::<String>()
+            .trim_end()
+            .to_string(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_are_one_clean_line() {
+        assert_eq!(
+            clean("Paris weather\nmore").as_deref(),
+            Some("Paris weather")
+        );
+        assert_eq!(
+            clean("<think>the user asks about\nweather</think>\n\n\"Weather in Paris\"").as_deref(),
+            Some("Weather in Paris")
+        );
+        assert_eq!(clean("<think>never closed").as_deref(), None);
+        assert_eq!(clean("# Title: Trip plan").as_deref(), Some("Trip plan"));
+        assert_eq!(clean("  \n\n").as_deref(), None);
+        let long = "word ".repeat(60);
+        let t = clean(&long).unwrap();
+        assert!(t.chars().count() <= MAX_CHARS);
+        assert_eq!(clean(&"é".repeat(150)).unwrap().chars().count(), MAX_CHARS);
+    }
+
+    fn user(text: &str, synthetic: bool) -> pb::Message {
+        pb::Message {
+            role: pb::Role::User as i32,
+            parts: vec![pb::Part {
+                kind: Some(pb::part::Kind::Text(pb::TextPart {
+                    text: text.into(),
+                    synthetic,
+                    ..Default::default()
+                })),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_title_is_due_after_the_first_real_prompt_only() {
+        assert!(!is_due(&[]));
+        assert!(is_due(&[user("hi", false)]));
+        assert!(is_due(&[user("hi", false), user("queued", false)]));
+        assert!(!is_due(&[user("replayed", true)]));
+        let answer = pb::Message {
+            role: pb::Role::Assistant as i32,
+            ..Default::default()
+        };
+        assert!(!is_due(&[user("hi", false), answer, user("again", false)]));
+        let g = request(
+            &[user("hi", false)],
+            "openai/gpt-4o-mini",
+            "ses_1",
+            "default",
+        )
+        .unwrap();
+        assert!(g.tools.is_empty());
+        assert_eq!(g.system, [SYSTEM]);
+    }
+}

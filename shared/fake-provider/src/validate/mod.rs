@@ -1,0 +1,296 @@
+//! Request validation the way each real provider does it, so end-to-end
+//! tests catch a request the gateway would get refused in production.
+//!
+//! Every rule here is one a provider enforces with a 400 (the messages are
+//! the providers' own wording where it is known; provider-protocols.md §6
+//! lists most of them), plus a few gateway promises marked as such
+//! (`stream_options.include_usage`, never an `fc_` item id as a call id).
+//! A refused request is answered with the provider's real error body, so
+//! the gateway classifies it exactly as it would the real thing
+//! (`invalid_request`, not retried), and is kept in
+//! [`FakeProvider::rejections`] for the test to print.
+//!
+//! Two ways to switch it on:
+//! - [`FakeProvider::validate_requests`]: every request to this fake is
+//!   checked before it takes a scripted reply; a refused request does not
+//!   consume one. Call it once per protocol the fake serves (an `openai`
+//!   fake can check Chat Completions and Responses, told apart by path).
+//! - [`Reply::validate`]: one scripted reply checks the request it answers.
+
+mod anthropic;
+mod gemini;
+mod openai;
+#[cfg(test)]
+mod tests;
+
+use serde_json::{Map, Value, json};
+
+use crate::{FakeProvider, Recorded, Reply, State, lock};
+
+/// The wire protocol (and, for OpenAI-compatible servers, the server) whose
+/// rules a request is checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// OpenAI Chat Completions as OpenAI serves it.
+    OpenaiChat,
+    /// Mistral's Chat Completions: OpenAI's rules, 9-character alphanumeric
+    /// tool-call ids, and no assistant turn without content or tool calls.
+    MistralChat,
+    /// DeepSeek V4 in thinking mode: OpenAI's message rules, plus
+    /// `reasoning_content` on every assistant turn.
+    DeepseekChat,
+    /// OpenAI Responses.
+    OpenaiResponses,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Gemini `streamGenerateContent`.
+    Gemini,
+}
+
+impl Protocol {
+    /// Whether a request to `path` is one this protocol serves.
+    fn serves(self, path: &str) -> bool {
+        let path = path.split('?').next().unwrap_or("");
+        match self {
+            Protocol::OpenaiChat | Protocol::MistralChat | Protocol::DeepseekChat => {
+                path.ends_with("/chat/completions")
+            }
+            Protocol::OpenaiResponses => path.ends_with("/responses"),
+            Protocol::Anthropic => path.ends_with("/v1/messages"),
+            Protocol::Gemini => path.contains(":streamGenerateContent"),
+        }
+    }
+}
+
+/// A request the provider would refuse.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    /// The rules it broke.
+    pub protocol: Protocol,
+    /// HTTP status of the answer.
+    pub status: u16,
+    /// The provider's error message.
+    pub message: String,
+    /// OpenAI's `param`, naming the offending field, when there is one.
+    pub param: Option<String>,
+    /// OpenAI's `code`, when the provider sets one.
+    pub code: Option<String>,
+}
+
+impl Rejection {
+    /// The error body the provider answers with.
+    pub fn body(&self) -> String {
+        match self.protocol {
+            Protocol::Anthropic => json!({
+                "type": "error",
+                "error": {"type": "invalid_request_error", "message": self.message},
+                "request_id": "req_fake_provider_validation",
+            })
+            .to_string(),
+            // Google pretty-prints its errors with two spaces.
+            Protocol::Gemini => serde_json::to_string_pretty(&json!({
+                "error": {"code": self.status, "message": self.message, "status": "INVALID_ARGUMENT"}
+            }))
+            .unwrap_or_default(),
+            Protocol::MistralChat => json!({
+                "object": "error",
+                "message": self.message,
+                "type": "invalid_request_message_error",
+                "param": self.param,
+                "code": self.code,
+            })
+            .to_string(),
+            Protocol::OpenaiChat | Protocol::DeepseekChat | Protocol::OpenaiResponses => {
+                serde_json::to_string_pretty(&json!({
+                    "error": {
+                        "message": self.message,
+                        "type": "invalid_request_error",
+                        "param": self.param,
+                        "code": self.code,
+                    }
+                }))
+                .unwrap_or_default()
+            }
+        }
+    }
+
+    /// The reply carrying [`Rejection::body`].
+    pub fn reply(&self) -> Reply {
+        Reply::json(self.status, self.body())
+    }
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?} {}: {}", self.protocol, self.status, self.message)?;
+        if let Some(param) = &self.param {
+            write!(f, " (param {param})")?;
+        }
+        Ok(())
+    }
+}
+
+/// What a protocol's rules say about one request: `Ok` or why not.
+pub(crate) struct Fail {
+    message: String,
+    param: Option<String>,
+    code: Option<&'static str>,
+}
+
+impl Fail {
+    pub(crate) fn new(message: impl Into<String>) -> Fail {
+        Fail {
+            message: message.into(),
+            param: None,
+            code: None,
+        }
+    }
+
+    pub(crate) fn param(mut self, param: impl Into<String>) -> Fail {
+        self.param = Some(param.into());
+        self
+    }
+
+    pub(crate) fn code(mut self, code: &'static str) -> Fail {
+        self.code = Some(code);
+        self
+    }
+}
+
+/// The result of one rule.
+pub(crate) type Check = Result<(), Fail>;
+
+/// Checks a request against `protocol`'s rules: the path (a request this
+/// protocol does not serve is a 404), the JSON body, then the rules.
+pub fn check(protocol: Protocol, req: &Recorded) -> Result<(), Rejection> {
+    if !protocol.serves(&req.path) {
+        return Err(Rejection {
+            protocol,
+            status: 404,
+            message: format!("fake-provider: {:?} has no route {}", protocol, req.path),
+            param: None,
+            code: None,
+        });
+    }
+    let body: Value = serde_json::from_slice(&req.body).map_err(|e| Rejection {
+        protocol,
+        status: 400,
+        message: format!("We could not parse the JSON body of your request: {e}"),
+        param: None,
+        code: None,
+    })?;
+    check_body(protocol, &req.path, &body)
+}
+
+/// Checks a parsed body (the path matters only to Gemini, whose model name
+/// is in it).
+pub fn check_body(protocol: Protocol, path: &str, body: &Value) -> Result<(), Rejection> {
+    let result = match protocol {
+        Protocol::Anthropic => anthropic::check(body),
+        Protocol::Gemini => gemini::check(model_in_path(path), body),
+        Protocol::OpenaiChat => openai::check_chat(openai::Server::OpenAi, body),
+        Protocol::MistralChat => openai::check_chat(openai::Server::Mistral, body),
+        Protocol::DeepseekChat => openai::check_chat(openai::Server::DeepSeek, body),
+        Protocol::OpenaiResponses => openai::check_responses(body),
+    };
+    result.map_err(|f| Rejection {
+        protocol,
+        status: 400,
+        message: f.message,
+        param: f.param,
+        code: f.code.map(String::from),
+    })
+}
+
+/// `gemini-2.5-flash` from `/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse`.
+fn model_in_path(path: &str) -> &str {
+    path.split("/models/")
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .unwrap_or("")
+}
+
+impl Reply {
+    /// This reply, answered only when the request passes `protocol`'s
+    /// validation; otherwise the provider's 400 for it.
+    pub fn validate(self, protocol: Protocol) -> Reply {
+        Reply::fn_reply(move |req| match check(protocol, req) {
+            Ok(()) => self.clone(),
+            Err(rejection) => rejection.reply(),
+        })
+    }
+}
+
+impl FakeProvider {
+    /// From now on every request is checked against `protocol`'s rules
+    /// before it takes a scripted reply, and a refused one is answered with
+    /// the provider's 400 (consuming no scripted reply). Call it again to
+    /// add another protocol the same fake serves; each request is checked
+    /// by the protocol whose path it uses, and a path none of them serves
+    /// gets a 404.
+    pub fn validate_requests(&self, protocol: Protocol) {
+        let mut protocols = lock(&self.handle.state.validators);
+        if !protocols.contains(&protocol) {
+            protocols.push(protocol);
+        }
+    }
+
+    /// Every request refused by validation so far, in arrival order.
+    pub fn rejections(&self) -> Vec<Rejection> {
+        lock(&self.handle.state.rejections).clone()
+    }
+}
+
+impl State {
+    /// The reply for `req`: a rejection when validation is on and refuses
+    /// it, else the next scripted reply.
+    pub(crate) fn reply_for(&self, req: &Recorded) -> Reply {
+        let protocols = lock(&self.validators).clone();
+        if !protocols.is_empty() {
+            let verdict = match protocols.iter().find(|p| p.serves(&req.path)) {
+                Some(p) => check(*p, req),
+                // No protocol serves the path: the first one's 404 says so.
+                None => check(protocols[0], req),
+            };
+            if let Err(rejection) = verdict {
+                let reply = rejection.reply();
+                lock(&self.rejections).push(rejection);
+                return reply;
+            }
+        }
+        self.next_reply().resolve(req)
+    }
+}
+
+// --- Shared helpers for the rule modules ----------------------------------
+
+/// `v[key]` as an object.
+pub(crate) fn object<'a>(v: &'a Value, key: &str) -> Option<&'a Map<String, Value>> {
+    v.get(key).and_then(Value::as_object)
+}
+
+/// `v[key]` as a string.
+pub(crate) fn string<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+/// Whether `v[key]` is a non-empty string.
+pub(crate) fn filled(v: &Value, key: &str) -> bool {
+    string(v, key).is_some_and(|s| !s.is_empty())
+}
+
+/// `v[key]` as an array, empty when absent or not an array.
+pub(crate) fn array<'a>(v: &'a Value, key: &str) -> &'a [Value] {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
+/// `^[a-zA-Z0-9_-]{1,max}$`, the tool-name and Anthropic id rule.
+pub(crate) fn word_chars(s: &str, max: usize) -> bool {
+    !s.is_empty()
+        && s.len() <= max
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}

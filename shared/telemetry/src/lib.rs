@@ -1,0 +1,145 @@
+//! Telemetry shared by both services: structured logs to stderr, spans exported over OTLP/gRPC when
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` is set (the standard `OTEL_*` variables configure the exporter, e.g.
+//! `OTEL_BSP_SCHEDULE_DELAY`, `OTEL_TRACES_SAMPLER`), and W3C trace-context propagation through gRPC metadata and
+//! HTTP headers, so one generation is one trace across the caller, the processor, the gateway and the provider call.
+
+use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
+use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
+
+/// Keeps the exporter alive; dropping it flushes pending spans.
+pub struct Telemetry {
+    provider: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        if let Some(p) = self.provider.take()
+            && let Err(e) = p.shutdown()
+        {
+            tracing::warn!(message = "flushing spans failed", error = %e);
+        }
+    }
+}
+
+/// Installs the global subscriber for `service_name`. `RUST_LOG` filters logs (default `info`); `LOG_FORMAT=json`
+/// switches to JSON lines. Spans are exported only when `OTEL_EXPORTER_OTLP_ENDPOINT` is set; sampling follows
+/// `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` (default: parent-based, always on).
+pub fn init(
+    service_name: &'static str,
+) -> Result<Telemetry, Box<dyn std::error::Error + Send + Sync>> {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let json = std::env::var("LOG_FORMAT").is_ok_and(|v| v == "json");
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let fmt: Box<dyn Layer<Registry> + Send + Sync> = if json {
+        Box::new(fmt.json())
+    } else {
+        Box::new(fmt)
+    };
+    // Logs follow RUST_LOG; spans go to the exporter whatever the log level, so a quiet log does not lose traces.
+    let mut layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> =
+        vec![Box::new(fmt.with_filter(filter))];
+
+    let provider = if std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT").is_some() {
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_tonic()
+            .build()?;
+        let resource = opentelemetry_sdk::Resource::builder()
+            .with_service_name(service_name)
+            .build();
+        Some(
+            opentelemetry_sdk::trace::SdkTracerProvider::builder()
+                .with_batch_exporter(exporter)
+                .with_resource(resource)
+                .build(),
+        )
+    } else {
+        None
+    };
+    if let Some(p) = &provider {
+        let otel = tracing_opentelemetry::layer().with_tracer(p.tracer(service_name));
+        layers.push(Box::new(
+            otel.with_filter(tracing_subscriber::filter::LevelFilter::INFO),
+        ));
+    }
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    tracing_subscriber::registry().with(layers).try_init()?;
+    Ok(Telemetry { provider })
+}
+
+struct MetadataExtractor<'a>(&'a tonic::metadata::MetadataMap);
+
+impl Extractor for MetadataExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+    fn keys(&self) -> Vec<&str> {
+        self.0
+            .keys()
+            .filter_map(|k| match k {
+                tonic::metadata::KeyRef::Ascii(k) => Some(k.as_str()),
+                tonic::metadata::KeyRef::Binary(_) => None,
+            })
+            .collect()
+    }
+}
+
+struct MetadataInjector<'a>(&'a mut tonic::metadata::MetadataMap);
+
+impl Injector for MetadataInjector<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if let (Ok(k), Ok(v)) = (
+            tonic::metadata::MetadataKey::from_bytes(key.as_bytes()),
+            tonic::metadata::MetadataValue::try_from(value.as_str()),
+        ) {
+            self.0.insert(k, v);
+        }
+    }
+}
+
+struct VecInjector<'a>(&'a mut Vec<(String, String)>);
+
+impl Injector for VecInjector<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        self.0.retain(|(k, _)| k != key);
+        self.0.push((key.to_string(), value));
+    }
+}
+
+/// Makes `span` a child of the W3C trace context in the caller's gRPC metadata (when there is a valid one).
+pub fn set_parent_from_metadata(span: &tracing::Span, metadata: &tonic::metadata::MetadataMap) {
+    let cx = TraceContextPropagator::new().extract(&MetadataExtractor(metadata));
+    if cx.span().span_context().is_valid() {
+        let _ = span.set_parent(cx);
+    }
+}
+
+/// True when `span` is recorded by an OpenTelemetry exporter (so its context can be propagated).
+pub fn is_traced(span: &tracing::Span) -> bool {
+    span.context().span().span_context().is_valid()
+}
+
+/// Writes `span`'s trace context into outgoing gRPC metadata. Returns false when the span is not traced.
+pub fn inject_metadata(span: &tracing::Span, metadata: &mut tonic::metadata::MetadataMap) -> bool {
+    let cx = span.context();
+    if !cx.span().span_context().is_valid() {
+        return false;
+    }
+    TraceContextPropagator::new().inject_context(&cx, &mut MetadataInjector(metadata));
+    true
+}
+
+/// Writes `span`'s trace context into HTTP headers (`traceparent`, `tracestate`), replacing earlier values. Returns
+/// false when the span is not traced.
+pub fn inject_headers(span: &tracing::Span, headers: &mut Vec<(String, String)>) -> bool {
+    let cx = span.context();
+    if !cx.span().span_context().is_valid() {
+        return false;
+    }
+    TraceContextPropagator::new().inject_context(&cx, &mut VecInjector(headers));
+    true
+}

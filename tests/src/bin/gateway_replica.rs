@@ -1,0 +1,40 @@
+//! llm-gateway as a real process with its production telemetry (OTLP export when `OTEL_EXPORTER_OTLP_ENDPOINT` is
+//! set), for tests that need spans from a separate service process. Usage: `gateway_replica <config.toml>`; prints
+//! `llm-gateway listening on <addr>` on stderr once bound.
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let _telemetry = match llm_gateway::telemetry::init("llm-gateway") {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("gateway_replica: telemetry: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gateway_replica: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let path = std::env::args().nth(1).map(std::path::PathBuf::from);
+    let config =
+        llm_gateway::config::Config::load(path.as_deref(), &llm_gateway::config::ProcessEnv)?;
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    eprintln!("llm-gateway listening on {}", listener.local_addr()?);
+    let gateway = llm_gateway::generate::Gateway::new(config)?;
+    // SIGTERM ends the process; dropping the telemetry guard on the way out flushes spans.
+    let shutdown = async {
+        if let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            term.recv().await;
+        }
+    };
+    llm_gateway::server::run(gateway, listener, shutdown).await?;
+    Ok(())
+}

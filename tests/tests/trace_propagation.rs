@@ -1,0 +1,83 @@
+//! The caller's W3C trace context follows a prompt through the processor and the gateway to the provider's HTTP
+//! request, so one trace id joins all three hops.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use e2e_tests::processor::{Product, prompt};
+use fake_provider::Reply;
+use fake_provider::openai_sse::ChatStream;
+use llm_proto::sessions as spb;
+
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+
+#[tokio::test]
+async fn the_callers_traceparent_reaches_the_provider_request() {
+    let p = Product::start("").await;
+    p.gateway.openai.push(Reply::sse(
+        ChatStream::new("gpt-4o", "c1")
+            .text(&["hi"])
+            .finish("stop", Some((5, 1))),
+    ));
+    let mut c = p.client().await;
+    let s = c
+        .create_session(spb::CreateSessionRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .session
+        .unwrap();
+    let mut req = tonic::Request::new(prompt(&s.id, "hello"));
+    req.metadata_mut().insert(
+        "traceparent",
+        format!("00-{TRACE_ID}-00f067aa0ba902b7-01")
+            .parse()
+            .unwrap(),
+    );
+    req.metadata_mut()
+        .insert("tracestate", "vendor=value".parse().unwrap());
+    let mut stream = c.prompt(req).await.unwrap().into_inner();
+    while let Some(ev) = stream.message().await.unwrap() {
+        if matches!(
+            ev.event.and_then(|e| e.event),
+            Some(spb::session_event::Event::Done(_))
+        ) {
+            break;
+        }
+    }
+    let sent = &p.gateway.openai.requests()[0];
+    let parent = sent
+        .header("traceparent")
+        .expect("traceparent on the provider request");
+    assert_eq!(parent.split('-').nth(1), Some(TRACE_ID), "{parent}");
+    assert_eq!(sent.header("tracestate"), Some("vendor=value"));
+}
+
+#[tokio::test]
+async fn a_malformed_traceparent_is_not_forwarded() {
+    let p = Product::start("").await;
+    p.gateway.openai.push(Reply::sse(
+        ChatStream::new("gpt-4o", "c1")
+            .text(&["hi"])
+            .finish("stop", Some((5, 1))),
+    ));
+    let mut c = p.client().await;
+    let s = c
+        .create_session(spb::CreateSessionRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .session
+        .unwrap();
+    let mut req = tonic::Request::new(prompt(&s.id, "hello"));
+    req.metadata_mut()
+        .insert("traceparent", "not-a-trace".parse().unwrap());
+    let mut stream = c.prompt(req).await.unwrap().into_inner();
+    while let Some(ev) = stream.message().await.unwrap() {
+        if matches!(
+            ev.event.and_then(|e| e.event),
+            Some(spb::session_event::Event::Done(_))
+        ) {
+            break;
+        }
+    }
+    assert_eq!(p.gateway.openai.requests()[0].header("traceparent"), None);
+}

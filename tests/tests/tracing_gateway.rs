@@ -1,0 +1,165 @@
+//! The gateway's spans, exported over OTLP to a real receiver: a `chat {model}` span parented on the caller's W3C
+//! trace context, GenAI attributes with the right token counts and cost, and one provider-request span per attempt.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use e2e_tests::otlp::OtlpReceiver;
+use e2e_tests::{Bearer, TOKEN, generation};
+use fake_provider::{FakeProvider, Reply};
+use llm_proto::gateway as pb;
+use llm_proto::gateway::gateway_service_client::GatewayServiceClient;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
+const CALLER_SPAN: &str = "b7ad6b7169203331";
+
+#[tokio::test]
+async fn a_generation_is_one_trace_from_the_caller_to_each_provider_attempt() {
+    let otlp = OtlpReceiver::start().await;
+    let fake = FakeProvider::start().await.unwrap();
+    fake.push(Reply::json(429, r#"{"error":{"message":"slow down","type":"requests","param":null,"code":"rate_limit_exceeded"}}"#).header("retry-after-ms", "10"));
+    fake.push(Reply::fixture("openai_chat/text.sse"));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[retry]\nbase_delay_ms = 5\nmax_delay_ms = 10\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\n",
+            fake.base_url()
+        ),
+    )
+    .unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_gateway_replica"))
+        .arg(&config)
+        .env("GATEWAY_AUTH_TOKENS", TOKEN)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.endpoint())
+        .env("OTEL_BSP_SCHEDULE_DELAY", "50")
+        .env("RUST_LOG", "warn")
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("gateway exited before listening");
+        if let Some(a) = line.strip_prefix("llm-gateway listening on ") {
+            break a.to_string();
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = GatewayServiceClient::with_interceptor(channel, Bearer(Some(TOKEN.into())));
+    let mut g = generation("openai/gpt-4o", "Say hello");
+    g.context = Some(pb::RequestContext {
+        session_id: "ses_trace".into(),
+        request_id: "r1".into(),
+        agent: "a".into(),
+    });
+    let mut req = tonic::Request::new(pb::StreamRequest {
+        generation: Some(g),
+    });
+    req.metadata_mut().insert(
+        "traceparent",
+        format!("00-{TRACE_ID}-{CALLER_SPAN}-01").parse().unwrap(),
+    );
+    let mut stream = client.stream(req).await.unwrap().into_inner();
+    while stream.message().await.unwrap().is_some() {}
+
+    let spans = otlp
+        .wait_until(Duration::from_secs(15), |s| {
+            s.iter().any(|s| s.name == "chat openai/gpt-4o")
+                && s.iter().filter(|s| s.name.starts_with("POST")).count() >= 2
+        })
+        .await;
+    let chat = spans
+        .iter()
+        .find(|s| s.name == "chat openai/gpt-4o")
+        .unwrap();
+    assert_eq!(chat.service, "llm-gateway");
+    assert_eq!(chat.trace_id, TRACE_ID, "the caller's trace");
+    assert_eq!(chat.parent_id, CALLER_SPAN, "parented on the caller's span");
+    assert_eq!(chat.attr("gen_ai.operation.name").as_deref(), Some("chat"));
+    assert_eq!(chat.attr("gen_ai.provider.name").as_deref(), Some("openai"));
+    assert_eq!(
+        chat.attr("gen_ai.request.model").as_deref(),
+        Some("openai/gpt-4o")
+    );
+    assert_eq!(
+        chat.attr("gen_ai.response.model").as_deref(),
+        Some("gpt-4.1-mini-2025-04-14")
+    );
+    assert_eq!(
+        chat.attr("gen_ai.response.finish_reasons").as_deref(),
+        Some("stop")
+    );
+    assert_eq!(
+        chat.attr("gen_ai.conversation.id").as_deref(),
+        Some("ses_trace")
+    );
+    // text.sse: prompt_tokens 1234 (1024 cached), completion_tokens 9.
+    assert_eq!(
+        chat.attr("gen_ai.usage.input_tokens").as_deref(),
+        Some("1234")
+    );
+    assert_eq!(
+        chat.attr("gen_ai.usage.cache_read.input_tokens").as_deref(),
+        Some("1024")
+    );
+    assert_eq!(
+        chat.attr("gen_ai.usage.output_tokens").as_deref(),
+        Some("9")
+    );
+    assert_eq!(
+        chat.attr("gen_ai.usage.reasoning.output_tokens").as_deref(),
+        Some("0")
+    );
+    assert_eq!(chat.attr("llm.cost_nano_usd").as_deref(), Some("1895000"));
+    assert!(chat.attr("gen_ai.client.time_to_first_chunk").is_some());
+    assert_eq!(chat.attr("llm.attempts").as_deref(), Some("2"));
+
+    let attempts: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == "POST /chat/completions")
+        .collect();
+    assert_eq!(attempts.len(), 2, "the retry shows as a second attempt");
+    for a in &attempts {
+        assert_eq!(a.trace_id, TRACE_ID);
+        assert_eq!(
+            a.parent_id, chat.span_id,
+            "attempts are children of the chat span"
+        );
+    }
+    let failed = attempts
+        .iter()
+        .find(|a| a.attr("llm.attempt").as_deref() == Some("1"))
+        .unwrap();
+    assert_eq!(
+        failed.attr("http.response.status_code").as_deref(),
+        Some("429")
+    );
+    assert_eq!(failed.attr("error.type").as_deref(), Some("rate_limited"));
+    // The provider saw each attempt's own span as the parent of its request.
+    let reqs = fake.requests();
+    for (req, attempt) in reqs.iter().zip(["1", "2"]) {
+        let span = attempts
+            .iter()
+            .find(|a| a.attr("llm.attempt").as_deref() == Some(attempt))
+            .unwrap();
+        assert_eq!(
+            req.header("traceparent"),
+            Some(format!("00-{TRACE_ID}-{}-01", span.span_id).as_str())
+        );
+    }
+    child.kill().await.unwrap();
+}
