@@ -59,6 +59,7 @@ llm-gateway        GEMINI_BASE_URL              read     services/llm-gateway/sr
 llm-gateway        @llm-telemetry               read     services/llm-gateway/src/telemetry.rs               llm_telemetry
 session-processor  PROCESSOR_CONFIG             read     services/session-processor/src/main.rs              env = "PROCESSOR_CONFIG"
 session-processor  PROCESSOR_LISTEN             read     services/session-processor/src/config.rs            .var("PROCESSOR_LISTEN")
+session-processor  PROCESSOR_METRICS_LISTEN     read     services/session-processor/src/config.rs            .var("PROCESSOR_METRICS_LISTEN")
 session-processor  PROCESSOR_AUTH_TOKENS        read     services/session-processor/src/config.rs            env.var("PROCESSOR_AUTH_TOKENS")
 session-processor  GATEWAY_URL                  read     services/session-processor/src/config.rs            env.var("GATEWAY_URL")
 session-processor  REDIS_URL                    read     services/session-processor/src/config.rs            env.var("REDIS_URL")

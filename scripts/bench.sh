@@ -17,6 +17,7 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 echo "== building (release)"
 cargo build --release --quiet -p llm-gateway -p fake-provider -p bench --bins
+cargo bench --quiet -p bench --no-run
 
 case "$mode" in
   quick)

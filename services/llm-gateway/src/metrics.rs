@@ -4,16 +4,14 @@
 //! models reports them all as [`UNLISTED_MODEL`], so callers cannot mint series), outcomes and error kinds are closed
 //! sets. A generation records at three points only: when it starts, when its first event goes out and when it
 //! ends, so the per-event path takes no lock and allocates nothing for metrics.
+//!
+//! The OpenTelemetry GenAI client metrics ([`llm_telemetry::gen_ai_metrics`]) are recorded at the same points.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use llm_telemetry::gen_ai_metrics::GenAiMetrics;
 use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
@@ -191,6 +189,7 @@ pub struct Metrics {
     inflight: Gauge,
     hook_failures: Family<Fixed, Counter>,
     reloads: Family<Fixed, Counter>,
+    gen_ai: GenAiMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -286,8 +285,12 @@ impl Metrics {
             "Configuration reloads (SIGHUP) by result",
             reloads.clone(),
         );
+        // The GenAI client metrics repeat some of the gateway's own under the semantic conventions' names, so
+        // dashboards built for those conventions work unchanged.
+        let gen_ai = GenAiMetrics::register(&mut registry);
         Metrics {
             registry,
+            gen_ai,
             requests,
             errors,
             provider_errors,
@@ -306,13 +309,7 @@ impl Metrics {
 
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
-        let mut out = String::with_capacity(8 * 1024);
-        // Writing into a String cannot fail; an error here would be a bug in an encoder, and an empty scrape is
-        // the least harmful answer to it.
-        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
-            out.clear();
-        }
-        out
+        llm_telemetry::metrics_http::encode_registry(&self.registry)
     }
 
     /// A generation started.
@@ -325,6 +322,8 @@ impl Metrics {
         self.time_to_first_event
             .get_or_create(labels)
             .observe(elapsed.as_secs_f64());
+        self.gen_ai
+            .first_chunk(&labels.provider, &labels.model, elapsed);
     }
 
     /// A generation ended (or was cancelled). `error_kind` is the kind of its error event, if it ended with one;
@@ -369,6 +368,25 @@ impl Metrics {
                     .inc_by(n);
             }
         }
+        // As the conventions count them: input includes cached tokens, output includes reasoning. A cancel is
+        // reported as an error type, since the operation did not complete.
+        let error_type = match end.outcome {
+            Outcome::Ok => None,
+            Outcome::Error => Some(end.error_kind.unwrap_or("provider_error")),
+            Outcome::Cancelled => Some("cancelled"),
+        };
+        self.gen_ai.operation(
+            &end.labels.provider,
+            &end.labels.model,
+            end.duration,
+            error_type,
+            end.usage.map(|u| {
+                (
+                    u.input + u.cache_read + u.cache_write,
+                    u.output + u.reasoning,
+                )
+            }),
+        );
         if let Some(cost) = end.cost_nano_usd {
             self.cost
                 .get_or_create(end.labels)
@@ -438,75 +456,19 @@ pub struct Ended<'a> {
     pub cost_nano_usd: Option<i64>,
 }
 
-/// How long a scraper may take to send its request headers before the connection is dropped.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+impl llm_telemetry::metrics_http::Exposition for Metrics {
+    fn encode(&self) -> String {
+        Metrics::encode(self)
+    }
+}
 
-/// Serves `GET /metrics` on `listener` until `shutdown` resolves. Any other path is 404, any other method 405.
-///
-/// A plain HTTP/1.1 responder on hyper: scrapes are rare and tiny, so there is no router, no TLS and no auth (bind
-/// it to an address only the scraper reaches).
+/// Serves `GET /metrics` on `listener` until `shutdown` resolves (see [`llm_telemetry::metrics_http::serve`]).
 pub async fn serve(
     metrics: Arc<Metrics>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let accepted = tokio::select! {
-            () = &mut shutdown => return,
-            accepted = listener.accept() => accepted,
-        };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                // Accept errors are transient (EMFILE, aborted handshakes); pausing keeps one from spinning a core.
-                tracing::warn!(message = "metrics listener accept failed", error = %e);
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let metrics = Arc::clone(&metrics);
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                let metrics = Arc::clone(&metrics);
-                async move { Ok::<_, Infallible>(respond(&metrics, &req)) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), service);
-            if let Err(e) = conn.await {
-                tracing::debug!(message = "metrics connection ended with an error", error = %e);
-            }
-        });
-    }
-}
-
-fn respond<B>(metrics: &Metrics, req: &Request<B>) -> Response<Full<Bytes>> {
-    let (status, content_type, body) = match (req.method(), req.uri().path()) {
-        (&Method::GET, "/metrics") => (
-            StatusCode::OK,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            Bytes::from(metrics.encode()),
-        ),
-        (_, "/metrics") => (
-            StatusCode::METHOD_NOT_ALLOWED,
-            "text/plain; charset=utf-8",
-            Bytes::from_static(b"only GET\n"),
-        ),
-        _ => (
-            StatusCode::NOT_FOUND,
-            "text/plain; charset=utf-8",
-            Bytes::from_static(b"metrics are at /metrics\n"),
-        ),
-    };
-    let mut response = Response::new(Full::new(body));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static(content_type),
-    );
-    response
+    llm_telemetry::metrics_http::serve(metrics, listener, shutdown).await;
 }
 
 #[cfg(test)]
@@ -553,6 +515,10 @@ mod tests {
             "llm_gateway_overhead_seconds_count{provider=\"openai\",model=\"openai/gpt-4o\"} 1",
             "llm_gateway_inflight_generations 0",
             "llm_gateway_rejected_total{reason=\"invalid_argument\"} 1",
+            "gen_ai_client_token_usage_sum{gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\",gen_ai_token_type=\"input\"} 30.0",
+            "gen_ai_client_token_usage_sum{gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\",gen_ai_token_type=\"output\"} 6.0",
+            "gen_ai_client_operation_duration_seconds_count{gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\"} 1",
+            "gen_ai_client_time_to_first_chunk_seconds_count{gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\"} 1",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
         }

@@ -23,6 +23,19 @@ pub async fn serve(
     eprintln!("session-processor listening on {addr}");
     let engine = crate::run_loop::Engine::new(store, gateway, config.clone());
     let stop = tokio_util::sync::CancellationToken::new();
+    if let Some(metrics_addr) = config.metrics_listen {
+        let metrics_listener = tokio::net::TcpListener::bind(metrics_addr).await?;
+        let metrics_addr = metrics_listener.local_addr()?;
+        tracing::info!(message = "session-processor metrics listening", addr = %metrics_addr);
+        // Tests read the bound metrics address from this line, like the one above.
+        eprintln!("session-processor metrics on {metrics_addr}");
+        // Served until the loops' stop: scrapes keep working while the server drains.
+        tokio::spawn(llm_telemetry::metrics_http::serve(
+            engine.metrics.clone(),
+            metrics_listener,
+            stop.clone().cancelled_owned(),
+        ));
+    }
     tokio::spawn(engine.clone().recover(config.lease_ttl / 2, stop.clone()));
     let result = crate::server::run(engine, listener, shutdown).await;
     stop.cancel();

@@ -90,6 +90,8 @@ pub struct ServerFile {
     pub allow_unauthenticated: bool,
     /// Grace period for running loops after SIGTERM.
     pub shutdown_grace_ms: u64,
+    /// Address of the Prometheus `/metrics` listener (env `PROCESSOR_METRICS_LISTEN` overrides); off when unset.
+    pub metrics_listen: Option<String>,
 }
 
 impl Default for ServerFile {
@@ -99,6 +101,7 @@ impl Default for ServerFile {
             auth_tokens: Vec::new(),
             allow_unauthenticated: false,
             shutdown_grace_ms: 30_000,
+            metrics_listen: None,
         }
     }
 }
@@ -340,6 +343,8 @@ pub fn usd_to_nano(usd: f64) -> Option<i64> {
 pub struct Config {
     /// Listen address.
     pub listen: SocketAddr,
+    /// Where `/metrics` is served; `None` turns the listener off.
+    pub metrics_listen: Option<SocketAddr>,
     /// Accepted caller tokens: `server.auth_tokens`, `PROCESSOR_AUTH_TOKENS` and every tenant's tokens.
     pub auth_tokens: Vec<String>,
     /// Serve without caller authentication when no token is configured.
@@ -431,6 +436,16 @@ impl Config {
         let listen = listen_text
             .parse()
             .map_err(|e| err("server.listen", format!("`{listen_text}`: {e}")))?;
+        let metrics_listen = match env
+            .var("PROCESSOR_METRICS_LISTEN")
+            .or(file.server.metrics_listen.clone())
+        {
+            None => None,
+            Some(text) => Some(
+                text.parse()
+                    .map_err(|e| err("server.metrics_listen", format!("`{text}`: {e}")))?,
+            ),
+        };
         let mut auth_tokens = file.server.auth_tokens.clone();
         if let Some(list) = env.var("PROCESSOR_AUTH_TOKENS") {
             auth_tokens.extend(
@@ -611,6 +626,7 @@ impl Config {
         }
         Ok(Config {
             listen,
+            metrics_listen,
             auth_tokens,
             allow_unauthenticated: file.server.allow_unauthenticated,
             shutdown_grace: Duration::from_millis(file.server.shutdown_grace_ms),

@@ -20,6 +20,7 @@ pub mod config;
 pub mod context;
 pub mod history;
 pub mod ids;
+pub mod metrics;
 pub mod processor;
 pub mod retry;
 pub mod run_loop;

@@ -18,6 +18,7 @@ use crate::config::{Agent, Config};
 use crate::context;
 use crate::history;
 use crate::ids;
+use crate::metrics::{Metrics, ToolKind, ToolOutcome as CallOutcome};
 use crate::processor::{Effect, Outcome, Processor};
 use crate::retry;
 use crate::store::{Fence, Store, StoreError};
@@ -130,6 +131,14 @@ fn record_step(span: &tracing::Span, message: &pb::Message) {
     span.record("llm.finish", message.finish.as_str());
 }
 
+/// The metrics outcome of a finished tool call.
+fn tool_outcome<T, E>(result: &Result<T, E>) -> CallOutcome {
+    match result {
+        Ok(_) => CallOutcome::Completed,
+        Err(_) => CallOutcome::Error,
+    }
+}
+
 /// Shared state of the processor: storage, the gateway, configuration and the loops this replica runs.
 pub struct Engine {
     /// Storage.
@@ -142,6 +151,8 @@ pub struct Engine {
     pub owner: String,
     /// Loops running on this replica, by session, for Abort.
     running: Mutex<HashMap<String, CancellationToken>>,
+    /// Prometheus metrics, served by the `/metrics` listener when one is configured.
+    pub metrics: Arc<Metrics>,
 }
 
 fn now() -> Timestamp {
@@ -157,7 +168,27 @@ impl Engine {
             config,
             owner: ids::new("rep"),
             running: Mutex::new(HashMap::new()),
+            metrics: Arc::new(Metrics::new()),
         })
+    }
+
+    /// Records a finished step in the metrics: its finish, and the GenAI client view of its gateway call (tokens
+    /// counted as the conventions do, like [`record_step`]).
+    fn record_step_metrics(&self, message: &pb::Message, model: &str, duration: Duration) {
+        let t = message.tokens.unwrap_or_default();
+        let error_type = message.error.as_ref().map(|e| {
+            pb::message_error::Kind::try_from(e.kind).map_or("unknown", |k| k.as_str_name())
+        });
+        self.metrics.step(
+            &message.finish,
+            model,
+            duration,
+            (
+                t.input + t.cache_read + t.cache_write,
+                t.output + t.reasoning,
+            ),
+            error_type,
+        );
     }
 
     /// The agent for a name (the default agent for an empty or unknown one).
@@ -359,6 +390,7 @@ impl Engine {
         }
         llm_telemetry::set_parent_from_metadata(&span, &parent);
         tokio::spawn(async move {
+            engine.metrics.loop_started();
             if let Err(e) = engine.store.mark_active(&session_id).await {
                 tracing::warn!(message = "cannot mark the session active", session_id = %session_id, error = %e);
             }
@@ -411,6 +443,7 @@ impl Engine {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&session_id);
+            engine.metrics.loop_ended();
         }.instrument(span));
     }
 
@@ -553,6 +586,7 @@ impl Engine {
                     .await?
                 {
                     Compacted::Done(m) => {
+                        self.metrics.compaction(cause.auto);
                         compacted = cause.auto;
                         // `done` names the answer, not housekeeping: only a manual compaction is the result.
                         if !cause.auto {
@@ -656,10 +690,12 @@ impl Engine {
                 "llm.cost_nano_usd" = tracing::field::Empty,
                 "llm.finish" = tracing::field::Empty,
             );
+            let step_started = Instant::now();
             let aborted = self
                 .stream_step(&mut processor, generation, &inputs.trace, fence, cancel)
                 .instrument(step_span.clone())
                 .await?;
+            let step_duration = step_started.elapsed();
             if !aborted {
                 let detector = doom_detector(&history);
                 self.run_tools(
@@ -688,6 +724,7 @@ impl Engine {
             self.charge_tenant(&session, processor.message().cost_nano_usd)
                 .await;
             record_step(&step_span, processor.message());
+            self.record_step_metrics(processor.message(), &model, step_duration);
             last = Some(processor.message().clone());
             if aborted || cancel.is_cancelled() {
                 break;
@@ -959,20 +996,28 @@ impl Engine {
         for effect in effects {
             match effect {
                 Effect::Message(m) => {
+                    let t = Instant::now();
                     self.store.put_message(m, Some(fence)).await?;
+                    self.metrics.redis("put_message", t.elapsed());
+                    let t = Instant::now();
                     self.store
                         .publish(
                             session_id,
                             pb::session_event::Event::MessageUpdated(m.clone()),
                         )
                         .await?;
+                    self.metrics.redis("publish", t.elapsed());
                 }
                 Effect::Part(p) => {
                     coalescer.dirty.retain(|id| *id != p.id);
+                    let t = Instant::now();
                     self.store.put_part(p, Some(fence)).await?;
+                    self.metrics.redis("put_part", t.elapsed());
+                    let t = Instant::now();
                     self.store
                         .publish(session_id, pb::session_event::Event::PartUpdated(p.clone()))
                         .await?;
+                    self.metrics.redis("publish", t.elapsed());
                 }
                 Effect::Delta {
                     part_id,
@@ -1062,6 +1107,12 @@ impl Engine {
                     }
                 };
                 if !allowed {
+                    let kind = if inputs.client_tools.iter().any(|c| c.name == tool) {
+                        ToolKind::Client
+                    } else {
+                        ToolKind::Builtin
+                    };
+                    self.metrics.tool_call(kind, CallOutcome::Denied);
                     processor.block(
                         &call_id,
                         "refused: the same tool calls keep repeating (doom loop)",
@@ -1077,6 +1128,7 @@ impl Engine {
                 let schema: serde_json::Value = serde_json::from_str(&client.input_schema_json)
                     .unwrap_or(serde_json::json!({}));
                 if let Err(e) = tools::validate_input(&schema, &input) {
+                    self.metrics.tool_call(ToolKind::Client, CallOutcome::Error);
                     processor.tool_finished(&call_id, Err(e), now(), &mut out);
                     self.apply(&out, fence, &mut coalescer, processor).await?;
                     continue;
@@ -1113,11 +1165,15 @@ impl Engine {
                         agent.client_tool_timeout
                     )),
                 };
+                self.metrics
+                    .tool_call(ToolKind::Client, tool_outcome(&result));
                 processor.tool_finished(&call_id, result, now(), &mut out);
                 self.apply(&out, fence, &mut coalescer, processor).await?;
                 continue;
             }
             let (Some(ws), true) = (workspace, agent.tools.contains(&tool)) else {
+                self.metrics
+                    .tool_call(ToolKind::Builtin, CallOutcome::Error);
                 processor.tool_finished(
                     &call_id,
                     Err(format!("unknown tool `{tool}`")),
@@ -1145,6 +1201,8 @@ impl Engine {
                 }
             };
             if !allowed {
+                self.metrics
+                    .tool_call(ToolKind::Builtin, CallOutcome::Denied);
                 processor.block(
                     &call_id,
                     &format!("permission denied for `{tool}`"),
@@ -1159,6 +1217,8 @@ impl Engine {
                     ToolOutcome::Ok(s) => Ok(s),
                     ToolOutcome::Err(s) => Err(s),
                 };
+            self.metrics
+                .tool_call(ToolKind::Builtin, tool_outcome(&result));
             processor.tool_finished(&call_id, result, now(), &mut out);
             self.apply(&out, fence, &mut coalescer, processor).await?;
         }

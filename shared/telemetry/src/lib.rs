@@ -3,6 +3,9 @@
 //! `OTEL_BSP_SCHEDULE_DELAY`, `OTEL_TRACES_SAMPLER`), and W3C trace-context propagation through gRPC metadata and
 //! HTTP headers, so one generation is one trace across the caller, the processor, the gateway and the provider call.
 
+pub mod gen_ai_metrics;
+pub mod metrics_http;
+
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
 use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
 use opentelemetry_sdk::propagation::TraceContextPropagator;

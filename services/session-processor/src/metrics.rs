@@ -1,0 +1,257 @@
+//! Prometheus metrics of the processor, served on `server.metrics_listen`.
+//!
+//! Labels are closed sets (finish reasons, tool kinds and outcomes, store operations) plus the provider and model
+//! ids of the configured agents, so callers cannot mint series. Recording happens once per step, tool call or store
+//! call, never per streamed delta.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use llm_telemetry::gen_ai_metrics::GenAiMetrics;
+use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+/// Label: a step's finish (`stop`, `tool_calls`, `error`, ...).
+pub const LABEL_FINISH: &str = "finish";
+/// Label: `auto` or `manual` compaction.
+pub const LABEL_TRIGGER: &str = "trigger";
+/// Label: tool kind, `builtin` or `client`.
+pub const LABEL_KIND: &str = "kind";
+/// Label: tool call outcome, `completed`, `error` or `denied`.
+pub const LABEL_OUTCOME: &str = "outcome";
+/// Label: the store operation timed (`put_message`, `put_part`, `put_parts`, `publish`).
+pub const LABEL_OP: &str = "op";
+
+/// Session loops running on this replica.
+pub const ACTIVE_SESSIONS: &str = "session_processor_active_sessions";
+/// Finished steps by finish.
+pub const STEPS: &str = "session_processor_steps";
+/// Compactions by trigger.
+pub const COMPACTIONS: &str = "session_processor_compactions";
+/// Tool calls by kind and outcome.
+pub const TOOL_CALLS: &str = "session_processor_tool_calls";
+/// Latency of the loop's Redis calls, by operation.
+pub const REDIS: &str = "session_processor_redis";
+
+/// Fixed label names with values from closed sets (or, for finishes, the few the processor writes).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Labels(Vec<(&'static str, Arc<str>)>);
+
+impl EncodeLabelSet for Labels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        for (name, value) in &self.0 {
+            (*name, &**value).encode(encoder.encode_label())?;
+        }
+        Ok(())
+    }
+}
+
+/// Tool kind label values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolKind {
+    /// Run by the processor in the session's workspace.
+    Builtin,
+    /// Answered by the caller.
+    Client,
+}
+
+/// Tool call outcome label values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolOutcome {
+    /// The tool returned a result.
+    Completed,
+    /// The tool failed (or was unknown, or its input invalid).
+    Error,
+    /// A permission rule, the user or the doom-loop check refused it.
+    Denied,
+}
+
+/// 100 µs … 10 s: Redis calls are normally sub-millisecond; the tail shows a struggling server.
+const REDIS_BUCKETS: [f64; 16] = [
+    0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 3.3,
+    10.0,
+];
+
+/// Every metric the processor exports, and the registry that encodes them.
+pub struct Metrics {
+    registry: Registry,
+    active_sessions: Gauge,
+    steps: Family<Labels, Counter>,
+    compactions: Family<Labels, Counter>,
+    tool_calls: Family<Labels, Counter>,
+    redis: Family<Labels, Histogram>,
+    gen_ai: GenAiMetrics,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every family registered.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let active_sessions = Gauge::default();
+        let steps = Family::<Labels, Counter>::default();
+        let compactions = Family::<Labels, Counter>::default();
+        let tool_calls = Family::<Labels, Counter>::default();
+        let redis = Family::<Labels, Histogram>::new_with_constructor(
+            (|| Histogram::new(REDIS_BUCKETS)) as fn() -> Histogram,
+        );
+        registry.register(
+            ACTIVE_SESSIONS,
+            "Session loops running on this replica",
+            active_sessions.clone(),
+        );
+        registry.register(STEPS, "Finished steps by finish", steps.clone());
+        registry.register(
+            COMPACTIONS,
+            "Completed compactions by trigger (auto, manual)",
+            compactions.clone(),
+        );
+        registry.register(
+            TOOL_CALLS,
+            "Tool calls by kind (builtin, client) and outcome (completed, error, denied)",
+            tool_calls.clone(),
+        );
+        registry.register_with_unit(
+            REDIS,
+            "Latency of the loop's Redis calls, by operation",
+            Unit::Seconds,
+            redis.clone(),
+        );
+        let gen_ai = GenAiMetrics::register(&mut registry);
+        Metrics {
+            registry,
+            active_sessions,
+            steps,
+            compactions,
+            tool_calls,
+            redis,
+            gen_ai,
+        }
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        llm_telemetry::metrics_http::encode_registry(&self.registry)
+    }
+
+    /// A session loop started (`+1`) or ended (`-1`) on this replica.
+    pub fn loop_started(&self) {
+        self.active_sessions.inc();
+    }
+
+    /// See [`Metrics::loop_started`].
+    pub fn loop_ended(&self) {
+        self.active_sessions.dec();
+    }
+
+    /// A step finished. `model` is `provider/model`; `duration` is the gateway call's; `tokens` are (input,
+    /// output) as the GenAI conventions count them; `error_type` is set when the step failed.
+    pub fn step(
+        &self,
+        finish: &str,
+        model: &str,
+        duration: Duration,
+        tokens: (u64, u64),
+        error_type: Option<&'static str>,
+    ) {
+        // Finishes the processor writes are a handful of fixed words; an empty one (never finished) reads as such.
+        let finish = if finish.is_empty() { "none" } else { finish };
+        self.steps
+            .get_or_create(&Labels(vec![(LABEL_FINISH, Arc::from(finish))]))
+            .inc();
+        let provider: Arc<str> = Arc::from(model.split_once('/').map_or(model, |(p, _)| p));
+        let model: Arc<str> = Arc::from(model);
+        // A step that failed before any usage arrived has no token counts; zeros would drag the histogram down.
+        let tokens = (error_type.is_none() || tokens != (0, 0)).then_some(tokens);
+        self.gen_ai
+            .operation(&provider, &model, duration, error_type, tokens);
+    }
+
+    /// A compaction completed.
+    pub fn compaction(&self, auto: bool) {
+        let trigger = if auto { "auto" } else { "manual" };
+        self.compactions
+            .get_or_create(&Labels(vec![(LABEL_TRIGGER, Arc::from(trigger))]))
+            .inc();
+    }
+
+    /// A tool call ended.
+    pub fn tool_call(&self, kind: ToolKind, outcome: ToolOutcome) {
+        let kind = match kind {
+            ToolKind::Builtin => "builtin",
+            ToolKind::Client => "client",
+        };
+        let outcome = match outcome {
+            ToolOutcome::Completed => "completed",
+            ToolOutcome::Error => "error",
+            ToolOutcome::Denied => "denied",
+        };
+        self.tool_calls
+            .get_or_create(&Labels(vec![
+                (LABEL_KIND, Arc::from(kind)),
+                (LABEL_OUTCOME, Arc::from(outcome)),
+            ]))
+            .inc();
+    }
+
+    /// A store call took `elapsed`.
+    pub fn redis(&self, op: &'static str, elapsed: Duration) {
+        self.redis
+            .get_or_create(&Labels(vec![(LABEL_OP, Arc::from(op))]))
+            .observe(elapsed.as_secs_f64());
+    }
+}
+
+impl llm_telemetry::metrics_http::Exposition for Metrics {
+    fn encode(&self) -> String {
+        Metrics::encode(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_tools_and_store_calls_are_recorded() {
+        let m = Metrics::new();
+        m.loop_started();
+        m.step(
+            "tool_calls",
+            "openai/gpt-4o",
+            Duration::from_millis(50),
+            (10, 5),
+            None,
+        );
+        m.compaction(true);
+        m.tool_call(ToolKind::Builtin, ToolOutcome::Completed);
+        m.redis("put_part", Duration::from_micros(300));
+        let text = m.encode();
+        for line in [
+            "session_processor_active_sessions 1",
+            "session_processor_steps_total{finish=\"tool_calls\"} 1",
+            "session_processor_compactions_total{trigger=\"auto\"} 1",
+            "session_processor_tool_calls_total{kind=\"builtin\",outcome=\"completed\"} 1",
+            "session_processor_redis_seconds_count{op=\"put_part\"} 1",
+            "gen_ai_client_token_usage_sum{gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\",gen_ai_token_type=\"input\"} 10.0",
+            "gen_ai_client_operation_duration_seconds_count{gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
+        }
+    }
+}
