@@ -21,45 +21,7 @@ async fn a_generation_is_one_trace_from_the_caller_to_each_provider_attempt() {
     let fake = FakeProvider::start().await.unwrap();
     fake.push(Reply::json(429, r#"{"error":{"message":"slow down","type":"requests","param":null,"code":"rate_limit_exceeded"}}"#).header("retry-after-ms", "10"));
     fake.push(Reply::fixture("openai_chat/text.sse"));
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("gateway.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[retry]\nbase_delay_ms = 5\nmax_delay_ms = 10\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\n",
-            fake.base_url()
-        ),
-    )
-    .unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_gateway_replica"))
-        .arg(&config)
-        .env("GATEWAY_AUTH_TOKENS", TOKEN)
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.endpoint())
-        .env("OTEL_BSP_SCHEDULE_DELAY", "50")
-        .env("RUST_LOG", "warn")
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines
-            .next_line()
-            .await
-            .unwrap()
-            .expect("gateway exited before listening");
-        if let Some(a) = line.strip_prefix("llm-gateway listening on ") {
-            break a.to_string();
-        }
-    };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut client = GatewayServiceClient::with_interceptor(channel, Bearer(Some(TOKEN.into())));
+    let (mut child, mut client, _dir) = start_gateway(&fake, &otlp, &[]).await;
     let mut g = generation("openai/gpt-4o", "Say hello");
     g.context = Some(pb::RequestContext {
         session_id: "ses_trace".into(),
@@ -127,6 +89,17 @@ async fn a_generation_is_one_trace_from_the_caller_to_each_provider_attempt() {
     assert_eq!(chat.attr("llm.cost_nano_usd").as_deref(), Some("1895000"));
     assert!(chat.attr("gen_ai.client.time_to_first_chunk").is_some());
     assert_eq!(chat.attr("llm.attempts").as_deref(), Some("2"));
+    for key in [
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.system_instructions",
+    ] {
+        assert_eq!(
+            chat.attr(key),
+            None,
+            "{key}: content is recorded only when opted in"
+        );
+    }
 
     let attempts: Vec<_> = spans
         .iter()
@@ -161,5 +134,210 @@ async fn a_generation_is_one_trace_from_the_caller_to_each_provider_attempt() {
             Some(format!("00-{TRACE_ID}-{}-01", span.span_id).as_str())
         );
     }
+    child.kill().await.unwrap();
+}
+
+/// Starts a gateway replica exporting to `otlp`, with extra environment variables, and a client for it.
+async fn start_gateway(
+    fake: &FakeProvider,
+    otlp: &OtlpReceiver,
+    env: &[(&str, &str)],
+) -> (
+    tokio::process::Child,
+    GatewayServiceClient<
+        tonic::service::interceptor::InterceptedService<tonic::transport::Channel, Bearer>,
+    >,
+    tempfile::TempDir,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[retry]\nbase_delay_ms = 5\nmax_delay_ms = 10\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\n",
+            fake.base_url()
+        ),
+    )
+    .unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_gateway_replica"))
+        .arg(&config)
+        .env("GATEWAY_AUTH_TOKENS", TOKEN)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.endpoint())
+        .env("OTEL_BSP_SCHEDULE_DELAY", "50")
+        .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("gateway exited before listening");
+        if let Some(a) = line.strip_prefix("llm-gateway listening on ") {
+            break a.to_string();
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let client = GatewayServiceClient::with_interceptor(channel, Bearer(Some(TOKEN.into())));
+    (child, client, dir)
+}
+
+#[tokio::test]
+async fn message_content_is_on_the_chat_span_only_when_opted_in() {
+    let otlp = OtlpReceiver::start().await;
+    let fake = FakeProvider::start().await.unwrap();
+    fake.push(Reply::fixture("openai_chat/parallel_tools.sse"));
+    let (mut child, mut client, _dir) = start_gateway(
+        &fake,
+        &otlp,
+        &[("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")],
+    )
+    .await;
+    let mut g = generation("openai/gpt-4o", "What is the weather in Paris?");
+    g.system = vec!["Be brief.".into()];
+    let mut stream = client
+        .stream(pb::StreamRequest {
+            generation: Some(g),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut calls = Vec::new();
+    while let Some(ev) = stream.message().await.unwrap() {
+        if let Some(pb::stream_response::Event::ToolCall(c)) = ev.event {
+            calls.push(c);
+        }
+    }
+    assert!(!calls.is_empty(), "the fixture calls tools");
+    let spans = otlp
+        .wait_until(Duration::from_secs(15), |s| {
+            s.iter().any(|s| s.name == "chat openai/gpt-4o")
+        })
+        .await;
+    let chat = spans
+        .iter()
+        .find(|s| s.name == "chat openai/gpt-4o")
+        .unwrap();
+    let json = |key: &str| -> serde_json::Value {
+        serde_json::from_str(&chat.attr(key).unwrap_or_else(|| panic!("{key} recorded"))).unwrap()
+    };
+    assert_eq!(
+        json("gen_ai.system_instructions"),
+        serde_json::json!([{"type": "text", "content": "Be brief."}])
+    );
+    assert_eq!(
+        json("gen_ai.input.messages"),
+        serde_json::json!([{"role": "user", "parts": [
+            {"type": "text", "content": "What is the weather in Paris?"}
+        ]}])
+    );
+    let output = json("gen_ai.output.messages");
+    assert_eq!(output[0]["role"], "assistant");
+    assert_eq!(output[0]["finish_reason"], "tool_calls");
+    let recorded: Vec<(String, String)> = output[0]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["type"] == "tool_call")
+        .map(|p| {
+            (
+                p["id"].as_str().unwrap().to_string(),
+                p["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let streamed: Vec<(String, String)> = calls
+        .iter()
+        .map(|c| (c.call_id.clone(), c.tool_name.clone()))
+        .collect();
+    assert_eq!(
+        recorded, streamed,
+        "every tool call, with the ids the caller saw"
+    );
+    for (p, c) in output[0]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["type"] == "tool_call")
+        .zip(&calls)
+    {
+        let args: serde_json::Value = serde_json::from_str(&c.input_json).unwrap();
+        assert_eq!(p["arguments"], args, "arguments as JSON, not a string");
+    }
+    child.kill().await.unwrap();
+}
+
+#[tokio::test]
+async fn sampling_follows_otel_traces_sampler() {
+    // parentbased_traceidratio with ratio 0: a caller's sampled trace is kept, a new root trace is dropped.
+    let otlp = OtlpReceiver::start().await;
+    let fake = FakeProvider::start().await.unwrap();
+    fake.set_fallback(Reply::fixture("openai_chat/text.sse"));
+    let (mut child, mut client, _dir) = start_gateway(
+        &fake,
+        &otlp,
+        &[
+            ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+            ("OTEL_TRACES_SAMPLER_ARG", "0"),
+        ],
+    )
+    .await;
+    // First a generation without a caller trace: its root is sampled at ratio 0, so nothing is exported.
+    let mut unsampled = generation("openai/gpt-4o", "no trace");
+    unsampled.context = Some(pb::RequestContext {
+        session_id: "ses_unsampled".into(),
+        ..Default::default()
+    });
+    let mut stream = client
+        .stream(pb::StreamRequest {
+            generation: Some(unsampled),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    while stream.message().await.unwrap().is_some() {}
+    // Then one inside the caller's sampled trace: kept, because the parent decided.
+    let mut sampled = generation("openai/gpt-4o", "traced");
+    sampled.context = Some(pb::RequestContext {
+        session_id: "ses_sampled".into(),
+        ..Default::default()
+    });
+    let mut req = tonic::Request::new(pb::StreamRequest {
+        generation: Some(sampled),
+    });
+    req.metadata_mut().insert(
+        "traceparent",
+        format!("00-{TRACE_ID}-{CALLER_SPAN}-01").parse().unwrap(),
+    );
+    let mut stream = client.stream(req).await.unwrap().into_inner();
+    while stream.message().await.unwrap().is_some() {}
+    // The batch exporter sends spans in the order they ended, so once the second generation's chat span has
+    // arrived, the first one's would have too.
+    let spans = otlp
+        .wait_until(Duration::from_secs(15), |s| {
+            s.iter().any(|s| s.name == "chat openai/gpt-4o")
+        })
+        .await;
+    assert!(!spans.is_empty());
+    for s in &spans {
+        assert_eq!(
+            s.trace_id, TRACE_ID,
+            "only the caller's sampled trace is exported: {s:?}"
+        );
+    }
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.attr("gen_ai.conversation.id").as_deref() != Some("ses_unsampled"))
+    );
     child.kill().await.unwrap();
 }

@@ -76,6 +76,20 @@ pub struct FileConfig {
     /// `[[hook_services]]`: external `HooksService`s, called in this order after the declarative hooks.
     #[serde(default)]
     pub hook_services: Vec<HookServiceFile>,
+    /// `[telemetry]`.
+    #[serde(default)]
+    pub telemetry: TelemetryFile,
+}
+
+/// `[telemetry]`. Exporting itself is configured by the standard `OTEL_*` variables.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryFile {
+    /// Record prompts and completions on the `chat` spans (`gen_ai.input.messages`, `gen_ai.output.messages`,
+    /// `gen_ai.system_instructions`). Off by default: content may be personal data. The environment variable
+    /// `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` (`true` / `false`) overrides it.
+    #[serde(default)]
+    pub capture_message_content: bool,
 }
 
 /// `[server]`.
@@ -246,6 +260,8 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     /// Global limit of generations in flight.
     pub max_inflight_generations: usize,
+    /// Record message content on spans (`telemetry.capture_message_content`); reloadable.
+    pub capture_message_content: bool,
     /// Declarative hooks, in config order.
     pub hooks: Vec<DeclarativeHook>,
     /// Hook services, in config order.
@@ -425,6 +441,20 @@ impl Config {
                 "must not exceed retry.max_delay_ms",
             ));
         }
+        let capture_message_content =
+            match env.var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT") {
+                None => file.telemetry.capture_message_content,
+                Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                    "true" | "1" => true,
+                    "false" | "0" | "" => false,
+                    _ => {
+                        return Err(ConfigError::new(
+                            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+                            "must be true or false",
+                        ));
+                    }
+                },
+            };
         let retry = RetryPolicy {
             max_attempts: r.max_attempts,
             base_delay: Duration::from_millis(r.base_delay_ms),
@@ -492,6 +522,7 @@ impl Config {
             catalog,
             metrics_listen,
             max_inflight_generations: file.server.max_inflight_generations,
+            capture_message_content,
             hooks,
             hook_services,
         })
@@ -625,6 +656,39 @@ mod tests {
         assert_eq!(
             Config::from_file(zero, &env).unwrap_err().key,
             "timeouts.idle_ms"
+        );
+    }
+
+    #[test]
+    fn message_content_capture_is_off_unless_opted_in() {
+        let env = [("GATEWAY_AUTH_TOKENS", TOKEN)];
+        let off = Config::from_file(FileConfig::default(), &env).unwrap();
+        assert!(!off.capture_message_content);
+        let file = || Config::parse("[telemetry]\ncapture_message_content = true\n").unwrap();
+        assert!(
+            Config::from_file(file(), &env)
+                .unwrap()
+                .capture_message_content
+        );
+        let var = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT";
+        let env_off = [("GATEWAY_AUTH_TOKENS", TOKEN), (var, "false")];
+        assert!(
+            !Config::from_file(file(), &env_off)
+                .unwrap()
+                .capture_message_content
+        );
+        let env_on = [("GATEWAY_AUTH_TOKENS", TOKEN), (var, "TRUE")];
+        assert!(
+            Config::from_file(FileConfig::default(), &env_on)
+                .unwrap()
+                .capture_message_content
+        );
+        let env_bad = [("GATEWAY_AUTH_TOKENS", TOKEN), (var, "yes please")];
+        assert_eq!(
+            Config::from_file(FileConfig::default(), &env_bad)
+                .unwrap_err()
+                .key,
+            var
         );
     }
 

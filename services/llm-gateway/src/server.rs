@@ -106,7 +106,8 @@ impl GatewayService for GatewayRpc {
         let trace = trace_context(request.metadata());
         let (metadata, _, message) = request.into_parts();
         let mut generation = validated(message.generation)?;
-        let span = crate::tracing_spans::generation_span(&generation, &metadata);
+        let capture = self.gateway.config().capture_message_content;
+        let span = crate::tracing_spans::generation_span(&generation, &metadata, capture);
         propagate(&mut generation, trace);
         log_start(&generation);
         let events = self
@@ -118,7 +119,7 @@ impl GatewayService for GatewayRpc {
                 crate::tracing_spans::start_failed(&span, &e);
                 grpc::start_error_status(&e)
             })?;
-        let traced = crate::tracing_spans::Traced::new(Box::pin(events), span);
+        let traced = crate::tracing_spans::Traced::new(Box::pin(events), span, capture);
         Ok(Response::new(Box::pin(traced.map(Ok))))
     }
 
@@ -129,7 +130,8 @@ impl GatewayService for GatewayRpc {
         let trace = trace_context(request.metadata());
         let (metadata, _, message) = request.into_parts();
         let mut generation = validated(message.generation)?;
-        let span = crate::tracing_spans::generation_span(&generation, &metadata);
+        let capture = self.gateway.config().capture_message_content;
+        let span = crate::tracing_spans::generation_span(&generation, &metadata, capture);
         propagate(&mut generation, trace);
         log_start(&generation);
         let events = self
@@ -141,7 +143,7 @@ impl GatewayService for GatewayRpc {
                 crate::tracing_spans::start_failed(&span, &e);
                 grpc::start_error_status(&e)
             })?;
-        let mut events = crate::tracing_spans::Traced::new(Box::pin(events), span);
+        let mut events = crate::tracing_spans::Traced::new(Box::pin(events), span, capture);
         let mut collector = grpc::Collector::default();
         while let Some(ev) = events.next().await {
             collector.push(ev)?;

@@ -5,6 +5,12 @@
 //! Token attributes follow the conventions' meaning: `gen_ai.usage.input_tokens` counts every prompt token (cached
 //! or not) and `gen_ai.usage.output_tokens` every output token (reasoning included); the cache and reasoning parts
 //! are also given on their own. `llm.cost_nano_usd` is the step's exact cost.
+//!
+//! Message content is recorded only when the operator opts in (`telemetry.capture_message_content`, or the
+//! conventions' `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`): then the span also carries
+//! `gen_ai.system_instructions`, `gen_ai.input.messages` and `gen_ai.output.messages` as JSON in the conventions'
+//! shape (`[{role, parts: [{type, content | id, name, arguments | response}]}]`). File parts are recorded by media
+//! type and size, never their bytes, and each attribute is cut at [`MAX_CONTENT_BYTES`].
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -16,10 +22,16 @@ use tracing::field::Empty;
 
 use crate::generate::StartError;
 
-/// The `chat {model}` span of one generation.
+/// Longest content attribute recorded, in bytes; longer JSON is cut at a character boundary and marked with a
+/// trailing `…[truncated]`, so a span never carries a whole long conversation.
+pub const MAX_CONTENT_BYTES: usize = 64 * 1024;
+
+/// The `chat {model}` span of one generation. With `capture_content`, the system instructions and input messages
+/// are recorded on it (see the module docs).
 pub fn generation_span(
     g: &pb::Generation,
     metadata: &tonic::metadata::MetadataMap,
+    capture_content: bool,
 ) -> tracing::Span {
     let ctx = g.context.clone().unwrap_or_default();
     let span = tracing::info_span!(
@@ -46,9 +58,130 @@ pub fn generation_span(
         "llm.cost_nano_usd" = Empty,
         "llm.request_id" = %ctx.request_id,
         "error.type" = Empty,
+        "gen_ai.system_instructions" = Empty,
+        "gen_ai.input.messages" = Empty,
+        "gen_ai.output.messages" = Empty,
     );
     llm_telemetry::set_parent_from_metadata(&span, metadata);
+    if capture_content {
+        if !g.system.is_empty() {
+            let parts: Vec<serde_json::Value> = g
+                .system
+                .iter()
+                .map(|t| serde_json::json!({"type": "text", "content": t}))
+                .collect();
+            span.record(
+                "gen_ai.system_instructions",
+                capped(serde_json::Value::Array(parts).to_string()).as_str(),
+            );
+        }
+        span.record(
+            "gen_ai.input.messages",
+            capped(input_messages_json(&g.messages)).as_str(),
+        );
+    }
     span
+}
+
+/// The input messages in the conventions' JSON shape.
+pub fn input_messages_json(messages: &[pb::Message]) -> String {
+    use pb::part::Kind;
+    let messages: Vec<serde_json::Value> = messages
+        .iter()
+        .map(|m| {
+            let role = match m.role() {
+                pb::Role::User | pb::Role::Unspecified => "user",
+                pb::Role::Assistant => "assistant",
+                pb::Role::Tool => "tool",
+            };
+            let parts: Vec<serde_json::Value> = m
+                .parts
+                .iter()
+                .filter_map(|p| {
+                    Some(match p.kind.as_ref()? {
+                        Kind::Text(t) => serde_json::json!({"type": "text", "content": t.text}),
+                        Kind::Reasoning(r) => {
+                            serde_json::json!({"type": "reasoning", "content": r.text})
+                        }
+                        Kind::File(f) => {
+                            let size = match &f.source {
+                                Some(pb::file_part::Source::Data(d)) => d.len(),
+                                _ => 0,
+                            };
+                            serde_json::json!({"type": "blob", "mime_type": f.media_type, "size": size})
+                        }
+                        Kind::ToolCall(c) => serde_json::json!({
+                            "type": "tool_call", "id": c.call_id, "name": c.tool_name,
+                            "arguments": arguments(&c.input_json),
+                        }),
+                        Kind::ToolResult(r) => serde_json::json!({
+                            "type": "tool_call_response", "id": r.call_id, "response": r.output,
+                        }),
+                    })
+                })
+                .collect();
+            serde_json::json!({"role": role, "parts": parts})
+        })
+        .collect();
+    serde_json::Value::Array(messages).to_string()
+}
+
+fn arguments(input_json: &str) -> serde_json::Value {
+    serde_json::from_str(input_json)
+        .unwrap_or_else(|_| serde_json::Value::String(input_json.into()))
+}
+
+/// `json` cut at [`MAX_CONTENT_BYTES`] on a character boundary.
+fn capped(mut json: String) -> String {
+    if json.len() > MAX_CONTENT_BYTES {
+        let mut end = MAX_CONTENT_BYTES;
+        while !json.is_char_boundary(end) {
+            end -= 1;
+        }
+        json.truncate(end);
+        json.push_str("…[truncated]");
+    }
+    json
+}
+
+/// The output of a generation, collected from its events when content capture is on.
+#[derive(Default)]
+struct OutputCapture {
+    text: String,
+    reasoning: String,
+    tool_calls: Vec<serde_json::Value>,
+}
+
+impl OutputCapture {
+    fn push(&mut self, ev: &pb::StreamResponse) {
+        use pb::stream_response::Event as E;
+        match &ev.event {
+            Some(E::TextDelta(d)) if self.text.len() < MAX_CONTENT_BYTES => {
+                self.text.push_str(&d.delta);
+            }
+            Some(E::ReasoningDelta(d)) if self.reasoning.len() < MAX_CONTENT_BYTES => {
+                self.reasoning.push_str(&d.delta);
+            }
+            Some(E::ToolCall(c)) => self.tool_calls.push(serde_json::json!({
+                "type": "tool_call", "id": c.call_id, "name": c.tool_name,
+                "arguments": arguments(&c.input_json),
+            })),
+            _ => {}
+        }
+    }
+
+    fn json(&mut self, finish_reason: &str) -> String {
+        let mut parts = Vec::new();
+        if !self.reasoning.is_empty() {
+            parts.push(serde_json::json!({"type": "reasoning", "content": self.reasoning}));
+        }
+        if !self.text.is_empty() {
+            parts.push(serde_json::json!({"type": "text", "content": self.text}));
+        }
+        parts.append(&mut self.tool_calls);
+        serde_json::json!([{"role": "assistant", "parts": parts, "finish_reason": finish_reason}])
+            .to_string()
+    }
 }
 
 /// Records a generation that could not start (unknown model, invalid request, hook refusal).
@@ -95,16 +228,19 @@ pub struct Traced<S> {
     span: tracing::Span,
     started: Instant,
     first_chunk: bool,
+    /// Present only when content capture is on, so the default path allocates nothing per event.
+    output: Option<Box<OutputCapture>>,
 }
 
 impl<S> Traced<S> {
-    /// Wraps `inner` in `span`.
-    pub fn new(inner: S, span: tracing::Span) -> Self {
+    /// Wraps `inner` in `span`; with `capture_content`, the output messages are recorded on it at the step's end.
+    pub fn new(inner: S, span: tracing::Span, capture_content: bool) -> Self {
         Traced {
             inner,
             span,
             started: Instant::now(),
             first_chunk: false,
+            output: capture_content.then(Box::default),
         }
     }
 }
@@ -118,11 +254,19 @@ impl<S: Stream<Item = pb::StreamResponse> + Unpin> Stream for Traced<S> {
             span,
             started,
             first_chunk,
+            output,
         } = &mut *self;
         let _entered = span.enter();
         let polled = Pin::new(inner).poll_next(cx);
         if let Poll::Ready(Some(ev)) = &polled {
             record(span, *started, first_chunk, ev);
+            if let Some(out) = output {
+                out.push(ev);
+                if let Some(pb::stream_response::Event::StepFinish(f)) = &ev.event {
+                    let json = out.json(finish_name(f.finish_reason()));
+                    span.record("gen_ai.output.messages", capped(json).as_str());
+                }
+            }
         }
         polled
     }
