@@ -302,6 +302,70 @@ pub fn weather_tool() -> pb::Tool {
     }
 }
 
+/// A generation asking for the weather in two cities with [`weather_tool`]: the parallel-tools scenario.
+pub fn tools_generation(model: &str) -> pb::Generation {
+    pb::Generation {
+        tools: vec![weather_tool()],
+        ..generation(model, "Weather in Paris and Tokyo?")
+    }
+}
+
+/// Asserts a [`render`]ed stream is well formed: `stream_start` first, exactly one terminal event (`step_finish` or
+/// `error`) at the end, and on success every opened text, reasoning and tool-input block closed.
+pub fn assert_well_formed(lines: &[String]) {
+    assert!(lines[0].starts_with("stream_start"), "{lines:#?}");
+    let last = lines.last().expect("at least one event");
+    assert!(
+        last.starts_with("step_finish") || last.starts_with("error"),
+        "{lines:#?}"
+    );
+    let terminals = lines
+        .iter()
+        .filter(|l| l.starts_with("step_finish") || l.starts_with("error "))
+        .count();
+    assert_eq!(terminals, 1, "{lines:#?}");
+    if last.starts_with("step_finish") {
+        for (open, close) in [
+            ("text_start ", "text_end "),
+            ("reasoning_start ", "reasoning_end "),
+            ("tool_input_start ", "tool_input_end "),
+        ] {
+            for l in lines.iter().filter(|l| l.starts_with(open)) {
+                let id = l[open.len()..].split(' ').next().unwrap_or_default();
+                assert!(
+                    lines.iter().any(|c| c.starts_with(&format!("{close}{id}"))),
+                    "{l} never closed: {lines:#?}"
+                );
+            }
+        }
+    }
+}
+
+/// Reads `stream` until a text delta arrives (so the provider request is certainly open), drops it, and returns
+/// how long after the drop `fake` saw its first request's connection close.
+pub async fn cancel_after_first_delta(
+    mut stream: tonic::Streaming<pb::StreamResponse>,
+    fake: &fake_provider::FakeProvider,
+) -> Duration {
+    loop {
+        let ev = stream
+            .message()
+            .await
+            .expect("stream ok")
+            .expect("a text delta before the end");
+        if matches!(ev.event, Some(pb::stream_response::Event::TextDelta(_))) {
+            break;
+        }
+    }
+    let cancelled_at = std::time::Instant::now();
+    drop(stream);
+    let closed_at = fake
+        .wait_closed(0, SHORT)
+        .await
+        .expect("provider connection closed");
+    closed_at.saturating_duration_since(cancelled_at)
+}
+
 /// One compact line per event, so tests compare whole sequences at a glance.
 pub fn render(events: &[pb::StreamResponse]) -> Vec<String> {
     use pb::stream_response::Event as E;

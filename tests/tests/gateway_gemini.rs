@@ -38,13 +38,6 @@ fn both_framings(name: &str) -> [(&'static str, Reply); 2] {
     [("crlf", crlf(name)), ("lf", lf(name))]
 }
 
-fn tools_generation(model: &str) -> pb::Generation {
-    pb::Generation {
-        tools: vec![weather_tool()],
-        ..generation(model, "Weather in Paris and Tokyo?")
-    }
-}
-
 /// The request went to the streaming endpoint of the model, authenticated by header only: the key is never in the
 /// URL, and no other credential header is sent.
 fn assert_request_shape(req: &Recorded, model_name: &str) {
@@ -57,37 +50,6 @@ fn assert_request_shape(req: &Recorded, model_name: &str) {
     assert!(!req.path.contains(GEMINI_KEY), "{}", req.path);
     assert!(!req.path.contains("key="), "{}", req.path);
     assert_eq!(req.header("authorization"), None);
-}
-
-/// Asserts the stream is well formed: stream_start, every opened block closed before a finish, exactly one
-/// terminal event at the end.
-fn assert_well_formed(lines: &[String]) {
-    assert!(lines[0].starts_with("stream_start"), "{lines:#?}");
-    let last = lines.last().unwrap();
-    assert!(
-        last.starts_with("step_finish") || last.starts_with("error"),
-        "{lines:#?}"
-    );
-    let terminals = lines
-        .iter()
-        .filter(|l| l.starts_with("step_finish") || l.starts_with("error "))
-        .count();
-    assert_eq!(terminals, 1, "{lines:#?}");
-    if last.starts_with("step_finish") {
-        for (open, close) in [
-            ("text_start ", "text_end "),
-            ("reasoning_start ", "reasoning_end "),
-            ("tool_input_start ", "tool_input_end "),
-        ] {
-            for l in lines.iter().filter(|l| l.starts_with(open)) {
-                let id = l[open.len()..].split(' ').next().unwrap();
-                assert!(
-                    lines.iter().any(|c| c.starts_with(&format!("{close}{id}"))),
-                    "{l} never closed: {lines:#?}"
-                );
-            }
-        }
-    }
 }
 
 async fn run(h: &Harness, g: pb::Generation) -> Vec<String> {
@@ -390,28 +352,14 @@ async fn the_caller_cancelling_closes_the_provider_connection_within_100ms() {
     let h = Harness::start().await;
     h.gemini.push(crlf("text.sse").stall_after(2));
     let mut client = h.client().await;
-    let mut stream = client
+    let stream = client
         .stream(pb::StreamRequest {
             generation: Some(generation(FLASH, "hi")),
         })
         .await
         .unwrap()
         .into_inner();
-    // Wait until output is flowing, so the provider request is certainly open.
-    loop {
-        let ev = stream.message().await.unwrap().unwrap();
-        if matches!(ev.event, Some(pb::stream_response::Event::TextDelta(_))) {
-            break;
-        }
-    }
-    let cancelled_at = Instant::now();
-    drop(stream);
-    let closed_at = h
-        .gemini
-        .wait_closed(0, SHORT)
-        .await
-        .expect("provider connection closed");
-    let after = closed_at.saturating_duration_since(cancelled_at);
+    let after = cancel_after_first_delta(stream, &h.gemini).await;
     assert!(
         after < Duration::from_millis(100),
         "upstream closed {after:?} after the cancel"

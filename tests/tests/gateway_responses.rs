@@ -34,49 +34,11 @@ async fn run(h: &Harness, g: pb::Generation) -> Vec<String> {
     render(&h.stream(g).await.expect("stream starts"))
 }
 
-fn tools_generation() -> pb::Generation {
-    pb::Generation {
-        tools: vec![weather_tool()],
-        ..generation(MODEL, "Weather in Paris and Tokyo?")
-    }
-}
-
 /// A fresh harness whose OpenAI fake will replay `reply` once.
 async fn harness_with(reply: Reply) -> Harness {
     let h = Harness::start().await;
     h.openai.push(reply);
     h
-}
-
-/// Asserts the stream is well-formed: stream_start, then step_start unless it failed before output, every opened
-/// block closed before the finish, and exactly one terminal event at the end.
-fn assert_well_formed(lines: &[String]) {
-    assert!(lines[0].starts_with("stream_start"), "{lines:#?}");
-    let last = lines.last().unwrap();
-    assert!(
-        last.starts_with("step_finish") || last.starts_with("error"),
-        "{lines:#?}"
-    );
-    let terminals = lines
-        .iter()
-        .filter(|l| l.starts_with("step_finish") || l.starts_with("error "))
-        .count();
-    assert_eq!(terminals, 1, "{lines:#?}");
-    if last.starts_with("step_finish") {
-        for (open, close) in [
-            ("text_start ", "text_end "),
-            ("reasoning_start ", "reasoning_end "),
-            ("tool_input_start ", "tool_input_end "),
-        ] {
-            for l in lines.iter().filter(|l| l.starts_with(open)) {
-                let id = l[open.len()..].split(' ').next().unwrap();
-                assert!(
-                    lines.iter().any(|c| c.starts_with(&format!("{close}{id}"))),
-                    "{l} never closed: {lines:#?}"
-                );
-            }
-        }
-    }
 }
 
 fn text_deltas(lines: &[String]) -> Vec<&String> {
@@ -124,7 +86,7 @@ async fn parallel_tool_calls_in_fragments_lf_and_crlf() {
         let h = Harness::start().await;
         let reply = fixture("parallel_tools.sse").split_every(7);
         h.openai.push(if crlf { reply.crlf() } else { reply });
-        let lines = run(&h, tools_generation()).await;
+        let lines = run(&h, tools_generation(MODEL)).await;
         assert_eq!(lines, expected::PARALLEL_TOOLS, "crlf {crlf}: {lines:#?}");
         assert_well_formed(&lines);
         let body = h.openai.requests()[0].json();
@@ -366,28 +328,14 @@ async fn the_caller_cancelling_closes_the_provider_connection_within_100ms() {
     // created, in_progress, item added, part added, two text deltas; then silence.
     h.openai.push(fixture("text.sse").stall_after(6));
     let mut client = h.client().await;
-    let mut stream = client
+    let stream = client
         .stream(pb::StreamRequest {
             generation: Some(generation(MODEL, "hi")),
         })
         .await
         .unwrap()
         .into_inner();
-    // Wait until output is flowing, so the provider request is certainly open.
-    loop {
-        let ev = stream.message().await.unwrap().unwrap();
-        if matches!(ev.event, Some(pb::stream_response::Event::TextDelta(_))) {
-            break;
-        }
-    }
-    let cancelled_at = Instant::now();
-    drop(stream);
-    let closed_at = h
-        .openai
-        .wait_closed(0, SHORT)
-        .await
-        .expect("provider connection closed");
-    let after = closed_at.saturating_duration_since(cancelled_at);
+    let after = cancel_after_first_delta(stream, &h.openai).await;
     assert!(
         after < Duration::from_millis(100),
         "upstream closed {after:?} after the cancel"

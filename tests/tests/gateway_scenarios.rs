@@ -53,44 +53,6 @@ async fn run(h: &Harness, p: Proto, g: pb::Generation) -> Vec<String> {
     render(&h.stream(g).await.expect("stream starts"))
 }
 
-fn tools_generation(p: Proto) -> pb::Generation {
-    pb::Generation {
-        tools: vec![weather_tool()],
-        ..generation(p.model, "Weather in Paris and Tokyo?")
-    }
-}
-
-/// Asserts the stream is well-formed: stream_start, then step_start unless it failed before output, every opened
-/// block closed before the finish, and exactly one terminal event at the end.
-fn assert_well_formed(lines: &[String]) {
-    assert!(lines[0].starts_with("stream_start"), "{lines:#?}");
-    let last = lines.last().unwrap();
-    assert!(
-        last.starts_with("step_finish") || last.starts_with("error"),
-        "{lines:#?}"
-    );
-    let terminals = lines
-        .iter()
-        .filter(|l| l.starts_with("step_finish") || l.starts_with("error "))
-        .count();
-    assert_eq!(terminals, 1, "{lines:#?}");
-    if last.starts_with("step_finish") {
-        for (open, close) in [
-            ("text_start ", "text_end "),
-            ("reasoning_start ", "reasoning_end "),
-            ("tool_input_start ", "tool_input_end "),
-        ] {
-            for l in lines.iter().filter(|l| l.starts_with(open)) {
-                let id = l[open.len()..].split(' ').next().unwrap();
-                assert!(
-                    lines.iter().any(|c| c.starts_with(&format!("{close}{id}"))),
-                    "{l} never closed: {lines:#?}"
-                );
-            }
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // OpenAI Chat Completions
 
@@ -109,7 +71,7 @@ async fn openai_parallel_tool_calls_in_fragments() {
     OPENAI
         .fake(&h)
         .push(OPENAI.fixture("parallel_tools.sse").split_every(7));
-    let lines = run(&h, OPENAI, tools_generation(OPENAI)).await;
+    let lines = run(&h, OPENAI, tools_generation(OPENAI.model)).await;
     assert_eq!(lines, expected::OPENAI_PARALLEL_TOOLS, "{lines:#?}");
     assert_well_formed(&lines);
 }
@@ -129,7 +91,7 @@ async fn openai_stop_with_tool_calls_is_reported_as_tool_calls() {
     OPENAI
         .fake(&h)
         .push(OPENAI.fixture("stop_with_tool_calls.sse"));
-    let lines = run(&h, OPENAI, tools_generation(OPENAI)).await;
+    let lines = run(&h, OPENAI, tools_generation(OPENAI.model)).await;
     let last = lines.last().unwrap();
     assert!(
         last.starts_with("step_finish ToolCalls raw=stop"),
@@ -155,7 +117,7 @@ async fn anthropic_parallel_tool_calls_in_fragments() {
     ANTHROPIC
         .fake(&h)
         .push(ANTHROPIC.fixture("parallel_tools.sse").split_every(5));
-    let lines = run(&h, ANTHROPIC, tools_generation(ANTHROPIC)).await;
+    let lines = run(&h, ANTHROPIC, tools_generation(ANTHROPIC.model)).await;
     assert_eq!(lines, expected::ANTHROPIC_PARALLEL_TOOLS, "{lines:#?}");
     assert_well_formed(&lines);
 }
@@ -394,28 +356,14 @@ async fn the_caller_cancelling_closes_the_provider_connection_within_100ms() {
         let h = Harness::start().await;
         p.fake(&h).push(p.fixture("text.sse").stall_after(4));
         let mut client = h.client().await;
-        let mut stream = client
+        let stream = client
             .stream(pb::StreamRequest {
                 generation: Some(generation(p.model, "hi")),
             })
             .await
             .unwrap()
             .into_inner();
-        // Wait until output is flowing, so the provider request is certainly open.
-        loop {
-            let ev = stream.message().await.unwrap().unwrap();
-            if matches!(ev.event, Some(pb::stream_response::Event::TextDelta(_))) {
-                break;
-            }
-        }
-        let cancelled_at = Instant::now();
-        drop(stream);
-        let closed_at = p
-            .fake(&h)
-            .wait_closed(0, SHORT)
-            .await
-            .expect("provider connection closed");
-        let after = closed_at.saturating_duration_since(cancelled_at);
+        let after = cancel_after_first_delta(stream, p.fake(&h)).await;
         assert!(
             after < Duration::from_millis(100),
             "{}: upstream closed {after:?} after the cancel",
