@@ -2,14 +2,25 @@
 //! together with the conversion to the wire message, on the recorded fixtures scaled up to many text deltas
 //! (bench::fixtures). Throughput is in elements: SSE frames for the parser, text deltas for everything else, so
 //! criterion's `elem/s` is events per second on one core.
+//!
+//! Each workload is one `#[inline(never)]` function, so a profiler can count exactly its instructions. Profile mode
+//! runs one workload once, without criterion, for an instruction count per event (docs/benchmarks.md, "Profiles"):
+//!
+//! ```sh
+//! DECODE_PROFILE=decoder/openai_chat valgrind --tool=callgrind --toggle-collect='*profiled_run*' \
+//!     target/release/deps/decode-<hash>
+//! ```
+//!
+//! `DECODE_PROFILE` is `<workload>/<protocol>`, workload one of `sse_16k`, `sse_frame`, `decoder`, `whole_path`;
+//! the run prints the number of events, which divides callgrind's total.
 // Benchmark start-up: a broken fixture should stop the run loudly.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use bench::fixtures::{Proto, Scaled, scaled};
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use llm_gateway::adapter::sse::{SseItem, SseParser};
 use llm_gateway::catalog::{Capabilities, ModelInfo};
 use llm_gateway::event::Event;
@@ -46,6 +57,102 @@ fn model(proto: Proto) -> ModelInfo {
     }
 }
 
+/// The stream's frames already parsed (event name and data), as the decoder sees them.
+fn parsed_frames(s: &Scaled) -> Vec<(String, String)> {
+    let mut frames: Vec<(String, String)> = Vec::new();
+    let mut parser = SseParser::new();
+    let mut on = |item: SseItem<'_>| -> Result<(), ()> {
+        match item {
+            SseItem::Event { event, data } => frames.push((event.to_owned(), data.to_owned())),
+            SseItem::BareJson(json) => frames.push((String::new(), json.to_owned())),
+        }
+        Ok(())
+    };
+    parser.feed(s.body.as_bytes(), &mut on).unwrap();
+    parser.finish(&mut on).unwrap();
+    frames
+}
+
+/// The SSE parser over the whole body in 16 KiB reads (a burst). Returns the items parsed.
+#[inline(never)]
+fn run_sse_16k(parser: &mut SseParser, s: &Scaled) -> usize {
+    let mut items = 0usize;
+    let mut on = |item: SseItem<'_>| -> Result<(), ()> {
+        black_box(item);
+        items += 1;
+        Ok(())
+    };
+    for read in s.body.as_bytes().chunks(16 * 1024) {
+        parser.feed(read, &mut on).unwrap();
+    }
+    parser.finish(&mut on).unwrap();
+    items
+}
+
+/// The SSE parser with one frame per read (a paced stream). Returns the items parsed.
+#[inline(never)]
+fn run_sse_frame(parser: &mut SseParser, s: &Scaled) -> usize {
+    let mut items = 0usize;
+    let mut on = |item: SseItem<'_>| -> Result<(), ()> {
+        black_box(item);
+        items += 1;
+        Ok(())
+    };
+    for frame in &s.frames {
+        parser.feed(frame.as_bytes(), &mut on).unwrap();
+    }
+    parser.finish(&mut on).unwrap();
+    items
+}
+
+/// A fresh decoder over parsed frames, its output drained after every frame as the gateway does. Returns the
+/// events decoded.
+#[inline(never)]
+fn run_decoder(proto: Proto, frames: &[(String, String)], out: &mut Vec<Event>) -> usize {
+    let mut decoder = proto.decoder();
+    let mut n = 0usize;
+    for (event, data) in frames {
+        decoder.frame(event, data, out);
+        n += out.len();
+        black_box(&*out);
+        out.clear();
+    }
+    decoder.end(out);
+    out.clear();
+    n
+}
+
+/// Parser, decoder, `event_to_pb` and protobuf encoding, one frame per read. Returns the bytes encoded.
+#[inline(never)]
+fn run_whole_path(
+    proto: Proto,
+    s: &Scaled,
+    info: &ModelInfo,
+    out: &mut Vec<Event>,
+    wire: &mut Vec<u8>,
+) -> usize {
+    let mut parser = SseParser::new();
+    let mut decoder = proto.decoder();
+    let mut bytes = 0usize;
+    for frame in &s.frames {
+        let mut on = |item: SseItem<'_>| -> Result<(), ()> {
+            match item {
+                SseItem::Event { event, data } => decoder.frame(event, data, out),
+                SseItem::BareJson(json) => decoder.bare_json(json, out),
+            }
+            Ok(())
+        };
+        parser.feed(frame.as_bytes(), &mut on).unwrap();
+        for ev in out.drain(..) {
+            let msg = llm_gateway::grpc::event_to_pb(ev, info);
+            wire.clear();
+            msg.encode(wire).unwrap();
+            bytes += wire.len();
+        }
+    }
+    bytes
+}
+
 /// The SSE parser alone: the whole body in 16 KiB reads (a burst), and one frame per read (a paced stream).
 fn sse_parser(c: &mut Criterion) {
     let mut group = c.benchmark_group("sse_parser");
@@ -53,38 +160,14 @@ fn sse_parser(c: &mut Criterion) {
         group.throughput(Throughput::Elements(s.frames.len() as u64));
         group.bench_with_input(BenchmarkId::new("16KiB_reads", proto.name()), &s, |b, s| {
             let mut parser = SseParser::new();
-            b.iter(|| {
-                let mut items = 0usize;
-                let mut on = |item: SseItem<'_>| -> Result<(), ()> {
-                    black_box(item);
-                    items += 1;
-                    Ok(())
-                };
-                for read in s.body.as_bytes().chunks(16 * 1024) {
-                    parser.feed(read, &mut on).unwrap();
-                }
-                parser.finish(&mut on).unwrap();
-                items
-            });
+            b.iter(|| run_sse_16k(&mut parser, s));
         });
         group.bench_with_input(
             BenchmarkId::new("frame_per_read", proto.name()),
             &s,
             |b, s| {
                 let mut parser = SseParser::new();
-                b.iter(|| {
-                    let mut items = 0usize;
-                    let mut on = |item: SseItem<'_>| -> Result<(), ()> {
-                        black_box(item);
-                        items += 1;
-                        Ok(())
-                    };
-                    for frame in &s.frames {
-                        parser.feed(frame.as_bytes(), &mut on).unwrap();
-                    }
-                    parser.finish(&mut on).unwrap();
-                    items
-                });
+                b.iter(|| run_sse_frame(&mut parser, s));
             },
         );
     }
@@ -96,36 +179,14 @@ fn sse_parser(c: &mut Criterion) {
 fn decoders(c: &mut Criterion) {
     let mut group = c.benchmark_group("decoder");
     for (proto, s) in streams() {
-        let mut frames: Vec<(String, String)> = Vec::new();
-        let mut parser = SseParser::new();
-        let mut on = |item: SseItem<'_>| -> Result<(), ()> {
-            match item {
-                SseItem::Event { event, data } => frames.push((event.to_owned(), data.to_owned())),
-                SseItem::BareJson(json) => frames.push((String::new(), json.to_owned())),
-            }
-            Ok(())
-        };
-        parser.feed(s.body.as_bytes(), &mut on).unwrap();
-        parser.finish(&mut on).unwrap();
+        let frames = parsed_frames(&s);
         group.throughput(Throughput::Elements(s.deltas as u64));
         group.bench_with_input(
             BenchmarkId::new("text_deltas", proto.name()),
             &frames,
             |b, frames| {
                 let mut out: Vec<Event> = Vec::with_capacity(16);
-                b.iter(|| {
-                    let mut decoder = proto.decoder();
-                    let mut n = 0usize;
-                    for (event, data) in frames {
-                        decoder.frame(event, data, &mut out);
-                        n += out.len();
-                        black_box(&out);
-                        out.clear();
-                    }
-                    decoder.end(&mut out);
-                    out.clear();
-                    n
-                });
+                b.iter(|| run_decoder(proto, frames, &mut out));
             },
         );
     }
@@ -142,28 +203,7 @@ fn whole_path(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("text_deltas", proto.name()), &s, |b, s| {
             let mut out: Vec<Event> = Vec::with_capacity(16);
             let mut wire: Vec<u8> = Vec::with_capacity(1024);
-            b.iter(|| {
-                let mut parser = SseParser::new();
-                let mut decoder = proto.decoder();
-                let mut bytes = 0usize;
-                for frame in &s.frames {
-                    let mut on = |item: SseItem<'_>| -> Result<(), ()> {
-                        match item {
-                            SseItem::Event { event, data } => decoder.frame(event, data, &mut out),
-                            SseItem::BareJson(json) => decoder.bare_json(json, &mut out),
-                        }
-                        Ok(())
-                    };
-                    parser.feed(frame.as_bytes(), &mut on).unwrap();
-                    for ev in out.drain(..) {
-                        let msg = llm_gateway::grpc::event_to_pb(ev, &info);
-                        wire.clear();
-                        msg.encode(&mut wire).unwrap();
-                        bytes += wire.len();
-                    }
-                }
-                bytes
-            });
+            b.iter(|| run_whole_path(proto, s, &info, &mut out, &mut wire));
         });
     }
     group.finish();
@@ -186,4 +226,54 @@ criterion_group! {
     config = config();
     targets = sse_parser, decoders, whole_path
 }
-criterion_main!(benches);
+
+/// Profile mode: runs the workload `spec` (`<workload>/<protocol>`) once inside [`profiled_run`] and prints what
+/// divides the instruction count: SSE frames for the parser workloads, text deltas for the others.
+fn profile(spec: &str) {
+    let (workload, name) = spec
+        .split_once('/')
+        .expect("DECODE_PROFILE=<workload>/<protocol>");
+    let proto = *Proto::ALL
+        .iter()
+        .find(|p| p.name() == name)
+        .expect("protocol: openai_chat, openai_responses, anthropic or gemini");
+    let s = scaled(proto, DELTAS).expect("fixture");
+    let frames = parsed_frames(&s);
+    let info = model(proto);
+    let per = match workload {
+        "sse_16k" | "sse_frame" => s.frames.len(),
+        "decoder" | "whole_path" => s.deltas,
+        other => panic!("unknown workload {other}"),
+    };
+    let result = profiled_run(workload, proto, &s, &frames, &info);
+    println!("{spec}: {per} events (result {result})");
+}
+
+/// The one function profile mode collects instructions in (`--toggle-collect='*profiled_run*'`).
+#[inline(never)]
+fn profiled_run(
+    workload: &str,
+    proto: Proto,
+    s: &Scaled,
+    frames: &[(String, String)],
+    info: &ModelInfo,
+) -> usize {
+    let mut out: Vec<Event> = Vec::with_capacity(16);
+    let mut wire: Vec<u8> = Vec::with_capacity(1024);
+    let mut parser = SseParser::new();
+    match workload {
+        "sse_16k" => run_sse_16k(&mut parser, s),
+        "sse_frame" => run_sse_frame(&mut parser, s),
+        "decoder" => run_decoder(proto, frames, &mut out),
+        _ => run_whole_path(proto, s, info, &mut out, &mut wire),
+    }
+}
+
+fn main() {
+    if let Ok(spec) = std::env::var("DECODE_PROFILE") {
+        profile(&spec);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -589,8 +589,12 @@ impl Run {
                 return;
             }
             self.started = true;
-            // Nothing can fall back any more: let the caller's request go.
+            // Nothing can fall back or retry any more: let the caller's request and the provider request body go,
+            // rather than hold a copy of the whole conversation for the length of the stream.
             self.pristine = None;
+            if let Some(p) = self.prepared.as_mut() {
+                p.request.body = serde_json::Value::Null;
+            }
             let c = self.candidate();
             let start = grpc::stream_start(&c.provider.id, &c.model.id, self.attempt);
             self.metrics

@@ -26,6 +26,10 @@ use crate::config::ConfigError;
 use crate::grpc;
 use crate::metrics::Metrics;
 
+/// How early a service may answer `DEADLINE_EXCEEDED` / `CANCELLED` for its answer to still count as our timeout
+/// (the deadline it received was computed a little after our timer started).
+const DEADLINE_SLACK: Duration = Duration::from_millis(20);
+
 /// `[[hooks]]`: a declarative hook, as written.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -647,6 +651,7 @@ impl ServiceClient {
         call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     ) -> Result<T, HookError> {
         let hook = Arc::clone(&self.config.name);
+        let started = tokio::time::Instant::now();
         match tokio::time::timeout(self.config.timeout, call).await {
             Err(_) => Err(HookError::Timeout {
                 hook,
@@ -654,6 +659,20 @@ impl ServiceClient {
                 timeout: self.config.timeout,
             }),
             Ok(Ok(reply)) => Ok(reply.into_inner()),
+            // The service saw the deadline we sent (grpc-timeout) and gave up a moment before our own timer fired:
+            // still our timeout, and reported as one.
+            Ok(Err(status))
+                if matches!(
+                    status.code(),
+                    tonic::Code::DeadlineExceeded | tonic::Code::Cancelled
+                ) && started.elapsed() + DEADLINE_SLACK >= self.config.timeout =>
+            {
+                Err(HookError::Timeout {
+                    hook,
+                    transform,
+                    timeout: self.config.timeout,
+                })
+            }
             Ok(Err(status)) => {
                 use tonic::Code;
                 let transient = matches!(

@@ -10,8 +10,10 @@
 
 pub mod anthropic;
 pub mod classify;
+mod encoding;
 pub mod gemini;
 pub mod ids;
+mod json_scan;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod sse;

@@ -19,6 +19,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use crate::adapter::encoding::base64;
 use crate::adapter::{BuildError, Protocol, Target, ids, pb};
 use crate::catalog::{Capabilities, ModelInfo};
 
@@ -424,22 +425,6 @@ fn file_block(
         b.insert("title".into(), Value::from(f.filename.as_str()));
     }
     Ok(Some(b))
-}
-
-/// Standard base64 with padding (the API's `source.data`), kept local to avoid a dependency for one function.
-fn base64(data: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let byte = |k: usize| u32::from(chunk.get(k).copied().unwrap_or(0));
-        let n = (byte(0) << 16) | (byte(1) << 8) | byte(2);
-        let sextet = |shift: u32| char::from(ALPHABET[((n >> shift) & 63) as usize]);
-        out.push(sextet(18));
-        out.push(sextet(12));
-        out.push(if chunk.len() > 1 { sextet(6) } else { '=' });
-        out.push(if chunk.len() > 2 { sextet(0) } else { '=' });
-    }
-    out
 }
 
 fn tools(g: &pb::Generation) -> Result<Vec<Block>, BuildError> {
@@ -1555,21 +1540,5 @@ mod tests {
             error(&latin1, &uncached()).field,
             "generation.messages[0].parts[0].file"
         );
-    }
-
-    #[test]
-    fn base64_matches_rfc4648_vectors() {
-        for (input, expected) in [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-            ("fooba", "Zm9vYmE="),
-            ("foobar", "Zm9vYmFy"),
-        ] {
-            assert_eq!(base64(input.as_bytes()), expected);
-        }
-        assert_eq!(base64(&[0xfb, 0xff]), "+/8=");
     }
 }

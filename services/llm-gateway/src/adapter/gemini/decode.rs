@@ -12,6 +12,7 @@ use serde::de::IgnoredAny;
 use super::ReplayMetadata;
 use crate::adapter::Decoder;
 use crate::adapter::classify::{MAX_PROVIDER_BODY, classify, truncate};
+use crate::adapter::json_scan::{Cursor, decode_opt, once};
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::{Event, Finish, FinishReason, Usage};
 
@@ -26,7 +27,7 @@ use crate::event::{Event, Finish, FinishReason, Usage};
 /// because every response has its own id.
 ///
 /// Where thought signatures go is described in the module docs of [`super`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct GeminiDecoder {
     done: bool,
     response_id: String,
@@ -45,6 +46,27 @@ pub struct GeminiDecoder {
     block_reason: Option<String>,
     /// The latest `usageMetadata` (each chunk carries running totals), normalised.
     usage: Option<Usage>,
+    /// Try [`TextChunk::recognise`] before the full parse (off only in tests that compare the two paths).
+    fast: bool,
+}
+
+impl Default for GeminiDecoder {
+    fn default() -> Self {
+        GeminiDecoder {
+            done: false,
+            response_id: String::new(),
+            response_model: String::new(),
+            text: None,
+            text_blocks: 0,
+            reasoning: None,
+            reasoning_blocks: 0,
+            calls: 0,
+            finish_reason: None,
+            block_reason: None,
+            usage: None,
+            fast: true,
+        }
+    }
 }
 
 /// An open reasoning block.
@@ -59,6 +81,40 @@ impl GeminiDecoder {
     /// A decoder at the start of a stream.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A decoder that always takes the full parse, for tests comparing it with the fast path.
+    #[cfg(test)]
+    pub(super) fn without_fast_path() -> Self {
+        GeminiDecoder {
+            fast: false,
+            ..Self::default()
+        }
+    }
+
+    /// A chunk the fast path recognised: what [`chunk`](Self::chunk) does with the same chunk.
+    fn text_chunk(&mut self, chunk: TextChunk<'_>, out: &mut Vec<Event>) {
+        if self.response_id.is_empty()
+            && let Some(id) = chunk.response_id
+        {
+            self.response_id = id.into_owned();
+        }
+        if self.response_model.is_empty()
+            && let Some(model) = chunk.model_version
+        {
+            self.response_model = model.into_owned();
+        }
+        for part in chunk.parts.iter().take(chunk.len) {
+            let text = part.text.as_deref().unwrap_or_default();
+            if part.thought == Some(true) {
+                self.thought(text, None, out);
+            } else {
+                self.text(text, None, out);
+            }
+        }
+        if let Some(u) = &chunk.usage {
+            self.usage = Some(normalize_usage(u));
+        }
     }
 
     fn fail(&mut self, err: ProviderError, out: &mut Vec<Event>) {
@@ -357,6 +413,12 @@ impl Decoder for GeminiDecoder {
         if data.is_empty() {
             return;
         }
+        if self.fast
+            && let Some(fast) = TextChunk::recognise(data)
+        {
+            self.text_chunk(fast, out);
+            return;
+        }
         match serde_json::from_str::<Chunk<'_>>(data) {
             Ok(chunk) => self.chunk(chunk, data, out),
             Err(e) => self.malformed(&e, data, out),
@@ -421,6 +483,179 @@ impl Decoder for GeminiDecoder {
     fn restart(&self) -> Box<dyn Decoder> {
         Box::new(GeminiDecoder::new())
     }
+}
+
+// ---- Fast path -------------------------------------------------------------------------------------------------------
+
+/// Most parts a chunk may have for the fast path (Gemini sends one).
+const FAST_PARTS: usize = 4;
+
+/// The chunk almost every event of a stream is: one candidate whose parts are text or thought text without
+/// signatures, no finish reason, optional running usage
+/// (`{"candidates":[{"content":{"parts":[{"text":"…"}],"role":"model"},"index":0}],"usageMetadata":{…},…}`).
+///
+/// [`TextChunk::recognise`] reads it in one pass over the frame with the validating [`Cursor`], borrowing the
+/// strings; any other shape (function calls, thought signatures, a finish reason, prompt feedback, an error, a second
+/// candidate, a duplicate or escaped key, malformed JSON) is left to the full parse, which is what decides those
+/// cases. Fields the full parse ignores are skipped here too, after the same validation.
+#[derive(Debug, PartialEq)]
+struct TextChunk<'a> {
+    response_id: Option<Cow<'a, str>>,
+    model_version: Option<Cow<'a, str>>,
+    usage: Option<WireUsage>,
+    /// The first candidate's parts, `len` of them.
+    parts: [FastPart<'a>; FAST_PARTS],
+    len: usize,
+}
+
+#[derive(Debug, PartialEq)]
+struct FastPart<'a> {
+    text: Option<Cow<'a, str>>,
+    thought: Option<bool>,
+}
+
+impl<'a> TextChunk<'a> {
+    fn recognise(data: &'a str) -> Option<Self> {
+        let mut c = Cursor::new(data);
+        let mut chunk = TextChunk {
+            response_id: None,
+            model_version: None,
+            usage: None,
+            parts: [const {
+                FastPart {
+                    text: None,
+                    thought: None,
+                }
+            }; FAST_PARTS],
+            len: 0,
+        };
+        let mut seen = [false; 4];
+        c.object(|c, key| match key.plain()? {
+            "candidates" => {
+                once(&mut seen[0])?;
+                if c.take_null() {
+                    return Some(());
+                }
+                let mut n = 0;
+                c.array(|c| {
+                    n += 1;
+                    if n > 1 {
+                        return None;
+                    }
+                    text_candidate(c, &mut chunk)
+                })
+            }
+            "usageMetadata" => {
+                once(&mut seen[1])?;
+                if !c.take_null() {
+                    chunk.usage = Some(usage(c)?);
+                }
+                Some(())
+            }
+            "modelVersion" => {
+                once(&mut seen[2])?;
+                chunk.model_version = decode_opt(c)?;
+                Some(())
+            }
+            "responseId" => {
+                once(&mut seen[3])?;
+                chunk.response_id = decode_opt(c)?;
+                Some(())
+            }
+            "promptFeedback" | "error" => None,
+            _ => c.skip(),
+        })?;
+        c.at_end().then_some(chunk)
+    }
+}
+
+/// True if the fast path recognises `data` (for the tests that check it is really taken).
+#[cfg(test)]
+pub(super) fn fast_path_takes(data: &str) -> bool {
+    TextChunk::recognise(data.trim()).is_some()
+}
+
+/// The single candidate: index 0 (or none), no finish reason, its parts into `chunk`.
+fn text_candidate<'a>(c: &mut Cursor<'a>, chunk: &mut TextChunk<'a>) -> Option<()> {
+    let mut seen = [false; 3];
+    c.object(|c, key| match key.plain()? {
+        "content" => {
+            once(&mut seen[0])?;
+            if c.take_null() {
+                return Some(());
+            }
+            let mut parts = false;
+            c.object(|c, key| match key.plain()? {
+                "parts" => {
+                    once(&mut parts)?;
+                    if c.take_null() {
+                        return Some(());
+                    }
+                    c.array(|c| {
+                        let slot = chunk.parts.get_mut(chunk.len)?;
+                        chunk.len += 1;
+                        text_part(c, slot)
+                    })
+                }
+                _ => c.skip(),
+            })
+        }
+        "finishReason" => {
+            once(&mut seen[1])?;
+            c.null()
+        }
+        "index" => {
+            once(&mut seen[2])?;
+            // Another index makes the full parse skip the candidate; rare enough to leave to it.
+            (c.opt_u64()?.unwrap_or(0) == 0).then_some(())
+        }
+        _ => c.skip(),
+    })
+}
+
+/// A text or thought part without a signature or a function call.
+fn text_part<'a>(c: &mut Cursor<'a>, part: &mut FastPart<'a>) -> Option<()> {
+    let (mut text, mut thought) = (false, false);
+    c.object(|c, key| match key.plain()? {
+        "text" => {
+            once(&mut text)?;
+            part.text = decode_opt(c)?;
+            Some(())
+        }
+        "thought" => {
+            once(&mut thought)?;
+            part.thought = c.opt_bool()?;
+            Some(())
+        }
+        "thoughtSignature" | "functionCall" => None,
+        _ => c.skip(),
+    })
+}
+
+/// `usageMetadata`: the counts the decoder reads, each a plain integer or null.
+fn usage(c: &mut Cursor<'_>) -> Option<WireUsage> {
+    let mut u = WireUsage {
+        prompt_token_count: None,
+        cached_content_token_count: None,
+        candidates_token_count: None,
+        thoughts_token_count: None,
+        tool_use_prompt_token_count: None,
+    };
+    let mut seen = [false; 5];
+    c.object(|c, key| {
+        let (slot, field) = match key.plain()? {
+            "promptTokenCount" => (0, &mut u.prompt_token_count),
+            "cachedContentTokenCount" => (1, &mut u.cached_content_token_count),
+            "candidatesTokenCount" => (2, &mut u.candidates_token_count),
+            "thoughtsTokenCount" => (3, &mut u.thoughts_token_count),
+            "toolUsePromptTokenCount" => (4, &mut u.tool_use_prompt_token_count),
+            _ => return c.skip(),
+        };
+        once(&mut seen[slot])?;
+        *field = c.opt_u64()?;
+        Some(())
+    })?;
+    Some(u)
 }
 
 // ---- Wire types ----------------------------------------------------------------------------------------------------
@@ -491,7 +726,7 @@ struct PromptFeedback<'a> {
     block_reason: Option<Cow<'a, str>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WireUsage {
     #[serde(default)]

@@ -24,6 +24,8 @@
 //!   signed part has no text, the signature joins that block instead.
 
 mod decode;
+#[cfg(test)]
+mod fast_tests;
 mod request;
 #[cfg(test)]
 mod request_tests;

@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::{ReplayMetadata, SKIP_THOUGHT_SIGNATURE, schema};
+use crate::adapter::encoding::base64;
 use crate::adapter::{BuildError, HttpRequest, Protocol, Target, pb};
 use crate::catalog::ModelInfo;
 
@@ -544,22 +545,6 @@ fn sign_first_call(turn: &mut Turn) {
             .entry("thoughtSignature")
             .or_insert_with(|| Value::from(SKIP_THOUGHT_SIGNATURE));
     }
-}
-
-/// Standard base64 with padding (`inlineData.data`), kept local to avoid a dependency for one function.
-fn base64(data: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let byte = |k: usize| u32::from(chunk.get(k).copied().unwrap_or(0));
-        let n = (byte(0) << 16) | (byte(1) << 8) | byte(2);
-        let sextet = |shift: u32| char::from(ALPHABET[((n >> shift) & 63) as usize]);
-        out.push(sextet(18));
-        out.push(sextet(12));
-        out.push(if chunk.len() > 1 { sextet(6) } else { '=' });
-        out.push(if chunk.len() > 2 { sextet(0) } else { '=' });
-    }
-    out
 }
 
 /// Gemini's function-name rule (provider-protocols.md §6.2): a letter or `_` first, then `[A-Za-z0-9_.:-]`.

@@ -12,6 +12,7 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::super::Decoder;
 use super::super::classify::classify;
+use super::super::json_scan::{Cursor, decode_opt, once};
 use super::super::strict::StrictTools;
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::{Event, Finish, FinishReason, Usage};
@@ -27,7 +28,7 @@ pub(super) const REPLAY_METADATA: &str = "{}";
 /// Text is one block (`text-0`). Reasoning is a block (`reasoning-N`) that closes as soon as text or a tool call
 /// starts. Tool calls are tracked per `index` and finalized only at the end of the stream, never because their
 /// arguments already parse as JSON (provider-protocols.md §5).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ChatDecoder {
     done: bool,
     response_id: String,
@@ -45,6 +46,8 @@ pub struct ChatDecoder {
     usage: Option<Usage>,
     /// The tools the request sent in strict mode, whose final arguments lose the nulls strict mode added.
     strict: StrictTools,
+    /// Try [`TextChunk::recognise`] before the full parse (off only in tests that compare the two paths).
+    fast: bool,
 }
 
 /// One tool call being streamed.
@@ -62,10 +65,56 @@ struct ToolState {
     synthetic_id: bool,
 }
 
+impl Default for ChatDecoder {
+    fn default() -> Self {
+        ChatDecoder {
+            done: false,
+            response_id: String::new(),
+            response_model: String::new(),
+            text: None,
+            text_blocks: 0,
+            reasoning: None,
+            reasoning_blocks: 0,
+            tools: Vec::new(),
+            finish_reason: None,
+            usage: None,
+            strict: StrictTools::default(),
+            fast: true,
+        }
+    }
+}
+
 impl ChatDecoder {
     /// A decoder at the start of a stream.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A decoder that always takes the full parse, for tests comparing it with the fast path.
+    #[cfg(test)]
+    pub(super) fn without_fast_path() -> Self {
+        ChatDecoder {
+            fast: false,
+            ..Self::default()
+        }
+    }
+
+    /// A chunk the fast path recognised: what the full parse would do with the same chunk (the first non-empty id
+    /// and model are kept, the text is appended).
+    fn text_chunk(&mut self, chunk: TextChunk<'_>, out: &mut Vec<Event>) {
+        if self.response_id.is_empty()
+            && let Some(id) = chunk.id
+        {
+            self.response_id = id.into_owned();
+        }
+        if self.response_model.is_empty()
+            && let Some(model) = chunk.model
+        {
+            self.response_model = model.into_owned();
+        }
+        if let Some(text) = chunk.content {
+            self.text_delta(text, out);
+        }
     }
 
     /// A decoder for a request that sent `strict` tools in strict mode (see [`StrictTools::clean`]).
@@ -416,6 +465,12 @@ impl Decoder for ChatDecoder {
             self.fail(classify(None, None, data), out);
             return;
         }
+        if self.fast
+            && let Some(fast) = TextChunk::recognise(data)
+        {
+            self.text_chunk(fast, out);
+            return;
+        }
         let chunk: Chunk<'_> = match serde_json::from_str(data) {
             Ok(chunk) => chunk,
             Err(e) => return self.fail(malformed(&e, data), out),
@@ -482,6 +537,130 @@ impl Decoder for ChatDecoder {
     fn restart(&self) -> Box<dyn Decoder> {
         Box::new(ChatDecoder::with_strict(self.strict.clone()))
     }
+}
+
+// ---- Fast path -------------------------------------------------------------------------------------------------------
+
+/// The chunk almost every event of a stream is: one choice whose delta is only text, no finish reason, no usage
+/// (`{"id":…,"model":…,"choices":[{"index":0,"delta":{"content":"…"},"finish_reason":null}],"usage":null,…}`).
+///
+/// [`TextChunk::recognise`] reads it in one pass over the frame with the validating [`Cursor`], borrowing the
+/// strings; any other shape (reasoning, tool calls, a refusal, a finish reason, usage, an error, a second choice, a
+/// duplicate or escaped key, malformed JSON) is left to the full parse, which is what decides those cases. Fields the
+/// full parse ignores are skipped here too, after the same validation.
+#[derive(Debug, PartialEq)]
+struct TextChunk<'a> {
+    id: Option<Cow<'a, str>>,
+    model: Option<Cow<'a, str>>,
+    /// The delta's text, if it had a `content` string.
+    content: Option<Cow<'a, str>>,
+}
+
+impl<'a> TextChunk<'a> {
+    fn recognise(data: &'a str) -> Option<Self> {
+        let mut c = Cursor::new(data);
+        let mut chunk = TextChunk {
+            id: None,
+            model: None,
+            content: None,
+        };
+        let (mut id, mut model, mut choices, mut usage) = (false, false, false, false);
+        c.object(|c, key| {
+            match key.plain()? {
+                "id" => {
+                    once(&mut id)?;
+                    chunk.id = decode_opt(c)?;
+                }
+                "model" => {
+                    once(&mut model)?;
+                    chunk.model = decode_opt(c)?;
+                }
+                "choices" => {
+                    once(&mut choices)?;
+                    let mut n = 0;
+                    c.array(|c| {
+                        n += 1;
+                        if n > 1 {
+                            return None;
+                        }
+                        chunk.content = text_choice(c)?;
+                        Some(())
+                    })?;
+                }
+                "usage" => {
+                    once(&mut usage)?;
+                    c.null()?;
+                }
+                "error" => return None,
+                _ => c.skip()?,
+            }
+            Some(())
+        })?;
+        c.at_end().then_some(chunk)
+    }
+}
+
+/// True if the fast path recognises `data` (for the tests that check it is really taken).
+#[cfg(test)]
+pub(super) fn fast_path_takes(data: &str) -> bool {
+    TextChunk::recognise(data.trim()).is_some()
+}
+
+/// The single choice of a text chunk: index 0 (or none), a delta with only `content` (and fields the full parse
+/// ignores, or nulls), no finish reason. Returns the content.
+fn text_choice<'a>(c: &mut Cursor<'a>) -> Option<Option<Cow<'a, str>>> {
+    let mut content = None;
+    let (mut index, mut delta, mut finish) = (false, false, false);
+    c.object(|c, key| {
+        match key.plain()? {
+            "index" => {
+                once(&mut index)?;
+                // Another index makes the full parse skip the choice; rare enough to leave to it.
+                if c.opt_u64()?.unwrap_or(0) != 0 {
+                    return None;
+                }
+            }
+            "delta" => {
+                once(&mut delta)?;
+                if !c.take_null() {
+                    content = text_delta(c)?;
+                }
+            }
+            "finish_reason" => {
+                once(&mut finish)?;
+                c.null()?;
+            }
+            _ => c.skip()?,
+        }
+        Some(())
+    })?;
+    Some(content)
+}
+
+/// A delta object whose only meaningful field is `content` (a string or null); the other fields the full parse
+/// reads must be absent or null.
+fn text_delta<'a>(c: &mut Cursor<'a>) -> Option<Option<Cow<'a, str>>> {
+    let mut content = None;
+    let mut seen = [false; 6];
+    c.object(|c, key| {
+        let slot = match key.plain()? {
+            "content" => 0,
+            "reasoning_content" => 1,
+            "reasoning" => 2,
+            "reasoning_details" => 3,
+            "refusal" => 4,
+            "tool_calls" => 5,
+            _ => return c.skip(),
+        };
+        once(&mut seen[slot])?;
+        if slot == 0 {
+            content = decode_opt(c)?;
+            Some(())
+        } else {
+            c.null()
+        }
+    })?;
+    Some(content)
 }
 
 // ---- Wire types ----------------------------------------------------------------------------------------------------

@@ -13,6 +13,8 @@
 //!   protocol and model that produced it, which replay is keyed on.
 
 mod decode;
+#[cfg(test)]
+mod fast_tests;
 mod request;
 #[cfg(test)]
 mod stream_tests;

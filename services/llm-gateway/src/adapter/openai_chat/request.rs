@@ -4,6 +4,7 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value, json};
 
+use super::super::encoding::OpenAiFile;
 use super::super::{BuildError, HttpRequest, Protocol, Target, ids, pb, strict};
 use crate::catalog::{Capabilities, ModelInfo, ReasoningReplay, ToolCallIds};
 use pb::part::Kind;
@@ -192,90 +193,21 @@ fn user_message(i: usize, m: &pb::Message) -> Result<Option<Value>, BuildError> 
 /// An image becomes an `image_url` part (inline data URL or the caller's https URL); any other file a `file` part
 /// with inline base64 data, the only form Chat Completions takes besides an uploaded file id.
 fn file_part(i: usize, j: usize, f: &pb::FilePart) -> Result<Value, BuildError> {
-    use pb::file_part::Source;
-
-    let media_type = if f.media_type.is_empty() {
-        "application/octet-stream"
-    } else {
-        f.media_type.as_str()
-    };
-    let is_image = media_type
-        .get(..6)
-        .is_some_and(|p| p.eq_ignore_ascii_case("image/"));
-
-    match &f.source {
-        Some(Source::Url(url)) if is_image => {
-            Ok(json!({ "type": "image_url", "image_url": { "url": url } }))
+    Ok(match OpenAiFile::of(i, j, f)? {
+        OpenAiFile::ImageUrl(url) => json!({ "type": "image_url", "image_url": { "url": url } }),
+        OpenAiFile::ImageData(url) => json!({ "type": "image_url", "image_url": { "url": url } }),
+        // OpenAI needs a filename with inline file data; `OpenAiFile` invents a stable one from the part position.
+        OpenAiFile::FileData { filename, data_url } => json!({
+            "type": "file",
+            "file": { "filename": filename, "file_data": data_url },
+        }),
+        OpenAiFile::FileUrl { .. } => {
+            return Err(BuildError::new(
+                format!("{}.file.url", part_field(i, j)),
+                "OpenAI Chat Completions takes non-image files only as inline data, not by URL",
+            ));
         }
-        Some(Source::Data(data)) if is_image => Ok(json!({
-            "type": "image_url",
-            "image_url": { "url": data_url(media_type, data) },
-        })),
-        Some(Source::Data(data)) => {
-            // OpenAI needs a filename with inline file data; invent a stable one from the part position.
-            let filename = if f.filename.is_empty() {
-                default_filename(j, media_type)
-            } else {
-                f.filename.clone()
-            };
-            Ok(json!({
-                "type": "file",
-                "file": { "filename": filename, "file_data": data_url(media_type, data) },
-            }))
-        }
-        Some(Source::Url(_)) => Err(BuildError::new(
-            format!("{}.file.url", part_field(i, j)),
-            "OpenAI Chat Completions takes non-image files only as inline data, not by URL",
-        )),
-        None => Err(BuildError::new(
-            format!("{}.file", part_field(i, j)),
-            "a file part needs data or a url",
-        )),
-    }
-}
-
-/// `part-<j>.<ext>`, e.g. `part-2.pdf`: a stable name from the part position and a usual extension for the type.
-fn default_filename(j: usize, media_type: &str) -> String {
-    let subtype = media_type
-        .split_once('/')
-        .map_or("", |(_, s)| s)
-        .split([';', '+'])
-        .next()
-        .unwrap_or("")
-        .trim();
-    let ext = match subtype {
-        "plain" => "txt",
-        "markdown" => "md",
-        "javascript" => "js",
-        s if !s.is_empty() && s.len() <= 5 && s.chars().all(|c| c.is_ascii_alphanumeric()) => s,
-        _ => "bin",
-    };
-    format!("part-{j}.{ext}")
-}
-
-/// `data:<media type>;base64,<data>`.
-fn data_url(media_type: &str, data: &[u8]) -> String {
-    let mut out = String::with_capacity(media_type.len() + 13 + data.len().div_ceil(3) * 4);
-    out.push_str("data:");
-    out.push_str(media_type);
-    out.push_str(";base64,");
-    base64_into(&mut out, data);
-    out
-}
-
-/// Standard base64 with padding (RFC 4648 §4). Written here rather than pulled in as a crate: it is the only use.
-fn base64_into(out: &mut String, data: &[u8]) {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let sextet = |n: u32, shift: u32| char::from(ALPHABET[((n >> shift) & 63) as usize]);
-    for chunk in data.chunks(3) {
-        let b1 = chunk.get(1).copied().unwrap_or(0);
-        let b2 = chunk.get(2).copied().unwrap_or(0);
-        let n = (u32::from(chunk[0]) << 16) | (u32::from(b1) << 8) | u32::from(b2);
-        out.push(sextet(n, 18));
-        out.push(sextet(n, 12));
-        out.push(if chunk.len() > 1 { sextet(n, 6) } else { '=' });
-        out.push(if chunk.len() > 2 { sextet(n, 0) } else { '=' });
-    }
+    })
 }
 
 /// An assistant turn: text joined as `content` (`null` when there is only tool calls, which OpenAI accepts), then

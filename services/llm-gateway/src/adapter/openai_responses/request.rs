@@ -13,10 +13,10 @@
 use serde_json::{Map, Value, json};
 
 use super::ReasoningMetadata;
+use crate::adapter::encoding::OpenAiFile;
 use crate::adapter::{BuildError, HttpRequest, Protocol, Target, pb, strict};
 use crate::catalog::ModelInfo;
 
-use pb::file_part::Source;
 use pb::part::Kind;
 
 /// Body keys the gateway sets itself; `provider_options_json` may not override them. `store` is among them because
@@ -159,94 +159,24 @@ fn user_item(i: usize, m: &pb::Message) -> Result<Option<Value>, BuildError> {
 /// An image becomes `input_image` (inline data URL or the caller's URL); any other file `input_file`, inline with a
 /// filename (which the API requires alongside `file_data`) or by `file_url`.
 fn file_part(i: usize, j: usize, f: &pb::FilePart) -> Result<Value, BuildError> {
-    let media_type = if f.media_type.is_empty() {
-        "application/octet-stream"
-    } else {
-        f.media_type.as_str()
-    };
-    let is_image = media_type
-        .get(..6)
-        .is_some_and(|p| p.eq_ignore_ascii_case("image/"));
-
-    match &f.source {
-        Some(Source::Url(url)) if is_image => {
-            Ok(json!({ "type": "input_image", "image_url": url }))
-        }
-        Some(Source::Data(data)) if is_image => Ok(json!({
-            "type": "input_image",
-            "image_url": data_url(media_type, data),
-        })),
-        Some(Source::Data(data)) => {
-            let filename = if f.filename.is_empty() {
-                default_filename(j, media_type)
-            } else {
-                f.filename.clone()
-            };
-            Ok(json!({
-                "type": "input_file",
-                "filename": filename,
-                "file_data": data_url(media_type, data),
-            }))
-        }
-        Some(Source::Url(url)) => {
+    Ok(match OpenAiFile::of(i, j, f)? {
+        OpenAiFile::ImageUrl(url) => json!({ "type": "input_image", "image_url": url }),
+        OpenAiFile::ImageData(url) => json!({ "type": "input_image", "image_url": url }),
+        OpenAiFile::FileData { filename, data_url } => json!({
+            "type": "input_file",
+            "filename": filename,
+            "file_data": data_url,
+        }),
+        OpenAiFile::FileUrl { filename, url } => {
             let mut part = Map::new();
             part.insert("type".into(), Value::from("input_file"));
-            if !f.filename.is_empty() {
-                part.insert("filename".into(), Value::from(f.filename.as_str()));
+            if !filename.is_empty() {
+                part.insert("filename".into(), Value::from(filename));
             }
-            part.insert("file_url".into(), Value::from(url.as_str()));
-            Ok(Value::Object(part))
+            part.insert("file_url".into(), Value::from(url));
+            Value::Object(part)
         }
-        None => Err(BuildError::new(
-            format!("{}.file", part_field(i, j)),
-            "a file part needs data or a url",
-        )),
-    }
-}
-
-/// `part-<j>.<ext>`, e.g. `part-2.pdf`: a stable name from the part position and a usual extension for the type.
-fn default_filename(j: usize, media_type: &str) -> String {
-    let subtype = media_type
-        .split_once('/')
-        .map_or("", |(_, s)| s)
-        .split([';', '+'])
-        .next()
-        .unwrap_or("")
-        .trim();
-    let ext = match subtype {
-        "plain" => "txt",
-        "markdown" => "md",
-        "javascript" => "js",
-        s if !s.is_empty() && s.len() <= 5 && s.chars().all(|c| c.is_ascii_alphanumeric()) => s,
-        _ => "bin",
-    };
-    format!("part-{j}.{ext}")
-}
-
-/// `data:<media type>;base64,<data>`.
-fn data_url(media_type: &str, data: &[u8]) -> String {
-    let mut out = String::with_capacity(media_type.len() + 13 + data.len().div_ceil(3) * 4);
-    out.push_str("data:");
-    out.push_str(media_type);
-    out.push_str(";base64,");
-    base64_into(&mut out, data);
-    out
-}
-
-/// Standard base64 with padding (RFC 4648 §4). The other adapters keep theirs private, and a crate for a dozen lines
-/// is not worth the dependency.
-fn base64_into(out: &mut String, data: &[u8]) {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let sextet = |n: u32, shift: u32| char::from(ALPHABET[((n >> shift) & 63) as usize]);
-    for chunk in data.chunks(3) {
-        let b1 = chunk.get(1).copied().unwrap_or(0);
-        let b2 = chunk.get(2).copied().unwrap_or(0);
-        let n = (u32::from(chunk[0]) << 16) | (u32::from(b1) << 8) | u32::from(b2);
-        out.push(sextet(n, 18));
-        out.push(sextet(n, 12));
-        out.push(if chunk.len() > 1 { sextet(n, 6) } else { '=' });
-        out.push(if chunk.len() > 2 { sextet(n, 0) } else { '=' });
-    }
+    })
 }
 
 /// An assistant turn becomes several items, in the turn's order: text runs as `message` items, replayable reasoning

@@ -1,0 +1,202 @@
+//! Encodings the request builders share: standard base64, `data:` URLs, and how the two OpenAI protocols (Chat
+//! Completions and Responses) classify a file part before each writes it in its own JSON shape.
+
+use super::{BuildError, pb};
+use pb::file_part::Source;
+
+/// Standard base64 with padding (RFC 4648 §4): Anthropic's `source.data`, Gemini's `inlineData.data`, and the payload
+/// of a data URL. Written here rather than pulled in as a crate: a dozen lines.
+pub(crate) fn base64(data: &[u8]) -> String {
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    base64_into(&mut out, data);
+    out
+}
+
+/// [`base64`], appended to `out`.
+pub(crate) fn base64_into(out: &mut String, data: &[u8]) {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for chunk in data.chunks(3) {
+        let byte = |k: usize| u32::from(chunk.get(k).copied().unwrap_or(0));
+        let n = (byte(0) << 16) | (byte(1) << 8) | byte(2);
+        let sextet = |shift: u32| char::from(ALPHABET[((n >> shift) & 63) as usize]);
+        out.push(sextet(18));
+        out.push(sextet(12));
+        out.push(if chunk.len() > 1 { sextet(6) } else { '=' });
+        out.push(if chunk.len() > 2 { sextet(0) } else { '=' });
+    }
+}
+
+/// `data:<media type>;base64,<data>`.
+pub(crate) fn data_url(media_type: &str, data: &[u8]) -> String {
+    let mut out = String::with_capacity(media_type.len() + 13 + data.len().div_ceil(3) * 4);
+    out.push_str("data:");
+    out.push_str(media_type);
+    out.push_str(";base64,");
+    base64_into(&mut out, data);
+    out
+}
+
+/// `part-<j>.<ext>`, e.g. `part-2.pdf`: a stable name from the part position and a usual extension for the type.
+pub(crate) fn default_filename(j: usize, media_type: &str) -> String {
+    let subtype = media_type
+        .split_once('/')
+        .map_or("", |(_, s)| s)
+        .split([';', '+'])
+        .next()
+        .unwrap_or("")
+        .trim();
+    let ext = match subtype {
+        "plain" => "txt",
+        "markdown" => "md",
+        "javascript" => "js",
+        s if !s.is_empty() && s.len() <= 5 && s.chars().all(|c| c.is_ascii_alphanumeric()) => s,
+        _ => "bin",
+    };
+    format!("part-{j}.{ext}")
+}
+
+/// A file part as both OpenAI protocols see it, before each writes its own JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OpenAiFile<'a> {
+    /// An image by the caller's URL.
+    ImageUrl(&'a str),
+    /// An image as inline data: its data URL.
+    ImageData(String),
+    /// Any other file as inline data: a filename (the caller's, or [`default_filename`]; OpenAI requires one) and
+    /// the data URL.
+    FileData {
+        /// The file name to send.
+        filename: String,
+        /// `data:<media type>;base64,…`.
+        data_url: String,
+    },
+    /// Any other file by URL, with the caller's filename if any (Chat Completions refuses this form).
+    FileUrl {
+        /// The caller's file name, possibly empty.
+        filename: &'a str,
+        /// The URL.
+        url: &'a str,
+    },
+}
+
+impl<'a> OpenAiFile<'a> {
+    /// Classifies `f`, part `j` of message `i` (an empty media type is `application/octet-stream`); a part without
+    /// data or URL is an error naming `…parts[j].file`.
+    pub(crate) fn of(i: usize, j: usize, f: &'a pb::FilePart) -> Result<Self, BuildError> {
+        let media_type = if f.media_type.is_empty() {
+            "application/octet-stream"
+        } else {
+            f.media_type.as_str()
+        };
+        let is_image = media_type
+            .get(..6)
+            .is_some_and(|p| p.eq_ignore_ascii_case("image/"));
+        Ok(match &f.source {
+            Some(Source::Url(url)) if is_image => OpenAiFile::ImageUrl(url),
+            Some(Source::Data(data)) if is_image => {
+                OpenAiFile::ImageData(data_url(media_type, data))
+            }
+            Some(Source::Data(data)) => OpenAiFile::FileData {
+                filename: if f.filename.is_empty() {
+                    default_filename(j, media_type)
+                } else {
+                    f.filename.clone()
+                },
+                data_url: data_url(media_type, data),
+            },
+            Some(Source::Url(url)) => OpenAiFile::FileUrl {
+                filename: &f.filename,
+                url,
+            },
+            None => {
+                return Err(BuildError::new(
+                    format!("generation.messages[{i}].parts[{j}].file"),
+                    "a file part needs data or a url",
+                ));
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_rfc4648_vectors() {
+        for (input, expected) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(input.as_bytes()), expected);
+        }
+        assert_eq!(base64(&[0xfb, 0xff]), "+/8=");
+        let mut out = String::from("x");
+        base64_into(&mut out, &[0xfb, 0xff, 0xbf]);
+        assert_eq!(out, "x+/+/");
+    }
+
+    #[test]
+    fn data_urls_and_default_filenames() {
+        assert_eq!(data_url("image/png", b"foo"), "data:image/png;base64,Zm9v");
+        assert_eq!(default_filename(2, "application/pdf"), "part-2.pdf");
+        assert_eq!(
+            default_filename(0, "text/plain; charset=utf-8"),
+            "part-0.txt"
+        );
+        assert_eq!(
+            default_filename(1, "application/vnd.ms-excel"),
+            "part-1.bin"
+        );
+        assert_eq!(default_filename(3, "image/svg+xml"), "part-3.svg");
+    }
+
+    #[test]
+    fn openai_files_are_classified_by_media_type_and_source() {
+        let file = |media: &str, name: &str, source| pb::FilePart {
+            media_type: media.into(),
+            filename: name.into(),
+            source: Some(source),
+        };
+        let png = file("IMAGE/png", "", Source::Data(b"foo".to_vec()));
+        assert_eq!(
+            OpenAiFile::of(0, 0, &png).unwrap(),
+            OpenAiFile::ImageData("data:IMAGE/png;base64,Zm9v".into())
+        );
+        let url = file("image/png", "", Source::Url("https://x/y.png".into()));
+        assert_eq!(
+            OpenAiFile::of(0, 0, &url).unwrap(),
+            OpenAiFile::ImageUrl("https://x/y.png")
+        );
+        let pdf = file("application/pdf", "", Source::Data(b"fo".to_vec()));
+        assert_eq!(
+            OpenAiFile::of(0, 4, &pdf).unwrap(),
+            OpenAiFile::FileData {
+                filename: "part-4.pdf".into(),
+                data_url: "data:application/pdf;base64,Zm8=".into()
+            }
+        );
+        let bare = file("", "a.bin", Source::Url("https://x/a".into()));
+        assert_eq!(
+            OpenAiFile::of(0, 0, &bare).unwrap(),
+            OpenAiFile::FileUrl {
+                filename: "a.bin",
+                url: "https://x/a"
+            }
+        );
+        let none = pb::FilePart {
+            source: None,
+            ..pdf.clone()
+        };
+        assert_eq!(
+            OpenAiFile::of(1, 2, &none).unwrap_err().field,
+            "generation.messages[1].parts[2].file"
+        );
+    }
+}

@@ -1,0 +1,677 @@
+//! A validating JSON cursor for the decoders' fast paths.
+//!
+//! The OpenAI Chat and Gemini decoders recognise their most common chunk (one text delta) with this cursor instead of
+//! building the whole envelope through serde: it walks the frame once, borrows the few strings it needs and skips the
+//! rest. It is a *recogniser*, never the only parser: every method returns `None` as soon as anything is not exactly
+//! what it expects (an unknown shape, an escaped key, a duplicate field, a number it does not parse, malformed JSON),
+//! and the decoder then parses the frame the ordinary way, so the ordinary path decides every unusual case, including
+//! the error a malformed frame becomes.
+//!
+//! What it accepts it must validate at least as strictly as `serde_json`, so that a frame accepted here would have
+//! been accepted there too: strings reject control characters and invalid escapes, numbers follow the JSON grammar,
+//! literals are exact, nesting is bounded, and nothing but whitespace may follow the value.
+
+use std::borrow::Cow;
+
+/// Deepest nesting a skipped value may have (`serde_json` allows 128; deeper values take the ordinary path).
+const MAX_DEPTH: u32 = 64;
+
+/// `0x0101…01`: one in every byte of a word, for the word-at-a-time scans.
+const ONES: u64 = u64::from_le_bytes([1; 8]);
+/// `0x8080…80`: the top bit of every byte.
+const HIGHS: u64 = ONES << 7;
+
+/// A JSON string as it stands in the frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RawStr<'a> {
+    /// The string with its quotes.
+    quoted: &'a str,
+    /// It contains at least one escape.
+    escaped: bool,
+}
+
+impl<'a> RawStr<'a> {
+    /// The text between the quotes, undecoded.
+    fn raw(&self) -> &'a str {
+        self.quoted
+            .get(1..self.quoted.len().saturating_sub(1))
+            .unwrap_or_default()
+    }
+
+    /// The text of a string without escapes (object keys): `None` for an escaped one, which the fast path leaves to
+    /// serde.
+    pub(crate) fn plain(&self) -> Option<&'a str> {
+        (!self.escaped).then(|| self.raw())
+    }
+
+    /// The decoded text: borrowed from the frame when it has no escapes, else decoded by `serde_json` itself, so
+    /// escapes, `\u` sequences and surrogate pairs mean exactly what they mean on the ordinary path. `None` when
+    /// `serde_json` rejects the string (e.g. a lone surrogate).
+    pub(crate) fn decode(&self) -> Option<Cow<'a, str>> {
+        if self.escaped {
+            serde_json::from_str::<String>(self.quoted)
+                .ok()
+                .map(Cow::Owned)
+        } else {
+            Some(Cow::Borrowed(self.raw()))
+        }
+    }
+}
+
+/// A position in a JSON text.
+#[derive(Debug)]
+pub(crate) struct Cursor<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    /// A cursor at the start of `text`.
+    pub(crate) fn new(text: &'a str) -> Self {
+        Cursor { text, pos: 0 }
+    }
+
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
+    /// Skips JSON whitespace and returns the next byte without consuming it.
+    fn peek(&mut self) -> Option<u8> {
+        let bytes = self.bytes();
+        while let Some(&b) = bytes.get(self.pos) {
+            if !matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+                return Some(b);
+            }
+            self.pos += 1;
+        }
+        None
+    }
+
+    /// Consumes `byte` (after whitespace) if it is next.
+    fn eat(&mut self, byte: u8) -> bool {
+        if self.peek() == Some(byte) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Consumes the literal `word` (`true`, `false`, `null`).
+    fn literal(&mut self, word: &str) -> Option<()> {
+        let end = self.pos + word.len();
+        if self.bytes().get(self.pos..end) == Some(word.as_bytes()) {
+            self.pos = end;
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// True once only whitespace is left.
+    pub(crate) fn at_end(&mut self) -> bool {
+        self.peek().is_none()
+    }
+
+    /// `null`, consumed.
+    pub(crate) fn null(&mut self) -> Option<()> {
+        (self.peek()? == b'n').then_some(())?;
+        self.literal("null")
+    }
+
+    /// True if the next value is `null`, which is then consumed.
+    pub(crate) fn take_null(&mut self) -> bool {
+        self.peek() == Some(b'n') && self.literal("null").is_some()
+    }
+
+    /// A string, or `null` as `None`.
+    pub(crate) fn opt_str(&mut self) -> Option<Option<RawStr<'a>>> {
+        if self.take_null() {
+            return Some(None);
+        }
+        self.string().map(Some)
+    }
+
+    /// A boolean, or `null` as `None`.
+    pub(crate) fn opt_bool(&mut self) -> Option<Option<bool>> {
+        match self.peek()? {
+            b'n' => self.literal("null").map(|()| None),
+            b't' => self.literal("true").map(|()| Some(true)),
+            b'f' => self.literal("false").map(|()| Some(false)),
+            _ => None,
+        }
+    }
+
+    /// A non-negative integer written as plain digits (no sign, fraction or exponent) that fits a `u64`, or `null`
+    /// as `None`. Anything else (including numbers `serde_json` would accept) is left to the ordinary path.
+    pub(crate) fn opt_u64(&mut self) -> Option<Option<u64>> {
+        if self.take_null() {
+            return Some(None);
+        }
+        let bytes = self.bytes();
+        let start = self.pos;
+        let mut value: u64 = 0;
+        while let Some(&b) = bytes.get(self.pos) {
+            if !b.is_ascii_digit() {
+                break;
+            }
+            value = value.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+            self.pos += 1;
+        }
+        let digits = self.pos - start;
+        // No digits, a leading zero, or a fraction or exponent: not a plain integer.
+        if digits == 0
+            || (digits > 1 && bytes.get(start) == Some(&b'0'))
+            || matches!(bytes.get(self.pos), Some(b'.' | b'e' | b'E'))
+        {
+            return None;
+        }
+        Some(Some(value))
+    }
+
+    /// A string token (after whitespace).
+    pub(crate) fn string(&mut self) -> Option<RawStr<'a>> {
+        if self.peek()? != b'"' {
+            return None;
+        }
+        let bytes = self.bytes();
+        let start = self.pos;
+        let mut i = start + 1;
+        let mut escaped = false;
+        loop {
+            i = skip_plain(bytes, i);
+            match *bytes.get(i)? {
+                b'"' => break,
+                b'\\' => {
+                    escaped = true;
+                    match *bytes.get(i + 1)? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
+                        b'u' => {
+                            let hex = bytes.get(i + 2..i + 6)?;
+                            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                                return None;
+                            }
+                            i += 6;
+                        }
+                        _ => return None,
+                    }
+                }
+                // A control character: invalid inside a JSON string.
+                _ => return None,
+            }
+        }
+        self.pos = i + 1;
+        Some(RawStr {
+            quoted: self.text.get(start..self.pos)?,
+            escaped,
+        })
+    }
+
+    /// Walks an object, calling `field` with each key; `field` must consume the value.
+    pub(crate) fn object(
+        &mut self,
+        mut field: impl FnMut(&mut Self, RawStr<'a>) -> Option<()>,
+    ) -> Option<()> {
+        if !self.eat(b'{') {
+            return None;
+        }
+        if self.eat(b'}') {
+            return Some(());
+        }
+        loop {
+            let key = self.string()?;
+            if !self.eat(b':') {
+                return None;
+            }
+            field(self, key)?;
+            if self.eat(b',') {
+                continue;
+            }
+            return self.eat(b'}').then_some(());
+        }
+    }
+
+    /// Walks an array, calling `element` for each element; `element` must consume it.
+    pub(crate) fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        if !self.eat(b'[') {
+            return None;
+        }
+        if self.eat(b']') {
+            return Some(());
+        }
+        loop {
+            element(self)?;
+            if self.eat(b',') {
+                continue;
+            }
+            return self.eat(b']').then_some(());
+        }
+    }
+
+    /// Skips any valid JSON value.
+    pub(crate) fn skip(&mut self) -> Option<()> {
+        self.skip_depth(0)
+    }
+
+    fn skip_depth(&mut self, depth: u32) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match self.peek()? {
+            b'"' => self.string().map(|_| ()),
+            b'{' => self.object(|c, _| c.skip_depth(depth + 1)),
+            b'[' => self.array(|c| c.skip_depth(depth + 1)),
+            b't' => self.literal("true"),
+            b'f' => self.literal("false"),
+            b'n' => self.literal("null"),
+            b'-' | b'0'..=b'9' => self.number(),
+            _ => None,
+        }
+    }
+
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`, as `serde_json` accepts it.
+    fn number(&mut self) -> Option<()> {
+        let bytes = self.bytes();
+        let mut i = self.pos;
+        if bytes.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        match bytes.get(i)? {
+            b'0' => i += 1,
+            b'1'..=b'9' => i = digits(bytes, i),
+            _ => return None,
+        }
+        if bytes.get(i) == Some(&b'.') {
+            let end = digits(bytes, i + 1);
+            if end == i + 1 {
+                return None;
+            }
+            i = end;
+        }
+        if matches!(bytes.get(i), Some(b'e' | b'E')) {
+            i += 1;
+            if matches!(bytes.get(i), Some(b'+' | b'-')) {
+                i += 1;
+            }
+            let end = digits(bytes, i);
+            if end == i {
+                return None;
+            }
+            i = end;
+        }
+        self.pos = i;
+        Some(())
+    }
+}
+
+/// Marks a field seen; `None` the second time (serde refuses duplicate fields, so a fast path must leave them to it).
+pub(crate) fn once(seen: &mut bool) -> Option<()> {
+    (!std::mem::replace(seen, true)).then_some(())
+}
+
+/// A string or `null` field, decoded (see [`RawStr::decode`]).
+pub(crate) fn decode_opt<'a>(c: &mut Cursor<'a>) -> Option<Option<Cow<'a, str>>> {
+    match c.opt_str()? {
+        Some(s) => Some(Some(s.decode()?)),
+        None => Some(None),
+    }
+}
+
+/// The index after the run of ASCII digits starting at `i`.
+fn digits(bytes: &[u8], mut i: usize) -> usize {
+    while bytes.get(i).is_some_and(u8::is_ascii_digit) {
+        i += 1;
+    }
+    i
+}
+
+/// The index of the first `"`, `\` or control character at or after `i` (or the length), eight bytes at a time.
+fn skip_plain(bytes: &[u8], mut i: usize) -> usize {
+    while let Some(word) = bytes.get(i..i + 8) {
+        let mut array = [0u8; 8];
+        array.copy_from_slice(word);
+        let w = u64::from_le_bytes(array);
+        let quote = w ^ (ONES * u64::from(b'"'));
+        let backslash = w ^ (ONES * u64::from(b'\\'));
+        // A byte below 0x20, or equal to one of the two (the usual "has zero byte" test on the xor): the lowest set
+        // bit marks the first such byte exactly; bits above it may be spurious and are never looked at.
+        let found = ((w.wrapping_sub(ONES * 0x20) & !w)
+            | (quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash))
+            & HIGHS;
+        if found != 0 {
+            return i + (found.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&b) = bytes.get(i) {
+        if b == b'"' || b == b'\\' || b < 0x20 {
+            return i;
+        }
+        i += 1;
+    }
+    i
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// True if the cursor accepts `text` as one JSON value followed by whitespace only.
+    fn skips(text: &str) -> bool {
+        let mut c = Cursor::new(text);
+        c.skip().is_some() && c.at_end()
+    }
+
+    #[test]
+    fn skips_valid_json() {
+        for text in [
+            r#"{"a":1,"b":[true,false,null],"c":{"d":"e\n\"\\\/\b\f\r\t\u00e9"}}"#,
+            " [ ] ",
+            "{}",
+            "-0.5e+10",
+            "0",
+            "12E3",
+            r#""😀 \ud83d\ude00""#,
+            "[[[[1]]]]",
+        ] {
+            assert!(skips(text), "{text}");
+        }
+    }
+
+    #[test]
+    fn rejects_what_serde_json_rejects() {
+        for text in [
+            r#"{"a":1,}"#,
+            "[1,]",
+            "01",
+            "-",
+            "1.",
+            "1e",
+            ".5",
+            "tru",
+            "nul",
+            r#""\x""#,
+            r#""\u12G4""#,
+            "\"a\u{1}b\"",
+            "\"unterminated",
+            r#"{"a" 1}"#,
+            r#"{a:1}"#,
+            "[1 2]",
+            "1 2",
+            "",
+        ] {
+            assert!(!skips(text), "{text:?}");
+            assert!(
+                serde_json::from_str::<serde_json::Value>(text).is_err(),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn nesting_is_bounded() {
+        let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        assert!(!skips(&deep));
+    }
+
+    #[test]
+    fn strings_decode_like_serde() {
+        let mut c = Cursor::new(r#""plain" "a\"b\u00e9\ud83d\ude00" "\ud800""#);
+        let plain = c.string().unwrap();
+        assert_eq!(plain.plain(), Some("plain"));
+        assert!(matches!(plain.decode(), Some(Cow::Borrowed("plain"))));
+        let escaped = c.string().unwrap();
+        assert_eq!(escaped.plain(), None);
+        assert_eq!(escaped.decode().unwrap(), "a\"bé😀");
+        // A lone surrogate: the escape is well-formed, but serde refuses the string, so the fast path must too.
+        let lone = c.string().unwrap();
+        assert_eq!(lone.decode(), None);
+    }
+
+    #[test]
+    fn integers_are_plain_digits_only() {
+        for (text, want) in [
+            ("0", Some(Some(0))),
+            ("null", Some(None)),
+            ("42", Some(Some(42))),
+            ("18446744073709551615", Some(Some(u64::MAX))),
+            ("18446744073709551616", None),
+            ("01", None),
+            ("-1", None),
+            ("1.0", None),
+            ("1e2", None),
+            ("\"1\"", None),
+        ] {
+            assert_eq!(Cursor::new(text).opt_u64(), want, "{text}");
+        }
+    }
+
+    /// Arbitrary JSON values, serialised with arbitrary spacing.
+    fn json_value() -> impl Strategy<Value = serde_json::Value> {
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::Bool),
+            any::<i64>().prop_map(|n| serde_json::json!(n)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| serde_json::json!(f)),
+            any::<String>().prop_map(serde_json::Value::String),
+        ];
+        leaf.prop_recursive(4, 32, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::Array),
+                prop::collection::vec((any::<String>(), inner), 0..6)
+                    .prop_map(|kv| serde_json::Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn skips_everything_serde_serialises(value in json_value(), pretty in any::<bool>()) {
+            let text = if pretty {
+                serde_json::to_string_pretty(&value).unwrap()
+            } else {
+                serde_json::to_string(&value).unwrap()
+            };
+            prop_assert!(skips(&text), "{}", text);
+        }
+
+        /// Whatever the cursor accepts, serde_json accepts too (the fast paths rely on it).
+        #[test]
+        fn accepts_nothing_serde_rejects(text in r#"[\[\]{}",:0-9a-z\\ .eE+-]{0,24}"#) {
+            if skips(&text) {
+                prop_assert!(serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok(), "{}", text);
+            }
+        }
+
+        #[test]
+        fn finds_the_same_string_end_as_a_byte_loop(body in "[a-z\"\\\\\u{1}é ]{0,40}") {
+            let bytes = body.as_bytes();
+            let want = bytes.iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20).unwrap_or(bytes.len());
+            prop_assert_eq!(skip_plain(bytes, 0), want);
+        }
+    }
+}
+
+/// Generators for the fast-path equivalence tests: JSON objects written the way providers write them, with the
+/// variations a fast path must get right or leave alone.
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+pub(crate) mod testgen {
+    use proptest::prelude::*;
+
+    /// A JSON string literal: plain, with every kind of escape, unicode, surrogate pairs, or a lone surrogate (which
+    /// serde refuses).
+    pub(crate) fn string() -> BoxedStrategy<String> {
+        prop_oneof![
+            4 => "[a-zA-Z0-9 ,.!?]{0,12}".prop_map(|s| format!("\"{s}\"")),
+            2 => any::<String>().prop_map(|s| serde_json::to_string(&s).unwrap()),
+            1 => Just(r#""line\nbreak \"quoted\" back\\slash \/ \t \b\f\r""#.to_string()),
+            1 => Just(r#""\u00e9t\u00E9 \ud83d\ude00 caf\u00e9""#.to_string()),
+            1 => Just("\"héllo wörld 😀 日本\"".to_string()),
+            1 => Just(r#""lone \ud800 surrogate""#.to_string()),
+            1 => Just(r#""\u0000""#.to_string()),
+            1 => Just(r#""""#.to_string()),
+        ]
+        .boxed()
+    }
+
+    /// Any JSON value, as text.
+    pub(crate) fn value() -> BoxedStrategy<String> {
+        let leaf = prop_oneof![
+            Just("null".to_string()),
+            Just("true".to_string()),
+            Just("false".to_string()),
+            any::<i32>().prop_map(|n| n.to_string()),
+            Just("1.5e3".to_string()),
+            Just("-0.25".to_string()),
+            string(),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4)
+                    .prop_map(|v| format!("[{}]", v.join(","))),
+                prop::collection::vec(("[a-z]{1,6}", inner), 0..4).prop_map(|kv| {
+                    let fields: Vec<String> = kv
+                        .into_iter()
+                        .map(|(k, v)| format!("\"{k}\":{v}"))
+                        .collect();
+                    format!("{{{}}}", fields.join(","))
+                }),
+            ]
+        })
+        .boxed()
+    }
+
+    /// Inter-token whitespace: none (OpenAI), one space (Gemini), or pretty-printing.
+    pub(crate) fn space() -> BoxedStrategy<&'static str> {
+        prop_oneof![6 => Just(""), 3 => Just(" "), 1 => Just("\n  "), 1 => Just("\r\n\t")].boxed()
+    }
+
+    /// A field: absent, or one of the given values (as JSON text).
+    pub(crate) fn field(
+        key: &'static str,
+        values: BoxedStrategy<String>,
+    ) -> BoxedStrategy<Option<(String, String)>> {
+        prop_oneof![1 => Just(None), 4 => values.prop_map(move |v| Some((key.to_string(), v)))]
+            .boxed()
+    }
+
+    /// A field that is usually absent (one that sends the chunk to the full parse).
+    pub(crate) fn rare(
+        key: &'static str,
+        values: BoxedStrategy<String>,
+    ) -> BoxedStrategy<Option<(String, String)>> {
+        prop_oneof![12 => Just(None), 1 => values.prop_map(move |v| Some((key.to_string(), v)))]
+            .boxed()
+    }
+
+    /// Writes an object from its fields, shuffled by `order`, with `sp` around the punctuation; `dup` repeats one
+    /// field (serde refuses duplicates of known fields).
+    pub(crate) fn object(
+        fields: Vec<Option<(String, String)>>,
+        order: &[usize],
+        sp: &str,
+        dup: bool,
+    ) -> String {
+        let mut fields: Vec<(String, String)> = fields.into_iter().flatten().collect();
+        if !fields.is_empty() {
+            for (i, &o) in order.iter().enumerate() {
+                let j = o % fields.len();
+                let i = i % fields.len();
+                fields.swap(i, j);
+            }
+            if dup {
+                let first = fields[0].clone();
+                fields.push(first);
+            }
+        }
+        let inner: Vec<String> = fields
+            .into_iter()
+            .map(|(k, v)| format!("{sp}\"{k}\"{sp}:{sp}{v}"))
+            .collect();
+        format!("{{{}{sp}}}", inner.join(","))
+    }
+
+    /// Feeds `frames` (then `end`) to a decoder that tries its fast path and to one that never does, and returns the
+    /// events; panics as soon as the two differ.
+    pub(crate) fn same_events(
+        mut fast: impl crate::adapter::Decoder,
+        mut slow: impl crate::adapter::Decoder,
+        frames: &[String],
+    ) -> Vec<crate::event::Event> {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for f in frames {
+            fast.frame("", f, &mut a);
+            slow.frame("", f, &mut b);
+            assert_eq!(a, b, "after frame {f}");
+        }
+        fast.end(&mut a);
+        slow.end(&mut b);
+        assert_eq!(a, b);
+        a
+    }
+
+    /// Asserts that between a tenth and nine tenths of the frames `strategy` generates are `taken` by a fast path,
+    /// so an equivalence test over them compares both paths, not only the fallback.
+    pub(crate) fn reaches_both_paths(strategy: BoxedStrategy<String>, taken: fn(&str) -> bool) {
+        use proptest::strategy::ValueTree;
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let total = 500;
+        let fast = (0..total)
+            .filter(|_| taken(&strategy.new_tree(&mut runner).unwrap().current()))
+            .count();
+        assert!(fast >= total / 10, "fast path taken {fast} of {total}");
+        assert!(
+            fast <= total * 9 / 10,
+            "fallback taken {} of {total}",
+            total - fast
+        );
+    }
+
+    /// Every `.sse` fixture of `protocol` in `shared/fake-provider/fixtures/`, by file name.
+    pub(crate) fn fixtures(protocol: &str) -> Vec<(String, String)> {
+        let dir = format!(
+            "{}/../../shared/fake-provider/fixtures/{protocol}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "sse") {
+                let name = path.file_name().unwrap().to_string_lossy().to_string();
+                out.push((name, std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+        out
+    }
+
+    /// The `data:` payloads of an SSE body whose frames are one line each (as in the fixtures).
+    pub(crate) fn data_lines(body: &str) -> Vec<String> {
+        body.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(|d| d.trim().to_string())
+            .collect()
+    }
+
+    /// Sometimes breaks the text: truncates it or inserts a stray byte, so the malformed path is compared too.
+    pub(crate) fn corrupt(text: String, how: u8, at: usize) -> String {
+        if text.is_empty() {
+            return text;
+        }
+        let mut at = at % text.len();
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        match how % 8 {
+            0 => text[..at].to_string(),
+            1 => format!("{}\u{1}{}", &text[..at], &text[at..]),
+            2 => format!("{},{}", &text[..at], &text[at..]),
+            _ => text,
+        }
+    }
+}
