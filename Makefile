@@ -3,7 +3,7 @@ CARGO ?= cargo
 TOOLS := .tools
 BUF := $(TOOLS)/node_modules/.bin/buf
 
-.PHONY: demo demo-gateway run test test-rust lint fmt clippy proto-lint deploy-lint build bench bench-full clean
+.PHONY: demo demo-gateway run test test-rust lint fmt clippy proto-lint deploy-lint build bench bench-full bench-processor bench-peers clean
 
 demo run:
 	./scripts/demo.sh
@@ -35,6 +35,17 @@ bench:
 
 bench-full:
 	./scripts/bench.sh full
+
+# The peers (LiteLLM's proxy, Portkey's gateway) installed into .tools/peers, then measured beside the gateway at
+# concurrency 1 and 100 in one load-generator run (docs/benchmarks.md, "Peers").
+bench-peers:
+	./scripts/peers.sh
+	./scripts/bench.sh peers
+
+# The processor benchmark alone (procbench: 200 and 500 concurrent sessions through session-processor + llm-gateway +
+# a private redis-server, which must be installed); `bench` and `bench-full` run a version of it too.
+bench-processor:
+	./scripts/bench.sh processor
 
 $(BUF):
 	mkdir -p $(TOOLS) && cd $(TOOLS) && npm install --silent --no-audit --no-fund --prefix . @bufbuild/buf@1.75.0

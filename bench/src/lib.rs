@@ -6,10 +6,15 @@
 //!   generator measures in the same run as the gateway, so every figure has its floor beside it.
 //! - [`stats`]: percentiles of latency samples.
 //! - [`procfs`]: RSS and CPU time of a process, read from `/proc`.
+//! - [`procs`]: starting the benchmarked processes on loopback; the machine's description.
+//! - [`redisinfo`]: Redis command counts (`INFO commandstats`).
 //!
-//! Binaries: `loadgen` (the load generator) and `floor-relay` (the floor as its own process).
+//! Binaries: `loadgen` (the load generator), `floor-relay` (the floor as its own process) and `procbench` (the
+//! processor benchmark: sessions through session-processor + llm-gateway + Redis).
 
 pub mod fixtures;
 pub mod floor;
 pub mod procfs;
+pub mod procs;
+pub mod redisinfo;
 pub mod stats;

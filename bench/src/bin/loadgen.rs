@@ -1,24 +1,29 @@
 //! `loadgen`: the load generator of docs/benchmarks.md.
 //!
 //! It starts three processes from the same build: the paced fake provider (`fake-provider --scenario paced`), the
-//! floor relay (`floor-relay`) and the gateway (`llm-gateway` with a temporary configuration), all on loopback. Then,
-//! for each concurrency C of the plan, it runs rounds of C concurrent workers for each path in turn (direct HTTP to
-//! the provider, through the floor, through the gateway; interleaved round by round so drift hits all three alike).
+//! floor relay (`floor-relay`) and the gateway (`llm-gateway` with a temporary configuration), all on loopback, and,
+//! when asked for with `--paths`, the peers installed by `scripts/peers.sh`: LiteLLM's proxy and Portkey's gateway,
+//! each pointed at the same fake provider and driven through its OpenAI-compatible HTTP endpoint. Then, for each
+//! concurrency C of the plan, it runs rounds of C concurrent workers for each path in turn (direct HTTP to the
+//! provider, through the floor, through the gateway, through each peer; interleaved round by round so drift hits all
+//! of them alike).
 //! Each worker runs a few streams back to back and the workers' starts are spread over one stream's length, so C
 //! streams stay open with starts arriving steadily, as under real traffic, rather than as one herd. It records
 //! each stream's time to first token (request sent → first text delta) and every gap between text deltas with
 //! `std::time::Instant`.
-//! It reports the percentiles per path, what the floor and the gateway add to the
-//! direct path, the gateway-to-floor ratio, and the CPU and RSS of every process (read from `/proc`).
+//! It reports the percentiles per path, what each relay adds to the direct path, the gateway-to-floor ratio, each
+//! peer's added TTFT as a multiple of the gateway's, and the CPU and RSS of every process (read from `/proc`; a
+//! peer's figures are summed over its process tree).
 //!
 //! ```text
 //! loadgen --plan 1x10,100x1 --chunks 64 --interval-ms 20
+//! loadgen --plan 1x10,100x1 --paths direct,floor,gateway,litellm,portkey   # after scripts/peers.sh
 //! ```
 // A benchmark binary: its report goes to stdout, and a broken set-up (a missing binary, a port that will not bind)
 // should stop it loudly at start-up.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-use std::io::Write;
+use std::io::{Read as _, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -42,9 +47,15 @@ const TOKEN: &str = "bench-caller-token-0123456789abcdef";
 /// The model the requests name: provider `bench`, any model name.
 const MODEL: &str = "bench/paced";
 const PROMPT: &str = "Write a short story about a lighthouse keeper.";
+/// The model name the HTTP paths send: the fake provider answers any, and LiteLLM's config lists this one.
+const HTTP_MODEL: &str = "paced";
+/// The upstream API key the peers pass to the fake provider (which checks none).
+const UPSTREAM_KEY: &str = "bench-upstream-key";
 
 #[derive(Parser, Debug, Clone)]
-#[command(about = "Load generator: direct vs floor relay vs llm-gateway, interleaved in one run")]
+#[command(
+    about = "Load generator: direct vs floor relay vs llm-gateway (vs LiteLLM and Portkey), interleaved in one run"
+)]
 struct Args {
     /// Concurrency levels and rounds per path, as `CxR` pairs: `1x10,100x1` runs, for each path, 10 rounds of 1
     /// worker and 1 round of 100 concurrent workers (each worker runs `--per-worker` streams).
@@ -56,9 +67,14 @@ struct Args {
     /// Milliseconds between chunks; 0 is burst mode (no pacing).
     #[arg(long, default_value_t = 20)]
     interval_ms: u64,
-    /// Which paths to run, comma-separated: direct, floor, gateway.
+    /// Which paths to run, comma-separated: direct, floor, gateway, and the peers litellm and portkey (installed by
+    /// `scripts/peers.sh`; loadgen starts them itself on loopback, pointed at the same fake provider).
     #[arg(long, default_value = "direct,floor,gateway")]
     paths: String,
+    /// Folder `scripts/peers.sh` installed the peers into (default: `.tools/peers` here, or in the workspace this
+    /// binary was built in).
+    #[arg(long)]
+    peers_dir: Option<PathBuf>,
     /// gRPC connections the streams are spread over (per relay), as a service would keep a few channels.
     #[arg(long, default_value_t = 4)]
     grpc_conns: usize,
@@ -80,28 +96,79 @@ struct Args {
     json: Option<PathBuf>,
 }
 
+/// One way from the load generator to the fake provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Path3 {
+enum Route {
+    /// HTTP straight to the provider.
     Direct,
+    /// gRPC through the floor relay.
     Floor,
+    /// gRPC through llm-gateway.
     Gateway,
+    /// HTTP through LiteLLM's proxy.
+    Litellm,
+    /// HTTP through Portkey's gateway.
+    Portkey,
 }
 
-impl Path3 {
+/// The peers, in report order.
+const PEERS: [Route; 2] = [Route::Litellm, Route::Portkey];
+
+impl Route {
     fn name(self) -> &'static str {
         match self {
-            Path3::Direct => "direct",
-            Path3::Floor => "floor",
-            Path3::Gateway => "gateway",
+            Route::Direct => "direct",
+            Route::Floor => "floor",
+            Route::Gateway => "gateway",
+            Route::Litellm => "litellm",
+            Route::Portkey => "portkey",
         }
+    }
+
+    /// The relay process this route goes through, by its name in [`Procs`].
+    fn process(self) -> Option<&'static str> {
+        match self {
+            Route::Direct => None,
+            Route::Floor => Some("floor-relay"),
+            Route::Gateway => Some("llm-gateway"),
+            Route::Litellm => Some("litellm"),
+            Route::Portkey => Some("portkey"),
+        }
+    }
+
+    fn is_peer(self) -> bool {
+        PEERS.contains(&self)
+    }
+}
+
+/// An OpenAI-compatible streaming endpoint and the headers each request carries.
+struct HttpTarget {
+    url: String,
+    headers: reqwest::header::HeaderMap,
+}
+
+impl HttpTarget {
+    fn new(url: String, headers: &[(&'static str, String)]) -> HttpTarget {
+        let mut map = reqwest::header::HeaderMap::new();
+        map.insert(
+            reqwest::header::CONTENT_TYPE,
+            reqwest::header::HeaderValue::from_static("application/json"),
+        );
+        for (name, value) in headers {
+            map.insert(*name, value.parse().expect("header value"));
+        }
+        HttpTarget { url, headers: map }
     }
 }
 
 /// What the streams need: clients and the request bodies.
 struct Ctx {
     http: reqwest::Client,
-    direct_url: String,
-    direct_body: Bytes,
+    /// The same Chat Completions request for every HTTP route.
+    body: Bytes,
+    direct: HttpTarget,
+    litellm: Option<HttpTarget>,
+    portkey: Option<HttpTarget>,
     floor: Vec<GatewayServiceClient<Channel>>,
     gateway: Vec<GatewayServiceClient<Channel>>,
     auth: MetadataValue<Ascii>,
@@ -163,48 +230,91 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// An OpenAI chunk with answer text (the role chunk has `"delta":{"role":...}`, the finish chunk `"delta":{}`).
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// An OpenAI chunk with answer text: a `delta` whose `content` is not empty. The role chunk (`"delta":{"role":
+/// "assistant","content":""}`, or with `content` first as LiteLLM writes it) and the finish chunk (`"delta":{}`) are
+/// not.
 fn is_content(frame: &[u8]) -> bool {
-    const NEEDLE: &[u8] = br#""delta":{"content":""#;
-    frame.windows(NEEDLE.len()).any(|w| w == NEEDLE)
+    const NEEDLE: &[u8] = br#""content":""#;
+    let Some(delta) = find(frame, br#""delta":{"#) else {
+        return false;
+    };
+    let rest = &frame[delta..];
+    find(rest, NEEDLE).is_some_and(|at| rest.get(at + NEEDLE.len()).is_some_and(|&b| b != b'"'))
 }
 
-fn find_blank_line(buf: &[u8]) -> Option<usize> {
-    buf.windows(2).position(|w| w == b"\n\n")
+/// A frame reporting an error instead of a chunk (how a relay reports a failed upstream mid-stream).
+fn is_error(frame: &[u8]) -> bool {
+    find(frame, br#""error""#).is_some()
 }
 
-async fn direct_stream(ctx: &Ctx) -> Result<StreamRec, String> {
+/// The length of the first SSE frame in `buf` (through its blank line, LF or CRLF line ends), if it is complete.
+fn frame_len(buf: &[u8]) -> Option<usize> {
+    let lf = find(buf, b"\n\n").map(|at| at + 2);
+    let crlf = find(buf, b"\r\n\r\n").map(|at| at + 4);
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The start of a response body or frame, for an error message.
+fn excerpt(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.trim();
+    match text.char_indices().nth(300) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// One stream over HTTP: direct to the provider or through a peer. A stream counts only when every text delta and
+/// the `[DONE]` marker arrived; otherwise the error says what came instead.
+async fn http_stream(ctx: &Ctx, target: &HttpTarget) -> Result<StreamRec, String> {
     let mut clock = Clock::new(ctx.chunks);
     let mut response = ctx
         .http
-        .post(&ctx.direct_url)
-        .header("content-type", "application/json")
-        .body(ctx.direct_body.clone())
+        .post(&target.url)
+        .headers(target.headers.clone())
+        .body(ctx.body.clone())
         .send()
         .await
         .map_err(|e| format!("request: {e}"))?;
     if !response.status().is_success() {
-        return Err(format!("HTTP {}", response.status()));
+        let status = response.status();
+        let body = response.bytes().await.unwrap_or_default();
+        return Err(format!("HTTP {status}: {}", excerpt(&body)));
     }
     let mut buf = BytesMut::with_capacity(4096);
     let mut done = false;
+    let mut error_frame = None;
     while let Some(chunk) = response.chunk().await.map_err(|e| format!("body: {e}"))? {
         let now = Instant::now();
         buf.extend_from_slice(&chunk);
-        while let Some(end) = find_blank_line(&buf) {
-            let frame = buf.split_to(end + 2);
+        while let Some(len) = frame_len(&buf) {
+            let frame = buf.split_to(len);
             if is_content(&frame) {
                 clock.delta(now);
             } else if frame.starts_with(b"data: [DONE]") {
                 done = true;
+            } else if error_frame.is_none() && is_error(&frame) {
+                error_frame = Some(excerpt(&frame));
             }
         }
     }
-    clock.finish(done, ctx.chunks)
+    clock
+        .finish(done, ctx.chunks)
+        .map_err(|e| match error_frame {
+            Some(frame) => format!("{e}; error frame: {frame}"),
+            None => e,
+        })
 }
 
-async fn grpc_stream(ctx: &Ctx, path: Path3, i: usize) -> Result<StreamRec, String> {
-    let clients = if path == Path3::Gateway {
+async fn grpc_stream(ctx: &Ctx, path: Route, i: usize) -> Result<StreamRec, String> {
+    let clients = if path == Route::Gateway {
         &ctx.gateway
     } else {
         &ctx.floor
@@ -244,7 +354,7 @@ async fn grpc_stream(ctx: &Ctx, path: Path3, i: usize) -> Result<StreamRec, Stri
         let now = Instant::now();
         match (path, msg.event) {
             // The floor forwards every frame's data unparsed.
-            (Path3::Floor, Some(E::TextDelta(d))) => {
+            (Route::Floor, Some(E::TextDelta(d))) => {
                 if is_content(d.delta.as_bytes()) {
                     clock.delta(now);
                 } else if d.delta == "[DONE]" {
@@ -260,11 +370,22 @@ async fn grpc_stream(ctx: &Ctx, path: Path3, i: usize) -> Result<StreamRec, Stri
     clock.finish(done, ctx.chunks)
 }
 
-async fn one_stream(ctx: &Ctx, path: Path3, i: usize) -> Result<StreamRec, String> {
+async fn one_stream(ctx: &Ctx, path: Route, i: usize) -> Result<StreamRec, String> {
     let run = async {
         match path {
-            Path3::Direct => direct_stream(ctx).await,
-            _ => grpc_stream(ctx, path, i).await,
+            Route::Direct => http_stream(ctx, &ctx.direct).await,
+            Route::Litellm | Route::Portkey => {
+                let target = if path == Route::Litellm {
+                    ctx.litellm.as_ref()
+                } else {
+                    ctx.portkey.as_ref()
+                };
+                match target {
+                    Some(target) => http_stream(ctx, target).await,
+                    None => Err(format!("{} was not started", path.name())),
+                }
+            }
+            Route::Floor | Route::Gateway => grpc_stream(ctx, path, i).await,
         }
     };
     tokio::time::timeout(ctx.stream_timeout, run)
@@ -272,22 +393,96 @@ async fn one_stream(ctx: &Ctx, path: Path3, i: usize) -> Result<StreamRec, Strin
         .unwrap_or_else(|_| Err("stream timed out".into()))
 }
 
-/// The processes whose CPU and memory are read.
-#[derive(Debug, Clone, Copy)]
-struct Pids {
-    provider: u32,
-    floor: u32,
-    gateway: u32,
-    loadgen: u32,
+/// A process whose CPU and memory are read; with `tree`, its descendants count too (a peer may fork workers).
+#[derive(Debug, Clone)]
+struct Proc {
+    name: &'static str,
+    pid: u32,
+    tree: bool,
 }
 
-impl Pids {
-    fn all(&self) -> [u32; 4] {
-        [self.provider, self.floor, self.gateway, self.loadgen]
+/// The measured processes: the fake provider first, the load generator last, the relays between.
+#[derive(Debug, Clone)]
+struct Procs(Vec<Proc>);
+
+impl Procs {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn index(&self, name: &str) -> Option<usize> {
+        self.0.iter().position(|p| p.name == name)
+    }
+
+    fn loadgen(&self) -> usize {
+        self.0.len() - 1
+    }
+
+    /// Each process's pids now: itself, and for a tree its live descendants.
+    fn pid_sets(&self) -> Vec<Vec<u32>> {
+        let parents = if self.0.iter().any(|p| p.tree) {
+            parent_table()
+        } else {
+            Vec::new()
+        };
+        self.0
+            .iter()
+            .map(|p| {
+                if p.tree {
+                    descendants(p.pid, &parents)
+                } else {
+                    vec![p.pid]
+                }
+            })
+            .collect()
     }
 }
 
-const PROCS: [&str; 4] = ["fake-provider", "floor-relay", "llm-gateway", "loadgen"];
+/// (pid, parent pid) of every process, from `/proc/<pid>/stat`.
+fn parent_table() -> Vec<(u32, u32)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| {
+            let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // The command name (field 2) may hold spaces; after its closing parenthesis come state, then ppid.
+            let ppid = stat[stat.rfind(')')? + 1..]
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            Some((pid, ppid))
+        })
+        .collect()
+}
+
+/// `root` and every process below it in `parents`.
+fn descendants(root: u32, parents: &[(u32, u32)]) -> Vec<u32> {
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let parent = out[i];
+        out.extend(
+            parents
+                .iter()
+                .filter(|(pid, ppid)| *ppid == parent && !out.contains(pid))
+                .map(|(pid, _)| *pid)
+                .collect::<Vec<_>>(),
+        );
+        i += 1;
+    }
+    out
+}
+
+fn cpu_of(set: &[u32]) -> u64 {
+    set.iter().map(|&p| procfs::cpu_ns(p).unwrap_or(0)).sum()
+}
+
+fn rss_of(set: &[u32]) -> u64 {
+    set.iter().map(|&p| procfs::rss_kib(p).unwrap_or(0)).sum()
+}
 
 /// Everything measured for one path at one concurrency, over all its rounds.
 #[derive(Default)]
@@ -298,36 +493,37 @@ struct Agg {
     error_samples: Vec<String>,
     ttft: Vec<u64>,
     gaps: Vec<u64>,
-    /// CPU nanoseconds per process (PROCS order) during this path's rounds.
-    cpu: [u64; 4],
+    /// CPU nanoseconds per process ([`Procs`] order) during this path's rounds.
+    cpu: Vec<u64>,
     /// Peak RSS in KiB per process during this path's rounds.
-    rss_peak: [u64; 4],
+    rss_peak: Vec<u64>,
     /// Wall time of this path's rounds, nanoseconds.
     wall: u64,
 }
 
-fn cpu_all(pids: &Pids) -> [u64; 4] {
-    pids.all().map(|p| procfs::cpu_ns(p).unwrap_or(0))
-}
-
 async fn round(
     ctx: &Arc<Ctx>,
-    pids: &Pids,
-    path: Path3,
+    procs: &Procs,
+    path: Route,
     c: usize,
     per_worker: usize,
     ramp: Duration,
     agg: &mut Agg,
 ) {
+    let n = procs.len();
+    agg.cpu.resize(n, 0);
+    agg.rss_peak.resize(n, 0);
+    // A peer's process tree is read once per round: workers it forks at start-up are there by then.
+    let sets = procs.pid_sets();
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = {
         let stop = Arc::clone(&stop);
-        let pids = *pids;
+        let sets = sets.clone();
         tokio::spawn(async move {
-            let mut peak = [0u64; 4];
+            let mut peak = vec![0u64; sets.len()];
             loop {
-                for (slot, pid) in peak.iter_mut().zip(pids.all()) {
-                    *slot = (*slot).max(procfs::rss_kib(pid).unwrap_or(0));
+                for (slot, set) in peak.iter_mut().zip(&sets) {
+                    *slot = (*slot).max(rss_of(set));
                 }
                 if stop.load(Ordering::Relaxed) {
                     return peak;
@@ -336,7 +532,7 @@ async fn round(
             }
         })
     };
-    let cpu_before = cpu_all(pids);
+    let cpu_before: Vec<u64> = sets.iter().map(|s| cpu_of(s)).collect();
     let start = tokio::time::Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..c {
@@ -375,12 +571,12 @@ async fn round(
         }
     }
     agg.wall += nanos(start.elapsed());
-    let cpu_after = cpu_all(pids);
+    let cpu_after: Vec<u64> = sets.iter().map(|s| cpu_of(s)).collect();
     stop.store(true, Ordering::Relaxed);
     let peak = sampler.await.unwrap_or_default();
-    for k in 0..4 {
+    for k in 0..n {
         agg.cpu[k] += cpu_after[k].saturating_sub(cpu_before[k]);
-        agg.rss_peak[k] = agg.rss_peak[k].max(peak[k]);
+        agg.rss_peak[k] = agg.rss_peak[k].max(peak.get(k).copied().unwrap_or(0));
     }
 }
 
@@ -473,6 +669,216 @@ async fn channels(addr: &str, n: usize) -> Vec<GatewayServiceClient<Channel>> {
     out
 }
 
+/// A new LiteLLM master key for this run (LiteLLM wants the `sk-` prefix); never written to the repository.
+fn master_key() -> String {
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .expect("random bytes for the LiteLLM master key");
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sk-bench-{hex}")
+}
+
+/// The last lines of a log file, for a start-up failure.
+fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+/// Waits until `url` answers any HTTP response; stops loudly if the child exits or the time runs out.
+async fn wait_http(child: &mut Child, name: &str, url: &str, log: &Path, limit: Duration) {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .expect("http client");
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "{name} exited during start-up ({status}); log {}:\n{}",
+                log.display(),
+                log_tail(log)
+            );
+        }
+        if client.get(url).send().await.is_ok() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} did not answer {url} within {limit:?}; log {}:\n{}",
+            log.display(),
+            log_tail(log)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Starts LiteLLM's proxy from `scripts/peers.sh`'s venv: one worker, on a free loopback port, with a config that
+/// points an `openai/…` model at the fake provider, a master key made for this run, the local model cost map (no
+/// network), and no debug logging. Returns the child, its base URL and the master key.
+async fn start_litellm(peers: &Path, provider: &str, dir: &Path) -> (Child, String, String) {
+    let exe = peers.join("litellm/venv/bin/litellm");
+    assert!(
+        exe.exists(),
+        "LiteLLM is not installed at {}: run scripts/peers.sh",
+        exe.display()
+    );
+    let port = free_port();
+    let key = master_key();
+    let config = format!(
+        r#"# Written by loadgen for one run.
+model_list:
+  - model_name: {HTTP_MODEL}
+    litellm_params:
+      model: openai/{HTTP_MODEL}
+      api_base: {provider}/v1
+      api_key: {UPSTREAM_KEY}
+litellm_settings:
+  set_verbose: false
+  request_timeout: 600
+general_settings:
+  master_key: os.environ/LITELLM_MASTER_KEY
+"#
+    );
+    let path = dir.join("litellm.yaml");
+    std::fs::write(&path, config).expect("write LiteLLM config");
+    let log_path = dir.join("litellm.log");
+    let log = std::fs::File::create(&log_path).expect("LiteLLM log");
+    let mut child = Command::new(&exe)
+        .arg("--config")
+        .arg(&path)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--num_workers", "1"])
+        .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        .env("LITELLM_MASTER_KEY", &key)
+        .env("LITELLM_LOG", "ERROR")
+        .env("LITELLM_MODE", "PRODUCTION")
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log.try_clone().expect("LiteLLM log")))
+        .stderr(Stdio::from(log))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn LiteLLM");
+    let url = format!("http://127.0.0.1:{port}");
+    wait_http(
+        &mut child,
+        "LiteLLM",
+        &format!("{url}/health/liveliness"),
+        &log_path,
+        Duration::from_secs(180),
+    )
+    .await;
+    (child, url, key)
+}
+
+/// Loaded before Portkey's `start-server.js`, whose server listens on every interface: binds it to loopback only.
+const LOOPBACK_PRELOAD: &str = r#"// Written by loadgen: bind the server to loopback only.
+const net = require('net');
+const listen = net.Server.prototype.listen;
+net.Server.prototype.listen = function (...args) {
+  if (typeof args[0] === 'number') {
+    if (args[1] === undefined) args[1] = '127.0.0.1';
+    else if (typeof args[1] === 'function') args.splice(1, 0, '127.0.0.1');
+  }
+  return listen.apply(this, args);
+};
+"#;
+
+/// Starts Portkey's gateway from `scripts/peers.sh`'s install with node, `NODE_ENV=production`, headless, on a free
+/// loopback port. Each request names the upstream itself (`x-portkey-provider: openai` and
+/// `x-portkey-custom-host`). Returns the child and its base URL.
+async fn start_portkey(peers: &Path, dir: &Path) -> (Child, String) {
+    let script = peers.join("portkey/node_modules/@portkey-ai/gateway/build/start-server.js");
+    assert!(
+        script.exists(),
+        "Portkey's gateway is not installed at {}: run scripts/peers.sh",
+        script.display()
+    );
+    let preload = dir.join("loopback.cjs");
+    std::fs::write(&preload, LOOPBACK_PRELOAD).expect("write node preload");
+    let port = free_port();
+    let log_path = dir.join("portkey.log");
+    let log = std::fs::File::create(&log_path).expect("Portkey log");
+    let mut child = Command::new("node")
+        .arg("--require")
+        .arg(&preload)
+        .arg(&script)
+        .arg(format!("--port={port}"))
+        .arg("--headless")
+        .env("NODE_ENV", "production")
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log.try_clone().expect("Portkey log")))
+        .stderr(Stdio::from(log))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn node for Portkey's gateway");
+    let url = format!("http://127.0.0.1:{port}");
+    wait_http(
+        &mut child,
+        "Portkey",
+        &format!("{url}/"),
+        &log_path,
+        Duration::from_secs(60),
+    )
+    .await;
+    (child, url)
+}
+
+/// What was installed, from `scripts/peers.sh`'s stamp files, and the runtimes' versions.
+fn peer_versions(peers: &Path, routes: &[Route]) -> Vec<String> {
+    let stamp = |name: &str| {
+        std::fs::read_to_string(peers.join(name).join("stamp"))
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| "unknown version".into())
+    };
+    let version_of = |cmd: &Path| {
+        std::process::Command::new(cmd)
+            .arg("--version")
+            .output()
+            .map(|o| {
+                let text = if o.stdout.is_empty() {
+                    o.stderr
+                } else {
+                    o.stdout
+                };
+                String::from_utf8_lossy(&text).trim().to_owned()
+            })
+            .unwrap_or_default()
+    };
+    let mut out = Vec::new();
+    if routes.contains(&Route::Litellm) {
+        out.push(format!(
+            "litellm: `{}` ({}, 1 uvicorn worker)",
+            stamp("litellm"),
+            version_of(&peers.join("litellm/venv/bin/python"))
+        ));
+    }
+    if routes.contains(&Route::Portkey) {
+        out.push(format!(
+            "portkey: `{}` (node {}, NODE_ENV=production)",
+            stamp("portkey"),
+            version_of(Path::new("node"))
+        ));
+    }
+    out
+}
+
+/// SIGKILLs `root`'s descendants (deepest last found first); the root itself goes with `kill_on_drop`.
+fn kill_descendants(root: u32) {
+    let tree = descendants(root, &parent_table());
+    for &pid in tree.iter().skip(1).rev() {
+        if let Some(pid) = i32::try_from(pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
 /// Raises the soft open-files limit to the hard one (children inherit it): C streams need about 2C descriptors.
 fn raise_nofile() -> Option<u64> {
     use rustix::process::{Resource, getrlimit, setrlimit};
@@ -495,12 +901,14 @@ fn parse_plan(plan: &str) -> Vec<(usize, usize)> {
         .collect()
 }
 
-fn parse_paths(s: &str) -> Vec<Path3> {
+fn parse_paths(s: &str) -> Vec<Route> {
     s.split(',')
         .map(|p| match p.trim() {
-            "direct" => Path3::Direct,
-            "floor" => Path3::Floor,
-            "gateway" => Path3::Gateway,
+            "direct" => Route::Direct,
+            "floor" => Route::Floor,
+            "gateway" => Route::Gateway,
+            "litellm" => Route::Litellm,
+            "portkey" => Route::Portkey,
             other => panic!("unknown path {other:?} in --paths"),
         })
         .collect()
@@ -534,7 +942,7 @@ fn machine() -> String {
 struct Level {
     c: usize,
     rounds: usize,
-    paths: Vec<(Path3, Agg)>,
+    paths: Vec<(Route, Agg)>,
 }
 
 fn summaries(agg: &mut Agg) -> (Summary, Summary) {
@@ -549,10 +957,72 @@ fn ratio(gw: f64, floor: f64) -> String {
     }
 }
 
+/// A path's percentiles at one concurrency, and its streams' outcome.
+#[derive(Debug, Clone, Copy)]
+struct PathSums {
+    route: Route,
+    ttft: Summary,
+    gap: Summary,
+    streams: usize,
+    completed: usize,
+    errors: usize,
+}
+
+/// Added TTFT (path − direct, nanoseconds, signed) at p50 and p99.
+fn added_ttft(path: &PathSums, direct: &PathSums) -> (f64, f64) {
+    (
+        path.ttft.p50 as f64 - direct.ttft.p50 as f64,
+        path.ttft.p99 as f64 - direct.ttft.p99 as f64,
+    )
+}
+
+/// The best peer's added TTFT ÷ the gateway's, at p50 and p99 (each percentile's best peer separately), with the
+/// notes that qualify it (a peer with errors, one that completed nothing). `None` without the gateway, the direct
+/// path or any measured peer.
+fn peer_ratio(sums: &[PathSums]) -> Option<(Option<f64>, Option<f64>, Vec<String>)> {
+    let direct = sums.iter().find(|s| s.route == Route::Direct)?;
+    let gateway = sums.iter().find(|s| s.route == Route::Gateway)?;
+    let mut notes = Vec::new();
+    let mut best: Option<(f64, f64)> = None;
+    for peer in sums.iter().filter(|s| s.route.is_peer()) {
+        if peer.errors > 0 {
+            notes.push(format!(
+                "{} failed {} of {} streams",
+                peer.route.name(),
+                peer.errors,
+                peer.streams
+            ));
+        }
+        if peer.completed == 0 {
+            continue;
+        }
+        let (p50, p99) = added_ttft(peer, direct);
+        best = Some(match best {
+            None => (p50, p99),
+            Some((b50, b99)) => (b50.min(p50), b99.min(p99)),
+        });
+    }
+    if best.is_none() && notes.is_empty() {
+        return None;
+    }
+    let (g50, g99) = added_ttft(gateway, direct);
+    let div = |peer: f64, gw: f64| (gw > 0.0).then(|| peer / gw);
+    match best {
+        Some((b50, b99)) => Some((div(b50, g50), div(b99, g99), notes)),
+        None => Some((None, None, notes)),
+    }
+}
+
+fn times(r: Option<f64>) -> String {
+    r.map_or_else(|| "n/a".into(), |r| format!("{r:.1}×"))
+}
+
 fn report(
     levels: &mut [Level],
     args: &Args,
-    baseline_rss: &[u64; 4],
+    procs: &Procs,
+    baseline_rss: &[u64],
+    peers: &[String],
     load: &(String, String),
     out: &mut String,
 ) {
@@ -577,11 +1047,15 @@ fn report(
         args.per_worker,
         args.ramp_us
     );
-    let _ = writeln!(
-        out,
-        "- idle RSS after warm-up: fake-provider {} KiB, floor-relay {} KiB, llm-gateway {} KiB",
-        baseline_rss[0], baseline_rss[1], baseline_rss[2]
-    );
+    for peer in peers {
+        let _ = writeln!(out, "- peer {peer}");
+    }
+    let idle: Vec<String> = procs.0[..procs.loadgen()]
+        .iter()
+        .zip(baseline_rss)
+        .map(|(p, rss)| format!("{} {rss} KiB", p.name))
+        .collect();
+    let _ = writeln!(out, "- idle RSS after warm-up: {}", idle.join(", "));
     for level in levels.iter_mut() {
         let _ = writeln!(
             out,
@@ -594,12 +1068,12 @@ fn report(
         );
         let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
         let mut sums = Vec::new();
-        for (path, agg) in level.paths.iter_mut() {
+        for (route, agg) in level.paths.iter_mut() {
             let (t, g) = summaries(agg);
             let _ = writeln!(
                 out,
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                path.name(),
+                route.name(),
                 agg.streams,
                 agg.completed,
                 agg.errors,
@@ -610,20 +1084,29 @@ fn report(
                 ms(g.p99),
                 ms(g.max)
             );
-            sums.push((*path, t, g));
+            sums.push(PathSums {
+                route: *route,
+                ttft: t,
+                gap: g,
+                streams: agg.streams,
+                completed: agg.completed,
+                errors: agg.errors,
+            });
         }
-        let direct = sums.iter().find(|(p, ..)| *p == Path3::Direct).copied();
-        if let Some((_, dt, dg)) = direct {
+        let find = |r: Route| sums.iter().find(|s| s.route == r).copied();
+        if let Some(d) = find(Route::Direct) {
+            let (dt, dg) = (d.ttft, d.gap);
             let _ = writeln!(
                 out,
                 "\n| added over direct | TTFT p50 ms | p99 | max | gap p50 ms | p99 | max |"
             );
             let _ = writeln!(out, "|---|---|---|---|---|---|---|");
-            for (path, t, g) in sums.iter().filter(|(p, ..)| *p != Path3::Direct) {
+            for s in sums.iter().filter(|s| s.route != Route::Direct) {
+                let (t, g) = (s.ttft, s.gap);
                 let _ = writeln!(
                     out,
                     "| {} | {} | {} | {} | {} | {} | {} |",
-                    path.name(),
+                    s.route.name(),
                     ms_diff(t.p50, dt.p50),
                     ms_diff(t.p99, dt.p99),
                     ms_diff(t.max, dt.max),
@@ -632,19 +1115,47 @@ fn report(
                     ms_diff(g.max, dg.max)
                 );
             }
-            let floor = sums.iter().find(|(p, ..)| *p == Path3::Floor).copied();
-            let gw = sums.iter().find(|(p, ..)| *p == Path3::Gateway).copied();
-            if let (Some((_, ft, fg)), Some((_, gt, gg))) = (floor, gw) {
-                let add = |a: u64, b: u64| a as f64 - b as f64;
+            let add = |a: u64, b: u64| a as f64 - b as f64;
+            // `num ÷ den` of the added figures, all six columns.
+            let ratio_row = |label: String, num: &PathSums, den: &PathSums| {
+                let (nt, ng, et, eg) = (num.ttft, num.gap, den.ttft, den.gap);
+                format!(
+                    "| {label} | {} | {} | {} | {} | {} | {} |",
+                    ratio(add(nt.p50, dt.p50), add(et.p50, dt.p50)),
+                    ratio(add(nt.p99, dt.p99), add(et.p99, dt.p99)),
+                    ratio(add(nt.max, dt.max), add(et.max, dt.max)),
+                    ratio(add(ng.p50, dg.p50), add(eg.p50, dg.p50)),
+                    ratio(add(ng.p99, dg.p99), add(eg.p99, dg.p99)),
+                    ratio(add(ng.max, dg.max), add(eg.max, dg.max)),
+                )
+            };
+            if let (Some(f), Some(g)) = (find(Route::Floor), find(Route::Gateway)) {
                 let _ = writeln!(
                     out,
-                    "| gateway ÷ floor (added) | {} | {} | {} | {} | {} | {} |",
-                    ratio(add(gt.p50, dt.p50), add(ft.p50, dt.p50)),
-                    ratio(add(gt.p99, dt.p99), add(ft.p99, dt.p99)),
-                    ratio(add(gt.max, dt.max), add(ft.max, dt.max)),
-                    ratio(add(gg.p50, dg.p50), add(fg.p50, dg.p50)),
-                    ratio(add(gg.p99, dg.p99), add(fg.p99, dg.p99)),
-                    ratio(add(gg.max, dg.max), add(fg.max, dg.max)),
+                    "{}",
+                    ratio_row("gateway ÷ floor (added)".into(), &g, &f)
+                );
+            }
+            if let Some(g) = find(Route::Gateway) {
+                for peer in PEERS.iter().filter_map(|&r| find(r)) {
+                    if peer.completed > 0 {
+                        let label = format!("{} ÷ gateway (added)", peer.route.name());
+                        let _ = writeln!(out, "{}", ratio_row(label, &peer, &g));
+                    }
+                }
+            }
+            if let Some((p50, p99, notes)) = peer_ratio(&sums) {
+                let _ = writeln!(
+                    out,
+                    "\n- best peer's added TTFT ÷ gateway's added TTFT at concurrency {}: p50 **{}**, p99 **{}** (target ≥ 30×){}",
+                    level.c,
+                    times(p50),
+                    times(p99),
+                    if notes.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; {}", notes.join(", "))
+                    }
                 );
             }
         }
@@ -653,18 +1164,15 @@ fn report(
             "\n| rounds of | process | CPU ms | CPU µs per stream | CPU µs per text delta | text deltas per CPU-second | peak RSS KiB | RSS per open stream KiB |"
         );
         let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
-        for (path, agg) in level.paths.iter() {
-            let relay = match path {
-                Path3::Direct => None,
-                Path3::Floor => Some(1),
-                Path3::Gateway => Some(2),
-            };
+        for (route, agg) in level.paths.iter() {
+            let relay = route.process().and_then(|name| procs.index(name));
             let deltas = (agg.completed * args.chunks) as f64;
-            for k in [0usize, 1, 2, 3] {
-                if matches!(k, 1 | 2) && relay != Some(k) {
-                    continue;
-                }
-                let cpu = agg.cpu[k] as f64;
+            let rows = std::iter::once(0)
+                .chain(relay)
+                .chain(std::iter::once(procs.loadgen()));
+            for k in rows {
+                let cpu = agg.cpu.get(k).copied().unwrap_or(0) as f64;
+                let rss_peak = agg.rss_peak.get(k).copied().unwrap_or(0);
                 let per_stream = if agg.completed > 0 {
                     format!("{:.1}", cpu / 1e3 / agg.completed as f64)
                 } else {
@@ -678,10 +1186,11 @@ fn report(
                 } else {
                     ("-".into(), "-".into())
                 };
-                let per_open = if k < 3 {
+                let per_open = if k < procs.loadgen() {
                     format!(
                         "{:.1}",
-                        agg.rss_peak[k].saturating_sub(baseline_rss[k]) as f64 / level.c as f64
+                        rss_peak.saturating_sub(baseline_rss.get(k).copied().unwrap_or(0)) as f64
+                            / level.c as f64
                     )
                 } else {
                     "-".into()
@@ -689,34 +1198,57 @@ fn report(
                 let _ = writeln!(
                     out,
                     "| {} | {} | {:.1} | {} | {} | {} | {} | {} |",
-                    path.name(),
-                    PROCS[k],
+                    route.name(),
+                    procs.0[k].name,
                     cpu / 1e6,
                     per_stream,
                     per_delta,
                     per_sec,
-                    agg.rss_peak[k],
+                    rss_peak,
                     per_open
                 );
             }
         }
-        for (path, agg) in level.paths.iter() {
+        for (route, agg) in level.paths.iter() {
             for e in &agg.error_samples {
-                let _ = writeln!(out, "\n- {} error: {e}", path.name());
+                let _ = writeln!(out, "\n- {} error: {e}", route.name());
             }
         }
     }
 }
 
-fn to_json(levels: &mut [Level], args: &Args) -> serde_json::Value {
+fn to_json(
+    levels: &mut [Level],
+    args: &Args,
+    procs: &Procs,
+    peers: &[String],
+) -> serde_json::Value {
+    let per_proc = |values: &[u64]| -> serde_json::Value {
+        procs
+            .0
+            .iter()
+            .zip(values)
+            .map(|(p, v)| (p.name.to_owned(), serde_json::Value::from(*v)))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
     let levels: Vec<serde_json::Value> = levels
         .iter_mut()
         .map(|l| {
+            let mut sums = Vec::new();
             let paths: Vec<serde_json::Value> = l
                 .paths
                 .iter_mut()
                 .map(|(p, agg)| {
                     let (t, g) = summaries(agg);
+                    sums.push(PathSums {
+                        route: *p,
+                        ttft: t,
+                        gap: g,
+                        streams: agg.streams,
+                        completed: agg.completed,
+                        errors: agg.errors,
+                    });
                     serde_json::json!({
                         "path": p.name(),
                         "streams": agg.streams,
@@ -725,13 +1257,19 @@ fn to_json(levels: &mut [Level], args: &Args) -> serde_json::Value {
                         "errors_sample": agg.error_samples,
                         "ttft_ns": {"n": t.n, "p50": t.p50, "p99": t.p99, "max": t.max},
                         "gap_ns": {"n": g.n, "p50": g.p50, "p99": g.p99, "max": g.max},
-                        "cpu_ns": {"fake-provider": agg.cpu[0], "floor-relay": agg.cpu[1], "llm-gateway": agg.cpu[2], "loadgen": agg.cpu[3]},
-                        "rss_peak_kib": {"fake-provider": agg.rss_peak[0], "floor-relay": agg.rss_peak[1], "llm-gateway": agg.rss_peak[2], "loadgen": agg.rss_peak[3]},
+                        "cpu_ns": per_proc(&agg.cpu),
+                        "rss_peak_kib": per_proc(&agg.rss_peak),
                         "wall_ns": agg.wall,
                     })
                 })
                 .collect();
-            serde_json::json!({"concurrency": l.c, "rounds": l.rounds, "paths": paths})
+            let mut level =
+                serde_json::json!({"concurrency": l.c, "rounds": l.rounds, "paths": paths});
+            if let Some((p50, p99, notes)) = peer_ratio(&sums) {
+                level["best_peer_added_ttft_over_gateway"] =
+                    serde_json::json!({"p50": p50, "p99": p99, "notes": notes});
+            }
+            level
         })
         .collect();
     serde_json::json!({
@@ -742,6 +1280,7 @@ fn to_json(levels: &mut [Level], args: &Args) -> serde_json::Value {
         "grpc_conns": args.grpc_conns,
         "per_worker": args.per_worker,
         "plan": args.plan,
+        "peers": peers,
         "levels": levels,
     })
 }
@@ -766,6 +1305,15 @@ async fn main() {
             .parent()
             .expect("exe folder")
             .to_path_buf()
+    });
+    let peers_dir = args.peers_dir.clone().unwrap_or_else(|| {
+        let here = PathBuf::from(".tools/peers");
+        // target/release/loadgen → the workspace root.
+        let workspace = bin_dir.ancestors().nth(2).map(|w| w.join(".tools/peers"));
+        match workspace {
+            Some(w) if !here.exists() && w.exists() => w,
+            _ => here,
+        }
     });
     let dir = std::env::temp_dir().join(format!("loadgen-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -792,22 +1340,65 @@ async fn main() {
     let (floor, floor_addr) = spawn_announcing(floor_cmd, &dir.join("floor-relay.log")).await;
     let (gateway, gateway_addr) =
         start_gateway(&bin_dir.join("llm-gateway"), &provider_url, &dir).await;
-    let pids = Pids {
-        provider: provider.id().expect("provider pid"),
-        floor: floor.id().expect("floor pid"),
-        gateway: gateway.id().expect("gateway pid"),
-        loadgen: std::process::id(),
+    let litellm = if paths.contains(&Route::Litellm) {
+        Some(start_litellm(&peers_dir, &provider_url, &dir).await)
+    } else {
+        None
     };
+    let portkey = if paths.contains(&Route::Portkey) {
+        Some(start_portkey(&peers_dir, &dir).await)
+    } else {
+        None
+    };
+    let mut procs = vec![
+        Proc {
+            name: "fake-provider",
+            pid: provider.id().expect("provider pid"),
+            tree: false,
+        },
+        Proc {
+            name: "floor-relay",
+            pid: floor.id().expect("floor pid"),
+            tree: false,
+        },
+        Proc {
+            name: "llm-gateway",
+            pid: gateway.id().expect("gateway pid"),
+            tree: false,
+        },
+    ];
+    if let Some((child, ..)) = &litellm {
+        procs.push(Proc {
+            name: "litellm",
+            pid: child.id().expect("LiteLLM pid"),
+            tree: true,
+        });
+    }
+    if let Some((child, _)) = &portkey {
+        procs.push(Proc {
+            name: "portkey",
+            pid: child.id().expect("Portkey pid"),
+            tree: true,
+        });
+    }
+    procs.push(Proc {
+        name: "loadgen",
+        pid: std::process::id(),
+        tree: false,
+    });
+    let procs = Procs(procs);
+    let peers = peer_versions(&peers_dir, &paths);
 
-    // The direct client uses the gateway transport's HTTP settings, so connection reuse is the same on every path.
+    // The direct client uses the gateway transport's HTTP settings, so connection reuse is the same on every path;
+    // the peers are driven by the same client.
     let http = reqwest::Client::builder()
         .tcp_nodelay(true)
         .pool_idle_timeout(Duration::from_secs(90))
         .pool_max_idle_per_host(64)
         .build()
         .expect("http client");
-    let direct_body = serde_json::json!({
-        "model": "paced",
+    let body = serde_json::json!({
+        "model": HTTP_MODEL,
         "messages": [{"role": "user", "content": PROMPT}],
         "stream": true,
         "stream_options": {"include_usage": true},
@@ -815,8 +1406,24 @@ async fn main() {
     .to_string();
     let ctx = Arc::new(Ctx {
         http,
-        direct_url: format!("{provider_url}/v1/chat/completions"),
-        direct_body: Bytes::from(direct_body),
+        body: Bytes::from(body),
+        direct: HttpTarget::new(format!("{provider_url}/v1/chat/completions"), &[]),
+        litellm: litellm.as_ref().map(|(_, url, key)| {
+            HttpTarget::new(
+                format!("{url}/v1/chat/completions"),
+                &[("authorization", format!("Bearer {key}"))],
+            )
+        }),
+        portkey: portkey.as_ref().map(|(_, url)| {
+            HttpTarget::new(
+                format!("{url}/v1/chat/completions"),
+                &[
+                    ("x-portkey-provider", "openai".into()),
+                    ("x-portkey-custom-host", format!("{provider_url}/v1")),
+                    ("authorization", format!("Bearer {UPSTREAM_KEY}")),
+                ],
+            )
+        }),
         floor: channels(&floor_addr, args.grpc_conns).await,
         gateway: channels(&gateway_addr.to_string(), args.grpc_conns).await,
         auth: format!("Bearer {TOKEN}").parse().expect("token header"),
@@ -826,31 +1433,49 @@ async fn main() {
     let stream_length = Duration::from_millis(args.interval_ms * args.chunks as u64);
 
     eprintln!(
-        "loadgen: provider {provider_url}, floor {floor_addr}, gateway {gateway_addr}; logs in {}",
+        "loadgen: provider {provider_url}, floor {floor_addr}, gateway {gateway_addr}{}{}; logs in {}",
+        litellm
+            .as_ref()
+            .map(|(_, url, _)| format!(", litellm {url}"))
+            .unwrap_or_default(),
+        portkey
+            .as_ref()
+            .map(|(_, url)| format!(", portkey {url}"))
+            .unwrap_or_default(),
         dir.display()
     );
-    // Warm-up: connections, allocator pools, lazily built state; not recorded.
+    // Warm-up: connections, allocator pools, lazily built state; not recorded. Our own paths must pass it; a peer
+    // that fails it is reported and still measured (its failures count as errors).
     for &path in &paths {
         let mut scratch = Agg::default();
-        round(&ctx, &pids, path, 8, 1, Duration::ZERO, &mut scratch).await;
-        assert!(
-            scratch.errors == 0,
-            "warm-up of {} failed: {:?}",
-            path.name(),
-            scratch.error_samples
-        );
+        round(&ctx, &procs, path, 8, 1, Duration::ZERO, &mut scratch).await;
+        if scratch.errors > 0 {
+            assert!(
+                path.is_peer(),
+                "warm-up of {} failed: {:?}",
+                path.name(),
+                scratch.error_samples
+            );
+            eprintln!(
+                "loadgen: warning: warm-up of {}: {} of {} streams failed: {:?}",
+                path.name(),
+                scratch.errors,
+                scratch.streams,
+                scratch.error_samples
+            );
+        }
     }
-    let baseline_rss = pids.all().map(|p| procfs::rss_kib(p).unwrap_or(0));
+    let baseline_rss: Vec<u64> = procs.pid_sets().iter().map(|s| rss_of(s)).collect();
 
     let load_start = loadavg();
     let mut levels = Vec::new();
     for &(c, rounds) in &plan {
-        let mut aggs: Vec<(Path3, Agg)> = paths.iter().map(|&p| (p, Agg::default())).collect();
+        let mut aggs: Vec<(Route, Agg)> = paths.iter().map(|&p| (p, Agg::default())).collect();
         let started = Instant::now();
         for r in 0..rounds {
             for (path, agg) in aggs.iter_mut() {
                 let ramp = stream_length.max(Duration::from_micros(args.ramp_us) * c as u32);
-                round(&ctx, &pids, *path, c, args.per_worker, ramp, agg).await;
+                round(&ctx, &procs, *path, c, args.per_worker, ramp, agg).await;
             }
             eprint!("\rloadgen: concurrency {c}: round {}/{rounds}", r + 1);
         }
@@ -864,21 +1489,32 @@ async fn main() {
 
     let mut out = String::new();
     let load = (load_start, loadavg());
-    report(&mut levels, &args, &baseline_rss, &load, &mut out);
+    report(
+        &mut levels,
+        &args,
+        &procs,
+        &baseline_rss,
+        &peers,
+        &load,
+        &mut out,
+    );
     {
         let mut stdout = std::io::stdout().lock();
         let _ = stdout.write_all(out.as_bytes());
         let _ = stdout.flush();
     }
     if let Some(path) = &args.json {
-        let json = to_json(&mut levels, &args);
+        let json = to_json(&mut levels, &args, &procs, &peers);
         std::fs::write(
             path,
             serde_json::to_string_pretty(&json).expect("json") + "\n",
         )
         .expect("write --json file");
     }
-    drop((provider, floor, gateway));
+    for peer in procs.0.iter().filter(|p| p.tree) {
+        kill_descendants(peer.pid);
+    }
+    drop((provider, floor, gateway, litellm, portkey));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -902,6 +1538,86 @@ mod tests {
         assert!(!is_content(
             br#"data: {"choices":[{"index":0,"delta":{}}]}"#
         ));
+    }
+
+    #[test]
+    fn peers_role_chunks_are_not_content() {
+        // LiteLLM writes the role chunk with `content` first; Portkey adds `refusal` and re-orders the envelope.
+        assert!(!is_content(
+            br#"data: {"id":"x","choices":[{"index":0,"delta":{"content":"","role":"assistant"}}]}"#
+        ));
+        assert!(!is_content(
+            br#"data: {"id":"x","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null}],"usage":null}"#
+        ));
+        assert!(is_content(
+            br#"data: {"id":"x","choices":[{"index":0,"delta":{"content":" tok1"},"logprobs":null,"finish_reason":null}],"usage":null}"#
+        ));
+        // A usage chunk after the finish carries no delta text.
+        assert!(!is_content(
+            br#"data: {"choices":[],"usage":{"prompt_tokens":28,"completion_tokens":64}}"#
+        ));
+        assert!(is_error(
+            br#"data: {"error":{"message":"upstream failed"}}"#
+        ));
+        assert!(!is_error(
+            br#"data: {"choices":[{"delta":{"content":"x"}}]}"#
+        ));
+    }
+
+    #[test]
+    fn frames_end_at_a_blank_line_with_lf_or_crlf() {
+        assert_eq!(frame_len(b"data: a\n\ndata: b\n\n"), Some(9));
+        assert_eq!(frame_len(b"data: a\r\n\r\ndata: b"), Some(11));
+        assert_eq!(frame_len(b"data: a\n"), None);
+    }
+
+    #[test]
+    fn descendants_follow_the_parent_table() {
+        // 10 → 11 → 13, 10 → 12; 20 is unrelated.
+        let parents = [(11, 10), (12, 10), (13, 11), (20, 1), (10, 1)];
+        let mut tree = descendants(10, &parents);
+        tree.sort_unstable();
+        assert_eq!(tree, vec![10, 11, 12, 13]);
+        assert_eq!(descendants(20, &parents), vec![20]);
+        // This process appears in the real table, under its real parent.
+        let table = parent_table();
+        let me = std::process::id();
+        assert!(table.iter().any(|(pid, _)| *pid == me));
+    }
+
+    fn sums(route: Route, p50_ms: u64, p99_ms: u64, errors: usize) -> PathSums {
+        PathSums {
+            route,
+            ttft: Summary {
+                n: 10,
+                p50: p50_ms * 1_000_000,
+                p99: p99_ms * 1_000_000,
+                max: p99_ms * 1_000_000,
+            },
+            gap: Summary::default(),
+            streams: 10,
+            completed: 10 - errors,
+            errors,
+        }
+    }
+
+    #[test]
+    fn peer_ratio_takes_the_best_peer_per_percentile() {
+        let all = [
+            sums(Route::Direct, 1, 5, 0),
+            sums(Route::Gateway, 2, 7, 0),
+            // litellm adds 40 / 100 ms, portkey 10 / 200 ms: the best is 10 at p50 and 100 at p99.
+            sums(Route::Litellm, 41, 105, 0),
+            sums(Route::Portkey, 11, 205, 2),
+        ];
+        let (p50, p99, notes) = peer_ratio(&all).unwrap();
+        assert_eq!(p50, Some(10.0));
+        assert_eq!(p99, Some(50.0));
+        assert_eq!(notes, vec!["portkey failed 2 of 10 streams".to_owned()]);
+        // Without peers there is no ratio; with a gateway that adds nothing it is not a number.
+        assert!(peer_ratio(&all[..2]).is_none());
+        let flat = [all[0], sums(Route::Gateway, 1, 5, 0), all[2]];
+        assert_eq!(peer_ratio(&flat).unwrap().0, None);
     }
 
     #[test]

@@ -1,0 +1,170 @@
+//! Starting the benchmarked processes on loopback and describing the machine they ran on.
+//!
+//! Every benchmark binary starts its children the same way: a free loopback port, the child's stderr to a log file
+//! in the run's temporary folder, `kill_on_drop` so a failed run leaves nothing behind, and a wait until the port
+//! accepts connections (or the child's first stdout line announces its address).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// A free TCP port on 127.0.0.1 (bound, read, released: a tiny race with other binders is accepted).
+pub fn free_port() -> std::io::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// Spawns `cmd` with stdin closed, stdout discarded and stderr appended to `log`, killed when dropped.
+pub fn spawn_logged(mut cmd: Command, log: &Path) -> std::io::Result<Child> {
+    let stderr = std::fs::File::create(log)?;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(stderr))
+        .kill_on_drop(true);
+    cmd.spawn()
+}
+
+/// Waits until `addr` accepts TCP connections, or fails after `timeout` naming `what` and its `log`.
+pub async fn wait_listening(
+    addr: SocketAddr,
+    timeout: Duration,
+    what: &str,
+    log: &Path,
+) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    while tokio::net::TcpStream::connect(addr).await.is_err() {
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "{what} did not listen on {addr} within {timeout:?}; see {}",
+                log.display()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// Spawns `cmd` (stderr to `log`, killed when dropped) and returns it with the address its first stdout line
+/// announces as `listening on <addr>`.
+pub async fn spawn_announcing(mut cmd: Command, log: &Path) -> Result<(Child, String), String> {
+    let stderr = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::from(stderr))
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().map_err(|e| format!("spawn: {e}"))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| "child has no stdout".to_owned())?;
+    let mut line = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        BufReader::new(stdout).read_line(&mut line),
+    )
+    .await
+    .map_err(|_| format!("no address announced in 20 s (log: {})", log.display()))?
+    .map_err(|e| format!("reading the child's stdout: {e}"))?;
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .ok_or_else(|| format!("unexpected first line {line:?} (log: {})", log.display()))?
+        .to_owned();
+    Ok((child, addr))
+}
+
+/// Raises the soft open-files limit to the hard one (children inherit it) and returns the new soft limit.
+pub fn raise_nofile() -> Option<u64> {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    limit.current = limit.maximum;
+    let _ = setrlimit(Resource::Nofile, limit);
+    getrlimit(Resource::Nofile).current
+}
+
+/// `/proc/loadavg`'s three averages (1, 5, 15 minutes): other work on the machine shows here.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// CPU model, core count and kernel release, for the report's header.
+pub fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    format!("{cpu}, {cores} cores, Linux {kernel}")
+}
+
+/// Parses a plan of `CxR` pairs (`1x10,100x1`: 10 rounds at concurrency 1, one round at 100); a bare `C` is one
+/// round.
+pub fn parse_plan(plan: &str) -> Result<Vec<(usize, usize)>, String> {
+    plan.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (c, r) = p.split_once('x').unwrap_or((p, "1"));
+            let c = c
+                .trim()
+                .parse::<usize>()
+                .map_err(|e| format!("concurrency {c:?} in plan: {e}"))?;
+            let r = r
+                .trim()
+                .parse::<usize>()
+                .map_err(|e| format!("rounds {r:?} in plan: {e}"))?;
+            if c == 0 || r == 0 {
+                return Err(format!(
+                    "plan entry {p:?}: concurrency and rounds must be at least 1"
+                ));
+            }
+            Ok((c, r))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_parse_and_reject_zero() {
+        assert_eq!(
+            parse_plan("1x3, 200x1,50").unwrap(),
+            vec![(1, 3), (200, 1), (50, 1)]
+        );
+        assert!(parse_plan("0x1").unwrap_err().contains("at least 1"));
+        assert!(parse_plan("ax1").unwrap_err().contains("concurrency"));
+    }
+
+    #[tokio::test]
+    async fn waits_for_a_listener_and_times_out_without_one() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let log = Path::new("unused.log");
+        wait_listening(addr, Duration::from_secs(1), "test", log)
+            .await
+            .unwrap();
+        drop(listener);
+        let port = free_port().unwrap();
+        let closed = SocketAddr::from(([127, 0, 0, 1], port));
+        let err = wait_listening(closed, Duration::from_millis(50), "nobody", log)
+            .await
+            .unwrap_err();
+        assert!(err.contains("nobody did not listen"), "{err}");
+    }
+}
