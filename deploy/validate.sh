@@ -50,6 +50,7 @@ llm-gateway        GATEWAY_CONFIG               read     services/llm-gateway/sr
 llm-gateway        GATEWAY_LISTEN               read     services/llm-gateway/src/config.rs                  .var("GATEWAY_LISTEN")
 llm-gateway        GATEWAY_METRICS_LISTEN       read     services/llm-gateway/src/config.rs                  .var("GATEWAY_METRICS_LISTEN")
 llm-gateway        GATEWAY_AUTH_TOKENS          read     services/llm-gateway/src/config.rs                  env.var("GATEWAY_AUTH_TOKENS")
+llm-gateway        OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT read services/llm-gateway/src/config.rs  env.var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
 llm-gateway        OPENAI_API_KEY               read     services/llm-gateway/src/config.rs                  "OPENAI_API_KEY"
 llm-gateway        OPENAI_BASE_URL              read     services/llm-gateway/src/config.rs                  "OPENAI_BASE_URL"
 llm-gateway        ANTHROPIC_API_KEY            read     services/llm-gateway/src/config.rs                  "ANTHROPIC_API_KEY"
@@ -64,6 +65,8 @@ session-processor  PROCESSOR_AUTH_TOKENS        read     services/session-proces
 session-processor  GATEWAY_URL                  read     services/session-processor/src/config.rs            env.var("GATEWAY_URL")
 session-processor  REDIS_URL                    read     services/session-processor/src/config.rs            env.var("REDIS_URL")
 session-processor  PROCESSOR_WORKSPACE_ROOT     read     services/session-processor/src/config.rs            "PROCESSOR_WORKSPACE_ROOT"
+session-processor  PROCESSOR_SNAPSHOT_ROOT      read     services/session-processor/src/config.rs            .var("PROCESSOR_SNAPSHOT_ROOT")
+session-processor  GATEWAY_BALANCE              read     services/session-processor/src/config.rs            .var("GATEWAY_BALANCE")
 session-processor  @llm-telemetry               read     services/session-processor/src/main.rs              llm_telemetry::init(
 session-processor  PROCESSOR_ADDR               read     services/session-processor/src/bin/sessions_cli.rs  env = "PROCESSOR_ADDR"
 session-processor  PROCESSOR_TOKEN              read     services/session-processor/src/bin/sessions_cli.rs  env = "PROCESSOR_TOKEN"

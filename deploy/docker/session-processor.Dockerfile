@@ -5,7 +5,9 @@
 #
 # Runtime is debian:bookworm-slim rather than distroless because the built-in `bash` tool runs `/bin/sh -c` in the
 # session's workspace (denied by default, but an agent may allow it) and model-written commands expect coreutils.
-# tini is PID 1 so that stray processes of those commands are reaped. Runs as uid 65532.
+# tini is PID 1 so that stray processes of those commands are reaped. git takes the workspace snapshots behind patch
+# parts, session summaries and GetDiff (kept under the workspace root's `@snapshots`, never inside a workspace);
+# without it sessions still run, only without diffs. Runs as uid 65532.
 ARG RUST_IMAGE=rust:1-bookworm
 ARG RUNTIME_IMAGE=debian:bookworm-slim
 
@@ -31,7 +33,7 @@ RUN find . -path ./target -prune -o -name '*.rs' -exec touch {} + \
 
 FROM ${RUNTIME_IMAGE}
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates tini \
+ && apt-get install -y --no-install-recommends ca-certificates git tini \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 65532 nonroot \
  && useradd --system --uid 65532 --gid 65532 --home-dir /var/lib/session-processor --shell /usr/sbin/nologin nonroot \
@@ -43,6 +45,6 @@ ENV PROCESSOR_CONFIG=/etc/session-processor/processor.toml
 USER 65532:65532
 WORKDIR /var/lib/session-processor
 # 50052: gRPC (SessionService, grpc.health.v1, reflection).
-EXPOSE 50052
+EXPOSE 50052 9465
 # No HEALTHCHECK: Kubernetes probes grpc.health.v1 natively (`grpc: {port: 50052}`, no token needed).
 ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/session-processor"]

@@ -101,6 +101,29 @@ async fn a_replica_killed_mid_step_is_resumed_by_another_with_nothing_lost() {
             break ev.event_id;
         }
     };
+    // The event log is written coalesced: a crash loses what was shown live but not yet written (at most one flush
+    // window). Kill the replica once the delta the caller saw is in the log, so what follows checks that everything
+    // logged before the crash ends up persisted in closed, consistent parts.
+    let log = session_processor::store::Store::connect(&redis_url(), &prefix)
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        let mut cursor = session_processor::events::EventId::ZERO;
+        loop {
+            let page = log
+                .read_event_page(&session.id, cursor, Some(Duration::from_secs(5)), 100)
+                .await
+                .unwrap();
+            if page.events.iter().any(|e| e.event_id == last_seen) {
+                return;
+            }
+            if let Some(c) = page.cursor {
+                cursor = c;
+            }
+        }
+    })
+    .await
+    .expect("the seen delta reaches the event log within a flush window");
     a.child.start_kill().unwrap();
     a.child.wait().await.unwrap();
     drop(stream);

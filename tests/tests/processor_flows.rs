@@ -352,3 +352,42 @@ async fn the_last_allowed_step_is_text_only() {
         "no tools offered on the last step"
     );
 }
+
+#[tokio::test]
+async fn a_prompt_sent_the_moment_the_last_one_finished_is_never_lost() {
+    // The second prompt of each session arrives while the first loop is finishing: it may find the lease still
+    // held, queue itself, and race the loop's release. Whichever way the race goes, someone must run it. Many
+    // sessions at once make every interleaving likely; each prompt must finish within the deadline.
+    let p = Product::start("").await;
+    p.gateway
+        .openai
+        .set_fallback(text("chatcmpl-any", &["Quick ", "answer."]));
+    let mut tasks = Vec::new();
+    for i in 0..24 {
+        let s = session(&p, "").await;
+        let mut c = p.client().await;
+        tasks.push(tokio::spawn(async move {
+            for n in 0..3 {
+                let mut stream = c
+                    .prompt(prompt(&s.id, &format!("session {i} prompt {n}")))
+                    .await
+                    .unwrap()
+                    .into_inner();
+                let events = until_done(&mut stream).await;
+                assert!(
+                    matches!(events.last(), Some(SE::Done(_))),
+                    "session {i} prompt {n} finished: {events:?}"
+                );
+            }
+            let all = messages(&mut c, &s.id).await;
+            let users = all
+                .iter()
+                .filter(|m| m.role == spb::Role::User as i32)
+                .count();
+            assert_eq!(users, 3, "session {i}: every prompt stored");
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}

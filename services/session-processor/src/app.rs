@@ -15,7 +15,11 @@ pub async fn serve(
     let config = Arc::new(Config::load(config_path, &ProcessEnv)?);
     let store = crate::store::Store::connect(&config.redis_url, &config.redis_prefix).await?;
     store.ping().await?;
-    let gateway = crate::run_loop::gateway_client(&config.gateway_url, &config.gateway_token)?;
+    let gateway = crate::run_loop::gateway_client_balanced(
+        &config.gateway_url,
+        &config.gateway_token,
+        config.gateway_balance,
+    )?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
     tracing::info!(message = "session-processor listening", addr = %addr, agents = ?config.agents.keys().collect::<Vec<_>>());
@@ -37,6 +41,12 @@ pub async fn serve(
         ));
     }
     tokio::spawn(engine.clone().recover(config.lease_ttl / 2, stop.clone()));
+    // Snapshot repositories of deleted sessions go within ten minutes, from every replica's snapshot root.
+    tokio::spawn(crate::snapshot::sweep_forever(
+        engine.clone(),
+        std::time::Duration::from_secs(600),
+        stop.clone(),
+    ));
     let result = crate::server::run(engine, listener, shutdown).await;
     stop.cancel();
     result?;

@@ -42,6 +42,9 @@ pub struct FileConfig {
     /// `[workspaces]`.
     #[serde(default)]
     pub workspaces: WorkspacesFile,
+    /// `[snapshots]`: workspace snapshots and diffs.
+    #[serde(default)]
+    pub snapshots: SnapshotsFile,
     /// Agents by name; `default` is used when a session names none.
     #[serde(default)]
     pub agents: BTreeMap<String, AgentFile>,
@@ -51,6 +54,28 @@ pub struct FileConfig {
     /// Tenants by name: which caller tokens belong to them and their budgets.
     #[serde(default)]
     pub tenants: BTreeMap<String, TenantFile>,
+    /// `[events]`: the session event log.
+    #[serde(default)]
+    pub events: EventsFile,
+}
+
+/// `[events]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EventsFile {
+    /// How long after the first unwritten event a running loop writes its events to the session's Redis Stream as
+    /// one entry. Streams on the loop's replica get every event at once whatever this is; streams on other replicas
+    /// see events up to this much later. Smaller: fresher remote streams, more Redis commands.
+    pub flush_interval_ms: u64,
+}
+
+impl Default for EventsFile {
+    fn default() -> Self {
+        EventsFile {
+            flush_interval_ms: u64::try_from(crate::events::DEFAULT_FLUSH_INTERVAL.as_millis())
+                .unwrap_or(200),
+        }
+    }
 }
 
 /// `[titles]`.
@@ -116,6 +141,12 @@ pub struct GatewayFile {
     pub token_env: String,
     /// Deadline of one gateway step.
     pub step_timeout_ms: u64,
+    /// How calls are spread over gateway replicas: `connection` (one HTTP/2 connection; calls follow it) or `dns`
+    /// (resolve the URL's host every `resolve_interval_ms` and balance each call over every address, e.g. of a
+    /// headless Service). Env `GATEWAY_BALANCE`.
+    pub balance: String,
+    /// How often `balance = "dns"` resolves the gateway's host again.
+    pub resolve_interval_ms: u64,
 }
 
 impl Default for GatewayFile {
@@ -124,6 +155,8 @@ impl Default for GatewayFile {
             url: "http://127.0.0.1:50051".into(),
             token_env: "GATEWAY_TOKEN".into(),
             step_timeout_ms: 600_000,
+            balance: "connection".into(),
+            resolve_interval_ms: 5_000,
         }
     }
 }
@@ -163,6 +196,83 @@ impl Default for WorkspacesFile {
         WorkspacesFile {
             root: "./workspaces".into(),
         }
+    }
+}
+
+/// `[snapshots]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SnapshotsFile {
+    /// Snapshot the workspace at each step (needs `git` on the processor's PATH).
+    pub enabled: bool,
+    /// Directory of the snapshot repositories, one per session, outside every workspace (env
+    /// `PROCESSOR_SNAPSHOT_ROOT`). Unset: `@snapshots` inside the workspace root, a name no workspace can have, so
+    /// snapshots live on the same volume as the workspaces.
+    pub root: Option<String>,
+    /// Files larger than this many bytes are left out of snapshots.
+    pub max_file_bytes: u64,
+    /// Deadline of one snapshot or one diff (every git command it runs).
+    pub timeout_ms: u64,
+}
+
+impl Default for SnapshotsFile {
+    fn default() -> Self {
+        SnapshotsFile {
+            enabled: true,
+            root: None,
+            max_file_bytes: 2 * 1024 * 1024,
+            timeout_ms: 30_000,
+        }
+    }
+}
+
+/// Validated `[snapshots]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotConfig {
+    /// Whether sessions with a workspace get snapshots.
+    pub enabled: bool,
+    /// Directory of the per-session snapshot repositories.
+    pub root: PathBuf,
+    /// Largest file (bytes) a snapshot includes.
+    pub max_file_bytes: u64,
+    /// Deadline of one snapshot or diff.
+    pub timeout: Duration,
+}
+
+/// The directory under the workspace root that holds snapshots by default: `@` is not allowed in workspace names, so
+/// no session's workspace can be (or contain) it.
+pub const DEFAULT_SNAPSHOT_DIR: &str = "@snapshots";
+
+/// `root` and `workspace_root` must not overlap, except that the snapshot root may sit directly or deeper under the
+/// workspace root below a name that cannot be a workspace (one with a character outside `[A-Za-z0-9._-]`).
+fn snapshot_root_ok(root: &Path, workspace_root: &Path) -> bool {
+    use std::path::Component;
+    let norm = |p: &Path| -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for c in p.components() {
+            match c {
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    if out.last().is_some_and(|l| l != "..") {
+                        out.pop();
+                    } else {
+                        out.push("..".into());
+                    }
+                }
+                other => out.push(other.as_os_str().to_string_lossy().into_owned()),
+            }
+        }
+        out
+    };
+    let (r, w) = (norm(root), norm(workspace_root));
+    if w.starts_with(&r) {
+        return false;
+    }
+    match r.strip_prefix(w.as_slice()) {
+        Some([first, ..]) => !first
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')),
+        _ => true,
     }
 }
 
@@ -355,6 +465,8 @@ pub struct Config {
     pub gateway_url: String,
     /// The processor's bearer token for the gateway.
     pub gateway_token: String,
+    /// How calls are spread over gateway replicas.
+    pub gateway_balance: crate::gateway_pool::Balance,
     /// Deadline of one gateway call.
     pub step_timeout: Duration,
     /// Redis URL.
@@ -365,12 +477,16 @@ pub struct Config {
     pub lease_ttl: Duration,
     /// Directory of the sessions' workspaces.
     pub workspace_root: PathBuf,
+    /// Workspace snapshots.
+    pub snapshots: SnapshotConfig,
     /// Agents by name.
     pub agents: BTreeMap<String, Agent>,
     /// Whether sessions get a generated title.
     pub titles: bool,
     /// Tenants by name.
     pub tenants: BTreeMap<String, Tenant>,
+    /// The event hub's tuning (`[events]`).
+    pub events: crate::events::EventsConfig,
 }
 
 impl Config {
@@ -511,9 +627,39 @@ impl Config {
             ));
         }
         let gateway_url = env.var("GATEWAY_URL").unwrap_or(file.gateway.url.clone());
-        if !gateway_url.starts_with("http://") && !gateway_url.starts_with("https://") {
-            return Err(err("gateway.url", "must be an http(s) URL"));
-        }
+        let balance = env
+            .var("GATEWAY_BALANCE")
+            .unwrap_or(file.gateway.balance.clone());
+        let gateway_balance = match balance.as_str() {
+            "connection" => {
+                if !gateway_url.starts_with("http://") && !gateway_url.starts_with("https://") {
+                    return Err(err("gateway.url", "must be an http(s) URL"));
+                }
+                if gateway_url.contains(',') {
+                    return Err(err(
+                        "gateway.url",
+                        "a list of URLs needs gateway.balance = \"dns\"",
+                    ));
+                }
+                crate::gateway_pool::Balance::Connection
+            }
+            "dns" => {
+                crate::gateway_pool::parse_targets(&gateway_url)
+                    .map_err(|e| err("gateway.url", e))?;
+                if file.gateway.resolve_interval_ms < 100 {
+                    return Err(err("gateway.resolve_interval_ms", "must be at least 100"));
+                }
+                crate::gateway_pool::Balance::Dns {
+                    interval: Duration::from_millis(file.gateway.resolve_interval_ms),
+                }
+            }
+            other => {
+                return Err(err(
+                    "gateway.balance",
+                    format!("`{other}`: expected `connection` or `dns`"),
+                ));
+            }
+        };
         let gateway_token = env.var(&file.gateway.token_env).unwrap_or_default();
         let redis_url = env.var("REDIS_URL").unwrap_or(file.redis.url.clone());
         if !redis_url.starts_with("redis://") && !redis_url.starts_with("rediss://") {
@@ -526,6 +672,25 @@ impl Config {
             env.var("PROCESSOR_WORKSPACE_ROOT")
                 .unwrap_or(file.workspaces.root.clone()),
         );
+        let snapshot_root = env
+            .var("PROCESSOR_SNAPSHOT_ROOT")
+            .or(file.snapshots.root.clone())
+            .map_or_else(|| workspace_root.join(DEFAULT_SNAPSHOT_DIR), PathBuf::from);
+        if !snapshot_root_ok(&snapshot_root, &workspace_root) {
+            return Err(err(
+                "snapshots.root",
+                "must not be the workspace root, inside a workspace, or contain the workspace root",
+            ));
+        }
+        if file.snapshots.timeout_ms == 0 {
+            return Err(err("snapshots.timeout_ms", "must be positive"));
+        }
+        let snapshots = SnapshotConfig {
+            enabled: file.snapshots.enabled,
+            root: snapshot_root,
+            max_file_bytes: file.snapshots.max_file_bytes,
+            timeout: Duration::from_millis(file.snapshots.timeout_ms),
+        };
 
         let mut agents = BTreeMap::new();
         let mut files = file.agents;
@@ -624,6 +789,16 @@ impl Config {
                 },
             );
         }
+        if file.events.flush_interval_ms == 0 || file.events.flush_interval_ms > 10_000 {
+            return Err(err(
+                "events.flush_interval_ms",
+                "must be between 1 and 10000",
+            ));
+        }
+        let events = crate::events::EventsConfig {
+            flush_interval: Duration::from_millis(file.events.flush_interval_ms),
+            ..Default::default()
+        };
         Ok(Config {
             listen,
             metrics_listen,
@@ -632,14 +807,17 @@ impl Config {
             shutdown_grace: Duration::from_millis(file.server.shutdown_grace_ms),
             gateway_url,
             gateway_token,
+            gateway_balance,
             step_timeout: Duration::from_millis(file.gateway.step_timeout_ms),
             redis_url,
             redis_prefix: file.redis.prefix,
             lease_ttl: Duration::from_millis(file.redis.lease_ttl_ms),
             workspace_root,
+            snapshots,
             agents,
             titles: file.titles.enabled,
             tenants,
+            events,
         })
     }
 }
@@ -724,6 +902,90 @@ mod tests {
         let file = Config::parse(include_str!("../../../deploy/processor.example.toml")).unwrap();
         assert!(file.titles.enabled);
         assert!(file.agents["default"].auto_compact);
+    }
+
+    #[test]
+    fn snapshots_default_under_the_workspace_root_and_never_inside_a_workspace() {
+        let c = load("[workspaces]\nroot = \"/srv/ws\"\n").unwrap();
+        assert!(c.snapshots.enabled);
+        assert_eq!(c.snapshots.root, Path::new("/srv/ws/@snapshots"));
+        assert_eq!(c.snapshots.max_file_bytes, 2 * 1024 * 1024);
+        let c = load("[workspaces]\nroot = \"/srv/ws\"\n[snapshots]\nroot = \"/srv/snap\"\ntimeout_ms = 5000\n")
+            .unwrap();
+        assert_eq!(
+            (c.snapshots.root.as_path(), c.snapshots.timeout),
+            (Path::new("/srv/snap"), Duration::from_secs(5))
+        );
+        for root in [
+            "/srv/ws",
+            "/srv/ws/demo",
+            "/srv/ws/demo/.snap",
+            "/srv",
+            "/srv/ws/./x/..",
+        ] {
+            let extra =
+                format!("[workspaces]\nroot = \"/srv/ws\"\n[snapshots]\nroot = \"{root}\"\n");
+            assert_eq!(load(&extra).unwrap_err().key, "snapshots.root", "{root}");
+        }
+        let env = [
+            ("PROCESSOR_SNAPSHOT_ROOT", "/var/snap"),
+            ("PROCESSOR_AUTH_TOKENS", "operator-token-0123456789"),
+        ];
+        let c = Config::from_file(FileConfig::default(), Path::new("."), &env).unwrap();
+        assert_eq!(c.snapshots.root, Path::new("/var/snap"));
+    }
+
+    #[test]
+    fn gateway_balance_modes() {
+        use crate::gateway_pool::Balance;
+        assert_eq!(load("").unwrap().gateway_balance, Balance::Connection);
+        let c = load("[gateway]\nurl = \"http://gw-headless:50051,http://gw2:50051\"\nbalance = \"dns\"\nresolve_interval_ms = 2000\n").unwrap();
+        assert_eq!(
+            c.gateway_balance,
+            Balance::Dns {
+                interval: Duration::from_millis(2000)
+            }
+        );
+        for (extra, key) in [
+            ("[gateway]\nbalance = \"round_robin\"\n", "gateway.balance"),
+            (
+                "[gateway]\nbalance = \"dns\"\nurl = \"gw:1\"\n",
+                "gateway.url",
+            ),
+            (
+                "[gateway]\nbalance = \"dns\"\nresolve_interval_ms = 5\n",
+                "gateway.resolve_interval_ms",
+            ),
+            (
+                "[gateway]\nurl = \"http://a:1,http://b:1\"\n",
+                "gateway.url",
+            ),
+        ] {
+            assert_eq!(load(extra).unwrap_err().key, key, "{extra}");
+        }
+    }
+
+    #[test]
+    fn the_event_flush_window_is_configurable_and_bounded() {
+        assert_eq!(
+            load("").unwrap().events.flush_interval,
+            crate::events::DEFAULT_FLUSH_INTERVAL
+        );
+        assert_eq!(
+            load("[events]\nflush_interval_ms = 50\n")
+                .unwrap()
+                .events
+                .flush_interval,
+            Duration::from_millis(50)
+        );
+        for bad in ["0", "10001"] {
+            assert_eq!(
+                load(&format!("[events]\nflush_interval_ms = {bad}\n"))
+                    .unwrap_err()
+                    .key,
+                "events.flush_interval_ms"
+            );
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! - [`ids`]: ascending, sortable ids for sessions, messages and parts.
 //! - [`processor`]: the Processor, a state machine with no I/O: gateway events in, part changes out.
 //! - [`store`]: the one place that talks to Redis: sessions, messages, parts, the event log, leases.
+//! - [`events`]: the per-replica event hub: live delivery to local streams, coalesced writes to the event log.
 //! - [`history`]: stored messages → the gateway conversation; the loop's exit rule and model priority.
 //! - [`run_loop`]: the runLoop and the engine that owns storage, the gateway client and running loops.
 //! - [`server`]: the `SessionService` gRPC server.
@@ -14,10 +15,16 @@
 //! - [`retry`]: whether and when a failed step runs again.
 //! - [`structured`]: structured output through a dedicated, schema-validated tool.
 //! - [`title`]: the session title request and its clean-up.
+//! - [`snapshot`]: git-tree snapshots of session workspaces, kept outside them, and the diffs between them.
+//! - [`diff_api`]: the `GetDiff` RPC over those snapshots.
 
 pub mod app;
 pub mod config;
 pub mod context;
+pub mod diagnostics;
+pub mod diff_api;
+pub mod events;
+pub mod gateway_pool;
 pub mod history;
 pub mod ids;
 pub mod metrics;
@@ -25,6 +32,7 @@ pub mod processor;
 pub mod retry;
 pub mod run_loop;
 pub mod server;
+pub mod snapshot;
 pub mod store;
 pub mod structured;
 pub mod title;

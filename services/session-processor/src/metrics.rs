@@ -36,6 +36,8 @@ pub const COMPACTIONS: &str = "session_processor_compactions";
 pub const TOOL_CALLS: &str = "session_processor_tool_calls";
 /// Latency of the loop's Redis calls, by operation.
 pub const REDIS: &str = "session_processor_redis";
+/// Workspace snapshots or diffs that failed (git missing, failing or too slow), by operation.
+pub const SNAPSHOT_FAILURES: &str = "session_processor_snapshot_failures";
 
 /// Fixed label names with values from closed sets (or, for finishes, the few the processor writes).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -84,6 +86,7 @@ pub struct Metrics {
     compactions: Family<Labels, Counter>,
     tool_calls: Family<Labels, Counter>,
     redis: Family<Labels, Histogram>,
+    snapshot_failures: Family<Labels, Counter>,
     gen_ai: GenAiMetrics,
 }
 
@@ -132,8 +135,15 @@ impl Metrics {
             Unit::Seconds,
             redis.clone(),
         );
+        let snapshot_failures = Family::<Labels, Counter>::default();
+        registry.register(
+            SNAPSHOT_FAILURES,
+            "Workspace snapshots (op=track) and diffs (op=diff) that failed",
+            snapshot_failures.clone(),
+        );
         let gen_ai = GenAiMetrics::register(&mut registry);
         Metrics {
+            snapshot_failures,
             registry,
             active_sessions,
             steps,
@@ -206,6 +216,13 @@ impl Metrics {
                 (LABEL_KIND, Arc::from(kind)),
                 (LABEL_OUTCOME, Arc::from(outcome)),
             ]))
+            .inc();
+    }
+
+    /// A workspace snapshot (`track`) or diff (`diff`) failed.
+    pub fn snapshot_failure(&self, op: &'static str) {
+        self.snapshot_failures
+            .get_or_create(&Labels(vec![(LABEL_OP, Arc::from(op))]))
             .inc();
     }
 

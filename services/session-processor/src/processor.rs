@@ -75,9 +75,14 @@ pub struct Processor {
     blocked: bool,
     /// The provider overflowed mid-stream: a compaction need that also marks the message.
     overflowed: bool,
+    /// The workspace snapshot taken before the step (empty without one), written on the step-start part.
+    start_snapshot: String,
     /// The gateway error that failed the step, kept beside the message error because the loop's retry decision
     /// needs what the stored error does not carry: the unified kind and the provider's `retry_after`.
     failure: Option<Failure>,
+    /// The model the step asked for (the message's model before `stream-start` names the serving one), recorded on
+    /// step-finish so a gateway fallback stays visible.
+    requested_model: String,
 }
 
 /// What the loop needs to know about a failed step to decide on a retry.
@@ -94,7 +99,9 @@ pub struct Failure {
 impl Processor {
     /// A processor for a new assistant message (already created by the run loop).
     pub fn new(message: pb::Message, usable_context: Option<u64>) -> Processor {
+        let requested_model = message.model.clone();
         Processor {
+            requested_model,
             message,
             parts: Vec::new(),
             text_blocks: HashMap::new(),
@@ -105,6 +112,7 @@ impl Processor {
             blocked: false,
             overflowed: false,
             failure: None,
+            start_snapshot: String::new(),
         }
     }
 
@@ -166,7 +174,7 @@ impl Processor {
             }
             E::StepStart(_) => {
                 let part = self.new_part(pb::part::Kind::StepStart(pb::StepStartPart {
-                    snapshot: String::new(),
+                    snapshot: self.start_snapshot.clone(),
                 }));
                 out.push(Effect::Part(part));
             }
@@ -293,6 +301,7 @@ impl Processor {
                     cost_nano_usd: cost,
                     snapshot: String::new(),
                     model: self.message.model.clone(),
+                    requested_model: self.requested_model.clone(),
                 }));
                 out.push(Effect::Part(part));
                 self.message.cost_nano_usd += cost;
@@ -449,6 +458,47 @@ impl Processor {
             Some(pb::part::Kind::Tool(t)) => Some(t),
             _ => None,
         })
+    }
+
+    /// Sets the workspace snapshot taken before the step; the step-start part carries it.
+    pub fn set_start_snapshot(&mut self, snapshot: String) {
+        self.start_snapshot = snapshot;
+    }
+
+    /// The workspace snapshot taken before the step (empty without one).
+    pub fn start_snapshot(&self) -> &str {
+        &self.start_snapshot
+    }
+
+    /// Records the snapshot taken after the step and its tools: the step-finish part gets it, and when files changed
+    /// a patch part (relative to the start snapshot, files sorted) follows the step's other parts.
+    pub fn finish_snapshot(
+        &mut self,
+        after: String,
+        mut changes: Vec<pb::FileChange>,
+        out: &mut Vec<Effect>,
+    ) {
+        if let Some(part) = self
+            .parts
+            .iter_mut()
+            .rev()
+            .find(|p| matches!(p.kind, Some(pb::part::Kind::StepFinish(_))))
+            && let Some(pb::part::Kind::StepFinish(finish)) = part.kind.as_mut()
+        {
+            finish.snapshot.clone_from(&after);
+            out.push(Effect::Part(part.clone()));
+        }
+        if changes.is_empty() {
+            return;
+        }
+        changes.sort_by(|a, b| a.path.cmp(&b.path));
+        let patch = self.new_part(pb::part::Kind::Patch(pb::PatchPart {
+            hash: self.start_snapshot.clone(),
+            files: changes.iter().map(|c| c.path.clone()).collect(),
+            after,
+            changes,
+        }));
+        out.push(Effect::Part(patch));
     }
 
     /// Adds a part the loop creates itself (a compaction marker) and emits it.
@@ -936,6 +986,80 @@ mod tests {
             (pb::tool_state::Status::Error, "permission denied")
         );
         assert_eq!(p.outcome(), Outcome::Stop);
+    }
+
+    #[test]
+    fn snapshots_go_on_the_step_parts_and_changes_become_a_sorted_patch() {
+        let mut p = processor();
+        p.set_start_snapshot("a".repeat(40));
+        let out = feed(
+            &mut p,
+            vec![
+                E::StepStart(gw::StepStart {}),
+                finish(gw::FinishReason::ToolCalls, 10, 1),
+            ],
+        );
+        let Effect::Part(start) = &out[0] else {
+            panic!("{out:?}")
+        };
+        assert_eq!(
+            start.kind,
+            Some(pb::part::Kind::StepStart(pb::StepStartPart {
+                snapshot: "a".repeat(40)
+            }))
+        );
+        let change = |path: &str| pb::FileChange {
+            path: path.into(),
+            status: pb::file_change::Status::Added as i32,
+            additions: 1,
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        p.finish_snapshot(
+            "b".repeat(40),
+            vec![change("z.txt"), change("a/b.txt")],
+            &mut out,
+        );
+        let kinds: Vec<_> = out
+            .iter()
+            .map(|e| match e {
+                Effect::Part(p) => p.kind.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let Some(pb::part::Kind::StepFinish(f)) = &kinds[0] else {
+            panic!("{kinds:?}")
+        };
+        assert_eq!(f.snapshot, "b".repeat(40));
+        let Some(pb::part::Kind::Patch(patch)) = &kinds[1] else {
+            panic!("{kinds:?}")
+        };
+        assert_eq!(
+            (
+                patch.hash.as_str(),
+                patch.after.as_str(),
+                patch.files.clone()
+            ),
+            (
+                "a".repeat(40).as_str(),
+                "b".repeat(40).as_str(),
+                vec!["a/b.txt".to_string(), "z.txt".to_string()]
+            )
+        );
+        assert_eq!(patch.changes[0].path, "a/b.txt");
+        assert!(
+            p.parts()
+                .last()
+                .is_some_and(|l| matches!(l.kind, Some(pb::part::Kind::Patch(_)))),
+            "the patch follows the step-finish part"
+        );
+        let mut unchanged = processor();
+        let mut out = Vec::new();
+        unchanged.finish_snapshot("b".repeat(40), Vec::new(), &mut out);
+        assert!(
+            out.is_empty(),
+            "no step-finish and no changes: nothing to write"
+        );
     }
 
     #[test]

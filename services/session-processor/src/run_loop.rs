@@ -16,6 +16,7 @@ use tracing::Instrument;
 
 use crate::config::{Agent, Config};
 use crate::context;
+use crate::events::Hub;
 use crate::history;
 use crate::ids;
 use crate::metrics::{Metrics, ToolKind, ToolOutcome as CallOutcome};
@@ -51,14 +52,21 @@ impl tonic::service::Interceptor for GatewayAuth {
     }
 }
 
-/// Connects (lazily) to the gateway.
+/// Connects (lazily) to the gateway over one HTTP/2 connection.
 pub fn gateway_client(
     url: &str,
     token: &str,
 ) -> Result<GatewayClient, Box<dyn std::error::Error + Send + Sync>> {
-    let channel = tonic::transport::Endpoint::from_shared(url.to_string())?
-        .tcp_nodelay(true)
-        .connect_lazy();
+    gateway_client_balanced(url, token, crate::gateway_pool::Balance::Connection)
+}
+
+/// Connects (lazily) to the gateway, spreading calls as `balance` says (see [`crate::gateway_pool`]).
+pub fn gateway_client_balanced(
+    url: &str,
+    token: &str,
+    balance: crate::gateway_pool::Balance,
+) -> Result<GatewayClient, Box<dyn std::error::Error + Send + Sync>> {
+    let channel = crate::gateway_pool::channel(url, balance)?;
     let auth = if token.is_empty() {
         None
     } else {
@@ -150,9 +158,27 @@ pub struct Engine {
     /// This replica's lease owner id.
     pub owner: String,
     /// Loops running on this replica, by session, for Abort.
-    running: Mutex<HashMap<String, CancellationToken>>,
+    running: Mutex<HashMap<String, (u64, CancellationToken)>>,
     /// Prometheus metrics, served by the `/metrics` listener when one is configured.
     pub metrics: Arc<Metrics>,
+    /// Session events: live to this replica's streams, coalesced into the sessions' event logs.
+    pub events: Hub,
+}
+
+/// The `error.type` of a failed step: the conventions' low-cardinality snake_case names (`_OTHER` for anything
+/// unnamed), the same words the gateway uses for its own errors where they overlap.
+fn error_type_name(kind: pb::message_error::Kind) -> &'static str {
+    use pb::message_error::Kind;
+    match kind {
+        Kind::Aborted => "cancelled",
+        Kind::Auth => "auth",
+        Kind::Api => "api_error",
+        Kind::ContextOverflow => "context_overflow",
+        Kind::OutputLength => "output_length",
+        Kind::StructuredOutput => "structured_output",
+        Kind::BudgetExceeded => "budget_exceeded",
+        Kind::Unspecified => "_OTHER",
+    }
 }
 
 fn now() -> Timestamp {
@@ -162,7 +188,9 @@ fn now() -> Timestamp {
 impl Engine {
     /// A new engine.
     pub fn new(store: Store, gateway: GatewayClient, config: Arc<Config>) -> Arc<Engine> {
+        let events = Hub::new(store.clone(), config.events);
         Arc::new(Engine {
+            events,
             store,
             gateway,
             config,
@@ -176,9 +204,10 @@ impl Engine {
     /// counted as the conventions do, like [`record_step`]).
     fn record_step_metrics(&self, message: &pb::Message, model: &str, duration: Duration) {
         let t = message.tokens.unwrap_or_default();
-        let error_type = message.error.as_ref().map(|e| {
-            pb::message_error::Kind::try_from(e.kind).map_or("unknown", |k| k.as_str_name())
-        });
+        let error_type = message
+            .error
+            .as_ref()
+            .map(|e| pb::message_error::Kind::try_from(e.kind).map_or("_OTHER", error_type_name));
         self.metrics.step(
             &message.finish,
             model,
@@ -209,15 +238,21 @@ impl Engine {
             .get_session(&req.session_id)
             .await?
             .ok_or_else(|| LoopError::NotFound(req.session_id.clone()))?;
-        let start = self.store.last_event_id(&session.id).await?;
+        let start = self.events.last_event_id(&session.id).await?;
         match self
             .store
             .acquire_lease(&session.id, &self.owner, self.config.lease_ttl)
             .await?
         {
             Some(fence) => {
-                self.persist_user_message(&session, &req, Some(&fence))
-                    .await?;
+                self.open_events(&session.id).await;
+                if let Err(e) = self
+                    .persist_user_message(&session, &req, Some(&fence))
+                    .await
+                {
+                    self.close_events(&session.id).await;
+                    return Err(e.into());
+                }
                 let inputs = RunInputs {
                     model: Some(req.model.clone()).filter(|m| !m.is_empty()),
                     client_tools: req.client_tools.clone(),
@@ -230,21 +265,62 @@ impl Engine {
             None => {
                 // Busy: the running loop delivers it at its next step boundary (see `deliver_queued`).
                 self.store.enqueue_prompt(&session.id, &req).await?;
+                // The loop may have made its last queue check and released the lease between our failed acquire
+                // and the enqueue; then nobody would deliver the prompt. Trying again closes that window: whoever
+                // holds the lease next (that loop re-checking after its release, or us) delivers the queue.
+                if let Some(fence) = self
+                    .store
+                    .acquire_lease(&session.id, &self.owner, self.config.lease_ttl)
+                    .await?
+                {
+                    self.open_events(&session.id).await;
+                    let inputs = RunInputs {
+                        model: Some(req.model.clone()).filter(|m| !m.is_empty()),
+                        client_tools: req.client_tools.clone(),
+                        system: req.system.clone(),
+                        trace,
+                        compact: false,
+                    };
+                    self.spawn_loop(session.id.clone(), fence, inputs);
+                }
             }
         }
         Ok(start)
+    }
+
+    /// Opens the session's event channel on this replica (its loop runs here from now on). On failure the loop's
+    /// events go straight to Redis, one command each, which is slower but loses nothing.
+    async fn open_events(&self, session_id: &str) {
+        if let Err(e) = self.events.open(session_id).await {
+            tracing::warn!(message = "cannot open the session's event channel; publishing directly", session_id = %session_id, error = %e);
+        }
+    }
+
+    /// Writes the session's remaining events and closes its channel (the loop is over and its lease released).
+    async fn close_events(&self, session_id: &str) {
+        if let Err(e) = self.events.close(session_id).await {
+            tracing::warn!(message = "cannot write the session's last events", session_id = %session_id, error = %e);
+        }
     }
 
     /// Stops a loop running on this replica. Returns whether one was running.
     pub fn abort(&self, session_id: &str) -> bool {
         let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         match running.get(session_id) {
-            Some(token) => {
+            Some((_, token)) => {
                 token.cancel();
                 true
             }
             None => false,
         }
+    }
+
+    /// Whether a loop for this session runs on this replica.
+    pub fn is_running(&self, session_id: &str) -> bool {
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(session_id)
     }
 
     /// Resumes a session whose lease is free but whose loop never finished (its replica died mid-step): the new
@@ -347,14 +423,14 @@ impl Engine {
             .collect();
         self.store.put_message(&message, fence).await?;
         self.store.put_parts(&parts, fence).await?;
-        self.store
+        self.events
             .publish(
                 &session.id,
                 pb::session_event::Event::MessageUpdated(message.clone()),
             )
             .await?;
         for p in &parts {
-            self.store
+            self.events
                 .publish(
                     &session.id,
                     pb::session_event::Event::PartUpdated(p.clone()),
@@ -365,11 +441,15 @@ impl Engine {
     }
 
     fn spawn_loop(self: &Arc<Self>, session_id: String, fence: Fence, inputs: RunInputs) {
+        static LOOPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        // Each loop knows its own entry, so a loop ending just as the next one for the session starts (a prompt
+        // that took the released lease) removes only itself.
+        let loop_id = LOOPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let token = CancellationToken::new();
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(session_id.clone(), token.clone());
+            .insert(session_id.clone(), (loop_id, token.clone()));
         let engine = Arc::clone(self);
         // The loop's span: a child of the caller's trace context when the prompt carried one.
         let span = tracing::info_span!(
@@ -391,6 +471,7 @@ impl Engine {
         llm_telemetry::set_parent_from_metadata(&span, &parent);
         tokio::spawn(async move {
             engine.metrics.loop_started();
+            engine.open_events(&session_id).await;
             if let Err(e) = engine.store.mark_active(&session_id).await {
                 tracing::warn!(message = "cannot mark the session active", session_id = %session_id, error = %e);
             }
@@ -400,7 +481,7 @@ impl Engine {
                 if let Err(e) = engine.run(&session_id, &fence, &inputs, &token).await {
                     tracing::error!(message = "session loop failed", session_id = %session_id, error = %e);
                     let _ = engine
-                        .store
+                        .events
                         .publish(
                             &session_id,
                             pb::session_event::Event::Error(pb::MessageError {
@@ -414,8 +495,12 @@ impl Engine {
                 }
                 // Cleared before the lease is released, so a sweeper never sees "active, no lease" for a loop that
                 // simply finished.
+                let _ = engine.store.clear_retry_status(&session_id, &fence).await;
                 let _ = engine.store.clear_active(&session_id).await;
                 let _ = engine.store.release_lease(&session_id, &fence).await;
+                // `done` was written to the log when published (before the release, so a successor's ids follow
+                // it); this replica's streams get it now that the session is idle.
+                engine.close_events(&session_id).await;
                 // A prompt queued between the loop's last check and the release would otherwise wait forever.
                 let queued = engine
                     .store
@@ -434,15 +519,17 @@ impl Engine {
                         fence = f;
                         inputs = RunInputs::default();
                         let _ = engine.store.mark_active(&session_id).await;
+                        engine.open_events(&session_id).await;
                     }
                     _ => break,
                 }
             }
-            engine
-                .running
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&session_id);
+            {
+                let mut running = engine.running.lock().unwrap_or_else(|p| p.into_inner());
+                if running.get(&session_id).is_some_and(|(id, _)| *id == loop_id) {
+                    running.remove(&session_id);
+                }
+            }
             engine.metrics.loop_ended();
         }.instrument(span));
     }
@@ -504,6 +591,7 @@ impl Engine {
         self.status(session_id, pb::session_status::Kind::Busy, 0, None, "")
             .await?;
         let workspace = self.workspace(&session);
+        let snapshots = crate::snapshot::StepSnapshots::new(self, &session, workspace.as_ref());
         let mut steps = 0u32;
         let mut retries = 0u32;
         let mut last: Option<pb::Message> = None;
@@ -570,7 +658,7 @@ impl Engine {
                     );
                 } else if !pending.is_some_and(|c| c.auto) {
                     // A manual compaction is refused; an automatic one after a complete answer is simply skipped.
-                    self.store
+                    self.events
                         .publish(session_id, pb::session_event::Event::Error(error))
                         .await?;
                 }
@@ -672,6 +760,9 @@ impl Engine {
                 ..Default::default()
             };
             let mut processor = Processor::new(message, usable);
+            if let Some(s) = &snapshots {
+                processor.set_start_snapshot(s.start().await);
+            }
             self.apply(
                 &[Effect::Message(processor.message().clone())],
                 fence,
@@ -709,6 +800,16 @@ impl Engine {
                     cancel,
                 )
                 .await?;
+            }
+            // The step's tools ran after its step-finish event: the end snapshot (and the patch) covers them.
+            if let Some(s) = &snapshots
+                && let Some((after, changes)) = s.finish(processor.start_snapshot()).await
+            {
+                let mut out = Vec::new();
+                processor.finish_snapshot(after.clone(), changes, &mut out);
+                self.apply(&out, fence, &mut Coalescer::default(), &processor)
+                    .await?;
+                s.update_summary(&self.store, &after, fence).await?;
             }
             let mut out = Vec::new();
             processor.cleanup(now(), aborted || cancel.is_cancelled(), &mut out);
@@ -770,7 +871,7 @@ impl Engine {
                         processor.fail(error.clone(), &mut out);
                         self.apply(&out, fence, &mut Coalescer::default(), &processor)
                             .await?;
-                        self.store
+                        self.events
                             .publish(session_id, pb::session_event::Event::Error(error))
                             .await?;
                         last = Some(processor.message().clone());
@@ -790,6 +891,7 @@ impl Engine {
                             _ = cancel.cancelled() => break,
                             _ = tokio::time::sleep(delay) => {}
                         }
+                        self.store.clear_retry_status(session_id, fence).await?;
                         self.status(session_id, pb::session_status::Kind::Busy, 0, None, "")
                             .await?;
                         // The failed message keeps its error; the retry is a new assistant message for the same
@@ -802,7 +904,7 @@ impl Engine {
                         tracing::info!(message = "step failed; not retried", session_id = %session_id, reason = ?reason, attempt = retries + 1);
                     }
                     if let Some(e) = processor.message().error.clone() {
-                        self.store
+                        self.events
                             .publish(session_id, pb::session_event::Event::Error(e))
                             .await?;
                     }
@@ -816,7 +918,7 @@ impl Engine {
         self.status(session_id, pb::session_status::Kind::Idle, 0, None, "")
             .await?;
         let (message_id, finish) = last.map(|m| (m.id, m.finish)).unwrap_or_default();
-        self.store
+        self.events
             .publish(
                 session_id,
                 pb::session_event::Event::Done(pb::Done { message_id, finish }),
@@ -1000,7 +1102,7 @@ impl Engine {
                     self.store.put_message(m, Some(fence)).await?;
                     self.metrics.redis("put_message", t.elapsed());
                     let t = Instant::now();
-                    self.store
+                    self.events
                         .publish(
                             session_id,
                             pb::session_event::Event::MessageUpdated(m.clone()),
@@ -1014,7 +1116,7 @@ impl Engine {
                     self.store.put_part(p, Some(fence)).await?;
                     self.metrics.redis("put_part", t.elapsed());
                     let t = Instant::now();
-                    self.store
+                    self.events
                         .publish(session_id, pb::session_event::Event::PartUpdated(p.clone()))
                         .await?;
                     self.metrics.redis("publish", t.elapsed());
@@ -1024,7 +1126,7 @@ impl Engine {
                     message_id,
                     delta,
                 } => {
-                    self.store
+                    self.events
                         .publish(
                             session_id,
                             pb::session_event::Event::PartDelta(pb::PartDelta {
@@ -1140,7 +1242,7 @@ impl Engine {
                     self.store.put_part(part, Some(fence)).await?;
                 }
                 let deadline = SystemTime::now() + agent.client_tool_timeout;
-                self.store
+                self.events
                     .publish(
                         &session_id,
                         pb::session_event::Event::ToolCallAwaiting(pb::ToolCallAwaiting {
@@ -1236,7 +1338,7 @@ impl Engine {
         cancel: &CancellationToken,
     ) -> Result<bool, LoopError> {
         let permission_id = ids::new("per");
-        self.store
+        self.events
             .publish(
                 session_id,
                 pb::session_event::Event::PermissionAsked(pb::PermissionAsked {
@@ -1350,7 +1452,7 @@ impl Engine {
             let mut stored = m.clone();
             stored.parts.clear();
             self.store.put_message(&stored, Some(fence)).await?;
-            self.store
+            self.events
                 .publish(
                     &m.session_id,
                     pb::session_event::Event::MessageUpdated(stored),
@@ -1373,15 +1475,21 @@ impl Engine {
             return Ok(HashMap::new());
         };
         let mut text: HashMap<String, String> = HashMap::new();
-        let mut after = "0".to_string();
+        // Paged by entry; each event counted once even if a retried write logged it twice.
+        let mut cursor = crate::events::EventId::ZERO;
+        let mut seen = crate::events::EventId::ZERO;
         loop {
-            let events = self
+            let page = self
                 .store
-                .read_events(&session_id, &after, None, 1000)
+                .read_event_page(&session_id, cursor, None, 1000)
                 .await?;
-            let Some(last) = events.last() else { break };
-            after.clone_from(&last.event_id);
-            for ev in events {
+            let Some(next) = page.cursor else { break };
+            cursor = next;
+            for ev in page.events {
+                match ev.event_id.parse::<crate::events::EventId>() {
+                    Ok(id) if id > seen => seen = id,
+                    _ => continue,
+                }
                 if let Some(pb::session_event::Event::PartDelta(d)) = ev.event {
                     text.entry(d.part_id).or_default().push_str(&d.delta);
                 }
@@ -1446,7 +1554,7 @@ impl Engine {
             })),
         };
         self.store.put_part(&part, Some(fence)).await?;
-        self.store
+        self.events
             .publish(
                 &message.session_id,
                 pb::session_event::Event::PartUpdated(part),
@@ -1457,6 +1565,20 @@ impl Engine {
             .as_ref()
             .map(|e| e.message.clone())
             .unwrap_or_default();
+        // Stored for GetSession / ListSessions (believed only under this lease; advisory, so a failure is logged).
+        let status = pb::SessionStatus {
+            kind: pb::session_status::Kind::Retry as i32,
+            attempt,
+            next_attempt_at: Some(next),
+            message: msg.clone(),
+        };
+        if let Err(e) = self
+            .store
+            .set_retry_status(&message.session_id, &status, fence, delay)
+            .await
+        {
+            tracing::warn!(message = "cannot store the retry status", session_id = %message.session_id, error = %e);
+        }
         self.status(
             &message.session_id,
             pb::session_status::Kind::Retry,
@@ -1483,7 +1605,7 @@ impl Engine {
     }
 
     async fn fail(&self, session_id: &str, message: &str) -> Result<(), LoopError> {
-        self.store
+        self.events
             .publish(
                 session_id,
                 pb::session_event::Event::Error(pb::MessageError {
@@ -1505,7 +1627,7 @@ impl Engine {
         next: Option<Timestamp>,
         message: &str,
     ) -> Result<(), LoopError> {
-        self.store
+        self.events
             .publish(
                 session_id,
                 pb::session_event::Event::Status(pb::SessionStatus {

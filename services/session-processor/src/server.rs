@@ -1,5 +1,6 @@
 //! The `SessionService` gRPC server: validation, authentication, health, reflection, and streams that follow the
-//! session's event log in Redis, so any replica can serve any caller.
+//! session's events (live from this replica's event hub, or from the event log in Redis), so any replica can serve
+//! any caller.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -167,7 +168,9 @@ fn valid_workspace(name: &str) -> bool {
 
 type EventStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
-/// Follows the session's event log after `after`; ends after a `Done` event when `until_done`.
+/// Follows the session's events after `after` (from this replica's event hub while the loop runs here, otherwise
+/// from the event log in Redis); ends after a `Done` event when `until_done`. `after` must be an event id (callers
+/// validate what a client sent).
 fn follow<T: Send + 'static>(
     engine: Arc<Engine>,
     session_id: String,
@@ -175,35 +178,26 @@ fn follow<T: Send + 'static>(
     until_done: bool,
     wrap: fn(pb::SessionEvent) -> T,
 ) -> EventStream<T> {
-    let state = (
-        engine,
-        session_id,
-        after,
-        false,
-        std::collections::VecDeque::<pb::SessionEvent>::new(),
-    );
+    let follower = match engine.events.follow(&session_id, &after) {
+        Ok(f) => f,
+        Err(e) => {
+            let status = invalid("after_event_id", &e.to_string());
+            return Box::pin(futures::stream::once(async move { Err(status) }));
+        }
+    };
     Box::pin(futures::stream::unfold(
-        state,
-        move |(engine, sid, mut after, mut finished, mut buf)| async move {
-            loop {
-                if let Some(ev) = buf.pop_front() {
-                    after.clone_from(&ev.event_id);
-                    if until_done && matches!(ev.event, Some(pb::session_event::Event::Done(_))) {
-                        finished = true;
-                    }
-                    return Some((Ok(wrap(ev)), (engine, sid, after, finished, buf)));
+        (follower, false),
+        move |(mut follower, finished)| async move {
+            if finished {
+                return None;
+            }
+            match follower.next().await {
+                Ok(ev) => {
+                    let done =
+                        until_done && matches!(ev.event, Some(pb::session_event::Event::Done(_)));
+                    Some((Ok(wrap(ev)), (follower, done)))
                 }
-                if finished {
-                    return None;
-                }
-                match engine
-                    .store
-                    .read_events(&sid, &after, Some(Duration::from_secs(5)), 256)
-                    .await
-                {
-                    Ok(events) => buf.extend(events),
-                    Err(e) => return Some((Err(store_status(e)), (engine, sid, after, true, buf))),
-                }
+                Err(e) => Some((Err(store_status(e)), (follower, true))),
             }
         },
     ))
@@ -290,22 +284,14 @@ impl SessionService for Sessions {
             .await
             .map_err(store_status)?
             .ok_or_else(|| Status::not_found("session not found"))?;
-        let busy = self
-            .engine
-            .store
-            .lease_holder(id)
-            .await
-            .map_err(store_status)?
-            .is_some();
-        let kind = if busy {
-            pb::session_status::Kind::Busy
-        } else {
-            pb::session_status::Kind::Idle
-        };
-        session.status = Some(pb::SessionStatus {
-            kind: kind as i32,
-            ..Default::default()
-        });
+        // RETRY (attempt, next attempt, error) while the loop waits to retry a step, BUSY under a live lease, IDLE.
+        session.status = Some(
+            self.engine
+                .store
+                .live_status(id)
+                .await
+                .map_err(store_status)?,
+        );
         Ok(Response::new(pb::GetSessionResponse {
             session: Some(session),
         }))
@@ -322,12 +308,22 @@ impl SessionService for Sessions {
             n => n.min(500) as usize,
         };
         let after = Some(req.page_token.as_str()).filter(|t| !t.is_empty());
-        let (sessions, next) = self
+        let (mut sessions, next) = self
             .engine
             .store
             .list_sessions(size, after)
             .await
             .map_err(store_status)?;
+        let ids: Vec<&str> = sessions.iter().map(|s| s.id.as_str()).collect();
+        let statuses = self
+            .engine
+            .store
+            .live_statuses(&ids)
+            .await
+            .map_err(store_status)?;
+        for (session, status) in sessions.iter_mut().zip(statuses) {
+            session.status = Some(status);
+        }
         Ok(Response::new(pb::ListSessionsResponse {
             sessions,
             next_page_token: next.unwrap_or_default(),
@@ -349,6 +345,17 @@ impl SessionService for Sessions {
             .map_err(store_status)?
         {
             return Err(Status::not_found("session not found"));
+        }
+        // The session's snapshots go with it (a replica whose snapshot root is not shared removes its own copy at
+        // its next sweep).
+        if let Some(dir) = crate::snapshot::session_dir(&self.engine.config.snapshots, id) {
+            match tokio::fs::remove_dir_all(&dir).await {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(message = "removing a deleted session's snapshots failed", session_id = %id, error = %e);
+                }
+            }
         }
         Ok(Response::new(pb::DeleteSessionResponse {}))
     }
@@ -418,7 +425,7 @@ impl SessionService for Sessions {
         } else {
             let start = self
                 .engine
-                .store
+                .events
                 .last_event_id(&session_id)
                 .await
                 .map_err(store_status)?;
@@ -467,9 +474,14 @@ impl SessionService for Sessions {
         {
             return Err(Status::not_found("session not found"));
         }
+        if !req.after_event_id.is_empty()
+            && let Err(e) = req.after_event_id.parse::<crate::events::EventId>()
+        {
+            return Err(invalid("after_event_id", &e.to_string()));
+        }
         let after = if req.after_event_id.is_empty() {
             self.engine
-                .store
+                .events
                 .last_event_id(&req.session_id)
                 .await
                 .map_err(store_status)?
@@ -592,6 +604,20 @@ impl SessionService for Sessions {
             spend_nano_usd: spend,
             budget_nano_usd: tenant.budget_nano_usd,
         }))
+    }
+
+    async fn get_diff(
+        &self,
+        request: Request<pb::GetDiffRequest>,
+    ) -> Result<Response<pb::GetDiffResponse>, Status> {
+        crate::diff_api::get_diff(&self.engine, request.into_inner()).await
+    }
+
+    async fn diagnose(
+        &self,
+        request: Request<pb::DiagnoseRequest>,
+    ) -> Result<Response<pb::DiagnoseResponse>, Status> {
+        crate::diagnostics::diagnose(&self.engine, request.into_inner()).await
     }
 
     async fn reply_permission(

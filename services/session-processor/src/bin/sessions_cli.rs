@@ -1,9 +1,14 @@
 //! `sessions`: a command-line client for the session-processor. Creates sessions, sends prompts and shows the
-//! conversation live (text, reasoning, tool calls, usage), answers client tools and permission requests, and lists
-//! a session's persisted messages.
-#![allow(clippy::print_stdout)]
+//! conversation live (text, reasoning, tool calls, usage), answers client tools and permission requests, lists a
+//! session's persisted messages, shows a session, its workspace diff and its diagnostics, compacts it, and shows a
+//! tenant's spend.
+//!
+//! Exit codes: 0 on success; `diagnose` exits 1 when the session is not healthy (a check failed); 2 when a command
+//! fails (connection, RPC error, bad input).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::{BufRead, Write};
+use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use llm_proto::sessions as pb;
@@ -58,11 +63,56 @@ enum Command {
         /// Offer a `get_time` client tool that this CLI answers itself with the current UTC time.
         #[arg(long)]
         time_tool: bool,
+        /// Ask for a structured answer matching the JSON Schema in this file (an object schema); the validated JSON
+        /// is printed when the loop is done.
+        #[arg(long, value_name = "FILE")]
+        format_schema: Option<std::path::PathBuf>,
+        /// How many invalid structured answers the model may correct (with `--format-schema`; server default 2).
+        #[arg(long, value_name = "N", requires = "format_schema")]
+        retry_count: Option<u32>,
     },
     /// List a session's messages and parts.
     Messages {
         /// Session id.
         session: String,
+    },
+    /// Show a session: status (including a pending retry), totals, budget and the files its workspace changed.
+    Get {
+        /// Session id.
+        session: String,
+    },
+    /// Check a session's stored invariants; exits 1 when a check fails.
+    Diagnose {
+        /// Session id.
+        session: String,
+    },
+    /// Show what the model changed in the session's workspace (whole session, one message, or one step).
+    Diff {
+        /// Session id.
+        session: String,
+        /// Only this assistant message.
+        #[arg(long = "message", value_name = "ID")]
+        message: Option<String>,
+        /// Only this 1-based step of `--message`.
+        #[arg(long, value_name = "N", requires = "message")]
+        step: Option<u32>,
+        /// Print the unified diff of each file.
+        #[arg(long)]
+        patch: bool,
+    },
+    /// Compact an idle session's history now and watch the summary being written.
+    Compact {
+        /// Session id.
+        session: String,
+        /// Model that writes the summary (`provider/model`); the session's current model when empty.
+        #[arg(long, default_value = "")]
+        model: String,
+    },
+    /// Show a tenant's spend and budget.
+    Spend {
+        /// Tenant; the token's own tenant when omitted.
+        #[arg(long, default_value = "")]
+        tenant: String,
     },
 }
 
@@ -81,9 +131,21 @@ impl tonic::service::Interceptor for Bearer {
     }
 }
 
+type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
+
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) async fn main() -> ExitCode {
     let args = Args::parse();
+    match run(args).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(args: Args) -> CliResult<ExitCode> {
     let channel = tonic::transport::Endpoint::from_shared(args.addr.clone())?
         .connect()
         .await?;
@@ -117,15 +179,73 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             mut client_tools,
             auto,
             time_tool,
+            format_schema,
+            retry_count,
         } => {
             if time_tool {
                 client_tools.push(TIME_TOOL.into());
             }
-            prompt(&mut client, session, text, model, client_tools, auto).await?;
+            let format = match format_schema {
+                Some(path) => Some(pb::OutputFormat {
+                    r#type: pb::output_format::Type::JsonSchema as i32,
+                    schema_json: std::fs::read_to_string(&path)
+                        .map_err(|e| format!("{}: {e}", path.display()))?,
+                    retry_count,
+                }),
+                None => None,
+            };
+            prompt(
+                &mut client,
+                session,
+                text,
+                model,
+                client_tools,
+                auto,
+                format,
+            )
+            .await?;
         }
         Command::Messages { session } => messages(&mut client, session).await?,
+        Command::Get { session } => get(&mut client, session).await?,
+        Command::Diagnose { session } => return diagnose(&mut client, session).await,
+        Command::Diff {
+            session,
+            message,
+            step,
+            patch,
+        } => diff(&mut client, session, message, step, patch).await?,
+        Command::Compact { session, model } => {
+            let mut stream = client
+                .compact(pb::CompactRequest {
+                    session_id: session,
+                    model,
+                })
+                .await?
+                .into_inner();
+            while let Some(resp) = stream.message().await? {
+                let Some(ev) = resp.event.and_then(|e| e.event) else {
+                    continue;
+                };
+                if show(&ev, &mut std::collections::HashSet::new())? {
+                    break;
+                }
+            }
+        }
+        Command::Spend { tenant } => {
+            let s = client
+                .get_spend(pb::GetSpendRequest { tenant })
+                .await?
+                .into_inner();
+            println!("tenant {}", s.tenant);
+            println!("spend  {}", usd(s.spend_nano_usd));
+            if s.budget_nano_usd > 0 {
+                println!("budget {}", usd(s.budget_nano_usd));
+            } else {
+                println!("budget none");
+            }
+        }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn prompt(
@@ -135,8 +255,11 @@ async fn prompt(
     model: String,
     client_tools: Vec<String>,
     auto: Option<String>,
-) -> Result<(), Box<dyn std::error::Error>> {
+    format: Option<pb::OutputFormat>,
+) -> CliResult<()> {
+    let structured = format.is_some();
     let req = pb::PromptRequest {
+        format,
         session_id: session.clone(),
         parts: vec![pb::PromptPart {
             kind: Some(pb::prompt_part::Kind::Text(text.clone())),
@@ -156,46 +279,16 @@ async fn prompt(
     let mut stream = client.prompt(req).await?.into_inner();
     let mut control = client.clone();
     let mut streamed = std::collections::HashSet::new();
+    // The structured answer of each assistant message, from its `message_updated` events.
+    let mut answers: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     while let Some(resp) = stream.message().await? {
         let Some(ev) = resp.event.and_then(|e| e.event) else {
             continue;
         };
-        match ev {
-            SE::PartDelta(d) => {
-                print!("{}", d.delta);
-                std::io::stdout().flush()?;
-                streamed.insert(d.part_id);
+        match &ev {
+            SE::MessageUpdated(m) if !m.structured_output_json.is_empty() => {
+                answers.insert(m.id.clone(), m.structured_output_json.clone());
             }
-            SE::PartUpdated(p) => match p.kind {
-                // A streamed block ended: finish its line.
-                Some(pb::part::Kind::Text(t)) if t.ended_at.is_some() && streamed.remove(&p.id) => {
-                    println!()
-                }
-                Some(pb::part::Kind::Tool(t)) => {
-                    let s = t.state.unwrap_or_default();
-                    match s.status() {
-                        pb::tool_state::Status::Running => {
-                            println!("[tool {} {}]", t.tool, s.input_json)
-                        }
-                        pb::tool_state::Status::Completed => {
-                            println!("[tool {} → {}]", t.tool, first_line(&s.output))
-                        }
-                        pb::tool_state::Status::Error => {
-                            println!("[tool {} failed: {}]", t.tool, s.error)
-                        }
-                        _ => {}
-                    }
-                }
-                Some(pb::part::Kind::StepFinish(f)) => {
-                    let t = f.tokens.unwrap_or_default();
-                    println!(
-                        "[step {}: in {} (+{} cached) out {} reasoning {}; {} nano-USD]",
-                        f.reason, t.input, t.cache_read, t.output, t.reasoning, f.cost_nano_usd
-                    );
-                }
-                Some(pb::part::Kind::Retry(r)) => println!("[retry {}]", r.attempt),
-                _ => {}
-            },
             SE::ToolCallAwaiting(a) => {
                 let answer = match &auto {
                     _ if a.tool == TIME_TOOL => utc_now(),
@@ -209,7 +302,7 @@ async fn prompt(
                 control
                     .submit_tool_result(pb::SubmitToolResultRequest {
                         session_id: session.clone(),
-                        call_id: a.call_id,
+                        call_id: a.call_id.clone(),
                         output: answer,
                         is_error: false,
                     })
@@ -227,26 +320,302 @@ async fn prompt(
                 control
                     .reply_permission(pb::ReplyPermissionRequest {
                         session_id: session.clone(),
-                        permission_id: p.permission_id,
+                        permission_id: p.permission_id.clone(),
                         allow,
                     })
                     .await?;
             }
-            SE::Error(e) => println!("[error: {}]", e.message),
-            SE::Done(d) => {
-                println!(
-                    "[done: {}]",
-                    if d.finish.is_empty() { "-" } else { &d.finish }
-                );
-                break;
-            }
+            SE::Done(d) if structured => match answers.get(&d.message_id) {
+                Some(json) => println!("[structured output]\n{}", pretty_json(json)),
+                None => println!("[no structured output]"),
+            },
             _ => {}
+        }
+        if show(&ev, &mut streamed)? {
+            break;
         }
     }
     Ok(())
 }
 
-async fn messages(client: &mut Client, session: String) -> Result<(), Box<dyn std::error::Error>> {
+/// Prints one session event the way the CLI shows a running loop; true on `done`.
+fn show(ev: &SE, streamed: &mut std::collections::HashSet<String>) -> std::io::Result<bool> {
+    match ev {
+        SE::PartDelta(d) => {
+            print!("{}", d.delta);
+            std::io::stdout().flush()?;
+            streamed.insert(d.part_id.clone());
+        }
+        SE::PartUpdated(p) => match &p.kind {
+            // A streamed block ended: finish its line.
+            Some(pb::part::Kind::Text(t)) if t.ended_at.is_some() && streamed.remove(&p.id) => {
+                println!()
+            }
+            Some(pb::part::Kind::Tool(t)) => {
+                let s = t.state.clone().unwrap_or_default();
+                match s.status() {
+                    pb::tool_state::Status::Running => {
+                        println!("[tool {} {}]", t.tool, s.input_json)
+                    }
+                    pb::tool_state::Status::Completed => {
+                        println!("[tool {} → {}]", t.tool, first_line(&s.output))
+                    }
+                    pb::tool_state::Status::Error => {
+                        println!("[tool {} failed: {}]", t.tool, s.error)
+                    }
+                    _ => {}
+                }
+            }
+            Some(pb::part::Kind::StepFinish(f)) => {
+                let t = f.tokens.unwrap_or_default();
+                println!(
+                    "[step {}: in {} (+{} cached) out {} reasoning {}; {} nano-USD]",
+                    f.reason, t.input, t.cache_read, t.output, t.reasoning, f.cost_nano_usd
+                );
+            }
+            Some(pb::part::Kind::Compaction(c)) => {
+                println!("[compaction{}]", if c.auto { " (automatic)" } else { "" })
+            }
+            Some(pb::part::Kind::Retry(r)) => println!("[retry {}]", r.attempt),
+            _ => {}
+        },
+        SE::Status(st) if st.kind() == pb::session_status::Kind::Retry => println!(
+            "[retry {} at {}: {}]",
+            st.attempt,
+            st.next_attempt_at.map(rfc3339).unwrap_or_default(),
+            st.message
+        ),
+        SE::Error(e) => println!("[error: {}]", e.message),
+        SE::Done(d) => {
+            println!(
+                "[done: {}]",
+                if d.finish.is_empty() { "-" } else { &d.finish }
+            );
+            return Ok(true);
+        }
+        _ => {}
+    }
+    Ok(false)
+}
+
+async fn get(client: &mut Client, session: String) -> CliResult<()> {
+    let s = client
+        .get_session(pb::GetSessionRequest {
+            session_id: session,
+        })
+        .await?
+        .into_inner()
+        .session
+        .ok_or("no session returned")?;
+    let or_dash = |v: &str| {
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            v.to_string()
+        }
+    };
+    println!("id        {}", s.id);
+    println!("title     {}", or_dash(&s.title));
+    println!("agent     {}", or_dash(&s.agent));
+    println!("model     {}", or_dash(&s.default_model));
+    println!("workspace {}", or_dash(&s.workspace));
+    println!("tenant    {}", or_dash(&s.tenant));
+    let status = s.status.clone().unwrap_or_default();
+    match status.kind() {
+        pb::session_status::Kind::Retry => println!(
+            "status    retry (attempt {}, next at {}): {}",
+            status.attempt,
+            status.next_attempt_at.map(rfc3339).unwrap_or_default(),
+            status.message
+        ),
+        kind => println!(
+            "status    {}",
+            kind.as_str_name()
+                .trim_start_matches("KIND_")
+                .to_lowercase()
+        ),
+    }
+    println!(
+        "created   {}",
+        s.created_at.map(rfc3339).unwrap_or_default()
+    );
+    println!(
+        "updated   {}",
+        s.updated_at.map(rfc3339).unwrap_or_default()
+    );
+    println!(
+        "cost      {} ({} nano-USD)",
+        usd(s.cost_nano_usd),
+        s.cost_nano_usd
+    );
+    if s.budget_nano_usd > 0 {
+        println!("budget    {}", usd(s.budget_nano_usd));
+    }
+    let t = s.tokens.unwrap_or_default();
+    println!(
+        "tokens    input {} output {} reasoning {} cache_read {} cache_write {}",
+        t.input, t.output, t.reasoning, t.cache_read, t.cache_write
+    );
+    if let Some(summary) = &s.summary {
+        println!(
+            "changes   +{} -{} in {} files",
+            summary.additions,
+            summary.deletions,
+            summary.files.len()
+        );
+        for f in &summary.files {
+            println!("  {}", change_line(f));
+        }
+    }
+    Ok(())
+}
+
+/// Prints every check and the counters; exit code 0 when healthy, 1 when not.
+async fn diagnose(client: &mut Client, session: String) -> CliResult<ExitCode> {
+    let r = client
+        .diagnose(pb::DiagnoseRequest {
+            session_id: session,
+        })
+        .await?
+        .into_inner();
+    println!(
+        "session {}: {}",
+        r.session_id,
+        if r.healthy { "healthy" } else { "NOT HEALTHY" }
+    );
+    for c in &r.checks {
+        if c.ok {
+            println!("  ok      {}", c.name);
+        } else {
+            println!("  FAILED  {}: {}", c.name, c.detail);
+        }
+    }
+    println!("retries                {}", r.retries);
+    println!("fallbacks              {}", r.fallbacks);
+    println!("storage write failures {}", r.storage_write_failures);
+    if r.storage_write_failures > 0 {
+        println!(
+            "last storage failure   {} {}",
+            r.last_storage_failure_at.map(rfc3339).unwrap_or_default(),
+            r.last_storage_failure
+        );
+    }
+    match &r.last_error {
+        Some(e) => println!(
+            "last error             {} on {}: {}",
+            e.kind()
+                .as_str_name()
+                .trim_start_matches("KIND_")
+                .to_lowercase(),
+            r.last_error_message_id,
+            e.message
+        ),
+        None => println!("last error             -"),
+    }
+    if r.lease_held {
+        println!("lease                  held by {}", r.lease_holder);
+    } else {
+        println!("lease                  free");
+    }
+    Ok(if r.healthy {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+async fn diff(
+    client: &mut Client,
+    session: String,
+    message: Option<String>,
+    step: Option<u32>,
+    patch: bool,
+) -> CliResult<()> {
+    let d = client
+        .get_diff(pb::GetDiffRequest {
+            session_id: session,
+            message_id: message.unwrap_or_default(),
+            step: step.unwrap_or(0),
+            include_patch: patch,
+        })
+        .await?
+        .into_inner();
+    let short = |h: &str| h.chars().take(12).collect::<String>();
+    println!(
+        "{} → {}: +{} -{} in {} files",
+        short(&d.from_snapshot),
+        short(&d.to_snapshot),
+        d.additions,
+        d.deletions,
+        d.files.len()
+    );
+    for f in &d.files {
+        let Some(change) = &f.change else { continue };
+        println!("{}", change_line(change));
+        if patch && !f.patch.is_empty() {
+            print!("{}", f.patch);
+            if !f.patch.ends_with('\n') {
+                println!();
+            }
+            if f.truncated {
+                println!("[patch truncated]");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `modified +3 -1 src/lib.rs`.
+fn change_line(f: &pb::FileChange) -> String {
+    let status = f
+        .status()
+        .as_str_name()
+        .trim_start_matches("STATUS_")
+        .to_lowercase();
+    if f.binary {
+        format!("{status:<8} binary {}", f.path)
+    } else {
+        format!("{status:<8} +{} -{} {}", f.additions, f.deletions, f.path)
+    }
+}
+
+/// Nano-USD as dollars.
+fn usd(nano: i64) -> String {
+    format!("${:.6}", nano as f64 / 1e9)
+}
+
+/// JSON indented for reading; the text as is when it is not JSON.
+fn pretty_json(json: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(json)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| json.to_string())
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` (UTC).
+fn rfc3339(t: prost_types::Timestamp) -> String {
+    let secs = t.seconds;
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil-from-days (proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+async fn messages(client: &mut Client, session: String) -> CliResult<()> {
     let mut token = String::new();
     loop {
         let page = client
@@ -331,4 +700,84 @@ fn ask_line(question: &str) -> std::io::Result<String> {
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line)?;
     Ok(line.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_and_amounts_print_for_people() {
+        let t = |seconds| prost_types::Timestamp { seconds, nanos: 0 };
+        assert_eq!(rfc3339(t(0)), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(t(1_796_083_200 + 3_723)), "2026-12-01T01:02:03Z");
+        assert_eq!(rfc3339(t(951_782_400)), "2000-02-29T00:00:00Z");
+        assert_eq!(usd(1_500_000), "$0.001500");
+        assert_eq!(pretty_json("{\"a\":1}"), "{\n  \"a\": 1\n}");
+        assert_eq!(pretty_json("not json"), "not json");
+    }
+
+    #[test]
+    fn the_cli_parses_the_new_commands() {
+        let args = Args::try_parse_from([
+            "sessions",
+            "--token",
+            "t",
+            "diff",
+            "ses_1",
+            "--message",
+            "msg_1",
+            "--step",
+            "2",
+            "--patch",
+        ])
+        .unwrap();
+        assert!(matches!(
+            args.command,
+            Command::Diff {
+                step: Some(2),
+                patch: true,
+                ..
+            }
+        ));
+        // --step needs --message; --retry-count needs --format-schema.
+        assert!(
+            Args::try_parse_from(["sessions", "--token", "t", "diff", "ses_1", "--step", "1"])
+                .is_err()
+        );
+        assert!(
+            Args::try_parse_from([
+                "sessions",
+                "--token",
+                "t",
+                "prompt",
+                "s",
+                "hi",
+                "--retry-count",
+                "3"
+            ])
+            .is_err()
+        );
+        let args = Args::try_parse_from([
+            "sessions",
+            "--token",
+            "t",
+            "prompt",
+            "s",
+            "hi",
+            "--format-schema",
+            "schema.json",
+            "--retry-count",
+            "3",
+        ])
+        .unwrap();
+        assert!(matches!(
+            args.command,
+            Command::Prompt {
+                retry_count: Some(3),
+                format_schema: Some(_),
+                ..
+            }
+        ));
+    }
 }

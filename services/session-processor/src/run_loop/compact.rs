@@ -97,7 +97,7 @@ impl Engine {
                 "nothing to compact: no messages since the last compaction".into(),
             ));
         }
-        let start = self.store.last_event_id(&session.id).await?;
+        let start = self.events.last_event_id(&session.id).await?;
         let Some(fence) = self
             .store
             .acquire_lease(&session.id, &self.owner, self.config.lease_ttl)
@@ -272,7 +272,7 @@ impl Engine {
             Ok(Compacted::Done(m))
         } else {
             if let Some(e) = m.error.clone() {
-                self.store
+                self.events
                     .publish(&session.id, pb::session_event::Event::Error(e))
                     .await?;
             }
@@ -332,14 +332,14 @@ impl Engine {
         let mut with_parts = message.clone();
         with_parts.parts = parts.clone();
         self.store.put_message(&with_parts, Some(fence)).await?;
-        self.store
+        self.events
             .publish(
                 &message.session_id,
                 pb::session_event::Event::MessageUpdated(message.clone()),
             )
             .await?;
         for p in parts {
-            self.store
+            self.events
                 .publish(
                     &message.session_id,
                     pb::session_event::Event::PartUpdated(p),
@@ -395,13 +395,13 @@ impl Engine {
             }
         };
         self.store.put_message(&message, Some(fence)).await?;
-        self.store
+        self.events
             .publish(
                 &message.session_id,
                 pb::session_event::Event::MessageUpdated(message.clone()),
             )
             .await?;
-        self.store
+        self.events
             .publish(&message.session_id, pb::session_event::Event::Error(error))
             .await?;
         Ok(message)

@@ -109,6 +109,17 @@ impl SessionKeys {
         self.with(&format!("idem:{hex}"))
     }
 
+    /// HASH `lease` → `<owner>:<token>`, `s` → encoded `SessionStatus`: the retry status of the loop holding that
+    /// lease while it waits before retrying a step. Ignored once the lease moved on.
+    pub(super) fn retry_status(&self) -> String {
+        self.with("retrystatus")
+    }
+
+    /// HASH `count`, `at_ms`, `message`: storage write failures of this session, flushed from the replicas' tallies.
+    pub(super) fn write_failures(&self) -> String {
+        self.with("writefailures")
+    }
+
     /// Every key with a fixed name; `delete_session` adds the per-message keys and the `aux` members.
     pub(super) fn fixed(&self) -> Vec<String> {
         vec![
@@ -121,6 +132,8 @@ impl SessionKeys {
             self.aux(),
             self.tool_results(),
             self.permissions(),
+            self.retry_status(),
+            self.write_failures(),
         ]
     }
 }

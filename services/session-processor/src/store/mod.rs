@@ -19,7 +19,7 @@
 //! | `<P>{sess:<id>}:messages` | ZSET | message ids, score 0: lexicographic order = chronological |
 //! | `<P>{sess:<id>}:msg:<mid>` | STRING | `Message` with `parts` cleared |
 //! | `<P>{sess:<id>}:parts:<mid>` | HASH | part id → `Part`; order = sort by part id |
-//! | `<P>{sess:<id>}:events` | STREAM | field `e` = `SessionEvent` without ids; entry id = event id; `MAXLEN ~ cap` |
+//! | `<P>{sess:<id>}:events` | STREAM | field `b` = a batch of events with their ids (`crate::events`), entry id = its last event's id; or field `e` = one `SessionEvent` without ids, entry id = event id; `MAXLEN ~ cap` |
 //! | `<P>{sess:<id>}:lease` | STRING | `<owner>:<token>`, PX ttl |
 //! | `<P>{sess:<id>}:fence` | STRING | INCR counter the fencing tokens come from |
 //! | `<P>{sess:<id>}:queue` | LIST | `PromptRequest`s that arrived while the session was busy |
@@ -29,6 +29,8 @@
 //! | `<P>{sess:<id>}:permission:<pid>` | LIST | doorbell |
 //! | `<P>{sess:<id>}:idem:<sha256(key)>` | STRING | user message id, PX ttl |
 //! | `<P>{sess:<id>}:aux` | SET | names of the doorbell and idempotency keys, so deletion needs no SCAN |
+//! | `<P>{sess:<id>}:retrystatus` | HASH | `lease`, `s` = `SessionStatus`: retry status of the loop holding that lease (`diag`) |
+//! | `<P>{sess:<id>}:writefailures` | HASH | `count`, `at_ms`, `message`: the session's flushed storage write failures (`diag`) |
 //! | `<P>tenant:<name>:spend` | STRING | a tenant's spend in nano-USD (INCRBY); outside every session's slot |
 //!
 //! # Consistency rules
@@ -47,6 +49,7 @@
 //!   between the two steps therefore leaves at worst an invisible index entry, never an unlisted session.
 
 mod blocking;
+mod diag;
 mod keys;
 mod scripts;
 #[cfg(test)]
@@ -63,7 +66,10 @@ use prost::Message as _;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::streams::{StreamRangeReply, StreamReadReply};
 
+pub use diag::WriteFailures;
 use keys::{SessionKeys, check_id};
+
+use crate::events::EventId;
 
 /// Default number of events kept per session stream (approximately: `MAXLEN ~` trims whole stream nodes).
 pub const DEFAULT_EVENT_CAP: usize = 10_000;
@@ -173,7 +179,11 @@ pub struct Store {
     scripts: Arc<scripts::Scripts>,
     blocking: Arc<blocking::Pool>,
     event_cap: usize,
+    /// Redis commands issued for event logs (see [`Store::event_log_commands`]).
+    event_commands: Arc<AtomicU64>,
     write_failures: Arc<AtomicU64>,
+    /// Per-session write failures not yet flushed to Redis (see `diag`).
+    tallies: Arc<diag::Tallies>,
 }
 
 impl std::fmt::Debug for Store {
@@ -207,7 +217,9 @@ impl Store {
             scripts: Arc::new(scripts::Scripts::new()),
             blocking: Arc::new(blocking::Pool::new(client, CONNECT_TIMEOUT)),
             event_cap: DEFAULT_EVENT_CAP,
+            event_commands: Arc::new(AtomicU64::new(0)),
             write_failures: Arc::new(AtomicU64::new(0)),
+            tallies: Arc::new(diag::Tallies::default()),
         })
     }
 
@@ -273,7 +285,7 @@ impl Store {
 
     /// Creates a session; [`StoreError::Exists`] when the id is taken. The live `status` is not stored.
     pub async fn create_session(&self, s: &pb::Session) -> Result<(), StoreError> {
-        self.write(async {
+        self.write_session(&s.id, async {
             let keys = self.keys(&s.id)?;
             let mut stored = s.clone();
             stored.status = None;
@@ -322,7 +334,7 @@ impl Store {
         s: &pb::Session,
         fence: Option<&Fence>,
     ) -> Result<(), StoreError> {
-        self.write(async {
+        self.write_session(&s.id, async {
             let keys = self.keys(&s.id)?;
             let mut stored = s.clone();
             stored.status = None;
@@ -350,7 +362,7 @@ impl Store {
         fence: Option<&Fence>,
         mut change: impl FnMut(&mut pb::Session),
     ) -> Result<Option<pb::Session>, StoreError> {
-        self.write(async {
+        self.write_session(id, async {
             let keys = self.keys(id)?;
             for _ in 0..UPDATE_ATTEMPTS {
                 let bytes: Option<Vec<u8>> = redis::cmd("GET")
@@ -512,7 +524,7 @@ impl Store {
     /// Deletes every key of a session; true when the session existed. Safe to repeat: a retry after a failure
     /// finishes the cleanup even though the session is already gone.
     pub async fn delete_session(&self, id: &str) -> Result<bool, StoreError> {
-        self.write(async {
+        self.write_session(id, async {
             let keys = self.keys(id)?;
             let mut conn = self.conn.clone();
             // `:session` goes first: from then on every write script refuses this session, so the key set read
@@ -560,7 +572,7 @@ impl Store {
         m: &pb::Message,
         fence: Option<&Fence>,
     ) -> Result<(), StoreError> {
-        self.write(async {
+        self.write_session(&m.session_id, async {
             check_id("message id", &m.id)?;
             let keys = self.keys(&m.session_id)?;
             let mut head = m.clone();
@@ -614,7 +626,7 @@ impl Store {
         let Some((first, _)) = parts.split_first() else {
             return Ok(());
         };
-        self.write(async {
+        self.write_session(&first.session_id, async {
             let session_id = &first.session_id;
             let keys = self.keys(session_id)?;
             let mut messages: Vec<&str> = Vec::new();
@@ -734,14 +746,26 @@ impl Store {
 
     // ----- events -----
 
-    /// Appends an event to the session's stream (capped at about `event_cap` entries) and returns its event id.
-    /// Unfenced by design (see the module docs); [`StoreError::NotFound`] when the session does not exist.
+    /// Redis commands the store issued for session event logs since start (appends, reads, last-id look-ups), so
+    /// tests and benchmarks can check what coalescing saves.
+    pub fn event_log_commands(&self) -> u64 {
+        self.event_commands.load(Ordering::Relaxed)
+    }
+
+    fn count_event_command(&self) {
+        self.event_commands.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Appends one event to the session's stream as its own entry, with an id Redis assigns, and returns that id.
+    /// The stream is capped at about `event_cap` entries. This is the path for sessions whose loop does not run on
+    /// this replica; a running loop writes batches through [`crate::events::Hub`]. Unfenced by design (see the
+    /// module docs); [`StoreError::NotFound`] when the session does not exist.
     pub async fn publish(
         &self,
         session_id: &str,
         event: pb::session_event::Event,
     ) -> Result<String, StoreError> {
-        self.write(async {
+        self.write_session(session_id, async {
             let keys = self.keys(session_id)?;
             // Both ids are implied by where the event is stored, so they are filled in on read instead.
             let stored = pb::SessionEvent {
@@ -749,6 +773,7 @@ impl Store {
                 session_id: String::new(),
                 event: Some(event),
             };
+            self.count_event_command();
             let id: Option<String> = self
                 .scripts
                 .publish
@@ -763,10 +788,61 @@ impl Store {
         .await
     }
 
-    /// Up to `count` events after the event id `after` (`"0"` = from the start), with `event_id` and `session_id`
-    /// filled in. With `block` (non-zero), waits up to that long for the first event and returns empty on timeout;
-    /// the wait runs on a dedicated connection. `"$"` is refused: callers pass the last id they saw (or
-    /// `last_event_id`), so nothing published between two calls is ever missed.
+    /// Appends a batch of events (encoded by [`crate::events`]) as one entry with the id `last`, its last event's
+    /// id, and returns the id it got: `last`, or the next id after the stream's newest entry when the stream is
+    /// already past `last` (a foreign write; never an error). A retry of a batch that already landed (its id is the
+    /// newest) is not written twice. [`StoreError::NotFound`] when the session does not exist.
+    pub async fn append_events(
+        &self,
+        session_id: &str,
+        last: EventId,
+        batch: Vec<u8>,
+    ) -> Result<EventId, StoreError> {
+        self.write_session(session_id, async {
+            let keys = self.keys(session_id)?;
+            self.count_event_command();
+            let id: Option<String> = self
+                .scripts
+                .append_events
+                .key(keys.session())
+                .key(keys.events())
+                .arg(self.event_cap)
+                .arg(last.to_string())
+                .arg(batch)
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+            let id = id.ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))?;
+            id.parse()
+                .map_err(|_| StoreError::Unexpected(format!("entry id {id:?}")))
+        })
+        .await
+    }
+
+    /// What a replica starting to write a session's events needs, in one command: the stream's newest entry id
+    /// (`0-0` when empty) and Redis's clock in milliseconds.
+    pub async fn open_events(&self, session_id: &str) -> Result<(EventId, i64), StoreError> {
+        let keys = self.keys(session_id)?;
+        self.count_event_command();
+        let (secs, micros, id): (i64, i64, String) = self
+            .scripts
+            .open_events
+            .key(keys.events())
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        let last = id
+            .parse()
+            .map_err(|_| StoreError::Unexpected(format!("entry id {id:?}")))?;
+        Ok((
+            last,
+            secs.saturating_mul(1000).saturating_add(micros / 1000),
+        ))
+    }
+
+    /// Up to `count` entries' events after the event id `after` (`"0"` = from the start), with `event_id` and
+    /// `session_id` filled in; only events after `after`, each id once. With `block` (non-zero), waits up to that
+    /// long for the first entry and returns empty on timeout; the wait runs on a dedicated connection. `"$"` is
+    /// refused: callers pass the last id they saw (or `last_event_id`), so nothing published between two calls is
+    /// ever missed.
     pub async fn read_events(
         &self,
         session_id: &str,
@@ -774,14 +850,40 @@ impl Store {
         block: Option<Duration>,
         count: usize,
     ) -> Result<Vec<pb::SessionEvent>, StoreError> {
+        let after: EventId = after
+            .parse()
+            .map_err(|e: crate::events::BadEventId| StoreError::InvalidArgument(e.to_string()))?;
+        let page = self
+            .read_event_page(session_id, after, block, count)
+            .await?;
+        let mut seen = after;
+        Ok(page
+            .events
+            .into_iter()
+            .filter(|e| match e.event_id.parse::<EventId>() {
+                Ok(id) if id > seen => {
+                    seen = id;
+                    true
+                }
+                _ => false,
+            })
+            .collect())
+    }
+
+    /// Up to `count` entries after the entry id `cursor`, decoded into their events (every event of each entry,
+    /// including any not after `cursor`: callers filter by the last id they delivered), and the id of the last
+    /// entry read (`None` when none was). Blocking as in [`Store::read_events`].
+    pub async fn read_event_page(
+        &self,
+        session_id: &str,
+        cursor: EventId,
+        block: Option<Duration>,
+        count: usize,
+    ) -> Result<EventPage, StoreError> {
         let keys = self.keys(session_id)?;
-        if !is_stream_id(after) {
-            return Err(StoreError::InvalidArgument(format!(
-                "event id {after:?}: expected `<ms>` or `<ms>-<seq>` (\"0\" for the start)"
-            )));
-        }
         let mut cmd = redis::cmd("XREAD");
         cmd.arg("COUNT").arg(count.max(1));
+        self.count_event_command();
         // BLOCK 0 means "forever" to Redis; a zero wait here means "don't wait".
         let reply: Option<StreamReadReply> = match block.filter(|d| !d.is_zero()) {
             Some(wait) => {
@@ -789,41 +891,58 @@ impl Store {
                     .arg(ceil_millis(wait))
                     .arg("STREAMS")
                     .arg(keys.events())
-                    .arg(after);
+                    .arg(cursor.to_string());
                 self.blocking
                     .query(&cmd, wait.saturating_add(BLOCKING_GRACE))
                     .await?
             }
             None => {
-                cmd.arg("STREAMS").arg(keys.events()).arg(after);
+                cmd.arg("STREAMS")
+                    .arg(keys.events())
+                    .arg(cursor.to_string());
                 cmd.query_async(&mut self.conn.clone()).await?
             }
         };
-        let mut events = Vec::new();
+        let mut page = EventPage::default();
         for stream in reply.map(|r| r.keys).unwrap_or_default() {
             for entry in stream.ids {
-                let bytes: Vec<u8> = entry.get("e").ok_or_else(|| {
-                    StoreError::Unexpected(format!(
-                        "event {} of {} has no field `e`",
-                        entry.id,
-                        keys.events()
-                    ))
-                })?;
-                let mut event = pb::SessionEvent::decode(bytes.as_slice()).map_err(|e| {
-                    StoreError::decode(format!("event {} of {}", entry.id, keys.events()), e)
-                })?;
-                event.event_id = entry.id;
-                event.session_id = session_id.to_string();
-                events.push(event);
+                let what = || format!("event entry {} of {}", entry.id, keys.events());
+                if let Some(batch) = entry.get::<Vec<u8>>("b") {
+                    crate::events::decode_batch(&batch, session_id, &mut page.events).map_err(
+                        |e| match e {
+                            crate::events::BatchError::Decode(e) => StoreError::decode(what(), e),
+                            other => StoreError::Unexpected(format!("{}: {other}", what())),
+                        },
+                    )?;
+                } else if let Some(bytes) = entry.get::<Vec<u8>>("e") {
+                    // One event per entry, its id the entry's (written by `publish`).
+                    let mut event = pb::SessionEvent::decode(bytes.as_slice())
+                        .map_err(|e| StoreError::decode(what(), e))?;
+                    event.event_id.clone_from(&entry.id);
+                    event.session_id = session_id.to_string();
+                    page.events.push(event);
+                } else {
+                    return Err(StoreError::Unexpected(format!(
+                        "{} has neither field `b` nor `e`",
+                        what()
+                    )));
+                }
+                let id: EventId = entry
+                    .id
+                    .parse()
+                    .map_err(|_| StoreError::Unexpected(what()))?;
+                page.cursor = Some(page.cursor.map_or(id, |c: EventId| c.max(id)));
             }
         }
-        Ok(events)
+        Ok(page)
     }
 
-    /// The id of the session's newest event, `"0-0"` when it has none: where a subscriber that wants only new
-    /// events starts reading.
+    /// The id of the session's newest logged event, `"0-0"` when it has none: where a subscriber that wants only
+    /// new events starts reading. (An entry's id is its last event's id.) A replica running the session's loop
+    /// knows newer ones: see [`crate::events::Hub::last_event_id`].
     pub async fn last_event_id(&self, session_id: &str) -> Result<String, StoreError> {
         let keys = self.keys(session_id)?;
+        self.count_event_command();
         let reply: StreamRangeReply = redis::cmd("XREVRANGE")
             .arg(keys.events())
             .arg("+")
@@ -850,7 +969,7 @@ impl Store {
         owner: &str,
         ttl: Duration,
     ) -> Result<Option<Fence>, StoreError> {
-        self.write(async {
+        self.write_session(session_id, async {
             if owner.is_empty() {
                 return Err(StoreError::InvalidArgument(
                     "lease owner must not be empty".into(),
@@ -888,7 +1007,7 @@ impl Store {
         fence: &Fence,
         ttl: Duration,
     ) -> Result<bool, StoreError> {
-        self.write(async {
+        self.write_session(session_id, async {
             let keys = self.keys(session_id)?;
             let renewed: i64 = self
                 .scripts
@@ -905,7 +1024,7 @@ impl Store {
 
     /// Gives the lease up if `fence` still holds it; a lease that already moved on is left to its new owner.
     pub async fn release_lease(&self, session_id: &str, fence: &Fence) -> Result<(), StoreError> {
-        self.write(async {
+        self.write_session(session_id, async {
             let keys = self.keys(session_id)?;
             let _: i64 = self
                 .scripts
@@ -947,7 +1066,7 @@ impl Store {
         session_id: &str,
         prompt: &pb::PromptRequest,
     ) -> Result<(), StoreError> {
-        self.write(async {
+        self.write_session(session_id, async {
             let keys = self.keys(session_id)?;
             let code: i64 = self
                 .scripts
@@ -1010,7 +1129,7 @@ impl Store {
         &self,
         session_id: &str,
     ) -> Result<Vec<pb::PromptRequest>, StoreError> {
-        self.write(async {
+        self.write_session(session_id, async {
             let keys = self.keys(session_id)?;
             let items: Vec<Vec<u8>> = self
                 .scripts
@@ -1160,7 +1279,7 @@ impl Store {
         mailbox: String,
         bytes: Vec<u8>,
     ) -> Result<(), StoreError> {
-        self.write(async {
+        self.write_session(session_id, async {
             let code: i64 = self
                 .scripts
                 .submit
@@ -1252,7 +1371,7 @@ impl Store {
         message_id: &str,
         ttl: Duration,
     ) -> Result<Option<String>, StoreError> {
-        self.write(async {
+        self.write_session(session_id, async {
             if key.is_empty() {
                 return Err(StoreError::InvalidArgument(
                     "idempotency key must not be empty".into(),
@@ -1278,6 +1397,15 @@ impl Store {
         })
         .await
     }
+}
+
+/// Events read from a session's log: see [`Store::read_event_page`].
+#[derive(Debug, Default)]
+pub struct EventPage {
+    /// The entries' events, in log order, ids filled in.
+    pub events: Vec<pb::SessionEvent>,
+    /// The id of the last entry read; `None` when there was none.
+    pub cursor: Option<EventId>,
 }
 
 /// A message's parts hash as read: (part id, encoded part).
@@ -1316,12 +1444,9 @@ fn parse_session_cursor(cursor: &str) -> Result<(i64, String), StoreError> {
 }
 
 /// A stream entry id as XREAD accepts it after STREAMS: `<ms>` or `<ms>-<seq>`.
+#[cfg(test)]
 fn is_stream_id(s: &str) -> bool {
-    let digits = |x: &str| !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit());
-    match s.split_once('-') {
-        Some((ms, seq)) => digits(ms) && digits(seq),
-        None => digits(s),
-    }
+    s.parse::<EventId>().is_ok()
 }
 
 /// Whole milliseconds, rounded up and at least 1: Redis treats 0 as "no timeout" or rejects it.

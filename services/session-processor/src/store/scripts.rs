@@ -47,6 +47,13 @@ pub(super) struct Scripts {
     pub(super) put_parts: Script,
     /// KEYS: session, events. ARGV: cap, event bytes. Returns the entry id, or nil when the session is missing.
     pub(super) publish: Script,
+    /// KEYS: session, events. ARGV: cap, entry id, batch bytes. Writes the batch as one entry (field `b`) at the
+    /// given id, or, when the stream is already at or past it, after the stream's newest entry (an auto id), so the
+    /// write never fails on ids; a batch whose id is already the newest entry (a retried write that landed) is not
+    /// written again. Returns the entry's id, or nil when the session is missing.
+    pub(super) append_events: Script,
+    /// KEYS: events. Returns {seconds, microseconds, newest entry id or `0-0`}: Redis's clock and where the log ends.
+    pub(super) open_events: Script,
     /// KEYS: session, lease, fence. ARGV: owner, ttl ms. Returns the new token, FENCED when held, NO_SESSION.
     pub(super) acquire: Script,
     /// KEYS: lease. ARGV: `<owner>:<token>`, ttl ms. Returns 1 when renewed.
@@ -119,6 +126,25 @@ return 1
                 r"
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*', 'e', ARGV[2])
+",
+            ),
+            append_events: Script::new(
+                r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local written = redis.pcall('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], ARGV[2], 'b', ARGV[3])
+if type(written) == 'string' then return written end
+local top = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+if top[1] and top[1][1] == ARGV[2] then return ARGV[2] end
+return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*', 'b', ARGV[3])
+",
+            ),
+            open_events: Script::new(
+                r"
+local t = redis.call('TIME')
+local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+local last = '0-0'
+if top[1] then last = top[1][1] end
+return {tonumber(t[1]), tonumber(t[2]), last}
 ",
             ),
             acquire: Script::new(

@@ -1,0 +1,206 @@
+//! The GetDiff API: workspace diffs of a session, an assistant message, or one step.
+//!
+//! The range comes from the snapshots the run loop stored on the parts (see [`crate::snapshot`]):
+//! - the whole session: its first snapshot (the first step's start) → its latest one;
+//! - one assistant message: its first step's start → its last step's end (the step-finish part, or its patch);
+//! - one step (`step`, 1-based within the message): that step's start → its end.
+//!
+//! The files and line counts come from git on the session's snapshot repository; `include_patch` adds each text
+//! file's unified diff, cut at [`PATCH_FILE_LIMIT`] per file and [`PATCH_TOTAL_LIMIT`] per response (`truncated`
+//! marks every cut or dropped patch).
+
+use llm_proto::sessions as pb;
+use tonic::{Code, Response, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+use crate::run_loop::Engine;
+use crate::snapshot::{self, PATCH_FILE_LIMIT, PATCH_TOTAL_LIMIT, Repo, SnapshotError, StepRange};
+use crate::store::StoreError;
+
+fn invalid(field: &str, message: &str) -> Status {
+    let mut details = ErrorDetails::new();
+    details.add_bad_request_violation(field, message);
+    Status::with_error_details(
+        Code::InvalidArgument,
+        format!("{field}: {message}"),
+        details,
+    )
+}
+
+fn store_status(e: StoreError) -> Status {
+    tracing::error!(message = "storage failure", error = %e);
+    Status::unavailable(format!("storage: {e}"))
+}
+
+/// A store error reading the id in `field`: an id the store cannot use is the caller's mistake.
+fn id_status(field: &'static str) -> impl Fn(StoreError) -> Status {
+    move |e| match e {
+        StoreError::InvalidArgument(m) => invalid(field, &m),
+        e => store_status(e),
+    }
+}
+
+fn snapshot_status(e: SnapshotError) -> Status {
+    match e {
+        SnapshotError::Missing(id) => Status::failed_precondition(format!(
+            "snapshot {id} is not available on this replica (is the snapshot root shared like the workspace root?)"
+        )),
+        SnapshotError::Unavailable(e) => {
+            Status::unavailable(format!("git is not available on this replica: {e}"))
+        }
+        SnapshotError::Timeout(d) => {
+            Status::deadline_exceeded(format!("the diff took longer than {d:?}"))
+        }
+        e => {
+            tracing::error!(message = "diff failed", error = %e);
+            Status::internal(format!("diff failed: {e}"))
+        }
+    }
+}
+
+/// Serves `GetDiff`.
+pub async fn get_diff(
+    engine: &Engine,
+    request: pb::GetDiffRequest,
+) -> Result<Response<pb::GetDiffResponse>, Status> {
+    if request.session_id.is_empty() {
+        return Err(invalid("session_id", "required"));
+    }
+    if request.step > 0 && request.message_id.is_empty() {
+        return Err(invalid("step", "requires message_id"));
+    }
+    let session = engine
+        .store
+        .get_session(&request.session_id)
+        .await
+        .map_err(id_status("session_id"))?
+        .ok_or_else(|| Status::not_found("session not found"))?;
+    if session.workspace.is_empty() {
+        return Err(Status::failed_precondition(
+            "the session has no workspace, so it has no diffs",
+        ));
+    }
+    let (from, to) = if request.message_id.is_empty() {
+        let (first, latest) = session_range(engine, &session.id).await?;
+        if first.is_empty() {
+            // No step has run with a snapshot yet: nothing changed.
+            return Ok(Response::new(pb::GetDiffResponse::default()));
+        }
+        (first, latest)
+    } else {
+        message_range(engine, &session.id, &request.message_id, request.step).await?
+    };
+    let work_tree = engine.config.workspace_root.join(&session.workspace);
+    let repo = Repo::new(&engine.config.snapshots, &session.id, &work_tree).ok_or_else(|| {
+        Status::failed_precondition("the session id cannot name a snapshot repository")
+    })?;
+    let changes = repo.changes(&from, &to).await.map_err(snapshot_status)?;
+    let mut budget = PATCH_TOTAL_LIMIT;
+    let mut files = Vec::with_capacity(changes.len());
+    for change in changes {
+        let (patch, truncated) = if !request.include_patch || change.binary {
+            (String::new(), false)
+        } else if budget == 0 {
+            (String::new(), true)
+        } else {
+            let limit = budget.min(PATCH_FILE_LIMIT);
+            let (patch, cut) = repo
+                .patch(&from, &to, &change.path, limit)
+                .await
+                .map_err(snapshot_status)?;
+            budget -= patch.len();
+            (patch, cut)
+        };
+        files.push(pb::FileDiff {
+            change: Some(change),
+            patch,
+            truncated,
+        });
+    }
+    let changes = files.iter().filter_map(|f| f.change.as_ref());
+    let additions = changes.clone().map(|c| c.additions).sum();
+    let deletions = changes.map(|c| c.deletions).sum();
+    Ok(Response::new(pb::GetDiffResponse {
+        from_snapshot: from,
+        to_snapshot: to,
+        files,
+        additions,
+        deletions,
+    }))
+}
+
+/// The session's first and latest snapshots, over every message.
+async fn session_range(engine: &Engine, session_id: &str) -> Result<(String, String), Status> {
+    let mut first = String::new();
+    let mut latest = String::new();
+    let mut after: Option<String> = None;
+    loop {
+        let (page, next) = engine
+            .store
+            .list_messages(session_id, after.as_deref(), 200)
+            .await
+            .map_err(store_status)?;
+        let (f, l) = snapshot::first_and_latest(&page);
+        if first.is_empty() {
+            first = f;
+        }
+        if !l.is_empty() {
+            latest = l;
+        }
+        match next {
+            Some(n) => after = Some(n),
+            None => return Ok((first, latest)),
+        }
+    }
+}
+
+/// The range of one assistant message (`step` 0) or one of its steps.
+async fn message_range(
+    engine: &Engine,
+    session_id: &str,
+    message_id: &str,
+    step: u32,
+) -> Result<(String, String), Status> {
+    let message = engine
+        .store
+        .get_message(session_id, message_id)
+        .await
+        .map_err(id_status("message_id"))?
+        .ok_or_else(|| Status::not_found(format!("message {message_id} not found")))?;
+    if message.role() != pb::Role::Assistant {
+        return Err(invalid(
+            "message_id",
+            "names a user message; diffs belong to assistant messages",
+        ));
+    }
+    let steps = snapshot::steps(&message);
+    let no_snapshot = || {
+        Status::failed_precondition(
+            "no workspace snapshot was recorded for it (snapshots were off or failed)",
+        )
+    };
+    if step == 0 {
+        let from = steps
+            .iter()
+            .map(|s| s.start.as_str())
+            .find(|s| !s.is_empty())
+            .ok_or_else(no_snapshot)?;
+        let to = steps
+            .iter()
+            .flat_map(|s: &StepRange| [s.start.as_str(), s.end.as_str()])
+            .rfind(|s| !s.is_empty())
+            .ok_or_else(no_snapshot)?;
+        return Ok((from.to_string(), to.to_string()));
+    }
+    let index = usize::try_from(step - 1).unwrap_or(usize::MAX);
+    let range = steps.get(index).ok_or_else(|| {
+        Status::not_found(format!(
+            "step {step} not found: message {message_id} has {} step(s)",
+            steps.len()
+        ))
+    })?;
+    if range.start.is_empty() || range.end.is_empty() {
+        return Err(no_snapshot());
+    }
+    Ok((range.start.clone(), range.end.clone()))
+}

@@ -1,0 +1,258 @@
+//! The stored form of a batch of events: one Redis Stream entry (field `b`) carrying several events with their ids.
+//!
+//! Consecutive deltas of one part are merged into one stored event (the concatenated text) that remembers where
+//! each original delta ended and which id it had, so a reader gets back exactly the events the live subscribers
+//! saw, with the same ids, and a resume after any of them is exact.
+
+use std::sync::Arc;
+
+use llm_proto::sessions as pb;
+use pb::session_event::Event;
+use prost::Message as _;
+
+use super::EventId;
+
+/// One stream entry's events (field `b`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct StoredBatch {
+    /// The events, in order.
+    #[prost(message, repeated, tag = "1")]
+    pub events: Vec<StoredEvent>,
+}
+
+/// One event, or a run of merged deltas of one part.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct StoredEvent {
+    /// The event's id (a merged run: its last delta's id), milliseconds.
+    #[prost(uint64, tag = "1")]
+    pub ms: u64,
+    /// The event's id, sequence.
+    #[prost(uint64, tag = "2")]
+    pub seq: u64,
+    /// A `SessionEvent` without ids (a merged run: one `part_delta` with the whole text).
+    #[prost(bytes = "vec", tag = "3")]
+    pub event: Vec<u8>,
+    /// A merged run: `(ms, seq)` of every delta but the last, flattened.
+    #[prost(uint64, repeated, tag = "4")]
+    pub piece_ids: Vec<u64>,
+    /// A merged run: the byte length of every delta but the last (the last one is the rest of the text).
+    #[prost(uint32, repeated, tag = "5")]
+    pub piece_lens: Vec<u32>,
+}
+
+/// Two deltas that may be merged: same part, same message.
+fn same_part(a: &Event, b: &Event) -> Option<()> {
+    match (a, b) {
+        (Event::PartDelta(a), Event::PartDelta(b))
+            if a.part_id == b.part_id && a.message_id == b.message_id =>
+        {
+            Some(())
+        }
+        _ => None,
+    }
+}
+
+/// Encodes events (ids strictly increasing) as one batch, merging runs of deltas of the same part.
+pub(crate) fn encode_batch(events: &[(EventId, Arc<Event>)]) -> Vec<u8> {
+    let mut batch = StoredBatch {
+        events: Vec::with_capacity(events.len()),
+    };
+    let mut i = 0;
+    while let Some((id, event)) = events.get(i) {
+        let mut end = i + 1;
+        while events
+            .get(end)
+            .is_some_and(|(_, next)| same_part(event, next).is_some())
+        {
+            end += 1;
+        }
+        if let (Event::PartDelta(first), true) = (&**event, end - i > 1) {
+            let run = &events[i..end];
+            let mut text = String::new();
+            let mut piece_ids = Vec::with_capacity(2 * (run.len() - 1));
+            let mut piece_lens = Vec::with_capacity(run.len() - 1);
+            for (k, (piece_id, piece)) in run.iter().enumerate() {
+                let Event::PartDelta(d) = &**piece else {
+                    continue;
+                };
+                text.push_str(&d.delta);
+                if k + 1 < run.len() {
+                    piece_ids.push(piece_id.ms);
+                    piece_ids.push(piece_id.seq);
+                    piece_lens.push(u32::try_from(d.delta.len()).unwrap_or(u32::MAX));
+                }
+            }
+            let merged = Event::PartDelta(pb::PartDelta {
+                part_id: first.part_id.clone(),
+                message_id: first.message_id.clone(),
+                delta: text,
+            });
+            let last = run[run.len() - 1].0;
+            batch.events.push(StoredEvent {
+                ms: last.ms,
+                seq: last.seq,
+                event: encode_event(&merged),
+                piece_ids,
+                piece_lens,
+            });
+            i = end;
+            continue;
+        }
+        batch.events.push(StoredEvent {
+            ms: id.ms,
+            seq: id.seq,
+            event: encode_event(event),
+            piece_ids: Vec::new(),
+            piece_lens: Vec::new(),
+        });
+        i += 1;
+    }
+    batch.encode_to_vec()
+}
+
+/// The encoding of a `SessionEvent` holding only `event` (a oneof encodes exactly as its message's field).
+fn encode_event(event: &Event) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(event.encoded_len());
+    event.encode(&mut buf);
+    buf
+}
+
+/// Why a stored batch cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BatchError {
+    /// Not the protobuf it should be.
+    #[error(transparent)]
+    Decode(#[from] prost::DecodeError),
+    /// The merged-delta bookkeeping does not fit the text.
+    #[error("merged delta pieces do not fit its text")]
+    Pieces,
+}
+
+/// Decodes a batch into events with `event_id` and `session_id` filled in, merged deltas split back into the
+/// original ones. Appends to `out`.
+pub(crate) fn decode_batch(
+    bytes: &[u8],
+    session_id: &str,
+    out: &mut Vec<pb::SessionEvent>,
+) -> Result<(), BatchError> {
+    let batch = StoredBatch::decode(bytes)?;
+    for stored in batch.events {
+        let mut event = pb::SessionEvent::decode(stored.event.as_slice())?;
+        event.session_id = session_id.to_string();
+        if !stored.piece_lens.is_empty() {
+            let Some(Event::PartDelta(d)) = &mut event.event else {
+                return Err(BatchError::Pieces);
+            };
+            if stored.piece_ids.len() != 2 * stored.piece_lens.len() {
+                return Err(BatchError::Pieces);
+            }
+            let mut offset = 0usize;
+            for (k, len) in stored.piece_lens.iter().enumerate() {
+                let end = offset.saturating_add(*len as usize);
+                let piece = d.delta.get(offset..end).ok_or(BatchError::Pieces)?;
+                out.push(pb::SessionEvent {
+                    event_id: EventId {
+                        ms: stored.piece_ids[2 * k],
+                        seq: stored.piece_ids[2 * k + 1],
+                    }
+                    .to_string(),
+                    session_id: session_id.to_string(),
+                    event: Some(Event::PartDelta(pb::PartDelta {
+                        part_id: d.part_id.clone(),
+                        message_id: d.message_id.clone(),
+                        delta: piece.to_string(),
+                    })),
+                });
+                offset = end;
+            }
+            let rest = d.delta.get(offset..).ok_or(BatchError::Pieces)?;
+            d.delta = rest.to_string();
+        }
+        event.event_id = EventId {
+            ms: stored.ms,
+            seq: stored.seq,
+        }
+        .to_string();
+        out.push(event);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delta(part: &str, text: &str) -> Event {
+        Event::PartDelta(pb::PartDelta {
+            part_id: part.into(),
+            message_id: "msg_1".into(),
+            delta: text.into(),
+        })
+    }
+
+    fn status() -> Event {
+        Event::Status(pb::SessionStatus {
+            kind: pb::session_status::Kind::Busy as i32,
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn a_batch_round_trips_with_every_id_and_merged_runs_stay_small() {
+        let events: Vec<(EventId, Arc<Event>)> = [
+            status(),
+            delta("p1", "Hé"),
+            delta("p1", "llo"),
+            delta("p1", ""),
+            delta("p1", " wörld"),
+            delta("p2", "x"),
+            delta("p1", "!"),
+            status(),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| {
+            (
+                EventId {
+                    ms: 10 + i as u64 / 3,
+                    seq: i as u64,
+                },
+                Arc::new(e),
+            )
+        })
+        .collect();
+        let bytes = encode_batch(&events);
+        let stored = StoredBatch::decode(bytes.as_slice()).unwrap();
+        assert_eq!(
+            stored.events.len(),
+            5,
+            "the p1 run of four is one stored event"
+        );
+        let mut out = Vec::new();
+        decode_batch(&bytes, "ses_1", &mut out).unwrap();
+        let expected: Vec<pb::SessionEvent> = events
+            .iter()
+            .map(|(id, e)| pb::SessionEvent {
+                event_id: id.to_string(),
+                session_id: "ses_1".into(),
+                event: Some((**e).clone()),
+            })
+            .collect();
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn broken_pieces_are_an_error_not_a_panic() {
+        let mut stored = StoredBatch::decode(
+            encode_batch(&[
+                (EventId { ms: 1, seq: 0 }, Arc::new(delta("p", "ab"))),
+                (EventId { ms: 1, seq: 1 }, Arc::new(delta("p", "c"))),
+            ])
+            .as_slice(),
+        )
+        .unwrap();
+        stored.events[0].piece_lens[0] = 9;
+        let mut out = Vec::new();
+        assert!(decode_batch(&stored.encode_to_vec(), "s", &mut out).is_err());
+    }
+}

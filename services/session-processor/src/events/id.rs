@@ -1,0 +1,106 @@
+//! Event ids: `<ms>-<seq>`, the same shape as Redis Stream entry ids, ordered by `(ms, seq)`.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A session event's id. The loop's publisher assigns them in strictly increasing order; a stream entry carrying
+/// several events is written under the id of its last one, so "entries after E" never skips an event after E.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct EventId {
+    /// Milliseconds (Redis server time, as the publisher estimates it).
+    pub ms: u64,
+    /// Sequence within the millisecond.
+    pub seq: u64,
+}
+
+impl EventId {
+    /// The id before every event: `0-0`.
+    pub const ZERO: EventId = EventId { ms: 0, seq: 0 };
+
+    /// The next id at `now_ms`: `now_ms-0` when the clock moved past `self`, otherwise `self` with the next
+    /// sequence, so ids keep increasing when the clock stands still or goes back.
+    pub fn next_at(self, now_ms: u64) -> EventId {
+        if now_ms > self.ms {
+            EventId { ms: now_ms, seq: 0 }
+        } else {
+            EventId {
+                ms: self.ms,
+                seq: self.seq.saturating_add(1),
+            }
+        }
+    }
+}
+
+impl fmt::Display for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.ms, self.seq)
+    }
+}
+
+/// An id that is not `<ms>` or `<ms>-<seq>` (decimal).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("event id {0:?}: expected `<ms>` or `<ms>-<seq>` (\"0\" for the start)")]
+pub struct BadEventId(pub String);
+
+impl FromStr for EventId {
+    type Err = BadEventId;
+
+    /// Parses `<ms>-<seq>`, or `<ms>` alone meaning `<ms>-0` (as XREAD reads it).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let number = |x: &str| {
+            (!x.is_empty() && x.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| x.parse::<u64>().ok())
+                .flatten()
+        };
+        let parsed = match s.split_once('-') {
+            Some((ms, seq)) => number(ms).zip(number(seq)),
+            None => number(s).map(|ms| (ms, 0)),
+        };
+        parsed
+            .map(|(ms, seq)| EventId { ms, seq })
+            .ok_or_else(|| BadEventId(s.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_parse_print_and_order() {
+        let a: EventId = "1700000000000-3".parse().unwrap();
+        assert_eq!(
+            a,
+            EventId {
+                ms: 1_700_000_000_000,
+                seq: 3
+            }
+        );
+        assert_eq!(a.to_string(), "1700000000000-3");
+        assert_eq!("0".parse::<EventId>().unwrap(), EventId::ZERO);
+        assert_eq!("5".parse::<EventId>().unwrap(), EventId { ms: 5, seq: 0 });
+        assert!(EventId { ms: 2, seq: 0 } > EventId { ms: 1, seq: 9 });
+        for bad in [
+            "",
+            "-",
+            "1-",
+            "-1",
+            "a-1",
+            "1-b",
+            "$",
+            "+",
+            "1-2-3",
+            "99999999999999999999",
+        ] {
+            assert!(bad.parse::<EventId>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn next_ids_increase_even_when_the_clock_goes_back() {
+        let a = EventId { ms: 100, seq: 4 };
+        assert_eq!(a.next_at(101), EventId { ms: 101, seq: 0 });
+        assert_eq!(a.next_at(100), EventId { ms: 100, seq: 5 });
+        assert_eq!(a.next_at(50), EventId { ms: 100, seq: 5 });
+    }
+}

@@ -1,0 +1,627 @@
+//! Session events: an in-process hub per replica that delivers a running loop's events at once to the streams
+//! attached on the same replica, and writes them to the session's Redis Stream coalesced.
+//!
+//! # Who writes the log
+//!
+//! While a replica runs a session's loop it holds a [`Channel`] for it (opened after the lease is acquired, closed
+//! before it is released). Every event published for that session on this replica goes through the channel:
+//!
+//! 1. it gets an id `<ms>-<seq>`: `max(now, last)` plus a sequence, on Redis's clock (the offset to it is measured
+//!    when the channel opens) and after the stream's last entry, so ids keep increasing across replicas, lease
+//!    changes and clock steps;
+//! 2. it goes into the channel's ring and wakes the local followers, which read it from there (no Redis);
+//! 3. it is written to the stream later, with the events before it, as one entry ([`codec`]): when the flush
+//!    window (`events.flush_interval_ms`) since the first unwritten event ends, when the unwritten events reach
+//!    a size bound, at once for events somebody must act on or that end a run (`tool_call_awaiting`,
+//!    `permission_asked`, `error`, `done`), for the first event after the channel opens (so streams waiting on
+//!    Redis wake and attach), and when the channel closes. An entry's id is its last event's id.
+//!
+//! A `done` is written at once like the other urgent events, but the channel's own followers get it only when the
+//! channel closes, which the loop does after releasing its lease: `done` means "idle", and a caller on the loop's
+//! replica that asks for the session right after it must not find it busy.
+//!
+//! A session with no channel on this replica is published straight to Redis with an auto id (one entry per
+//! event). The flush script writes an entry at `max(requested, last + 1)` and never fails on ids: if the log moved
+//! past the channel's ids (only a write from outside: a replica that lost its lease still flushing, or an auto-id
+//! publish racing the owner), the entry is written after it, its events keep the ids they were delivered with, and
+//! the channel continues after the entry's id. Readers drop events whose id is not above the last one they
+//! delivered, so such an entry never produces a duplicate; what it can cost is order across that one foreign write.
+//!
+//! # Following
+//!
+//! A [`Follower`] (the Prompt, Subscribe and Compact streams) delivers every event after its start id exactly once
+//! and in order: from the local channel's ring while there is one that still holds everything after its position,
+//! and otherwise from Redis (XREAD, blocking while nothing is running here). A follower that falls behind the ring
+//! (bounded) reads Redis until it catches up: a slow caller never grows the hub.
+
+mod codec;
+mod id;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use llm_proto::sessions as pb;
+use pb::session_event::Event;
+use tokio::sync::{Notify, watch};
+
+use crate::store::{Store, StoreError};
+
+pub(crate) use codec::{BatchError, decode_batch};
+pub use id::{BadEventId, EventId};
+
+/// Default flush window: how long after the first unwritten event a channel writes its batch. Measured on the
+/// end-to-end path (see docs/architecture.md, "Session events"): at typical model speeds (30–100 deltas/s) 200 ms
+/// carries 6–20 deltas per entry, while a stream on another replica still sees text within a fifth of a second.
+pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Tuning of the hub.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventsConfig {
+    /// Longest time an event waits before it is written to the stream.
+    pub flush_interval: Duration,
+    /// Unwritten events that force a write.
+    pub max_batch_events: usize,
+    /// Unwritten bytes (delta text, other events' encoded size) that force a write.
+    pub max_batch_bytes: usize,
+    /// Events a channel keeps for followers (never dropping an unwritten one), so memory per session is bounded.
+    pub ring_events: usize,
+    /// Bytes (as counted for `max_batch_bytes`) a channel keeps for followers beyond the unwritten ones.
+    pub ring_bytes: usize,
+}
+
+/// An event's weight for the size bounds: a delta's text, otherwise its encoded size.
+fn weight(event: &Event) -> usize {
+    match event {
+        Event::PartDelta(d) => d.delta.len(),
+        other => other.encoded_len(),
+    }
+}
+
+impl Default for EventsConfig {
+    fn default() -> Self {
+        EventsConfig {
+            flush_interval: DEFAULT_FLUSH_INTERVAL,
+            max_batch_events: 512,
+            max_batch_bytes: 64 * 1024,
+            ring_events: 1024,
+            ring_bytes: 1024 * 1024,
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn local_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The replica's hub: the open channels by session. Cheap to clone.
+#[derive(Clone)]
+pub struct Hub {
+    inner: Arc<HubInner>,
+}
+
+struct HubInner {
+    store: Store,
+    config: EventsConfig,
+    channels: Mutex<HashMap<String, Arc<Channel>>>,
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub")
+            .field("config", &self.inner.config)
+            .field("channels", &lock(&self.inner.channels).len())
+            .finish()
+    }
+}
+
+impl Hub {
+    /// A hub writing through `store`.
+    pub fn new(store: Store, config: EventsConfig) -> Hub {
+        Hub {
+            inner: Arc::new(HubInner {
+                store,
+                config,
+                channels: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The store the hub writes to and followers read from.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    fn channel(&self, session_id: &str) -> Option<Arc<Channel>> {
+        lock(&self.inner.channels).get(session_id).cloned()
+    }
+
+    /// Opens the session's channel on this replica (the caller holds the session's lease and runs its loop); a
+    /// no-op when it is already open. Reads the stream's last id and Redis's clock, so the channel's ids follow
+    /// everything already logged.
+    pub async fn open(&self, session_id: &str) -> Result<(), StoreError> {
+        if self.channel(session_id).is_some() {
+            return Ok(());
+        }
+        let (last, redis_ms) = self.inner.store.open_events(session_id).await?;
+        let offset_ms = redis_ms.saturating_sub(local_millis());
+        let channel = Arc::new(Channel::new(
+            session_id.to_string(),
+            self.inner.store.clone(),
+            self.inner.config,
+            last,
+            offset_ms,
+        ));
+        {
+            let mut channels = lock(&self.inner.channels);
+            if channels.contains_key(session_id) {
+                return Ok(());
+            }
+            channels.insert(session_id.to_string(), channel.clone());
+        }
+        tokio::spawn(channel.run_timer());
+        Ok(())
+    }
+
+    /// Writes everything the session's channel still holds and closes it; later publishes go straight to Redis.
+    /// A no-op when no channel is open.
+    pub async fn close(&self, session_id: &str) -> Result<(), StoreError> {
+        let Some(channel) = self.channel(session_id) else {
+            return Ok(());
+        };
+        let result = channel.close().await;
+        let mut channels = lock(&self.inner.channels);
+        if channels
+            .get(session_id)
+            .is_some_and(|c| Arc::ptr_eq(c, &channel))
+        {
+            channels.remove(session_id);
+        }
+        result
+    }
+
+    /// Publishes an event: through the session's channel when this replica runs its loop (delivered to local
+    /// followers at once, written coalesced), otherwise straight to the stream. Errors of a background write are
+    /// reported by the next publish.
+    pub async fn publish(&self, session_id: &str, event: Event) -> Result<(), StoreError> {
+        let event = match self.channel(session_id) {
+            Some(channel) => match channel.publish(event).await {
+                Published::Done(result) => return result,
+                Published::Closed(event) => *event,
+            },
+            None => event,
+        };
+        self.inner.store.publish(session_id, event).await.map(drop)
+    }
+
+    /// The id of the session's newest event (including events not yet written when this replica runs its loop);
+    /// `"0-0"` when it has none. Where a stream that wants only new events starts.
+    pub async fn last_event_id(&self, session_id: &str) -> Result<String, StoreError> {
+        if let Some(last) = self.channel(session_id).and_then(|c| c.last_id()) {
+            return Ok(last.to_string());
+        }
+        self.inner.store.last_event_id(session_id).await
+    }
+
+    /// A follower of the session's events after `after` (an event id; `"0"` for the beginning).
+    pub fn follow(&self, session_id: &str, after: &str) -> Result<Follower, BadEventId> {
+        let after: EventId = after.parse()?;
+        Ok(Follower {
+            hub: self.clone(),
+            session_id: session_id.to_string(),
+            after,
+            cursor: after,
+            buf: VecDeque::new(),
+            live: None,
+            block: Duration::from_secs(5),
+        })
+    }
+}
+
+/// What followers watch: bumped on every event, and `true` once the channel closed.
+type Signal = bool;
+
+/// One session's live events on the replica that runs its loop.
+struct Channel {
+    session_id: String,
+    store: Store,
+    config: EventsConfig,
+    state: Mutex<State>,
+    /// Serialises writes, so entries land in id order.
+    flushing: tokio::sync::Mutex<()>,
+    /// Wakes followers.
+    live: watch::Sender<Signal>,
+    /// Wakes the timer when a window starts, and on close.
+    timer: Notify,
+}
+
+struct State {
+    /// The last id handed out.
+    last: EventId,
+    /// Redis clock minus local clock, in ms.
+    offset_ms: i64,
+    /// Recent events, ids increasing; holds every event after `covered` and every unwritten one.
+    ring: VecDeque<(EventId, Arc<Event>)>,
+    /// Their weight.
+    ring_bytes: usize,
+    /// Every event of this channel after this id is in the ring.
+    covered: EventId,
+    /// Events up to here are handed to a write (in flight or done).
+    handed: EventId,
+    /// Events up to here are in Redis.
+    flushed: EventId,
+    /// Events and bytes not yet handed to a write, and when the first of them came.
+    pending_events: usize,
+    pending_bytes: usize,
+    window_start: Option<Instant>,
+    /// The next publish writes at once.
+    first: bool,
+    /// The first `done`: local followers get it (and what follows) only when the channel closes, which the loop
+    /// does once its lease is released, so `done` still means "idle" to a caller that asks right away.
+    hold: Option<EventId>,
+    /// A background write failed; the next publish reports it.
+    failure: Option<StoreError>,
+    closed: bool,
+}
+
+enum Published {
+    Done(Result<(), StoreError>),
+    /// The channel closed in between: publish elsewhere.
+    Closed(Box<Event>),
+}
+
+/// What a follower found in a channel's ring.
+enum Ring {
+    /// Events were added to the follower's buffer.
+    Read,
+    /// The ring no longer holds everything after the follower's position.
+    Behind,
+    /// Nothing new; `true` when the channel is closed.
+    Empty(bool),
+}
+
+impl Channel {
+    fn new(
+        session_id: String,
+        store: Store,
+        config: EventsConfig,
+        last: EventId,
+        offset_ms: i64,
+    ) -> Channel {
+        Channel {
+            session_id,
+            store,
+            config,
+            state: Mutex::new(State {
+                last,
+                offset_ms,
+                ring: VecDeque::with_capacity(64),
+                ring_bytes: 0,
+                covered: last,
+                handed: last,
+                flushed: last,
+                pending_events: 0,
+                pending_bytes: 0,
+                window_start: None,
+                first: true,
+                hold: None,
+                failure: None,
+                closed: false,
+            }),
+            flushing: tokio::sync::Mutex::new(()),
+            live: watch::Sender::new(false),
+            timer: Notify::new(),
+        }
+    }
+
+    fn last_id(&self) -> Option<EventId> {
+        let s = lock(&self.state);
+        (!s.closed).then_some(s.last)
+    }
+
+    /// Assigns the id, delivers to local followers, and writes now only when the event or the batch asks for it.
+    async fn publish(&self, event: Event) -> Published {
+        let urgent = matches!(
+            event,
+            Event::ToolCallAwaiting(_)
+                | Event::PermissionAsked(_)
+                | Event::Error(_)
+                | Event::Done(_)
+        );
+        let bytes = weight(&event);
+        let (write_now, window_started) = {
+            let mut s = lock(&self.state);
+            if s.closed {
+                return Published::Closed(Box::new(event));
+            }
+            if let Some(e) = s.failure.take() {
+                return Published::Done(Err(e));
+            }
+            let now = u64::try_from(local_millis().saturating_add(s.offset_ms)).unwrap_or(0);
+            let id = s.last.next_at(now);
+            s.last = id;
+            if matches!(event, Event::Done(_)) && s.hold.is_none() {
+                s.hold = Some(id);
+            }
+            s.ring.push_back((id, Arc::new(event)));
+            s.pending_events += 1;
+            s.pending_bytes += bytes;
+            s.ring_bytes += bytes;
+            let window_started = s.window_start.is_none();
+            if window_started {
+                s.window_start = Some(Instant::now());
+            }
+            self.trim(&mut s);
+            let write_now = std::mem::take(&mut s.first)
+                || urgent
+                || s.pending_events >= self.config.max_batch_events
+                || s.pending_bytes >= self.config.max_batch_bytes;
+            (write_now, window_started)
+        };
+        self.live.send_replace(false);
+        if write_now {
+            Published::Done(self.flush().await)
+        } else {
+            if window_started {
+                self.timer.notify_one();
+            }
+            Published::Done(Ok(()))
+        }
+    }
+
+    /// Drops written events beyond the ring's bounds, oldest first.
+    fn trim(&self, s: &mut State) {
+        while s.ring.len() > self.config.ring_events || s.ring_bytes > self.config.ring_bytes {
+            match s.ring.front() {
+                Some((id, event)) if *id <= s.flushed => {
+                    s.covered = *id;
+                    s.ring_bytes = s.ring_bytes.saturating_sub(weight(event));
+                    s.ring.pop_front();
+                }
+                _ => break,
+            }
+        }
+    }
+
+    /// Writes every event not yet handed to a write as one entry.
+    async fn flush(&self) -> Result<(), StoreError> {
+        let _serial = self.flushing.lock().await;
+        let batch: Vec<(EventId, Arc<Event>)> = {
+            let mut s = lock(&self.state);
+            s.pending_events = 0;
+            s.pending_bytes = 0;
+            s.window_start = None;
+            let handed = s.handed;
+            let start = s.ring.partition_point(|(id, _)| *id <= handed);
+            let batch: Vec<_> = s.ring.range(start..).cloned().collect();
+            if let Some((last, _)) = batch.last() {
+                s.handed = *last;
+            }
+            batch
+        };
+        let Some((last, _)) = batch.last() else {
+            return Ok(());
+        };
+        let last = *last;
+        let bytes = codec::encode_batch(&batch);
+        drop(batch);
+        match self
+            .store
+            .append_events(&self.session_id, last, bytes)
+            .await
+        {
+            Ok(actual) => {
+                let mut s = lock(&self.state);
+                s.flushed = s.flushed.max(last);
+                // The log moved past our ids (a foreign write): carry on after it.
+                s.last = s.last.max(actual);
+                self.trim(&mut s);
+                Ok(())
+            }
+            Err(e) => {
+                let mut s = lock(&self.state);
+                // Not written: the next write takes these events again.
+                s.handed = s.flushed;
+                let flushed = s.flushed;
+                let start = s.ring.partition_point(|(id, _)| *id <= flushed);
+                s.pending_events = s.ring.len() - start;
+                if s.window_start.is_none() {
+                    s.window_start = Some(Instant::now());
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes a window's events when it ends. Runs until the channel closes.
+    async fn run_timer(self: Arc<Self>) {
+        loop {
+            let deadline = {
+                let s = lock(&self.state);
+                if s.closed {
+                    return;
+                }
+                s.window_start.map(|t| t + self.config.flush_interval)
+            };
+            match deadline {
+                None => self.timer.notified().await,
+                Some(deadline) => {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(deadline.into()) => {
+                            if let Err(e) = self.flush().await {
+                                tracing::warn!(message = "cannot write session events", session_id = %self.session_id, error = %e);
+                                lock(&self.state).failure = Some(e);
+                            }
+                        }
+                        _ = self.timer.notified() => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes what is left and closes: followers move on to Redis, publishes go there directly.
+    async fn close(&self) -> Result<(), StoreError> {
+        let result = loop {
+            if let Err(e) = self.flush().await {
+                break Err(e);
+            }
+            let mut s = lock(&self.state);
+            if s.handed == s.last {
+                s.closed = true;
+                break Ok(());
+            }
+        };
+        lock(&self.state).closed = true;
+        self.live.send_replace(true);
+        self.timer.notify_one();
+        result
+    }
+
+    /// Copies up to `max` events after `after` into `buf`. `position` is how far the follower has read (it may be
+    /// past `after` when the log had nothing new for it), which decides whether the ring still covers it.
+    fn read(
+        &self,
+        after: EventId,
+        position: EventId,
+        buf: &mut VecDeque<pb::SessionEvent>,
+        max: usize,
+    ) -> Ring {
+        let s = lock(&self.state);
+        if position < s.covered {
+            return Ring::Behind;
+        }
+        let start = s.ring.partition_point(|(id, _)| *id <= after);
+        let end = match s.hold {
+            Some(hold) if !s.closed => s.ring.partition_point(|(id, _)| *id < hold),
+            _ => s.ring.len(),
+        };
+        if start >= end {
+            return Ring::Empty(s.closed);
+        }
+        for (id, event) in s.ring.range(start..end).take(max) {
+            buf.push_back(pb::SessionEvent {
+                event_id: id.to_string(),
+                session_id: self.session_id.clone(),
+                event: Some((**event).clone()),
+            });
+        }
+        Ring::Read
+    }
+
+    /// Whether the ring holds everything after `position`, and whether the channel is closed.
+    fn covers(&self, position: EventId) -> (bool, bool) {
+        let s = lock(&self.state);
+        (position >= s.covered, s.closed)
+    }
+}
+
+/// Events read per Redis call or ring visit.
+const READ_BATCH: usize = 256;
+
+/// Follows a session's events after a start id: every event exactly once, in order (see the module docs).
+pub struct Follower {
+    hub: Hub,
+    session_id: String,
+    /// The last event delivered (or the start).
+    after: EventId,
+    /// How far the log was read (entry ids).
+    cursor: EventId,
+    buf: VecDeque<pb::SessionEvent>,
+    live: Option<(Arc<Channel>, watch::Receiver<Signal>)>,
+    /// How long one blocking read of Redis waits.
+    block: Duration,
+}
+
+impl Follower {
+    /// The next event; waits for one as long as it takes.
+    pub async fn next(&mut self) -> Result<pb::SessionEvent, StoreError> {
+        loop {
+            while let Some(event) = self.buf.pop_front() {
+                let Ok(id) = event.event_id.parse::<EventId>() else {
+                    continue;
+                };
+                if id <= self.after {
+                    continue;
+                }
+                self.after = id;
+                return Ok(event);
+            }
+            if let Some((channel, rx)) = &mut self.live {
+                // Marked seen before reading, so an event published after the read still wakes us.
+                rx.borrow_and_update();
+                let position = self.after.max(self.cursor);
+                match channel.read(self.after, position, &mut self.buf, READ_BATCH) {
+                    Ring::Read => {}
+                    Ring::Behind => {
+                        self.live = None;
+                        self.cursor = self.after;
+                    }
+                    Ring::Empty(true) => {
+                        // Closed: everything it had is in Redis.
+                        self.live = None;
+                        self.cursor = self.after;
+                    }
+                    Ring::Empty(false) => {
+                        if rx.changed().await.is_err() {
+                            self.live = None;
+                            self.cursor = self.after;
+                        }
+                    }
+                }
+                continue;
+            }
+            let position = self.after.max(self.cursor);
+            if let Some(channel) = self.hub.channel(&self.session_id) {
+                let (covered, closed) = channel.covers(position);
+                if !closed {
+                    if covered {
+                        let rx = channel.live.subscribe();
+                        self.live = Some((channel, rx));
+                        continue;
+                    }
+                    // Behind the ring: catch up from the log without waiting.
+                    let read = self.read_log(None).await?;
+                    if !read {
+                        // Nothing in the log between us and the ring (cannot happen: the ring drops only written
+                        // events); attach rather than spin.
+                        tracing::warn!(message = "event ring ahead of the log", session_id = %self.session_id);
+                        self.cursor = self.cursor.max(channel_covered(&channel));
+                    }
+                    continue;
+                }
+            }
+            self.read_log(Some(self.block)).await?;
+        }
+    }
+
+    /// Reads the log after the cursor into the buffer; true when it returned any entry.
+    async fn read_log(&mut self, block: Option<Duration>) -> Result<bool, StoreError> {
+        let page = self
+            .hub
+            .store()
+            .read_event_page(&self.session_id, self.cursor, block, READ_BATCH)
+            .await?;
+        self.buf.extend(page.events);
+        match page.cursor {
+            Some(c) => {
+                self.cursor = self.cursor.max(c);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+fn channel_covered(channel: &Channel) -> EventId {
+    lock(&channel.state).covered
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,213 @@
+//! How the processor reaches llm-gateway replicas.
+//!
+//! gRPC runs many calls over one long-lived HTTP/2 connection, and a Kubernetes ClusterIP Service balances
+//! connections, not calls: with one connection per processor replica, every step of that replica goes to one gateway
+//! pod. `gateway.balance = "dns"` spreads calls instead: the processor resolves the gateway URL's host name (a
+//! headless Service gives one address per ready pod) every `gateway.resolve_interval_ms`, keeps one connection per
+//! address, and sends each step to the less loaded of two addresses picked at random (tower's power-of-two-choices
+//! balancer inside tonic). Addresses that disappear from DNS are dropped (their streams in flight finish); new ones
+//! take calls from the next step on. `gateway.url` may then also be a comma-separated list of URLs, each resolved.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tonic::transport::channel::Change;
+use tonic::transport::{Channel, Endpoint};
+
+/// How calls are spread over gateway replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Balance {
+    /// One HTTP/2 connection to the URL; calls follow it (the default).
+    #[default]
+    Connection,
+    /// Resolve the URL's host regularly and balance each call over every address.
+    Dns {
+        /// How often the host names are resolved again.
+        interval: Duration,
+    },
+}
+
+/// One gateway URL split into what resolution needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    scheme: String,
+    host: String,
+    port: u16,
+}
+
+impl Target {
+    /// Parses `http(s)://host[:port][/]`; the default port is the scheme's.
+    pub fn parse(url: &str) -> Result<Target, String> {
+        let uri: http::Uri = url.parse().map_err(|e| format!("`{url}`: {e}"))?;
+        let scheme = uri
+            .scheme_str()
+            .filter(|s| *s == "http" || *s == "https")
+            .ok_or_else(|| format!("`{url}`: must be an http(s) URL"))?
+            .to_string();
+        let host = uri
+            .host()
+            .ok_or_else(|| format!("`{url}`: no host"))?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let port = uri
+            .port_u16()
+            .unwrap_or(if scheme == "https" { 443 } else { 80 });
+        Ok(Target { scheme, host, port })
+    }
+
+    fn endpoint(&self, addr: SocketAddr) -> Result<Endpoint, tonic::transport::Error> {
+        let url = format!("{}://{addr}", self.scheme);
+        Ok(Endpoint::from_shared(url)?.tcp_nodelay(true))
+    }
+}
+
+/// Parses a comma-separated list of gateway URLs.
+pub fn parse_targets(urls: &str) -> Result<Vec<Target>, String> {
+    let targets: Vec<Target> = urls
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(Target::parse)
+        .collect::<Result<_, _>>()?;
+    if targets.is_empty() {
+        return Err("no URL".into());
+    }
+    Ok(targets)
+}
+
+/// A channel for `url` under `balance`. In DNS mode a background task keeps the set of addresses current; it stops
+/// when the channel (every clone) is dropped.
+pub fn channel(url: &str, balance: Balance) -> Result<Channel, String> {
+    match balance {
+        Balance::Connection => Ok(Endpoint::from_shared(url.to_string())
+            .map_err(|e| format!("`{url}`: {e}"))?
+            .tcp_nodelay(true)
+            .connect_lazy()),
+        Balance::Dns { interval } => {
+            let targets = parse_targets(url)?;
+            let (channel, tx) = Channel::balance_channel::<SocketAddr>(64);
+            tokio::spawn(async move {
+                let mut known = BTreeMap::new();
+                loop {
+                    let resolved = resolve_all(&targets).await;
+                    for change in diff(&known, &resolved) {
+                        let sent = match change {
+                            Diff::Add(addr, i) => match targets[i].endpoint(addr) {
+                                Ok(endpoint) => {
+                                    tracing::info!(message = "gateway address added", %addr);
+                                    tx.send(Change::Insert(addr, endpoint)).await
+                                }
+                                Err(e) => {
+                                    tracing::warn!(message = "gateway address unusable", %addr, error = %e);
+                                    continue;
+                                }
+                            },
+                            Diff::Remove(addr) => {
+                                tracing::info!(message = "gateway address removed", %addr);
+                                tx.send(Change::Remove(addr)).await
+                            }
+                        };
+                        if sent.is_err() {
+                            return; // the channel is gone
+                        }
+                    }
+                    known = resolved;
+                    tokio::time::sleep(interval).await;
+                    if tx.is_closed() {
+                        return;
+                    }
+                }
+            });
+            Ok(channel)
+        }
+    }
+}
+
+/// Every address of every target, with the index of the target it came from. A target that fails to resolve keeps
+/// nothing this round (logged); the others are unaffected.
+async fn resolve_all(targets: &[Target]) -> BTreeMap<SocketAddr, usize> {
+    let mut out = BTreeMap::new();
+    for (i, t) in targets.iter().enumerate() {
+        match tokio::net::lookup_host((t.host.as_str(), t.port)).await {
+            Ok(addrs) => {
+                for a in addrs {
+                    out.entry(a).or_insert(i);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(message = "resolving the gateway failed", host = %t.host, error = %e);
+            }
+        }
+    }
+    out
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Diff {
+    Add(SocketAddr, usize),
+    Remove(SocketAddr),
+}
+
+/// What changes turn `known` into `resolved`. An empty resolution (DNS down, or every pod gone for a moment)
+/// removes nothing: calls keep going to the last known addresses rather than to none.
+fn diff(known: &BTreeMap<SocketAddr, usize>, resolved: &BTreeMap<SocketAddr, usize>) -> Vec<Diff> {
+    if resolved.is_empty() {
+        return Vec::new();
+    }
+    let old: BTreeSet<_> = known.keys().collect();
+    let new: BTreeSet<_> = resolved.keys().collect();
+    let mut out: Vec<Diff> = new
+        .difference(&old)
+        .map(|a| Diff::Add(**a, resolved[*a]))
+        .collect();
+    out.extend(old.difference(&new).map(|a| Diff::Remove(**a)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(addrs: &[&str]) -> BTreeMap<SocketAddr, usize> {
+        addrs.iter().map(|a| (a.parse().unwrap(), 0)).collect()
+    }
+
+    #[test]
+    fn targets_parse_with_default_ports_and_lists() {
+        let t = parse_targets("http://gw-headless:50051, https://gw.example").unwrap();
+        assert_eq!(t[0].host, "gw-headless");
+        assert_eq!(t[0].port, 50051);
+        assert_eq!(t[1].port, 443);
+        assert_eq!(Target::parse("http://[::1]:7").unwrap().host, "::1");
+        assert!(parse_targets("").is_err());
+        assert!(parse_targets("ftp://x").unwrap_err().contains("http(s)"));
+    }
+
+    #[test]
+    fn diff_adds_new_addresses_and_removes_gone_ones() {
+        let known = set(&["10.0.0.1:1", "10.0.0.2:1"]);
+        let resolved = set(&["10.0.0.2:1", "10.0.0.3:1"]);
+        assert_eq!(
+            diff(&known, &resolved),
+            vec![
+                Diff::Add("10.0.0.3:1".parse().unwrap(), 0),
+                Diff::Remove("10.0.0.1:1".parse().unwrap()),
+            ]
+        );
+        assert!(diff(&resolved, &resolved).is_empty());
+    }
+
+    #[test]
+    fn an_empty_resolution_keeps_the_known_addresses() {
+        assert!(diff(&set(&["10.0.0.1:1"]), &BTreeMap::new()).is_empty());
+    }
+
+    #[tokio::test]
+    async fn localhost_resolves_to_a_loopback_address() {
+        let r = resolve_all(&parse_targets("http://localhost:50051").unwrap()).await;
+        assert!(!r.is_empty());
+        assert!(r.keys().all(|a| a.ip().is_loopback() && a.port() == 50051));
+    }
+}

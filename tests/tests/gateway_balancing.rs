@@ -1,0 +1,67 @@
+//! The session-processor's gateway client with `gateway.balance = "dns"`: calls are spread over every gateway
+//! replica it resolves, over real sockets, instead of following one HTTP/2 connection.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use e2e_tests::*;
+use fake_provider::Reply;
+use llm_proto::gateway as pb;
+use session_processor::gateway_pool::Balance;
+use session_processor::run_loop::{gateway_client, gateway_client_balanced};
+
+async fn generate_n(mut client: session_processor::run_loop::GatewayClient, n: usize) {
+    for i in 0..n {
+        let response = client
+            .generate(pb::GenerateRequest {
+                generation: Some(generation("openai/gpt-4o", &format!("call {i}"))),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(!response.output.is_empty(), "call {i} answered");
+    }
+}
+
+async fn two_replicas() -> (Harness, Harness) {
+    let a = Harness::start().await;
+    let b = Harness::start().await;
+    for h in [&a, &b] {
+        h.openai
+            .set_fallback(Reply::fixture("openai_chat/text.sse"));
+    }
+    (a, b)
+}
+
+#[tokio::test]
+async fn dns_balancing_spreads_calls_over_every_replica() {
+    let (a, b) = two_replicas().await;
+    let urls = format!("http://{},http://{}", a.addr, b.addr);
+    let client = gateway_client_balanced(
+        &urls,
+        TOKEN,
+        Balance::Dns {
+            interval: Duration::from_millis(200),
+        },
+    )
+    .unwrap();
+    generate_n(client, 40).await;
+    let (na, nb) = (a.openai.requests().len(), b.openai.requests().len());
+    assert_eq!(na + nb, 40);
+    // Power of two choices over two idle replicas picks each with probability 1/2: 40 calls all on one replica
+    // would happen with probability 2^-39.
+    assert!(
+        na > 0 && nb > 0,
+        "calls spread over both replicas: {na} / {nb}"
+    );
+}
+
+#[tokio::test]
+async fn one_connection_sends_every_call_to_one_replica() {
+    // The default the balancing mode exists for: a single URL, a single connection, a single replica.
+    let (a, b) = two_replicas().await;
+    let client = gateway_client(&format!("http://{}", a.addr), TOKEN).unwrap();
+    generate_n(client, 10).await;
+    assert_eq!(a.openai.requests().len(), 10);
+    assert_eq!(b.openai.requests().len(), 0);
+}
