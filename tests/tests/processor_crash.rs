@@ -221,3 +221,138 @@ async fn a_replica_killed_mid_step_is_resumed_by_another_with_nothing_lost() {
         .collect();
     assert_eq!(roles, ["system", "user"]);
 }
+
+#[tokio::test]
+async fn a_resumed_loop_still_offers_the_prompts_client_tools() {
+    // The prompt declares a client tool; the model calls it; the replica dies while the call waits for the
+    // caller. The replica that resumes closes the orphaned call as aborted (design: cleanup after a crash), and the
+    // run's client tools are stored with the session, so the next step still offers the tool and a new call of it
+    // goes to the caller, instead of failing as an unknown tool.
+    let gateway = Harness::start().await;
+    let call = |id: &str, call_id: &str| {
+        Reply::sse(
+            ChatStream::new("gpt-4o-2024-08-06", id)
+                .tool_call(call_id, "get_weather", &["{\"city\":", "\"Paris\"}"])
+                .finish("tool_calls", Some((20, 5))),
+        )
+    };
+    gateway.openai.push(call("chatcmpl-t1", "call_weather_1"));
+    gateway.openai.push(call("chatcmpl-t2", "call_weather_2"));
+    gateway.openai.push(Reply::sse(
+        ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-u")
+            .text(&["Sunny ", "in Paris."])
+            .finish("stop", Some((40, 4))),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = format!("e2e:{}:", session_processor::ids::new("crashtool"));
+    let config = dir.path().join("processor.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[gateway]\nurl = \"http://{}\"\n[redis]\nprefix = \"{prefix}\"\nlease_ttl_ms = 1000\n[titles]\nenabled = false\n[agents.default]\nmodel = \"openai/gpt-4o\"\ntools = []\n",
+            gateway.addr
+        ),
+    )
+    .unwrap();
+    let mut a = start_replica(&config, dir.path()).await;
+    let mut ca = client(&a.addr).await;
+    let session = ca
+        .create_session(spb::CreateSessionRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .session
+        .unwrap();
+    let mut req = prompt(&session.id, "Weather in Paris?");
+    req.client_tools = vec![spb::ClientTool {
+        name: "get_weather".into(),
+        description: "Weather for a city".into(),
+        input_schema_json:
+            r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#
+                .into(),
+    }];
+    let mut stream = ca.prompt(req).await.unwrap().into_inner();
+    let first = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let ev = stream.message().await.unwrap().unwrap().event.unwrap();
+            if let Some(SE::ToolCallAwaiting(t)) = ev.event {
+                return t;
+            }
+        }
+    })
+    .await
+    .expect("the client tool call reaches the caller");
+    assert_eq!(first.call_id, "call_weather_1");
+    a.child.start_kill().unwrap();
+    a.child.wait().await.unwrap();
+    drop(stream);
+
+    let b = start_replica(&config, dir.path()).await;
+    let mut cb = client(&b.addr).await;
+    let mut events = cb
+        .subscribe(spb::SubscribeRequest {
+            session_id: session.id.clone(),
+            after_event_id: "0".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let second = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let ev = events.message().await.unwrap().unwrap().event.unwrap();
+            if let Some(SE::ToolCallAwaiting(t)) = ev.event
+                && t.call_id == "call_weather_2"
+            {
+                return t;
+            }
+        }
+    })
+    .await
+    .expect("after the resume, the model's new call of the client tool goes to the caller");
+    assert_eq!(second.tool, "get_weather");
+    cb.submit_tool_result(spb::SubmitToolResultRequest {
+        session_id: session.id.clone(),
+        call_id: "call_weather_2".into(),
+        output: "sunny, 24 °C".into(),
+        is_error: false,
+    })
+    .await
+    .unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut text = String::new();
+        loop {
+            let ev = events.message().await.unwrap().unwrap().event.unwrap();
+            match ev.event {
+                Some(SE::PartDelta(d)) => text.push_str(&d.delta),
+                Some(SE::Done(_)) if text.contains("Sunny") => return text,
+                _ => {}
+            }
+        }
+    })
+    .await
+    .expect("the resumed loop finishes with the tool's answer");
+    assert!(answer.contains("Sunny in Paris."), "{answer}");
+    // Both steps after the resume went out with the client tool declared.
+    let requests = gateway.openai.requests();
+    assert_eq!(requests.len(), 3);
+    for r in &requests[1..] {
+        let body = r.json();
+        let tools: Vec<&str> = body["tools"]
+            .as_array()
+            .expect("tools offered")
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(tools, ["get_weather"], "{body}");
+    }
+    let last = requests[2].json();
+    assert!(
+        last["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["role"] == "tool"
+                && m["content"].as_str().is_some_and(|c| c.contains("sunny"))),
+        "{last}"
+    );
+}

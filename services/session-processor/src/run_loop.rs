@@ -107,6 +107,50 @@ pub struct RunInputs {
     pub compact: bool,
 }
 
+impl RunInputs {
+    /// The inputs a prompt brings to the run it starts.
+    fn from_prompt(req: &pb::PromptRequest, trace: Vec<(String, String)>) -> RunInputs {
+        RunInputs {
+            model: Some(req.model.clone()).filter(|m| !m.is_empty()),
+            client_tools: req.client_tools.clone(),
+            system: req.system.clone(),
+            trace,
+            compact: false,
+        }
+    }
+
+    /// A prompt delivered to the running loop (queued while it was busy) brings its own model, system text and
+    /// client tools from then on: a newer client tool replaces one of the same name. Returns whether anything
+    /// changed.
+    fn absorb(&mut self, req: &pb::PromptRequest) -> bool {
+        let mut changed = false;
+        if !req.model.is_empty() && self.model.as_deref() != Some(req.model.as_str()) {
+            self.model = Some(req.model.clone());
+            changed = true;
+        }
+        if !req.system.is_empty() && self.system != req.system {
+            self.system = req.system.clone();
+            changed = true;
+        }
+        for tool in &req.client_tools {
+            self.client_tools.retain(|t| t.name != tool.name);
+            self.client_tools.push(tool.clone());
+            changed = true;
+        }
+        changed
+    }
+
+    /// What [`Store::put_run_inputs`] keeps of these inputs.
+    fn stored(&self) -> pb::PromptRequest {
+        pb::PromptRequest {
+            model: self.model.clone().unwrap_or_default(),
+            client_tools: self.client_tools.clone(),
+            system: self.system.clone(),
+            ..Default::default()
+        }
+    }
+}
+
 /// Attaches the run's trace context to a gateway request.
 ///
 /// When spans are exported, the gateway call becomes a child of the current span (the step); otherwise the caller's
@@ -253,13 +297,7 @@ impl Engine {
                     self.close_events(&session.id).await;
                     return Err(e.into());
                 }
-                let inputs = RunInputs {
-                    model: Some(req.model.clone()).filter(|m| !m.is_empty()),
-                    client_tools: req.client_tools.clone(),
-                    system: req.system.clone(),
-                    trace,
-                    compact: false,
-                };
+                let inputs = RunInputs::from_prompt(&req, trace);
                 self.spawn_loop(session.id.clone(), fence, inputs);
             }
             None => {
@@ -274,12 +312,10 @@ impl Engine {
                     .await?
                 {
                     self.open_events(&session.id).await;
+                    // The queued prompt is delivered by the loop, which takes its inputs then.
                     let inputs = RunInputs {
-                        model: Some(req.model.clone()).filter(|m| !m.is_empty()),
-                        client_tools: req.client_tools.clone(),
-                        system: req.system.clone(),
                         trace,
-                        compact: false,
+                        ..RunInputs::default()
                     };
                     self.spawn_loop(session.id.clone(), fence, inputs);
                 }
@@ -338,7 +374,19 @@ impl Engine {
             return Ok(false);
         }
         tracing::info!(message = "resuming a session whose replica stopped mid-loop", session_id = %session_id);
-        self.spawn_loop(session_id.to_string(), fence, RunInputs::default());
+        // The run's client tools, system text and model survive the replica: a pending client tool call is still
+        // the caller's to answer, and the next step offers the same tools.
+        let mut inputs = RunInputs::default();
+        match self.store.run_inputs(session_id).await {
+            Ok(Some(stored)) => {
+                inputs.absorb(&stored);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(message = "cannot read the run's inputs; resuming without them", session_id = %session_id, error = %e);
+            }
+        }
+        self.spawn_loop(session_id.to_string(), fence, inputs);
         Ok(true)
     }
 
@@ -579,6 +627,8 @@ impl Engine {
         inputs: &RunInputs,
         cancel: &CancellationToken,
     ) -> Result<(), LoopError> {
+        let mut own_inputs = inputs.clone();
+        let mut inputs_saved = false;
         let session = self
             .store
             .get_session(session_id)
@@ -608,7 +658,17 @@ impl Engine {
             if cancel.is_cancelled() {
                 break;
             }
-            self.deliver_queued(&session, fence).await?;
+            // Stored when the run starts and whenever a delivered prompt changes them, so a loop that resumes
+            // this run elsewhere offers exactly its client tools, system text and model.
+            if self
+                .deliver_queued(&session, fence, &mut own_inputs)
+                .await?
+                || !inputs_saved
+            {
+                self.save_inputs(session_id, &own_inputs).await;
+                inputs_saved = true;
+            }
+            let inputs = &own_inputs;
             let (history, _) = self
                 .store
                 .list_messages(session_id, None, usize::MAX)
@@ -1357,12 +1417,33 @@ impl Engine {
         Ok(reply.unwrap_or(false))
     }
 
-    async fn deliver_queued(&self, session: &pb::Session, fence: &Fence) -> Result<(), LoopError> {
+    /// Persists the prompts queued while the loop was busy and takes their inputs into `inputs`; returns whether
+    /// the inputs changed.
+    async fn deliver_queued(
+        &self,
+        session: &pb::Session,
+        fence: &Fence,
+        inputs: &mut RunInputs,
+    ) -> Result<bool, LoopError> {
+        let mut changed = false;
         for prompt in self.store.take_queued_prompts(&session.id).await? {
             self.persist_user_message(session, &prompt, Some(fence))
                 .await?;
+            changed |= inputs.absorb(&prompt);
         }
-        Ok(())
+        Ok(changed)
+    }
+
+    /// Stores the run's inputs for a loop that resumes it elsewhere. Best effort: a failure only means a resumed
+    /// loop would not offer this run's client tools, so it is logged, not fatal.
+    async fn save_inputs(&self, session_id: &str, inputs: &RunInputs) {
+        if let Err(e) = self
+            .store
+            .put_run_inputs(session_id, &inputs.stored())
+            .await
+        {
+            tracing::warn!(message = "cannot store the run's inputs", session_id = %session_id, error = %e);
+        }
     }
 
     /// A replica that died mid-step left an assistant message without a completion time: close it the way cleanup
@@ -1727,5 +1808,44 @@ mod tests {
             httpdate_day(SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_083_200)),
             "2026-12-01"
         );
+    }
+
+    #[test]
+    fn a_delivered_prompt_brings_its_inputs_and_newer_tools_win() {
+        let tool = |name: &str, description: &str| pb::ClientTool {
+            name: name.into(),
+            description: description.into(),
+            input_schema_json: "{}".into(),
+        };
+        let first = pb::PromptRequest {
+            model: "openai/gpt-4o".into(),
+            client_tools: vec![tool("a", "old"), tool("b", "kept")],
+            system: "be brief".into(),
+            ..Default::default()
+        };
+        let mut inputs = RunInputs::from_prompt(&first, Vec::new());
+        assert!(
+            !inputs.absorb(&pb::PromptRequest::default()),
+            "an empty prompt changes nothing"
+        );
+        let queued = pb::PromptRequest {
+            client_tools: vec![tool("a", "new"), tool("c", "added")],
+            ..Default::default()
+        };
+        assert!(inputs.absorb(&queued));
+        let names: Vec<(&str, &str)> = inputs
+            .client_tools
+            .iter()
+            .map(|t| (t.name.as_str(), t.description.as_str()))
+            .collect();
+        assert_eq!(names, [("b", "kept"), ("a", "new"), ("c", "added")]);
+        assert_eq!(inputs.model.as_deref(), Some("openai/gpt-4o"));
+        assert_eq!(inputs.system, "be brief");
+        let stored = inputs.stored();
+        let mut resumed = RunInputs::default();
+        assert!(resumed.absorb(&stored));
+        assert_eq!(resumed.client_tools, inputs.client_tools);
+        assert_eq!(resumed.model, inputs.model);
+        assert_eq!(resumed.system, inputs.system);
     }
 }

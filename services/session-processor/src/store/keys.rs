@@ -120,6 +120,12 @@ impl SessionKeys {
         self.with("writefailures")
     }
 
+    /// STRING: encoded `PromptRequest` holding only the run's inputs (model, client tools, system), so a loop resumed
+    /// on another replica offers the same client tools and system text.
+    pub(super) fn run_inputs(&self) -> String {
+        self.with("inputs")
+    }
+
     /// Every key with a fixed name; `delete_session` adds the per-message keys and the `aux` members.
     pub(super) fn fixed(&self) -> Vec<String> {
         vec![
@@ -134,6 +140,7 @@ impl SessionKeys {
             self.permissions(),
             self.retry_status(),
             self.write_failures(),
+            self.run_inputs(),
         ]
     }
 }

@@ -31,6 +31,7 @@
 //! | `<P>{sess:<id>}:aux` | SET | names of the doorbell and idempotency keys, so deletion needs no SCAN |
 //! | `<P>{sess:<id>}:retrystatus` | HASH | `lease`, `s` = `SessionStatus`: retry status of the loop holding that lease (`diag`) |
 //! | `<P>{sess:<id>}:writefailures` | HASH | `count`, `at_ms`, `message`: the session's flushed storage write failures (`diag`) |
+//! | `<P>{sess:<id>}:inputs` | STRING | `PromptRequest` with only `model`, `client_tools`, `system`: the current run's inputs, for a resumed loop |
 //! | `<P>tenant:<name>:spend` | STRING | a tenant's spend in nano-USD (INCRBY); outside every session's slot |
 //!
 //! # Consistency rules
@@ -414,6 +415,49 @@ impl Store {
             Ok(total)
         })
         .await
+    }
+
+    /// Stores the inputs of the session's current run (only `model`, `client_tools` and `system` of `inputs` are
+    /// kept), so a loop resumed after a crash, on any replica, runs with them.
+    pub async fn put_run_inputs(
+        &self,
+        session_id: &str,
+        inputs: &pb::PromptRequest,
+    ) -> Result<(), StoreError> {
+        let kept = pb::PromptRequest {
+            model: inputs.model.clone(),
+            client_tools: inputs.client_tools.clone(),
+            system: inputs.system.clone(),
+            ..Default::default()
+        };
+        self.write_session(session_id, async {
+            let keys = self.keys(session_id)?;
+            let _: () = redis::cmd("SET")
+                .arg(keys.run_inputs())
+                .arg(kept.encode_to_vec())
+                .query_async(&mut self.conn.clone())
+                .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The inputs [`put_run_inputs`](Store::put_run_inputs) stored last, if any.
+    pub async fn run_inputs(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<pb::PromptRequest>, StoreError> {
+        let keys = self.keys(session_id)?;
+        let bytes: Option<Vec<u8>> = redis::cmd("GET")
+            .arg(keys.run_inputs())
+            .query_async(&mut self.conn.clone())
+            .await?;
+        bytes
+            .map(|b| {
+                pb::PromptRequest::decode(b.as_slice())
+                    .map_err(|e| StoreError::decode(format!("run inputs of {session_id}"), e))
+            })
+            .transpose()
     }
 
     /// A tenant's spend in nano-USD (0 before its first charge).
