@@ -28,14 +28,11 @@ async fn a_generation_is_one_trace_from_the_caller_to_each_provider_attempt() {
         request_id: "r1".into(),
         agent: "a".into(),
     });
-    let mut req = tonic::Request::new(pb::StreamRequest {
-        generation: Some(g),
-    });
-    req.metadata_mut().insert(
-        "traceparent",
-        format!("00-{TRACE_ID}-{CALLER_SPAN}-01").parse().unwrap(),
-    );
-    let mut stream = client.stream(req).await.unwrap().into_inner();
+    let mut stream = client
+        .stream(in_callers_trace(g))
+        .await
+        .unwrap()
+        .into_inner();
     while stream.message().await.unwrap().is_some() {}
 
     let spans = otlp
@@ -135,6 +132,18 @@ async fn a_generation_is_one_trace_from_the_caller_to_each_provider_attempt() {
         );
     }
     child.kill().await.unwrap();
+}
+
+/// A stream request for `g` inside the caller's sampled trace (`traceparent` with [`TRACE_ID`], [`CALLER_SPAN`]).
+fn in_callers_trace(g: pb::Generation) -> tonic::Request<pb::StreamRequest> {
+    let mut req = tonic::Request::new(pb::StreamRequest {
+        generation: Some(g),
+    });
+    req.metadata_mut().insert(
+        "traceparent",
+        format!("00-{TRACE_ID}-{CALLER_SPAN}-01").parse().unwrap(),
+    );
+    req
 }
 
 /// Starts a gateway replica exporting to `otlp`, with extra environment variables, and a client for it.
@@ -311,14 +320,11 @@ async fn sampling_follows_otel_traces_sampler() {
         session_id: "ses_sampled".into(),
         ..Default::default()
     });
-    let mut req = tonic::Request::new(pb::StreamRequest {
-        generation: Some(sampled),
-    });
-    req.metadata_mut().insert(
-        "traceparent",
-        format!("00-{TRACE_ID}-{CALLER_SPAN}-01").parse().unwrap(),
-    );
-    let mut stream = client.stream(req).await.unwrap().into_inner();
+    let mut stream = client
+        .stream(in_callers_trace(sampled))
+        .await
+        .unwrap()
+        .into_inner();
     while stream.message().await.unwrap().is_some() {}
     // The batch exporter sends spans in the order they ended, so once the second generation's chat span has
     // arrived, the first one's would have too.
