@@ -37,7 +37,6 @@ use bytes::{Bytes, BytesMut};
 use clap::Parser;
 use llm_proto::gateway as pb;
 use llm_proto::gateway::gateway_service_client::GatewayServiceClient;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::Channel;
@@ -580,38 +579,6 @@ async fn round(
     }
 }
 
-/// Starts a child whose first stdout line is `listening on X` and returns it with X.
-async fn spawn_announcing(mut cmd: Command, log: &Path) -> (Child, String) {
-    let stderr = std::fs::File::create(log).expect("log file");
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::from(stderr))
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    let mut child = cmd.spawn().expect("spawn child process");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    tokio::time::timeout(
-        Duration::from_secs(20),
-        BufReader::new(stdout).read_line(&mut line),
-    )
-    .await
-    .expect("child announced its address in time")
-    .expect("read child's stdout");
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?} (log: {})", log.display()))
-        .to_owned();
-    (child, addr)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 async fn start_gateway(bin: &Path, provider: &str, dir: &Path) -> (Child, SocketAddr) {
     let port = free_port();
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
@@ -879,28 +846,6 @@ fn kill_descendants(root: u32) {
     }
 }
 
-/// Raises the soft open-files limit to the hard one (children inherit it): C streams need about 2C descriptors.
-fn raise_nofile() -> Option<u64> {
-    use rustix::process::{Resource, getrlimit, setrlimit};
-    let mut limit = getrlimit(Resource::Nofile);
-    limit.current = limit.maximum;
-    let _ = setrlimit(Resource::Nofile, limit);
-    getrlimit(Resource::Nofile).current
-}
-
-fn parse_plan(plan: &str) -> Vec<(usize, usize)> {
-    plan.split(',')
-        .filter(|p| !p.trim().is_empty())
-        .map(|p| {
-            let (c, r) = p.trim().split_once('x').unwrap_or((p.trim(), "1"));
-            (
-                c.parse().expect("concurrency in --plan"),
-                r.parse().expect("rounds in --plan"),
-            )
-        })
-        .collect()
-}
-
 fn parse_paths(s: &str) -> Vec<Route> {
     s.split(',')
         .map(|p| match p.trim() {
@@ -914,29 +859,23 @@ fn parse_paths(s: &str) -> Vec<Route> {
         .collect()
 }
 
-/// `/proc/loadavg`'s three averages: other work on the machine shows here.
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
+// Process start-up and machine facts shared with procbench (bench/src/procs.rs); a benchmark that cannot start
+// its processes or read its plan has nothing to measure, so these stop it with the reason.
+async fn spawn_announcing(cmd: Command, log: &Path) -> (Child, String) {
+    bench::procs::spawn_announcing(cmd, log)
+        .await
+        .unwrap_or_else(|e| panic!("starting a child process: {e}"))
 }
 
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("model name"))
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-        .unwrap_or_else(|| "unknown".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .unwrap_or_default()
-        .trim()
-        .to_owned();
-    format!("{cpu}, {cores} cores, Linux {kernel}")
+fn free_port() -> u16 {
+    bench::procs::free_port().expect("a free port")
 }
+
+fn parse_plan(plan: &str) -> Vec<(usize, usize)> {
+    bench::procs::parse_plan(plan).unwrap_or_else(|e| panic!("--plan: {e}"))
+}
+
+use bench::procs::{loadavg, machine, raise_nofile};
 
 /// Per-concurrency results of every path.
 struct Level {
