@@ -48,6 +48,28 @@ async fn start_replica(config: &std::path::Path, workspaces: &std::path::Path) -
     Replica { child, addr }
 }
 
+/// A replica configuration (in a fresh temporary directory, which is also the workspace root) for `gateway`, with
+/// its own Redis key prefix, a 1 s lease so a killed replica's sessions are resumed quickly, titles off, and
+/// `agent_extra` added to the default agent. Returns the directory, the config file and the prefix.
+fn replica_config(
+    gateway: &Harness,
+    label: &str,
+    agent_extra: &str,
+) -> (tempfile::TempDir, std::path::PathBuf, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = format!("e2e:{}:", session_processor::ids::new(label));
+    let config = dir.path().join("processor.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[gateway]\nurl = \"http://{}\"\n[redis]\nprefix = \"{prefix}\"\nlease_ttl_ms = 1000\n[titles]\nenabled = false\n[agents.default]\nmodel = \"openai/gpt-4o\"\n{agent_extra}",
+            gateway.addr
+        ),
+    )
+    .unwrap();
+    (dir, config, prefix)
+}
+
 async fn client(addr: &str) -> SessionsClient {
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .unwrap()
@@ -69,17 +91,7 @@ async fn a_replica_killed_mid_step_is_resumed_by_another_with_nothing_lost() {
             .text(&["Recovered ", "answer."])
             .finish("stop", Some((30, 4))),
     ));
-    let dir = tempfile::tempdir().unwrap();
-    let prefix = format!("e2e:{}:", session_processor::ids::new("crash"));
-    let config = dir.path().join("processor.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[gateway]\nurl = \"http://{}\"\n[redis]\nprefix = \"{prefix}\"\nlease_ttl_ms = 1000\n[titles]\nenabled = false\n[agents.default]\nmodel = \"openai/gpt-4o\"\n",
-            gateway.addr
-        ),
-    )
-    .unwrap();
+    let (dir, config, prefix) = replica_config(&gateway, "crash", "");
 
     let mut a = start_replica(&config, dir.path()).await;
     let mut ca = client(&a.addr).await;
@@ -243,17 +255,7 @@ async fn a_resumed_loop_still_offers_the_prompts_client_tools() {
             .text(&["Sunny ", "in Paris."])
             .finish("stop", Some((40, 4))),
     ));
-    let dir = tempfile::tempdir().unwrap();
-    let prefix = format!("e2e:{}:", session_processor::ids::new("crashtool"));
-    let config = dir.path().join("processor.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[gateway]\nurl = \"http://{}\"\n[redis]\nprefix = \"{prefix}\"\nlease_ttl_ms = 1000\n[titles]\nenabled = false\n[agents.default]\nmodel = \"openai/gpt-4o\"\ntools = []\n",
-            gateway.addr
-        ),
-    )
-    .unwrap();
+    let (dir, config, _prefix) = replica_config(&gateway, "crashtool", "tools = []\n");
     let mut a = start_replica(&config, dir.path()).await;
     let mut ca = client(&a.addr).await;
     let session = ca
