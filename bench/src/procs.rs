@@ -12,6 +12,35 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+/// The model every benchmark asks the gateway for (the paced fake provider behind `allow_unlisted_models`).
+pub const MODEL: &str = "bench/paced";
+/// The prompt of every benchmark stream.
+pub const PROMPT: &str = "Write a short story about a lighthouse keeper.";
+
+/// One gateway `Stream` request for the benchmark prompt, carrying `auth` as its `authorization` metadata.
+pub fn stream_request(
+    auth: &tonic::metadata::MetadataValue<tonic::metadata::Ascii>,
+) -> tonic::Request<llm_proto::gateway::StreamRequest> {
+    use llm_proto::gateway as gw;
+    let generation = gw::Generation {
+        model: MODEL.into(),
+        messages: vec![gw::Message {
+            role: gw::Role::User as i32,
+            parts: vec![gw::Part {
+                kind: Some(gw::part::Kind::Text(gw::TextPart {
+                    text: PROMPT.into(),
+                })),
+            }],
+        }],
+        ..Default::default()
+    };
+    let mut request = tonic::Request::new(gw::StreamRequest {
+        generation: Some(generation),
+    });
+    request.metadata_mut().insert("authorization", auth.clone());
+    request
+}
+
 /// A free TCP port on 127.0.0.1 (bound, read, released: a tiny race with other binders is accepted).
 pub fn free_port() -> std::io::Result<u16> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;

@@ -44,8 +44,7 @@ use tonic::transport::Channel;
 /// The bearer token the benchmark gateway accepts.
 const TOKEN: &str = "bench-caller-token-0123456789abcdef";
 /// The model the requests name: provider `bench`, any model name.
-const MODEL: &str = "bench/paced";
-const PROMPT: &str = "Write a short story about a lighthouse keeper.";
+use bench::procs::PROMPT;
 /// The model name the HTTP paths send: the fake provider answers any, and LiteLLM's config lists this one.
 const HTTP_MODEL: &str = "paced";
 /// The upstream API key the peers pass to the fake provider (which checks none).
@@ -319,24 +318,7 @@ async fn grpc_stream(ctx: &Ctx, path: Route, i: usize) -> Result<StreamRec, Stri
         &ctx.floor
     };
     let mut client = clients[i % clients.len()].clone();
-    let generation = pb::Generation {
-        model: MODEL.into(),
-        messages: vec![pb::Message {
-            role: pb::Role::User as i32,
-            parts: vec![pb::Part {
-                kind: Some(pb::part::Kind::Text(pb::TextPart {
-                    text: PROMPT.into(),
-                })),
-            }],
-        }],
-        ..Default::default()
-    };
-    let mut request = tonic::Request::new(pb::StreamRequest {
-        generation: Some(generation),
-    });
-    request
-        .metadata_mut()
-        .insert("authorization", ctx.auth.clone());
+    let request = bench::procs::stream_request(&ctx.auth);
     let mut clock = Clock::new(ctx.chunks);
     let mut stream = client
         .stream(request)

@@ -48,8 +48,7 @@ const GATEWAY_TOKEN: &str = "bench-caller-token-0123456789abcdef";
 /// The bearer token the benchmark processor accepts.
 const PROCESSOR_TOKEN: &str = "procbench-caller-token-0123456789abcdef";
 /// The model both halves ask for: provider `bench` (the paced fake), any model name.
-const MODEL: &str = "bench/paced";
-const PROMPT: &str = "Write a short story about a lighthouse keeper.";
+use bench::procs::{MODEL, PROMPT};
 
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -210,24 +209,7 @@ async fn direct_stream(
     expected: Option<&str>,
 ) -> Result<(StreamRec, String), String> {
     let mut client = ctx.gateway[i % ctx.gateway.len()].clone();
-    let generation = gw::Generation {
-        model: MODEL.into(),
-        messages: vec![gw::Message {
-            role: gw::Role::User as i32,
-            parts: vec![gw::Part {
-                kind: Some(gw::part::Kind::Text(gw::TextPart {
-                    text: PROMPT.into(),
-                })),
-            }],
-        }],
-        ..Default::default()
-    };
-    let mut request = tonic::Request::new(gw::StreamRequest {
-        generation: Some(generation),
-    });
-    request
-        .metadata_mut()
-        .insert("authorization", ctx.gateway_auth.clone());
+    let request = bench::procs::stream_request(&ctx.gateway_auth);
     let mut clock = Clock::new();
     let mut stream = client
         .stream(request)
