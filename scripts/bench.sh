@@ -2,7 +2,8 @@
 # Benchmarks (docs/benchmarks.md). Never part of `make test`: they take minutes and want an otherwise idle machine.
 #
 #   scripts/bench.sh quick   # `make bench`: criterion with short measurement times, then the load generator at
-#                            # concurrency 1 and 100 (paced 64 × 20 ms) and a burst-mode run; under 5 minutes once built
+#                            # concurrency 1 and 100 (paced 64 × 20 ms), a burst-mode run and long bursts (4 096
+#                            # chunks per stream); under 5 minutes once built
 #   scripts/bench.sh full    # `make bench-full`: criterion defaults, concurrency 1, 100, 1 000 and 5 000, burst mode
 #   scripts/bench.sh processor  # `make bench-processor`: the processor benchmark (procbench) alone, at 200 and 500
 #                               # concurrent sessions
@@ -76,12 +77,14 @@ case "$mode" in
     export BENCH_QUICK=1
     plan=${BENCH_PLAN:-1x10,100x1}
     burst_plan=${BENCH_BURST_PLAN:-100x1}
+    long_plan=${BENCH_LONG_PLAN:-1x3,4x2}
     proc_plan=${BENCH_PROC_PLAN:-1x3,50x1,200x1}
     ;;
   full)
     unset BENCH_QUICK
     plan=${BENCH_PLAN:-1x60,100x3,1000x2,5000x1}
     burst_plan=${BENCH_BURST_PLAN:-100x3,1000x1}
+    long_plan=${BENCH_LONG_PLAN:-1x10,4x5}
     proc_plan=${BENCH_PROC_PLAN:-1x10,200x3,500x2}
     ;;
   *) echo "usage: $0 [quick|full|processor|peers]"; exit 2 ;;
@@ -97,6 +100,12 @@ target/release/loadgen --plan "$plan" --chunks 64 --interval-ms 20 --json "$out/
 echo "== load generator: burst (no pacing), plan $burst_plan"
 target/release/loadgen --plan "$burst_plan" --chunks 64 --interval-ms 0 --json "$out/loadgen-burst-$mode.json" \
   | tee "$out/loadgen-burst-$mode.md"
+
+# Long bursts: 4 096 chunks per stream, so the per-stream work (connect, request, headers) is spread over many events
+# and CPU per text delta is the per-event path (read, parse, decode, encode, write) of each relay.
+echo "== load generator: long bursts (4 096 chunks, no pacing), plan $long_plan"
+target/release/loadgen --plan "$long_plan" --per-worker 3 --chunks 4096 --interval-ms 0 \
+  --json "$out/loadgen-longburst-$mode.json" | tee "$out/loadgen-longburst-$mode.md"
 
 cargo build --release --quiet -p session-processor --bin session-processor
 run_procbench "$proc_plan" "$mode"
