@@ -178,58 +178,14 @@ impl Processor {
                 }));
                 out.push(Effect::Part(part));
             }
-            E::TextStart(t) => {
-                let part = self.new_part(pb::part::Kind::Text(pb::TextPart {
-                    text: String::new(),
-                    started_at: Some(now),
-                    ended_at: None,
-                    synthetic: false,
-                }));
-                self.text_blocks.insert(t.id, self.parts.len() - 1);
-                out.push(Effect::Part(part));
-            }
-            E::TextDelta(d) => {
-                if let Some(&i) = self.text_blocks.get(&d.id)
-                    && let Some(pb::part::Kind::Text(t)) = self.parts[i].kind.as_mut()
-                {
-                    t.text.push_str(&d.delta);
-                    out.push(self.delta(i, d.delta));
-                }
-            }
-            E::TextEnd(t) => {
-                if let Some(i) = self.text_blocks.remove(&t.id)
-                    && let Some(pb::part::Kind::Text(text)) = self.parts[i].kind.as_mut()
-                {
-                    text.ended_at = Some(now);
-                    out.push(Effect::Part(self.parts[i].clone()));
-                }
-            }
-            E::ReasoningStart(r) => {
-                let part = self.new_part(pb::part::Kind::Reasoning(pb::ReasoningPart {
-                    text: String::new(),
-                    provider_metadata_json: String::new(),
-                    started_at: Some(now),
-                    ended_at: None,
-                }));
-                self.reasoning_blocks.insert(r.id, self.parts.len() - 1);
-                out.push(Effect::Part(part));
-            }
-            E::ReasoningDelta(d) => {
-                if let Some(&i) = self.reasoning_blocks.get(&d.id)
-                    && let Some(pb::part::Kind::Reasoning(r)) = self.parts[i].kind.as_mut()
-                {
-                    r.text.push_str(&d.delta);
-                    out.push(self.delta(i, d.delta));
-                }
-            }
+            E::TextStart(t) => self.open_block(Block::Text, t.id, now, out),
+            E::TextDelta(d) => self.append_to_block(Block::Text, &d.id, d.delta, out),
+            E::TextEnd(t) => self.close_block(Block::Text, &t.id, None, now, out),
+            E::ReasoningStart(r) => self.open_block(Block::Reasoning, r.id, now, out),
+            E::ReasoningDelta(d) => self.append_to_block(Block::Reasoning, &d.id, d.delta, out),
             E::ReasoningEnd(r) => {
-                if let Some(i) = self.reasoning_blocks.remove(&r.id)
-                    && let Some(pb::part::Kind::Reasoning(part)) = self.parts[i].kind.as_mut()
-                {
-                    part.ended_at = Some(now);
-                    part.provider_metadata_json = metadata_json(r.provider_metadata.as_ref());
-                    out.push(Effect::Part(self.parts[i].clone()));
-                }
+                let metadata = r.provider_metadata.as_ref();
+                self.close_block(Block::Reasoning, &r.id, metadata, now, out);
             }
             E::ToolInputStart(t) => {
                 if !self.tools.contains_key(&t.call_id) {
@@ -389,21 +345,16 @@ impl Processor {
     /// into `error: aborted` (interrupted), and sets the completion time. `aborted` records an abort as the
     /// message's error when it has none.
     pub fn cleanup(&mut self, now: Timestamp, aborted: bool, out: &mut Vec<Effect>) {
-        let open: Vec<usize> = self
-            .text_blocks
-            .drain()
-            .chain(self.reasoning_blocks.drain())
-            .map(|(_, i)| i)
-            .collect();
-        for i in open {
-            match self.parts[i].kind.as_mut() {
-                Some(pb::part::Kind::Text(t)) if t.ended_at.is_none() => t.ended_at = Some(now),
-                Some(pb::part::Kind::Reasoning(r)) if r.ended_at.is_none() => {
-                    r.ended_at = Some(now)
+        for block in [Block::Text, Block::Reasoning] {
+            let open: Vec<usize> = self.blocks(block).drain().map(|(_, i)| i).collect();
+            for i in open {
+                if let Some(streamed) = block.streamed(&mut self.parts[i])
+                    && streamed.ended_at.is_none()
+                {
+                    *streamed.ended_at = Some(now);
+                    out.push(Effect::Part(self.parts[i].clone()));
                 }
-                _ => continue,
             }
-            out.push(Effect::Part(self.parts[i].clone()));
         }
         for i in 0..self.parts.len() {
             if let Some(pb::part::Kind::Tool(tool)) = self.parts[i].kind.as_mut() {
@@ -518,6 +469,55 @@ impl Processor {
         part
     }
 
+    /// A text or reasoning block starts: its part is created open (started now, empty) and emitted.
+    fn open_block(&mut self, block: Block, id: String, now: Timestamp, out: &mut Vec<Effect>) {
+        let part = self.new_part(block.open(now));
+        let index = self.parts.len() - 1;
+        self.blocks(block).insert(id, index);
+        out.push(Effect::Part(part));
+    }
+
+    /// Text for an open block: appended to its part and emitted as a delta. A block id that is not open (or not
+    /// of this kind) is ignored.
+    fn append_to_block(&mut self, block: Block, id: &str, delta: String, out: &mut Vec<Effect>) {
+        let Some(&i) = self.blocks(block).get(id) else {
+            return;
+        };
+        if let Some(streamed) = block.streamed(&mut self.parts[i]) {
+            streamed.text.push_str(&delta);
+            out.push(self.delta(i, delta));
+        }
+    }
+
+    /// A block ends: its part gets the end time (and, for reasoning, the provider metadata) and is emitted.
+    fn close_block(
+        &mut self,
+        block: Block,
+        id: &str,
+        metadata: Option<&gw::ProviderMetadata>,
+        now: Timestamp,
+        out: &mut Vec<Effect>,
+    ) {
+        let Some(i) = self.blocks(block).remove(id) else {
+            return;
+        };
+        if let Some(streamed) = block.streamed(&mut self.parts[i]) {
+            *streamed.ended_at = Some(now);
+            if let Some(json) = streamed.provider_metadata_json {
+                *json = metadata_json(metadata);
+            }
+            out.push(Effect::Part(self.parts[i].clone()));
+        }
+    }
+
+    /// The open blocks of one kind: gateway block id → index in `parts`.
+    fn blocks(&mut self, block: Block) -> &mut HashMap<String, usize> {
+        match block {
+            Block::Text => &mut self.text_blocks,
+            Block::Reasoning => &mut self.reasoning_blocks,
+        }
+    }
+
     fn delta(&self, i: usize, delta: String) -> Effect {
         Effect::Delta {
             part_id: self.parts[i].id.clone(),
@@ -530,6 +530,59 @@ impl Processor {
         let &i = self.tools.get(call_id)?;
         match self.parts[i].kind.as_mut() {
             Some(pb::part::Kind::Tool(t)) => Some(t.state.get_or_insert_with(Default::default)),
+            _ => None,
+        }
+    }
+}
+
+/// The two kinds of streamed block, text and reasoning: both are opened, appended to and closed alike, and differ
+/// only in the part they fill (reasoning also keeps the provider's metadata from its end event).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Block {
+    Text,
+    Reasoning,
+}
+
+/// The fields a streamed block writes on its part.
+struct Streamed<'a> {
+    text: &'a mut String,
+    ended_at: &'a mut Option<Timestamp>,
+    /// Reasoning only.
+    provider_metadata_json: Option<&'a mut String>,
+}
+
+impl Block {
+    /// A new part of this kind, started at `now`, with no text yet.
+    fn open(self, now: Timestamp) -> pb::part::Kind {
+        match self {
+            Block::Text => pb::part::Kind::Text(pb::TextPart {
+                text: String::new(),
+                started_at: Some(now),
+                ended_at: None,
+                synthetic: false,
+            }),
+            Block::Reasoning => pb::part::Kind::Reasoning(pb::ReasoningPart {
+                text: String::new(),
+                provider_metadata_json: String::new(),
+                started_at: Some(now),
+                ended_at: None,
+            }),
+        }
+    }
+
+    /// The streamed fields of `part`, when it is a part of this kind.
+    fn streamed(self, part: &mut pb::Part) -> Option<Streamed<'_>> {
+        match (self, part.kind.as_mut()?) {
+            (Block::Text, pb::part::Kind::Text(t)) => Some(Streamed {
+                text: &mut t.text,
+                ended_at: &mut t.ended_at,
+                provider_metadata_json: None,
+            }),
+            (Block::Reasoning, pb::part::Kind::Reasoning(r)) => Some(Streamed {
+                text: &mut r.text,
+                ended_at: &mut r.ended_at,
+                provider_metadata_json: Some(&mut r.provider_metadata_json),
+            }),
             _ => None,
         }
     }
@@ -622,6 +675,68 @@ mod tests {
         out
     }
 
+    fn text_start(id: &str) -> E {
+        E::TextStart(gw::TextStart { id: id.into() })
+    }
+
+    fn text_delta(id: &str, delta: &str) -> E {
+        E::TextDelta(gw::TextDelta {
+            id: id.into(),
+            delta: delta.into(),
+        })
+    }
+
+    fn text_end(id: &str) -> E {
+        E::TextEnd(gw::TextEnd { id: id.into() })
+    }
+
+    fn reasoning_start(id: &str) -> E {
+        E::ReasoningStart(gw::ReasoningStart { id: id.into() })
+    }
+
+    fn reasoning_delta(id: &str, delta: &str) -> E {
+        E::ReasoningDelta(gw::ReasoningDelta {
+            id: id.into(),
+            delta: delta.into(),
+        })
+    }
+
+    fn tool_input_start(call_id: &str, tool: &str) -> E {
+        E::ToolInputStart(gw::ToolInputStart {
+            call_id: call_id.into(),
+            tool_name: tool.into(),
+        })
+    }
+
+    fn tool_call(call_id: &str, tool: &str, input_json: &str) -> E {
+        E::ToolCall(gw::ToolCall {
+            call_id: call_id.into(),
+            tool_name: tool.into(),
+            input_json: input_json.into(),
+            provider_metadata: None,
+        })
+    }
+
+    /// The provider said the context does not fit.
+    fn overflow(message: &str) -> E {
+        E::Error(gw::Error {
+            kind: gw::ErrorKind::ContextOverflow as i32,
+            message: message.into(),
+            ..Default::default()
+        })
+    }
+
+    /// A retryable provider error with its HTTP status.
+    fn retryable(kind: gw::ErrorKind, message: &str, http_status: u32) -> gw::Error {
+        gw::Error {
+            kind: kind as i32,
+            message: message.into(),
+            retryable: true,
+            http_status,
+            ..Default::default()
+        }
+    }
+
     fn finish(reason: gw::FinishReason, input: u64, cost: i64) -> E {
         E::StepFinish(gw::StepFinish {
             finish_reason: reason as i32,
@@ -647,16 +762,10 @@ mod tests {
             &mut p,
             vec![
                 E::StepStart(gw::StepStart {}),
-                E::TextStart(gw::TextStart { id: "t".into() }),
-                E::TextDelta(gw::TextDelta {
-                    id: "t".into(),
-                    delta: "Hel".into(),
-                }),
-                E::TextDelta(gw::TextDelta {
-                    id: "t".into(),
-                    delta: "lo".into(),
-                }),
-                E::TextEnd(gw::TextEnd { id: "t".into() }),
+                text_start("t"),
+                text_delta("t", "Hel"),
+                text_delta("t", "lo"),
+                text_end("t"),
             ],
         );
         assert!(
@@ -683,16 +792,95 @@ mod tests {
     }
 
     #[test]
+    fn text_and_reasoning_blocks_emit_their_part_on_start_and_end_and_every_delta_between() {
+        let mut p = processor();
+        let metadata = gw::ProviderMetadata {
+            protocol: "anthropic".into(),
+            model: "anthropic/x".into(),
+            json: "{\"signature\":\"s\"}".into(),
+        };
+        let out = feed(
+            &mut p,
+            vec![
+                text_start("t"),
+                reasoning_start("r"),
+                text_delta("t", "a"),
+                reasoning_delta("r", "b"),
+                // Ids of the other kind, or of no open block, change nothing.
+                text_delta("r", "x"),
+                reasoning_delta("t", "y"),
+                text_end("nope"),
+                E::ReasoningEnd(gw::ReasoningEnd {
+                    id: "t".into(),
+                    provider_metadata: None,
+                }),
+                text_end("t"),
+                E::ReasoningEnd(gw::ReasoningEnd {
+                    id: "r".into(),
+                    provider_metadata: Some(metadata.clone()),
+                }),
+                // A closed block takes no more text.
+                text_delta("t", "late"),
+            ],
+        );
+        let (text_id, reasoning_id) = (p.parts()[0].id.clone(), p.parts()[1].id.clone());
+        let part = |id: &str, kind| pb::Part {
+            id: id.into(),
+            message_id: "msg_1".into(),
+            session_id: "ses_1".into(),
+            kind: Some(kind),
+        };
+        let text = |text: &str, ended_at| {
+            pb::part::Kind::Text(pb::TextPart {
+                text: text.into(),
+                started_at: Some(ts(0)),
+                ended_at,
+                synthetic: false,
+            })
+        };
+        let reasoning = |text: &str, provider_metadata_json: String, ended_at| {
+            pb::part::Kind::Reasoning(pb::ReasoningPart {
+                text: text.into(),
+                provider_metadata_json,
+                started_at: Some(ts(1)),
+                ended_at,
+            })
+        };
+        let delta = |part_id: &str, delta: &str| Effect::Delta {
+            part_id: part_id.into(),
+            message_id: "msg_1".into(),
+            delta: delta.into(),
+        };
+        assert_eq!(
+            out,
+            vec![
+                Effect::Part(part(&text_id, text("", None))),
+                Effect::Part(part(&reasoning_id, reasoning("", String::new(), None))),
+                delta(&text_id, "a"),
+                delta(&reasoning_id, "b"),
+                Effect::Part(part(&text_id, text("a", Some(ts(8))))),
+                Effect::Part(part(
+                    &reasoning_id,
+                    reasoning("b", metadata_json(Some(&metadata)), Some(ts(9)))
+                )),
+            ]
+        );
+        let mut out = Vec::new();
+        p.cleanup(ts(20), false, &mut out);
+        assert!(
+            matches!(out.as_slice(), [Effect::Message(_)]),
+            "closed blocks are not closed again: {out:?}"
+        );
+    }
+
+    #[test]
     fn reasoning_keeps_its_provider_metadata() {
         let mut p = processor();
         feed(
             &mut p,
             vec![
-                E::ReasoningStart(gw::ReasoningStart { id: "r".into() }),
-                E::ReasoningDelta(gw::ReasoningDelta {
-                    id: "r".into(),
-                    delta: "think".into(),
-                }),
+                reasoning_start("r"),
+                reasoning_delta("r", "think"),
                 E::ReasoningEnd(gw::ReasoningEnd {
                     id: "r".into(),
                     provider_metadata: Some(gw::ProviderMetadata {
@@ -718,10 +906,7 @@ mod tests {
         let out = feed(
             &mut p,
             vec![
-                E::ToolInputStart(gw::ToolInputStart {
-                    call_id: "c1".into(),
-                    tool_name: "read".into(),
-                }),
+                tool_input_start("c1", "read"),
                 E::ToolInputDelta(gw::ToolInputDelta {
                     call_id: "c1".into(),
                     delta: "{\"path\":".into(),
@@ -729,12 +914,7 @@ mod tests {
                 E::ToolInputEnd(gw::ToolInputEnd {
                     call_id: "c1".into(),
                 }),
-                E::ToolCall(gw::ToolCall {
-                    call_id: "c1".into(),
-                    tool_name: "read".into(),
-                    input_json: "{\"path\":\"a\"}".into(),
-                    provider_metadata: None,
-                }),
+                tool_call("c1", "read", "{\"path\":\"a\"}"),
             ],
         );
         let Effect::Part(first) = &out[0] else {
@@ -806,14 +986,7 @@ mod tests {
     #[test]
     fn context_overflow_error_is_a_compaction_need_not_a_failure() {
         let mut p = processor();
-        feed(
-            &mut p,
-            vec![E::Error(gw::Error {
-                kind: gw::ErrorKind::ContextOverflow as i32,
-                message: "too long".into(),
-                ..Default::default()
-            })],
-        );
+        feed(&mut p, vec![overflow("too long")]);
         assert_eq!(p.outcome(), Outcome::Compact);
         assert!(p.message().error.is_none());
         let mut out = Vec::new();
@@ -829,16 +1002,9 @@ mod tests {
         feed(
             &mut p,
             vec![
-                E::TextStart(gw::TextStart { id: "t".into() }),
-                E::TextDelta(gw::TextDelta {
-                    id: "t".into(),
-                    delta: "partial".into(),
-                }),
-                E::Error(gw::Error {
-                    kind: gw::ErrorKind::ContextOverflow as i32,
-                    message: "maximum context length".into(),
-                    ..Default::default()
-                }),
+                text_start("t"),
+                text_delta("t", "partial"),
+                overflow("maximum context length"),
             ],
         );
         let mut out = Vec::new();
@@ -857,15 +1023,11 @@ mod tests {
         feed(
             &mut p,
             vec![E::Error(gw::Error {
-                kind: gw::ErrorKind::RateLimited as i32,
-                message: "slow down".into(),
-                retryable: true,
                 retry_after: Some(prost_types::Duration {
                     seconds: 1,
                     nanos: 500_000_000,
                 }),
-                http_status: 429,
-                ..Default::default()
+                ..retryable(gw::ErrorKind::RateLimited, "slow down", 429)
             })],
         );
         assert_eq!(
@@ -908,13 +1070,7 @@ mod tests {
         let mut p = processor();
         feed(
             &mut p,
-            vec![E::Error(gw::Error {
-                kind: gw::ErrorKind::Overloaded as i32,
-                message: "busy".into(),
-                retryable: true,
-                http_status: 529,
-                ..Default::default()
-            })],
+            vec![E::Error(retryable(gw::ErrorKind::Overloaded, "busy", 529))],
         );
         let e = p.message().error.clone().unwrap();
         assert_eq!(
@@ -930,16 +1086,10 @@ mod tests {
         feed(
             &mut p,
             vec![
-                E::TextStart(gw::TextStart { id: "t".into() }),
-                E::TextDelta(gw::TextDelta {
-                    id: "t".into(),
-                    delta: "partial".into(),
-                }),
-                E::ReasoningStart(gw::ReasoningStart { id: "r".into() }),
-                E::ToolInputStart(gw::ToolInputStart {
-                    call_id: "c".into(),
-                    tool_name: "bash".into(),
-                }),
+                text_start("t"),
+                text_delta("t", "partial"),
+                reasoning_start("r"),
+                tool_input_start("c", "bash"),
             ],
         );
         let mut out = Vec::new();
@@ -969,15 +1119,7 @@ mod tests {
     #[test]
     fn a_blocked_tool_stops_the_loop_and_the_model_sees_why() {
         let mut p = processor();
-        feed(
-            &mut p,
-            vec![E::ToolCall(gw::ToolCall {
-                call_id: "c".into(),
-                tool_name: "bash".into(),
-                input_json: "{}".into(),
-                provider_metadata: None,
-            })],
-        );
+        feed(&mut p, vec![tool_call("c", "bash", "{}")]);
         let mut out = Vec::new();
         p.block("c", "permission denied", ts(3), &mut out);
         let s = p.tool_calls().next().unwrap().state.clone().unwrap();
