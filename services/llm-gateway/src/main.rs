@@ -18,7 +18,7 @@ struct Args {
 }
 
 #[tokio::main]
-async fn main() -> std::process::ExitCode {
+pub(crate) async fn main() -> std::process::ExitCode {
     let args = Args::parse();
     let _telemetry = match llm_gateway::telemetry::init("llm-gateway") {
         Ok(t) => t,
