@@ -1,8 +1,17 @@
-//! Encodings the request builders share: standard base64, `data:` URLs, and how the two OpenAI protocols (Chat
-//! Completions and Responses) classify a file part before each writes it in its own JSON shape.
+//! Encodings the request builders share: standard base64, `data:` URLs, how the two OpenAI protocols (Chat
+//! Completions and Responses) classify a file part before each writes it in its own JSON shape, and the text of the
+//! user turn put in front of a conversation that does not start with one.
 
 use super::{BuildError, pb};
 use pb::file_part::Source;
+
+/// The text of the user turn the Anthropic and Gemini builders put in front of a conversation whose first turn (once
+/// empty turns are dropped and same-role turns merged) is the assistant's: both APIs refuse a conversation that does
+/// not open with a user turn (Anthropic: `first message must use the "user" role`; Gemini: `Please ensure that
+/// multiturn requests alternate between user and model`). One character, so it neither costs tokens nor asks the
+/// model anything; not whitespace, which Anthropic refuses as a text block. Always the same, so the prompt prefix,
+/// and with it the provider's prompt cache, stays stable from one step to the next.
+pub(crate) const LEADING_USER_TEXT: &str = ".";
 
 /// Standard base64 with padding (RFC 4648 §4): Anthropic's `source.data`, Gemini's `inlineData.data`, and the payload
 /// of a data URL. Written here rather than pulled in as a crate: a dozen lines.

@@ -1,4 +1,5 @@
-//! A validating JSON cursor for the decoders' fast paths.
+//! A validating JSON cursor for the decoders' fast paths, and what those decoders share around it ([`frame_object`]
+//! for a whole frame, [`ResponseIdentity`] for the id and model both their paths keep).
 //!
 //! The OpenAI Chat and Gemini decoders recognise their most common chunk (one text delta) with this cursor instead of
 //! building the whole envelope through serde: it walks the frame once, borrows the few strings it needs and skips the
@@ -304,6 +305,19 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Recognises a whole frame as one object: calls `field` with each key (it must consume the value), then requires
+/// nothing but whitespace after the object. `None` as soon as `field` or the JSON says no, so the decoder falls back
+/// to its full parse.
+#[inline]
+pub(crate) fn frame_object<'a>(
+    data: &'a str,
+    field: impl FnMut(&mut Cursor<'a>, RawStr<'a>) -> Option<()>,
+) -> Option<()> {
+    let mut c = Cursor::new(data);
+    c.object(field)?;
+    c.at_end().then_some(())
+}
+
 /// Marks a field seen; `None` the second time (serde refuses duplicate fields, so a fast path must leave them to it).
 pub(crate) fn once(seen: &mut bool) -> Option<()> {
     (!std::mem::replace(seen, true)).then_some(())
@@ -314,6 +328,45 @@ pub(crate) fn decode_opt<'a>(c: &mut Cursor<'a>) -> Option<Option<Cow<'a, str>>>
     match c.opt_str()? {
         Some(s) => Some(Some(s.decode()?)),
         None => Some(None),
+    }
+}
+
+/// A string or `null` field met for the first time ([`once`]), decoded ([`decode_opt`]).
+pub(crate) fn once_decode<'a>(seen: &mut bool, c: &mut Cursor<'a>) -> Option<Option<Cow<'a, str>>> {
+    once(seen)?;
+    decode_opt(c)
+}
+
+/// The response id and model a Chat Completions or Gemini stream reports on its finish. Every chunk repeats them, so
+/// the first non-empty value of each is kept (Azure's leading prompt-filter chunk has `id: ""` and `model: ""`). The
+/// decoders' fast paths and full parses both feed it, so the two agree on it by construction.
+#[derive(Debug, Default)]
+pub(crate) struct ResponseIdentity {
+    /// The provider's response id (`id`, `responseId`).
+    pub(crate) id: String,
+    /// The model that answered (`model`, `modelVersion`).
+    pub(crate) model: String,
+}
+
+impl ResponseIdentity {
+    /// Keeps `id` and `model` from one chunk, each unless a non-empty value is already kept.
+    #[inline]
+    pub(crate) fn offer(&mut self, id: Option<Cow<'_, str>>, model: Option<Cow<'_, str>>) {
+        if self.id.is_empty()
+            && let Some(id) = id
+        {
+            self.id = id.into_owned();
+        }
+        if self.model.is_empty()
+            && let Some(model) = model
+        {
+            self.model = model.into_owned();
+        }
+    }
+
+    /// The kept id and model, leaving both empty.
+    pub(crate) fn take(&mut self) -> ResponseIdentity {
+        std::mem::take(self)
     }
 }
 

@@ -78,6 +78,7 @@ pub(super) fn check(model: &str, body: &Value) -> Check {
         content(i, c)?;
     }
     turns(contents)?;
+    first_turn(contents)?;
     if model.starts_with("gemini-3") {
         signatures(contents)?;
     }
@@ -232,6 +233,18 @@ fn turns(contents: &[Value]) -> Check {
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// `contents` open with a user turn: Gemini refuses a history that starts
+/// with the model, whatever that turn holds (a function call turn that
+/// follows no user turn is refused by [`turns`] first, with its own message).
+fn first_turn(contents: &[Value]) -> Check {
+    if contents.first().map(role) == Some("model") {
+        return Err(Fail::new(
+            "Please ensure that multiturn requests alternate between user and model.",
+        ));
     }
     Ok(())
 }

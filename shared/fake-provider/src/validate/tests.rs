@@ -793,6 +793,15 @@ fn gemini_refuses_each_broken_rule() {
             }),
         ),
         (
+            "Please ensure that multiturn requests alternate between user and model.",
+            with(&base, |b| {
+                at(b, "/contents")
+                    .as_array_mut()
+                    .unwrap()
+                    .insert(0, json!({"role": "model", "parts": [{"text": "Hello!"}]}));
+            }),
+        ),
+        (
             "function_declarations[0].name: Invalid function name. Must start with a letter or an underscore.",
             with(&base, |b| {
                 *at(b, "/tools/0/functionDeclarations/0/name") = json!("1weather");

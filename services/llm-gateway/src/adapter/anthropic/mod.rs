@@ -2,7 +2,7 @@
 //!
 //! - [`request`] builds the request body from a unified generation and applies every fix the Messages API needs
 //!   before the request leaves (provider-protocols.md §6): empty blocks and turns dropped, turns merged so roles
-//!   alternate, tool-use ids rewritten, thinking replayed only to the model that produced it, prompt-cache markers,
+//!   alternate, a minimal user turn put first when the conversation opens with the assistant, tool-use ids rewritten, thinking replayed only to the model that produced it, prompt-cache markers,
 //!   sampling parameters the model rejects dropped.
 //! - [`decode`] turns the SSE stream into unified events.
 

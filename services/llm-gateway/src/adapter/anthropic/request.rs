@@ -9,6 +9,8 @@
 //! - consecutive turns of the same role are merged so `user` and `assistant` alternate; tool messages become user
 //!   turns of `tool_result` blocks, and in a merged user turn the `tool_result` blocks come first (the API wants
 //!   them right after the `tool_use` turn);
+//! - a conversation that opens with an assistant turn gets a minimal user turn ([`LEADING_USER_TEXT`]) in front, since
+//!   the first message must be the user's;
 //! - tool-use ids go through [`ids::anthropic`] on both `tool_use.id` and `tool_result.tool_use_id`, so calls made
 //!   by another provider (`call:1`) still pair with their results;
 //! - reasoning is replayed only when thinking is on for this request *and* it was produced by this exact model
@@ -19,7 +21,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::adapter::encoding::base64;
+use crate::adapter::encoding::{LEADING_USER_TEXT, base64};
 use crate::adapter::{BuildError, Protocol, Target, ids, pb};
 use crate::catalog::{Capabilities, ModelInfo};
 
@@ -241,7 +243,23 @@ fn turns(
         t.blocks.sort_by_key(|b| !is_tool_result(b));
     }
     trim_prefill(&mut turns);
+    lead_with_user(&mut turns);
     Ok(turns)
+}
+
+/// The API refuses a conversation whose first message is not the user's (`messages: first message must use the
+/// "user" role`): a history that opens with the assistant (a greeting, a resumed or truncated conversation, or a
+/// first user turn that had only empty text) gets a [`LEADING_USER_TEXT`] user turn in front. Nothing is dropped.
+fn lead_with_user(turns: &mut Vec<Turn>) {
+    if turns.first().is_some_and(|t| t.role == Role::Assistant) {
+        turns.insert(
+            0,
+            Turn {
+                role: Role::User,
+                blocks: vec![text_block(LEADING_USER_TEXT)],
+            },
+        );
+    }
 }
 
 /// The API rejects trailing whitespace at the end of a final assistant turn (a prefill).
@@ -1128,6 +1146,77 @@ mod tests {
         );
         let nothing = generation(vec![user(vec![text("  ")]), assistant(vec![])]);
         assert_eq!(error(&nothing, &sonnet()).field, "generation.messages");
+    }
+
+    #[test]
+    fn a_conversation_opening_with_the_assistant_gets_a_user_turn_first() {
+        // A greeting the application showed before the user typed anything.
+        let greeting = generation(vec![
+            assistant(vec![text("Hello! How can I help?")]),
+            user(vec![text("What is 27 * 453?")]),
+        ]);
+        assert_eq!(
+            body(&greeting, &uncached()),
+            json!({
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 64000,
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "."}]},
+                    {"role": "assistant", "content": [{"type": "text", "text": "Hello! How can I help?"}]},
+                    {"role": "user", "content": [{"type": "text", "text": "What is 27 * 453?"}]},
+                ],
+                "stream": true,
+            })
+        );
+
+        // A first user turn that had only whitespace leaves an assistant tool call first; its thinking stays, the
+        // results stay right after the call, and consecutive assistant turns merge into one.
+        let mut resumed = generation(vec![
+            user(vec![text("  ")]),
+            assistant(vec![reasoning(
+                "Use the calculator.",
+                "anthropic",
+                SONNET,
+                r#"{"signature":"sig"}"#,
+            )]),
+            assistant(vec![call("toolu_01C", "calc", r#"{"expr":"27*453"}"#)]),
+            tool(vec![result("toolu_01C", "calc", "12231", false)]),
+        ]);
+        resumed.reasoning = budget(2000);
+        assert_eq!(
+            body(&resumed, &uncached()),
+            json!({
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 64000,
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "."}]},
+                    {"role": "assistant", "content": [
+                        {"type": "thinking", "thinking": "Use the calculator.", "signature": "sig"},
+                        {"type": "tool_use", "id": "toolu_01C", "name": "calc", "input": {"expr": "27*453"}},
+                    ]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01C", "content": "12231"}]},
+                ],
+                "thinking": {"type": "enabled", "budget_tokens": 2000},
+                "stream": true,
+            })
+        );
+
+        // A lone assistant turn is a prefill: the user turn goes in front of it, and the prefill is still trimmed.
+        let prefill = generation(vec![assistant(vec![text("{\"answer\": ")])]);
+        assert_eq!(
+            body(&prefill, &uncached())["messages"],
+            json!([
+                {"role": "user", "content": [{"type": "text", "text": "."}]},
+                {"role": "assistant", "content": [{"type": "text", "text": "{\"answer\":"}]},
+            ])
+        );
+
+        // A conversation that already opens with the user gets nothing added.
+        let plain = generation(vec![user(vec![text("Hi")]), assistant(vec![text("Hello")])]);
+        assert_eq!(
+            body(&plain, &uncached())["messages"][0],
+            json!({"role": "user", "content": [{"type": "text", "text": "Hi"}]})
+        );
     }
 
     fn count_markers(v: &Value) -> usize {

@@ -12,7 +12,9 @@ use serde::de::IgnoredAny;
 use super::ReplayMetadata;
 use crate::adapter::Decoder;
 use crate::adapter::classify::{MAX_PROVIDER_BODY, classify, truncate};
-use crate::adapter::json_scan::{Cursor, decode_opt, once};
+use crate::adapter::json_scan::{
+    Cursor, ResponseIdentity, decode_opt, frame_object, once, once_decode,
+};
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::{Event, Finish, FinishReason, Usage};
 
@@ -30,8 +32,8 @@ use crate::event::{Event, Finish, FinishReason, Usage};
 #[derive(Debug)]
 pub struct GeminiDecoder {
     done: bool,
-    response_id: String,
-    response_model: String,
+    /// The response id and model, from the first chunk that has them.
+    response: ResponseIdentity,
     /// Id of the open text block.
     text: Option<String>,
     text_blocks: u32,
@@ -54,8 +56,7 @@ impl Default for GeminiDecoder {
     fn default() -> Self {
         GeminiDecoder {
             done: false,
-            response_id: String::new(),
-            response_model: String::new(),
+            response: ResponseIdentity::default(),
             text: None,
             text_blocks: 0,
             reasoning: None,
@@ -94,16 +95,7 @@ impl GeminiDecoder {
 
     /// A chunk the fast path recognised: what [`chunk`](Self::chunk) does with the same chunk.
     fn text_chunk(&mut self, chunk: TextChunk<'_>, out: &mut Vec<Event>) {
-        if self.response_id.is_empty()
-            && let Some(id) = chunk.response_id
-        {
-            self.response_id = id.into_owned();
-        }
-        if self.response_model.is_empty()
-            && let Some(model) = chunk.model_version
-        {
-            self.response_model = model.into_owned();
-        }
+        self.response.offer(chunk.response_id, chunk.model_version);
         for part in chunk.parts.iter().take(chunk.len) {
             let text = part.text.as_deref().unwrap_or_default();
             if part.thought == Some(true) {
@@ -237,8 +229,8 @@ impl GeminiDecoder {
         let provider_id = call.id.filter(|id| !id.is_empty()).map(Cow::into_owned);
         let call_id = match &provider_id {
             Some(id) => id.clone(),
-            None if self.response_id.is_empty() => format!("call_{n}"),
-            None => format!("call_{}_{n}", self.response_id),
+            None if self.response.id.is_empty() => format!("call_{n}"),
+            None => format!("call_{}_{n}", self.response.id),
         };
         let tool = call.name.map(Cow::into_owned).unwrap_or_default();
         // `args` is absent for a call without arguments (provider-protocols.md §4, "no-args tool call").
@@ -275,17 +267,7 @@ impl GeminiDecoder {
             self.fail(classify(None, None, data), out);
             return;
         }
-        // The first non-empty values: every chunk repeats them.
-        if self.response_id.is_empty()
-            && let Some(id) = chunk.response_id
-        {
-            self.response_id = id.into_owned();
-        }
-        if self.response_model.is_empty()
-            && let Some(model) = chunk.model_version
-        {
-            self.response_model = model.into_owned();
-        }
+        self.response.offer(chunk.response_id, chunk.model_version);
         let candidates = chunk.candidates.unwrap_or_default();
         if candidates.is_empty()
             && let Some(reason) = chunk
@@ -336,12 +318,13 @@ impl GeminiDecoder {
             (None, None) => (FinishReason::Other, String::new()),
         };
         self.done = true;
+        let response = self.response.take();
         out.push(Event::Finish(Finish {
             reason,
             raw_reason,
             usage: self.usage.unwrap_or_default(),
-            response_id: std::mem::take(&mut self.response_id),
-            response_model: std::mem::take(&mut self.response_model),
+            response_id: response.id,
+            response_model: response.model,
         }));
     }
 }
@@ -516,7 +499,6 @@ struct FastPart<'a> {
 
 impl<'a> TextChunk<'a> {
     fn recognise(data: &'a str) -> Option<Self> {
-        let mut c = Cursor::new(data);
         let mut chunk = TextChunk {
             response_id: None,
             model_version: None,
@@ -530,7 +512,7 @@ impl<'a> TextChunk<'a> {
             len: 0,
         };
         let mut seen = [false; 4];
-        c.object(|c, key| match key.plain()? {
+        frame_object(data, |c, key| match key.plain()? {
             "candidates" => {
                 once(&mut seen[0])?;
                 if c.take_null() {
@@ -553,19 +535,17 @@ impl<'a> TextChunk<'a> {
                 Some(())
             }
             "modelVersion" => {
-                once(&mut seen[2])?;
-                chunk.model_version = decode_opt(c)?;
+                chunk.model_version = once_decode(&mut seen[2], c)?;
                 Some(())
             }
             "responseId" => {
-                once(&mut seen[3])?;
-                chunk.response_id = decode_opt(c)?;
+                chunk.response_id = once_decode(&mut seen[3], c)?;
                 Some(())
             }
             "promptFeedback" | "error" => None,
             _ => c.skip(),
         })?;
-        c.at_end().then_some(chunk)
+        Some(chunk)
     }
 }
 

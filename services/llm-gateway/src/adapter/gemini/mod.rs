@@ -2,10 +2,11 @@
 //! §4).
 //!
 //! - `request` builds the body from a unified [`pb::Generation`] and applies the fixes of provider-protocols.md §6
-//!   that Gemini needs: empty parts and turns dropped, same-role turns merged, function results answered in the
-//!   order of the calls they pair with, thought signatures replayed only to the model that made them (and the
-//!   Gemini 3 sentinel where none is known), the tool JSON Schema lowered to Gemini's OpenAPI subset (`schema`),
-//!   thinking budgets clamped to what each model family accepts.
+//!   that Gemini needs: empty parts and turns dropped, same-role turns merged, a minimal user turn put first when
+//!   the conversation opens with the model, function results answered in the order of the calls they pair with,
+//!   thought signatures replayed only to the model that made them (and the Gemini 3 sentinel where none is known),
+//!   the tool JSON Schema lowered to Gemini's OpenAPI subset (`schema`), thinking budgets clamped to what each model
+//!   family accepts.
 //! - `decode` turns the `data:` chunks (and the bare error object Google writes outside SSE framing) back into
 //!   unified [`Event`](crate::event::Event)s.
 //!

@@ -8,6 +8,8 @@
 //!   `functionResponse` parts come first, in the order of the calls they answer: Gemini pairs results with calls by
 //!   name and position when there are no ids. A result is paired with a call of the previous model turn by call id,
 //!   else by function name;
+//! - a conversation that opens with a model turn gets a minimal user turn ([`LEADING_USER_TEXT`]) in front: `contents`
+//!   must start with the user, and a function call turn must follow a user turn;
 //! - a tool result's `response` is always an object: `{"output": …}`, or `{"error": …}` for a failed tool;
 //! - call ids the decoder synthesized never go on the wire (see [`ReplayMetadata::function_call_id`]);
 //! - thought signatures go back only to the model that produced them; on Gemini 3 the first `functionCall` of a
@@ -22,7 +24,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::{ReplayMetadata, SKIP_THOUGHT_SIGNATURE, schema};
-use crate::adapter::encoding::base64;
+use crate::adapter::encoding::{LEADING_USER_TEXT, base64};
 use crate::adapter::{BuildError, HttpRequest, Protocol, Target, pb};
 use crate::catalog::ModelInfo;
 
@@ -219,7 +221,8 @@ struct CallInfo<'a> {
     provider_id: Option<String>,
 }
 
-/// The `contents` array: turns with empty parts dropped, same-role turns merged, results ordered by their calls.
+/// The `contents` array: turns with empty parts dropped, same-role turns merged, a user turn first, results ordered
+/// by their calls.
 fn contents(
     g: &pb::Generation,
     model: &ModelInfo,
@@ -305,6 +308,17 @@ fn contents(
         }
     }
 
+    // Gemini refuses `contents` that open with a model turn (and a function call turn that follows no user turn):
+    // a history that opens with the assistant gets a minimal user turn in front. Nothing is dropped.
+    if turns.first().is_some_and(|t| t.role == Role::Model) {
+        turns.insert(
+            0,
+            Turn {
+                role: Role::User,
+                parts: vec![Part::plain(text_part(LEADING_USER_TEXT))],
+            },
+        );
+    }
     for k in 1..turns.len() {
         if turns[k].role == Role::User && turns[k - 1].role == Role::Model {
             let called: Vec<(Option<String>, String)> = called_functions(&turns[k - 1])

@@ -420,6 +420,55 @@ fn empty_parts_and_turns_are_never_sent_and_same_roles_merge() {
 }
 
 #[test]
+fn a_conversation_opening_with_the_model_gets_a_user_turn_first() {
+    // A greeting the application showed before the user typed anything.
+    let greeting = generation(vec![
+        assistant(vec![text("Hello! How can I help?")]),
+        user(vec![text("Weather in Paris?")]),
+    ]);
+    assert_eq!(
+        contents(&greeting, &flash()),
+        json!([
+            {"role": "user", "parts": [{"text": "."}]},
+            {"role": "model", "parts": [{"text": "Hello! How can I help?"}]},
+            {"role": "user", "parts": [{"text": "Weather in Paris?"}]},
+        ])
+    );
+
+    // A history whose first user turn was empty opens with a function call: the call turn must follow a user turn,
+    // and the response turn stays right after it. Consecutive model turns merge into one.
+    let mut resumed = generation(vec![
+        user(vec![text("")]),
+        assistant(vec![text("Checking.")]),
+        assistant(vec![call("c1", "get_weather", r#"{"city":"Paris"}"#, None)]),
+        tool(vec![result("c1", "get_weather", "18°C", false)]),
+    ]);
+    resumed.tools = vec![weather_tool()];
+    let expected = json!([
+        {"role": "user", "parts": [{"text": "."}]},
+        {"role": "model", "parts": [
+            {"text": "Checking."},
+            {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}},
+        ]},
+        {"role": "user", "parts": [
+            {"functionResponse": {"name": "get_weather", "response": {"output": "18°C"}}},
+        ]},
+    ]);
+    assert_eq!(contents(&resumed, &flash()), expected);
+    // On Gemini 3 the call still gets the sentinel signature; the user turn in front changes nothing there.
+    let mut signed = expected;
+    signed[1]["parts"][1]["thoughtSignature"] = json!(SKIP_THOUGHT_SIGNATURE);
+    assert_eq!(contents(&resumed, &gemini_3()), signed);
+
+    // A conversation that already opens with the user gets nothing added.
+    let plain = generation(vec![user(vec![text("Hi")]), assistant(vec![text("Hello")])]);
+    assert_eq!(
+        contents(&plain, &flash())[0],
+        json!({"role": "user", "parts": [{"text": "Hi"}]})
+    );
+}
+
+#[test]
 fn files_are_inline_data_or_file_data() {
     let g = generation(vec![user(vec![
         text("Describe these."),

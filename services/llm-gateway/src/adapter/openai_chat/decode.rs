@@ -12,7 +12,9 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::super::Decoder;
 use super::super::classify::classify;
-use super::super::json_scan::{Cursor, decode_opt, once};
+use super::super::json_scan::{
+    Cursor, ResponseIdentity, decode_opt, frame_object, once, once_decode,
+};
 use super::super::strict::StrictTools;
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::{Event, Finish, FinishReason, Usage};
@@ -31,8 +33,8 @@ pub(super) const REPLAY_METADATA: &str = "{}";
 #[derive(Debug)]
 pub struct ChatDecoder {
     done: bool,
-    response_id: String,
-    response_model: String,
+    /// The response id and model, from the first chunk that has them.
+    response: ResponseIdentity,
     /// Id of the open text block.
     text: Option<String>,
     text_blocks: u32,
@@ -69,8 +71,7 @@ impl Default for ChatDecoder {
     fn default() -> Self {
         ChatDecoder {
             done: false,
-            response_id: String::new(),
-            response_model: String::new(),
+            response: ResponseIdentity::default(),
             text: None,
             text_blocks: 0,
             reasoning: None,
@@ -99,19 +100,10 @@ impl ChatDecoder {
         }
     }
 
-    /// A chunk the fast path recognised: what the full parse would do with the same chunk (the first non-empty id
-    /// and model are kept, the text is appended).
+    /// A chunk the fast path recognised: what the full parse would do with the same chunk (the id and model
+    /// offered, the text appended).
     fn text_chunk(&mut self, chunk: TextChunk<'_>, out: &mut Vec<Event>) {
-        if self.response_id.is_empty()
-            && let Some(id) = chunk.id
-        {
-            self.response_id = id.into_owned();
-        }
-        if self.response_model.is_empty()
-            && let Some(model) = chunk.model
-        {
-            self.response_model = model.into_owned();
-        }
+        self.response.offer(chunk.id, chunk.model);
         if let Some(text) = chunk.content {
             self.text_delta(text, out);
         }
@@ -360,12 +352,13 @@ impl ChatDecoder {
             });
         }
         let raw_reason = self.finish_reason.take().unwrap_or_default();
+        let response = self.response.take();
         out.push(Event::Finish(Finish {
             reason: map_finish_reason(&raw_reason, had_tools),
             raw_reason,
             usage: self.usage.unwrap_or_default(),
-            response_id: std::mem::take(&mut self.response_id),
-            response_model: std::mem::take(&mut self.response_model),
+            response_id: response.id,
+            response_model: response.model,
         }));
         self.done = true;
     }
@@ -480,17 +473,8 @@ impl Decoder for ChatDecoder {
             self.fail(classify(None, None, data), out);
             return;
         }
-        // The first non-empty values: Azure's leading prompt-filter chunk has `id:""` and `model:""`.
-        if self.response_id.is_empty()
-            && let Some(id) = chunk.id
-        {
-            self.response_id = id.0.into_owned();
-        }
-        if self.response_model.is_empty()
-            && let Some(model) = chunk.model
-        {
-            self.response_model = model.0.into_owned();
-        }
+        self.response
+            .offer(chunk.id.map(|s| s.0), chunk.model.map(|s| s.0));
         for choice in chunk.choices.into_iter().flatten() {
             // Only the first choice: the gateway never asks for `n > 1`.
             if choice.index.unwrap_or(0) != 0 {
@@ -558,23 +542,16 @@ struct TextChunk<'a> {
 
 impl<'a> TextChunk<'a> {
     fn recognise(data: &'a str) -> Option<Self> {
-        let mut c = Cursor::new(data);
         let mut chunk = TextChunk {
             id: None,
             model: None,
             content: None,
         };
         let (mut id, mut model, mut choices, mut usage) = (false, false, false, false);
-        c.object(|c, key| {
+        frame_object(data, |c, key| {
             match key.plain()? {
-                "id" => {
-                    once(&mut id)?;
-                    chunk.id = decode_opt(c)?;
-                }
-                "model" => {
-                    once(&mut model)?;
-                    chunk.model = decode_opt(c)?;
-                }
+                "id" => chunk.id = once_decode(&mut id, c)?,
+                "model" => chunk.model = once_decode(&mut model, c)?,
                 "choices" => {
                     once(&mut choices)?;
                     let mut n = 0;
@@ -596,7 +573,7 @@ impl<'a> TextChunk<'a> {
             }
             Some(())
         })?;
-        c.at_end().then_some(chunk)
+        Some(chunk)
     }
 }
 
