@@ -288,7 +288,7 @@ impl Gateway {
         }
         // Each fallback model gets the caller's request as sent, with its own hooks applied: keep a pristine copy
         // only when there is somewhere to fall back to.
-        let pristine = (candidates.len() > 1).then(|| generation.clone());
+        let pristine = (candidates.len() > 1).then(|| Box::new(generation.clone()));
         let metrics = Arc::clone(&self.inner.metrics);
         let prepared = prepare(&state, &metrics, &candidates[0], generation).await?;
         metrics.generation_started();
@@ -310,8 +310,11 @@ impl Gateway {
             started: false,
             saw_tool_call: false,
             done: false,
-            decoded: Vec::with_capacity(16),
-            pending: VecDeque::with_capacity(16),
+            // A read decodes one or two events and the first batch queues four (`stream_start`, `step_start`, the
+            // block start and its first delta); both grow if a read ever brings more. Room for 16 held ~4 KiB per
+            // open stream.
+            decoded: Vec::with_capacity(4),
+            pending: VecDeque::with_capacity(4),
             clock: Clock {
                 started,
                 busy: setup,
@@ -426,7 +429,8 @@ struct Run {
     /// Index into `candidates` of the model being tried.
     current: usize,
     /// The caller's request as sent, while a fallback may still need it.
-    pristine: Option<pb::Generation>,
+    /// Boxed: most generations have no fallback, and the request type is large for a field every open stream holds.
+    pristine: Option<Box<pb::Generation>>,
     /// The current candidate's request; `None` until a fallback candidate has been prepared.
     prepared: Option<Prepared>,
     /// The open provider response, if any.
@@ -479,8 +483,11 @@ impl Run {
             if self.done {
                 return None;
             }
+            // The rare paths (a fallback's hooks and request, a retry's back-off) are boxed: an async fn's state is
+            // as large as its largest await, and this state lives as long as the stream (one allocation per open
+            // stream), while those awaits happen at most a few times per generation.
             if self.prepared.is_none() {
-                self.prepare_fallback().await;
+                Box::pin(self.prepare_fallback()).await;
                 continue;
             }
             if self.stream.is_none() {
@@ -504,12 +511,14 @@ impl Run {
                         .adapter
                         .auth_headers(candidate.provider.api_key.expose());
                     let waited = Instant::now();
-                    let opened = self
-                        .state
-                        .transport
-                        .open(&candidate.provider.base_url, &auth, &prepared.request)
-                        .instrument(span.clone())
-                        .await;
+                    // Boxed for the same reason: the request future is large and done once the headers arrive.
+                    let opened = Box::pin(
+                        self.state
+                            .transport
+                            .open(&candidate.provider.base_url, &auth, &prepared.request)
+                            .instrument(span.clone()),
+                    )
+                    .await;
                     self.clock.waiting += waited.elapsed();
                     (opened, span)
                 };
@@ -520,7 +529,7 @@ impl Run {
                     }
                     Err(e) => {
                         crate::tracing_spans::attempt_failed(&span, &e);
-                        self.fail_or_retry(e).await;
+                        Box::pin(self.fail_or_retry(e)).await;
                         continue;
                     }
                 }
@@ -536,7 +545,7 @@ impl Run {
             self.clock.waiting += waited.elapsed();
             match pumped {
                 Ok(_) => self.forward_decoded().await,
-                Err(e) => self.fail_or_retry(e).await,
+                Err(e) => Box::pin(self.fail_or_retry(e)).await,
             }
         }
     }
@@ -544,7 +553,7 @@ impl Run {
     /// Runs the hooks for the current (fallback) candidate and builds its request. A candidate that cannot be
     /// prepared (its hook refused, its adapter cannot translate the request) is skipped like a failed one.
     async fn prepare_fallback(&mut self) {
-        let Some(generation) = self.pristine.clone() else {
+        let Some(generation) = self.pristine.as_deref().cloned() else {
             self.finish_failed();
             return;
         };
@@ -585,7 +594,7 @@ impl Run {
             if let Some(Event::Error(e)) = self.decoded.first() {
                 let e = e.clone();
                 self.decoded.clear();
-                self.fail_or_retry(e).await;
+                Box::pin(self.fail_or_retry(e)).await;
                 return;
             }
             self.started = true;
@@ -826,6 +835,31 @@ mod tests {
         for k in [InvalidRequest, ContentFilter, ContextOverflow, Cancelled] {
             assert!(!falls_back(k), "{k:?}");
         }
+    }
+
+    /// Every open stream keeps its whole state machine in one allocation (server.rs boxes it), so its size is part
+    /// of the memory per open stream. Rare, large awaits (fallback hooks, retry back-off, the request future) are
+    /// boxed separately; this keeps them from creeping back in.
+    #[tokio::test]
+    async fn an_open_stream_holds_a_small_state() {
+        let file = Config::parse(
+            "[server]\nallow_unauthenticated = true\n[providers.local]\nprotocol = \"openai_chat\"\nbase_url = \"http://127.0.0.1:9/v1\"\nallow_unlisted_models = true\n",
+        )
+        .unwrap();
+        let gateway = Gateway::new(Config::from_file(file, &[("X", "")]).unwrap()).unwrap();
+        let generation = pb::Generation {
+            model: "local/m".into(),
+            messages: vec![pb::Message {
+                role: pb::Role::User as i32,
+                parts: vec![pb::Part {
+                    kind: Some(pb::part::Kind::Text(pb::TextPart { text: "hi".into() })),
+                }],
+            }],
+            ..Default::default()
+        };
+        let stream = gateway.stream(generation).await.unwrap();
+        let size = std::mem::size_of_val(&stream);
+        assert!(size <= 2048, "an open stream's state is {size} bytes");
     }
 
     #[test]

@@ -33,7 +33,8 @@ pub fn generation_span(
     metadata: &tonic::metadata::MetadataMap,
     capture_content: bool,
 ) -> tracing::Span {
-    let ctx = g.context.clone().unwrap_or_default();
+    let ctx = g.context.as_ref();
+    let context = |f: fn(&pb::RequestContext) -> &str| ctx.map_or("", f);
     let span = tracing::info_span!(
         "chat",
         "otel.name" = %format!("chat {}", g.model),
@@ -50,13 +51,13 @@ pub fn generation_span(
         "gen_ai.usage.cache_read.input_tokens" = Empty,
         "gen_ai.usage.cache_creation.input_tokens" = Empty,
         "gen_ai.usage.reasoning.output_tokens" = Empty,
-        "gen_ai.conversation.id" = %ctx.session_id,
-        "gen_ai.agent.name" = %ctx.agent,
+        "gen_ai.conversation.id" = %context(|c| &c.session_id),
+        "gen_ai.agent.name" = %context(|c| &c.agent),
         "gen_ai.client.time_to_first_chunk" = Empty,
         "llm.model" = Empty,
         "llm.attempts" = Empty,
         "llm.cost_nano_usd" = Empty,
-        "llm.request_id" = %ctx.request_id,
+        "llm.request_id" = %context(|c| &c.request_id),
         "error.type" = Empty,
         "gen_ai.system_instructions" = Empty,
         "gen_ai.input.messages" = Empty,

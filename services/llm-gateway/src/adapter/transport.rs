@@ -9,11 +9,12 @@
 //! carry a key) or a header value.
 
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::time::Duration;
 
 use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderMap, HeaderName, HeaderValue};
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use crate::adapter::classify::{classify, redact};
 use crate::adapter::sse::{SseItem, SseParser};
@@ -160,7 +161,7 @@ impl Transport {
             )
         })?;
 
-        let (wait, total_bound) = bounded(self.timeouts.first_byte, deadline);
+        let (wait, total_bound) = bounded(self.timeouts.first_byte, deadline, Instant::now());
         let send = self.client.post(&url).headers(headers).body(body).send();
         let mut response = match tokio::time::timeout(wait, send).await {
             Ok(Ok(response)) => response,
@@ -187,15 +188,29 @@ impl Transport {
             ));
         }
 
+        // hyper parses the response head in place: every header value is a slice of the connection's read buffer,
+        // so while the headers live that buffer cannot be reused and each later read allocates a fresh one (8 KiB
+        // per open stream). Nothing reads them after the status check.
+        drop(std::mem::take(response.headers_mut()));
+        let now = Instant::now();
+        let (wait, _) = bounded(self.timeouts.idle, deadline, now);
         Ok(ProviderStream {
             response,
             parser: SseParser::new(),
             idle: self.timeouts.idle,
             total: self.timeouts.total,
             deadline,
+            idle_timer: Box::pin(tokio::time::sleep_until(after(now, wait))),
             ended: false,
         })
     }
+}
+
+/// `now + wait`, or as far ahead as the clock allows (a wait that large never fires in practice).
+fn after(now: Instant, wait: Duration) -> Instant {
+    now.checked_add(wait)
+        .or_else(|| now.checked_add(Duration::from_secs(86_400 * 365)))
+        .unwrap_or(now)
 }
 
 /// An open provider response body.
@@ -206,6 +221,10 @@ pub struct ProviderStream {
     total: Duration,
     /// `None` when `total` is too large to add to the clock, i.e. effectively unbounded.
     deadline: Option<Instant>,
+    /// The idle (or total) timeout of the read in progress: one timer per stream, moved forward before every read,
+    /// instead of a timer registered and cancelled per read (`tokio::time::timeout`). Moving a registered timer
+    /// later is an atomic store; the timer wheel is touched only when it actually comes due.
+    idle_timer: Pin<Box<Sleep>>,
     /// The body ended or failed: `pump` does nothing more.
     ended: bool,
 }
@@ -227,11 +246,6 @@ impl ProviderStream {
         self.response.status().as_u16()
     }
 
-    /// The response headers, e.g. for the provider's request id.
-    pub fn headers(&self) -> &HeaderMap {
-        self.response.headers()
-    }
-
     /// Reads the next chunk of the body and feeds every complete SSE frame to `decoder`, which pushes events to
     /// `out`. Returns `Ok(false)` once the body has ended (after calling `decoder.end`).
     ///
@@ -245,14 +259,20 @@ impl ProviderStream {
         if self.ended {
             return Ok(false);
         }
-        // Checked up front because `timeout` polls the read before the timer: a body that always has data ready
-        // would otherwise never hit the total deadline.
-        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+        // Checked up front because the read is polled before the timer: a body that always has data ready would
+        // otherwise never hit the total deadline.
+        let now = Instant::now();
+        if self.deadline.is_some_and(|d| now >= d) {
             self.ended = true;
             return Err(total_timeout(self.total));
         }
-        let (wait, total_bound) = bounded(self.idle, self.deadline);
-        let read = tokio::time::timeout(wait, self.response.chunk()).await;
+        let (wait, total_bound) = bounded(self.idle, self.deadline, now);
+        self.idle_timer.as_mut().reset(after(now, wait));
+        let read = tokio::select! {
+            biased;
+            read = self.response.chunk() => Ok(read),
+            () = self.idle_timer.as_mut() => Err(()),
+        };
 
         let mut route = |item: SseItem<'_>| -> Result<(), Infallible> {
             if !decoder.is_done() {
@@ -362,10 +382,10 @@ fn scrub(mut err: ProviderError, secrets: &[&str]) -> ProviderError {
 
 /// The wait allowed for the next step: `limit`, or what is left of the total budget if that is shorter (and then
 /// `true`, so the caller reports the right timeout).
-fn bounded(limit: Duration, deadline: Option<Instant>) -> (Duration, bool) {
+fn bounded(limit: Duration, deadline: Option<Instant>, now: Instant) -> (Duration, bool) {
     match deadline {
         Some(deadline) => {
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.saturating_duration_since(now);
             if left < limit {
                 (left, true)
             } else {
@@ -385,7 +405,7 @@ async fn read_error_body(
 ) -> String {
     let mut body = Vec::new();
     while body.len() < MAX_ERROR_BODY {
-        let (wait, _) = bounded(idle, deadline);
+        let (wait, _) = bounded(idle, deadline, Instant::now());
         match tokio::time::timeout(wait, response.chunk()).await {
             Ok(Ok(Some(chunk))) => {
                 let room = MAX_ERROR_BODY - body.len();
