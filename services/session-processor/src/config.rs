@@ -63,10 +63,15 @@ pub struct FileConfig {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EventsFile {
-    /// How long after the first unwritten event a running loop writes its events to the session's Redis Stream as
-    /// one entry. Streams on the loop's replica get every event at once whatever this is; streams on other replicas
-    /// see events up to this much later. Smaller: fresher remote streams, more Redis commands.
+    /// How long after the first unwritten event a running loop writes its events (and the text its parts received)
+    /// to Redis as one entry, while a stream on another replica follows the session. Streams on the loop's replica
+    /// get every event at once whatever this is; streams on other replicas see events up to this much later.
+    /// Smaller: fresher remote streams, more Redis commands.
     pub flush_interval_ms: u64,
+    /// The same while no stream on another replica follows the session (taken as `flush_interval_ms` when shorter).
+    /// Nobody sees the difference live; a replica that crashes loses up to this much of the text its own streams
+    /// showed. Larger: fewer Redis commands per streamed second.
+    pub unwatched_flush_interval_ms: u64,
 }
 
 impl Default for EventsFile {
@@ -74,6 +79,10 @@ impl Default for EventsFile {
         EventsFile {
             flush_interval_ms: u64::try_from(crate::events::DEFAULT_FLUSH_INTERVAL.as_millis())
                 .unwrap_or(200),
+            unwatched_flush_interval_ms: u64::try_from(
+                crate::events::DEFAULT_UNWATCHED_FLUSH_INTERVAL.as_millis(),
+            )
+            .unwrap_or(1000),
         }
     }
 }
@@ -795,8 +804,21 @@ impl Config {
                 "must be between 1 and 10000",
             ));
         }
+        if file.events.unwatched_flush_interval_ms == 0
+            || file.events.unwatched_flush_interval_ms > 10_000
+        {
+            return Err(err(
+                "events.unwatched_flush_interval_ms",
+                "must be between 1 and 10000",
+            ));
+        }
         let events = crate::events::EventsConfig {
             flush_interval: Duration::from_millis(file.events.flush_interval_ms),
+            unwatched_flush_interval: Duration::from_millis(
+                file.events
+                    .unwatched_flush_interval_ms
+                    .max(file.events.flush_interval_ms),
+            ),
             ..Default::default()
         };
         Ok(Config {
@@ -984,6 +1006,38 @@ mod tests {
                     .unwrap_err()
                     .key,
                 "events.flush_interval_ms"
+            );
+        }
+    }
+
+    #[test]
+    fn the_unwatched_flush_window_is_configurable_bounded_and_never_shorter() {
+        let events = load("").unwrap().events;
+        assert_eq!(
+            events.unwatched_flush_interval,
+            crate::events::DEFAULT_UNWATCHED_FLUSH_INTERVAL
+        );
+        assert_eq!(
+            load("[events]\nunwatched_flush_interval_ms = 3000\n")
+                .unwrap()
+                .events
+                .unwatched_flush_interval,
+            Duration::from_millis(3000)
+        );
+        // Shorter than the watched window: the watched window it is.
+        assert_eq!(
+            load("[events]\nflush_interval_ms = 2000\n")
+                .unwrap()
+                .events
+                .unwatched_flush_interval,
+            Duration::from_millis(2000)
+        );
+        for bad in ["0", "10001"] {
+            assert_eq!(
+                load(&format!("[events]\nunwatched_flush_interval_ms = {bad}\n"))
+                    .unwrap_err()
+                    .key,
+                "events.unwatched_flush_interval_ms"
             );
         }
     }

@@ -282,25 +282,35 @@ impl Engine {
             .get_session(&req.session_id)
             .await?
             .ok_or_else(|| LoopError::NotFound(req.session_id.clone()))?;
-        let start = self.events.last_event_id(&session.id).await?;
-        match self
+        let start = match self
             .store
             .acquire_lease(&session.id, &self.owner, self.config.lease_ttl)
             .await?
         {
             Some(fence) => {
-                self.open_events(&session.id).await;
-                if let Err(e) = self
-                    .persist_user_message(&session, &req, Some(&fence))
-                    .await
-                {
-                    self.close_events(&session.id).await;
-                    return Err(e.into());
-                }
+                self.open_events(&session.id, &fence).await;
+                // Taken from the channel just opened (no Redis read) and before the user message is published, so
+                // the caller's stream starts with it.
+                let persisted = match self.events.last_event_id(&session.id).await {
+                    Ok(start) => self
+                        .persist_user_message(&session, &req, Some(&fence))
+                        .await
+                        .map(|_| start),
+                    Err(e) => Err(e),
+                };
+                let start = match persisted {
+                    Ok(start) => start,
+                    Err(e) => {
+                        self.close_events(&session.id).await;
+                        return Err(e.into());
+                    }
+                };
                 let inputs = RunInputs::from_prompt(&req, trace);
                 self.spawn_loop(session.id.clone(), fence, inputs);
+                start
             }
             None => {
+                let start = self.events.last_event_id(&session.id).await?;
                 // Busy: the running loop delivers it at its next step boundary (see `deliver_queued`).
                 self.store.enqueue_prompt(&session.id, &req).await?;
                 // The loop may have made its last queue check and released the lease between our failed acquire
@@ -311,7 +321,7 @@ impl Engine {
                     .acquire_lease(&session.id, &self.owner, self.config.lease_ttl)
                     .await?
                 {
-                    self.open_events(&session.id).await;
+                    self.open_events(&session.id, &fence).await;
                     // The queued prompt is delivered by the loop, which takes its inputs then.
                     let inputs = RunInputs {
                         trace,
@@ -319,15 +329,17 @@ impl Engine {
                     };
                     self.spawn_loop(session.id.clone(), fence, inputs);
                 }
+                start
             }
-        }
+        };
         Ok(start)
     }
 
-    /// Opens the session's event channel on this replica (its loop runs here from now on). On failure the loop's
-    /// events go straight to Redis, one command each, which is slower but loses nothing.
-    async fn open_events(&self, session_id: &str) {
-        if let Err(e) = self.events.open(session_id).await {
+    /// Opens the session's event channel on this replica for the loop holding `fence` (its loop runs here from now
+    /// on). On failure the loop's events go straight to Redis, one command each, and its parts are written by
+    /// `put_part` (streamed text at the part's end), which is slower but loses nothing.
+    async fn open_events(&self, session_id: &str, fence: &Fence) {
+        if let Err(e) = self.events.open_fenced(session_id, fence).await {
             tracing::warn!(message = "cannot open the session's event channel; publishing directly", session_id = %session_id, error = %e);
         }
     }
@@ -469,8 +481,12 @@ impl Engine {
                 })
             })
             .collect();
-        self.store.put_message(&message, fence).await?;
-        self.store.put_parts(&parts, fence).await?;
+        // The message and its parts in one script.
+        let stored = pb::Message {
+            parts: parts.clone(),
+            ..message.clone()
+        };
+        self.store.put_message(&stored, fence).await?;
         self.events
             .publish(
                 &session.id,
@@ -519,7 +535,7 @@ impl Engine {
         llm_telemetry::set_parent_from_metadata(&span, &parent);
         tokio::spawn(async move {
             engine.metrics.loop_started();
-            engine.open_events(&session_id).await;
+            engine.open_events(&session_id, &fence).await;
             if let Err(e) = engine.store.mark_active(&session_id).await {
                 tracing::warn!(message = "cannot mark the session active", session_id = %session_id, error = %e);
             }
@@ -567,7 +583,7 @@ impl Engine {
                         fence = f;
                         inputs = RunInputs::default();
                         let _ = engine.store.mark_active(&session_id).await;
-                        engine.open_events(&session_id).await;
+                        engine.open_events(&session_id, &fence).await;
                     }
                     _ => break,
                 }
@@ -592,18 +608,21 @@ impl Engine {
     ) -> Result<(), LoopError> {
         let lost = cancel.child_token();
         let renew = {
-            let store = self.store.clone();
+            // Through the hub: while a step streams, the event channel's writes renew the lease on the way, and
+            // this renews only what they did not (a third of the ttl after the last renewal, as always).
+            let events = self.events.clone();
             let fence = fence.clone();
             let ttl = self.config.lease_ttl;
             let session_id = session_id.to_string();
             let lost = lost.clone();
             tokio::spawn(async move {
                 loop {
+                    let due = events.lease_renewal_due(&session_id, ttl);
                     tokio::select! {
                         _ = lost.cancelled() => break,
-                        _ = tokio::time::sleep(ttl / 3) => {}
+                        _ = tokio::time::sleep(due) => {}
                     }
-                    match store.renew_lease(&session_id, &fence, ttl).await {
+                    match events.renew_lease(&session_id, &fence, ttl).await {
                         Ok(true) => {}
                         _ => {
                             tracing::warn!(message = "lease lost; stopping the loop", session_id = %session_id);
@@ -826,7 +845,6 @@ impl Engine {
             self.apply(
                 &[Effect::Message(processor.message().clone())],
                 fence,
-                &mut Coalescer::default(),
                 &processor,
             )
             .await?;
@@ -867,8 +885,7 @@ impl Engine {
             {
                 let mut out = Vec::new();
                 processor.finish_snapshot(after.clone(), changes, &mut out);
-                self.apply(&out, fence, &mut Coalescer::default(), &processor)
-                    .await?;
+                self.apply(&out, fence, &processor).await?;
                 s.update_summary(&self.store, &after, fence).await?;
             }
             let mut out = Vec::new();
@@ -878,8 +895,7 @@ impl Engine {
             {
                 processor.fail(error, &mut out);
             }
-            self.apply(&out, fence, &mut Coalescer::default(), &processor)
-                .await?;
+            self.apply(&out, fence, &processor).await?;
             self.settle_session(session_id, processor.message(), fence)
                 .await?;
             self.charge_tenant(&session, processor.message().cost_nano_usd)
@@ -929,8 +945,7 @@ impl Engine {
                     if let Some(error) = stop {
                         let mut out = Vec::new();
                         processor.fail(error.clone(), &mut out);
-                        self.apply(&out, fence, &mut Coalescer::default(), &processor)
-                            .await?;
+                        self.apply(&out, fence, &processor).await?;
                         self.events
                             .publish(session_id, pb::session_event::Event::Error(error))
                             .await?;
@@ -1077,7 +1092,6 @@ impl Engine {
         request.set_timeout(self.config.step_timeout);
         with_trace(&mut request, trace);
         let mut gateway = self.gateway.clone();
-        let mut coalescer = Coalescer::default();
         let mut out = Vec::with_capacity(8);
         let stream = tokio::select! {
             _ = cancel.cancelled() => return Ok(true),
@@ -1102,7 +1116,7 @@ impl Engine {
                     now(),
                     &mut out,
                 );
-                self.apply(&out, fence, &mut coalescer, processor).await?;
+                self.apply(&out, fence, processor).await?;
                 return Ok(false);
             }
         };
@@ -1110,7 +1124,7 @@ impl Engine {
             let next = tokio::select! {
                 _ = cancel.cancelled() => {
                     // Dropping the stream cancels the gateway call, which drops the provider request.
-                    coalescer.flush(&self.store, processor, fence).await?;
+                    self.events.flush_parts(&processor.message().session_id).await?;
                     return Ok(true);
                 }
                 n = stream.message() => n,
@@ -1119,7 +1133,7 @@ impl Engine {
                 Ok(Some(ev)) => {
                     out.clear();
                     processor.handle(ev, now(), &mut out);
-                    self.apply(&out, fence, &mut coalescer, processor).await?;
+                    self.apply(&out, fence, processor).await?;
                 }
                 Ok(None) => break,
                 Err(status) => {
@@ -1137,21 +1151,23 @@ impl Engine {
                         now(),
                         &mut out,
                     );
-                    self.apply(&out, fence, &mut coalescer, processor).await?;
+                    self.apply(&out, fence, processor).await?;
                     break;
                 }
             }
         }
-        coalescer.flush(&self.store, processor, fence).await?;
+        self.events
+            .flush_parts(&processor.message().session_id)
+            .await?;
         Ok(false)
     }
 
-    /// Persists and publishes effects. Deltas are published at once and their parts written coalesced.
+    /// Persists and publishes effects. Deltas are published at once; the event channel writes their part's text
+    /// with its next window (see [`Hub::put_part`]).
     async fn apply(
         &self,
         effects: &[Effect],
         fence: &Fence,
-        coalescer: &mut Coalescer,
         processor: &Processor,
     ) -> Result<(), LoopError> {
         let session_id = &processor.message().session_id;
@@ -1171,15 +1187,9 @@ impl Engine {
                     self.metrics.redis("publish", t.elapsed());
                 }
                 Effect::Part(p) => {
-                    coalescer.dirty.retain(|id| *id != p.id);
                     let t = Instant::now();
-                    self.store.put_part(p, Some(fence)).await?;
+                    self.events.put_part(p, fence).await?;
                     self.metrics.redis("put_part", t.elapsed());
-                    let t = Instant::now();
-                    self.events
-                        .publish(session_id, pb::session_event::Event::PartUpdated(p.clone()))
-                        .await?;
-                    self.metrics.redis("publish", t.elapsed());
                 }
                 Effect::Delta {
                     part_id,
@@ -1196,13 +1206,6 @@ impl Engine {
                             }),
                         )
                         .await?;
-                    if !coalescer.dirty.contains(part_id) {
-                        coalescer.dirty.push(part_id.clone());
-                    }
-                    coalescer.pending_bytes += delta.len();
-                    if coalescer.due() {
-                        coalescer.flush(&self.store, processor, fence).await?;
-                    }
                 }
                 Effect::ToolCall { .. } => {}
             }
@@ -1241,7 +1244,6 @@ impl Engine {
             })
             .collect();
         let session_id = processor.message().session_id.clone();
-        let mut coalescer = Coalescer::default();
         for (call_id, tool, input) in calls {
             if cancel.is_cancelled() {
                 break;
@@ -1249,7 +1251,7 @@ impl Engine {
             let mut out = Vec::new();
             // The structured-output tool is the answer, not an action: no permission, no doom-loop check.
             if structured.intercept(processor, &call_id, &tool, &input, now(), &mut out) {
-                self.apply(&out, fence, &mut coalescer, processor).await?;
+                self.apply(&out, fence, processor).await?;
                 continue;
             }
             if let Some(doom) = detector.record(&tool, &input) {
@@ -1281,7 +1283,7 @@ impl Engine {
                         now(),
                         &mut out,
                     );
-                    self.apply(&out, fence, &mut coalescer, processor).await?;
+                    self.apply(&out, fence, processor).await?;
                     continue;
                 }
                 detector.allow_pattern(&doom);
@@ -1292,7 +1294,7 @@ impl Engine {
                 if let Err(e) = tools::validate_input(&schema, &input) {
                     self.metrics.tool_call(ToolKind::Client, CallOutcome::Error);
                     processor.tool_finished(&call_id, Err(e), now(), &mut out);
-                    self.apply(&out, fence, &mut coalescer, processor).await?;
+                    self.apply(&out, fence, processor).await?;
                     continue;
                 }
                 processor.mark_client_tool(&call_id);
@@ -1330,7 +1332,7 @@ impl Engine {
                 self.metrics
                     .tool_call(ToolKind::Client, tool_outcome(&result));
                 processor.tool_finished(&call_id, result, now(), &mut out);
-                self.apply(&out, fence, &mut coalescer, processor).await?;
+                self.apply(&out, fence, processor).await?;
                 continue;
             }
             let (Some(ws), true) = (workspace, agent.tools.contains(&tool)) else {
@@ -1342,7 +1344,7 @@ impl Engine {
                     now(),
                     &mut out,
                 );
-                self.apply(&out, fence, &mut coalescer, processor).await?;
+                self.apply(&out, fence, processor).await?;
                 continue;
             };
             let parsed: serde_json::Value =
@@ -1371,7 +1373,7 @@ impl Engine {
                     now(),
                     &mut out,
                 );
-                self.apply(&out, fence, &mut coalescer, processor).await?;
+                self.apply(&out, fence, processor).await?;
                 continue;
             }
             let result =
@@ -1382,7 +1384,7 @@ impl Engine {
             self.metrics
                 .tool_call(ToolKind::Builtin, tool_outcome(&result));
             processor.tool_finished(&call_id, result, now(), &mut out);
-            self.apply(&out, fence, &mut coalescer, processor).await?;
+            self.apply(&out, fence, processor).await?;
         }
         Ok(())
     }
@@ -1740,42 +1742,6 @@ fn doom_detector(history: &[pb::Message]) -> DoomLoopDetector {
         }
     }
     d
-}
-
-/// Parts whose deltas were published but whose full text is not yet written: flushed every 100 ms or 8 KiB, and
-/// always when the part ends or the step ends.
-#[derive(Default)]
-struct Coalescer {
-    dirty: Vec<String>,
-    pending_bytes: usize,
-    last_flush: Option<Instant>,
-}
-
-impl Coalescer {
-    fn due(&mut self) -> bool {
-        let last = *self.last_flush.get_or_insert_with(Instant::now);
-        self.pending_bytes >= 8 * 1024 || last.elapsed() >= Duration::from_millis(100)
-    }
-
-    async fn flush(
-        &mut self,
-        store: &Store,
-        processor: &Processor,
-        fence: &Fence,
-    ) -> Result<(), StoreError> {
-        if !self.dirty.is_empty() {
-            let parts: Vec<pb::Part> = self
-                .dirty
-                .iter()
-                .filter_map(|id| processor.part(id).cloned())
-                .collect();
-            store.put_parts(&parts, Some(fence)).await?;
-            self.dirty.clear();
-        }
-        self.pending_bytes = 0;
-        self.last_flush = Some(Instant::now());
-        Ok(())
-    }
 }
 
 /// `YYYY-MM-DD` (UTC) for the environment section: the day, not the time, so the system stays stable all day.

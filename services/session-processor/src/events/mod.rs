@@ -11,10 +11,22 @@
 //!    changes and clock steps;
 //! 2. it goes into the channel's ring and wakes the local followers, which read it from there (no Redis);
 //! 3. it is written to the stream later, with the events before it, as one entry ([`codec`]): when the flush
-//!    window (`events.flush_interval_ms`) since the first unwritten event ends, when the unwritten events reach
-//!    a size bound, at once for events somebody must act on or that end a run (`tool_call_awaiting`,
-//!    `permission_asked`, `error`, `done`), for the first event after the channel opens (so streams waiting on
-//!    Redis wake and attach), and when the channel closes. An entry's id is its last event's id.
+//!    window since the first unwritten event ends, when the unwritten events reach a size bound, at once for
+//!    events somebody must act on or that end a run (`tool_call_awaiting`, `permission_asked`, `error`, `done`),
+//!    for the first event after the channel opens (so streams waiting on Redis wake and attach), and when the
+//!    channel closes. An entry's id is its last event's id.
+//!
+//! The same script writes the loop's parts ([`Hub::put_part`]): an open text or reasoning part is kept current by
+//! its deltas and written with the window that logs them (so the stored text is never behind an older write and
+//! never ahead of the log), a part that ends something is written at once with the events before it. Parts are
+//! fenced; the log is not. The script also renews the loop's lease on the way when it is due
+//! ([`Hub::renew_lease`]).
+//!
+//! The window adapts to who is watching: streams on this replica get every event at once whatever it is, so while
+//! no stream on another replica follows the session the channel uses the long window
+//! (`events.unwatched_flush_interval_ms`); a remote follower marks the session as watched
+//! ([`Store::mark_watched`], refreshed about once a second), the script reports the mark, and the channel uses the
+//! short window (`events.flush_interval_ms`) while it exists.
 //!
 //! A `done` is written at once like the other urgent events, but the channel's own followers get it only when the
 //! channel closes, which the loop does after releasing its lease: `done` means "idle", and a caller on the loop's
@@ -37,15 +49,16 @@
 mod codec;
 mod id;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use llm_proto::sessions as pb;
 use pb::session_event::Event;
 use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
 
-use crate::store::{Store, StoreError};
+use crate::store::{Fence, Store, StoreError};
 
 pub(crate) use codec::{BatchError, decode_batch};
 pub use id::{BadEventId, EventId};
@@ -55,11 +68,25 @@ pub use id::{BadEventId, EventId};
 /// carries 6–20 deltas per entry, while a stream on another replica still sees text within a fifth of a second.
 pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_millis(200);
 
+/// Default flush window while no stream on another replica follows the session: streams on the loop's replica get
+/// every event at once anyway, so a longer window costs nothing visible; what it risks is a crash losing up to this
+/// much of the text shown live (see docs/architecture.md, "Crash recovery").
+pub const DEFAULT_UNWATCHED_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long a remote follower's watched mark lives; followers refresh it at most every [`WATCH_REFRESH`].
+pub const WATCH_TTL: Duration = Duration::from_secs(5);
+
+/// How often a remote follower refreshes its watched mark at most.
+pub const WATCH_REFRESH: Duration = Duration::from_secs(1);
+
 /// Tuning of the hub.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EventsConfig {
-    /// Longest time an event waits before it is written to the stream.
+    /// Longest time an event waits before it is written to the stream while a stream on another replica follows
+    /// the session.
     pub flush_interval: Duration,
+    /// The same while nobody on another replica follows the session (never shorter than `flush_interval`).
+    pub unwatched_flush_interval: Duration,
     /// Unwritten events that force a write.
     pub max_batch_events: usize,
     /// Unwritten bytes (delta text, other events' encoded size) that force a write.
@@ -78,10 +105,22 @@ fn weight(event: &Event) -> usize {
     }
 }
 
+impl EventsConfig {
+    /// The flush window for a session followed (`watched`) or not from another replica.
+    fn window(&self, watched: bool) -> Duration {
+        if watched {
+            self.flush_interval
+        } else {
+            self.unwatched_flush_interval.max(self.flush_interval)
+        }
+    }
+}
+
 impl Default for EventsConfig {
     fn default() -> Self {
         EventsConfig {
             flush_interval: DEFAULT_FLUSH_INTERVAL,
+            unwatched_flush_interval: DEFAULT_UNWATCHED_FLUSH_INTERVAL,
             max_batch_events: 512,
             max_batch_bytes: 64 * 1024,
             ring_events: 1024,
@@ -146,7 +185,26 @@ impl Hub {
     /// no-op when it is already open. Reads the stream's last id and Redis's clock, so the channel's ids follow
     /// everything already logged.
     pub async fn open(&self, session_id: &str) -> Result<(), StoreError> {
-        if self.channel(session_id).is_some() {
+        self.open_inner(session_id, None).await
+    }
+
+    /// [`Hub::open`] for the loop holding `fence`: the channel's writes check the lease with it from the first one
+    /// (parts handed to [`Hub::put_part`] need it anyway). Sets the fence of a channel already open.
+    pub async fn open_fenced(&self, session_id: &str, fence: &Fence) -> Result<(), StoreError> {
+        self.open_inner(session_id, Some(fence)).await
+    }
+
+    async fn open_inner(&self, session_id: &str, fence: Option<&Fence>) -> Result<(), StoreError> {
+        // The caller has just taken the lease: it counts as renewed now, so short runs renew nothing.
+        let acquired = Instant::now();
+        if let Some(channel) = self.channel(session_id) {
+            if let Some(fence) = fence {
+                let mut s = lock(&channel.state);
+                if s.fence.as_ref() != Some(fence) {
+                    s.fence = Some(fence.clone());
+                    s.renewed_at = Some(acquired);
+                }
+            }
             return Ok(());
         }
         let (last, redis_ms) = self.inner.store.open_events(session_id).await?;
@@ -158,6 +216,11 @@ impl Hub {
             last,
             offset_ms,
         ));
+        if let Some(fence) = fence {
+            let mut s = lock(&channel.state);
+            s.fence = Some(fence.clone());
+            s.renewed_at = Some(acquired);
+        }
         {
             let mut channels = lock(&self.inner.channels);
             if channels.contains_key(session_id) {
@@ -191,13 +254,92 @@ impl Hub {
     /// reported by the next publish.
     pub async fn publish(&self, session_id: &str, event: Event) -> Result<(), StoreError> {
         let event = match self.channel(session_id) {
-            Some(channel) => match channel.publish(event).await {
+            Some(channel) => match channel.publish(event, None).await {
                 Published::Done(result) => return result,
                 Published::Closed(event) => *event,
             },
             None => event,
         };
         self.inner.store.publish(session_id, event).await.map(drop)
+    }
+
+    /// Persists a part of the loop holding `fence` and publishes its `part_updated`. Through the session's channel
+    /// when this replica runs the loop: the part is written by the channel's flush, in the same script as the
+    /// events, under the fence. A part that ends something (an ended text or reasoning part, a tool, a step's
+    /// finish, anything but an open text or reasoning part or a step start) is written at once, with everything
+    /// published before it; an open text or reasoning part is written with the next window and then kept current
+    /// by its `part_delta`s, so its text reaches Redis once per window, never behind what the log holds. Without a
+    /// channel: `put_part` and a direct publish. [`StoreError::Fenced`] when the lease moved on (a background
+    /// window's refusal is reported by the next publish).
+    pub async fn put_part(&self, part: &pb::Part, fence: &Fence) -> Result<(), StoreError> {
+        let session_id = &part.session_id;
+        if let Some(channel) = self.channel(session_id) {
+            let event = Event::PartUpdated(part.clone());
+            match channel.publish(event, Some((part, fence))).await {
+                Published::Done(result) => return result,
+                Published::Closed(_) => {}
+            }
+        }
+        self.inner.store.put_part(part, Some(fence)).await?;
+        self.inner
+            .store
+            .publish(session_id, Event::PartUpdated(part.clone()))
+            .await
+            .map(drop)
+    }
+
+    /// How long until the lease of the loop holding the session here needs renewing: `ttl / 3` after its last
+    /// renewal, counting the ones the channel's writes did on the way (see [`Hub::renew_lease`]); `ttl / 3` when
+    /// there is no channel or no renewal yet. Tells the channel the ttl, so its writes renew from then on.
+    pub fn lease_renewal_due(&self, session_id: &str, ttl: Duration) -> Duration {
+        let Some(channel) = self.channel(session_id) else {
+            return ttl / 3;
+        };
+        let mut s = lock(&channel.state);
+        s.lease_ttl = Some(ttl);
+        match s.renewed_at {
+            Some(at) => (ttl / 3).saturating_sub(at.elapsed()),
+            None => ttl / 3,
+        }
+    }
+
+    /// Renews the lease of the loop holding `fence` (see [`Store::renew_lease`]), unless a write of the session's
+    /// channel renewed it less than `ttl / 3` ago: while a step streams, the window's script extends the lease as
+    /// it checks it (one PEXPIRE instead of a renewal script). False when the lease was lost.
+    pub async fn renew_lease(
+        &self,
+        session_id: &str,
+        fence: &Fence,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let channel = self.channel(session_id);
+        if let Some(channel) = &channel {
+            let mut s = lock(&channel.state);
+            s.lease_ttl = Some(ttl);
+            if s.fence.as_ref() == Some(fence)
+                && s.renewed_at.is_some_and(|at| at.elapsed() < ttl / 3)
+            {
+                return Ok(true);
+            }
+        }
+        let started = Instant::now();
+        let renewed = self.inner.store.renew_lease(session_id, fence, ttl).await?;
+        if renewed && let Some(channel) = channel {
+            let mut s = lock(&channel.state);
+            if s.fence.as_ref() == Some(fence) {
+                s.renewed_at = Some(s.renewed_at.map_or(started, |at| at.max(started)));
+            }
+        }
+        Ok(renewed)
+    }
+
+    /// Writes the session's channel now if it holds parts whose latest text is not yet in Redis (with every event
+    /// published so far); a no-op otherwise. The loop calls it when a step's stream ends.
+    pub async fn flush_parts(&self, session_id: &str) -> Result<(), StoreError> {
+        match self.channel(session_id) {
+            Some(channel) if channel.has_dirty_parts() => channel.flush().await,
+            _ => Ok(()),
+        }
     }
 
     /// The id of the session's newest event (including events not yet written when this replica runs its loop);
@@ -220,6 +362,8 @@ impl Hub {
             buf: VecDeque::new(),
             live: None,
             block: Duration::from_secs(5),
+            remote_reads: 0,
+            marked: None,
         })
     }
 }
@@ -268,6 +412,53 @@ struct State {
     /// A background write failed; the next publish reports it.
     failure: Option<StoreError>,
     closed: bool,
+    /// The fence of the loop this channel writes for: its writes check the lease with it, and parts need it.
+    fence: Option<Fence>,
+    /// The loop's parts this channel persists (see [`Hub::put_part`]), few at a time.
+    parts: Vec<Tracked>,
+    /// Messages a write already found listed in the session (the script checks each message once).
+    listed: HashSet<String>,
+    /// Whether a stream on another replica followed the session at the last write: picks the window.
+    watched: bool,
+    /// The loop's lease ttl, once the loop told it ([`Hub::lease_renewal_due`]): writes then renew the lease.
+    lease_ttl: Option<Duration>,
+    /// When the lease was last renewed (by a write, or by the loop through [`Hub::renew_lease`]): the time the
+    /// renewal was sent, so the lease lives at least `lease_ttl` after it.
+    renewed_at: Option<Instant>,
+}
+
+/// A part the channel persists.
+struct Tracked {
+    /// Its latest state: as handed over, plus the text of its deltas published since.
+    part: pb::Part,
+    /// Not yet written (or not in its latest state).
+    dirty: bool,
+    /// An open text or reasoning part: its deltas extend it; kept after a write.
+    open: bool,
+}
+
+/// A text or reasoning part not yet ended: its text grows with its deltas.
+fn open_text(part: &pb::Part) -> bool {
+    match &part.kind {
+        Some(pb::part::Kind::Text(t)) => t.ended_at.is_none(),
+        Some(pb::part::Kind::Reasoning(r)) => r.ended_at.is_none(),
+        _ => false,
+    }
+}
+
+/// A part that may wait for the window: an open text or reasoning part, or a step start. Everything else ends
+/// something and is written at once.
+fn lazy(part: &pb::Part) -> bool {
+    open_text(part) || matches!(part.kind, Some(pb::part::Kind::StepStart(_)))
+}
+
+/// Appends a delta to a text or reasoning part.
+fn extend(part: &mut pb::Part, delta: &str) {
+    match part.kind.as_mut() {
+        Some(pb::part::Kind::Text(t)) => t.text.push_str(delta),
+        Some(pb::part::Kind::Reasoning(r)) => r.text.push_str(delta),
+        _ => {}
+    }
 }
 
 enum Published {
@@ -313,6 +504,12 @@ impl Channel {
                 hold: None,
                 failure: None,
                 closed: false,
+                fence: None,
+                parts: Vec::new(),
+                listed: HashSet::new(),
+                watched: false,
+                lease_ttl: None,
+                renewed_at: None,
             }),
             flushing: tokio::sync::Mutex::new(()),
             live: watch::Sender::new(false),
@@ -325,15 +522,16 @@ impl Channel {
         (!s.closed).then_some(s.last)
     }
 
-    /// Assigns the id, delivers to local followers, and writes now only when the event or the batch asks for it.
-    async fn publish(&self, event: Event) -> Published {
+    /// Assigns the id, delivers to local followers, and writes now only when the event, the part handed with it
+    /// (see [`Hub::put_part`]) or the batch asks for it.
+    async fn publish(&self, event: Event, part: Option<(&pb::Part, &Fence)>) -> Published {
         let urgent = matches!(
             event,
             Event::ToolCallAwaiting(_)
                 | Event::PermissionAsked(_)
                 | Event::Error(_)
                 | Event::Done(_)
-        );
+        ) || part.is_some_and(|(p, _)| !lazy(p));
         let bytes = weight(&event);
         let (write_now, window_started) = {
             let mut s = lock(&self.state);
@@ -348,6 +546,27 @@ impl Channel {
             s.last = id;
             if matches!(event, Event::Done(_)) && s.hold.is_none() {
                 s.hold = Some(id);
+            }
+            if let Event::PartDelta(d) = &event
+                && let Some(t) = s
+                    .parts
+                    .iter_mut()
+                    .find(|t| t.open && t.part.id == d.part_id)
+            {
+                extend(&mut t.part, &d.delta);
+                t.dirty = true;
+            }
+            if let Some((part, fence)) = part {
+                s.fence = Some(fence.clone());
+                let tracked = Tracked {
+                    part: part.clone(),
+                    dirty: true,
+                    open: open_text(part),
+                };
+                match s.parts.iter_mut().find(|t| t.part.id == part.id) {
+                    Some(t) => *t = tracked,
+                    None => s.parts.push(tracked),
+                }
             }
             s.ring.push_back((id, Arc::new(event)));
             s.pending_events += 1;
@@ -389,10 +608,18 @@ impl Channel {
         }
     }
 
-    /// Writes every event not yet handed to a write as one entry.
+    /// Whether a part's latest state is not yet written.
+    fn has_dirty_parts(&self) -> bool {
+        lock(&self.state).parts.iter().any(|t| t.dirty)
+    }
+
+    /// Writes every event not yet handed to a write as one entry, with the parts not yet written in their latest
+    /// state, in one script. Writes are serialised and each takes the parts as they are when it takes its events,
+    /// so a part in Redis never goes back to older text and never holds text the log does not.
     async fn flush(&self) -> Result<(), StoreError> {
         let _serial = self.flushing.lock().await;
-        let batch: Vec<(EventId, Arc<Event>)> = {
+        let started = Instant::now();
+        let (batch, parts, fence, listed, renew) = {
             let mut s = lock(&self.state);
             s.pending_events = 0;
             s.pending_bytes = 0;
@@ -403,34 +630,82 @@ impl Channel {
             if let Some((last, _)) = batch.last() {
                 s.handed = *last;
             }
-            batch
+            let mut parts = Vec::new();
+            for t in s.parts.iter_mut().filter(|t| t.dirty) {
+                t.dirty = false;
+                parts.push(t.part.clone());
+            }
+            // Written parts that no delta extends any more are done with.
+            s.parts.retain(|t| t.open || t.dirty);
+            let listed = if parts.is_empty() {
+                HashSet::new()
+            } else {
+                s.listed.clone()
+            };
+            // The lease is extended with a write when its last renewal is a sixth of its ttl old: every write of
+            // the long window while a step streams, so the loop's own renewal (due a third of the ttl after the
+            // last one) finds it done.
+            let renew = s.lease_ttl.filter(|ttl| {
+                s.fence.is_some() && s.renewed_at.is_none_or(|at| at.elapsed() >= *ttl / 6)
+            });
+            (batch, parts, s.fence.clone(), listed, renew)
         };
-        let Some((last, _)) = batch.last() else {
+        if batch.is_empty() && parts.is_empty() {
             return Ok(());
-        };
-        let last = *last;
-        let bytes = codec::encode_batch(&batch);
+        }
+        let last = batch.last().map(|(id, _)| *id);
+        let encoded = last.map(|last| (last, codec::encode_batch(&batch)));
         drop(batch);
         match self
             .store
-            .append_events(&self.session_id, last, bytes)
+            .flush_events(
+                &self.session_id,
+                encoded,
+                fence.as_ref(),
+                renew,
+                &parts,
+                &listed,
+            )
             .await
         {
-            Ok(actual) => {
+            Ok(flushed) => {
                 let mut s = lock(&self.state);
-                s.flushed = s.flushed.max(last);
-                // The log moved past our ids (a foreign write): carry on after it.
-                s.last = s.last.max(actual);
+                if let (Some(last), Some(actual)) = (last, flushed.entry) {
+                    s.flushed = s.flushed.max(last);
+                    // The log moved past our ids (a foreign write): carry on after it.
+                    s.last = s.last.max(actual);
+                }
+                s.watched = flushed.watched;
+                if flushed.renewed {
+                    s.renewed_at = Some(s.renewed_at.map_or(started, |at| at.max(started)));
+                }
                 self.trim(&mut s);
-                Ok(())
+                if flushed.parts.is_ok() {
+                    for p in &parts {
+                        if !s.listed.contains(&p.message_id) {
+                            s.listed.insert(p.message_id.clone());
+                        }
+                    }
+                }
+                flushed.parts
             }
             Err(e) => {
                 let mut s = lock(&self.state);
-                // Not written: the next write takes these events again.
+                // Not written: the next write takes these events again, and these parts (in their latest state).
                 s.handed = s.flushed;
                 let flushed = s.flushed;
                 let start = s.ring.partition_point(|(id, _)| *id <= flushed);
                 s.pending_events = s.ring.len() - start;
+                for p in parts {
+                    match s.parts.iter_mut().find(|t| t.part.id == p.id) {
+                        Some(t) => t.dirty = true,
+                        None => s.parts.push(Tracked {
+                            part: p,
+                            dirty: true,
+                            open: false,
+                        }),
+                    }
+                }
                 if s.window_start.is_none() {
                     s.window_start = Some(Instant::now());
                 }
@@ -439,21 +714,28 @@ impl Channel {
         }
     }
 
+    /// When the current window ends, if one is open: its start plus the window for the last known audience.
+    fn deadline(&self) -> Option<Instant> {
+        let s = lock(&self.state);
+        s.window_start.map(|t| t + self.config.window(s.watched))
+    }
+
     /// Writes a window's events when it ends. Runs until the channel closes.
     async fn run_timer(self: Arc<Self>) {
         loop {
-            let deadline = {
-                let s = lock(&self.state);
-                if s.closed {
-                    return;
-                }
-                s.window_start.map(|t| t + self.config.flush_interval)
-            };
-            match deadline {
+            if lock(&self.state).closed {
+                return;
+            }
+            match self.deadline() {
                 None => self.timer.notified().await,
                 Some(deadline) => {
                     tokio::select! {
-                        _ = tokio::time::sleep_until(deadline.into()) => {
+                        _ = tokio::time::sleep_until(deadline) => {
+                            // Another write may have ended that window meanwhile and a new one started: write
+                            // only when the current one is over.
+                            if self.deadline().is_some_and(|d| d > Instant::now()) {
+                                continue;
+                            }
                             if let Err(e) = self.flush().await {
                                 tracing::warn!(message = "cannot write session events", session_id = %self.session_id, error = %e);
                                 lock(&self.state).failure = Some(e);
@@ -537,6 +819,10 @@ pub struct Follower {
     live: Option<(Arc<Channel>, watch::Receiver<Signal>)>,
     /// How long one blocking read of Redis waits.
     block: Duration,
+    /// Blocking reads of Redis since the follower started or last read a local channel.
+    remote_reads: u32,
+    /// When this follower last set the session's watched mark.
+    marked: Option<Instant>,
 }
 
 impl Follower {
@@ -584,6 +870,7 @@ impl Follower {
                     if covered {
                         let rx = channel.live.subscribe();
                         self.live = Some((channel, rx));
+                        self.remote_reads = 0;
                         continue;
                     }
                     // Behind the ring: catch up from the log without waiting.
@@ -597,7 +884,29 @@ impl Follower {
                     continue;
                 }
             }
+            self.mark_watched().await;
             self.read_log(Some(self.block)).await?;
+        }
+    }
+
+    /// Before a blocking read of Redis (no loop runs here): marks the session as followed from another replica,
+    /// so its loop writes with the short window, at most every [`WATCH_REFRESH`]. Not on the first such read: a
+    /// stream on the loop's replica reads the log once when the channel closes (to get `done`), and a stream that
+    /// needs only what is already logged should not shorten anybody's window. Best effort: the mark only tunes
+    /// freshness.
+    async fn mark_watched(&mut self) {
+        self.remote_reads = self.remote_reads.saturating_add(1);
+        if self.remote_reads < 2 || self.marked.is_some_and(|t| t.elapsed() < WATCH_REFRESH) {
+            return;
+        }
+        self.marked = Some(Instant::now());
+        if let Err(e) = self
+            .hub
+            .store()
+            .mark_watched(&self.session_id, WATCH_TTL)
+            .await
+        {
+            tracing::debug!(message = "cannot mark the session watched", session_id = %self.session_id, error = %e);
         }
     }
 

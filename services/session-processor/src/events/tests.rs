@@ -348,3 +348,359 @@ async fn publishing_for_a_deleted_session_fails() {
         Err(StoreError::NotFound(_))
     ));
 }
+
+/// A session with a lease (its fence) and an assistant message listed, as a running loop has them.
+async fn running_session() -> (Store, String, String, Fence, String) {
+    let prefix = format!("test:{:016x}:", rand::random::<u64>());
+    let store = Store::connect(&redis_url(), &prefix)
+        .await
+        .expect("a Redis server must answer at REDIS_URL");
+    let sid = ids::new("ses");
+    store
+        .create_session(&pb::Session {
+            id: sid.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let fence = store
+        .acquire_lease(&sid, "replica-a", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    let mid = ids::new("msg");
+    store
+        .put_message(
+            &pb::Message {
+                id: mid.clone(),
+                session_id: sid.clone(),
+                role: pb::Role::Assistant as i32,
+                ..Default::default()
+            },
+            Some(&fence),
+        )
+        .await
+        .unwrap();
+    (store, prefix, sid, fence, mid)
+}
+
+fn text_part(sid: &str, mid: &str, id: &str, text: &str, ended: bool) -> pb::Part {
+    pb::Part {
+        id: id.into(),
+        message_id: mid.into(),
+        session_id: sid.into(),
+        kind: Some(pb::part::Kind::Text(pb::TextPart {
+            text: text.into(),
+            ended_at: ended.then(|| prost_types::Timestamp::from(SystemTime::now())),
+            ..Default::default()
+        })),
+    }
+}
+
+fn part_delta(mid: &str, part_id: &str, text: &str) -> Event {
+    Event::PartDelta(pb::PartDelta {
+        part_id: part_id.into(),
+        message_id: mid.into(),
+        delta: text.into(),
+    })
+}
+
+/// The stored text of a part, `None` when it is not stored.
+async fn stored_text(store: &Store, sid: &str, mid: &str, part_id: &str) -> Option<String> {
+    let message = store.get_message(sid, mid).await.unwrap()?;
+    message
+        .parts
+        .into_iter()
+        .find(|p| p.id == part_id)
+        .map(|p| match p.kind {
+            Some(pb::part::Kind::Text(t)) => t.text,
+            other => panic!("{other:?}"),
+        })
+}
+
+/// The text of every delta in the log.
+async fn logged_text(store: &Store, sid: &str) -> String {
+    store
+        .read_events(sid, "0", None, 10_000)
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|e| match &e.event {
+            Some(Event::PartDelta(d)) => Some(d.delta.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_streamed_part_is_written_by_the_window_that_logs_its_deltas() {
+    let (store, _prefix, sid, fence, mid) = running_session().await;
+    let hub = Hub::new(store.clone(), no_timer());
+    hub.open_fenced(&sid, &fence).await.unwrap();
+    hub.publish(&sid, status()).await.unwrap(); // the first event after open is written at once
+    let pid = ids::new("prt");
+    // An open text part waits for the window, like its deltas.
+    hub.put_part(&text_part(&sid, &mid, &pid, "", false), &fence)
+        .await
+        .unwrap();
+    hub.publish(&sid, part_delta(&mid, &pid, "Hello"))
+        .await
+        .unwrap();
+    hub.publish(&sid, part_delta(&mid, &pid, ", wor"))
+        .await
+        .unwrap();
+    assert_eq!(stored_text(&store, &sid, &mid, &pid).await, None);
+    let before = store.event_log_commands();
+    hub.flush_parts(&sid).await.unwrap();
+    assert_eq!(store.event_log_commands() - before, 1, "one write for both");
+    // Mid-stream, after a write: the part holds exactly the text the log holds.
+    assert_eq!(
+        stored_text(&store, &sid, &mid, &pid).await.as_deref(),
+        Some("Hello, wor")
+    );
+    assert_eq!(logged_text(&store, &sid).await, "Hello, wor");
+    // Nothing new: no write.
+    let before = store.event_log_commands();
+    hub.flush_parts(&sid).await.unwrap();
+    assert_eq!(store.event_log_commands() - before, 0);
+    // A write for any other reason (here an urgent event) carries the part's latest text too.
+    hub.publish(&sid, part_delta(&mid, &pid, "ld"))
+        .await
+        .unwrap();
+    hub.publish(&sid, Event::Error(pb::MessageError::default()))
+        .await
+        .unwrap();
+    assert_eq!(
+        stored_text(&store, &sid, &mid, &pid).await.as_deref(),
+        Some("Hello, world")
+    );
+    assert_eq!(logged_text(&store, &sid).await, "Hello, world");
+    // The part's end is written at once, with the deltas before it, in one write.
+    hub.publish(&sid, part_delta(&mid, &pid, "!"))
+        .await
+        .unwrap();
+    let before = store.event_log_commands();
+    hub.put_part(&text_part(&sid, &mid, &pid, "Hello, world!", true), &fence)
+        .await
+        .unwrap();
+    assert_eq!(store.event_log_commands() - before, 1);
+    let stored = store.get_message(&sid, &mid).await.unwrap().unwrap();
+    assert!(matches!(
+        &stored.parts[0].kind,
+        Some(pb::part::Kind::Text(t)) if t.text == "Hello, world!" && t.ended_at.is_some()
+    ));
+    assert_eq!(logged_text(&store, &sid).await, "Hello, world!");
+    // An ended part is not tracked any more: later deltas naming it do not rewrite it.
+    hub.publish(&sid, part_delta(&mid, &pid, "??"))
+        .await
+        .unwrap();
+    assert!(!hub.channel(&sid).unwrap().has_dirty_parts());
+    hub.close(&sid).await.unwrap();
+    store.delete_session(&sid).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_channel_whose_lease_moved_on_cannot_overwrite_a_part() {
+    let (store, _prefix, sid, fence, mid) = running_session().await;
+    let hub = Hub::new(store.clone(), no_timer());
+    hub.open_fenced(&sid, &fence).await.unwrap();
+    hub.publish(&sid, status()).await.unwrap();
+    let pid = ids::new("prt");
+    hub.put_part(&text_part(&sid, &mid, &pid, "", false), &fence)
+        .await
+        .unwrap();
+    hub.publish(&sid, part_delta(&mid, &pid, "old"))
+        .await
+        .unwrap();
+    hub.flush_parts(&sid).await.unwrap();
+    // The lease moves to another replica, which writes the part.
+    store.release_lease(&sid, &fence).await.unwrap();
+    let successor = store
+        .acquire_lease(&sid, "replica-b", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    store
+        .put_part(&text_part(&sid, &mid, &pid, "new", true), Some(&successor))
+        .await
+        .unwrap();
+    // The stale channel's next window: its deltas are logged (the log is unfenced), its part is refused.
+    hub.publish(&sid, part_delta(&mid, &pid, " stale"))
+        .await
+        .unwrap();
+    let err = hub.flush_parts(&sid).await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Fenced { owner, token, .. } if owner == "replica-a" && *token == fence.token),
+        "{err}"
+    );
+    assert_eq!(
+        stored_text(&store, &sid, &mid, &pid).await.as_deref(),
+        Some("new")
+    );
+    assert_eq!(logged_text(&store, &sid).await, "old stale");
+    // So is a part's end handed over afterwards.
+    let err = hub
+        .put_part(&text_part(&sid, &mid, &pid, "old stale", true), &fence)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Fenced { .. }), "{err}");
+    assert_eq!(
+        stored_text(&store, &sid, &mid, &pid).await.as_deref(),
+        Some("new")
+    );
+    let _ = hub.close(&sid).await;
+    store.delete_session(&sid).await.unwrap();
+}
+
+/// Deletes the session's watched mark (as its expiry would).
+async fn unwatch(prefix: &str, sid: &str) {
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: i64 = redis::cmd("DEL")
+        .arg(format!("{prefix}{{sess:{sid}}}:watched"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_window_is_short_while_a_remote_stream_watches_and_long_otherwise() {
+    let (store, prefix, sid, fence, _mid) = running_session().await;
+    let config = EventsConfig {
+        flush_interval: Duration::from_millis(50),
+        unwatched_flush_interval: Duration::from_secs(3600),
+        ..Default::default()
+    };
+    let hub = Hub::new(store.clone(), config);
+    hub.open_fenced(&sid, &fence).await.unwrap();
+    let channel = hub.channel(&sid).unwrap();
+    let window = || {
+        let s = lock(&channel.state);
+        s.window_start
+            .map(|start| (s.watched, config.window(s.watched), start))
+    };
+    hub.publish(&sid, status()).await.unwrap(); // written at once: nobody watches
+    hub.publish(&sid, delta("a")).await.unwrap();
+    let (watched, length, _) = window().expect("a window is open");
+    assert!(!watched);
+    assert_eq!(length, Duration::from_secs(3600));
+
+    // A remote follower: its first blocking read does not mark (a stream that only needs what is logged), its
+    // second one does.
+    let remote = Hub::new(store.clone(), EventsConfig::default());
+    let mut far = remote.follow(&sid, "0").unwrap();
+    assert!(matches!(
+        far.next().await.unwrap().event,
+        Some(Event::Status(_))
+    ));
+    assert!(!store.is_watched(&sid).await.unwrap());
+    let reader = tokio::spawn(async move {
+        let ev = far.next().await.unwrap();
+        (far, ev)
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !store.is_watched(&sid).await.unwrap() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the remote follower marks the session"
+        );
+        tokio::task::yield_now().await;
+    }
+    // The next write learns it; from then on the window is the short one.
+    hub.publish(&sid, Event::Error(pb::MessageError::default()))
+        .await
+        .unwrap();
+    let (far, ev) = reader.await.unwrap();
+    assert!(
+        matches!(&ev.event, Some(Event::PartDelta(d)) if d.delta == "a"),
+        "{ev:?}"
+    );
+    hub.publish(&sid, delta("b")).await.unwrap();
+    let (watched, length, _) = window().expect("a window is open");
+    assert!(watched);
+    assert_eq!(length, Duration::from_millis(50));
+    // Only the short window's timer can write `b` now (the long one is an hour).
+    let mut far = far;
+    let _error = far.next().await.unwrap();
+    let b = tokio::time::timeout(Duration::from_secs(5), far.next())
+        .await
+        .expect("the short window wrote b")
+        .unwrap();
+    assert!(matches!(&b.event, Some(Event::PartDelta(d)) if d.delta == "b"));
+
+    // The mark gone (expired): the next write learns it, and the window is long again.
+    unwatch(&prefix, &sid).await;
+    hub.publish(&sid, Event::Error(pb::MessageError::default()))
+        .await
+        .unwrap();
+    hub.publish(&sid, delta("c")).await.unwrap();
+    let (watched, length, _) = window().expect("a window is open");
+    assert!(!watched);
+    assert_eq!(length, Duration::from_secs(3600));
+    hub.close(&sid).await.unwrap();
+    store.delete_session(&sid).await.unwrap();
+}
+
+/// The lease's remaining time, in ms.
+async fn lease_pttl(prefix: &str, sid: &str) -> i64 {
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    redis::cmd("PTTL")
+        .arg(format!("{prefix}{{sess:{sid}}}:lease"))
+        .query_async(&mut conn)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_windows_renew_the_lease_on_the_way() {
+    // The lease was taken for 30 s; the loop renews it to 60 s.
+    let (store, prefix, sid, fence, _mid) = running_session().await;
+    let ttl = Duration::from_secs(60);
+    let hub = Hub::new(store.clone(), no_timer());
+    // Without a channel: a third of the ttl.
+    assert_eq!(hub.lease_renewal_due(&sid, ttl), ttl / 3);
+    // Opened right after the lease was taken: that counts as a renewal, and a write right away renews nothing.
+    hub.open_fenced(&sid, &fence).await.unwrap();
+    let due = hub.lease_renewal_due(&sid, ttl);
+    assert!(due > ttl / 4 && due <= ttl / 3, "{due:?}");
+    hub.publish(&sid, status()).await.unwrap();
+    assert!(lease_pttl(&prefix, &sid).await <= 30_000);
+    // A write once the last renewal is a sixth of the ttl old renews the lease as it checks it, and the loop's
+    // renewal is then due a third of the ttl later.
+    let channel = hub.channel(&sid).unwrap();
+    lock(&channel.state).renewed_at = Some(Instant::now() - ttl / 6);
+    hub.publish(&sid, Event::Error(pb::MessageError::default()))
+        .await
+        .unwrap();
+    assert!(lease_pttl(&prefix, &sid).await > 30_000);
+    let due = hub.lease_renewal_due(&sid, ttl);
+    assert!(due > ttl / 4 && due <= ttl / 3, "{due:?}");
+    // Renewing now costs nothing; a write within a sixth of the ttl does not renew again.
+    assert!(hub.renew_lease(&sid, &fence, ttl).await.unwrap());
+    let renewed = lock(&channel.state).renewed_at;
+    hub.publish(&sid, Event::Error(pb::MessageError::default()))
+        .await
+        .unwrap();
+    assert_eq!(lock(&channel.state).renewed_at, renewed);
+    // A write whose fence lost the lease renews nothing, and the loop's renewal then finds the loss.
+    store.release_lease(&sid, &fence).await.unwrap();
+    let successor = store
+        .acquire_lease(&sid, "replica-b", Duration::from_secs(10))
+        .await
+        .unwrap()
+        .unwrap();
+    lock(&channel.state).renewed_at = None;
+    hub.publish(&sid, Event::Error(pb::MessageError::default()))
+        .await
+        .unwrap();
+    assert_eq!(lock(&channel.state).renewed_at, None);
+    assert!(
+        lease_pttl(&prefix, &sid).await <= 10_000,
+        "the successor's lease is left alone"
+    );
+    assert!(!hub.renew_lease(&sid, &fence, ttl).await.unwrap());
+    assert!(hub.renew_lease(&sid, &successor, ttl).await.unwrap());
+    let _ = hub.close(&sid).await;
+    store.delete_session(&sid).await.unwrap();
+}

@@ -20,7 +20,7 @@ use llm_proto::gateway as gw;
 use llm_proto::sessions as pb;
 use tokio_util::sync::CancellationToken;
 
-use super::{Coalescer, Engine, LoopError, RunInputs, now, with_trace};
+use super::{Engine, LoopError, RunInputs, now, with_trace};
 use crate::config::Agent;
 use crate::context::{self, Limits};
 use crate::history;
@@ -187,8 +187,7 @@ impl Engine {
             }),
             &mut out,
         );
-        self.apply(&out, fence, &mut Coalescer::default(), &processor)
-            .await?;
+        self.apply(&out, fence, &processor).await?;
 
         let protect = usable.map_or(agent.prune_protect, |u| agent.prune_protect.min(u / 2));
         let render = history::Render {
@@ -221,8 +220,7 @@ impl Engine {
         let mut out = Vec::new();
         if aborted || cancel.is_cancelled() {
             processor.cleanup(now(), true, &mut out);
-            self.apply(&out, fence, &mut Coalescer::default(), &processor)
-                .await?;
+            self.apply(&out, fence, &processor).await?;
             self.settle_session(&session.id, processor.message(), fence)
                 .await?;
             return Ok(Compacted::Aborted(processor.message().clone()));
@@ -260,8 +258,7 @@ impl Engine {
             }
         }
         processor.cleanup(now(), false, &mut out);
-        self.apply(&out, fence, &mut Coalescer::default(), &processor)
-            .await?;
+        self.apply(&out, fence, &processor).await?;
         self.settle_session(&session.id, processor.message(), fence)
             .await?;
         self.charge_tenant(session, processor.message().cost_nano_usd)

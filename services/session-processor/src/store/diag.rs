@@ -412,33 +412,7 @@ impl Store {
 mod tests {
     use super::*;
     use crate::ids;
-
-    fn redis_url() -> String {
-        std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_string())
-    }
-
-    async fn store() -> (Store, String) {
-        let prefix = format!("test:{:016x}:", rand::random::<u64>());
-        let store = Store::connect(&redis_url(), &prefix)
-            .await
-            .expect("a Redis server must answer at REDIS_URL");
-        (store, prefix)
-    }
-
-    async fn cleanup(store: &Store, prefix: &str) {
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("{prefix}*"))
-            .query_async(&mut store.conn.clone())
-            .await
-            .unwrap();
-        if !keys.is_empty() {
-            let _: i64 = redis::cmd("DEL")
-                .arg(keys)
-                .query_async(&mut store.conn.clone())
-                .await
-                .unwrap();
-        }
-    }
+    use crate::store::test_support::{cleanup, redis_url, store};
 
     async fn new_session(store: &Store) -> pb::Session {
         let s = pb::Session {
@@ -457,6 +431,20 @@ mod tests {
             role: pb::Role::User as i32,
             ..Default::default()
         }
+    }
+
+    /// The kind of the session's live status.
+    async fn live_kind(store: &Store, session_id: &str) -> pb::session_status::Kind {
+        store.live_status(session_id).await.unwrap().kind()
+    }
+
+    /// Takes the session's loop lease for `owner`; it must be free.
+    async fn lease(store: &Store, session_id: &str, owner: &str) -> Fence {
+        store
+            .acquire_lease(session_id, owner, Duration::from_secs(10))
+            .await
+            .unwrap()
+            .expect("the lease is free")
     }
 
     fn retry(attempt: u32, message: &str) -> pb::SessionStatus {
@@ -528,16 +516,12 @@ mod tests {
         let (store, prefix) = store().await;
         let s = new_session(&store).await;
         assert_eq!(
-            store.live_status(&s.id).await.unwrap().kind(),
+            live_kind(&store, &s.id).await,
             pb::session_status::Kind::Idle
         );
-        let fence = store
-            .acquire_lease(&s.id, "rep", Duration::from_secs(10))
-            .await
-            .unwrap()
-            .unwrap();
+        let fence = lease(&store, &s.id, "rep").await;
         assert_eq!(
-            store.live_status(&s.id).await.unwrap().kind(),
+            live_kind(&store, &s.id).await,
             pb::session_status::Kind::Busy
         );
         store
@@ -566,7 +550,7 @@ mod tests {
         assert_eq!(store.live_status(&s.id).await.unwrap().attempt, 1);
         store.clear_retry_status(&s.id, &fence).await.unwrap();
         assert_eq!(
-            store.live_status(&s.id).await.unwrap().kind(),
+            live_kind(&store, &s.id).await,
             pb::session_status::Kind::Busy
         );
 
@@ -588,16 +572,12 @@ mod tests {
             .unwrap();
         store.release_lease(&s.id, &fence).await.unwrap();
         assert_eq!(
-            store.live_status(&s.id).await.unwrap().kind(),
+            live_kind(&store, &s.id).await,
             pb::session_status::Kind::Idle
         );
-        let next = store
-            .acquire_lease(&s.id, "rep2", Duration::from_secs(10))
-            .await
-            .unwrap()
-            .unwrap();
+        let next = lease(&store, &s.id, "rep2").await;
         assert_eq!(
-            store.live_status(&s.id).await.unwrap().kind(),
+            live_kind(&store, &s.id).await,
             pb::session_status::Kind::Busy
         );
         store.release_lease(&s.id, &next).await.unwrap();
@@ -641,7 +621,7 @@ mod tests {
         );
 
         // Another replica sees nothing until a write of the session succeeds and flushes the tally.
-        let (replica, _) = (Store::connect(&redis_url(), &prefix).await.unwrap(), ());
+        let replica = Store::connect(&redis_url(), &prefix).await.unwrap();
         assert_eq!(
             replica.session_write_failures(&s.id).await.unwrap().count,
             0

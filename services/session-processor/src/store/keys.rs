@@ -126,6 +126,12 @@ impl SessionKeys {
         self.with("inputs")
     }
 
+    /// STRING with a PX ttl: a stream on a replica that does not run the session's loop follows it (refreshed about
+    /// once a second while it reads the log), so the loop's event channel writes with the short flush window.
+    pub(super) fn watched(&self) -> String {
+        self.with("watched")
+    }
+
     /// Every key with a fixed name; `delete_session` adds the per-message keys and the `aux` members.
     pub(super) fn fixed(&self) -> Vec<String> {
         vec![
@@ -141,6 +147,7 @@ impl SessionKeys {
             self.retry_status(),
             self.write_failures(),
             self.run_inputs(),
+            self.watched(),
         ]
     }
 }

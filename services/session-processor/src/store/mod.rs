@@ -32,6 +32,7 @@
 //! | `<P>{sess:<id>}:retrystatus` | HASH | `lease`, `s` = `SessionStatus`: retry status of the loop holding that lease (`diag`) |
 //! | `<P>{sess:<id>}:writefailures` | HASH | `count`, `at_ms`, `message`: the session's flushed storage write failures (`diag`) |
 //! | `<P>{sess:<id>}:inputs` | STRING | `PromptRequest` with only `model`, `client_tools`, `system`: the current run's inputs, for a resumed loop |
+//! | `<P>{sess:<id>}:watched` | STRING | `1`, PX ttl: a stream on a replica that does not run the loop follows the session (the loop's event channel then uses its short flush window) |
 //! | `<P>tenant:<name>:spend` | STRING | a tenant's spend in nano-USD (INCRBY); outside every session's slot |
 //!
 //! # Consistency rules
@@ -42,7 +43,8 @@
 //! - A write given a [`Fence`] happens only if `:lease` still holds exactly that fence, checked in the same script,
 //!   so a replica whose lease expired can never overwrite its successor's data ([`StoreError::Fenced`]).
 //! - Events are published unfenced: the stream is a log, and a stale replica's last events are harmless and, if
-//!   anything, useful to see. They still require the session to exist.
+//!   anything, useful to see. They still require the session to exist. A running loop's event channel writes its
+//!   batch and the parts whose text streamed in one script ([`Store::flush_events`]); the parts in it are fenced.
 //! - The event stream is capped by length only (`MAXLEN ~`), never expired: a session's history of events lives as
 //!   long as the session, and `delete_session` removes it.
 //! - The global index is in another slot, so it cannot share a script with session keys: creation adds the index
@@ -54,9 +56,11 @@ mod diag;
 mod keys;
 mod scripts;
 #[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -790,8 +794,8 @@ impl Store {
 
     // ----- events -----
 
-    /// Redis commands the store issued for session event logs since start (appends, reads, last-id look-ups), so
-    /// tests and benchmarks can check what coalescing saves.
+    /// Redis commands the store issued for session event logs since start (appends and flushes, reads, last-id
+    /// look-ups, watched marks), so tests and benchmarks can check what coalescing saves.
     pub fn event_log_commands(&self) -> u64 {
         self.event_commands.load(Ordering::Relaxed)
     }
@@ -860,6 +864,138 @@ impl Store {
                 .map_err(|_| StoreError::Unexpected(format!("entry id {id:?}")))
         })
         .await
+    }
+
+    /// Writes one window of a running loop's event channel in one round trip (one script): `batch` (its last
+    /// event's id and the encoded batch, as for [`Store::append_events`]; `None` writes no entry) and `parts`, the
+    /// loop's parts to persist, which need `fence`. Parts are written only while `fence` holds the lease, all or
+    /// none; the batch is appended either way (the log is unfenced). The script checks that each part's message is
+    /// listed in the session unless it is in `listed` (messages a previous write already checked: a message stays
+    /// listed until the session is deleted, which also ends the lease). With `renew`, a lease that holds `fence` is
+    /// extended to that ttl as [`Store::renew_lease`] would ([`Flushed::renewed`]). Also reports whether a stream
+    /// on another replica follows the session ([`Store::mark_watched`]), so the channel picks its flush window.
+    ///
+    /// [`StoreError::NotFound`] when the session does not exist; a refused part write (fenced, or an unlisted
+    /// message) is [`Flushed::parts`], the batch having been appended.
+    pub async fn flush_events(
+        &self,
+        session_id: &str,
+        batch: Option<(EventId, Vec<u8>)>,
+        fence: Option<&Fence>,
+        renew: Option<Duration>,
+        parts: &[pb::Part],
+        listed: &HashSet<String>,
+    ) -> Result<Flushed, StoreError> {
+        self.write_session(session_id, async {
+            let keys = self.keys(session_id)?;
+            if !parts.is_empty() && fence.is_none() {
+                return Err(StoreError::InvalidArgument(
+                    "parts are written only under a fence".into(),
+                ));
+            }
+            // Parts grouped by message, in order of first appearance; the script writes one HSET per message.
+            let mut messages: Vec<(&str, Vec<&pb::Part>)> = Vec::new();
+            for p in parts {
+                check_id("part id", &p.id)?;
+                check_id("message id", &p.message_id)?;
+                if p.session_id != session_id {
+                    return Err(StoreError::InvalidArgument(format!(
+                        "part {} belongs to session {}, not {session_id}",
+                        p.id, p.session_id
+                    )));
+                }
+                match messages.iter_mut().find(|(m, _)| *m == p.message_id) {
+                    Some((_, group)) => group.push(p),
+                    None => messages.push((&p.message_id, vec![p])),
+                }
+            }
+            let (last, bytes) = match batch {
+                Some((last, bytes)) => (last.to_string(), bytes),
+                None => (String::new(), Vec::new()),
+            };
+            let mut script = self.scripts.flush.prepare_invoke();
+            script
+                .key(keys.session())
+                .key(keys.lease())
+                .key(keys.watched())
+                .key(keys.events())
+                .key(keys.messages());
+            for (m, _) in &messages {
+                script.key(keys.parts(m));
+            }
+            script
+                .arg(self.event_cap)
+                .arg(last)
+                .arg(bytes)
+                .arg(fence_arg(fence))
+                .arg(
+                    renew
+                        .map(|ttl| ceil_millis(ttl).to_string())
+                        .unwrap_or_default(),
+                )
+                .arg(messages.len());
+            for (m, group) in &messages {
+                script
+                    .arg(*m)
+                    .arg(if listed.contains(*m) { "0" } else { "1" })
+                    .arg(group.len());
+                for p in group {
+                    script.arg(&p.id).arg(p.encode_to_vec());
+                }
+            }
+            self.count_event_command();
+            let reply: Option<(String, i64, i64, i64)> =
+                script.invoke_async(&mut self.conn.clone()).await?;
+            let Some((entry, watched, code, renewed)) = reply else {
+                return Err(StoreError::NotFound(format!("session {session_id}")));
+            };
+            let entry = if entry.is_empty() {
+                None
+            } else {
+                Some(
+                    entry
+                        .parse()
+                        .map_err(|_| StoreError::Unexpected(format!("entry id {entry:?}")))?,
+                )
+            };
+            let parts = Self::status(code, session_id, fence, || {
+                let ids: Vec<&str> = messages.iter().map(|(m, _)| *m).collect();
+                format!("message {} of session {session_id}", ids.join(" or "))
+            });
+            Ok(Flushed {
+                entry,
+                watched: watched == 1,
+                parts,
+                renewed: renewed == 1,
+            })
+        })
+        .await
+    }
+
+    /// Marks the session as followed from a replica that does not run its loop, for `ttl`: while the mark exists,
+    /// the loop's event channel writes with the short flush window (`events.flush_interval_ms`), so such streams
+    /// stay fresh. One command; followers refresh it about once a second.
+    pub async fn mark_watched(&self, session_id: &str, ttl: Duration) -> Result<(), StoreError> {
+        let keys = self.keys(session_id)?;
+        self.count_event_command();
+        let _: () = redis::cmd("SET")
+            .arg(keys.watched())
+            .arg(1)
+            .arg("PX")
+            .arg(ceil_millis(ttl))
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(())
+    }
+
+    /// Whether the session's watched mark ([`Store::mark_watched`]) exists.
+    pub async fn is_watched(&self, session_id: &str) -> Result<bool, StoreError> {
+        let keys = self.keys(session_id)?;
+        let n: i64 = redis::cmd("EXISTS")
+            .arg(keys.watched())
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(n > 0)
     }
 
     /// What a replica starting to write a session's events needs, in one command: the stream's newest entry id
@@ -1450,6 +1586,20 @@ pub struct EventPage {
     pub events: Vec<pb::SessionEvent>,
     /// The id of the last entry read; `None` when there was none.
     pub cursor: Option<EventId>,
+}
+
+/// What [`Store::flush_events`] did.
+#[derive(Debug)]
+pub struct Flushed {
+    /// The id the batch's entry got (see [`Store::append_events`]); `None` when no batch was given.
+    pub entry: Option<EventId>,
+    /// Whether a stream on another replica follows the session (its watched mark exists).
+    pub watched: bool,
+    /// The parts' outcome: written, or refused ([`StoreError::Fenced`], [`StoreError::NotFound`] for a message the
+    /// session does not list) while the batch was still appended.
+    pub parts: Result<(), StoreError>,
+    /// The lease was renewed (a ttl was given and the lease holds the fence).
+    pub renewed: bool,
 }
 
 /// A message's parts hash as read: (part id, encoded part).

@@ -19,14 +19,36 @@ pub(super) const CONFLICT: i64 = -4;
 
 /// Shared gate of every write: the session must exist (so a loop racing `delete_session` cannot recreate keys that
 /// nothing would ever delete) and, when a fence is given, the lease must still hold exactly that fence (so a replica
-/// whose lease expired cannot overwrite its successor's data).
+/// whose lease expired cannot overwrite its successor's data). A fenced gate reads both keys with one MGET.
 macro_rules! gate {
     () => {
         r"
 local function gate(session_key, lease_key, fence)
-  if redis.call('EXISTS', session_key) == 0 then return -2 end
-  if fence ~= '' and redis.call('GET', lease_key) ~= fence then return -1 end
+  if fence == '' then
+    if redis.call('EXISTS', session_key) == 0 then return -2 end
+    return 1
+  end
+  local v = redis.call('MGET', session_key, lease_key)
+  if not v[1] then return -2 end
+  if v[2] ~= fence then return -1 end
   return 1
+end
+"
+    };
+}
+
+/// Appends a batch as one stream entry: `append(events key, cap, entry id, batch)`. Writes at the given id, or, when
+/// the stream is already at or past it, after the newest entry (an auto id), so it never fails on ids; a batch
+/// whose id is already the newest entry (a retried write that landed) is not written again. Returns the entry id.
+macro_rules! append {
+    () => {
+        r"
+local function append(events, cap, id, batch)
+  local written = redis.pcall('XADD', events, 'MAXLEN', '~', cap, id, 'b', batch)
+  if type(written) == 'string' then return written end
+  local top = redis.call('XREVRANGE', events, '+', '-', 'COUNT', 1)
+  if top[1] and top[1][1] == id then return id end
+  return redis.call('XADD', events, 'MAXLEN', '~', cap, '*', 'b', batch)
 end
 "
     };
@@ -52,6 +74,21 @@ pub(super) struct Scripts {
     /// write never fails on ids; a batch whose id is already the newest entry (a retried write that landed) is not
     /// written again. Returns the entry's id, or nil when the session is missing.
     pub(super) append_events: Script,
+    /// A running loop's event channel writing one window: its batch of events and the parts it persists, in one
+    /// round trip. KEYS: session, lease, watched, events, messages, then the parts key of each message (aligned).
+    /// ARGV: cap, entry id, batch bytes (empty: no entry), fence (empty: unfenced, only without parts), lease ttl ms
+    /// (empty: no renewal), n messages, then per message: its id, `1` when the script must check that the session
+    /// lists it, its part count k, and k (part id, part bytes) pairs.
+    ///
+    /// Parts are written only while the lease holds the fence (one HSET per message, all or nothing); the batch is
+    /// appended either way (events are a log, unfenced), like `append_events`. A lease that holds the fence also
+    /// stands for the session's existence: `delete_session` removes `:session` first and the lease, the log and the
+    /// message list in one DEL after it, so what a fenced write lands in between is deleted with the rest (the
+    /// parts keys of listed messages included); without the fence, `:session` is checked. With a ttl, a lease that
+    /// holds the fence is also renewed (PEXPIRE), as the `renew` script would. Returns nil when the session is
+    /// missing, else {entry id or '', 1 when the session's watched mark exists else 0, parts status: OK, FENCED or
+    /// NO_MESSAGE, 1 when the lease was renewed else 0}.
+    pub(super) flush: Script,
     /// KEYS: events. Returns {seconds, microseconds, newest entry id or `0-0`}: Redis's clock and where the log ends.
     pub(super) open_events: Script,
     /// KEYS: session, lease, fence. ARGV: owner, ttl ms. Returns the new token, FENCED when held, NO_SESSION.
@@ -84,16 +121,16 @@ redis.call('SET', KEYS[1], ARGV[2])
 return 1
 "
             )),
-            cas_session: Script::new(concat!(
-                gate!(),
+            cas_session: Script::new(
                 r"
-local g = gate(KEYS[1], KEYS[2], ARGV[1])
-if g ~= 1 then return g end
-if redis.call('GET', KEYS[1]) ~= ARGV[2] then return -4 end
+local v = redis.call('MGET', KEYS[1], KEYS[2])
+if not v[1] then return -2 end
+if ARGV[1] ~= '' and v[2] ~= ARGV[1] then return -1 end
+if v[1] ~= ARGV[2] then return -4 end
 redis.call('SET', KEYS[1], ARGV[3])
 return 1
-"
-            )),
+",
+            ),
             put_message: Script::new(concat!(
                 gate!(),
                 r"
@@ -128,16 +165,52 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*', 'e', ARGV[2])
 ",
             ),
-            append_events: Script::new(
+            append_events: Script::new(concat!(
+                append!(),
                 r"
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-local written = redis.pcall('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], ARGV[2], 'b', ARGV[3])
-if type(written) == 'string' then return written end
-local top = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
-if top[1] and top[1][1] == ARGV[2] then return ARGV[2] end
-return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*', 'b', ARGV[3])
-",
-            ),
+return append(KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+"
+            )),
+            flush: Script::new(concat!(
+                append!(),
+                r"
+local got = redis.call('MGET', KEYS[2], KEYS[3])
+local owned = ARGV[4] ~= '' and got[1] == ARGV[4]
+if not owned and redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local renewed = 0
+if owned and ARGV[5] ~= '' then
+  redis.call('PEXPIRE', KEYS[2], ARGV[5])
+  renewed = 1
+end
+local n = tonumber(ARGV[6])
+local status = 1
+if n > 0 then
+  if not owned then
+    status = -1
+  else
+    local i = 7
+    for m = 1, n do
+      if ARGV[i + 1] == '1' and not redis.call('ZSCORE', KEYS[5], ARGV[i]) then status = -3 end
+      i = i + 3 + 2 * tonumber(ARGV[i + 2])
+    end
+    if status == 1 then
+      i = 7
+      for m = 1, n do
+        local k = tonumber(ARGV[i + 2])
+        redis.call('HSET', KEYS[5 + m], unpack(ARGV, i + 3, i + 2 + 2 * k))
+        i = i + 3 + 2 * k
+      end
+    end
+  end
+end
+local entry = ''
+if ARGV[3] ~= '' then entry = append(KEYS[4], ARGV[1], ARGV[2], ARGV[3]) end
+local watched = 0
+if got[2] then watched = 1 end
+return {entry, watched, status, renewed}
+"
+            )),
             open_events: Script::new(
                 r"
 local t = redis.call('TIME')
@@ -180,7 +253,7 @@ return 1
             drain: Script::new(
                 r"
 local items = redis.call('LRANGE', KEYS[1], 0, -1)
-redis.call('DEL', KEYS[1])
+if #items > 0 then redis.call('DEL', KEYS[1]) end
 return items
 ",
             ),

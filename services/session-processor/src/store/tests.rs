@@ -6,43 +6,9 @@ use std::time::{Duration, Instant};
 use llm_proto::sessions as pb;
 use tokio::sync::oneshot;
 
+use super::test_support::{cleanup, keys_under, redis_url, store};
 use super::*;
 use crate::ids;
-
-fn redis_url() -> String {
-    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_string())
-}
-
-/// A store under a fresh prefix, and that prefix.
-async fn store() -> (Store, String) {
-    let prefix = format!("test:{:016x}:", rand::random::<u64>());
-    let store = Store::connect(&redis_url(), &prefix)
-        .await
-        .expect("a Redis server must answer at REDIS_URL");
-    (store, prefix)
-}
-
-/// Every key under `prefix`. KEYS is fine here: a test Redis holds a handful of keys.
-async fn keys_under(store: &Store, prefix: &str) -> Vec<String> {
-    let mut keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}*"))
-        .query_async(&mut store.conn.clone())
-        .await
-        .unwrap();
-    keys.sort();
-    keys
-}
-
-async fn cleanup(store: &Store, prefix: &str) {
-    let keys = keys_under(store, prefix).await;
-    if !keys.is_empty() {
-        let _: i64 = redis::cmd("DEL")
-            .arg(keys)
-            .query_async(&mut store.conn.clone())
-            .await
-            .unwrap();
-    }
-}
 
 fn ts(ms: i64) -> prost_types::Timestamp {
     prost_types::Timestamp {
@@ -1045,6 +1011,10 @@ async fn delete_session_removes_every_key() {
         .claim_idempotency_key(&sid, "idem", &m, Duration::from_secs(60))
         .await
         .unwrap();
+    store
+        .mark_watched(&sid, Duration::from_secs(60))
+        .await
+        .unwrap();
     let populated = keys_under(&store, &prefix).await;
     assert!(populated.len() > keep_keys.len() + 10, "{populated:#?}");
 
@@ -1069,6 +1039,19 @@ async fn delete_session_removes_every_key() {
             .await
             .unwrap()
     );
+    // The event channel's flush with the (deleted) lease's fence: the lease is gone, so `:session` decides.
+    let err = store
+        .flush_events(
+            &sid,
+            Some(("9999999999999-0".parse().unwrap(), b"late".to_vec())),
+            Some(&fence),
+            None,
+            &[text_part(&sid, &m2, &ids::new("prt"), "late")],
+            &HashSet::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotFound(_)), "{err}");
     assert_eq!(keys_under(&store, &prefix).await, keep_keys);
 
     assert!(store.delete_session(&keep).await.unwrap());
@@ -1169,5 +1152,150 @@ async fn tenant_spend_adds_up() {
     assert_eq!(store.add_tenant_spend("acme", 5).await.unwrap(), 12);
     assert_eq!(store.tenant_spend("acme").await.unwrap(), 12);
     assert_eq!(store.tenant_spend("other").await.unwrap(), 0);
+    cleanup(&store, &prefix).await;
+}
+
+#[tokio::test]
+async fn a_flush_writes_its_batch_and_the_fenced_parts_in_one_script() {
+    let (store, prefix) = store().await;
+    let sid = new_session(&store).await;
+    let fence = store
+        .acquire_lease(&sid, "replica-a", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    let m = ids::new("msg");
+    store
+        .put_message(&message(&sid, &m, pb::Role::Assistant), Some(&fence))
+        .await
+        .unwrap();
+    let (p1, p2) = (ids::new("prt"), ids::new("prt"));
+    let id = |ms: u64| crate::events::EventId { ms, seq: 0 };
+    let before = store.event_log_commands();
+    let flushed = store
+        .flush_events(
+            &sid,
+            Some((id(1_000), b"batch one".to_vec())),
+            Some(&fence),
+            Some(Duration::from_secs(60)),
+            &[
+                text_part(&sid, &m, &p1, "hello"),
+                text_part(&sid, &m, &p2, "world"),
+            ],
+            &HashSet::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.event_log_commands() - before, 1, "one round trip");
+    assert_eq!(flushed.entry, Some(id(1_000)));
+    assert!(!flushed.watched);
+    flushed.parts.unwrap();
+    // The lease (taken for 30 s) was renewed to the 60 s asked for.
+    assert!(flushed.renewed);
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg(store.keys(&sid).unwrap().lease())
+        .query_async(&mut store.conn.clone())
+        .await
+        .unwrap();
+    assert!(pttl > 30_000, "{pttl}");
+    let stored = store.get_message(&sid, &m).await.unwrap().unwrap();
+    let texts: Vec<&str> = stored.parts.iter().map(text_of).collect();
+    assert_eq!(texts, ["hello", "world"]);
+
+    // The watched mark is reported; parts alone write no entry.
+    store
+        .mark_watched(&sid, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(store.is_watched(&sid).await.unwrap());
+    let listed: HashSet<String> = [m.clone()].into();
+    let flushed = store
+        .flush_events(
+            &sid,
+            None,
+            Some(&fence),
+            None,
+            &[text_part(&sid, &m, &p1, "hello again")],
+            &listed,
+        )
+        .await
+        .unwrap();
+    assert_eq!(flushed.entry, None);
+    assert!(flushed.watched);
+    flushed.parts.unwrap();
+    assert_eq!(
+        text_of(&store.get_message(&sid, &m).await.unwrap().unwrap().parts[0]),
+        "hello again"
+    );
+
+    // A part of a message the session does not list is refused (the batch still lands).
+    let flushed = store
+        .flush_events(
+            &sid,
+            Some((id(2_000), b"batch two".to_vec())),
+            Some(&fence),
+            None,
+            &[text_part(&sid, "msg_unlisted", &ids::new("prt"), "x")],
+            &HashSet::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(flushed.entry, Some(id(2_000)));
+    let err = flushed.parts.unwrap_err();
+    assert!(matches!(err, StoreError::NotFound(_)), "{err}");
+    assert!(
+        keys_under(&store, &prefix)
+            .await
+            .iter()
+            .all(|k| !k.ends_with(":parts:msg_unlisted"))
+    );
+
+    // A stale fence: the batch is appended (the log is unfenced), the parts are not written.
+    store.release_lease(&sid, &fence).await.unwrap();
+    let fresh = store
+        .acquire_lease(&sid, "replica-b", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    store
+        .put_part(&text_part(&sid, &m, &p1, "the new owner's"), Some(&fresh))
+        .await
+        .unwrap();
+    let flushed = store
+        .flush_events(
+            &sid,
+            Some((id(3_000), b"batch three".to_vec())),
+            Some(&fence),
+            Some(Duration::from_secs(60)),
+            &[text_part(&sid, &m, &p1, "stale text")],
+            &listed,
+        )
+        .await
+        .unwrap();
+    assert_eq!(flushed.entry, Some(id(3_000)));
+    assert!(!flushed.renewed, "never someone else's lease");
+    let err = flushed.parts.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Fenced { owner, token, .. } if owner == "replica-a" && *token == fence.token),
+        "{err}"
+    );
+    assert_eq!(
+        text_of(&store.get_message(&sid, &m).await.unwrap().unwrap().parts[0]),
+        "the new owner's"
+    );
+    // Parts without a fence are a caller bug.
+    let err = store
+        .flush_events(
+            &sid,
+            None,
+            None,
+            None,
+            &[text_part(&sid, &m, &p1, "x")],
+            &HashSet::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::InvalidArgument(_)), "{err}");
+    assert_eq!(store.write_failures(), 0);
     cleanup(&store, &prefix).await;
 }

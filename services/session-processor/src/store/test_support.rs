@@ -1,0 +1,41 @@
+//! What the store's Redis tests share: the server to use, a store under a fresh key prefix, and the clean-up of that
+//! prefix. Each test works under its own random prefix, so tests run in parallel without seeing each other's keys.
+
+use super::Store;
+
+/// Redis for tests: `REDIS_URL`, or the loopback default.
+pub(crate) fn redis_url() -> String {
+    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_string())
+}
+
+/// A store under a fresh prefix, and that prefix.
+pub(crate) async fn store() -> (Store, String) {
+    let prefix = format!("test:{:016x}:", rand::random::<u64>());
+    let store = Store::connect(&redis_url(), &prefix)
+        .await
+        .expect("a Redis server must answer at REDIS_URL");
+    (store, prefix)
+}
+
+/// Every key under `prefix`, sorted. KEYS is fine here: a test Redis holds a handful of keys.
+pub(crate) async fn keys_under(store: &Store, prefix: &str) -> Vec<String> {
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query_async(&mut store.conn.clone())
+        .await
+        .expect("KEYS");
+    keys.sort();
+    keys
+}
+
+/// Removes every key under `prefix` (the end of a test).
+pub(crate) async fn cleanup(store: &Store, prefix: &str) {
+    let keys = keys_under(store, prefix).await;
+    if !keys.is_empty() {
+        let _: i64 = redis::cmd("DEL")
+            .arg(keys)
+            .query_async(&mut store.conn.clone())
+            .await
+            .expect("DEL");
+    }
+}
