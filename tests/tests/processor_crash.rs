@@ -49,8 +49,9 @@ async fn start_replica(config: &std::path::Path, workspaces: &std::path::Path) -
 }
 
 /// A replica configuration (in a fresh temporary directory, which is also the workspace root) for `gateway`, with
-/// its own Redis key prefix, a 1 s lease so a killed replica's sessions are resumed quickly, titles off, and
-/// `agent_extra` added to the default agent. Returns the directory, the config file and the prefix.
+/// its own Redis key prefix, a 1 s lease so a killed replica's sessions are resumed quickly, 100 ms event-log windows
+/// (a test kills a replica once what its caller saw is logged, which must come before the gateway's stall time-out
+/// ends the step), titles off, and `agent_extra` added to the default agent. Returns the directory, the config file and the prefix.
 fn replica_config(
     gateway: &Harness,
     label: &str,
@@ -62,7 +63,7 @@ fn replica_config(
     std::fs::write(
         &config,
         format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[gateway]\nurl = \"http://{}\"\n[redis]\nprefix = \"{prefix}\"\nlease_ttl_ms = 1000\n[titles]\nenabled = false\n[agents.default]\nmodel = \"openai/gpt-4o\"\n{agent_extra}",
+            "[server]\nlisten = \"127.0.0.1:0\"\n[gateway]\nurl = \"http://{}\"\n[redis]\nprefix = \"{prefix}\"\nlease_ttl_ms = 1000\n[events]\nflush_interval_ms = 100\nunwatched_flush_interval_ms = 100\n[titles]\nenabled = false\n[agents.default]\nmodel = \"openai/gpt-4o\"\n{agent_extra}",
             gateway.addr
         ),
     )
