@@ -1,7 +1,7 @@
 //! The runLoop: one gateway `Stream` call per step, the Processor turning events into persisted parts, tools
 //! executed between steps, and the continue / stop decision, under a lease with a fencing token.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -207,6 +207,71 @@ pub struct Engine {
     pub metrics: Arc<Metrics>,
     /// Session events: live to this replica's streams, coalesced into the sessions' event logs.
     pub events: Hub,
+    /// What each running loop of this replica knows of its session, so a step does not re-read it (see
+    /// [`LoopState`]).
+    loop_state: Mutex<HashMap<String, LoopState>>,
+}
+
+/// What a running loop carries between steps instead of reading it back from Redis: the session record as last
+/// read or written (for the budget check), and each assistant message's share of the session's totals, seeded from
+/// the history the loop reads at the top of every iteration (the stored truth) and updated as it settles steps.
+#[derive(Debug, Default)]
+struct LoopState {
+    /// The session record as last read or written by this loop.
+    session: Option<pb::Session>,
+    /// Its stored bytes, when known: the next `settle_session` updates from them without reading the record.
+    session_bytes: Option<Vec<u8>>,
+    /// Cost and tokens per assistant message id; `None` until the loop has read the history.
+    totals: Option<HashMap<String, (i64, pb::Tokens)>>,
+    /// This run may have stored a retry status under its fence (set before trying to store one, cleared once it
+    /// is cleared): only then does the run's end have one to clear, since a retry status counts only under the
+    /// lease that stored it.
+    retry_status: bool,
+    /// Messages this run wrote successfully: the session lists them, so rewriting one skips the listing.
+    listed: HashSet<String>,
+}
+
+/// A session record a caller read just before starting a loop: the session, and its stored bytes when known.
+type Carried = (pb::Session, Option<Vec<u8>>);
+
+/// An assistant message's share of the session's totals: its cost, and the tokens of its step-finish parts.
+fn message_totals(message: &pb::Message, parts: &[pb::Part]) -> (i64, pb::Tokens) {
+    let mut tokens = pb::Tokens::default();
+    for p in parts {
+        if let Some(pb::part::Kind::StepFinish(f)) = &p.kind {
+            let t = f.tokens.unwrap_or_default();
+            tokens.input += t.input;
+            tokens.output += t.output;
+            tokens.reasoning += t.reasoning;
+            tokens.cache_read += t.cache_read;
+            tokens.cache_write += t.cache_write;
+        }
+    }
+    (message.cost_nano_usd, tokens)
+}
+
+/// Every assistant message's share of the totals in a history as stored.
+fn history_totals(history: &[pb::Message]) -> HashMap<String, (i64, pb::Tokens)> {
+    history
+        .iter()
+        .filter(|m| m.role() == pb::Role::Assistant)
+        .map(|m| (m.id.clone(), message_totals(m, &m.parts)))
+        .collect()
+}
+
+/// The session's totals: the sum of its assistant messages' shares.
+fn sum_totals(shares: &HashMap<String, (i64, pb::Tokens)>) -> (i64, pb::Tokens) {
+    let mut cost = 0i64;
+    let mut tokens = pb::Tokens::default();
+    for (c, t) in shares.values() {
+        cost += c;
+        tokens.input += t.input;
+        tokens.output += t.output;
+        tokens.reasoning += t.reasoning;
+        tokens.cache_read += t.cache_read;
+        tokens.cache_write += t.cache_write;
+    }
+    (cost, tokens)
 }
 
 /// The `error.type` of a failed step: the conventions' low-cardinality snake_case names (`_OTHER` for anything
@@ -241,6 +306,7 @@ impl Engine {
             owner: ids::new("rep"),
             running: Mutex::new(HashMap::new()),
             metrics: Arc::new(Metrics::new()),
+            loop_state: Mutex::new(HashMap::new()),
         })
     }
 
@@ -277,11 +343,12 @@ impl Engine {
         req: pb::PromptRequest,
         trace: Vec<(String, String)>,
     ) -> Result<String, LoopError> {
-        let session = self
+        let (session, bytes) = self
             .store
-            .get_session(&req.session_id)
+            .get_session_record(&req.session_id)
             .await?
             .ok_or_else(|| LoopError::NotFound(req.session_id.clone()))?;
+        let carried = Some((session.clone(), Some(bytes)));
         let start = match self
             .store
             .acquire_lease(&session.id, &self.owner, self.config.lease_ttl)
@@ -306,7 +373,7 @@ impl Engine {
                     }
                 };
                 let inputs = RunInputs::from_prompt(&req, trace);
-                self.spawn_loop(session.id.clone(), fence, inputs);
+                self.spawn_loop(session.id.clone(), carried.clone(), fence, inputs);
                 start
             }
             None => {
@@ -327,7 +394,7 @@ impl Engine {
                         trace,
                         ..RunInputs::default()
                     };
-                    self.spawn_loop(session.id.clone(), fence, inputs);
+                    self.spawn_loop(session.id.clone(), carried.clone(), fence, inputs);
                 }
                 start
             }
@@ -381,10 +448,10 @@ impl Engine {
         else {
             return Ok(false);
         };
-        if self.store.get_session(session_id).await?.is_none() {
+        let Some((session, bytes)) = self.store.get_session_record(session_id).await? else {
             self.store.clear_active(session_id).await?;
             return Ok(false);
-        }
+        };
         tracing::info!(message = "resuming a session whose replica stopped mid-loop", session_id = %session_id);
         // The run's client tools, system text and model survive the replica: a pending client tool call is still
         // the caller's to answer, and the next step offers the same tools.
@@ -398,7 +465,12 @@ impl Engine {
                 tracing::warn!(message = "cannot read the run's inputs; resuming without them", session_id = %session_id, error = %e);
             }
         }
-        self.spawn_loop(session_id.to_string(), fence, inputs);
+        self.spawn_loop(
+            session_id.to_string(),
+            Some((session, Some(bytes))),
+            fence,
+            inputs,
+        );
         Ok(true)
     }
 
@@ -504,7 +576,15 @@ impl Engine {
         Ok(message)
     }
 
-    fn spawn_loop(self: &Arc<Self>, session_id: String, fence: Fence, inputs: RunInputs) {
+    /// Runs the session's loop under `fence` on a task of its own; `session` is the record the caller just read
+    /// (the first run uses it instead of reading it again), `None` to have the loop read it.
+    fn spawn_loop(
+        self: &Arc<Self>,
+        session_id: String,
+        session: Option<Carried>,
+        fence: Fence,
+        inputs: RunInputs,
+    ) {
         static LOOPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         // Each loop knows its own entry, so a loop ending just as the next one for the session starts (a prompt
         // that took the released lease) removes only itself.
@@ -541,8 +621,12 @@ impl Engine {
             }
             let mut fence = fence;
             let mut inputs = inputs;
+            let mut session = session;
             loop {
-                if let Err(e) = engine.run(&session_id, &fence, &inputs, &token).await {
+                if let Err(e) = engine
+                    .run(&session_id, session.take(), &fence, &inputs, &token)
+                    .await
+                {
                     tracing::error!(message = "session loop failed", session_id = %session_id, error = %e);
                     let _ = engine
                         .events
@@ -557,9 +641,12 @@ impl Engine {
                         )
                         .await;
                 }
+                let state = engine.forget_loop_state(&session_id);
                 // Cleared before the lease is released, so a sweeper never sees "active, no lease" for a loop that
                 // simply finished.
-                let _ = engine.store.clear_retry_status(&session_id, &fence).await;
+                if state.retry_status {
+                    let _ = engine.store.clear_retry_status(&session_id, &fence).await;
+                }
                 let _ = engine.store.clear_active(&session_id).await;
                 let _ = engine.store.release_lease(&session_id, &fence).await;
                 // `done` was written to the log when published (before the release, so a successor's ids follow
@@ -602,6 +689,7 @@ impl Engine {
     async fn run(
         &self,
         session_id: &str,
+        session: Option<Carried>,
         fence: &Fence,
         inputs: &RunInputs,
         cancel: &CancellationToken,
@@ -633,7 +721,9 @@ impl Engine {
                 }
             })
         };
-        let result = self.run_steps(session_id, fence, inputs, &lost).await;
+        let result = self
+            .run_steps(session_id, session, fence, inputs, &lost)
+            .await;
         lost.cancel();
         let _ = renew.await;
         result
@@ -642,17 +732,30 @@ impl Engine {
     async fn run_steps(
         &self,
         session_id: &str,
+        session: Option<Carried>,
         fence: &Fence,
         inputs: &RunInputs,
         cancel: &CancellationToken,
     ) -> Result<(), LoopError> {
         let mut own_inputs = inputs.clone();
         let mut inputs_saved = false;
-        let session = self
-            .store
-            .get_session(session_id)
-            .await?
-            .ok_or_else(|| LoopError::NotFound(session_id.into()))?;
+        // The record the prompt (or resume) just read, else read now; carried from here on (see `LoopState`).
+        let (session, bytes) = match session {
+            Some(carried) => carried,
+            None => self
+                .store
+                .get_session_record(session_id)
+                .await?
+                .map(|(s, b)| (s, Some(b)))
+                .ok_or_else(|| LoopError::NotFound(session_id.into()))?,
+        };
+        self.with_loop_state(session_id, |s| {
+            *s = LoopState {
+                session: Some(session.clone()),
+                session_bytes: bytes,
+                ..LoopState::default()
+            };
+        });
         let agent = self
             .agent(&session.agent)
             .cloned()
@@ -673,25 +776,34 @@ impl Engine {
         // does not shrink the context, and the loop stops instead of compacting forever.
         let mut compacted = false;
         let mut first = true;
+        // Set after a step that answered the last user message completely (no tool calls, no compaction due): the
+        // history as this loop wrote it needs no more work, so unless the queue delivers a prompt the loop ends
+        // without reading the history back just to find that out.
+        let mut answered = false;
         loop {
             if cancel.is_cancelled() {
                 break;
             }
             // Stored when the run starts and whenever a delivered prompt changes them, so a loop that resumes
             // this run elsewhere offers exactly its client tools, system text and model.
-            if self
+            let (changed, delivered) = self
                 .deliver_queued(&session, fence, &mut own_inputs)
-                .await?
-                || !inputs_saved
-            {
+                .await?;
+            if changed || !inputs_saved {
                 self.save_inputs(session_id, &own_inputs).await;
                 inputs_saved = true;
+            }
+            if std::mem::take(&mut answered) && delivered == 0 && pending.is_none() {
+                break;
             }
             let inputs = &own_inputs;
             let (history, _) = self
                 .store
                 .list_messages(session_id, None, usize::MAX)
                 .await?;
+            // Every message's share of the totals, as stored: `settle_session` adds this iteration's steps to it.
+            let shares = history_totals(&history);
+            self.with_loop_state(session_id, |s| s.totals = Some(shares));
             let history = self.close_orphans(history, fence).await?;
             let Some(model) = history::pick_model(
                 inputs.model.as_deref(),
@@ -896,7 +1008,7 @@ impl Engine {
                 processor.fail(error, &mut out);
             }
             self.apply(&out, fence, &processor).await?;
-            self.settle_session(session_id, processor.message(), fence)
+            self.settle_session(session_id, processor.message(), processor.parts(), fence)
                 .await?;
             self.charge_tenant(&session, processor.message().cost_nano_usd)
                 .await;
@@ -919,6 +1031,10 @@ impl Engine {
                 Outcome::Continue => {
                     retries = 0;
                     compacted = false;
+                    // The stored history is now this iteration's plus the step's message (as completed).
+                    let mut now_stored = history.clone();
+                    now_stored.push(processor.message().clone());
+                    answered = !history::needs_work(&now_stored);
                 }
                 Outcome::Compact => {
                     let stop = if !agent.auto_compact {
@@ -967,6 +1083,7 @@ impl Engine {
                             _ = tokio::time::sleep(delay) => {}
                         }
                         self.store.clear_retry_status(session_id, fence).await?;
+                        self.with_loop_state(session_id, |s| s.retry_status = false);
                         self.status(session_id, pb::session_status::Kind::Busy, 0, None, "")
                             .await?;
                         // The failed message keeps its error; the retry is a new assistant message for the same
@@ -1175,7 +1292,13 @@ impl Engine {
             match effect {
                 Effect::Message(m) => {
                     let t = Instant::now();
-                    self.store.put_message(m, Some(fence)).await?;
+                    let listed = self.with_loop_state(session_id, |s| s.listed.contains(&m.id));
+                    self.store
+                        .put_message_listed(m, Some(fence), listed)
+                        .await?;
+                    if !listed {
+                        self.with_loop_state(session_id, |s| s.listed.insert(m.id.clone()));
+                    }
                     self.metrics.redis("put_message", t.elapsed());
                     let t = Instant::now();
                     self.events
@@ -1420,20 +1543,21 @@ impl Engine {
     }
 
     /// Persists the prompts queued while the loop was busy and takes their inputs into `inputs`; returns whether
-    /// the inputs changed.
+    /// the inputs changed and how many prompts were delivered.
     async fn deliver_queued(
         &self,
         session: &pb::Session,
         fence: &Fence,
         inputs: &mut RunInputs,
-    ) -> Result<bool, LoopError> {
+    ) -> Result<(bool, usize), LoopError> {
         let mut changed = false;
-        for prompt in self.store.take_queued_prompts(&session.id).await? {
-            self.persist_user_message(session, &prompt, Some(fence))
+        let prompts = self.store.take_queued_prompts(&session.id).await?;
+        for prompt in &prompts {
+            self.persist_user_message(session, prompt, Some(fence))
                 .await?;
-            changed |= inputs.absorb(&prompt);
+            changed |= inputs.absorb(prompt);
         }
-        Ok(changed)
+        Ok((changed, prompts.len()))
     }
 
     /// Stores the run's inputs for a loop that resumes it elsewhere. Best effort: a failure only means a resumed
@@ -1581,40 +1705,69 @@ impl Engine {
         Ok(text)
     }
 
-    async fn settle_session(
+    /// The loop's state of a session, changed by `f` under the lock.
+    fn with_loop_state<T>(&self, session_id: &str, f: impl FnOnce(&mut LoopState) -> T) -> T {
+        let mut states = self.loop_state.lock().unwrap_or_else(|p| p.into_inner());
+        f(states.entry(session_id.to_string()).or_default())
+    }
+
+    /// Forgets what the loop of a session carried (its run is over) and returns it.
+    fn forget_loop_state(&self, session_id: &str) -> LoopState {
+        self.loop_state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id)
+            .unwrap_or_default()
+    }
+
+    /// Writes the session's totals (cost and tokens, the sum over its assistant messages) after `message` (with its
+    /// `parts`) changed. The other messages' shares come from the history the loop read at the top of this
+    /// iteration, so the history is not read again; a loop that has not read it (none today) reads it here.
+    pub(super) async fn settle_session(
         &self,
         session_id: &str,
         message: &pb::Message,
+        parts: &[pb::Part],
         fence: &Fence,
     ) -> Result<(), LoopError> {
-        let (history, _) = self
-            .store
-            .list_messages(session_id, None, usize::MAX)
-            .await?;
-        let _ = message;
-        let mut cost = 0i64;
-        let mut tokens = pb::Tokens::default();
-        for m in history.iter().filter(|m| m.role() == pb::Role::Assistant) {
-            cost += m.cost_nano_usd;
-            for p in &m.parts {
-                if let Some(pb::part::Kind::StepFinish(f)) = &p.kind {
-                    let t = f.tokens.unwrap_or_default();
-                    tokens.input += t.input;
-                    tokens.output += t.output;
-                    tokens.reasoning += t.reasoning;
-                    tokens.cache_read += t.cache_read;
-                    tokens.cache_write += t.cache_write;
-                }
+        let share = message_totals(message, parts);
+        let known = self.with_loop_state(session_id, |s| {
+            s.totals.as_mut().map(|t| {
+                t.insert(message.id.clone(), share);
+                sum_totals(t)
+            })
+        });
+        let (cost, tokens) = match known {
+            Some(totals) => totals,
+            None => {
+                let (history, _) = self
+                    .store
+                    .list_messages(session_id, None, usize::MAX)
+                    .await?;
+                let mut shares = history_totals(&history);
+                shares.insert(message.id.clone(), share);
+                let totals = sum_totals(&shares);
+                self.with_loop_state(session_id, |s| s.totals = Some(shares));
+                totals
             }
-        }
-        // A compare-and-set, so the title task's write (it may land at any moment) is never overwritten.
-        self.store
-            .update_session(session_id, Some(fence), |s| {
+        };
+        // A compare-and-set, so the title task's write (it may land at any moment) is never overwritten. It starts
+        // from the record as this loop last read or wrote it; anything written since makes it read and retry.
+        let known = self.with_loop_state(session_id, |s| s.session_bytes.take());
+        let written = self
+            .store
+            .update_session_from(session_id, Some(fence), known, |s| {
                 s.cost_nano_usd = cost;
                 s.tokens = Some(tokens);
                 s.updated_at = Some(now());
             })
             .await?;
+        // The record as written is the freshest view of it: the next budget check reads it from here.
+        self.with_loop_state(session_id, |s| {
+            let (session, bytes) = written.unzip();
+            s.session = session;
+            s.session_bytes = bytes;
+        });
         Ok(())
     }
 
@@ -1655,6 +1808,7 @@ impl Engine {
             next_attempt_at: Some(next),
             message: msg.clone(),
         };
+        self.with_loop_state(&message.session_id, |s| s.retry_status = true);
         if let Err(e) = self
             .store
             .set_retry_status(&message.session_id, &status, fence, delay)

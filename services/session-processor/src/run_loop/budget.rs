@@ -30,8 +30,16 @@ pub(super) fn budget_error(message: String) -> pb::MessageError {
 
 impl Engine {
     /// Why the next model call must not happen, when the session's or its tenant's budget is spent.
+    ///
+    /// The session record is the one the loop carries (read when it started, then as written by its last
+    /// `settle_session`), so a step boundary costs no read of it; a loop without one reads it.
     pub(super) async fn budget_spent(&self, session_id: &str) -> Result<Option<String>, LoopError> {
-        let Some(s) = self.store.get_session(session_id).await? else {
+        let carried = self.with_loop_state(session_id, |s| s.session.clone());
+        let session = match carried {
+            Some(s) => Some(s),
+            None => self.store.get_session(session_id).await?,
+        };
+        let Some(s) = session else {
             return Ok(None);
         };
         if s.budget_nano_usd > 0 && s.cost_nano_usd >= s.budget_nano_usd {

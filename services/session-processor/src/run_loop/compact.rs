@@ -112,7 +112,12 @@ impl Engine {
             compact: true,
             ..Default::default()
         };
-        self.spawn_loop(session.id.clone(), fence, inputs);
+        self.spawn_loop(
+            session.id.clone(),
+            Some((session.clone(), None)),
+            fence,
+            inputs,
+        );
         Ok(start)
     }
 
@@ -221,7 +226,7 @@ impl Engine {
         if aborted || cancel.is_cancelled() {
             processor.cleanup(now(), true, &mut out);
             self.apply(&out, fence, &processor).await?;
-            self.settle_session(&session.id, processor.message(), fence)
+            self.settle_session(&session.id, processor.message(), processor.parts(), fence)
                 .await?;
             return Ok(Compacted::Aborted(processor.message().clone()));
         }
@@ -259,7 +264,7 @@ impl Engine {
         }
         processor.cleanup(now(), false, &mut out);
         self.apply(&out, fence, &processor).await?;
-        self.settle_session(&session.id, processor.message(), fence)
+        self.settle_session(&session.id, processor.message(), processor.parts(), fence)
             .await?;
         self.charge_tenant(session, processor.message().cost_nano_usd)
             .await;

@@ -320,6 +320,15 @@ impl Store {
     /// The session, without live status (`status` is `None`: the caller knows it from the lease); `None` when
     /// missing.
     pub async fn get_session(&self, id: &str) -> Result<Option<pb::Session>, StoreError> {
+        Ok(self.get_session_record(id).await?.map(|(s, _)| s))
+    }
+
+    /// The session as [`Store::get_session`] reads it, with the stored bytes it was decoded from (what
+    /// [`Store::update_session_from`] compares against).
+    pub async fn get_session_record(
+        &self,
+        id: &str,
+    ) -> Result<Option<(pb::Session, Vec<u8>)>, StoreError> {
         let keys = self.keys(id)?;
         let bytes: Option<Vec<u8>> = redis::cmd("GET")
             .arg(keys.session())
@@ -327,7 +336,9 @@ impl Store {
             .await?;
         bytes
             .map(|b| {
-                pb::Session::decode(b.as_slice()).map_err(|e| StoreError::decode(keys.session(), e))
+                pb::Session::decode(b.as_slice())
+                    .map(|s| (s, b))
+                    .map_err(|e| StoreError::decode(keys.session(), e))
             })
             .transpose()
     }
@@ -365,20 +376,44 @@ impl Store {
         &self,
         id: &str,
         fence: Option<&Fence>,
-        mut change: impl FnMut(&mut pb::Session),
+        change: impl FnMut(&mut pb::Session),
     ) -> Result<Option<pb::Session>, StoreError> {
+        Ok(self
+            .update_session_from(id, fence, None, change)
+            .await?
+            .map(|(s, _)| s))
+    }
+
+    /// [`Store::update_session`] starting from `known`, the stored bytes the caller last read or wrote
+    /// ([`Store::get_session_record`], or a previous call's result): the first attempt changes that record without
+    /// reading it, and the compare-and-set catches anything written since (then it reads and retries as usual).
+    /// Returns the session as written and its stored bytes.
+    pub async fn update_session_from(
+        &self,
+        id: &str,
+        fence: Option<&Fence>,
+        known: Option<Vec<u8>>,
+        mut change: impl FnMut(&mut pb::Session),
+    ) -> Result<Option<(pb::Session, Vec<u8>)>, StoreError> {
         self.write_session(id, async {
             let keys = self.keys(id)?;
+            let mut known = known;
             for _ in 0..UPDATE_ATTEMPTS {
-                let bytes: Option<Vec<u8>> = redis::cmd("GET")
-                    .arg(keys.session())
-                    .query_async(&mut self.conn.clone())
-                    .await?;
+                let bytes: Option<Vec<u8>> = match known.take() {
+                    Some(bytes) => Some(bytes),
+                    None => {
+                        redis::cmd("GET")
+                            .arg(keys.session())
+                            .query_async(&mut self.conn.clone())
+                            .await?
+                    }
+                };
                 let Some(bytes) = bytes else { return Ok(None) };
                 let mut session = pb::Session::decode(bytes.as_slice())
                     .map_err(|e| StoreError::decode(keys.session(), e))?;
                 change(&mut session);
                 session.status = None;
+                let written = session.encode_to_vec();
                 let code: i64 = self
                     .scripts
                     .cas_session
@@ -386,7 +421,7 @@ impl Store {
                     .key(keys.lease())
                     .arg(fence_arg(fence))
                     .arg(bytes)
-                    .arg(session.encode_to_vec())
+                    .arg(&written)
                     .invoke_async(&mut self.conn.clone())
                     .await?;
                 match code {
@@ -394,7 +429,7 @@ impl Store {
                     scripts::NO_SESSION => return Ok(None),
                     code => {
                         Self::status(code, id, fence, String::new)?;
-                        return Ok(Some(session));
+                        return Ok(Some((session, written)));
                     }
                 }
             }
@@ -620,6 +655,18 @@ impl Store {
         m: &pb::Message,
         fence: Option<&Fence>,
     ) -> Result<(), StoreError> {
+        self.put_message_listed(m, fence, false).await
+    }
+
+    /// [`Store::put_message`] for a message the caller already wrote successfully (`listed`): the session lists it
+    /// from then on (only `delete_session` unlists it, and it removes `:session` first, which every write checks),
+    /// so the script does not add it to the list again. With `listed` false this is exactly `put_message`.
+    pub async fn put_message_listed(
+        &self,
+        m: &pb::Message,
+        fence: Option<&Fence>,
+        listed: bool,
+    ) -> Result<(), StoreError> {
         self.write_session(&m.session_id, async {
             check_id("message id", &m.id)?;
             let keys = self.keys(&m.session_id)?;
@@ -634,7 +681,8 @@ impl Store {
                 .key(keys.parts(&m.id))
                 .arg(fence_arg(fence))
                 .arg(&m.id)
-                .arg(head.encode_to_vec());
+                .arg(head.encode_to_vec())
+                .arg(if listed { "1" } else { "0" });
             for mut part in parts {
                 check_id("part id", &part.id)?;
                 // Parts inside a message may leave their back-references empty; they must not point elsewhere.

@@ -1145,6 +1145,91 @@ async fn a_fenced_update_needs_the_lease() {
 }
 
 #[tokio::test]
+async fn an_update_from_known_bytes_skips_the_read_and_a_stale_one_still_wins_nothing() {
+    let (store, prefix) = store().await;
+    let sid = new_session(&store).await;
+    let (_, known) = store.get_session_record(&sid).await.unwrap().unwrap();
+    // From the bytes just read: one attempt, the change lands, and the result carries the bytes now stored.
+    let (written, bytes) = store
+        .update_session_from(&sid, None, Some(known.clone()), |s| s.cost_nano_usd = 7)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(written.cost_nano_usd, 7);
+    let (stored, stored_bytes) = store.get_session_record(&sid).await.unwrap().unwrap();
+    assert_eq!((stored.cost_nano_usd, &stored_bytes), (7, &bytes));
+    // Someone else writes (the title task); an update from the now stale bytes must not undo it: the
+    // compare-and-set refuses them, the update reads the record again and applies its change on top.
+    store
+        .update_session(&sid, None, |s| s.title = "a title".into())
+        .await
+        .unwrap()
+        .unwrap();
+    let (written, _) = store
+        .update_session_from(&sid, None, Some(bytes), |s| s.cost_nano_usd += 1)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (written.title.as_str(), written.cost_nano_usd),
+        ("a title", 8)
+    );
+    let stored = store.get_session(&sid).await.unwrap().unwrap();
+    assert_eq!(
+        (stored.title.as_str(), stored.cost_nano_usd),
+        ("a title", 8)
+    );
+    // A fence that lost the lease is refused even on the known-bytes attempt.
+    let ttl = Duration::from_secs(5);
+    let fence = store.acquire_lease(&sid, "a", ttl).await.unwrap().unwrap();
+    store.release_lease(&sid, &fence).await.unwrap();
+    let (_, current) = store.get_session_record(&sid).await.unwrap().unwrap();
+    let stale = store
+        .update_session_from(&sid, Some(&fence), Some(current), |s| s.cost_nano_usd = 0)
+        .await;
+    assert!(matches!(stale, Err(StoreError::Fenced { .. })), "{stale:?}");
+    assert!(
+        store
+            .update_session_from("ses_missing", None, Some(known), |_| {})
+            .await
+            .unwrap()
+            .is_none()
+    );
+    cleanup(&store, &prefix).await;
+}
+
+#[tokio::test]
+async fn a_listed_rewrite_keeps_the_message_listed_and_is_fenced_and_gated() {
+    let (store, prefix) = store().await;
+    let sid = new_session(&store).await;
+    let ttl = Duration::from_secs(5);
+    let fence = store.acquire_lease(&sid, "a", ttl).await.unwrap().unwrap();
+    let mut m = message(&sid, "msg_01", pb::Role::Assistant);
+    store.put_message(&m, Some(&fence)).await.unwrap();
+    m.finish = "stop".into();
+    m.parts = vec![text_part(&sid, "msg_01", "prt_01", "hello")];
+    store
+        .put_message_listed(&m, Some(&fence), true)
+        .await
+        .unwrap();
+    let (listed, _) = store.list_messages(&sid, None, usize::MAX).await.unwrap();
+    assert_eq!(listed.len(), 1, "listed once: {listed:?}");
+    assert_eq!(listed[0].finish, "stop");
+    assert_eq!(text_of(&listed[0].parts[0]), "hello");
+    // The skipped listing skips nothing else: a lost lease and a deleted session still refuse the write.
+    store.release_lease(&sid, &fence).await.unwrap();
+    let _newer = store.acquire_lease(&sid, "b", ttl).await.unwrap().unwrap();
+    m.finish = "length".into();
+    let stale = store.put_message_listed(&m, Some(&fence), true).await;
+    assert!(matches!(stale, Err(StoreError::Fenced { .. })), "{stale:?}");
+    assert!(store.delete_session(&sid).await.unwrap());
+    let gone = store.put_message_listed(&m, None, true).await;
+    assert!(matches!(gone, Err(StoreError::NotFound(_))), "{gone:?}");
+    assert!(keys_under(&store, &prefix).await.is_empty());
+    cleanup(&store, &prefix).await;
+}
+
+#[tokio::test]
 async fn tenant_spend_adds_up() {
     let (store, prefix) = store().await;
     assert_eq!(store.tenant_spend("acme").await.unwrap(), 0);
