@@ -24,7 +24,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::io::{Read as _, Write};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -559,49 +558,6 @@ async fn round(
         agg.cpu[k] += cpu_after[k].saturating_sub(cpu_before[k]);
         agg.rss_peak[k] = agg.rss_peak[k].max(peak.get(k).copied().unwrap_or(0));
     }
-}
-
-async fn start_gateway(bin: &Path, provider: &str, dir: &Path) -> (Child, SocketAddr) {
-    let port = free_port();
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let config = format!(
-        r#"# Written by loadgen.
-[server]
-listen = "{addr}"
-shutdown_grace_ms = 1000
-max_inflight_generations = 100000
-
-[providers.bench]
-protocol = "openai_chat"
-base_url = "{provider}/v1"
-allow_unlisted_models = true
-"#
-    );
-    let path = dir.join("gateway.toml");
-    std::fs::write(&path, config).expect("write gateway config");
-    let log = std::fs::File::create(dir.join("llm-gateway.log")).expect("gateway log");
-    let child = Command::new(bin)
-        .arg("--config")
-        .arg(&path)
-        .env("GATEWAY_AUTH_TOKENS", TOKEN)
-        .env("RUST_LOG", "info")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(log))
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn llm-gateway");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while tokio::net::TcpStream::connect(addr).await.is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "llm-gateway did not listen on {addr}; see {}",
-            dir.join("llm-gateway.log").display()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    (child, addr)
 }
 
 async fn channels(addr: &str, n: usize) -> Vec<GatewayServiceClient<Channel>> {
@@ -1259,8 +1215,15 @@ async fn main() {
     let mut floor_cmd = Command::new(bin_dir.join("floor-relay"));
     floor_cmd.args(["--listen", "127.0.0.1:0", "--upstream", &provider_url]);
     let (floor, floor_addr) = spawn_announcing(floor_cmd, &dir.join("floor-relay.log")).await;
-    let (gateway, gateway_addr) =
-        start_gateway(&bin_dir.join("llm-gateway"), &provider_url, &dir).await;
+    let (gateway, gateway_addr) = bench::procs::start_gateway(
+        &bin_dir.join("llm-gateway"),
+        &provider_url,
+        &dir,
+        TOKEN,
+        "loadgen",
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
     let litellm = if paths.contains(&Route::Litellm) {
         Some(start_litellm(&peers_dir, &provider_url, &dir).await)
     } else {

@@ -628,39 +628,6 @@ async fn start_redis(bin: &Path, aof: bool, dir: &Path) -> (Child, String) {
     (child, format!("redis://{addr}"))
 }
 
-async fn start_gateway(bin: &Path, provider: &str, dir: &Path) -> (Child, SocketAddr) {
-    let addr = SocketAddr::from(([127, 0, 0, 1], free_port().expect("a free port")));
-    let config = format!(
-        r#"# Written by procbench.
-[server]
-listen = "{addr}"
-shutdown_grace_ms = 1000
-max_inflight_generations = 100000
-
-[providers.bench]
-protocol = "openai_chat"
-base_url = "{provider}/v1"
-allow_unlisted_models = true
-"#
-    );
-    let path = dir.join("gateway.toml");
-    std::fs::write(&path, config).expect("write gateway config");
-    let log = dir.join("llm-gateway.log");
-    let mut cmd = Command::new(bin);
-    cmd.arg("--config")
-        .arg(&path)
-        .env("GATEWAY_AUTH_TOKENS", GATEWAY_TOKEN)
-        .env("RUST_LOG", "info")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("GATEWAY_LISTEN")
-        .env_remove("GATEWAY_METRICS_LISTEN");
-    let child = spawn_logged(cmd, &log).expect("spawn llm-gateway");
-    wait_listening(addr, Duration::from_secs(20), "llm-gateway", &log)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    (child, addr)
-}
-
 async fn start_processor(
     bin: &Path,
     gateway: SocketAddr,
@@ -1053,8 +1020,15 @@ async fn main() {
     let (provider, provider_url) = spawn_announcing(provider_cmd, &dir.join("fake-provider.log"))
         .await
         .unwrap_or_else(|e| panic!("fake-provider: {e}"));
-    let (gateway, gateway_addr) =
-        start_gateway(&bin_dir.join("llm-gateway"), &provider_url, &dir).await;
+    let (gateway, gateway_addr) = bench::procs::start_gateway(
+        &bin_dir.join("llm-gateway"),
+        &provider_url,
+        &dir,
+        GATEWAY_TOKEN,
+        "procbench",
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
     let (processor, processor_addr) = start_processor(
         &bin_dir.join("session-processor"),
         gateway_addr,
