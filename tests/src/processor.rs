@@ -6,7 +6,7 @@ use std::sync::Arc;
 use llm_proto::sessions as spb;
 use llm_proto::sessions::session_service_client::SessionServiceClient;
 use session_processor::config::Config as ProcessorConfig;
-use session_processor::run_loop::{Engine, gateway_client};
+use session_processor::engine::{Engine, gateway_client};
 use session_processor::store::Store;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;

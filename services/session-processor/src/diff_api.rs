@@ -13,7 +13,7 @@ use llm_proto::sessions as pb;
 use tonic::{Code, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::run_loop::Engine;
+use crate::engine::Engine;
 use crate::snapshot::{self, PATCH_FILE_LIMIT, PATCH_TOTAL_LIMIT, Repo, SnapshotError, StepRange};
 use crate::store::StoreError;
 

@@ -7,7 +7,8 @@
 //! - [`store`]: the one place that talks to Redis: sessions, messages, parts, the event log, leases.
 //! - [`events`]: the per-replica event hub: live delivery to local streams, coalesced writes to the event log.
 //! - [`history`]: stored messages → the gateway conversation; the loop's exit rule and model priority.
-//! - [`run_loop`]: the runLoop and the engine that owns storage, the gateway client and running loops.
+//! - [`engine`]: the runLoop (a pure policy and the driver that performs it) and the engine that owns storage, the
+//!   gateway client and the running loops.
 //! - [`server`]: the `SessionService` gRPC server.
 //! - [`config`]: typed, validated configuration and agents.
 //! - [`tools`]: built-in workspace tools confined to the session's workspace, permission rules, doom-loop detection.
@@ -23,6 +24,7 @@ pub mod config;
 pub mod context;
 pub mod diagnostics;
 pub mod diff_api;
+pub mod engine;
 pub mod events;
 pub mod gateway_pool;
 pub mod history;
@@ -30,7 +32,6 @@ pub mod ids;
 pub mod metrics;
 pub mod processor;
 pub mod retry;
-pub mod run_loop;
 pub mod server;
 pub mod snapshot;
 pub mod store;

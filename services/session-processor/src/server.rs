@@ -17,8 +17,8 @@ use tonic::{Code, Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::config::{Tenant, usd_to_nano};
+use crate::engine::{Engine, LoopError};
 use crate::ids;
-use crate::run_loop::{Engine, LoopError};
 use crate::store::StoreError;
 use crate::structured;
 

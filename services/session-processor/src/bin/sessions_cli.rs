@@ -594,25 +594,9 @@ fn pretty_json(json: &str) -> String {
 
 /// `YYYY-MM-DDTHH:MM:SSZ` (UTC).
 fn rfc3339(t: prost_types::Timestamp) -> String {
-    let secs = t.seconds;
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil-from-days (proleptic Gregorian).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60
-    )
+    std::time::SystemTime::try_from(t)
+        .map(|t| humantime::format_rfc3339_seconds(t).to_string())
+        .unwrap_or_default()
 }
 
 async fn messages(client: &mut Client, session: String) -> CliResult<()> {

@@ -20,23 +20,15 @@ use llm_proto::gateway as gw;
 use llm_proto::sessions as pb;
 use tokio_util::sync::CancellationToken;
 
-use super::{Engine, LoopError, RunInputs, now, with_trace};
+use super::inputs::RunInputs;
+use super::policy::{Compaction, overflow_error};
+use super::{Engine, LoopError, now};
 use crate::config::Agent;
-use crate::context::{self, Limits};
+use crate::context;
 use crate::history;
 use crate::ids;
 use crate::processor::{Effect, Processor};
 use crate::store::Fence;
-
-/// Why a compaction runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Compaction {
-    /// The processor decided (not the caller).
-    pub auto: bool,
-    /// The context did not fit (a provider overflow error or the pre-call estimate), as opposed to a step that
-    /// merely reached the usable limit.
-    pub overflow: bool,
-}
 
 /// How a compaction ended.
 pub(super) enum Compacted {
@@ -48,33 +40,7 @@ pub(super) enum Compacted {
     Aborted(pb::Message),
 }
 
-/// The error of a context that cannot be made to fit.
-pub(super) fn overflow_error(message: String) -> pb::MessageError {
-    pb::MessageError {
-        kind: pb::message_error::Kind::ContextOverflow as i32,
-        message,
-        http_status: 0,
-        retryable: false,
-    }
-}
-
 impl Engine {
-    /// The model's limits from the gateway's catalog; `None` when the gateway does not know the model (then no
-    /// estimate-based compaction happens, and only the provider's own overflow error triggers one).
-    pub(super) async fn model_limits(
-        &self,
-        model: &str,
-        trace: &[(String, String)],
-    ) -> Option<Limits> {
-        let mut gateway = self.gateway.clone();
-        let mut request = tonic::Request::new(gw::GetModelRequest {
-            model: model.into(),
-        });
-        with_trace(&mut request, trace);
-        let m = gateway.get_model(request).await.ok()?.into_inner().model?;
-        Some(Limits::of(&m))
-    }
-
     /// Starts a manual compaction of an idle session (the `Compact` RPC). Returns the event id after which the
     /// caller's stream starts.
     pub async fn compact_now(
@@ -166,7 +132,7 @@ impl Engine {
                 format!("the context does not fit {model} and there is nothing new to compact")
             });
             let m = self
-                .stop_with(&session.id, view, model, agent, error, fence)
+                .stop_with(&session.id, view, model, &agent.name, error, fence)
                 .await?;
             return Ok(Compacted::Failed(m));
         }
@@ -221,7 +187,8 @@ impl Engine {
         };
         let aborted = self
             .stream_step(&mut processor, generation, &inputs.trace, fence, cancel)
-            .await?;
+            .await?
+            .aborted;
         let mut out = Vec::new();
         if aborted || cancel.is_cancelled() {
             processor.cleanup(now(), true, &mut out);
@@ -349,63 +316,5 @@ impl Engine {
                 .await?;
         }
         Ok(())
-    }
-
-    /// Stops the loop with `error` at a step boundary: the error goes on the current answer (the last assistant
-    /// message after the latest user message, already closed) or, when there is none yet, on a new empty assistant
-    /// message, so the user message has an answer that says why. Publishes the `error` event.
-    pub(super) async fn stop_with(
-        &self,
-        session_id: &str,
-        view: &[pb::Message],
-        model: &str,
-        agent: &Agent,
-        error: pb::MessageError,
-        fence: &Fence,
-    ) -> Result<pb::Message, LoopError> {
-        let current = view
-            .last()
-            .filter(|m| m.role() == pb::Role::Assistant && !history::is_compaction(m));
-        let message = match current {
-            Some(m) => {
-                let mut m = m.clone();
-                m.parts.clear();
-                m.error = Some(error.clone());
-                m
-            }
-            None => {
-                let parent = view
-                    .iter()
-                    .rev()
-                    .find(|m| m.role() == pb::Role::User)
-                    .map(|m| m.id.clone())
-                    .unwrap_or_default();
-                let ts = now();
-                pb::Message {
-                    id: ids::new("msg"),
-                    session_id: session_id.into(),
-                    role: pb::Role::Assistant as i32,
-                    parent_id: parent,
-                    model: model.into(),
-                    agent: agent.name.clone(),
-                    finish: "error".into(),
-                    error: Some(error.clone()),
-                    created_at: Some(ts),
-                    completed_at: Some(ts),
-                    ..Default::default()
-                }
-            }
-        };
-        self.store.put_message(&message, Some(fence)).await?;
-        self.events
-            .publish(
-                &message.session_id,
-                pb::session_event::Event::MessageUpdated(message.clone()),
-            )
-            .await?;
-        self.events
-            .publish(&message.session_id, pb::session_event::Event::Error(error))
-            .await?;
-        Ok(message)
     }
 }
