@@ -6,6 +6,7 @@
 
 pub mod otlp;
 pub mod processor;
+pub mod procs;
 
 use std::net::SocketAddr;
 use std::time::Duration;

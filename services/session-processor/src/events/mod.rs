@@ -866,6 +866,11 @@ pub struct Follower {
 }
 
 impl Follower {
+    /// The session it follows.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
     /// The next event; waits for one as long as it takes.
     pub async fn next(&mut self) -> Result<pb::SessionEvent, StoreError> {
         loop {
