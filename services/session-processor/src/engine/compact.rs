@@ -40,6 +40,113 @@ pub(super) enum Compacted {
     Aborted(pb::Message),
 }
 
+/// What one compaction runs with.
+pub(super) struct CompactRun<'a> {
+    /// The session.
+    pub session: &'a pb::Session,
+    /// Its agent.
+    pub agent: &'a Agent,
+    /// The history since the last compaction.
+    pub view: &'a [pb::Message],
+    /// Why it runs.
+    pub cause: Compaction,
+    /// The model that writes the summary.
+    pub model: &'a str,
+    /// The model's usable context, when known.
+    pub usable: Option<u64>,
+    /// The run's inputs (trace context).
+    pub inputs: &'a RunInputs,
+    /// The loop's lease.
+    pub fence: &'a Fence,
+    /// The caller's abort.
+    pub cancel: &'a CancellationToken,
+}
+
+/// What a compaction summarises and what it replays.
+struct Plan<'a> {
+    /// The latest user message.
+    last_user: Option<usize>,
+    /// The user message an overflow cut off: it has no answer yet (only overflowed, retried or interrupted
+    /// attempts), so it is replayed after the summary instead of being summarised.
+    cut: Option<usize>,
+    /// What the summary covers.
+    input: &'a [pb::Message],
+    /// Automatic, with the task unfinished (the last step called tools): a "continue" message follows.
+    unfinished: bool,
+}
+
+impl<'a> Plan<'a> {
+    fn of(view: &'a [pb::Message], cause: Compaction) -> Plan<'a> {
+        let last_user = view.iter().rposition(|m| m.role() == pb::Role::User);
+        let cut = last_user.filter(|&i| {
+            cause.overflow
+                && !view[i + 1..].iter().any(|m| {
+                    m.role() == pb::Role::Assistant
+                        && !history::is_compaction(m)
+                        && !matches!(
+                            m.finish.as_str(),
+                            history::FINISH_OVERFLOW | "retried" | "interrupted"
+                        )
+                })
+        });
+        Plan {
+            last_user,
+            cut,
+            input: cut.map_or(view, |i| &view[..i]),
+            unfinished: cut.is_none() && cause.auto && history::needs_work(view),
+        }
+    }
+}
+
+/// The summary request: `input` rendered with tools as text, then the request for the summary; no tools.
+fn summary_generation(c: &CompactRun<'_>, input: &[pb::Message]) -> gw::Generation {
+    let render = super::request::render(input, c.agent, c.usable, true);
+    let mut messages = history::to_gateway_with(input, &render);
+    messages.push(gw::Message {
+        role: gw::Role::User as i32,
+        parts: vec![gw::Part {
+            kind: Some(gw::part::Kind::Text(gw::TextPart {
+                text: context::SUMMARY_REQUEST.into(),
+            })),
+        }],
+    });
+    gw::Generation {
+        model: c.model.into(),
+        system: vec![context::SUMMARY_SYSTEM.into()],
+        messages,
+        context: Some(gw::RequestContext {
+            session_id: c.session.id.clone(),
+            request_id: ids::new("req"),
+            agent: c.agent.name.clone(),
+        }),
+        ..Default::default()
+    }
+}
+
+/// Why a summary step that ended without a gateway error still failed: the summary itself overflowed, or it did not
+/// finish with text.
+fn summary_failure(processor: &Processor, model: &str) -> Option<pb::MessageError> {
+    if processor.overflowed() {
+        return Some(overflow_error(format!(
+            "the conversation is too long for {model} to summarise: start a new session, or compact with a model \
+             that has a larger context window"
+        )));
+    }
+    if processor.message().error.is_some() {
+        return None;
+    }
+    let summary = history::summary_text(&pb::Message {
+        parts: processor.parts().to_vec(),
+        ..Default::default()
+    });
+    (processor.message().finish != "stop" || summary.trim().is_empty()).then(|| {
+        overflow_error(format!(
+            "the summary did not complete (finish `{}`), so the history could not be compacted",
+            processor.message().finish
+        ))
+    })
+}
+
 impl Engine {
     /// Starts a manual compaction of an idle session (the `Compact` RPC). Returns the event id after which the
     /// caller's stream starts.
@@ -87,43 +194,14 @@ impl Engine {
         Ok(start)
     }
 
-    /// Runs one compaction of `view` (the history since the last compaction) with `model`.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn compact(
-        &self,
-        session: &pb::Session,
-        agent: &Agent,
-        view: &[pb::Message],
-        cause: Compaction,
-        model: &str,
-        usable: Option<u64>,
-        inputs: &RunInputs,
-        fence: &Fence,
-        cancel: &CancellationToken,
-    ) -> Result<Compacted, LoopError> {
-        let last_user = view.iter().rposition(|m| m.role() == pb::Role::User);
-        // The user message an overflow cut off: it has no answer yet (only overflowed, retried or interrupted
-        // attempts), so it is replayed after the summary instead of being summarised.
-        let cut = last_user.filter(|&i| {
-            cause.overflow
-                && !view[i + 1..].iter().any(|m| {
-                    m.role() == pb::Role::Assistant
-                        && !history::is_compaction(m)
-                        && !matches!(
-                            m.finish.as_str(),
-                            history::FINISH_OVERFLOW | "retried" | "interrupted"
-                        )
-                })
-        });
-        let input = match cut {
-            Some(i) => &view[..i],
-            None => view,
-        };
-        let unfinished = cut.is_none() && cause.auto && history::needs_work(view);
-        if input.iter().all(history::is_compaction) {
+    /// Runs one compaction of `c.view` (the history since the last compaction) with `c.model`.
+    pub(super) async fn compact(&self, c: &CompactRun<'_>) -> Result<Compacted, LoopError> {
+        let plan = Plan::of(c.view, c.cause);
+        if plan.input.iter().all(history::is_compaction) {
             // Nothing new to summarise: with a cut message, only it (and an earlier summary) would be left, so
             // summarising cannot make it fit.
-            let error = overflow_error(if cut.is_some() {
+            let model = c.model;
+            let error = overflow_error(if plan.cut.is_some() {
                 format!(
                     "the message does not fit the context window of {model}, even after compacting the history \
                      before it: shorten it or start a new session"
@@ -132,121 +210,104 @@ impl Engine {
                 format!("the context does not fit {model} and there is nothing new to compact")
             });
             let m = self
-                .stop_with(&session.id, view, model, &agent.name, error, fence)
+                .stop_with(&c.session.id, c.view, model, &c.agent.name, error, c.fence)
                 .await?;
             return Ok(Compacted::Failed(m));
         }
-        let parent = last_user.map(|i| view[i].id.clone()).unwrap_or_default();
-        let message = pb::Message {
-            id: ids::new("msg"),
-            session_id: session.id.clone(),
-            role: pb::Role::Assistant as i32,
-            parent_id: parent,
-            model: model.into(),
-            agent: agent.name.clone(),
-            created_at: Some(now()),
-            ..Default::default()
-        };
-        // No usable limit for the summary step itself: a summary that nears the limit is still a summary, and one
-        // that does not fit fails with the provider's overflow error, handled below.
-        let mut processor = Processor::new(message, None);
-        let mut out = vec![Effect::Message(processor.message().clone())];
-        processor.add_part(
-            pb::part::Kind::Compaction(pb::CompactionPart {
-                auto: cause.auto,
-                overflow: cause.overflow,
-            }),
-            &mut out,
-        );
-        self.apply(&out, fence, &processor).await?;
-
-        let protect = usable.map_or(agent.prune_protect, |u| agent.prune_protect.min(u / 2));
-        let render = history::Render {
-            pruned: history::prunable(input, protect, agent.prune_minimum.min(protect)),
-            summary: true,
-        };
-        let mut messages = history::to_gateway_with(input, &render);
-        messages.push(gw::Message {
-            role: gw::Role::User as i32,
-            parts: vec![gw::Part {
-                kind: Some(gw::part::Kind::Text(gw::TextPart {
-                    text: context::SUMMARY_REQUEST.into(),
-                })),
-            }],
-        });
-        let generation = gw::Generation {
-            model: model.into(),
-            system: vec![context::SUMMARY_SYSTEM.into()],
-            messages,
-            context: Some(gw::RequestContext {
-                session_id: session.id.clone(),
-                request_id: ids::new("req"),
-                agent: agent.name.clone(),
-            }),
-            ..Default::default()
-        };
+        let mut processor = self.open_compaction(c, &plan).await?;
+        let generation = summary_generation(c, plan.input);
         let aborted = self
-            .stream_step(&mut processor, generation, &inputs.trace, fence, cancel)
+            .stream_step(
+                &mut processor,
+                generation,
+                &c.inputs.trace,
+                c.fence,
+                c.cancel,
+            )
             .await?
             .aborted;
         let mut out = Vec::new();
-        if aborted || cancel.is_cancelled() {
+        if aborted || c.cancel.is_cancelled() {
             processor.cleanup(now(), true, &mut out);
-            self.apply(&out, fence, &processor).await?;
-            self.settle_session(&session.id, processor.message(), processor.parts(), fence)
-                .await?;
+            self.apply(&out, c.fence, &processor).await?;
+            self.settle_session(
+                &c.session.id,
+                processor.message(),
+                processor.parts(),
+                c.fence,
+            )
+            .await?;
             return Ok(Compacted::Aborted(processor.message().clone()));
         }
-        let summary = history::summary_text(&pb::Message {
-            parts: processor.parts().to_vec(),
-            ..Default::default()
-        });
-        let failure = if processor.overflowed() {
-            Some(overflow_error(format!(
-                "the conversation is too long for {model} to summarise: start a new session, or compact with a \
-                 model that has a larger context window"
-            )))
-        } else if processor.message().error.is_some() {
-            None
-        } else if processor.message().finish != "stop" || summary.trim().is_empty() {
-            Some(overflow_error(format!(
-                "the summary did not complete (finish `{}`), so the history could not be compacted",
-                processor.message().finish
-            )))
-        } else {
-            None
-        };
-        if let Some(error) = failure {
+        if let Some(error) = summary_failure(&processor, c.model) {
             processor.fail(error, &mut out);
         }
         let ok = processor.message().error.is_none();
         if ok {
             // Written before the compaction completes (see the module docs).
-            if let Some(i) = cut {
-                self.persist_synthetic_user(&view[i], None, fence).await?;
-            } else if let (true, Some(i)) = (unfinished, last_user) {
-                self.persist_synthetic_user(&view[i], Some(context::CONTINUE_TEXT), fence)
+            if let Some(i) = plan.cut {
+                self.persist_synthetic_user(&c.view[i], None, c.fence)
+                    .await?;
+            } else if let (true, Some(i)) = (plan.unfinished, plan.last_user) {
+                self.persist_synthetic_user(&c.view[i], Some(context::CONTINUE_TEXT), c.fence)
                     .await?;
             }
         }
         processor.cleanup(now(), false, &mut out);
-        self.apply(&out, fence, &processor).await?;
-        self.settle_session(&session.id, processor.message(), processor.parts(), fence)
-            .await?;
-        self.charge_tenant(session, processor.message().cost_nano_usd)
+        self.apply(&out, c.fence, &processor).await?;
+        self.settle_session(
+            &c.session.id,
+            processor.message(),
+            processor.parts(),
+            c.fence,
+        )
+        .await?;
+        self.charge_tenant(c.session, processor.message().cost_nano_usd)
             .await;
         let m = processor.message().clone();
         if ok {
-            tracing::info!(message = "history compacted", session_id = %session.id, auto = cause.auto, overflow = cause.overflow, replayed = cut.is_some());
-            Ok(Compacted::Done(m))
-        } else {
-            if let Some(e) = m.error.clone() {
-                self.events
-                    .publish(&session.id, pb::session_event::Event::Error(e))
-                    .await?;
-            }
-            Ok(Compacted::Failed(m))
+            tracing::info!(message = "history compacted", session_id = %c.session.id, auto = c.cause.auto, overflow = c.cause.overflow, replayed = plan.cut.is_some());
+            return Ok(Compacted::Done(m));
         }
+        if let Some(e) = m.error.clone() {
+            self.publish_error(&c.session.id, e).await?;
+        }
+        Ok(Compacted::Failed(m))
+    }
+
+    /// The compaction's assistant message (with its compaction part), written, and a Processor for its summary step.
+    async fn open_compaction(
+        &self,
+        c: &CompactRun<'_>,
+        plan: &Plan<'_>,
+    ) -> Result<Processor, LoopError> {
+        let parent = plan
+            .last_user
+            .map(|i| c.view[i].id.clone())
+            .unwrap_or_default();
+        let message = pb::Message {
+            id: ids::new("msg"),
+            session_id: c.session.id.clone(),
+            role: pb::Role::Assistant as i32,
+            parent_id: parent,
+            model: c.model.into(),
+            agent: c.agent.name.clone(),
+            created_at: Some(now()),
+            ..Default::default()
+        };
+        // No usable limit for the summary step itself: a summary that nears the limit is still a summary, and one
+        // that does not fit fails with the provider's overflow error.
+        let mut processor = Processor::new(message, None);
+        let mut out = vec![Effect::Message(processor.message().clone())];
+        processor.add_part(
+            pb::part::Kind::Compaction(pb::CompactionPart {
+                auto: c.cause.auto,
+                overflow: c.cause.overflow,
+            }),
+            &mut out,
+        );
+        self.apply(&out, c.fence, &processor).await?;
+        Ok(processor)
     }
 
     /// Writes a synthetic user message after a compaction: a replay of `original` (its parts, model, agent and

@@ -579,17 +579,17 @@ impl Engine {
     ) -> Result<Observation, LoopError> {
         let usable = self.usable(run, model).await;
         let ended = self
-            .compact(
-                &run.session,
-                &run.agent,
-                &run.history,
+            .compact(&super::compact::CompactRun {
+                session: &run.session,
+                agent: &run.agent,
+                view: &run.history,
                 cause,
                 model,
                 usable,
-                &run.inputs,
-                &run.fence,
-                &run.lost,
-            )
+                inputs: &run.inputs,
+                fence: &run.fence,
+                cancel: &run.lost,
+            })
             .await?;
         let end = match ended {
             Compacted::Done(m) => {

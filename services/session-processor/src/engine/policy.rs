@@ -495,8 +495,7 @@ impl LoopState {
 
     fn stepped(&mut self, report: StepReport) -> Action {
         self.steps += 1;
-        let now = self.now;
-        let began = *self.step_began.get_or_insert(now);
+        let began = *self.step_began.get_or_insert(self.now);
         let final_step = self.steps >= self.rules.max_steps;
         self.last = Some(report.answer.clone());
         if report.aborted {
@@ -531,62 +530,68 @@ impl LoopState {
                 }
                 Action::DeliverQueue
             }
-            Outcome::Compact => {
-                self.step_done();
-                if !self.rules.auto_compact {
-                    if report.overflowed {
-                        return self.fail(
-                            overflow_error(
-                                "the context does not fit and automatic compaction is off for this agent".into(),
-                            ),
-                            StopReason::ContextOverflow,
-                        );
-                    }
-                    // Merely near the limit: go on until the provider refuses.
-                    self.answered = report.answered;
-                    self.last_reason = StopReason::Completed;
-                    return if final_step {
-                        self.finish(StopReason::MaxSteps)
-                    } else {
-                        Action::DeliverQueue
-                    };
-                }
-                if self.compacted {
-                    return self.fail(
-                        overflow_error(
-                            "compacting did not shrink the context enough: start a new session or send less at \
-                             once"
-                                .into(),
-                        ),
-                        StopReason::ContextOverflow,
-                    );
-                }
-                self.pending = Some(Compaction {
-                    auto: true,
-                    overflow: report.overflowed,
-                });
-                Action::DeliverQueue
-            }
-            Outcome::Stop => {
-                if let Some(delay) = report
-                    .failure
-                    .and_then(|f| self.retry_delay(&f, report.jitter, now - began))
-                {
-                    self.retries += 1;
-                    self.steps -= 1;
-                    self.after_wait = AfterWait::Iterate;
-                    return Action::Wait {
-                        delay,
-                        why: WaitFor::StepRetry {
-                            attempt: self.retries,
-                        },
-                    };
-                }
-                self.step_done();
-                let reported = report.error.is_some();
-                self.finish_reporting(reason_for_error(report.error), reported)
-            }
+            Outcome::Compact => self.near_the_limit(&report, final_step),
+            Outcome::Stop => self.failed_step(&report, began),
         }
+    }
+
+    /// A step reached the usable context (or the provider said it overflowed): compact, unless compacting is off or
+    /// did not help.
+    fn near_the_limit(&mut self, report: &StepReport, final_step: bool) -> Action {
+        self.step_done();
+        if !self.rules.auto_compact {
+            if report.overflowed {
+                return self.fail(
+                    overflow_error(
+                        "the context does not fit and automatic compaction is off for this agent"
+                            .into(),
+                    ),
+                    StopReason::ContextOverflow,
+                );
+            }
+            // Merely near the limit: go on until the provider refuses.
+            self.answered = report.answered;
+            self.last_reason = StopReason::Completed;
+            return if final_step {
+                self.finish(StopReason::MaxSteps)
+            } else {
+                Action::DeliverQueue
+            };
+        }
+        if self.compacted {
+            return self.fail(
+                overflow_error(
+                    "compacting did not shrink the context enough: start a new session or send less at once".into(),
+                ),
+                StopReason::ContextOverflow,
+            );
+        }
+        self.pending = Some(Compaction {
+            auto: true,
+            overflow: report.overflowed,
+        });
+        Action::DeliverQueue
+    }
+
+    /// A step failed (or a closeout stopped it): retried by the retry rule, or the loop ends on its error.
+    fn failed_step(&mut self, report: &StepReport, began: Duration) -> Action {
+        if let Some(delay) = report
+            .failure
+            .and_then(|f| self.retry_delay(&f, report.jitter, self.now - began))
+        {
+            self.retries += 1;
+            self.steps -= 1;
+            self.after_wait = AfterWait::Iterate;
+            return Action::Wait {
+                delay,
+                why: WaitFor::StepRetry {
+                    attempt: self.retries,
+                },
+            };
+        }
+        self.step_done();
+        let reported = report.error.is_some();
+        self.finish_reporting(reason_for_error(report.error), reported)
     }
 
     /// A step is over (not retried): the next one starts its own deadline and retry count.

@@ -114,6 +114,21 @@ impl StepRequest<'_> {
     }
 }
 
+/// How the history is rendered for a request: old tool outputs beyond the protected window pruned (the window is at
+/// most half the usable context), and for the compaction summary, tool calls flattened into text.
+pub(super) fn render(
+    history: &[pb::Message],
+    agent: &Agent,
+    usable: Option<u64>,
+    summary: bool,
+) -> history::Render {
+    let protect = usable.map_or(agent.prune_protect, |u| agent.prune_protect.min(u / 2));
+    history::Render {
+        pruned: history::prunable(history, protect, agent.prune_minimum.min(protect)),
+        summary,
+    }
+}
+
 /// `YYYY-MM-DD` (UTC).
 fn utc_day(t: SystemTime) -> String {
     let mut text = humantime::format_rfc3339_seconds(t).to_string();

@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use super::inputs::RunInputs;
 use super::policy::{Answer, FailureSource, Observation, StepFailure, StepReport};
-use super::request::{LAST_STEP_SYSTEM, StepRequest};
+use super::request::{LAST_STEP_SYSTEM, StepRequest, render};
 use super::step_metrics::record_step;
 use super::tools_run::ToolRun;
 use super::{Engine, LoopError, gateway::with_trace, now};
@@ -73,34 +73,7 @@ impl Engine {
         input: &StepInput<'_>,
     ) -> Result<(Observation, Option<pb::Message>), LoopError> {
         let history = input.history;
-        let format = history::output_format(history).and_then(|f| {
-            structured::Format::from_proto(&f)
-                .inspect_err(
-                    |e| tracing::warn!(message = "ignoring a stored output format", error = %e),
-                )
-                .ok()
-                .flatten()
-        });
-        let mut turn = structured::Turn::new(format, structured::failures_so_far(history));
-        let protect = input.usable.map_or(input.agent.prune_protect, |u| {
-            input.agent.prune_protect.min(u / 2)
-        });
-        let render = history::Render {
-            pruned: history::prunable(history, protect, input.agent.prune_minimum.min(protect)),
-            summary: false,
-        };
-        let mut generation = StepRequest {
-            session: input.session,
-            agent: input.agent,
-            history,
-            render: &render,
-            model: input.model,
-            inputs: input.inputs,
-            has_workspace: input.workspace.is_some(),
-            final_step: input.final_step,
-        }
-        .generation();
-        turn.decorate(&mut generation, input.final_step, LAST_STEP_SYSTEM);
+        let (generation, mut turn) = prepare(input);
         // The pre-call overflow check, on an estimate (see `context`); skipped when auto-compaction is off, so that
         // only the provider's own answer can fail the step.
         let estimate = context::estimate_generation(&generation);
@@ -416,6 +389,35 @@ fn call_error(status: &tonic::Status) -> (gw::Error, bool) {
         ..Default::default()
     };
     (error, transport)
+}
+
+/// The step's request and its structured-output turn (the format the latest prompt asks for, the corrections so
+/// far).
+fn prepare(input: &StepInput<'_>) -> (gw::Generation, structured::Turn) {
+    let history = input.history;
+    let format = history::output_format(history).and_then(|f| {
+        structured::Format::from_proto(&f)
+            .inspect_err(
+                |e| tracing::warn!(message = "ignoring a stored output format", error = %e),
+            )
+            .ok()
+            .flatten()
+    });
+    let turn = structured::Turn::new(format, structured::failures_so_far(history));
+    let render = render(history, input.agent, input.usable, false);
+    let mut generation = StepRequest {
+        session: input.session,
+        agent: input.agent,
+        history,
+        render: &render,
+        model: input.model,
+        inputs: input.inputs,
+        has_workspace: input.workspace.is_some(),
+        final_step: input.final_step,
+    }
+    .generation();
+    turn.decorate(&mut generation, input.final_step, LAST_STEP_SYSTEM);
+    (generation, turn)
 }
 
 /// What the policy learns from a finished step.
