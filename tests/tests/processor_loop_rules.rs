@@ -336,6 +336,43 @@ async fn one_provider_failure_costs_only_the_gateways_attempts() {
     assert_healthy(&mut c, &s.id).await;
 }
 
+/// Sends a prompt and reads it to its `done`, answering every client tool call with `answer`.
+async fn prompt_answering_client_tools(
+    c: &mut SessionsClient,
+    req: spb::PromptRequest,
+    answer: &str,
+) -> Vec<SE> {
+    let session_id = req.session_id.clone();
+    let mut stream = c.prompt(req).await.unwrap().into_inner();
+    let mut control = c.clone();
+    let mut events = Vec::new();
+    let read = async {
+        while let Some(r) = stream.message().await.unwrap() {
+            let ev = r.event.unwrap().event.unwrap();
+            events.push(ev.clone());
+            match ev {
+                SE::ToolCallAwaiting(a) => {
+                    control
+                        .submit_tool_result(spb::SubmitToolResultRequest {
+                            session_id: session_id.clone(),
+                            call_id: a.call_id,
+                            output: answer.into(),
+                            is_error: false,
+                        })
+                        .await
+                        .unwrap();
+                }
+                SE::Done(_) => break,
+                _ => {}
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(20), read)
+        .await
+        .expect("the loop finishes within 20 s");
+    events
+}
+
 fn anthropic_client_tool() -> spb::ClientTool {
     spb::ClientTool {
         name: "get_weather".into(),
@@ -374,32 +411,7 @@ async fn the_last_step_on_anthropic_keeps_tools_and_replays_the_signed_thinking(
         effort: 0,
         budget_tokens: 2048,
     });
-    let mut stream = c.prompt(req).await.unwrap().into_inner();
-    let mut events = Vec::new();
-    loop {
-        let ev = stream
-            .message()
-            .await
-            .unwrap()
-            .unwrap()
-            .event
-            .unwrap()
-            .event
-            .unwrap();
-        events.push(ev.clone());
-        if let SE::ToolCallAwaiting(a) = ev {
-            c.submit_tool_result(spb::SubmitToolResultRequest {
-                session_id: s.id.clone(),
-                call_id: a.call_id,
-                output: "sunny, 24 °C".into(),
-                is_error: false,
-            })
-            .await
-            .unwrap();
-            break;
-        }
-    }
-    events.extend(e2e_tests::processor::until_done(&mut stream, |r| r.event).await);
+    let events = prompt_answering_client_tools(&mut c, req, "sunny, 24 °C").await;
     assert_stream_invariants(&events);
     assert!(
         p.gateway.anthropic.rejections().is_empty(),
@@ -454,4 +466,48 @@ async fn an_agents_reasoning_reaches_the_provider() {
     prompt_until_done(&mut c, prompt(&s.id, "think")).await;
     let body = p.gateway.openai.requests()[0].json();
     assert_eq!(body["reasoning_effort"], "high", "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_step_on_gemini_keeps_tools_but_forbids_calling_them() {
+    let p = Product::start(
+        "[agents.two]\nmodel = \"gemini/gemini-2.5-flash\"\ntools = []\nmax_steps = 2\nclient_tool_timeout_ms = 20000\n",
+    )
+    .await;
+    p.gateway.gemini.validate_requests(Protocol::Gemini);
+    p.gateway
+        .gemini
+        .push(Reply::fixture("gemini/parallel_tools.sse"));
+    p.gateway.gemini.push(Reply::fixture("gemini/text.sse"));
+    let mut c = p.client().await;
+    let s = create(
+        &mut c,
+        spb::CreateSessionRequest {
+            agent: "two".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut req = prompt(&s.id, "Weather in Paris and Tokyo?");
+    req.client_tools = vec![anthropic_client_tool()];
+    let events = prompt_answering_client_tools(&mut c, req, "mild").await;
+    assert_stream_invariants(&events);
+    assert!(
+        p.gateway.gemini.rejections().is_empty(),
+        "{:?}",
+        p.gateway.gemini.rejections()
+    );
+    let requests = p.gateway.gemini.requests();
+    assert_eq!(requests.len(), 2);
+    let last = requests[1].json();
+    assert!(
+        last["tools"].as_array().is_some_and(|t| !t.is_empty()),
+        "{last}"
+    );
+    assert_eq!(
+        last["toolConfig"]["functionCallingConfig"]["mode"], "NONE",
+        "{last}"
+    );
+    assert_eq!(done_of(&events).stopped_by(), spb::StopReason::MaxSteps);
+    assert_healthy(&mut c, &s.id).await;
 }
