@@ -72,6 +72,8 @@ pub struct ProcessorSetup {
     pub extra: String,
     /// Run the recovery sweep (every half lease ttl), as the service does.
     pub recovery: bool,
+    /// The Redis key prefix; a fresh one when empty (a second replica of the same deployment passes the first's).
+    pub prefix: String,
 }
 
 /// A session-processor served in this process.
@@ -90,7 +92,11 @@ pub struct Processor {
 /// table, since a title call is one more request to the fake provider, racing the loop's).
 pub async fn start_processor(setup: ProcessorSetup) -> Processor {
     let workspaces = tempfile::tempdir().expect("tempdir");
-    let prefix = format!("e2e:{}:", session_processor::ids::new("t"));
+    let prefix = if setup.prefix.is_empty() {
+        format!("e2e:{}:", session_processor::ids::new("t"))
+    } else {
+        setup.prefix.clone()
+    };
     let titles = if setup.extra.contains("[titles]") {
         ""
     } else {

@@ -147,6 +147,24 @@ async fn redis_fault_mid_prompt(fault: Fault) {
         .unwrap();
     gateway.openai.push(slow_answer());
     gateway.openai.set_fallback(short_answer());
+    // A second replica of the same deployment: its Subscribe reads the event log in Redis.
+    let other = start_processor(ProcessorSetup {
+        gateway: gateway.addr.to_string(),
+        redis: redis.url(),
+        prefix: p.engine.config.redis_prefix.clone(),
+        ..Default::default()
+    })
+    .await;
+    let mut remote = other
+        .client()
+        .await
+        .subscribe(spb::SubscribeRequest {
+            session_id: s.id.clone(),
+            after_event_id: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
     let mut sub = c
         .subscribe(spb::SubscribeRequest {
             session_id: s.id.clone(),
@@ -202,6 +220,7 @@ async fn redis_fault_mid_prompt(fault: Fault) {
     // The lease (1.5 s) bounds how long a stream can wait; 15 s means "it ended", not "it was fast".
     let events = until_done(&mut stream, |r| r.event, Duration::from_secs(15)).await;
     let sub_events = until_done(&mut sub, |r| r.event, Duration::from_secs(15)).await;
+    let remote_events = until_done(&mut remote, |r| r.event, Duration::from_secs(30)).await;
     let _redis = undo.await.unwrap();
     if matches!(fault, Fault::KillPastTheLease) {
         assert!(
@@ -209,7 +228,7 @@ async fn redis_fault_mid_prompt(fault: Fault) {
             "the loop could not prove its lease and said so: {events:?}"
         );
     }
-    for evs in [&events, &sub_events] {
+    for evs in [&events, &sub_events, &remote_events] {
         let Some(SE::Done(d)) = evs.last() else {
             panic!("{evs:?}")
         };
@@ -235,7 +254,7 @@ async fn redis_fault_mid_prompt(fault: Fault) {
         report.storage_write_failures > 0,
         "the fault hit the loop's writes"
     );
-    drop(p);
+    drop((p, other));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
