@@ -203,6 +203,11 @@ impl Product {
     /// replaced by the harness's address).
     pub async fn start_setup(gateway_extra: &str, setup: ProcessorSetup) -> Product {
         let gateway = Harness::start_with(gateway_extra).await;
+        // Strict providers: a request a real provider would refuse (after a resume, a compaction or a model
+        // switch) gets that provider's 400, so the test sees it.
+        gateway.openai.validate_requests(fake_provider::Protocol::OpenaiChat);
+        gateway.anthropic.validate_requests(fake_provider::Protocol::Anthropic);
+        gateway.gemini.validate_requests(fake_provider::Protocol::Gemini);
         let p = start_processor(ProcessorSetup {
             gateway: gateway.addr.to_string(),
             ..setup
