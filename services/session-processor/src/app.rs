@@ -12,7 +12,11 @@ pub async fn serve(
     config_path: Option<&Path>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let config = Arc::new(Config::load(config_path, &ProcessEnv)?);
+    let mut config = Config::load(config_path, &ProcessEnv)?;
+    if !announce_sandbox(&config).await {
+        config.disable_bash();
+    }
+    let config = Arc::new(config);
     let store = crate::store::Store::connect(&config.redis_url, &config.redis_prefix).await?;
     store.ping().await?;
     let gateway = crate::run_loop::gateway_client_balanced(
@@ -51,4 +55,36 @@ pub async fn serve(
     stop.cancel();
     result?;
     Ok(())
+}
+
+/// Probes the `bash` sandbox and says at start-up how commands will run; false when `bash` cannot run (it is then
+/// disabled rather than run less confined than configured).
+async fn announce_sandbox(config: &Config) -> bool {
+    let agents = config.bash_agents();
+    match config.sandbox.ready().await {
+        Ok(ready) => {
+            let what = ready.describe();
+            if ready.confinement == crate::tools::sandbox::Confinement::Weak {
+                tracing::warn!(message = "bash sandbox", sandbox = %what, ?agents);
+            } else {
+                tracing::info!(message = "bash sandbox", sandbox = %what, ?agents);
+            }
+            true
+        }
+        Err(why) if agents.is_empty() => {
+            tracing::info!(message = "bash sandbox unavailable (no agent uses bash)", reason = %why);
+            false
+        }
+        Err(why) => {
+            tracing::error!(
+                message = "bash is DISABLED: its sandbox cannot start; install bubblewrap and allow the namespaces, \
+                           or set [tools.bash] confinement = \"weak\" to accept weaker confinement",
+                reason = %why,
+                ?agents,
+            );
+            // Tests and operators read this line, like the listening one.
+            eprintln!("session-processor: bash is disabled: {why}");
+            false
+        }
+    }
 }

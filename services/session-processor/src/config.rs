@@ -1,13 +1,18 @@
 //! Configuration: a TOML file plus environment variables, validated at start-up; errors name the key.
 
+mod bash;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::tools::{DoomPolicy, PermissionRules, RuleConfig};
+pub use bash::{BashFile, BashLimitsFile};
+
+use crate::tools::{DoomPolicy, PermissionRules, RuleConfig, Sandbox};
 
 /// A configuration error naming its key.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +62,17 @@ pub struct FileConfig {
     /// `[events]`: the session event log.
     #[serde(default)]
     pub events: EventsFile,
+    /// `[tools]`: the built-in tools.
+    #[serde(default)]
+    pub tools: ToolsFile,
+}
+
+/// `[tools]`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsFile {
+    /// `[tools.bash]`: the sandbox and the default limits of a command.
+    pub bash: BashFile,
 }
 
 /// `[events]`.
@@ -345,6 +361,9 @@ pub struct AgentFile {
     /// Older tool output is pruned from requests only when at least this many estimated tokens would go.
     #[serde(default = "default_prune_minimum")]
     pub prune_minimum_tokens: u64,
+    /// The agent's own limits for `bash` commands, over `[tools.bash]`.
+    #[serde(default)]
+    pub bash: Option<BashLimitsFile>,
 }
 
 fn default_tools() -> Vec<String> {
@@ -421,6 +440,8 @@ pub struct Agent {
     pub prune_protect: u64,
     /// Least amount of tool output (estimated tokens) worth pruning.
     pub prune_minimum: u64,
+    /// Limits of its tool calls, and the processor's sandbox for `bash`.
+    pub tool_limits: crate::tools::Limits,
 }
 
 /// How a failed step is retried.
@@ -496,6 +517,8 @@ pub struct Config {
     pub tenants: BTreeMap<String, Tenant>,
     /// The event hub's tuning (`[events]`).
     pub events: crate::events::EventsConfig,
+    /// The `bash` sandbox (`[tools.bash]`), shared by every agent's [`Agent::tool_limits`].
+    pub sandbox: Arc<Sandbox>,
 }
 
 impl Config {
@@ -722,7 +745,9 @@ impl Config {
             compaction_reserve_tokens: None,
             prune_protect_tokens: default_prune_protect(),
             prune_minimum_tokens: default_prune_minimum(),
+            bash: None,
         });
+        let sandbox = Arc::new(Sandbox::new(bash::settings(&file.tools.bash)?));
         for (name, a) in files {
             let key = |k: &str| format!("agents.{name}.{k}");
             let builtin: Vec<String> = crate::tools::builtin_specs()
@@ -770,6 +795,11 @@ impl Config {
                 })?;
                 skills.push((skill.clone(), text));
             }
+            let tool_limits = crate::tools::Limits {
+                bash: bash::limits(&file.tools.bash.limits, a.bash.as_ref(), &name)?,
+                sandbox: sandbox.clone(),
+                ..crate::tools::Limits::default()
+            };
             agents.insert(
                 name.clone(),
                 Agent {
@@ -795,6 +825,7 @@ impl Config {
                     compaction_reserve: a.compaction_reserve_tokens,
                     prune_protect: a.prune_protect_tokens,
                     prune_minimum: a.prune_minimum_tokens,
+                    tool_limits,
                 },
             );
         }
@@ -840,6 +871,7 @@ impl Config {
             titles: file.titles.enabled,
             tenants,
             events,
+            sandbox,
         })
     }
 }
@@ -848,7 +880,7 @@ impl Config {
 mod tests {
     use super::*;
 
-    fn load(extra: &str) -> Result<Config, ConfigError> {
+    pub(super) fn load(extra: &str) -> Result<Config, ConfigError> {
         let file = Config::parse(&format!(
             "[server]\nauth_tokens = [\"operator-token-0123456789\"]\n{extra}"
         ))?;

@@ -1499,11 +1499,15 @@ impl Engine {
                 self.apply(&out, fence, processor).await?;
                 continue;
             }
-            let result =
-                match tools::run_builtin(ws, &tool, &input, &tools::Limits::default()).await {
-                    ToolOutcome::Ok(s) => Ok(s),
-                    ToolOutcome::Err(s) => Err(s),
-                };
+            // Aborting drops the call, which kills a running command's processes.
+            let outcome = tokio::select! {
+                _ = cancel.cancelled() => break,
+                o = tools::run_builtin(ws, &tool, &input, &agent.tool_limits) => o,
+            };
+            let result = match outcome {
+                ToolOutcome::Ok(s) => Ok(s),
+                ToolOutcome::Err(s) => Err(s),
+            };
             self.metrics
                 .tool_call(ToolKind::Builtin, tool_outcome(&result));
             processor.tool_finished(&call_id, result, now(), &mut out);
