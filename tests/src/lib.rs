@@ -6,6 +6,7 @@
 
 pub mod otlp;
 pub mod processor;
+pub mod service;
 
 use std::net::SocketAddr;
 use std::time::Duration;

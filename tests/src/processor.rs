@@ -126,12 +126,7 @@ impl Product {
 
     /// A sessions client that presents `token` (e.g. a tenant's).
     pub async fn client_with_token(&self, token: &str) -> SessionsClient {
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", self.addr))
-            .expect("endpoint")
-            .connect()
-            .await
-            .expect("connect to processor");
-        SessionServiceClient::with_interceptor(channel, Bearer(Some(token.into())))
+        client_at(&self.addr.to_string(), token).await
     }
 }
 
@@ -205,4 +200,46 @@ pub async fn get_session(client: &mut SessionsClient, session_id: &str) -> spb::
         .into_inner()
         .session
         .expect("session")
+}
+
+/// Creates a session of `agent` (empty: the default agent) in `workspace` (empty: none).
+pub async fn create_session(
+    client: &mut SessionsClient,
+    agent: &str,
+    workspace: &str,
+) -> spb::Session {
+    client
+        .create_session(spb::CreateSessionRequest {
+            agent: agent.into(),
+            workspace: workspace.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("create session")
+        .into_inner()
+        .session
+        .expect("session")
+}
+
+/// An OpenAI chat reply of `(call id, tool, input)` tool calls.
+pub fn tool_calls_reply(
+    id: &str,
+    calls: &[(&str, &str, serde_json::Value)],
+) -> fake_provider::Reply {
+    let mut stream = fake_provider::openai_sse::ChatStream::new("gpt-4o-2024-08-06", id);
+    let args: Vec<String> = calls.iter().map(|(_, _, a)| a.to_string()).collect();
+    for ((call, tool, _), args) in calls.iter().zip(&args) {
+        stream = stream.tool_call(call, tool, &[args.as_str()]);
+    }
+    fake_provider::Reply::sse(stream.finish("tool_calls", Some((50, 10))))
+}
+
+/// A plaintext sessions client for a processor at `addr` (`host:port`) that presents `token`.
+pub async fn client_at(addr: &str, token: &str) -> SessionsClient {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect to processor");
+    SessionServiceClient::with_interceptor(channel, Bearer(Some(token.into())))
 }

@@ -1,0 +1,71 @@
+//! A service as a real child process: started, its stderr collected line by line, and its bound address read from
+//! the line it prints once listening.
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::Notify;
+
+/// A running service process (killed when dropped).
+pub struct ServiceProcess {
+    /// The process.
+    pub child: Child,
+    /// What followed `ready_prefix` on the ready line (the listening address).
+    pub addr: String,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+/// Starts `cmd` (stderr piped, killed on drop) and waits up to 20 s for a stderr line starting with `ready_prefix`.
+/// `Err` carries everything the process printed when it exited (or stalled) before that line.
+pub async fn start(mut cmd: Command, ready_prefix: &str) -> Result<ServiceProcess, String> {
+    let mut child = cmd
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("spawn: {e}"))?;
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+    let ended = Arc::new(Notify::new());
+    let Some(stderr) = child.stderr.take() else {
+        return Err("stderr not piped".into());
+    };
+    let mut reader = BufReader::new(stderr).lines();
+    let (collected, prefix, done) = (lines.clone(), ready_prefix.to_owned(), ended.clone());
+    // Keeps draining stderr for the process's whole life, so it never blocks on a full pipe.
+    tokio::spawn(async move {
+        let mut addr_tx = Some(addr_tx);
+        while let Ok(Some(line)) = reader.next_line().await {
+            if let Some(addr) = line.strip_prefix(&prefix)
+                && let Some(tx) = addr_tx.take()
+            {
+                let _ = tx.send(addr.to_owned());
+            }
+            collected.lock().map(|mut l| l.push(line)).ok();
+        }
+        done.notify_one();
+    });
+    let waited = tokio::time::timeout(Duration::from_secs(20), async {
+        tokio::select! {
+            addr = addr_rx => addr.ok(),
+            () = ended.notified() => None,
+        }
+    })
+    .await;
+    match waited {
+        Ok(Some(addr)) => Ok(ServiceProcess { child, addr, lines }),
+        _ => {
+            let printed = lines.lock().map(|l| l.join("\n")).unwrap_or_default();
+            Err(format!("no `{ready_prefix}` line; it printed:\n{printed}"))
+        }
+    }
+}
+
+impl ServiceProcess {
+    /// Every stderr line so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+}
