@@ -12,21 +12,32 @@ pub async fn serve(
     config_path: Option<&Path>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    service_kit::tls::install_crypto_provider();
     let mut config = Config::load(config_path, &ProcessEnv)?;
     if !announce_sandbox(&config).await {
         config.disable_bash();
     }
     let config = Arc::new(config);
-    let store = crate::store::Store::connect(&config.redis_url, &config.redis_prefix).await?;
+    let store = crate::store::Store::connect_with(
+        &config.redis_url,
+        &config.redis_access,
+        &config.redis_prefix,
+    )
+    .await?;
     store.ping().await?;
     let gateway = crate::run_loop::gateway_client_balanced(
         &config.gateway_url,
         &config.gateway_token,
         config.gateway_balance,
+        config.gateway_tls.clone(),
     )?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
-    tracing::info!(message = "session-processor listening", addr = %addr, agents = ?config.agents.keys().collect::<Vec<_>>());
+    let tls = config
+        .server_tls
+        .as_ref()
+        .map(|t| if t.mutual() { "mutual" } else { "server" });
+    tracing::info!(message = "session-processor listening", addr = %addr, ?tls, agents = ?config.agents.keys().collect::<Vec<_>>());
     // Tests and scripts read the bound address from this line (the port may be 0 in the config).
     eprintln!("session-processor listening on {addr}");
     let engine = crate::run_loop::Engine::new(store, gateway, config.clone());

@@ -1,6 +1,7 @@
 //! Configuration: a TOML file plus environment variables, validated at start-up; errors name the key.
 
 mod bash;
+mod transport;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -142,6 +143,9 @@ pub struct ServerFile {
     pub shutdown_grace_ms: u64,
     /// Address of the Prometheus `/metrics` listener (env `PROCESSOR_METRICS_LISTEN` overrides); off when unset.
     pub metrics_listen: Option<String>,
+    /// Serve TLS (mutual TLS with `client_ca_file`); env `PROCESSOR_TLS_CERT_FILE`, `PROCESSOR_TLS_KEY_FILE` and
+    /// `PROCESSOR_TLS_CLIENT_CA_FILE` override its keys.
+    pub tls: Option<service_kit::tls::ServerTlsFiles>,
 }
 
 impl Default for ServerFile {
@@ -152,6 +156,7 @@ impl Default for ServerFile {
             allow_unauthenticated: false,
             shutdown_grace_ms: 30_000,
             metrics_listen: None,
+            tls: None,
         }
     }
 }
@@ -172,6 +177,9 @@ pub struct GatewayFile {
     pub balance: String,
     /// How often `balance = "dns"` resolves the gateway's host again.
     pub resolve_interval_ms: u64,
+    /// TLS to an `https://` gateway: the CA to trust (the system's roots when unset) and the client certificate
+    /// when the gateway requires mutual TLS.
+    pub tls: Option<service_kit::tls::ClientTlsFiles>,
 }
 
 impl Default for GatewayFile {
@@ -182,6 +190,7 @@ impl Default for GatewayFile {
             step_timeout_ms: 600_000,
             balance: "connection".into(),
             resolve_interval_ms: 5_000,
+            tls: None,
         }
     }
 }
@@ -196,6 +205,13 @@ pub struct RedisFile {
     pub prefix: String,
     /// Lease time-to-live; a replica that stops renewing loses its sessions after this long.
     pub lease_ttl_ms: u64,
+    /// Redis ACL user; the URL may carry it instead (`rediss://user:password@host`), not both.
+    pub username: Option<String>,
+    /// Environment variable holding the password of that user (or of the default user).
+    pub password_env: String,
+    /// TLS to a `rediss://` Redis: the CA to trust (the system's roots when unset) and the client certificate when
+    /// Redis requires one.
+    pub tls: Option<service_kit::tls::ClientTlsFiles>,
 }
 
 impl Default for RedisFile {
@@ -204,6 +220,9 @@ impl Default for RedisFile {
             url: "redis://127.0.0.1:6379".into(),
             prefix: "llm:".into(),
             lease_ttl_ms: 5_000,
+            username: None,
+            password_env: "REDIS_PASSWORD".into(),
+            tls: None,
         }
     }
 }
@@ -501,6 +520,12 @@ pub struct Config {
     pub step_timeout: Duration,
     /// Redis URL.
     pub redis_url: String,
+    /// Redis ACL credentials and TLS beyond the URL.
+    pub redis_access: crate::store::RedisAccess,
+    /// TLS of the listener; plaintext when `None`.
+    pub server_tls: Option<service_kit::tls::ServerTls>,
+    /// TLS to an `https://` gateway.
+    pub gateway_tls: Option<service_kit::tls::ClientTls>,
     /// Prefix of every Redis key.
     pub redis_prefix: String,
     /// Lease time-to-live.
@@ -694,9 +719,9 @@ impl Config {
         };
         let gateway_token = env.var(&file.gateway.token_env).unwrap_or_default();
         let redis_url = env.var("REDIS_URL").unwrap_or(file.redis.url.clone());
-        if !redis_url.starts_with("redis://") && !redis_url.starts_with("rediss://") {
-            return Err(err("redis.url", "must be a redis:// or rediss:// URL"));
-        }
+        let redis_access = transport::redis_access(&file.redis, &redis_url, env)?;
+        let server_tls = transport::server_tls(&file.server, env)?;
+        let gateway_tls = transport::gateway_tls(&file.gateway, &gateway_url)?;
         if file.redis.lease_ttl_ms < 500 {
             return Err(err("redis.lease_ttl_ms", "must be at least 500"));
         }
@@ -863,6 +888,9 @@ impl Config {
             gateway_balance,
             step_timeout: Duration::from_millis(file.gateway.step_timeout_ms),
             redis_url,
+            redis_access,
+            server_tls,
+            gateway_tls,
             redis_prefix: file.redis.prefix,
             lease_ttl: Duration::from_millis(file.redis.lease_ttl_ms),
             workspace_root,
