@@ -596,3 +596,64 @@ fn an_unreachable_workspace_is_named() {
     let open = enterable_tempdir();
     assert_eq!(unreachable_for(&open.path().join("ws"), me), None);
 }
+
+#[tokio::test]
+async fn weak_confinement_keeps_the_user_the_limits_and_the_group_kill() {
+    let weak = SandboxSettings {
+        confinement: Confinement::Weak,
+        ..SandboxSettings::default()
+    };
+    let Some(sandbox) = super::test_support::sandbox_or_skip(weak).await else {
+        return;
+    };
+    let s = scene();
+    let out = bash(
+        &sandbox,
+        &s.ws,
+        quick(),
+        "id -u; pwd; env | cut -d= -f1 | sort",
+    )
+    .await;
+    let text = out.text();
+    let mut lines = text.lines().skip(2);
+    let expected_uid = if rustix::process::geteuid().is_root() {
+        "64000".to_owned()
+    } else {
+        rustix::process::geteuid().as_raw().to_string()
+    };
+    assert_eq!(lines.next(), Some(expected_uid.as_str()), "{text}");
+    assert_eq!(
+        lines.next(),
+        Some(s.ws.root().display().to_string().as_str()),
+        "{text}"
+    );
+    for name in lines {
+        assert!(
+            ["HOME", "LANG", "PATH", "PWD", "OLDPWD", "SHLVL", "_"].contains(&name),
+            "{name} leaked: {text}"
+        );
+    }
+    if rustix::process::geteuid().is_root() {
+        // The unprivileged user still cannot read what only root may.
+        let out = bash(&sandbox, &s.ws, quick(), "cat /etc/shadow").await;
+        assert!(out.text().contains("Permission denied"), "{}", out.text());
+    }
+    let tag = token();
+    let limits = BashLimits {
+        timeout: Duration::from_millis(500),
+        ..BashLimits::default()
+    };
+    let out = bash(
+        &sandbox,
+        &s.ws,
+        limits,
+        &format!("(while :; do sleep 1; done; : {tag}) & while :; do sleep 1; done; : {tag}"),
+    )
+    .await;
+    assert!(
+        out.text().starts_with("timed out after 0.5 s"),
+        "{}",
+        out.text()
+    );
+    until_gone(&tag).await;
+}
