@@ -207,12 +207,13 @@ async fn other_workspaces_the_processor_config_and_shadow_are_not_there() {
     )
     .await;
     assert_eq!(out.text(), "exit code: 0\nstdout:\nacme\n");
-    // What is there: the system read-only, the session's own workspace and nothing of the processor's tree.
+    // What is there: the system read-only (the host's /usr is not searched: it holds no secrets and is large), the
+    // session's own workspace and nothing of the processor's tree.
     let out = bash(
         &sandbox,
         &s.ws,
         quick(),
-        "find / -name secret.txt -o -name processor.toml 2>/dev/null; ls /",
+        "find / -path /usr -prune -o -path /proc -prune -o \\( -name secret.txt -o -name processor.toml \\) -print 2>/dev/null; ls /",
     )
     .await;
     let text = out.text();
