@@ -435,6 +435,8 @@ def config_env_names(inst: Instance) -> tuple[set[str], set[str]]:
     else:
         # Without it the processor calls the gateway without a token, and every step fails UNAUTHENTICATED.
         required.add((cfg.get("gateway") or {}).get("token_env", "GATEWAY_TOKEN"))
+        # Read when set (the password of redis.username, or of the default user).
+        optional.add((cfg.get("redis") or {}).get("password_env", "REDIS_PASSWORD"))
     return required, optional
 
 

@@ -41,7 +41,7 @@ PY_TOOLS=(kubernetes-validate==1.37.0 check-jsonschema==0.39.0 PyYAML==6.0.3 'to
 # name is fixed in code, so OTEL_SERVICE_NAME is read but overridden; add attributes with OTEL_RESOURCE_ATTRIBUTES).
 #
 # Besides these, a binary reads the variables its configuration file names: providers.<id>.api_key_env and
-# base_url_env for llm-gateway, gateway.token_env for session-processor. validate.py takes those from the file each
+# base_url_env for llm-gateway, gateway.token_env and redis.password_env for session-processor. validate.py takes those from the file each
 # deployment mounts. The session-processor image also ships the `sessions` CLI, whose PROCESSOR_ADDR and
 # PROCESSOR_TOKEN are therefore allowed there.
 read_by_binaries() {
@@ -57,6 +57,9 @@ llm-gateway        ANTHROPIC_API_KEY            read     services/llm-gateway/sr
 llm-gateway        ANTHROPIC_BASE_URL           read     services/llm-gateway/src/config.rs                  "ANTHROPIC_BASE_URL"
 llm-gateway        GEMINI_API_KEY               read     services/llm-gateway/src/config.rs                  "GEMINI_API_KEY"
 llm-gateway        GEMINI_BASE_URL              read     services/llm-gateway/src/config.rs                  "GEMINI_BASE_URL"
+llm-gateway        GATEWAY_TLS_CERT_FILE        read     services/llm-gateway/src/config.rs                  "GATEWAY",
+llm-gateway        GATEWAY_TLS_KEY_FILE         read     services/llm-gateway/src/config.rs                  "GATEWAY",
+llm-gateway        GATEWAY_TLS_CLIENT_CA_FILE   read     services/llm-gateway/src/config.rs                  "GATEWAY",
 llm-gateway        @llm-telemetry               read     services/llm-gateway/src/telemetry.rs               llm_telemetry
 session-processor  PROCESSOR_CONFIG             read     services/session-processor/src/main.rs              env = "PROCESSOR_CONFIG"
 session-processor  PROCESSOR_LISTEN             read     services/session-processor/src/config.rs            .var("PROCESSOR_LISTEN")
@@ -64,6 +67,10 @@ session-processor  PROCESSOR_METRICS_LISTEN     read     services/session-proces
 session-processor  PROCESSOR_AUTH_TOKENS        read     services/session-processor/src/config.rs            env.var("PROCESSOR_AUTH_TOKENS")
 session-processor  GATEWAY_URL                  read     services/session-processor/src/config.rs            env.var("GATEWAY_URL")
 session-processor  REDIS_URL                    read     services/session-processor/src/config.rs            env.var("REDIS_URL")
+session-processor  REDIS_PASSWORD               read     services/session-processor/src/config.rs            password_env: "REDIS_PASSWORD".into(),
+session-processor  PROCESSOR_TLS_CERT_FILE      read     services/session-processor/src/config/transport.rs  "PROCESSOR", |name|
+session-processor  PROCESSOR_TLS_KEY_FILE       read     services/session-processor/src/config/transport.rs  "PROCESSOR", |name|
+session-processor  PROCESSOR_TLS_CLIENT_CA_FILE read     services/session-processor/src/config/transport.rs  "PROCESSOR", |name|
 session-processor  PROCESSOR_WORKSPACE_ROOT     read     services/session-processor/src/config.rs            "PROCESSOR_WORKSPACE_ROOT"
 session-processor  PROCESSOR_SNAPSHOT_ROOT      read     services/session-processor/src/config.rs            .var("PROCESSOR_SNAPSHOT_ROOT")
 session-processor  GATEWAY_BALANCE              read     services/session-processor/src/config.rs            .var("GATEWAY_BALANCE")

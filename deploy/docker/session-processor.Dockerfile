@@ -4,7 +4,9 @@
 #   docker build -f deploy/docker/session-processor.Dockerfile -t session-processor .      # from the repository root
 #
 # Runtime is debian:bookworm-slim rather than distroless because the built-in `bash` tool runs `/bin/sh -c` in the
-# session's workspace (denied by default, but an agent may allow it) and model-written commands expect coreutils.
+# session's workspace (denied by default, but an agent may allow it) and model-written commands expect coreutils;
+# bubblewrap builds its sandbox (docs/operations.md, "Tool sandbox": under the default seccomp profile of a container
+# runtime the namespaces are refused and bash is disabled, unless [tools.bash] confinement = "weak").
 # tini is PID 1 so that stray processes of those commands are reaped. git takes the workspace snapshots behind patch
 # parts, session summaries and GetDiff (kept under the workspace root's `@snapshots`, never inside a workspace);
 # without it sessions still run, only without diffs. Runs as uid 65532.
@@ -33,7 +35,7 @@ RUN find . -path ./target -prune -o -name '*.rs' -exec touch {} + \
 
 FROM ${RUNTIME_IMAGE}
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates git tini \
+ && apt-get install -y --no-install-recommends bubblewrap ca-certificates git tini \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 65532 nonroot \
  && useradd --system --uid 65532 --gid 65532 --home-dir /var/lib/session-processor --shell /usr/sbin/nologin nonroot \

@@ -7,6 +7,7 @@
 pub mod otlp;
 pub mod processor;
 pub mod procs;
+pub mod service;
 
 use std::net::SocketAddr;
 use std::time::Duration;

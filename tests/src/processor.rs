@@ -166,18 +166,8 @@ pub async fn start_processor(setup: ProcessorSetup) -> Processor {
 impl Processor {
     /// An authenticated sessions client.
     pub async fn client(&self) -> SessionsClient {
-        sessions_client(self.addr, PROCESSOR_TOKEN).await
+        client_at(&self.addr.to_string(), PROCESSOR_TOKEN).await
     }
-}
-
-/// A sessions client for the processor at `addr` that presents `token`.
-pub async fn sessions_client(addr: std::net::SocketAddr, token: &str) -> SessionsClient {
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .expect("endpoint")
-        .connect()
-        .await
-        .expect("connect to processor");
-    SessionServiceClient::with_interceptor(channel, Bearer(Some(token.into())))
 }
 
 impl Product {
@@ -205,9 +195,15 @@ impl Product {
         let gateway = Harness::start_with(gateway_extra).await;
         // Strict providers: a request a real provider would refuse (after a resume, a compaction or a model
         // switch) gets that provider's 400, so the test sees it.
-        gateway.openai.validate_requests(fake_provider::Protocol::OpenaiChat);
-        gateway.anthropic.validate_requests(fake_provider::Protocol::Anthropic);
-        gateway.gemini.validate_requests(fake_provider::Protocol::Gemini);
+        gateway
+            .openai
+            .validate_requests(fake_provider::Protocol::OpenaiChat);
+        gateway
+            .anthropic
+            .validate_requests(fake_provider::Protocol::Anthropic);
+        gateway
+            .gemini
+            .validate_requests(fake_provider::Protocol::Gemini);
         let p = start_processor(ProcessorSetup {
             gateway: gateway.addr.to_string(),
             ..setup
@@ -229,7 +225,7 @@ impl Product {
 
     /// A sessions client that presents `token` (e.g. a tenant's).
     pub async fn client_with_token(&self, token: &str) -> SessionsClient {
-        sessions_client(self.addr, token).await
+        client_at(&self.addr.to_string(), token).await
     }
 }
 
@@ -366,4 +362,46 @@ pub async fn diagnose(client: &mut SessionsClient, session_id: &str) -> spb::Dia
         .await
         .expect("diagnose")
         .into_inner()
+}
+
+/// Creates a session of `agent` (empty: the default agent) in `workspace` (empty: none).
+pub async fn create_session(
+    client: &mut SessionsClient,
+    agent: &str,
+    workspace: &str,
+) -> spb::Session {
+    client
+        .create_session(spb::CreateSessionRequest {
+            agent: agent.into(),
+            workspace: workspace.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("create session")
+        .into_inner()
+        .session
+        .expect("session")
+}
+
+/// An OpenAI chat reply of `(call id, tool, input)` tool calls.
+pub fn tool_calls_reply(
+    id: &str,
+    calls: &[(&str, &str, serde_json::Value)],
+) -> fake_provider::Reply {
+    let mut stream = fake_provider::openai_sse::ChatStream::new("gpt-4o-2024-08-06", id);
+    let args: Vec<String> = calls.iter().map(|(_, _, a)| a.to_string()).collect();
+    for ((call, tool, _), args) in calls.iter().zip(&args) {
+        stream = stream.tool_call(call, tool, &[args.as_str()]);
+    }
+    fake_provider::Reply::sse(stream.finish("tool_calls", Some((50, 10))))
+}
+
+/// A plaintext sessions client for a processor at `addr` (`host:port`) that presents `token`.
+pub async fn client_at(addr: &str, token: &str) -> SessionsClient {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect to processor");
+    SessionServiceClient::with_interceptor(channel, Bearer(Some(token.into())))
 }

@@ -1,55 +1,13 @@
-//! Real processes for fault tests: a service binary started and read until it says where it listens, and a private
-//! `redis-server` (Debian's) on a free loopback port with AOF on, that a test can kill, stop, restart and make refuse
-//! writes.
+//! A private `redis-server` (Debian's) for fault tests: on a free loopback port with AOF on, that a test can kill,
+//! stop, restart and make refuse writes.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-/// A free loopback port (bound, read, released: another process could take it in between, which on a test machine
-/// does not happen in practice).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// Starts `bin <config>` with `envs`, waits (20 s at most) for the stderr line starting with `ready` and returns
-/// the child and the rest of that line (its address). Keeps draining stderr so the child never blocks on it.
-pub async fn spawn_service(
-    bin: &str,
-    config: &Path,
-    envs: &[(&str, String)],
-    ready: &str,
-) -> (Child, String) {
-    let mut cmd = Command::new(bin);
-    cmd.arg(config).stderr(Stdio::piped()).kill_on_drop(true);
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("spawn service");
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let addr = tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            let line = lines
-                .next_line()
-                .await
-                .expect("read stderr")
-                .expect("service exited before listening");
-            if let Some(a) = line.strip_prefix(ready) {
-                return a.to_string();
-            }
-        }
-    })
-    .await
-    .expect("service starts within 20 s");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, addr)
-}
+use crate::service::free_port;
 
 /// A private `redis-server` with AOF (`appendfsync always`: every acknowledged write is on disk) in a temporary
 /// directory, on a fixed port so it can be restarted where clients reconnect.

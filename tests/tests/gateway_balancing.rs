@@ -43,6 +43,7 @@ async fn dns_balancing_spreads_calls_over_every_replica() {
         Balance::Dns {
             interval: Duration::from_millis(200),
         },
+        None,
     )
     .unwrap();
     generate_n(client, 40).await;

@@ -7,10 +7,10 @@
 use std::time::Duration;
 
 use e2e_tests::processor::{
-    PROCESSOR_TOKEN, Processor, ProcessorSetup, SessionsClient, assert_healthy, messages, prompt,
-    start_processor,
+    Processor, ProcessorSetup, SessionsClient, assert_healthy, messages, prompt, start_processor,
 };
-use e2e_tests::procs::{RedisServer, free_port, spawn_service};
+use e2e_tests::procs::RedisServer;
+use e2e_tests::service::{ServiceProcess, free_port};
 use e2e_tests::{Harness, TOKEN};
 use fake_provider::openai_sse::ChatStream;
 use fake_provider::{FakeProvider, Reply};
@@ -278,11 +278,7 @@ async fn redis_refusing_writes_for_three_seconds_ends_every_stream_and_the_promp
 }
 
 /// A gateway process on a fixed port, so a restart comes back where the processor's channel reconnects.
-async fn start_gateway(
-    port: u16,
-    fake: &FakeProvider,
-    dir: &std::path::Path,
-) -> tokio::process::Child {
+async fn start_gateway(port: u16, fake: &FakeProvider, dir: &std::path::Path) -> ServiceProcess {
     let config = dir.join("gateway.toml");
     std::fs::write(
         &config,
@@ -292,18 +288,13 @@ async fn start_gateway(
         ),
     )
     .unwrap();
-    let env = [
-        ("GATEWAY_AUTH_TOKENS", TOKEN.to_string()),
-        ("RUST_LOG", "warn".to_string()),
-    ];
-    let (child, _) = spawn_service(
-        env!("CARGO_BIN_EXE_gateway_replica"),
-        &config,
-        &env,
-        "llm-gateway listening on ",
-    )
-    .await;
-    child
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_gateway_replica"));
+    cmd.arg(&config)
+        .env("GATEWAY_AUTH_TOKENS", TOKEN)
+        .env("RUST_LOG", "warn");
+    e2e_tests::service::start(cmd, "llm-gateway listening on ")
+        .await
+        .expect("the gateway starts")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -319,7 +310,7 @@ async fn a_gateway_restart_of_two_seconds_mid_step_does_not_fail_the_prompt() {
         ..Default::default()
     })
     .await;
-    let mut c = e2e_tests::processor::sessions_client(p.addr, PROCESSOR_TOKEN).await;
+    let mut c = p.client().await;
     let s = c
         .create_session(spb::CreateSessionRequest::default())
         .await
@@ -343,8 +334,8 @@ async fn a_gateway_restart_of_two_seconds_mid_step_does_not_fail_the_prompt() {
             deltas += 1;
         }
     }
-    gateway.start_kill().unwrap();
-    gateway.wait().await.unwrap();
+    gateway.child.start_kill().unwrap();
+    gateway.child.wait().await.unwrap();
     // Down for 2 s: the processor's step retries back off past it.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let mut gateway = start_gateway(port, &fake, dir.path()).await;
@@ -366,5 +357,5 @@ async fn a_gateway_restart_of_two_seconds_mid_step_does_not_fail_the_prompt() {
     let answer = messages(&mut c, &s.id).await.pop().unwrap();
     assert!(answer.error.is_none());
     assert_healthy(&mut c, &s.id).await;
-    gateway.start_kill().unwrap();
+    gateway.child.start_kill().unwrap();
 }

@@ -112,6 +112,9 @@ pub struct ServerFile {
     pub metrics_listen: Option<String>,
     /// Generations in flight across all connections; more get `RESOURCE_EXHAUSTED`.
     pub max_inflight_generations: usize,
+    /// Serve TLS (mutual TLS with `client_ca_file`); env `GATEWAY_TLS_CERT_FILE`, `GATEWAY_TLS_KEY_FILE` and
+    /// `GATEWAY_TLS_CLIENT_CA_FILE` override its keys. Read at start-up (a SIGHUP does not reload it).
+    pub tls: Option<service_kit::tls::ServerTlsFiles>,
 }
 
 impl Default for ServerFile {
@@ -125,6 +128,7 @@ impl Default for ServerFile {
             max_concurrent_streams: 10_000,
             metrics_listen: None,
             max_inflight_generations: 4096,
+            tls: None,
         }
     }
 }
@@ -266,6 +270,8 @@ pub struct Config {
     pub hooks: Vec<DeclarativeHook>,
     /// Hook services, in config order.
     pub hook_services: Vec<HookService>,
+    /// TLS of the listener (checked files); plaintext when `None`.
+    pub tls: Option<service_kit::tls::ServerTls>,
 }
 
 /// Where the process environment comes from (a function so tests can pass their own).
@@ -411,6 +417,19 @@ impl Config {
             ));
         }
 
+        let tls = service_kit::tls::ServerTlsFiles::with_env(
+            file.server.tls.clone(),
+            "GATEWAY",
+            |name| env.var(name),
+        )
+        .and_then(|files| {
+            files
+                .as_ref()
+                .map(service_kit::tls::ServerTls::load)
+                .transpose()
+        })
+        .map_err(|e| ConfigError::new(format!("server.tls.{}", e.key), e.message))?;
+
         let t = &file.timeouts;
         for (k, v) in [
             ("timeouts.connect_ms", t.connect_ms),
@@ -525,6 +544,7 @@ impl Config {
             capture_message_content,
             hooks,
             hook_services,
+            tls,
         })
     }
 }
@@ -618,6 +638,52 @@ mod tests {
             c.catalog.get("demo/scripted").is_none(),
             "unconfigured providers' models are left out"
         );
+    }
+
+    #[test]
+    fn tls_files_are_checked_and_the_environment_overrides_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = service_kit::test_certs::generate(dir.path());
+        let (cert, key) = (
+            pki.server_cert.display().to_string(),
+            pki.server_key.display().to_string(),
+        );
+        struct Vars<'a>(&'a [(&'a str, &'a str)]);
+        impl Env for Vars<'_> {
+            fn var(&self, name: &str) -> Option<String> {
+                let token = (name == "GATEWAY_AUTH_TOKENS").then(|| TOKEN.to_owned());
+                token.or_else(|| {
+                    self.0
+                        .iter()
+                        .find(|(k, _)| *k == name)
+                        .map(|(_, v)| (*v).to_owned())
+                })
+            }
+        }
+        let load = |server: String, env: &[(&str, &str)]| {
+            let file = Config::parse(&format!("[server]\n{server}\n")).unwrap();
+            Config::from_file(file, &Vars(env))
+        };
+        assert!(load(String::new(), &[]).unwrap().tls.is_none());
+        let c = load(format!("tls = {}", pki.server_toml(true)), &[]).unwrap();
+        assert!(c.tls.unwrap().mutual());
+        let c = load(
+            String::new(),
+            &[
+                ("GATEWAY_TLS_CERT_FILE", &cert),
+                ("GATEWAY_TLS_KEY_FILE", &key),
+            ],
+        )
+        .unwrap();
+        assert!(!c.tls.unwrap().mutual());
+        let e = load(
+            format!("tls = {{ cert_file = \"{cert}\", key_file = \"/nope.key\" }}"),
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "server.tls.key_file");
+        let e = load(String::new(), &[("GATEWAY_TLS_CERT_FILE", &cert)]).unwrap_err();
+        assert_eq!(e.key, "server.tls.key_file");
     }
 
     #[test]

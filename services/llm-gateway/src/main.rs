@@ -38,13 +38,19 @@ pub(crate) async fn main() -> std::process::ExitCode {
 }
 
 async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    service_kit::tls::install_crypto_provider();
     let config = llm_gateway::config::Config::load(
         args.config.as_deref(),
         &llm_gateway::config::ProcessEnv,
     )?;
     if args.check {
+        let tls = match &config.tls {
+            None => "plaintext",
+            Some(tls) if tls.mutual() => "mutual TLS",
+            Some(_) => "TLS",
+        };
         eprintln!(
-            "configuration OK: {} providers, {} models",
+            "configuration OK: {} providers, {} models, {tls}",
             config.providers.len(),
             config.catalog.iter().count()
         );
@@ -59,6 +65,7 @@ async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         message = "llm-gateway listening",
         addr = %listener.local_addr()?,
         metrics = ?metrics_listener.as_ref().and_then(|l| l.local_addr().ok()),
+        tls = config.tls.as_ref().map(|t| if t.mutual() { "mutual" } else { "server" }),
         providers = ?config.providers.keys().collect::<Vec<_>>(),
         models = config.catalog.iter().count(),
     );

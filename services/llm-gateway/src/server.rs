@@ -32,8 +32,8 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
 }
 
-/// Serves `gateway` on `listener` until `shutdown` resolves, then drains in-flight streams for up to the configured
-/// grace period.
+/// Serves `gateway` on `listener` (over TLS when `server.tls` is configured) until `shutdown` resolves, then drains
+/// in-flight streams for up to the configured grace period.
 pub async fn run(
     gateway: Gateway,
     listener: TcpListener,
@@ -70,7 +70,11 @@ pub async fn run(
     };
     let drained = token.clone();
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let server = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = &config.tls {
+        builder = builder.tls_config(tls.tonic_config())?;
+    }
+    let server = builder
         .max_concurrent_streams(config.max_concurrent_streams)
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
         .layer(OversizeLayer)

@@ -12,16 +12,26 @@ pub async fn serve(
     config_path: Option<&Path>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let config = Arc::new(Config::load(config_path, &ProcessEnv)?);
+    service_kit::tls::install_crypto_provider();
+    let mut config = Config::load(config_path, &ProcessEnv)?;
+    if !announce_sandbox(&config).await {
+        config.disable_bash();
+    }
+    let config = Arc::new(config);
     let store = connect_store(&config).await?;
     let gateway = crate::engine::gateway_client_balanced(
         &config.gateway_url,
         &config.gateway_token,
         config.gateway_balance,
+        config.gateway_tls.clone(),
     )?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
-    tracing::info!(message = "session-processor listening", addr = %addr, agents = ?config.agents.keys().collect::<Vec<_>>());
+    let tls = config
+        .server_tls
+        .as_ref()
+        .map(|t| if t.mutual() { "mutual" } else { "server" });
+    tracing::info!(message = "session-processor listening", addr = %addr, ?tls, agents = ?config.agents.keys().collect::<Vec<_>>());
     // Tests and scripts read the bound address from this line (the port may be 0 in the config).
     eprintln!("session-processor listening on {addr}");
     let engine = crate::engine::Engine::new(store, gateway, config.clone());
@@ -53,6 +63,38 @@ pub async fn serve(
     Ok(())
 }
 
+/// Probes the `bash` sandbox and says at start-up how commands will run; false when `bash` cannot run (it is then
+/// disabled rather than run less confined than configured).
+async fn announce_sandbox(config: &Config) -> bool {
+    let agents = config.bash_agents();
+    match config.sandbox.ready().await {
+        Ok(ready) => {
+            let what = ready.describe();
+            if ready.confinement == crate::tools::sandbox::Confinement::Weak {
+                tracing::warn!(message = "bash sandbox", sandbox = %what, ?agents);
+            } else {
+                tracing::info!(message = "bash sandbox", sandbox = %what, ?agents);
+            }
+            true
+        }
+        Err(why) if agents.is_empty() => {
+            tracing::info!(message = "bash sandbox unavailable (no agent uses bash)", reason = %why);
+            false
+        }
+        Err(why) => {
+            tracing::error!(
+                message = "bash is DISABLED: its sandbox cannot start; install bubblewrap and allow the namespaces, \
+                           or set [tools.bash] confinement = \"weak\" to accept weaker confinement",
+                reason = %why,
+                ?agents,
+            );
+            // Tests and operators read this line, like the listening one.
+            eprintln!("session-processor: bash is disabled: {why}");
+            false
+        }
+    }
+}
+
 /// Connects to Redis and checks that it answers. While Redis is still loading its data (a restart with AOF), start-up
 /// waits, saying so every few seconds, instead of failing: the processor is useless without its store, and a
 /// supervisor restarting it in a loop would only add noise. Any other failure ends start-up.
@@ -61,8 +103,12 @@ async fn connect_store(config: &Config) -> Result<crate::store::Store, crate::st
     let mut said = None::<std::time::Instant>;
     loop {
         let attempt = async {
-            let store =
-                crate::store::Store::connect(&config.redis_url, &config.redis_prefix).await?;
+            let store = crate::store::Store::connect_with(
+                &config.redis_url,
+                &config.redis_access,
+                &config.redis_prefix,
+            )
+            .await?;
             store.ping().await?;
             Ok::<_, crate::store::StoreError>(store)
         };

@@ -1,14 +1,20 @@
 //! Configuration: a TOML file plus environment variables, validated at start-up; errors name the key.
 
+mod bash;
+mod transport;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use llm_proto::sessions as pb;
 use serde::Deserialize;
 
-use crate::tools::{DoomPolicy, PermissionRules, RuleConfig};
+pub use bash::{BashFile, BashLimitsFile};
+
+use crate::tools::{DoomPolicy, PermissionRules, RuleConfig, Sandbox};
 
 /// A configuration error naming its key.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +64,17 @@ pub struct FileConfig {
     /// `[events]`: the session event log.
     #[serde(default)]
     pub events: EventsFile,
+    /// `[tools]`: the built-in tools.
+    #[serde(default)]
+    pub tools: ToolsFile,
+}
+
+/// `[tools]`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsFile {
+    /// `[tools.bash]`: the sandbox and the default limits of a command.
+    pub bash: BashFile,
 }
 
 /// `[events]`.
@@ -127,6 +144,9 @@ pub struct ServerFile {
     pub shutdown_grace_ms: u64,
     /// Address of the Prometheus `/metrics` listener (env `PROCESSOR_METRICS_LISTEN` overrides); off when unset.
     pub metrics_listen: Option<String>,
+    /// Serve TLS (mutual TLS with `client_ca_file`); env `PROCESSOR_TLS_CERT_FILE`, `PROCESSOR_TLS_KEY_FILE` and
+    /// `PROCESSOR_TLS_CLIENT_CA_FILE` override its keys.
+    pub tls: Option<service_kit::tls::ServerTlsFiles>,
 }
 
 impl Default for ServerFile {
@@ -137,6 +157,7 @@ impl Default for ServerFile {
             allow_unauthenticated: false,
             shutdown_grace_ms: 30_000,
             metrics_listen: None,
+            tls: None,
         }
     }
 }
@@ -160,6 +181,9 @@ pub struct GatewayFile {
     /// The model (`provider/model`) a prompt runs with when neither it, the session's earlier prompts, the session
     /// nor the agent names one; none when empty.
     pub default_model: String,
+    /// TLS to an `https://` gateway: the CA to trust (the system's roots when unset) and the client certificate
+    /// when the gateway requires mutual TLS.
+    pub tls: Option<service_kit::tls::ClientTlsFiles>,
 }
 
 impl Default for GatewayFile {
@@ -171,6 +195,7 @@ impl Default for GatewayFile {
             balance: "connection".into(),
             resolve_interval_ms: 5_000,
             default_model: String::new(),
+            tls: None,
         }
     }
 }
@@ -185,6 +210,13 @@ pub struct RedisFile {
     pub prefix: String,
     /// Lease time-to-live; a replica that stops renewing loses its sessions after this long.
     pub lease_ttl_ms: u64,
+    /// Redis ACL user; the URL may carry it instead (`rediss://user:password@host`), not both.
+    pub username: Option<String>,
+    /// Environment variable holding the password of that user (or of the default user).
+    pub password_env: String,
+    /// TLS to a `rediss://` Redis: the CA to trust (the system's roots when unset) and the client certificate when
+    /// Redis requires one.
+    pub tls: Option<service_kit::tls::ClientTlsFiles>,
 }
 
 impl Default for RedisFile {
@@ -193,6 +225,9 @@ impl Default for RedisFile {
             url: "redis://127.0.0.1:6379".into(),
             prefix: "llm:".into(),
             lease_ttl_ms: 5_000,
+            username: None,
+            password_env: "REDIS_PASSWORD".into(),
+            tls: None,
         }
     }
 }
@@ -354,6 +389,9 @@ pub struct AgentFile {
     /// Older tool output is pruned from requests only when at least this many estimated tokens would go.
     #[serde(default = "default_prune_minimum")]
     pub prune_minimum_tokens: u64,
+    /// The agent's own limits for `bash` commands, over `[tools.bash]`.
+    #[serde(default)]
+    pub bash: Option<BashLimitsFile>,
 }
 
 /// `[agents.<name>.reasoning]`.
@@ -472,6 +510,8 @@ pub struct Agent {
     pub prune_protect: u64,
     /// Least amount of tool output (estimated tokens) worth pruning.
     pub prune_minimum: u64,
+    /// Limits of its tool calls, and the processor's sandbox for `bash`.
+    pub tool_limits: crate::tools::Limits,
 }
 
 /// How a failed step is retried.
@@ -533,6 +573,12 @@ pub struct Config {
     pub default_model: String,
     /// Redis URL.
     pub redis_url: String,
+    /// Redis ACL credentials and TLS beyond the URL.
+    pub redis_access: crate::store::RedisAccess,
+    /// TLS of the listener; plaintext when `None`.
+    pub server_tls: Option<service_kit::tls::ServerTls>,
+    /// TLS to an `https://` gateway.
+    pub gateway_tls: Option<service_kit::tls::ClientTls>,
     /// Prefix of every Redis key.
     pub redis_prefix: String,
     /// Lease time-to-live.
@@ -549,6 +595,8 @@ pub struct Config {
     pub tenants: BTreeMap<String, Tenant>,
     /// The event hub's tuning (`[events]`).
     pub events: crate::events::EventsConfig,
+    /// The `bash` sandbox (`[tools.bash]`), shared by every agent's [`Agent::tool_limits`].
+    pub sandbox: Arc<Sandbox>,
 }
 
 impl Config {
@@ -727,9 +775,9 @@ impl Config {
             return Err(err("gateway.default_model", "must be `provider/model`"));
         }
         let redis_url = env.var("REDIS_URL").unwrap_or(file.redis.url.clone());
-        if !redis_url.starts_with("redis://") && !redis_url.starts_with("rediss://") {
-            return Err(err("redis.url", "must be a redis:// or rediss:// URL"));
-        }
+        let redis_access = transport::redis_access(&file.redis, &redis_url, env)?;
+        let server_tls = transport::server_tls(&file.server, env)?;
+        let gateway_tls = transport::gateway_tls(&file.gateway, &gateway_url)?;
         if file.redis.lease_ttl_ms < 500 {
             return Err(err("redis.lease_ttl_ms", "must be at least 500"));
         }
@@ -779,7 +827,9 @@ impl Config {
             reasoning: None,
             prune_protect_tokens: default_prune_protect(),
             prune_minimum_tokens: default_prune_minimum(),
+            bash: None,
         });
+        let sandbox = Arc::new(Sandbox::new(bash::settings(&file.tools.bash)?));
         for (name, a) in files {
             let key = |k: &str| format!("agents.{name}.{k}");
             let builtin: Vec<String> = crate::tools::builtin_specs()
@@ -833,6 +883,11 @@ impl Config {
                 })?;
                 skills.push((skill.clone(), text));
             }
+            let tool_limits = crate::tools::Limits {
+                bash: bash::limits(&file.tools.bash.limits, a.bash.as_ref(), &name)?,
+                sandbox: sandbox.clone(),
+                ..crate::tools::Limits::default()
+            };
             agents.insert(
                 name.clone(),
                 Agent {
@@ -859,6 +914,7 @@ impl Config {
                     reasoning,
                     prune_protect: a.prune_protect_tokens,
                     prune_minimum: a.prune_minimum_tokens,
+                    tool_limits,
                 },
             );
         }
@@ -897,6 +953,9 @@ impl Config {
             step_timeout: Duration::from_millis(file.gateway.step_timeout_ms),
             default_model: file.gateway.default_model,
             redis_url,
+            redis_access,
+            server_tls,
+            gateway_tls,
             redis_prefix: file.redis.prefix,
             lease_ttl: Duration::from_millis(file.redis.lease_ttl_ms),
             workspace_root,
@@ -905,6 +964,7 @@ impl Config {
             titles: file.titles.enabled,
             tenants,
             events,
+            sandbox,
         })
     }
 }
@@ -913,7 +973,7 @@ impl Config {
 mod tests {
     use super::*;
 
-    fn load(extra: &str) -> Result<Config, ConfigError> {
+    pub(super) fn load(extra: &str) -> Result<Config, ConfigError> {
         let file = Config::parse(&format!(
             "[server]\nauth_tokens = [\"operator-token-0123456789\"]\n{extra}"
         ))?;

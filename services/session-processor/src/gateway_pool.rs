@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use service_kit::tls::ClientTls;
 use tonic::transport::channel::Change;
 use tonic::transport::{Channel, Endpoint};
 
@@ -57,9 +58,21 @@ impl Target {
         Ok(Target { scheme, host, port })
     }
 
-    fn endpoint(&self, addr: SocketAddr) -> Result<Endpoint, tonic::transport::Error> {
+    /// The endpoint of one resolved address. Over TLS the certificate is checked against the target's host name
+    /// (or the configured server name), not the address.
+    fn endpoint(
+        &self,
+        addr: SocketAddr,
+        tls: Option<&ClientTls>,
+    ) -> Result<Endpoint, tonic::transport::Error> {
         let url = format!("{}://{addr}", self.scheme);
-        Ok(Endpoint::from_shared(url)?.tcp_nodelay(true))
+        let endpoint = Endpoint::from_shared(url)?.tcp_nodelay(true);
+        match tls {
+            Some(tls) if self.scheme == "https" => {
+                endpoint.tls_config(tls.tonic_config(Some(&self.host)))
+            }
+            _ => Ok(endpoint),
+        }
     }
 }
 
@@ -77,14 +90,22 @@ pub fn parse_targets(urls: &str) -> Result<Vec<Target>, String> {
     Ok(targets)
 }
 
-/// A channel for `url` under `balance`. In DNS mode a background task keeps the set of addresses current; it stops
-/// when the channel (every clone) is dropped.
-pub fn channel(url: &str, balance: Balance) -> Result<Channel, String> {
+/// A channel for `url` under `balance`, over TLS with `tls` for `https://` URLs. In DNS mode a background task keeps
+/// the set of addresses current; it stops when the channel (every clone) is dropped.
+pub fn channel(url: &str, balance: Balance, tls: Option<ClientTls>) -> Result<Channel, String> {
     match balance {
-        Balance::Connection => Ok(Endpoint::from_shared(url.to_string())
-            .map_err(|e| format!("`{url}`: {e}"))?
-            .tcp_nodelay(true)
-            .connect_lazy()),
+        Balance::Connection => {
+            let endpoint = Endpoint::from_shared(url.to_string())
+                .map_err(|e| format!("`{url}`: {e}"))?
+                .tcp_nodelay(true);
+            let endpoint = match &tls {
+                Some(tls) if url.starts_with("https://") => endpoint
+                    .tls_config(tls.tonic_config(None))
+                    .map_err(|e| format!("`{url}`: TLS: {e}"))?,
+                _ => endpoint,
+            };
+            Ok(endpoint.connect_lazy())
+        }
         Balance::Dns { interval } => {
             let targets = parse_targets(url)?;
             let (channel, tx) = Channel::balance_channel::<SocketAddr>(64);
@@ -94,7 +115,7 @@ pub fn channel(url: &str, balance: Balance) -> Result<Channel, String> {
                     let resolved = resolve_all(&targets).await;
                     for change in diff(&known, &resolved) {
                         let sent = match change {
-                            Diff::Add(addr, i) => match targets[i].endpoint(addr) {
+                            Diff::Add(addr, i) => match targets[i].endpoint(addr, tls.as_ref()) {
                                 Ok(endpoint) => {
                                     tracing::info!(message = "gateway address added", %addr);
                                     tx.send(Change::Insert(addr, endpoint)).await

@@ -31,7 +31,7 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
 }
 
-/// Serves until `shutdown` resolves.
+/// Serves on `listener` (over TLS when `server.tls` is configured) until `shutdown` resolves.
 pub async fn run(
     engine: Arc<Engine>,
     listener: TcpListener,
@@ -47,9 +47,13 @@ pub async fn run(
         tokens: engine.config.auth_tokens.clone(),
         open: engine.config.allow_unauthenticated,
     };
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = &engine.config.server_tls {
+        builder = builder.tls_config(tls.tonic_config())?;
+    }
     let service =
         SessionServiceServer::new(Sessions { engine }).max_decoding_message_size(32 * 1024 * 1024);
-    tonic::transport::Server::builder()
+    builder
         .add_service(health_service)
         .add_service(reflection)
         .add_service(InterceptedService::new(service, auth))

@@ -30,16 +30,18 @@ pub fn gateway_client(
     url: &str,
     token: &str,
 ) -> Result<GatewayClient, Box<dyn std::error::Error + Send + Sync>> {
-    gateway_client_balanced(url, token, crate::gateway_pool::Balance::Connection)
+    gateway_client_balanced(url, token, crate::gateway_pool::Balance::Connection, None)
 }
 
-/// Connects (lazily) to the gateway, spreading calls as `balance` says (see [`crate::gateway_pool`]).
+/// Connects (lazily) to the gateway, spreading calls as `balance` says (see [`crate::gateway_pool`]), over TLS with
+/// `tls` for `https://` URLs.
 pub fn gateway_client_balanced(
     url: &str,
     token: &str,
     balance: crate::gateway_pool::Balance,
+    tls: Option<service_kit::tls::ClientTls>,
 ) -> Result<GatewayClient, Box<dyn std::error::Error + Send + Sync>> {
-    let channel = crate::gateway_pool::channel(url, balance)?;
+    let channel = crate::gateway_pool::channel(url, balance, tls)?;
     let auth = if token.is_empty() {
         None
     } else {

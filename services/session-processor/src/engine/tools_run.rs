@@ -236,14 +236,12 @@ impl Engine {
             );
             return self.apply(&out, run.fence, processor).await;
         }
-        let result = match tools::run_builtin(
-            ws,
-            &call.tool,
-            &call.input,
-            &tools::Limits::default(),
-        )
-        .await
-        {
+        // Aborting drops the call, which kills a running command's processes.
+        let outcome = tokio::select! {
+            _ = run.cancel.cancelled() => return Ok(()),
+            o = tools::run_builtin(ws, &call.tool, &call.input, &run.agent.tool_limits) => o,
+        };
+        let result = match outcome {
             ToolOutcome::Ok(s) => Ok(s),
             ToolOutcome::Err(s) => Err(s),
         };

@@ -51,6 +51,7 @@
 //!   entry before the session, deletion removes it after, and listing skips index entries without a session. A crash
 //!   between the two steps therefore leaves at worst an invisible index entry, never an unlisted session.
 
+mod access;
 mod asking;
 mod blocking;
 mod diag;
@@ -72,6 +73,7 @@ use prost::Message as _;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::streams::{StreamRangeReply, StreamReadReply};
 
+pub use access::{RedisAccess, url_has_credentials};
 pub use diag::WriteFailures;
 use keys::{SessionKeys, check_id};
 
@@ -212,12 +214,21 @@ impl Store {
     ///
     /// The prefix must not contain braces: a hash tag in the prefix would put every session in one cluster slot.
     pub async fn connect(url: &str, prefix: &str) -> Result<Store, StoreError> {
+        Self::connect_with(url, &RedisAccess::default(), prefix).await
+    }
+
+    /// Like [`Store::connect`], with ACL credentials and TLS (see [`RedisAccess`]).
+    pub async fn connect_with(
+        url: &str,
+        access: &RedisAccess,
+        prefix: &str,
+    ) -> Result<Store, StoreError> {
         if prefix.contains(['{', '}']) {
             return Err(StoreError::InvalidArgument(format!(
                 "key prefix {prefix:?} must not contain braces (it would override the per-session hash tag)"
             )));
         }
-        let client = redis::Client::open(url)?;
+        let client = access::client(url, access)?;
         let config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(RESPONSE_TIMEOUT))
             .set_connection_timeout(Some(CONNECT_TIMEOUT));

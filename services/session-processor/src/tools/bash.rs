@@ -1,28 +1,34 @@
-//! The `bash` tool: one `/bin/sh -c` command in the workspace root.
+//! The `bash` tool: one `/bin/sh -c` command in the workspace root, confined by the processor's [`Sandbox`]
+//! (see [`super::sandbox`] for what the command can see and as whom it runs).
 //!
-//! Confinement is by working directory and environment only: the command can reach anything the processor's user
-//! can. That is why the default permission rules deny it; untrusted commands need a real sandbox.
+//! Supervision, whatever the confinement: the command (bubblewrap, or the shell itself under `weak`) leads its own
+//! process group, and that group is killed with SIGKILL when the command exits, when it runs past its wall time,
+//! when its output passes [`BashLimits::output_limit_bytes`], and when the call is dropped (the loop was aborted).
+//! Under `namespaces` killing bubblewrap also ends the sandbox's pid namespace, which takes every process of the
+//! command with it, even ones that left the group; under `weak` such a process could outlive the call.
 //!
-//! The shell runs as the leader of its own process group, and the whole group is killed with SIGKILL when the
-//! command times out and again when the shell exits, so neither a hung pipeline nor a stray background job
-//! outlives the call (a background job would also keep the output pipes open and stall the read).
+//! Output is read as it comes, keeping the first [`Limits::max_output_bytes`] of each stream and counting the rest,
+//! so a chatty command costs neither memory nor a full pipe.
+//!
+//! [`Sandbox`]: super::sandbox::Sandbox
+//! [`BashLimits::output_limit_bytes`]: super::sandbox::BashLimits::output_limit_bytes
 
-use std::process::Stdio;
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rustix::process::{Pid, Signal, kill_process_group};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Command;
+use tokio::sync::Notify;
 
+use super::sandbox::BashLimits;
 use super::{Limits, ToolError, Workspace};
 
 /// How long to wait for the output pipes to close after the process group was killed. Only a process that left
-/// the group (setsid) can still hold them; past this the output read so far is used.
+/// the group (possible under `weak` confinement) can still hold them; past this the output read so far is used.
 const PIPE_GRACE: Duration = Duration::from_millis(500);
-
-/// PATH for the command when the processor itself has none.
-const FALLBACK_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// Runs the schema-validated `input` (`{command}`).
 pub(crate) async fn run(
@@ -33,73 +39,56 @@ pub(crate) async fn run(
     let Some(command) = input.get("command").and_then(Value::as_str) else {
         return Err(ToolError::Invalid("`command` must be a string".to_owned()));
     };
-    let path = std::env::var_os("PATH").unwrap_or_else(|| FALLBACK_PATH.into());
-    let lang = std::env::var_os("LANG").unwrap_or_else(|| "C.UTF-8".into());
-    let mut child = Command::new("/bin/sh")
-        .arg("-c")
-        .arg(command)
-        .current_dir(ws.root())
-        // Cleared so the processor's secrets (API keys, Redis URLs) are not handed to model-written commands.
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", ws.root())
-        .env("LANG", lang)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|source| ToolError::Io {
-            context: "cannot start /bin/sh".to_owned(),
-            source,
-        })?;
-    // With process_group(0) the group id is the child's pid. Pids 0 and 1 would address other processes
-    // (the caller's own group, or everything), so they are never used as a group to kill.
-    let group = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .filter(|id| *id > 1)
-        .and_then(Pid::from_raw);
+    let bash = &limits.bash;
+    let mut cmd = limits
+        .sandbox
+        .command(ws.root(), bash, command)
+        .await
+        .map_err(ToolError::Invalid)?;
+    let mut child = cmd.spawn().map_err(|source| ToolError::Io {
+        context: "cannot start the command".to_owned(),
+        source,
+    })?;
+    let group = Group::of(child.id());
 
+    let budget = Arc::new(Budget::new(bash.output_limit_bytes));
     let cap = limits.max_output_bytes;
-    let mut stdout_task = tokio::spawn(capture(child.stdout.take(), cap));
-    let mut stderr_task = tokio::spawn(capture(child.stderr.take(), cap));
+    let mut stdout_task = tokio::spawn(capture(child.stdout.take(), cap, budget.clone()));
+    let mut stderr_task = tokio::spawn(capture(child.stderr.take(), cap, budget.clone()));
 
-    let waited = tokio::time::timeout(limits.bash_timeout, child.wait()).await;
-    kill_group(group);
-    let status = match waited {
-        Ok(Ok(status)) => Some(status),
-        Ok(Err(source)) => {
-            return Err(ToolError::Io {
-                context: "waiting for the command failed".to_owned(),
-                source,
-            });
-        }
-        Err(_elapsed) => {
-            // The group kill above already hit the shell; this covers a missing group id and reaps the shell.
-            let _ = child.start_kill();
-            let _ = child.wait().await;
-            None
-        }
+    let end = tokio::select! {
+        waited = child.wait() => match waited {
+            Ok(status) => End::Exited(status),
+            Err(source) => {
+                return Err(ToolError::Io {
+                    context: "waiting for the command failed".to_owned(),
+                    source,
+                });
+            }
+        },
+        () = tokio::time::sleep(bash.timeout) => End::TimedOut,
+        () = budget.exceeded.notified() => End::OutputLimit,
     };
+    group.kill();
+    if !matches!(end, End::Exited(_)) {
+        // The group kill already hit it; this covers a missing group id and reaps the process.
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
 
     let mut pipes_stuck = false;
     let stdout = finish_capture(&mut stdout_task, &mut pipes_stuck).await;
     let stderr = finish_capture(&mut stderr_task, &mut pipes_stuck).await;
 
-    let mut out = match status {
-        Some(status) => match (
-            status.code(),
-            std::os::unix::process::ExitStatusExt::signal(&status),
-        ) {
-            (Some(code), _) => format!("exit code: {code}\n"),
-            (None, Some(signal)) => format!("terminated by signal {signal}\n"),
-            (None, None) => "exit status unknown\n".to_owned(),
-        },
-        None => format!(
-            "timed out after {}; the command and its process group were killed\n",
-            human_duration(limits.bash_timeout)
+    let mut out = match &end {
+        End::Exited(status) => describe_exit(*status, bash),
+        End::TimedOut => format!(
+            "timed out after {}; the command and all its processes were killed\n",
+            human_duration(bash.timeout)
+        ),
+        End::OutputLimit => format!(
+            "output limit: the command wrote more than {} bytes and was killed\n",
+            bash.output_limit_bytes
         ),
     };
     append_stream(&mut out, "stdout", &stdout);
@@ -110,18 +99,72 @@ pub(crate) async fn run(
     if pipes_stuck {
         out.push_str("(a process that left the process group kept the output open; its output was cut off)\n");
     }
-    // A timeout is a tool error so the model notices; a non-zero exit code is ordinary output it can act on.
-    if status.is_none() {
-        return Err(ToolError::Invalid(out));
+    // A kill is a tool error so the model notices; a non-zero exit code is ordinary output it can act on.
+    match end {
+        End::Exited(_) => Ok(out),
+        End::TimedOut | End::OutputLimit => Err(ToolError::Invalid(out)),
     }
-    Ok(out)
 }
 
-/// SIGKILL to the whole group; failures are ignored because the usual one is "no such process" (everything
-/// already exited).
-fn kill_group(group: Option<Pid>) {
-    if let Some(group) = group {
-        let _ = kill_process_group(group, Signal::KILL);
+enum End {
+    Exited(ExitStatus),
+    TimedOut,
+    OutputLimit,
+}
+
+/// The command's process group, killed (SIGKILL) on [`Group::kill`] and again when dropped, so an aborted call
+/// leaves nothing running.
+struct Group(Option<Pid>);
+
+impl Group {
+    /// With `process_group(0)` the group id is the child's pid. Pids 0 and 1 would address other processes (the
+    /// caller's own group, or everything), so they are never used as a group to kill.
+    fn of(pid: Option<u32>) -> Group {
+        Group(
+            pid.and_then(|id| i32::try_from(id).ok())
+                .filter(|id| *id > 1)
+                .and_then(Pid::from_raw),
+        )
+    }
+
+    /// Failures are ignored: the usual one is "no such process" (everything already exited).
+    fn kill(&self) {
+        if let Some(group) = self.0 {
+            let _ = kill_process_group(group, Signal::KILL);
+        }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Output read from both streams together, against [`BashLimits::output_limit_bytes`].
+struct Budget {
+    read: AtomicUsize,
+    limit: usize,
+    exceeded: Notify,
+}
+
+impl Budget {
+    fn new(limit: usize) -> Budget {
+        Budget {
+            read: AtomicUsize::new(0),
+            limit,
+            exceeded: Notify::new(),
+        }
+    }
+
+    /// Counts `n` more bytes; false (and the supervisor told) once the total passes the limit.
+    fn take(&self, n: usize) -> bool {
+        let total = self.read.fetch_add(n, Ordering::Relaxed).saturating_add(n);
+        if total > self.limit {
+            self.exceeded.notify_one();
+            return false;
+        }
+        true
     }
 }
 
@@ -130,13 +173,16 @@ fn kill_group(group: Option<Pid>) {
 struct Captured {
     /// The first bytes, up to the cap.
     kept: Vec<u8>,
-    /// Everything the stream produced.
+    /// Everything read from the stream.
     total: usize,
 }
 
-/// Reads a stream to its end, keeping the first `cap` bytes and counting (but draining) the rest, so a chatty
-/// command never blocks on a full pipe.
-async fn capture<R: AsyncRead + Unpin>(stream: Option<R>, cap: usize) -> Captured {
+/// Reads a stream until it ends or the budget runs out, keeping the first `cap` bytes and counting the rest.
+async fn capture<R: AsyncRead + Unpin>(
+    stream: Option<R>,
+    cap: usize,
+    budget: Arc<Budget>,
+) -> Captured {
     let mut captured = Captured::default();
     let Some(mut stream) = stream else {
         return captured;
@@ -149,6 +195,9 @@ async fn capture<R: AsyncRead + Unpin>(stream: Option<R>, cap: usize) -> Capture
                 captured.total += n;
                 let room = cap.saturating_sub(captured.kept.len());
                 captured.kept.extend_from_slice(&chunk[..n.min(room)]);
+                if !budget.take(n) {
+                    break;
+                }
             }
         }
     }
@@ -167,6 +216,41 @@ async fn finish_capture(
             task.abort();
             Captured::default()
         }
+    }
+}
+
+/// `exit code: N` (with what a signal death means), or `terminated by signal N` when the shell itself was killed.
+/// Under `namespaces` bubblewrap reports a command killed by signal N as exit code 128 + N, as shells do.
+fn describe_exit(status: ExitStatus, limits: &BashLimits) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) if (129..=128 + 64).contains(&code) => format!(
+            "exit code: {code} (killed by signal {}{})\n",
+            code - 128,
+            signal_note(code - 128, limits)
+        ),
+        (Some(code), _) => format!("exit code: {code}\n"),
+        (None, Some(signal)) => format!(
+            "terminated by signal {signal}{}\n",
+            signal_note(signal, limits)
+        ),
+        (None, None) => "exit status unknown\n".to_owned(),
+    }
+}
+
+fn signal_note(signal: i32, limits: &BashLimits) -> String {
+    match signal {
+        9 => ", SIGKILL".to_owned(),
+        11 => ", SIGSEGV".to_owned(),
+        24 => format!(
+            ", SIGXCPU: the CPU time limit of {} s per process",
+            limits.cpu_seconds
+        ),
+        25 => format!(
+            ", SIGXFSZ: the file size limit of {} bytes",
+            limits.max_file_bytes
+        ),
+        _ => String::new(),
     }
 }
 
@@ -194,129 +278,5 @@ fn human_duration(duration: Duration) -> String {
         format!("{} s", duration.as_secs())
     } else {
         format!("{:.1} s", duration.as_secs_f64())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-    use std::time::Instant;
-
-    fn ws() -> (tempfile::TempDir, Workspace) {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = Workspace::open(&dir.path().join("ws")).unwrap();
-        (dir, ws)
-    }
-
-    async fn sh(ws: &Workspace, command: &str, limits: &Limits) -> Result<String, ToolError> {
-        run(ws, &json!({ "command": command }), limits).await
-    }
-
-    #[tokio::test]
-    async fn runs_in_the_workspace_root() {
-        let (_d, ws) = ws();
-        let out = sh(&ws, "pwd; echo oops >&2; exit 3", &Limits::default())
-            .await
-            .unwrap();
-        let root = ws.root().display();
-        assert_eq!(
-            out,
-            format!("exit code: 3\nstdout:\n{root}\nstderr:\noops\n")
-        );
-    }
-
-    #[tokio::test]
-    async fn environment_is_cleared() {
-        let (_d, ws) = ws();
-        let out = sh(&ws, "env", &Limits::default()).await.unwrap();
-        let names: Vec<&str> = out
-            .lines()
-            .skip(2)
-            .filter_map(|line| line.split_once('=').map(|(name, _)| name))
-            .collect();
-        // What sh itself adds (PWD, SHLVL, OLDPWD, `_`) is fine; nothing from the processor may leak through.
-        for name in &names {
-            assert!(
-                ["PATH", "HOME", "LANG", "PWD", "OLDPWD", "SHLVL", "_"].contains(name),
-                "unexpected variable {name} in {out}"
-            );
-        }
-        assert!(
-            out.contains(&format!("HOME={}", ws.root().display())),
-            "{out}"
-        );
-        assert!(names.contains(&"PATH"));
-    }
-
-    #[tokio::test]
-    async fn stdin_is_empty() {
-        let (_d, ws) = ws();
-        let out = sh(&ws, "cat; echo done", &Limits::default()).await.unwrap();
-        assert_eq!(out, "exit code: 0\nstdout:\ndone\n");
-    }
-
-    #[tokio::test]
-    async fn timeout_kills_the_process_group() {
-        let (_d, ws) = ws();
-        let limits = Limits {
-            bash_timeout: Duration::from_millis(300),
-            ..Limits::default()
-        };
-        let started = Instant::now();
-        // The subshell and the backgrounded sleep are separate processes in the group; all must die for the pipes
-        // to close this quickly.
-        let err = sh(&ws, "echo started; (sleep 5; echo late) & sleep 5", &limits)
-            .await
-            .unwrap_err();
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "took {:?}",
-            started.elapsed()
-        );
-        let message = err.to_string();
-        assert!(message.starts_with("timed out after 0.3 s"), "{message}");
-        assert!(message.contains("started"), "{message}");
-        assert!(!message.contains("late"), "{message}");
-    }
-
-    #[tokio::test]
-    async fn background_jobs_do_not_outlive_the_call() {
-        let (_d, ws) = ws();
-        let started = Instant::now();
-        let out = sh(&ws, "sleep 5 & echo quick", &Limits::default())
-            .await
-            .unwrap();
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "took {:?}",
-            started.elapsed()
-        );
-        assert_eq!(out, "exit code: 0\nstdout:\nquick\n");
-    }
-
-    #[tokio::test]
-    async fn output_is_truncated() {
-        let (_d, ws) = ws();
-        let limits = Limits {
-            max_output_bytes: 100,
-            ..Limits::default()
-        };
-        let out = sh(&ws, "head -c 5000 /dev/zero | tr '\\0' a", &limits)
-            .await
-            .unwrap();
-        assert!(
-            out.contains("[stdout truncated: showing the first 100 of 5000 bytes]"),
-            "{out}"
-        );
-    }
-
-    #[tokio::test]
-    async fn silent_commands_say_so() {
-        let (_d, ws) = ws();
-        assert_eq!(
-            sh(&ws, "true", &Limits::default()).await.unwrap(),
-            "exit code: 0\n(no output)\n"
-        );
     }
 }

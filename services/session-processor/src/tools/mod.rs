@@ -12,22 +12,23 @@
 //! Confinement: every path goes through [`Workspace::resolve`], which refuses absolute paths, `..` above the root,
 //! and symbolic links (of any existing ancestor) that lead outside. Resolution and use are separate system calls, so
 //! a process racing to swap a directory for a symlink between them could still escape; the built-in tools never do
-//! that, but `bash` could, which is one reason `bash` is denied by default. `bash` itself is confined only by its
-//! working directory and a cleared environment: it can read and write anything the processor's user can. Real
-//! isolation of untrusted commands needs a sandbox (container, namespaces, seccomp), not this module.
-
+//! that, but a `bash` command of a session sharing the workspace could. `bash` itself runs in the processor's
+//! [`sandbox::Sandbox`]: by default Linux namespaces in which only its own workspace exists (and is writable), as an
+//! unprivileged user, under resource limits and with a scrubbed environment (see [`sandbox`]).
 mod bash;
 mod doom_loop;
 mod fs_tools;
 mod glob;
 mod permissions;
+pub mod sandbox;
 mod schema;
 mod workspace;
 
-use std::time::Duration;
+use std::sync::Arc;
 
 pub use doom_loop::{DoomLoop, DoomLoopDetector, DoomLoopKind, DoomPolicy, REPEAT_COUNT};
 pub use permissions::{Decision, PermissionRules, RuleConfig};
+pub use sandbox::{BashLimits, Sandbox};
 pub use schema::{builtin_specs, validate_input};
 pub use workspace::Workspace;
 
@@ -92,23 +93,27 @@ pub enum ToolError {
     },
 }
 
-/// Bounds on what one tool call may consume or return.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Bounds on what one tool call may consume or return, and the sandbox `bash` runs in.
+#[derive(Debug, Clone)]
 pub struct Limits {
     /// Longest output handed to the model; longer output is cut with a note saying so. Default 64 KiB.
     pub max_output_bytes: usize,
-    /// How long `bash` may run before its whole process group is killed. Default 60 s.
-    pub bash_timeout: Duration,
     /// Most file bytes one `read` returns (it stops early and says where to continue). Default 1 MiB.
     pub max_read_bytes: usize,
+    /// What one `bash` command may use (the agent's `[agents.<name>.bash]` over `[tools.bash]`).
+    pub bash: BashLimits,
+    /// The processor's sandbox (one per process, probed once, shared by every agent).
+    pub sandbox: Arc<Sandbox>,
 }
 
 impl Default for Limits {
+    /// The defaults, with a sandbox of default settings of its own (probed on first `bash` call).
     fn default() -> Self {
         Limits {
             max_output_bytes: 64 * 1024,
-            bash_timeout: Duration::from_secs(60),
             max_read_bytes: 1024 * 1024,
+            bash: BashLimits::default(),
+            sandbox: Arc::new(Sandbox::default()),
         }
     }
 }

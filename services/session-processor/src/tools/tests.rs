@@ -17,7 +17,7 @@ struct Fixture {
 
 /// A workspace next to an `outside` directory holding `secret.txt`, with symlinks from the workspace to it.
 fn fixture() -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = sandbox::test_support::enterable_tempdir();
     let ws = Workspace::open(&dir.path().join("ws")).unwrap();
     let outside = dir.path().join("outside");
     std::fs::create_dir(&outside).unwrap();
@@ -95,8 +95,17 @@ async fn happy_path_through_run_builtin() {
         call(ws, "grep", json!({"pattern": "the", "path": "notes"})).await,
         ToolOutcome::Ok("notes/a.md:2: there".to_owned())
     );
+    // Written by the processor, read by the sandbox user.
+    let Some(sandbox) = sandbox::test_support::namespaces_or_skip().await else {
+        return;
+    };
+    let limits = Limits {
+        sandbox,
+        ..Limits::default()
+    };
+    let input = json!({"command": "cat notes/a.md"}).to_string();
     assert_eq!(
-        call(ws, "bash", json!({"command": "cat notes/a.md"})).await,
+        run_builtin(ws, "bash", &input, &limits).await,
         ToolOutcome::Ok("exit code: 0\nstdout:\nhello\nthere\n".to_owned())
     );
 }
@@ -273,8 +282,15 @@ fn truncation_respects_char_boundaries() {
 #[tokio::test]
 async fn bash_timeout_is_a_tool_error_and_prompt() {
     let f = fixture();
+    let Some(sandbox) = sandbox::test_support::namespaces_or_skip().await else {
+        return;
+    };
     let limits = Limits {
-        bash_timeout: Duration::from_millis(200),
+        sandbox,
+        bash: BashLimits {
+            timeout: Duration::from_millis(200),
+            ..BashLimits::default()
+        },
         ..Limits::default()
     };
     let started = Instant::now();
@@ -291,7 +307,7 @@ async fn bash_timeout_is_a_tool_error_and_prompt() {
 fn limits_defaults() {
     let limits = Limits::default();
     assert_eq!(limits.max_output_bytes, 64 * 1024);
-    assert_eq!(limits.bash_timeout, Duration::from_secs(60));
+    assert_eq!(limits.bash.timeout, Duration::from_secs(60));
     assert_eq!(limits.max_read_bytes, 1024 * 1024);
 }
 

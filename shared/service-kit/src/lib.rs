@@ -1,0 +1,10 @@
+//! Plumbing both services share, one concern per module:
+//! - [`tls`]: TLS and mutual TLS from certificate files: the configuration keys, loading and validating the files
+//!   at start-up, and tonic's server and client configurations built from them.
+//! - `test_certs` (feature `test-certs`): a small certificate authority with server and client certificates, for
+//!   tests.
+
+pub mod tls;
+
+#[cfg(any(test, feature = "test-certs"))]
+pub mod test_certs;

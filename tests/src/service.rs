@@ -1,0 +1,115 @@
+//! A service as a real child process: started, its stderr collected line by line, and its bound address read from
+//! the line it prints once listening. Also a TLS-only `redis-server` with ACL users, for the transport tests.
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::Notify;
+
+/// A running service process (killed when dropped).
+pub struct ServiceProcess {
+    /// The process.
+    pub child: Child,
+    /// What followed `ready_prefix` on the ready line (the listening address).
+    pub addr: String,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+/// Starts `cmd` (stderr piped, killed on drop) and waits up to 20 s for a stderr line containing `ready_prefix`.
+/// `Err` carries everything the process printed when it exited (or stalled) before that line.
+pub async fn start(mut cmd: Command, ready_prefix: &str) -> Result<ServiceProcess, String> {
+    let mut child = cmd
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("spawn: {e}"))?;
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+    let ended = Arc::new(Notify::new());
+    let Some(stderr) = child.stderr.take() else {
+        return Err("stderr not piped".into());
+    };
+    let mut reader = BufReader::new(stderr).lines();
+    let (collected, prefix, done) = (lines.clone(), ready_prefix.to_owned(), ended.clone());
+    // Keeps draining stderr for the process's whole life, so it never blocks on a full pipe.
+    tokio::spawn(async move {
+        let mut addr_tx = Some(addr_tx);
+        while let Ok(Some(line)) = reader.next_line().await {
+            if let Some((_, addr)) = line.split_once(&prefix)
+                && let Some(tx) = addr_tx.take()
+            {
+                let _ = tx.send(addr.to_owned());
+            }
+            collected.lock().map(|mut l| l.push(line)).ok();
+        }
+        done.notify_one();
+    });
+    let waited = tokio::time::timeout(Duration::from_secs(20), async {
+        tokio::select! {
+            addr = addr_rx => addr.ok(),
+            () = ended.notified() => None,
+        }
+    })
+    .await;
+    match waited {
+        Ok(Some(addr)) => Ok(ServiceProcess { child, addr, lines }),
+        _ => {
+            let printed = lines.lock().map(|l| l.join("\n")).unwrap_or_default();
+            Err(format!("no `{ready_prefix}` line; it printed:\n{printed}"))
+        }
+    }
+}
+
+impl ServiceProcess {
+    /// Every stderr line so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+}
+
+/// A free loopback port (bound and released; the caller binds it next).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// A `redis-server` that speaks only TLS on the returned port, with the server certificate and CA of `pki`, client
+/// certificates required (`tls-auth-clients yes`), the default user off and `acl` lines (e.g.
+/// `processor on >secret ~* &* +@all`) as its users.
+pub async fn tls_redis(
+    pki: &service_kit::test_certs::TestPki,
+    acl: &[&str],
+) -> (ServiceProcess, u16) {
+    let port = free_port();
+    let mut cmd = Command::new("redis-server");
+    cmd.args([
+        "--port",
+        "0",
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ])
+    .args(["--logfile", "/dev/stderr", "--tls-port", &port.to_string()])
+    .arg("--tls-cert-file")
+    .arg(&pki.server_cert)
+    .arg("--tls-key-file")
+    .arg(&pki.server_key)
+    .arg("--tls-ca-cert-file")
+    .arg(&pki.ca)
+    .args(["--tls-auth-clients", "yes", "--user", "default", "off"]);
+    for user in acl {
+        cmd.arg("--user").args(user.split(' '));
+    }
+    let redis = start(cmd, "Ready to accept connections")
+        .await
+        .unwrap_or_else(|e| panic!("redis-server with TLS: {e}"));
+    (redis, port)
+}
