@@ -1123,7 +1123,12 @@ impl Engine {
         if session.workspace.is_empty() {
             return None;
         }
-        Workspace::open(&self.config.workspace_root.join(&session.workspace)).ok()
+        Workspace::for_session(
+            &self.config.workspace_root,
+            &session.tenant,
+            &session.workspace,
+        )
+        .ok()
     }
 
     #[allow(clippy::too_many_arguments)]
