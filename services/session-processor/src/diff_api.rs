@@ -7,7 +7,8 @@
 //!
 //! The files and line counts come from git on the session's snapshot repository; `include_patch` adds each text
 //! file's unified diff, cut at [`PATCH_FILE_LIMIT`] per file and [`PATCH_TOTAL_LIMIT`] per response (`truncated`
-//! marks every cut or dropped patch).
+//! marks every cut or dropped patch). Files are listed up to [`DIFF_FILES_BYTES`] of entries (`files_omitted` counts
+//! the rest), so an answer stays under the API's 4 MiB response maximum.
 
 use llm_proto::sessions as pb;
 use tonic::{Response, Status};
@@ -15,6 +16,9 @@ use tonic::{Response, Status};
 use crate::api::status;
 use crate::run_loop::Engine;
 use crate::snapshot::{self, PATCH_FILE_LIMIT, PATCH_TOTAL_LIMIT, Repo, SnapshotError, StepRange};
+
+/// Most bytes of file entries (without their patches) one answer lists; the rest are counted in `files_omitted`.
+pub const DIFF_FILES_BYTES: usize = 512 * 1024;
 
 fn snapshot_status(e: SnapshotError) -> Status {
     match e {
@@ -65,6 +69,12 @@ pub async fn get_diff(
         Status::failed_precondition("the session id cannot name a snapshot repository")
     })?;
     let changes = repo.changes(&from, &to).await.map_err(snapshot_status)?;
+    let additions = changes.iter().map(|c| c.additions).sum();
+    let deletions = changes.iter().map(|c| c.deletions).sum();
+    // Entries up to DIFF_FILES_BYTES and patches up to PATCH_TOTAL_LIMIT: under the 4 MiB response maximum.
+    let (changes, files_omitted) = snapshot::first_within(changes, DIFF_FILES_BYTES, |c| {
+        prost::encoding::message::encoded_len(1, c) + 16
+    });
     let mut budget = PATCH_TOTAL_LIMIT;
     let mut files = Vec::with_capacity(changes.len());
     for change in changes {
@@ -87,15 +97,13 @@ pub async fn get_diff(
             truncated,
         });
     }
-    let changes = files.iter().filter_map(|f| f.change.as_ref());
-    let additions = changes.clone().map(|c| c.additions).sum();
-    let deletions = changes.map(|c| c.deletions).sum();
     Ok(Response::new(pb::GetDiffResponse {
         from_snapshot: from,
         to_snapshot: to,
         files,
         additions,
         deletions,
+        files_omitted,
     }))
 }
 
