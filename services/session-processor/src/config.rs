@@ -562,9 +562,10 @@ impl Config {
                     .map_err(|e| err("server.metrics_listen", format!("`{text}`: {e}")))?,
             ),
         };
-        let list = |from_file: &[String], var: &str| -> Vec<String> {
+        // The file's tokens, then the variable's (comma-separated).
+        let list = |from_file: &[String], from_env: Option<String>| -> Vec<String> {
             let mut tokens = from_file.to_vec();
-            if let Some(list) = env.var(var) {
+            if let Some(list) = from_env {
                 tokens.extend(
                     list.split(',')
                         .map(str::trim)
@@ -574,8 +575,11 @@ impl Config {
             }
             tokens
         };
-        let unnamed_tokens = list(&file.server.auth_tokens, "PROCESSOR_AUTH_TOKENS");
-        let operator_tokens = list(&file.server.operator_tokens, "PROCESSOR_OPERATOR_TOKENS");
+        let unnamed_tokens = list(&file.server.auth_tokens, env.var("PROCESSOR_AUTH_TOKENS"));
+        let operator_tokens = list(
+            &file.server.operator_tokens,
+            env.var("PROCESSOR_OPERATOR_TOKENS"),
+        );
         let gateway_url = env.var("GATEWAY_URL").unwrap_or(file.gateway.url.clone());
         let balance = env
             .var("GATEWAY_BALANCE")
