@@ -734,3 +734,26 @@ async fn malformed_and_oversized_requests_get_the_right_code_and_field() {
     let messages = e2e_tests::processor::messages(&mut p.client().await, &sid).await;
     assert!(messages.is_empty());
 }
+
+#[tokio::test]
+async fn bytes_that_are_not_the_request_message_are_the_callers_mistake() {
+    let p = Product::start("").await;
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static(
+        "/llm.sessions.v1.SessionService/GetSession",
+    );
+    // Field 1 (`session_id`) holding bytes that are not UTF-8, then a field cut short.
+    for body in [vec![0x0a, 0x02, 0xff, 0xfe], vec![0x0a, 0x10, b'x']] {
+        let mut grpc = tonic::client::Grpc::new(e2e_tests::processor::channel(p.addr).await);
+        grpc.ready().await.unwrap();
+        let mut request = tonic::Request::new(body.clone());
+        let auth = format!("Bearer {}", e2e_tests::processor::PROCESSOR_TOKEN);
+        request
+            .metadata_mut()
+            .insert("authorization", auth.parse().unwrap());
+        let e = grpc
+            .unary(request, path.clone(), e2e_tests::raw::RawCodec)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{body:?}: {e:?}");
+    }
+}
