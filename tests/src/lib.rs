@@ -7,6 +7,7 @@
 pub mod logs;
 pub mod otlp;
 pub mod processor;
+pub mod procs;
 pub mod raw;
 
 use std::net::SocketAddr;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use llm_proto::sessions as spb;
 use llm_proto::sessions::session_service_client::SessionServiceClient;
 use session_processor::config::Config as ProcessorConfig;
-use session_processor::run_loop::{Engine, gateway_client};
+use session_processor::engine::{Engine, gateway_client};
 use session_processor::store::Store;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
@@ -59,11 +59,136 @@ step_retries = 1
 permissions = [{ tool = "write", decision = "allow" }]
 "#;
 
+/// Where and how [`start_processor`] starts a processor.
+#[derive(Debug, Clone, Default)]
+pub struct ProcessorSetup {
+    /// The gateway's gRPC address (`host:port`).
+    pub gateway: String,
+    /// Redis URL; [`redis_url`] when empty.
+    pub redis: String,
+    /// Lines added to the processor's `[gateway]` table (e.g. `default_model = "…"`).
+    pub gateway_lines: String,
+    /// Lines added to the `[redis]` table (e.g. a `lease_ttl_ms`, replacing the default 1500).
+    pub redis_lines: String,
+    /// TOML appended after [`AGENTS`].
+    pub extra: String,
+    /// Run the recovery sweep (every half lease ttl), as the service does.
+    pub recovery: bool,
+    /// The Redis key prefix; a fresh one when empty (a second replica of the same deployment passes the first's).
+    pub prefix: String,
+}
+
+/// A session-processor served in this process.
+pub struct Processor {
+    /// Where it listens.
+    pub addr: std::net::SocketAddr,
+    /// Its engine.
+    pub engine: Arc<Engine>,
+    /// Its workspace root.
+    pub workspaces: tempfile::TempDir,
+    /// The serving task.
+    pub server: tokio::task::JoinHandle<()>,
+}
+
+/// Starts a processor (its own Redis key prefix and workspace root; titles off unless `extra` has a `[titles]`
+/// table, since a title call is one more request to the fake provider, racing the loop's).
+pub async fn start_processor(setup: ProcessorSetup) -> Processor {
+    let workspaces = tempfile::tempdir().expect("tempdir");
+    let prefix = if setup.prefix.is_empty() {
+        format!("e2e:{}:", session_processor::ids::new("t"))
+    } else {
+        setup.prefix.clone()
+    };
+    let titles = if setup.extra.contains("[titles]") {
+        ""
+    } else {
+        "[titles]\nenabled = false\n"
+    };
+    let lease = if setup.redis_lines.contains("lease_ttl_ms") {
+        ""
+    } else {
+        "lease_ttl_ms = 1500\n"
+    };
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[gateway]\nurl = \"http://{}\"\nstep_timeout_ms = 20000\n{}\n[redis]\nprefix = \"{prefix}\"\n{lease}{}\n{titles}{AGENTS}\n{}",
+        setup.gateway, setup.gateway_lines, setup.redis_lines, setup.extra
+    );
+    let file = ProcessorConfig::parse(&text).expect("processor config parses");
+    let redis = if setup.redis.is_empty() {
+        redis_url()
+    } else {
+        setup.redis.clone()
+    };
+    let root = workspaces.path().to_string_lossy().to_string();
+    let env = [
+        ("PROCESSOR_AUTH_TOKENS", PROCESSOR_TOKEN),
+        ("PROCESSOR_OPERATOR_TOKENS", OPERATOR_TOKEN),
+        ("GATEWAY_TOKEN", TOKEN),
+        ("REDIS_URL", redis.as_str()),
+        ("PROCESSOR_WORKSPACE_ROOT", root.as_str()),
+    ];
+    let config = Arc::new(
+        ProcessorConfig::from_file(file, std::path::Path::new("."), &env)
+            .expect("processor config valid"),
+    );
+    let store = Store::connect(&config.redis_url, &config.redis_prefix)
+        .await
+        .expect("redis (set REDIS_URL)");
+    let client =
+        gateway_client(&config.gateway_url, &config.gateway_token).expect("gateway client");
+    let engine = Engine::new(store, client, config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let e = engine.clone();
+    let stop = tokio_util::sync::CancellationToken::new();
+    if setup.recovery {
+        tokio::spawn(
+            engine
+                .clone()
+                .recover(engine.config.lease_ttl / 2, stop.clone()),
+        );
+    }
+    // The sweep stops with the server task (dropped when the test aborts it).
+    let guard = stop.drop_guard();
+    let server = tokio::spawn(async move {
+        let _guard = guard;
+        session_processor::server::run(e, listener, std::future::pending())
+            .await
+            .expect("processor serves");
+    });
+    Processor {
+        addr,
+        engine,
+        workspaces,
+        server,
+    }
+}
+
+impl Processor {
+    /// An authenticated sessions client.
+    pub async fn client(&self) -> SessionsClient {
+        sessions_client(self.addr, PROCESSOR_TOKEN).await
+    }
+}
+
+/// A sessions client for the processor at `addr` that presents `token`.
+pub async fn sessions_client(addr: std::net::SocketAddr, token: &str) -> SessionsClient {
+    SessionServiceClient::with_interceptor(channel(addr).await, Bearer(Some(token.into())))
+}
+
+/// A plaintext gRPC channel to `addr`.
+pub async fn channel(addr: std::net::SocketAddr) -> Channel {
+    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect")
+}
+
 impl Product {
     /// Starts the gateway harness and a processor with [`AGENTS`] (plus `extra` TOML).
-    ///
-    /// Session titles are off unless `extra` has its own `[titles]` table: a title call is one more request to the
-    /// fake provider, racing the loop's, and would take replies scripted for the steps.
     pub async fn start(extra: &str) -> Product {
         Self::start_with("", extra).await
     }
@@ -71,54 +196,31 @@ impl Product {
     /// Like [`Product::start`], with `gateway_extra` TOML appended to the gateway's config (e.g. a small
     /// `[models."openai/tiny"]` catalog entry).
     pub async fn start_with(gateway_extra: &str, extra: &str) -> Product {
+        Self::start_setup(
+            gateway_extra,
+            ProcessorSetup {
+                extra: extra.into(),
+                ..Default::default()
+            },
+        )
+        .await
+    }
+
+    /// The gateway harness (with `gateway_extra`) and a processor set up as `setup` says (its `gateway` is
+    /// replaced by the harness's address).
+    pub async fn start_setup(gateway_extra: &str, setup: ProcessorSetup) -> Product {
         let gateway = Harness::start_with(gateway_extra).await;
-        let workspaces = tempfile::tempdir().expect("tempdir");
-        let prefix = format!("e2e:{}:", session_processor::ids::new("t"));
-        let titles = if extra.contains("[titles]") {
-            ""
-        } else {
-            "[titles]\nenabled = false\n"
-        };
-        let text = format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[gateway]\nurl = \"http://{}\"\nstep_timeout_ms = 20000\n[redis]\nprefix = \"{prefix}\"\nlease_ttl_ms = 1500\n{titles}{AGENTS}\n{extra}",
-            gateway.addr
-        );
-        let file = ProcessorConfig::parse(&text).expect("processor config parses");
-        let redis = redis_url();
-        let root = workspaces.path().to_string_lossy().to_string();
-        let env = [
-            ("PROCESSOR_AUTH_TOKENS", PROCESSOR_TOKEN),
-            ("PROCESSOR_OPERATOR_TOKENS", OPERATOR_TOKEN),
-            ("GATEWAY_TOKEN", TOKEN),
-            ("REDIS_URL", redis.as_str()),
-            ("PROCESSOR_WORKSPACE_ROOT", root.as_str()),
-        ];
-        let config = Arc::new(
-            ProcessorConfig::from_file(file, std::path::Path::new("."), &env)
-                .expect("processor config valid"),
-        );
-        let store = Store::connect(&config.redis_url, &config.redis_prefix)
-            .await
-            .expect("redis (set REDIS_URL)");
-        let client =
-            gateway_client(&config.gateway_url, &config.gateway_token).expect("gateway client");
-        let engine = Engine::new(store, client, config);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let e = engine.clone();
-        let server = tokio::spawn(async move {
-            session_processor::server::run(e, listener, std::future::pending())
-                .await
-                .expect("processor serves");
-        });
+        let p = start_processor(ProcessorSetup {
+            gateway: gateway.addr.to_string(),
+            ..setup
+        })
+        .await;
         Product {
             gateway,
-            addr,
-            engine,
-            workspaces,
-            server,
+            addr: p.addr,
+            engine: p.engine,
+            workspaces: p.workspaces,
+            server: p.server,
         }
     }
 
@@ -140,17 +242,8 @@ impl Product {
 
     /// A sessions client that presents `token` (e.g. a tenant's).
     pub async fn client_with_token(&self, token: &str) -> SessionsClient {
-        SessionServiceClient::with_interceptor(channel(self.addr).await, Bearer(Some(token.into())))
+        sessions_client(self.addr, token).await
     }
-}
-
-/// A plaintext gRPC channel to `addr`.
-pub async fn channel(addr: std::net::SocketAddr) -> Channel {
-    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .expect("endpoint")
-        .connect()
-        .await
-        .expect("connect")
 }
 
 /// Creates a session and returns it.
@@ -237,4 +330,67 @@ pub async fn get_session(client: &mut SessionsClient, session_id: &str) -> spb::
         .into_inner()
         .session
         .expect("session")
+}
+
+/// The invariants of one prompt's event stream: exactly one terminal `done`, and it comes last; each part's final
+/// state published once (no part published twice in the same state); each step-finish part published once.
+pub fn assert_stream_invariants(events: &[spb::session_event::Event]) {
+    use spb::session_event::Event as SE;
+    let dones = events.iter().filter(|e| matches!(e, SE::Done(_))).count();
+    assert_eq!(dones, 1, "exactly one done: {events:?}");
+    assert!(
+        matches!(events.last(), Some(SE::Done(_))),
+        "done comes last: {events:?}"
+    );
+    let mut seen: Vec<&spb::Part> = Vec::new();
+    for e in events {
+        if let SE::PartUpdated(p) = e {
+            assert!(
+                !seen.contains(&p),
+                "part {} published twice in the same state",
+                p.id
+            );
+            if matches!(p.kind, Some(spb::part::Kind::StepFinish(_))) {
+                assert!(
+                    !seen.iter().any(|s| s.id == p.id),
+                    "step-finish {} published twice",
+                    p.id
+                );
+            }
+            seen.push(p);
+        }
+    }
+}
+
+/// The `done` of a stream (its last event).
+pub fn done_of(events: &[spb::session_event::Event]) -> spb::Done {
+    match events.last() {
+        Some(spb::session_event::Event::Done(d)) => d.clone(),
+        other => panic!("the stream did not end with done: {other:?}"),
+    }
+}
+
+/// Diagnose of a session, asserted healthy (every failing check is in the message).
+pub async fn assert_healthy(
+    client: &mut SessionsClient,
+    session_id: &str,
+) -> spb::DiagnoseResponse {
+    let report = diagnose(client, session_id).await;
+    assert!(
+        report.healthy,
+        "unhealthy: {:?}",
+        report.checks.iter().filter(|c| !c.ok).collect::<Vec<_>>()
+    );
+    report
+}
+
+/// Diagnose of a session.
+pub async fn diagnose(client: &mut SessionsClient, session_id: &str) -> spb::DiagnoseResponse {
+    client
+        .diagnose(spb::DiagnoseRequest {
+            session_id: session_id.into(),
+        })
+        .await
+        .expect("diagnose")
+        .into_inner()
 }

@@ -7,10 +7,10 @@ use std::time::Duration;
 use e2e_tests::*;
 use fake_provider::Reply;
 use llm_proto::gateway as pb;
+use session_processor::engine::{gateway_client, gateway_client_balanced};
 use session_processor::gateway_pool::Balance;
-use session_processor::run_loop::{gateway_client, gateway_client_balanced};
 
-async fn generate_n(mut client: session_processor::run_loop::GatewayClient, n: usize) {
+async fn generate_n(mut client: session_processor::engine::GatewayClient, n: usize) {
     for i in 0..n {
         let response = client
             .generate(pb::GenerateRequest {

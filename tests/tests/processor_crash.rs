@@ -236,21 +236,21 @@ async fn a_replica_killed_mid_step_is_resumed_by_another_with_nothing_lost() {
 }
 
 #[tokio::test]
-async fn a_resumed_loop_still_offers_the_prompts_client_tools() {
+async fn a_client_call_pending_when_the_replica_dies_stays_open_and_a_late_answer_is_used() {
     // The prompt declares a client tool; the model calls it; the replica dies while the call waits for the
-    // caller. The replica that resumes closes the orphaned call as aborted (design: cleanup after a crash), and the
-    // run's client tools are stored with the session, so the next step still offers the tool and a new call of it
-    // goes to the caller, instead of failing as an unknown tool.
+    // caller. The call stays the caller's to answer: the replica that resumes the session waits for it (it is not
+    // closed as aborted), the answer the caller submits while no replica runs the loop is used, and the run's
+    // client tools are stored with the session, so the next step still offers the tool.
     let gateway = Harness::start().await;
-    let call = |id: &str, call_id: &str| {
-        Reply::sse(
-            ChatStream::new("gpt-4o-2024-08-06", id)
-                .tool_call(call_id, "get_weather", &["{\"city\":", "\"Paris\"}"])
-                .finish("tool_calls", Some((20, 5))),
-        )
-    };
-    gateway.openai.push(call("chatcmpl-t1", "call_weather_1"));
-    gateway.openai.push(call("chatcmpl-t2", "call_weather_2"));
+    gateway.openai.push(Reply::sse(
+        ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-t1")
+            .tool_call(
+                "call_weather_1",
+                "get_weather",
+                &["{\"city\":", "\"Paris\"}"],
+            )
+            .finish("tool_calls", Some((20, 5))),
+    ));
     gateway.openai.push(Reply::sse(
         ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-u")
             .text(&["Sunny ", "in Paris."])
@@ -289,9 +289,18 @@ async fn a_resumed_loop_still_offers_the_prompts_client_tools() {
     a.child.start_kill().unwrap();
     a.child.wait().await.unwrap();
     drop(stream);
-
     let b = start_replica(&config, dir.path()).await;
     let mut cb = client(&b.addr).await;
+    // The caller answers late, through the other replica (before or after it resumed the session: the answer is
+    // durable either way).
+    cb.submit_tool_result(spb::SubmitToolResultRequest {
+        session_id: session.id.clone(),
+        call_id: "call_weather_1".into(),
+        output: "sunny, 24 °C".into(),
+        is_error: false,
+    })
+    .await
+    .unwrap();
     let mut events = cb
         .subscribe(spb::SubscribeRequest {
             session_id: session.id.clone(),
@@ -300,27 +309,6 @@ async fn a_resumed_loop_still_offers_the_prompts_client_tools() {
         .await
         .unwrap()
         .into_inner();
-    let second = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            let ev = events.message().await.unwrap().unwrap().event.unwrap();
-            if let Some(SE::ToolCallAwaiting(t)) = ev.event
-                && t.call_id == "call_weather_2"
-            {
-                return t;
-            }
-        }
-    })
-    .await
-    .expect("after the resume, the model's new call of the client tool goes to the caller");
-    assert_eq!(second.tool, "get_weather");
-    cb.submit_tool_result(spb::SubmitToolResultRequest {
-        session_id: session.id.clone(),
-        call_id: "call_weather_2".into(),
-        output: "sunny, 24 °C".into(),
-        is_error: false,
-    })
-    .await
-    .unwrap();
     let answer = tokio::time::timeout(Duration::from_secs(30), async {
         let mut text = String::new();
         loop {
@@ -335,27 +323,36 @@ async fn a_resumed_loop_still_offers_the_prompts_client_tools() {
     .await
     .expect("the resumed loop finishes with the tool's answer");
     assert!(answer.contains("Sunny in Paris."), "{answer}");
-    // Both steps after the resume went out with the client tool declared.
     let requests = gateway.openai.requests();
-    assert_eq!(requests.len(), 3);
-    for r in &requests[1..] {
-        let body = r.json();
-        let tools: Vec<&str> = body["tools"]
-            .as_array()
-            .expect("tools offered")
-            .iter()
-            .map(|t| t["function"]["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(tools, ["get_weather"], "{body}");
-    }
-    let last = requests[2].json();
+    assert_eq!(requests.len(), 2, "the call was not made again");
+    let last = requests[1].json();
+    let tools: Vec<&str> = last["tools"]
+        .as_array()
+        .expect("tools offered")
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["get_weather"], "{last}");
     assert!(
         last["messages"]
             .as_array()
             .unwrap()
             .iter()
             .any(|m| m["role"] == "tool"
-                && m["content"].as_str().is_some_and(|c| c.contains("sunny"))),
-        "{last}"
+                && m["content"]
+                    .as_str()
+                    .is_some_and(|c| c.contains("sunny, 24"))),
+        "the late answer went to the model: {last}"
     );
+    let messages = e2e_tests::processor::messages(&mut cb, &session.id).await;
+    let call = messages
+        .iter()
+        .flat_map(|m| &m.parts)
+        .find_map(|p| match &p.kind {
+            Some(spb::part::Kind::Tool(t)) if t.call_id == "call_weather_1" => t.state.clone(),
+            _ => None,
+        })
+        .expect("the call's part");
+    assert_eq!(call.status(), spb::tool_state::Status::Completed);
+    assert!(!call.interrupted, "not closed as aborted");
 }

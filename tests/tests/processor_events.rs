@@ -11,7 +11,7 @@ use fake_provider::Reply;
 use fake_provider::openai_sse::ChatStream;
 use llm_proto::sessions as spb;
 use llm_proto::sessions::session_service_client::SessionServiceClient;
-use session_processor::run_loop::{Engine, gateway_client};
+use session_processor::engine::{Engine, gateway_client};
 use session_processor::store::Store;
 use spb::session_event::Event as SE;
 

@@ -346,7 +346,9 @@ async fn a_workspace_session_whose_patches_list_exactly_the_files_each_step_chan
         .root
         .join("ses_00000000000000000000000000");
     std::fs::create_dir_all(&orphan).unwrap();
-    let removed = session_processor::snapshot::sweep(&p.engine).await.unwrap();
+    let removed = session_processor::snapshot::sweep(&p.engine.config.snapshots, &p.engine.store)
+        .await
+        .unwrap();
     assert_eq!(removed, 1);
     assert!(!orphan.exists());
     assert!(other_dir.exists(), "a live session's snapshots stay");

@@ -50,6 +50,8 @@ pub struct ProviderError {
     pub http_status: Option<u16>,
     /// The provider's error body (redacted), for diagnosis.
     pub provider_body: String,
+    /// The gateway stopped retrying because `retry_after` is longer than it waits (`retry.max_retry_after_ms`).
+    pub retry_after_beyond_cap: bool,
 }
 
 impl ProviderError {
@@ -69,6 +71,7 @@ impl ProviderError {
             retry_after: None,
             http_status: None,
             provider_body: String::new(),
+            retry_after_beyond_cap: false,
         }
     }
 

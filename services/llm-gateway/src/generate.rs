@@ -685,6 +685,11 @@ impl Run {
             self.clock.waiting += slept.elapsed();
             return;
         }
+        // Said so the caller knows a longer wait may still work (and that, otherwise, retrying is pointless).
+        err.retry_after_beyond_cap = err.retryable
+            && err
+                .retry_after
+                .is_some_and(|asked| asked > self.state.config.retry.max_retry_after);
         scrub(&mut err, &self.state.secrets);
         let model = &self.candidates[self.current].model.id;
         let summary = summarize(model, &err, self.target_attempts);

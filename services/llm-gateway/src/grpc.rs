@@ -469,6 +469,7 @@ fn error(e: ProviderError) -> pb::Error {
         retryable: e.retryable,
         http_status: e.http_status.map(u32::from).unwrap_or(0),
         provider_body: e.provider_body,
+        retry_after_beyond_cap: e.retry_after_beyond_cap,
     }
 }
 
@@ -493,6 +494,7 @@ pub fn error_from_pb(e: &pb::Error) -> ProviderError {
         retry_after: e.retry_after.and_then(|d| Duration::try_from(d).ok()),
         http_status: u16::try_from(e.http_status).ok().filter(|s| *s != 0),
         provider_body: e.provider_body.clone(),
+        retry_after_beyond_cap: e.retry_after_beyond_cap,
     }
 }
 

@@ -13,9 +13,8 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let config = Arc::new(Config::load(config_path, &ProcessEnv)?);
-    let store = crate::store::Store::connect(&config.redis_url, &config.redis_prefix).await?;
-    store.ping().await?;
-    let gateway = crate::run_loop::gateway_client_balanced(
+    let store = connect_store(&config).await?;
+    let gateway = crate::engine::gateway_client_balanced(
         &config.gateway_url,
         &config.gateway_token,
         config.gateway_balance,
@@ -36,7 +35,7 @@ pub async fn serve(
             }
         }
     });
-    let engine = crate::run_loop::Engine::new(store, gateway, config.clone());
+    let engine = crate::engine::Engine::new(store, gateway, config.clone());
     let stop = tokio_util::sync::CancellationToken::new();
     if let Some(metrics_addr) = config.metrics_listen {
         let metrics_listener = tokio::net::TcpListener::bind(metrics_addr).await?;
@@ -54,7 +53,8 @@ pub async fn serve(
     tokio::spawn(engine.clone().recover(config.lease_ttl / 2, stop.clone()));
     // Snapshot repositories of deleted sessions go within ten minutes, from every replica's snapshot root.
     tokio::spawn(crate::snapshot::sweep_forever(
-        engine.clone(),
+        config.snapshots.clone(),
+        engine.store.clone(),
         std::time::Duration::from_secs(600),
         stop.clone(),
     ));
@@ -62,4 +62,34 @@ pub async fn serve(
     stop.cancel();
     result?;
     Ok(())
+}
+
+/// Connects to Redis and checks that it answers. While Redis is still loading its data (a restart with AOF), start-up
+/// waits, saying so every few seconds, instead of failing: the processor is useless without its store, and a
+/// supervisor restarting it in a loop would only add noise. Any other failure ends start-up.
+async fn connect_store(config: &Config) -> Result<crate::store::Store, crate::store::StoreError> {
+    let started = std::time::Instant::now();
+    let mut said = None::<std::time::Instant>;
+    loop {
+        let attempt = async {
+            let store =
+                crate::store::Store::connect(&config.redis_url, &config.redis_prefix).await?;
+            store.ping().await?;
+            Ok::<_, crate::store::StoreError>(store)
+        };
+        match attempt.await {
+            Ok(store) => return Ok(store),
+            Err(e) if e.is_loading() => {
+                if said.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(5)) {
+                    tracing::warn!(
+                        message = "Redis is loading its data; waiting before serving",
+                        waited_ms = started.elapsed().as_millis() as u64
+                    );
+                    said = Some(std::time::Instant::now());
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use llm_proto::sessions as pb;
 use serde::Deserialize;
 
 use crate::tools::{DoomPolicy, PermissionRules, RuleConfig};
@@ -153,6 +154,9 @@ pub struct GatewayFile {
     pub balance: String,
     /// How often `balance = "dns"` resolves the gateway's host again.
     pub resolve_interval_ms: u64,
+    /// The model (`provider/model`) a prompt runs with when neither it, the session's earlier prompts, the session
+    /// nor the agent names one; none when empty.
+    pub default_model: String,
 }
 
 impl Default for GatewayFile {
@@ -163,6 +167,7 @@ impl Default for GatewayFile {
             step_timeout_ms: 600_000,
             balance: "connection".into(),
             resolve_interval_ms: 5_000,
+            default_model: String::new(),
         }
     }
 }
@@ -338,12 +343,56 @@ pub struct AgentFile {
     /// when absent.
     #[serde(default)]
     pub compaction_reserve_tokens: Option<u64>,
+    /// Reasoning the agent's steps ask for (`{ effort = "medium", budget_tokens = 4096 }`); a prompt's own
+    /// `reasoning` replaces it. None when absent.
+    #[serde(default)]
+    pub reasoning: Option<ReasoningFile>,
     /// Most recent tool output (in estimated tokens) never pruned from requests.
     #[serde(default = "default_prune_protect")]
     pub prune_protect_tokens: u64,
     /// Older tool output is pruned from requests only when at least this many estimated tokens would go.
     #[serde(default = "default_prune_minimum")]
     pub prune_minimum_tokens: u64,
+}
+
+/// `[agents.<name>.reasoning]`.
+#[derive(Debug, Deserialize, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ReasoningFile {
+    /// `none`, `minimal`, `low`, `medium` or `high`; the model's default when absent.
+    #[serde(default)]
+    pub effort: String,
+    /// Reasoning token budget (Anthropic thinking), at least 1024; none when 0 or absent.
+    #[serde(default)]
+    pub budget_tokens: u32,
+}
+
+impl ReasoningFile {
+    /// The validated settings, or what is wrong with them (`effort`, `budget_tokens`).
+    fn validate(&self) -> Result<pb::Reasoning, (&'static str, String)> {
+        use pb::reasoning::Effort;
+        let effort = match self.effort.as_str() {
+            "" => Effort::Unspecified,
+            "none" => Effort::None,
+            "minimal" => Effort::Minimal,
+            "low" => Effort::Low,
+            "medium" => Effort::Medium,
+            "high" => Effort::High,
+            other => {
+                return Err((
+                    "effort",
+                    format!("`{other}` is not none, minimal, low, medium or high"),
+                ));
+            }
+        };
+        if self.budget_tokens != 0 && self.budget_tokens < 1024 {
+            return Err(("budget_tokens", "must be 0 (none) or at least 1024".into()));
+        }
+        Ok(pb::Reasoning {
+            effort: effort as i32,
+            budget_tokens: self.budget_tokens,
+        })
+    }
 }
 
 fn default_tools() -> Vec<String> {
@@ -416,6 +465,8 @@ pub struct Agent {
     pub auto_compact: bool,
     /// Configured answer reserve; `None` means `min(20000, model max output)`.
     pub compaction_reserve: Option<u64>,
+    /// Reasoning its steps ask for, unless the prompt asks for its own.
+    pub reasoning: Option<pb::Reasoning>,
     /// Recent tool output (estimated tokens) never pruned.
     pub prune_protect: u64,
     /// Least amount of tool output (estimated tokens) worth pruning.
@@ -466,6 +517,8 @@ pub struct Config {
     pub gateway_balance: crate::gateway_pool::Balance,
     /// Deadline of one gateway call.
     pub step_timeout: Duration,
+    /// The model of last resort (`[gateway] default_model`); empty when none.
+    pub default_model: String,
     /// Redis URL.
     pub redis_url: String,
     /// Prefix of every Redis key.
@@ -615,6 +668,9 @@ impl Config {
             }
         };
         let gateway_token = env.var(&file.gateway.token_env).unwrap_or_default();
+        if !file.gateway.default_model.is_empty() && !file.gateway.default_model.contains('/') {
+            return Err(err("gateway.default_model", "must be `provider/model`"));
+        }
         let redis_url = env.var("REDIS_URL").unwrap_or(file.redis.url.clone());
         if !redis_url.starts_with("redis://") && !redis_url.starts_with("rediss://") {
             return Err(err("redis.url", "must be a redis:// or rediss:// URL"));
@@ -665,6 +721,7 @@ impl Config {
             small_model: String::new(),
             auto_compact: true,
             compaction_reserve_tokens: None,
+            reasoning: None,
             prune_protect_tokens: default_prune_protect(),
             prune_minimum_tokens: default_prune_minimum(),
         });
@@ -704,6 +761,12 @@ impl Config {
                     "must be positive and at most retry_max_delay_ms",
                 ));
             }
+            let reasoning = a
+                .reasoning
+                .as_ref()
+                .map(|r| r.validate())
+                .transpose()
+                .map_err(|(k, m)| err(key(&format!("reasoning.{k}")), m))?;
             let mut skills = Vec::new();
             for (skill, path) in &a.skills {
                 let full = base.join(path);
@@ -738,6 +801,7 @@ impl Config {
                     small_model: a.small_model,
                     auto_compact: a.auto_compact,
                     compaction_reserve: a.compaction_reserve_tokens,
+                    reasoning,
                     prune_protect: a.prune_protect_tokens,
                     prune_minimum: a.prune_minimum_tokens,
                 },
@@ -783,6 +847,7 @@ impl Config {
             gateway_token,
             gateway_balance,
             step_timeout: Duration::from_millis(file.gateway.step_timeout_ms),
+            default_model: file.gateway.default_model,
             redis_url,
             redis_prefix: file.redis.prefix,
             lease_ttl: Duration::from_millis(file.redis.lease_ttl_ms),

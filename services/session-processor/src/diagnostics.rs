@@ -26,8 +26,8 @@ use prost_types::Timestamp;
 use tonic::{Response, Status};
 
 use crate::api::status;
+use crate::engine::Engine;
 use crate::history::FINISH_OVERFLOW;
-use crate::run_loop::Engine;
 use crate::store::WriteFailures;
 
 /// Stable check names, in report order.
@@ -72,6 +72,10 @@ pub struct Loaded {
     pub active: bool,
     /// The lease is held by this replica, but no loop for the session runs here.
     pub held_here_without_loop: bool,
+    /// The permission request a running loop waits on, when one is recorded.
+    pub asking: Option<pb::PermissionAsked>,
+    /// How long the session's agent lets a client tool take (for the deadline of an open call).
+    pub client_tool_timeout: Duration,
 }
 
 impl Loaded {
@@ -466,7 +470,60 @@ pub fn report(data: &Loaded, failures: &WriteFailures) -> pb::DiagnoseResponse {
         last_storage_failure: failures.last_message.clone(),
         lease_held: data.lease_holder.is_some(),
         lease_holder: data.lease_holder.clone().unwrap_or_default(),
+        stopped_by: stopped_by(&data.messages).map_or(0, |(_, r)| r as i32),
+        stopped_by_message_id: stopped_by(&data.messages)
+            .map(|(id, _)| id.to_string())
+            .unwrap_or_default(),
+        waiting: waiting(data),
     }
+}
+
+/// Why the session's last loop stopped: the stop reason of its latest assistant message, when that one has one
+/// (a running loop's message has none yet).
+fn stopped_by(messages: &[pb::Message]) -> Option<(&str, pb::StopReason)> {
+    let last = messages
+        .iter()
+        .rev()
+        .find(|m| m.role() == pb::Role::Assistant)?;
+    match last.stopped_by() {
+        pb::StopReason::Unspecified => None,
+        reason => Some((last.id.as_str(), reason)),
+    }
+}
+
+/// What a loop waits for from the caller: the open client calls of the messages it has not completed (each until
+/// its start plus the agent's client tool timeout), and the permission request it recorded.
+fn waiting(data: &Loaded) -> Vec<pb::Waiting> {
+    let mut out: Vec<pb::Waiting> = data
+        .messages
+        .iter()
+        .filter(|m| m.role() == pb::Role::Assistant && m.completed_at.is_none())
+        .flat_map(|m| &m.parts)
+        .filter_map(|p| match &p.kind {
+            Some(pb::part::Kind::Tool(t)) => {
+                let s = t.state.as_ref()?;
+                (s.client && s.status() == pb::tool_state::Status::Running).then(|| pb::Waiting {
+                    kind: pb::waiting::Kind::ClientTool as i32,
+                    id: t.call_id.clone(),
+                    tool: t.tool.clone(),
+                    deadline: s.started_at.and_then(|at| {
+                        let at = std::time::SystemTime::try_from(at).ok()?;
+                        Some(Timestamp::from(at + data.client_tool_timeout))
+                    }),
+                })
+            }
+            _ => None,
+        })
+        .collect();
+    if let Some(asked) = &data.asking {
+        out.push(pb::Waiting {
+            kind: pb::waiting::Kind::Permission as i32,
+            id: asked.permission_id.clone(),
+            tool: asked.tool.clone(),
+            deadline: asked.deadline,
+        });
+    }
+    out
 }
 
 /// INVALID_ARGUMENT naming `session_id`, with a `BadRequest` field violation.
@@ -499,12 +556,22 @@ async fn load(engine: &Engine, session: pb::Session) -> Result<Loaded, Status> {
     let held_here_without_loop = lease
         .as_ref()
         .is_some_and(|(owner, _)| *owner == engine.owner && !engine.is_running(session_id));
+    // A recorded permission request counts only while a loop holds the lease (it expires by itself otherwise).
+    let asking = match &lease {
+        Some(_) => store.asking(session_id).await.map_err(status::storage)?,
+        None => None,
+    };
+    let client_tool_timeout = engine
+        .agent(&session.agent)
+        .map_or(Duration::ZERO, |a| a.client_tool_timeout);
     Ok(Loaded {
         session,
         messages,
         lease_holder: lease.map(|(owner, _)| owner),
         active,
         held_here_without_loop,
+        asking,
+        client_tool_timeout,
     })
 }
 

@@ -14,7 +14,7 @@ use llm_proto::sessions as pb;
 use tonic::{Response, Status};
 
 use crate::api::status;
-use crate::run_loop::Engine;
+use crate::engine::Engine;
 use crate::snapshot::{self, PATCH_FILE_LIMIT, PATCH_TOTAL_LIMIT, Repo, SnapshotError, StepRange};
 
 /// Most bytes of file entries (without their patches) one answer lists; the rest are counted in `files_omitted`.

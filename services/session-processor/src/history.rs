@@ -300,26 +300,6 @@ pub fn needs_work(history: &[pb::Message]) -> bool {
     last.finish == "tool_calls" || last.completed_at.is_none()
 }
 
-/// The model for the next step: the prompt's, else the latest user message's, else the agent's, else the session's.
-pub fn pick_model<'a>(
-    prompt_model: Option<&'a str>,
-    history: &'a [pb::Message],
-    agent_model: &'a str,
-    session_model: &'a str,
-) -> Option<&'a str> {
-    let from_user = history
-        .iter()
-        .rev()
-        .find(|m| m.role() == pb::Role::User)
-        .map(|m| m.model.as_str())
-        .filter(|m| !m.is_empty());
-    prompt_model
-        .filter(|m| !m.is_empty())
-        .or(from_user)
-        .or(Some(agent_model).filter(|m| !m.is_empty()))
-        .or(Some(session_model).filter(|m| !m.is_empty()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -565,24 +545,5 @@ mod tests {
         });
         assert!(output_format(&[u.clone()]).is_some());
         assert!(output_format(&[u, user("plain", "")]).is_none());
-    }
-
-    #[test]
-    fn model_priority() {
-        let h = vec![user("x", "anthropic/u")];
-        assert_eq!(
-            pick_model(Some("openai/p"), &h, "a/agent", "s/sess"),
-            Some("openai/p")
-        );
-        assert_eq!(
-            pick_model(None, &h, "a/agent", "s/sess"),
-            Some("anthropic/u")
-        );
-        assert_eq!(
-            pick_model(None, &[user("x", "")], "a/agent", "s/sess"),
-            Some("a/agent")
-        );
-        assert_eq!(pick_model(None, &[], "", "s/sess"), Some("s/sess"));
-        assert_eq!(pick_model(None, &[], "", ""), None);
     }
 }

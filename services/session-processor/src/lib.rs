@@ -7,7 +7,8 @@
 //! - [`store`]: the one place that talks to Redis: sessions, messages, parts, the event log, leases.
 //! - [`events`]: the per-replica event hub: live delivery to local streams, coalesced writes to the event log.
 //! - [`history`]: stored messages → the gateway conversation; the loop's exit rule and model priority.
-//! - [`run_loop`]: the runLoop and the engine that owns storage, the gateway client and running loops.
+//! - [`engine`]: the runLoop (a pure policy and the driver that performs it) and the engine that owns storage, the
+//!   gateway client and the running loops.
 //! - [`server`]: the `SessionService` gRPC server.
 //! - [`api`]: the API's edge: request validation and limits, tenant checks, error details, paging by bytes.
 //! - [`config`]: typed, validated configuration and agents.
@@ -25,6 +26,7 @@ pub mod config;
 pub mod context;
 pub mod diagnostics;
 pub mod diff_api;
+pub mod engine;
 pub mod events;
 pub mod gateway_pool;
 pub mod history;
@@ -32,7 +34,6 @@ pub mod ids;
 pub mod metrics;
 pub mod processor;
 pub mod retry;
-pub mod run_loop;
 pub mod server;
 pub mod snapshot;
 pub mod store;

@@ -23,6 +23,9 @@ pub enum Effect {
     Message(pb::Message),
     /// A part was created or changed: persist it and publish `part_updated`.
     Part(pb::Part),
+    /// A part's state to persist without publishing it: its final state follows as a [`Effect::Part`] (a
+    /// step-finish part waiting for its end snapshot), and each part's final state is published once.
+    Persist(pb::Part),
     /// Text was appended to a part: publish `part_delta`; persistence is coalesced (the part's full text is in
     /// [`Processor::part`]).
     Delta {
@@ -72,7 +75,11 @@ pub struct Processor {
     usable_context: Option<u64>,
     needs_compaction: bool,
     /// A tool was denied or a doom loop refused: the loop stops after this step.
-    blocked: bool,
+    blocked: Option<Blocked>,
+    /// Index of the step-finish part while its publication waits for the end snapshot: with snapshots on, the
+    /// part's final state (with the snapshot) is known only after the step's tools ran, and each part's final
+    /// state is published once.
+    held_finish: Option<usize>,
     /// The provider overflowed mid-stream: a compaction need that also marks the message.
     overflowed: bool,
     /// The workspace snapshot taken before the step (empty without one), written on the step-start part.
@@ -85,6 +92,15 @@ pub struct Processor {
     requested_model: String,
 }
 
+/// Why a tool call was refused, which stops the loop after the step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blocked {
+    /// The same tool calls kept repeating.
+    DoomLoop,
+    /// A permission rule (or the caller) denied the call.
+    PermissionDenied,
+}
+
 /// What the loop needs to know about a failed step to decide on a retry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Failure {
@@ -94,6 +110,8 @@ pub struct Failure {
     pub retryable: bool,
     /// How long the provider asked to wait, when it said.
     pub retry_after: Option<Duration>,
+    /// The gateway did not wait out `retry_after` because it exceeds the gateway's own cap.
+    pub retry_after_beyond_cap: bool,
 }
 
 impl Processor {
@@ -109,7 +127,8 @@ impl Processor {
             tools: HashMap::new(),
             usable_context,
             needs_compaction: false,
-            blocked: false,
+            blocked: None,
+            held_finish: None,
             overflowed: false,
             failure: None,
             start_snapshot: String::new(),
@@ -259,7 +278,14 @@ impl Processor {
                     model: self.message.model.clone(),
                     requested_model: self.requested_model.clone(),
                 }));
-                out.push(Effect::Part(part));
+                if self.start_snapshot.is_empty() {
+                    out.push(Effect::Part(part));
+                } else {
+                    // Stored now (a crash during the tools must not lose the step's accounting), published with
+                    // the end snapshot.
+                    self.held_finish = Some(self.parts.len() - 1);
+                    out.push(Effect::Persist(part));
+                }
                 self.message.cost_nano_usd += cost;
                 self.message.tokens = Some(tokens);
                 self.message.finish = reason;
@@ -293,6 +319,7 @@ impl Processor {
                     kind: e.kind(),
                     retryable: e.retryable,
                     retry_after: e.retry_after.and_then(|d| Duration::try_from(d).ok()),
+                    retry_after_beyond_cap: e.retry_after_beyond_cap,
                 });
                 self.message.error = Some(message_error(&e));
                 out.push(Effect::Message(self.message.clone()));
@@ -336,9 +363,45 @@ impl Processor {
     }
 
     /// A tool call was refused (permission denied, doom loop): the model sees `reason` and the loop stops.
-    pub fn block(&mut self, call_id: &str, reason: &str, now: Timestamp, out: &mut Vec<Effect>) {
-        self.blocked = true;
+    pub fn block(
+        &mut self,
+        call_id: &str,
+        why: Blocked,
+        reason: &str,
+        now: Timestamp,
+        out: &mut Vec<Effect>,
+    ) {
+        self.blocked.get_or_insert(why);
         self.tool_finished(call_id, Err(reason.to_string()), now, out);
+    }
+
+    /// Why a tool call of this step was refused, if one was.
+    pub fn blocked(&self) -> Option<Blocked> {
+        self.blocked
+    }
+
+    /// An answer with no output and no finish (the stream ended without a step-finish) finishes `other`: empty, and
+    /// not an error.
+    pub fn finish_empty_answer(&mut self) {
+        if self.message.finish.is_empty()
+            && self.message.error.is_none()
+            && !self.overflowed
+            && self.is_empty_answer()
+        {
+            self.message.finish = "other".into();
+        }
+    }
+
+    /// True when the model produced nothing: no text, no reasoning, no tool call.
+    pub fn is_empty_answer(&self) -> bool {
+        self.parts.iter().all(|p| match &p.kind {
+            Some(pb::part::Kind::Text(t)) => t.text.is_empty(),
+            Some(pb::part::Kind::Reasoning(r)) => {
+                r.text.is_empty() && r.provider_metadata_json.is_empty()
+            }
+            Some(pb::part::Kind::Tool(_)) => false,
+            _ => true,
+        })
     }
 
     /// Always runs at the end of a step, whatever happened: closes open text and reasoning, turns unfinished tools
@@ -388,6 +451,10 @@ impl Processor {
             // when the history can be compacted).
             self.message.finish = crate::history::FINISH_OVERFLOW.into();
         }
+        if let Some(i) = self.held_finish.take() {
+            // No end snapshot came: the step-finish part is final as it is.
+            out.push(Effect::Part(self.parts[i].clone()));
+        }
         self.message.completed_at = Some(now);
         out.push(Effect::Message(self.message.clone()));
     }
@@ -396,7 +463,7 @@ impl Processor {
     pub fn outcome(&self) -> Outcome {
         if self.needs_compaction {
             Outcome::Compact
-        } else if self.blocked || self.message.error.is_some() {
+        } else if self.blocked.is_some() || self.message.error.is_some() {
             Outcome::Stop
         } else {
             Outcome::Continue
@@ -429,15 +496,11 @@ impl Processor {
         mut changes: Vec<pb::FileChange>,
         out: &mut Vec<Effect>,
     ) {
-        if let Some(part) = self
-            .parts
-            .iter_mut()
-            .rev()
-            .find(|p| matches!(p.kind, Some(pb::part::Kind::StepFinish(_))))
-            && let Some(pb::part::Kind::StepFinish(finish)) = part.kind.as_mut()
+        if let Some(i) = self.held_finish.take()
+            && let Some(pb::part::Kind::StepFinish(finish)) = self.parts[i].kind.as_mut()
         {
             finish.snapshot.clone_from(&after);
-            out.push(Effect::Part(part.clone()));
+            out.push(Effect::Part(self.parts[i].clone()));
         }
         if changes.is_empty() {
             return;
@@ -1036,6 +1099,7 @@ mod tests {
                 kind: gw::ErrorKind::RateLimited,
                 retryable: true,
                 retry_after: Some(Duration::from_millis(1500)),
+                retry_after_beyond_cap: false,
             })
         );
         let mut out = Vec::new();
@@ -1121,13 +1185,20 @@ mod tests {
         let mut p = processor();
         feed(&mut p, vec![tool_call("c", "bash", "{}")]);
         let mut out = Vec::new();
-        p.block("c", "permission denied", ts(3), &mut out);
+        p.block(
+            "c",
+            Blocked::PermissionDenied,
+            "permission denied",
+            ts(3),
+            &mut out,
+        );
         let s = p.tool_calls().next().unwrap().state.clone().unwrap();
         assert_eq!(
             (s.status(), s.error.as_str()),
             (pb::tool_state::Status::Error, "permission denied")
         );
         assert_eq!(p.outcome(), Outcome::Stop);
+        assert_eq!(p.blocked(), Some(Blocked::PermissionDenied));
     }
 
     #[test]
@@ -1149,6 +1220,16 @@ mod tests {
             Some(pb::part::Kind::StepStart(pb::StepStartPart {
                 snapshot: "a".repeat(40)
             }))
+        );
+        assert!(
+            out.iter().any(|e| matches!(e, Effect::Persist(p)
+                if matches!(p.kind, Some(pb::part::Kind::StepFinish(_))))),
+            "with snapshots the step-finish part is stored at once but not yet published: {out:?}"
+        );
+        assert!(
+            !out.iter().any(|e| matches!(e, Effect::Part(p)
+                if matches!(p.kind, Some(pb::part::Kind::StepFinish(_))))),
+            "{out:?}"
         );
         let change = |path: &str| pb::FileChange {
             path: path.into(),
@@ -1202,6 +1283,53 @@ mod tests {
             out.is_empty(),
             "no step-finish and no changes: nothing to write"
         );
+    }
+
+    /// Each part's final state is published once: without snapshots at step-finish, with snapshots once the end
+    /// snapshot is known, or at cleanup when none came.
+    #[test]
+    fn the_step_finish_part_is_published_once() {
+        let published = |out: &[Effect]| {
+            out.iter()
+                .filter(|e| {
+                    matches!(e, Effect::Part(p)
+                    if matches!(p.kind, Some(pb::part::Kind::StepFinish(_))))
+                })
+                .count()
+        };
+        let mut plain = processor();
+        let mut out = feed(&mut plain, vec![finish(gw::FinishReason::Stop, 1, 1)]);
+        plain.cleanup(ts(9), false, &mut out);
+        assert_eq!(published(&out), 1, "{out:?}");
+
+        let mut snapped = processor();
+        snapped.set_start_snapshot("a".repeat(40));
+        let mut out = feed(&mut snapped, vec![finish(gw::FinishReason::Stop, 1, 1)]);
+        snapped.finish_snapshot("b".repeat(40), Vec::new(), &mut out);
+        snapped.cleanup(ts(9), false, &mut out);
+        assert_eq!(published(&out), 1, "{out:?}");
+
+        let mut no_end = processor();
+        no_end.set_start_snapshot("a".repeat(40));
+        let mut out = feed(&mut no_end, vec![finish(gw::FinishReason::Stop, 1, 1)]);
+        no_end.cleanup(ts(9), false, &mut out);
+        assert_eq!(published(&out), 1, "{out:?}");
+    }
+
+    #[test]
+    fn an_answer_without_text_reasoning_or_tools_is_empty() {
+        let mut p = processor();
+        feed(
+            &mut p,
+            vec![
+                E::StepStart(gw::StepStart {}),
+                finish(gw::FinishReason::Other, 1, 0),
+            ],
+        );
+        assert!(p.is_empty_answer());
+        let mut t = processor();
+        feed(&mut t, vec![tool_call("c", "read", "{}")]);
+        assert!(!t.is_empty_answer());
     }
 
     #[test]

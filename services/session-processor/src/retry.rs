@@ -86,6 +86,7 @@ mod tests {
             kind,
             retryable,
             retry_after: after.map(Duration::from_millis),
+            retry_after_beyond_cap: false,
         }
     }
 

@@ -19,8 +19,8 @@ use tonic::{Request, Response, Status};
 
 use crate::api::{access, catalog, edge, paging, status, validate};
 use crate::config::{Caller, usd_to_nano};
+use crate::engine::{Engine, LoopError};
 use crate::ids;
-use crate::run_loop::{Engine, LoopError};
 use crate::store::Scope;
 
 /// Start-up failures.
@@ -118,22 +118,59 @@ fn follow<T: Send + 'static>(
             return Box::pin(futures::stream::once(async move { Err(refused) }));
         }
     };
+    let patience = engine.config.lease_ttl;
     Box::pin(futures::stream::unfold(
         (follower, false),
         move |(mut follower, finished)| async move {
             if finished {
                 return None;
             }
-            match follower.next().await {
-                Ok(ev) => {
+            match next_event(&mut follower, patience).await {
+                Some(ev) => {
                     let done =
                         until_done && matches!(ev.event, Some(pb::session_event::Event::Done(_)));
                     Some((Ok(wrap(ev)), (follower, done)))
                 }
-                Err(e) => Some((Err(status::storage(e)), (follower, true))),
+                None => {
+                    // Storage stayed unreadable: end with a terminal event that says so, never silence.
+                    let ev = pb::SessionEvent {
+                        event_id: String::new(),
+                        session_id: follower.session_id().to_string(),
+                        event: Some(pb::session_event::Event::Done(pb::Done {
+                            stopped_by: pb::StopReason::StorageUnavailable as i32,
+                            ..Default::default()
+                        })),
+                    };
+                    Some((Ok(wrap(ev)), (follower, true)))
+                }
             }
         },
     ))
+}
+
+/// The follower's next event. Storage errors are retried (with backoff) for up to `patience`, the lease time: a
+/// Redis restart shorter than that is invisible to the caller; `None` when it lasts longer.
+async fn next_event(
+    follower: &mut crate::events::Follower,
+    patience: Duration,
+) -> Option<pb::SessionEvent> {
+    let mut failing_since: Option<std::time::Instant> = None;
+    let mut delay = Duration::from_millis(50);
+    loop {
+        match follower.next().await {
+            Ok(ev) => return Some(ev),
+            Err(e) => {
+                let since = *failing_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() + delay > patience {
+                    tracing::warn!(message = "cannot read the session's events; ending the stream", session_id = %follower.session_id(), error = %e);
+                    return None;
+                }
+                tracing::debug!(message = "reading the session's events failed; retrying", session_id = %follower.session_id(), error = %e);
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_millis(500));
+            }
+        }
+    }
 }
 
 #[tonic::async_trait]

@@ -38,7 +38,6 @@ use tokio::process::Command;
 
 use crate::config::SnapshotConfig;
 use crate::metrics::Metrics;
-use crate::run_loop::Engine;
 use crate::store::{Fence, Store, StoreError};
 use crate::tools::Workspace;
 
@@ -691,18 +690,19 @@ pub struct StepSnapshots {
 impl StepSnapshots {
     /// Snapshots for a session with a workspace, when snapshots are on.
     pub fn new(
-        engine: &Engine,
+        config: &SnapshotConfig,
+        metrics: Arc<Metrics>,
         session: &pb::Session,
         workspace: Option<&Workspace>,
     ) -> Option<Self> {
         let workspace = workspace?;
-        if !engine.config.snapshots.enabled {
+        if !config.enabled {
             return None;
         }
         Some(StepSnapshots {
-            repo: Repo::new(&engine.config.snapshots, &session.id, workspace.root())?,
+            repo: Repo::new(config, &session.id, workspace.root())?,
             session_id: session.id.clone(),
-            metrics: engine.metrics.clone(),
+            metrics,
         })
     }
 
@@ -770,8 +770,8 @@ impl StepSnapshots {
 
 /// Deletes the snapshot repositories of sessions that no longer exist; returns how many went. Only directories
 /// named like session ids are considered, so anything else under the root is left alone.
-pub async fn sweep(engine: &Engine) -> Result<usize, SnapshotError> {
-    let root = &engine.config.snapshots.root;
+pub async fn sweep(config: &SnapshotConfig, store: &Store) -> Result<usize, SnapshotError> {
+    let root = &config.root;
     let mut entries = match tokio::fs::read_dir(root).await {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
@@ -785,7 +785,7 @@ pub async fn sweep(engine: &Engine) -> Result<usize, SnapshotError> {
         if !valid_session_id(&name) || !entry.file_type().await?.is_dir() {
             continue;
         }
-        match engine.store.get_session(&name).await {
+        match store.get_session(&name).await {
             Ok(None) => {
                 tokio::fs::remove_dir_all(entry.path()).await?;
                 removed += 1;
@@ -803,7 +803,8 @@ pub async fn sweep(engine: &Engine) -> Result<usize, SnapshotError> {
 /// Runs [`sweep`] every `interval` until `stop` is cancelled, so a deleted session's snapshots go from every
 /// replica's snapshot root, including roots that are not shared.
 pub async fn sweep_forever(
-    engine: Arc<Engine>,
+    config: SnapshotConfig,
+    store: Store,
     interval: Duration,
     stop: tokio_util::sync::CancellationToken,
 ) {
@@ -812,7 +813,7 @@ pub async fn sweep_forever(
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(interval) => {}
         }
-        match sweep(&engine).await {
+        match sweep(&config, &store).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(message = "removed snapshots of deleted sessions", count = n),
             Err(e) => tracing::warn!(message = "snapshot sweep failed", error = %e),

@@ -107,15 +107,10 @@ pub fn clean(raw: &str) -> Option<String> {
         }
     }
     let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let marks = |c: char| matches!(c, '"' | '\'' | '`' | '*' | '_' | '“' | '”');
     let line = line.trim_start_matches('#').trim();
-    let line = line
-        .strip_prefix("Title:")
-        .or_else(|| line.strip_prefix("title:"))
-        .unwrap_or(line)
-        .trim();
-    let line = line
-        .trim_matches(|c| matches!(c, '"' | '\'' | '`' | '*' | '“' | '”'))
-        .trim();
+    let line = strip_label(line, marks);
+    let line = line.trim_matches(marks).trim();
     if line.is_empty() {
         return None;
     }
@@ -126,6 +121,21 @@ pub fn clean(raw: &str) -> Option<String> {
             .trim_end()
             .to_string(),
     )
+}
+
+/// Drops a leading `Title:` label, in any case and with any emphasis around it (`**Title:**`, `_title_:`).
+fn strip_label(line: &str, marks: impl Fn(char) -> bool + Copy) -> &str {
+    let bare = line.trim_start_matches(marks);
+    let labelled = bare
+        .get(..5)
+        .is_some_and(|w| w.eq_ignore_ascii_case("title"));
+    if !labelled {
+        return line;
+    }
+    match bare[5..].trim_start_matches(marks).strip_prefix(':') {
+        Some(rest) => rest.trim_start_matches(marks).trim(),
+        None => line,
+    }
 }
 
 #[cfg(test)]
@@ -144,6 +154,19 @@ mod tests {
         );
         assert_eq!(clean("<think>never closed").as_deref(), None);
         assert_eq!(clean("# Title: Trip plan").as_deref(), Some("Trip plan"));
+        for labelled in [
+            "**Title:** Trip plan",
+            "**Title**: Trip plan",
+            "TITLE: Trip plan",
+            "_title_: \"Trip plan\"",
+        ] {
+            assert_eq!(clean(labelled).as_deref(), Some("Trip plan"), "{labelled}");
+        }
+        assert_eq!(
+            clean("Title IX compliance").as_deref(),
+            Some("Title IX compliance"),
+            "a title that starts with the word is not a label"
+        );
         assert_eq!(clean("  \n\n").as_deref(), None);
         let long = "word ".repeat(60);
         let t = clean(&long).unwrap();

@@ -60,6 +60,7 @@ pub fn classify(
         retry_after,
         http_status: status,
         provider_body: truncate(body, MAX_PROVIDER_BODY).to_string(),
+        retry_after_beyond_cap: false,
     }
 }
 

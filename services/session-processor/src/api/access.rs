@@ -11,7 +11,7 @@ use tonic::{Request, Status};
 
 use super::status;
 use crate::config::{Caller, Config};
-use crate::run_loop::Engine;
+use crate::engine::Engine;
 
 /// Log target of operator calls.
 pub const AUDIT_TARGET: &str = "session_processor::audit";

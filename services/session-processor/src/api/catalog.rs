@@ -11,7 +11,7 @@ use llm_proto::gateway as gw;
 use tonic::{Code, Status};
 
 use super::status;
-use crate::run_loop::Engine;
+use crate::engine::Engine;
 
 /// How long `CreateSession` waits for the gateway's answer about a model.
 pub const CATALOG_TIMEOUT: Duration = Duration::from_secs(2);
@@ -63,7 +63,7 @@ mod tests {
         let store = crate::store::Store::connect(&redis, "test:catalog:")
             .await
             .unwrap();
-        let gateway = crate::run_loop::gateway_client(gateway_url, "").unwrap();
+        let gateway = crate::engine::gateway_client(gateway_url, "").unwrap();
         Engine::new(store, gateway, Arc::new(config))
     }
 

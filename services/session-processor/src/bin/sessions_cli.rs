@@ -222,11 +222,12 @@ async fn run(args: Args) -> CliResult<ExitCode> {
                 })
                 .await?
                 .into_inner();
+            let mut shown = Shown::default();
             while let Some(resp) = stream.message().await? {
                 let Some(ev) = resp.event.and_then(|e| e.event) else {
                     continue;
                 };
-                if show(&ev, &mut std::collections::HashSet::new())? {
+                if shown.show(&ev)? {
                     break;
                 }
             }
@@ -278,7 +279,7 @@ async fn prompt(
     println!("> {text}");
     let mut stream = client.prompt(req).await?.into_inner();
     let mut control = client.clone();
-    let mut streamed = std::collections::HashSet::new();
+    let mut shown = Shown::default();
     // The structured answer of each assistant message, from its `message_updated` events.
     let mut answers: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     while let Some(resp) = stream.message().await? {
@@ -331,71 +332,103 @@ async fn prompt(
             },
             _ => {}
         }
-        if show(&ev, &mut streamed)? {
+        if shown.show(&ev)? {
             break;
         }
     }
     Ok(())
 }
 
-/// Prints one session event the way the CLI shows a running loop; true on `done`.
-fn show(ev: &SE, streamed: &mut std::collections::HashSet<String>) -> std::io::Result<bool> {
-    match ev {
-        SE::PartDelta(d) => {
-            print!("{}", d.delta);
-            std::io::stdout().flush()?;
-            streamed.insert(d.part_id.clone());
-        }
-        SE::PartUpdated(p) => match &p.kind {
-            // A streamed block ended: finish its line.
-            Some(pb::part::Kind::Text(t)) if t.ended_at.is_some() && streamed.remove(&p.id) => {
-                println!()
+/// What the CLI printed of a running loop so far. `part_updated` replaces a part by id, so a part published again
+/// in the same state (or any event the caller already saw) prints nothing new.
+#[derive(Default)]
+struct Shown {
+    /// Text and reasoning parts whose deltas are on the current line.
+    streamed: std::collections::HashSet<String>,
+    /// The line printed last for each part.
+    lines: std::collections::HashMap<String, String>,
+}
+
+impl Shown {
+    /// Prints one session event the way the CLI shows a running loop; true on `done`.
+    fn show(&mut self, ev: &SE) -> std::io::Result<bool> {
+        match ev {
+            SE::PartDelta(d) => {
+                print!("{}", d.delta);
+                std::io::stdout().flush()?;
+                self.streamed.insert(d.part_id.clone());
             }
-            Some(pb::part::Kind::Tool(t)) => {
-                let s = t.state.clone().unwrap_or_default();
-                match s.status() {
-                    pb::tool_state::Status::Running => {
-                        println!("[tool {} {}]", t.tool, s.input_json)
-                    }
-                    pb::tool_state::Status::Completed => {
-                        println!("[tool {} → {}]", t.tool, first_line(&s.output))
-                    }
-                    pb::tool_state::Status::Error => {
-                        println!("[tool {} failed: {}]", t.tool, s.error)
-                    }
-                    _ => {}
+            SE::PartUpdated(p) => {
+                // A streamed block ended: finish its line.
+                if matches!(&p.kind, Some(pb::part::Kind::Text(t)) if t.ended_at.is_some())
+                    && self.streamed.remove(&p.id)
+                {
+                    println!();
+                }
+                if let Some(line) = part_line(p)
+                    && self.lines.get(&p.id) != Some(&line)
+                {
+                    println!("{line}");
+                    self.lines.insert(p.id.clone(), line);
                 }
             }
-            Some(pb::part::Kind::StepFinish(f)) => {
-                let t = f.tokens.unwrap_or_default();
+            SE::Status(st) if st.kind() == pb::session_status::Kind::Retry => println!(
+                "[retry {} at {}: {}]",
+                st.attempt,
+                st.next_attempt_at.map(rfc3339).unwrap_or_default(),
+                st.message
+            ),
+            SE::Error(e) => println!("[error: {}]", e.message),
+            SE::Done(d) => {
+                let stopped = d.stopped_by().as_str_name();
+                let stopped = stopped
+                    .strip_prefix("STOP_REASON_")
+                    .unwrap_or(stopped)
+                    .to_lowercase();
                 println!(
-                    "[step {}: in {} (+{} cached) out {} reasoning {}; {} nano-USD]",
-                    f.reason, t.input, t.cache_read, t.output, t.reasoning, f.cost_nano_usd
+                    "[done: {}; stopped by {stopped}]",
+                    if d.finish.is_empty() { "-" } else { &d.finish }
                 );
+                return Ok(true);
             }
-            Some(pb::part::Kind::Compaction(c)) => {
-                println!("[compaction{}]", if c.auto { " (automatic)" } else { "" })
-            }
-            Some(pb::part::Kind::Retry(r)) => println!("[retry {}]", r.attempt),
             _ => {}
-        },
-        SE::Status(st) if st.kind() == pb::session_status::Kind::Retry => println!(
-            "[retry {} at {}: {}]",
-            st.attempt,
-            st.next_attempt_at.map(rfc3339).unwrap_or_default(),
-            st.message
-        ),
-        SE::Error(e) => println!("[error: {}]", e.message),
-        SE::Done(d) => {
-            println!(
-                "[done: {}]",
-                if d.finish.is_empty() { "-" } else { &d.finish }
-            );
-            return Ok(true);
         }
-        _ => {}
+        Ok(false)
     }
-    Ok(false)
+}
+
+/// The line a part shows as, when it shows as one.
+fn part_line(p: &pb::Part) -> Option<String> {
+    match &p.kind {
+        Some(pb::part::Kind::Tool(t)) => {
+            let s = t.state.clone().unwrap_or_default();
+            match s.status() {
+                pb::tool_state::Status::Running => {
+                    Some(format!("[tool {} {}]", t.tool, s.input_json))
+                }
+                pb::tool_state::Status::Completed => {
+                    Some(format!("[tool {} → {}]", t.tool, first_line(&s.output)))
+                }
+                pb::tool_state::Status::Error => {
+                    Some(format!("[tool {} failed: {}]", t.tool, s.error))
+                }
+                _ => None,
+            }
+        }
+        Some(pb::part::Kind::StepFinish(f)) => {
+            let t = f.tokens.unwrap_or_default();
+            Some(format!(
+                "[step {} ({}): in {} (+{} cached) out {} reasoning {}; {} nano-USD]",
+                f.reason, f.model, t.input, t.cache_read, t.output, t.reasoning, f.cost_nano_usd
+            ))
+        }
+        Some(pb::part::Kind::Compaction(c)) => Some(format!(
+            "[compaction{}]",
+            if c.auto { " (automatic)" } else { "" }
+        )),
+        Some(pb::part::Kind::Retry(r)) => Some(format!("[retry {}]", r.attempt)),
+        _ => None,
+    }
 }
 
 async fn get(client: &mut Client, session: String) -> CliResult<()> {
@@ -594,25 +627,9 @@ fn pretty_json(json: &str) -> String {
 
 /// `YYYY-MM-DDTHH:MM:SSZ` (UTC).
 fn rfc3339(t: prost_types::Timestamp) -> String {
-    let secs = t.seconds;
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil-from-days (proleptic Gregorian).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60
-    )
+    std::time::SystemTime::try_from(t)
+        .map(|t| humantime::format_rfc3339_seconds(t).to_string())
+        .unwrap_or_default()
 }
 
 async fn messages(client: &mut Client, session: String) -> CliResult<()> {
@@ -705,6 +722,29 @@ fn ask_line(question: &str) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_part_published_again_in_the_same_state_prints_once() {
+        let finish = pb::Part {
+            id: "prt_1".into(),
+            kind: Some(pb::part::Kind::StepFinish(pb::StepFinishPart {
+                reason: "stop".into(),
+                model: "openai/gpt-4o".into(),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let line = part_line(&finish).unwrap();
+        assert!(line.contains("(openai/gpt-4o)"), "{line}");
+        let mut shown = Shown::default();
+        let mut with_snapshot = finish.clone();
+        if let Some(pb::part::Kind::StepFinish(f)) = with_snapshot.kind.as_mut() {
+            f.snapshot = "abc".into();
+        }
+        shown.show(&SE::PartUpdated(finish)).unwrap();
+        shown.show(&SE::PartUpdated(with_snapshot)).unwrap();
+        assert_eq!(shown.lines.len(), 1, "one line for one part id");
+    }
 
     #[test]
     fn times_and_amounts_print_for_people() {

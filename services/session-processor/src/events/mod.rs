@@ -342,6 +342,45 @@ impl Hub {
         }
     }
 
+    /// Writes everything the session's channel holds that is not in Redis yet (events and parts); a no-op without
+    /// a channel. A loop calls it after storage came back, before it reads the history again.
+    pub async fn flush(&self, session_id: &str) -> Result<(), StoreError> {
+        match self.channel(session_id) {
+            Some(channel) => channel.flush().await,
+            None => Ok(()),
+        }
+    }
+
+    /// How long ago the lease of the loop holding the session here was last renewed (by the loop or by a write of
+    /// the channel); `None` without a channel or a renewal.
+    pub fn lease_age(&self, session_id: &str) -> Option<std::time::Duration> {
+        let channel = self.channel(session_id)?;
+        let s = lock(&channel.state);
+        s.renewed_at.map(|at| at.elapsed())
+    }
+
+    /// Ends the session's channel without writing anything more: `event` (a `done`) goes to this replica's
+    /// followers at once, after everything they were delivered, and what was not yet written is dropped. For a
+    /// loop that can no longer prove its lease (storage failed for longer than it lasts, or another replica holds
+    /// it): its writes would be refused or would race the new owner, and its callers must not wait for ever.
+    pub fn abandon(&self, session_id: &str, event: Event) {
+        let Some(channel) = lock(&self.inner.channels).remove(session_id) else {
+            return;
+        };
+        {
+            let mut s = lock(&channel.state);
+            let now = u64::try_from(local_millis().saturating_add(s.offset_ms)).unwrap_or(0);
+            let id = s.last.next_at(now);
+            s.last = id;
+            s.ring.push_back((id, Arc::new(event)));
+            // Delivered now, not held: nobody will close this channel after a release.
+            s.hold = None;
+            s.closed = true;
+        }
+        channel.live.send_replace(true);
+        channel.timer.notify_one();
+    }
+
     /// The id of the session's newest event (including events not yet written when this replica runs its loop);
     /// `"0-0"` when it has none. Where a stream that wants only new events starts.
     pub async fn last_event_id(&self, session_id: &str) -> Result<String, StoreError> {
@@ -538,9 +577,9 @@ impl Channel {
             if s.closed {
                 return Published::Closed(Box::new(event));
             }
-            if let Some(e) = s.failure.take() {
-                return Published::Done(Err(e));
-            }
+            // A background write failed: this publish writes at once, with everything that write held, and
+            // reports the failure only if Redis still refuses it (the event itself is never dropped).
+            let retry_failed = s.failure.take().is_some();
             let now = u64::try_from(local_millis().saturating_add(s.offset_ms)).unwrap_or(0);
             let id = s.last.next_at(now);
             s.last = id;
@@ -579,6 +618,7 @@ impl Channel {
             self.trim(&mut s);
             let write_now = std::mem::take(&mut s.first)
                 || urgent
+                || retry_failed
                 || s.pending_events >= self.config.max_batch_events
                 || s.pending_bytes >= self.config.max_batch_bytes;
             (write_now, window_started)
@@ -826,6 +866,11 @@ pub struct Follower {
 }
 
 impl Follower {
+    /// The session it follows.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
     /// The next event; waits for one as long as it takes.
     pub async fn next(&mut self) -> Result<pb::SessionEvent, StoreError> {
         loop {

@@ -132,6 +132,17 @@ impl SessionKeys {
         self.with("watched")
     }
 
+    /// STRING: the model the session's latest user message runs with (its resolved `model`), so the next prompt
+    /// that names none inherits it without reading the history.
+    pub(super) fn prompt_model(&self) -> String {
+        self.with("model")
+    }
+
+    /// STRING with a PX ttl: the encoded `PermissionAsked` the running loop waits on (see `asking.rs`).
+    pub(super) fn asking(&self) -> String {
+        self.with("asking")
+    }
+
     /// Every key with a fixed name; `delete_session` adds the per-message keys and the `aux` members.
     pub(super) fn fixed(&self) -> Vec<String> {
         vec![
@@ -148,6 +159,8 @@ impl SessionKeys {
             self.write_failures(),
             self.run_inputs(),
             self.watched(),
+            self.prompt_model(),
+            self.asking(),
         ]
     }
 }

@@ -54,6 +54,7 @@
 //!   entries without a session. A crash between the two steps therefore leaves at worst an invisible index entry,
 //!   never an unlisted session.
 
+mod asking;
 mod blocking;
 mod diag;
 mod keys;
@@ -148,6 +149,11 @@ impl StoreError {
             self,
             Self::Redis(_) | Self::Timeout(_) | Self::Unexpected(_)
         )
+    }
+
+    /// Redis answered that it is still loading its data (an AOF or RDB file after a restart).
+    pub fn is_loading(&self) -> bool {
+        matches!(self, Self::Redis(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading))
     }
 
     fn decode(what: impl Into<String>, source: prost::DecodeError) -> Self {
@@ -680,7 +686,8 @@ impl Store {
     // ----- messages and parts -----
 
     /// Creates or replaces a message and lists it in the session. Parts carried in `m.parts` are upserted in the
-    /// same atomic step (so a user message lands with its content at once); parts not carried are left alone.
+    /// same atomic step (so a user message lands with its content at once); parts not carried are left alone. A
+    /// user message's model becomes the session's prompt model ([`Store::prompt_model`]) in the same step.
     pub async fn put_message(
         &self,
         m: &pb::Message,
@@ -710,10 +717,16 @@ impl Store {
                 .key(keys.messages())
                 .key(keys.message(&m.id))
                 .key(keys.parts(&m.id))
+                .key(keys.prompt_model())
                 .arg(fence_arg(fence))
                 .arg(&m.id)
                 .arg(head.encode_to_vec())
-                .arg(if listed { "1" } else { "0" });
+                .arg(if listed { "1" } else { "0" })
+                .arg(if head.role() == pb::Role::User {
+                    head.model.as_str()
+                } else {
+                    ""
+                });
             for mut part in parts {
                 check_id("part id", &part.id)?;
                 // Parts inside a message may leave their back-references empty; they must not point elsewhere.
@@ -735,6 +748,17 @@ impl Store {
             Self::status(code, &m.session_id, fence, String::new)
         })
         .await
+    }
+
+    /// The model the session's latest user message runs with (see [`Store::put_message`]); `None` before any
+    /// prompt that recorded one.
+    pub async fn prompt_model(&self, session_id: &str) -> Result<Option<String>, StoreError> {
+        let keys = self.keys(session_id)?;
+        let model: Option<String> = redis::cmd("GET")
+            .arg(keys.prompt_model())
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(model.filter(|m| !m.is_empty()))
     }
 
     /// Creates or replaces one part. Its message must already be listed in the session ([`StoreError::NotFound`]

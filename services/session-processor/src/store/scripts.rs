@@ -62,8 +62,9 @@ pub(super) struct Scripts {
     /// KEYS: session, lease. ARGV: fence, expected session bytes, new session bytes. CONFLICT when the stored bytes
     /// are not the expected ones.
     pub(super) cas_session: Script,
-    /// KEYS: session, lease, messages, msg, parts. ARGV: fence, message id, message bytes, `1` when the session
-    /// already lists the message (no ZADD) else `0`, (part id, part bytes)*.
+    /// KEYS: session, lease, messages, msg, parts, prompt model. ARGV: fence, message id, message bytes, `1` when the
+    /// session already lists the message (no ZADD) else `0`, the prompt model to record (a user message's resolved
+    /// model; empty: none), (part id, part bytes)*.
     pub(super) put_message: Script,
     /// KEYS: session, lease, messages, parts key per distinct message. ARGV: fence, n messages, the n message ids
     /// (aligned with the parts keys), then (1-based message index, part id, part bytes)*.
@@ -139,7 +140,8 @@ local g = gate(KEYS[1], KEYS[2], ARGV[1])
 if g ~= 1 then return g end
 if ARGV[4] ~= '1' then redis.call('ZADD', KEYS[3], 0, ARGV[2]) end
 redis.call('SET', KEYS[4], ARGV[3])
-for i = 5, #ARGV, 2 do
+if ARGV[5] ~= '' then redis.call('SET', KEYS[6], ARGV[5]) end
+for i = 6, #ARGV, 2 do
   redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 1])
 end
 return 1

@@ -44,7 +44,24 @@ pub(super) fn check(body: &Value) -> Check {
     }
     roles(messages)?;
     pairing(messages)?;
+    tool_blocks_need_tools(body, messages)?;
     thinking(body, messages)
+}
+
+/// A conversation that carries `tool_use` or `tool_result` blocks must define tools (a request that replays earlier
+/// tool calls with no tool definitions is refused, whatever its `tool_choice`).
+fn tool_blocks_need_tools(body: &Value, messages: &[Value]) -> Check {
+    let uses_tools = messages.iter().any(|m| {
+        blocks(m)
+            .iter()
+            .any(|b| matches!(block_type(b), "tool_use" | "tool_result"))
+    });
+    if uses_tools && array(body, "tools").is_empty() {
+        return Err(Fail::new(
+            "Requests which include `tool_use` or `tool_result` blocks must define tools.",
+        ));
+    }
+    Ok(())
 }
 
 fn role(m: &Value) -> &str {

@@ -122,7 +122,9 @@ fn anthropic_accepts_what_the_gateway_sends() {
     assert_ok(
         Protocol::Anthropic,
         p,
-        &json!({"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": [
+        &json!({"model": "claude-sonnet-4-5", "max_tokens": 100,
+            "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}],
+            "messages": [
             {"role": "user", "content": "Hi"},
             {"role": "assistant", "content": [
                 {"type": "thinking", "thinking": "old", "signature": "s"},
@@ -147,6 +149,12 @@ fn anthropic_refuses_each_broken_rule() {
             "max_tokens: Field required",
             with(&base, |b| {
                 b.as_object_mut().unwrap().remove("max_tokens");
+            }),
+        ),
+        (
+            "Requests which include `tool_use` or `tool_result` blocks must define tools.",
+            with(&plain, |b| {
+                b.as_object_mut().unwrap().remove("tools");
             }),
         ),
         (

@@ -8,7 +8,8 @@
 use llm_proto::gateway as gw;
 use llm_proto::sessions as pb;
 
-use super::{Engine, with_trace};
+use super::Engine;
+use super::gateway::with_trace;
 use crate::config::Agent;
 use crate::title;
 

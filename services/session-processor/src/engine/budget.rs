@@ -18,23 +18,13 @@ pub(super) fn usd(nano: i64) -> String {
     text.to_string()
 }
 
-/// The error of a spent budget.
-pub(super) fn budget_error(message: String) -> pb::MessageError {
-    pb::MessageError {
-        kind: pb::message_error::Kind::BudgetExceeded as i32,
-        message,
-        http_status: 0,
-        retryable: false,
-    }
-}
-
 impl Engine {
     /// Why the next model call must not happen, when the session's or its tenant's budget is spent.
     ///
     /// The session record is the one the loop carries (read when it started, then as written by its last
     /// `settle_session`), so a step boundary costs no read of it; a loop without one reads it.
     pub(super) async fn budget_spent(&self, session_id: &str) -> Result<Option<String>, LoopError> {
-        let carried = self.with_loop_state(session_id, |s| s.session.clone());
+        let carried = self.with_cache(session_id, |s| s.session.clone());
         let session = match carried {
             Some(s) => Some(s),
             None => self.store.get_session(session_id).await?,

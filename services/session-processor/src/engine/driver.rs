@@ -1,0 +1,741 @@
+//! The loop's driver: a task per running session that holds the lease (renewed in the background), asks the
+//! policy ([`super::policy`]) what to do, performs it, and reports back what happened. Every decision is the
+//! policy's; this file only does I/O and turns its outcomes (including storage errors) into observations.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use llm_proto::sessions as pb;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::compact::Compacted;
+use super::inputs::RunInputs;
+use super::orphans::open_client_calls;
+use super::persist::done;
+use super::policy::{
+    Action, Answer, CompactionEnd, HistoryFacts, LoopState, Observation, Rules, StopReason, WaitFor,
+};
+use super::step::StepInput;
+use super::totals::history_totals;
+use super::{Carried, Engine, LoopError};
+use crate::config::Agent;
+use crate::history;
+use crate::snapshot::StepSnapshots;
+use crate::store::{Fence, StoreError};
+use crate::tools::Workspace;
+
+/// When the loop's lease was last proven (a renewal that succeeded, timed from when it was sent).
+#[derive(Clone)]
+struct LeaseClock(Arc<Mutex<Instant>>);
+
+impl LeaseClock {
+    fn new() -> LeaseClock {
+        LeaseClock(Arc::new(Mutex::new(Instant::now())))
+    }
+
+    fn proven(&self, sent: Instant) {
+        let mut at = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        *at = (*at).max(sent);
+    }
+
+    fn age(&self) -> Duration {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
+    }
+}
+
+/// How a run ended.
+enum Ending {
+    /// `done` was published; the lease can be released.
+    Finished,
+    /// The lease cannot be proven: the session stays active for recovery.
+    HandedOff,
+    /// The session is gone.
+    Abandoned,
+}
+
+/// One run of a session's loop on this replica: what the actions need between them.
+struct Run {
+    session: pb::Session,
+    agent: Agent,
+    fence: Fence,
+    inputs: RunInputs,
+    inputs_saved: bool,
+    /// The caller's abort.
+    abort: CancellationToken,
+    /// Cancelled by an abort or when the lease is lost.
+    lost: CancellationToken,
+    lease: LeaseClock,
+    started: Instant,
+    /// The history from the last completed compaction on, as last read.
+    history: Vec<pb::Message>,
+    /// The answer in progress (or last produced), as last written.
+    current: Option<pb::Message>,
+    /// The model of the next step, as the policy last got it.
+    model: String,
+    workspace: Option<Workspace>,
+    snapshots: Option<StepSnapshots>,
+    /// Usable context per model, from the gateway's catalog (asked once per run).
+    usable: HashMap<String, Option<u64>>,
+    titled: bool,
+    /// Model steps started in this run, for the steps' spans.
+    steps: u32,
+}
+
+impl Engine {
+    /// Runs the session's loop under `fence` on a task of its own; `session` is the record the caller just read
+    /// (the first run uses it instead of reading it again), `None` to have the loop read it.
+    pub(super) fn spawn_loop(
+        self: &Arc<Self>,
+        session_id: String,
+        session: Option<Carried>,
+        fence: Fence,
+        inputs: RunInputs,
+    ) {
+        static LOOPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        // Each loop knows its own entry, so a loop ending just as the next one for the session starts (a prompt
+        // that took the released lease) removes only itself.
+        let loop_id = LOOPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let token = CancellationToken::new();
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(session_id.clone(), (loop_id, token.clone()));
+        let engine = Arc::clone(self);
+        // The loop's span: a child of the caller's trace context when the prompt carried one.
+        let span = tracing::info_span!(
+            "session.prompt",
+            "otel.name" = "invoke_agent",
+            "gen_ai.operation.name" = "invoke_agent",
+            "gen_ai.conversation.id" = %session_id,
+            "session.id" = %session_id,
+        );
+        let mut parent = tonic::metadata::MetadataMap::new();
+        super::gateway::insert_trace(&mut parent, &inputs.trace);
+        llm_telemetry::set_parent_from_metadata(&span, &parent);
+        tokio::spawn(
+            async move {
+                engine.metrics.loop_started();
+                engine
+                    .run_until_idle(&session_id, session, fence, inputs, &token)
+                    .await;
+                {
+                    let mut running = engine.running.lock().unwrap_or_else(|p| p.into_inner());
+                    if running
+                        .get(&session_id)
+                        .is_some_and(|(id, _)| *id == loop_id)
+                    {
+                        running.remove(&session_id);
+                    }
+                }
+                engine.metrics.loop_ended();
+            }
+            .instrument(span),
+        );
+    }
+
+    /// Runs loops for the session until no prompt is queued: a prompt queued between a loop's last check and its
+    /// release would otherwise wait for ever.
+    async fn run_until_idle(
+        &self,
+        session_id: &str,
+        mut session: Option<Carried>,
+        mut fence: Fence,
+        mut inputs: RunInputs,
+        token: &CancellationToken,
+    ) {
+        loop {
+            self.open_events(session_id, &fence).await;
+            if let Err(e) = self.store.mark_active(session_id).await {
+                tracing::warn!(message = "cannot mark the session active", session_id = %session_id, error = %e);
+            }
+            let ending = self
+                .run(session_id, session.take(), &fence, inputs, token)
+                .await;
+            let cache = self.forget_cache(session_id);
+            if !matches!(ending, Ending::Finished | Ending::Abandoned) {
+                // Handed off: the session stays active (so a recovery sweep finds it once its lease expires) and
+                // the lease is left to expire.
+                return;
+            }
+            // Cleared before the lease is released, so a sweeper never sees "active, no lease" for a loop that
+            // simply finished.
+            if cache.retry_status {
+                let _ = self.store.clear_retry_status(session_id, &fence).await;
+            }
+            let _ = self.store.clear_active(session_id).await;
+            let _ = self.store.release_lease(session_id, &fence).await;
+            // `done` was written to the log when published (before the release, so a successor's ids follow it);
+            // this replica's streams get it now that the session is idle.
+            self.close_events(session_id).await;
+            if matches!(ending, Ending::Abandoned) || token.is_cancelled() {
+                return;
+            }
+            let queued = self
+                .store
+                .has_queued_prompts(session_id)
+                .await
+                .unwrap_or(false);
+            if !queued {
+                return;
+            }
+            match self
+                .store
+                .acquire_lease(session_id, &self.owner, self.config.lease_ttl)
+                .await
+            {
+                Ok(Some(f)) => {
+                    fence = f;
+                    inputs = RunInputs::default();
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// One loop under the lease: sets the run up, renews the lease beside it, and drives the policy.
+    async fn run(
+        &self,
+        session_id: &str,
+        session: Option<Carried>,
+        fence: &Fence,
+        inputs: RunInputs,
+        abort: &CancellationToken,
+    ) -> Ending {
+        let lost = abort.child_token();
+        let lease = LeaseClock::new();
+        let renew = tokio::spawn(self.renew_lease_forever(
+            session_id.to_string(),
+            fence.clone(),
+            lease.clone(),
+            lost.clone(),
+        ));
+        let ending = match self
+            .open_run(session_id, session, fence, inputs, abort, &lost, &lease)
+            .await
+        {
+            Ok(Some(mut run)) => self.drive(&mut run).await,
+            Ok(None) => self.abandon(session_id, None, StopReason::Error),
+            Err(e) => {
+                tracing::error!(message = "session loop cannot start", session_id = %session_id, error = %e);
+                let error = pb::MessageError {
+                    kind: pb::message_error::Kind::Api as i32,
+                    message: format!("session loop cannot start: {e}"),
+                    http_status: 0,
+                    retryable: !matches!(e, LoopError::NotFound(_)),
+                };
+                let _ = self.publish_error(session_id, error).await;
+                match self
+                    .finish(session_id, None, StopReason::Error, fence)
+                    .await
+                {
+                    Ok(()) => Ending::Finished,
+                    Err(_) => self.hand_off(session_id, None),
+                }
+            }
+        };
+        lost.cancel();
+        let _ = renew.await;
+        ending
+    }
+
+    /// Renews the lease a third of its ttl after its last renewal (the event channel's writes renew it too while a
+    /// step streams). A renewal that fails because storage does is retried; the loop is stopped (`lost`) when the
+    /// lease belongs to someone else, or when it has gone unproven for a whole ttl.
+    fn renew_lease_forever(
+        &self,
+        session_id: String,
+        fence: Fence,
+        lease: LeaseClock,
+        lost: CancellationToken,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let events = self.events.clone();
+        let ttl = self.config.lease_ttl;
+        async move {
+            let mut failing = false;
+            loop {
+                let due = if failing {
+                    (ttl / 10).min(Duration::from_millis(200))
+                } else {
+                    events.lease_renewal_due(&session_id, ttl)
+                };
+                tokio::select! {
+                    _ = lost.cancelled() => break,
+                    _ = tokio::time::sleep(due) => {}
+                }
+                let sent = Instant::now();
+                match events.renew_lease(&session_id, &fence, ttl).await {
+                    Ok(true) => {
+                        lease.proven(sent);
+                        failing = false;
+                    }
+                    Ok(false) => {
+                        tracing::warn!(message = "lease lost; stopping the loop", session_id = %session_id);
+                        lost.cancel();
+                        break;
+                    }
+                    Err(e) => {
+                        failing = true;
+                        if lease.age() >= ttl {
+                            tracing::warn!(message = "lease unproven for its whole ttl; stopping the loop", session_id = %session_id, error = %e);
+                            lost.cancel();
+                            break;
+                        }
+                        tracing::debug!(message = "lease renewal failed; retrying", session_id = %session_id, error = %e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Everything a run needs before its first action; `None` when the session no longer exists.
+    #[allow(clippy::too_many_arguments)]
+    async fn open_run(
+        &self,
+        session_id: &str,
+        session: Option<Carried>,
+        fence: &Fence,
+        inputs: RunInputs,
+        abort: &CancellationToken,
+        lost: &CancellationToken,
+        lease: &LeaseClock,
+    ) -> Result<Option<Run>, LoopError> {
+        // The record the prompt (or resume) just read, else read now; carried from here on (see `RunCache`).
+        let (session, bytes) = match session {
+            Some(carried) => carried,
+            None => match self.store.get_session_record(session_id).await? {
+                Some((s, b)) => (s, Some(b)),
+                None => return Ok(None),
+            },
+        };
+        self.with_cache(session_id, |s| {
+            s.session = Some(session.clone());
+            s.session_bytes = bytes;
+        });
+        let agent = self
+            .agent(&session.agent)
+            .cloned()
+            .ok_or_else(|| LoopError::NotFound(format!("agent {}", session.agent)))?;
+        self.status(session_id, pb::session_status::Kind::Busy)
+            .await?;
+        let workspace = self.workspace(&session);
+        let snapshots = StepSnapshots::new(
+            &self.config.snapshots,
+            self.metrics.clone(),
+            &session,
+            workspace.as_ref(),
+        );
+        Ok(Some(Run {
+            session,
+            agent,
+            fence: fence.clone(),
+            inputs,
+            inputs_saved: false,
+            abort: abort.clone(),
+            lost: lost.clone(),
+            lease: lease.clone(),
+            started: Instant::now(),
+            history: Vec::new(),
+            current: None,
+            model: String::new(),
+            workspace,
+            snapshots,
+            usable: HashMap::new(),
+            titled: false,
+            steps: 0,
+        }))
+    }
+
+    /// Asks the policy what to do until the loop ends.
+    async fn drive(&self, run: &mut Run) -> Ending {
+        let rules = Rules {
+            max_steps: run.agent.max_steps,
+            auto_compact: run.agent.auto_compact,
+            retry: run.agent.retry,
+            step_deadline: self.config.step_timeout,
+            lease_ttl: self.config.lease_ttl,
+        };
+        let mut state = LoopState::new(rules, run.inputs.compact);
+        let mut observation = Observation::Started;
+        loop {
+            let action = state.next(observation, run.started.elapsed());
+            tracing::trace!(message = "loop action", session_id = %run.session.id, action = ?action);
+            observation = match action {
+                Action::Finish {
+                    answer,
+                    reason,
+                    report_error,
+                } => {
+                    let message = self.answer_message(run, answer.as_ref());
+                    let error = message
+                        .as_ref()
+                        .and_then(|m| m.error.clone())
+                        .filter(|_| report_error);
+                    let ended = async {
+                        if let Some(e) = error {
+                            self.publish_error(&run.session.id, e).await?;
+                        }
+                        self.finish(&run.session.id, message.as_ref(), reason, &run.fence)
+                            .await
+                    };
+                    match ended.await {
+                        Ok(()) => return Ending::Finished,
+                        Err(e) => self.failure(run, e),
+                    }
+                }
+                Action::HandOff { answer } => {
+                    return self.hand_off(&run.session.id, answer.as_ref());
+                }
+                Action::Abandon => {
+                    return self.abandon(&run.session.id, None, StopReason::Error);
+                }
+                action => match self.interrupted(run, &action) {
+                    Some(o) => o,
+                    None => match self.perform(run, action).await {
+                        Ok(o) => o,
+                        Err(e) => self.failure(run, e),
+                    },
+                },
+            };
+        }
+    }
+
+    /// The observation when the loop was stopped before an action that needs it running: the caller's abort, or
+    /// the lease's loss. Ending the loop (`Fail`, `Finish`) goes on after an abort.
+    fn interrupted(&self, run: &Run, action: &Action) -> Option<Observation> {
+        if !run.lost.is_cancelled() {
+            return None;
+        }
+        if !run.abort.is_cancelled() {
+            return Some(Observation::LeaseLost);
+        }
+        (!matches!(action, Action::Fail { .. })).then_some(Observation::Cancelled)
+    }
+
+    /// What a failed action means to the policy.
+    fn failure(&self, run: &Run, e: LoopError) -> Observation {
+        let lease_age = self
+            .events
+            .lease_age(&run.session.id)
+            .map_or(run.lease.age(), |a| a.min(run.lease.age()));
+        match e {
+            LoopError::Store(StoreError::Fenced { .. }) => Observation::LeaseLost,
+            LoopError::Store(StoreError::NotFound(_)) | LoopError::NotFound(_) => Observation::Gone,
+            LoopError::Store(e) => {
+                tracing::warn!(message = "storage failed under the loop", session_id = %run.session.id, error = %e, lease_age_ms = lease_age.as_millis() as u64);
+                Observation::StorageFailed { lease_age }
+            }
+            LoopError::Precondition(m) => {
+                tracing::error!(message = "unexpected loop failure", session_id = %run.session.id, error = %m);
+                Observation::Gone
+            }
+        }
+    }
+
+    /// Performs one action.
+    async fn perform(&self, run: &mut Run, action: Action) -> Result<Observation, LoopError> {
+        match action {
+            Action::DeliverQueue => self.deliver(run).await,
+            Action::ReadHistory => self.read_history(run).await,
+            Action::AwaitClientCalls => {
+                self.settle_client_calls(
+                    &run.history,
+                    run.agent.client_tool_timeout,
+                    &run.fence,
+                    &run.lost,
+                )
+                .await?;
+                Ok(Observation::ClientCallsSettled)
+            }
+            Action::CheckBudget => Ok(Observation::Budget(
+                self.budget_spent(&run.session.id).await?,
+            )),
+            Action::Compact { cause, model } => self.perform_compaction(run, cause, &model).await,
+            Action::Step { model, final_step } => self.perform_step(run, &model, final_step).await,
+            Action::Wait { delay, why } => self.wait(run, delay, why).await,
+            Action::ProveLease => {
+                let sent = Instant::now();
+                if !self
+                    .store
+                    .renew_lease(&run.session.id, &run.fence, self.config.lease_ttl)
+                    .await?
+                {
+                    return Ok(Observation::LeaseLost);
+                }
+                run.lease.proven(sent);
+                // What the channel could not write while storage failed goes now, before the history is read.
+                self.events.flush(&run.session.id).await?;
+                tracing::info!(message = "storage is back; the loop goes on", session_id = %run.session.id);
+                Ok(Observation::LeaseProven)
+            }
+            Action::Fail {
+                error,
+                store,
+                reason: _,
+            } => {
+                if !store {
+                    self.publish_error(&run.session.id, error).await?;
+                    return Ok(Observation::Failed(None));
+                }
+                let m = self
+                    .stop_with(
+                        &run.session.id,
+                        &run.history,
+                        &run.model,
+                        &run.agent.name,
+                        error,
+                        &run.fence,
+                    )
+                    .await?;
+                let answer = answer_of(&m);
+                run.current = Some(m);
+                Ok(Observation::Failed(Some(answer)))
+            }
+            Action::Finish { .. } | Action::HandOff { .. } | Action::Abandon => {
+                unreachable_action()
+            }
+        }
+    }
+
+    /// Delivers the queued prompts and stores the run's inputs when they changed (so a loop that resumes this run
+    /// elsewhere offers exactly its client tools and system text).
+    async fn deliver(&self, run: &mut Run) -> Result<Observation, LoopError> {
+        let prompts = self.store.take_queued_prompts(&run.session.id).await?;
+        let mut changed = false;
+        for prompt in &prompts {
+            self.persist_user_message(&run.session, prompt, Some(&run.fence))
+                .await?;
+            changed |= run.inputs.absorb(prompt);
+        }
+        if changed || !run.inputs_saved {
+            self.save_inputs(&run.session.id, &run.inputs).await;
+            run.inputs_saved = true;
+        }
+        Ok(Observation::Delivered(prompts.len()))
+    }
+
+    /// Reads the history, closes what a stopped loop left open, and tells the policy what it found.
+    async fn read_history(&self, run: &mut Run) -> Result<Observation, LoopError> {
+        let (history, _) = self
+            .store
+            .list_messages(&run.session.id, None, usize::MAX)
+            .await?;
+        // Every message's share of the totals, as stored: `settle_session` adds this iteration's steps to it.
+        let shares = history_totals(&history);
+        self.with_cache(&run.session.id, |s| s.totals = Some(shares));
+        let history = self.close_orphans(history, &run.fence).await?;
+        let latest_user_model = history
+            .iter()
+            .rev()
+            .find(|m| m.role() == pb::Role::User)
+            .map_or("", |m| m.model.as_str());
+        let model = super::policy::pick_model([
+            run.inputs.model.as_deref().unwrap_or_default(),
+            latest_user_model,
+            &run.session.default_model,
+            &run.agent.model,
+            &self.config.default_model,
+        ])
+        .map(String::from);
+        if let Some(model) = &model
+            && !std::mem::replace(&mut run.titled, true)
+        {
+            self.spawn_title(&run.session, &run.agent, &history, model, &run.inputs.trace);
+        }
+        let view = history::since_compaction(history);
+        let needs_work = history::needs_work(&view);
+        let facts = HistoryFacts {
+            needs_work,
+            overflowed: view
+                .last()
+                .is_some_and(|m| m.finish == history::FINISH_OVERFLOW),
+            open_client_calls: open_client_calls(&view),
+            model: model.clone(),
+        };
+        run.model = model.unwrap_or_default();
+        run.history = view;
+        Ok(Observation::History(facts))
+    }
+
+    /// The usable context of `model`, from the catalog (once per run).
+    async fn usable(&self, run: &mut Run, model: &str) -> Option<u64> {
+        if let Some(u) = run.usable.get(model) {
+            return *u;
+        }
+        let usable = self
+            .model_limits(model, &run.inputs.trace)
+            .await
+            .map(|l| l.usable(run.agent.compaction_reserve));
+        run.usable.insert(model.to_string(), usable);
+        usable
+    }
+
+    async fn perform_compaction(
+        &self,
+        run: &mut Run,
+        cause: super::policy::Compaction,
+        model: &str,
+    ) -> Result<Observation, LoopError> {
+        let usable = self.usable(run, model).await;
+        let ended = self
+            .compact(&super::compact::CompactRun {
+                session: &run.session,
+                agent: &run.agent,
+                view: &run.history,
+                cause,
+                model,
+                usable,
+                inputs: &run.inputs,
+                fence: &run.fence,
+                cancel: &run.lost,
+            })
+            .await?;
+        let end = match ended {
+            Compacted::Done(m) => {
+                self.metrics.compaction(cause.auto);
+                CompactionEnd::Done(answer_of(&m))
+            }
+            Compacted::Failed(m) => {
+                let kind = m.error.as_ref().map(|e| e.kind());
+                CompactionEnd::Failed(answer_of(&m), kind)
+            }
+            Compacted::Aborted(m) => CompactionEnd::Aborted(answer_of(&m)),
+        };
+        Ok(Observation::Compacted(end))
+    }
+
+    async fn perform_step(
+        &self,
+        run: &mut Run,
+        model: &str,
+        final_step: bool,
+    ) -> Result<Observation, LoopError> {
+        let usable = self.usable(run, model).await;
+        run.steps += 1;
+        let number = run.steps;
+        let input = StepInput {
+            session: &run.session,
+            agent: &run.agent,
+            history: &run.history,
+            workspace: run.workspace.as_ref(),
+            snapshots: run.snapshots.as_ref(),
+            inputs: &run.inputs,
+            fence: &run.fence,
+            cancel: &run.lost,
+            model,
+            final_step,
+            usable,
+            number,
+        };
+        let (observation, message) = self.run_step(&input).await?;
+        if run.lost.is_cancelled() && !run.abort.is_cancelled() {
+            return Ok(Observation::LeaseLost);
+        }
+        if message.is_some() {
+            run.current = message;
+        }
+        Ok(observation)
+    }
+
+    async fn wait(
+        &self,
+        run: &mut Run,
+        delay: Duration,
+        why: WaitFor,
+    ) -> Result<Observation, LoopError> {
+        match why {
+            WaitFor::StepRetry { attempt } => {
+                let Some(failed) = run.current.clone() else {
+                    return Ok(Observation::Waited);
+                };
+                self.record_retry(&failed, attempt, delay, &run.fence)
+                    .await?;
+                tokio::select! {
+                    _ = run.lost.cancelled() => return Ok(self.stopped(run)),
+                    _ = tokio::time::sleep(delay) => {}
+                }
+                self.end_retry_wait(&failed, &run.fence).await?;
+            }
+            WaitFor::Storage { attempt } => {
+                tracing::info!(message = "storage failed; waiting before trying again", session_id = %run.session.id, attempt, delay_ms = delay.as_millis() as u64);
+                tokio::select! {
+                    _ = run.lost.cancelled() => return Ok(self.stopped(run)),
+                    _ = tokio::time::sleep(delay) => {}
+                }
+            }
+        }
+        Ok(Observation::Waited)
+    }
+
+    /// The observation of a wait cut short.
+    fn stopped(&self, run: &Run) -> Observation {
+        if run.abort.is_cancelled() {
+            Observation::Cancelled
+        } else {
+            Observation::LeaseLost
+        }
+    }
+
+    /// The message an answer names, as last written (the run's current answer when it is that one).
+    fn answer_message(&self, run: &Run, answer: Option<&Answer>) -> Option<pb::Message> {
+        let answer = answer?;
+        run.current
+            .as_ref()
+            .filter(|m| m.id == answer.message_id)
+            .cloned()
+            .or_else(|| {
+                run.history
+                    .iter()
+                    .find(|m| m.id == answer.message_id)
+                    .cloned()
+            })
+    }
+
+    /// Leaves the session to recovery: this replica's streams end with a `done` that says so; nothing more is
+    /// written (storage cannot prove the lease, or someone else holds it).
+    fn hand_off(&self, session_id: &str, answer: Option<&Answer>) -> Ending {
+        tracing::warn!(message = "the loop cannot prove its lease; the session is left to recovery", session_id = %session_id);
+        self.events.abandon(
+            session_id,
+            pb::session_event::Event::Done(done(answer, StopReason::HandedOff)),
+        );
+        Ending::HandedOff
+    }
+
+    /// Ends the streams of a session that no longer exists.
+    fn abandon(&self, session_id: &str, answer: Option<&Answer>, reason: StopReason) -> Ending {
+        self.events.abandon(
+            session_id,
+            pb::session_event::Event::Done(done(answer, reason)),
+        );
+        Ending::Abandoned
+    }
+
+    /// Stores the run's inputs for a loop that resumes it elsewhere. Best effort: a failure only means a resumed
+    /// loop would not offer this run's client tools, so it is logged, not fatal.
+    async fn save_inputs(&self, session_id: &str, inputs: &RunInputs) {
+        if let Err(e) = self
+            .store
+            .put_run_inputs(session_id, &inputs.stored())
+            .await
+        {
+            tracing::warn!(message = "cannot store the run's inputs", session_id = %session_id, error = %e);
+        }
+    }
+}
+
+/// The answer a message is.
+fn answer_of(m: &pb::Message) -> Answer {
+    Answer {
+        message_id: m.id.clone(),
+        finish: m.finish.clone(),
+    }
+}
+
+/// Terminal actions are handled by [`Engine::drive`] itself.
+fn unreachable_action() -> Result<Observation, LoopError> {
+    Err(LoopError::Precondition(
+        "a terminal action reached perform".into(),
+    ))
+}

@@ -1,0 +1,106 @@
+//! What a run keeps in memory beside the history: the prompt-scoped inputs (client tools, system text) that are not
+//! part of any stored message, and how a queued prompt's inputs join a running loop's.
+
+use llm_proto::sessions as pb;
+
+/// The prompt-scoped inputs of a run that are not part of the history.
+#[derive(Debug, Clone, Default)]
+pub struct RunInputs {
+    /// The model the caller chose for this run itself (the `Compact` RPC's). A prompt's model is not kept here:
+    /// it is stored, resolved, on its user message, which the model priority reads.
+    pub model: Option<String>,
+    /// Client tools declared by the prompt.
+    pub client_tools: Vec<pb::ClientTool>,
+    /// Extra system text of the prompt.
+    pub system: String,
+    /// The caller's W3C trace context (`traceparent`, `tracestate`), sent on every gateway call of this run.
+    pub trace: Vec<(String, String)>,
+    /// A manual compaction (the `Compact` RPC) runs first.
+    pub compact: bool,
+}
+
+impl RunInputs {
+    /// The inputs a prompt brings to the run it starts.
+    pub(super) fn from_prompt(req: &pb::PromptRequest, trace: Vec<(String, String)>) -> RunInputs {
+        RunInputs {
+            model: None,
+            client_tools: req.client_tools.clone(),
+            system: req.system.clone(),
+            trace,
+            compact: false,
+        }
+    }
+
+    /// A prompt delivered to the running loop (queued while it was busy) brings its own system text and client
+    /// tools from then on: a newer client tool replaces one of the same name. Returns whether anything changed.
+    pub(super) fn absorb(&mut self, req: &pb::PromptRequest) -> bool {
+        let mut changed = false;
+        if !req.system.is_empty() && self.system != req.system {
+            self.system = req.system.clone();
+            changed = true;
+        }
+        for tool in &req.client_tools {
+            self.client_tools.retain(|t| t.name != tool.name);
+            self.client_tools.push(tool.clone());
+            changed = true;
+        }
+        changed
+    }
+
+    /// What [`crate::store::Store::put_run_inputs`] keeps of these inputs.
+    pub(super) fn stored(&self) -> pb::PromptRequest {
+        pb::PromptRequest {
+            client_tools: self.client_tools.clone(),
+            system: self.system.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// Whether `name` is one of this run's client tools.
+    pub(super) fn is_client_tool(&self, name: &str) -> bool {
+        self.client_tools.iter().any(|c| c.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delivered_prompt_brings_its_inputs_and_newer_tools_win() {
+        let tool = |name: &str, description: &str| pb::ClientTool {
+            name: name.into(),
+            description: description.into(),
+            input_schema_json: "{}".into(),
+        };
+        let first = pb::PromptRequest {
+            model: "openai/gpt-4o".into(),
+            client_tools: vec![tool("a", "old"), tool("b", "kept")],
+            system: "be brief".into(),
+            ..Default::default()
+        };
+        let mut inputs = RunInputs::from_prompt(&first, Vec::new());
+        assert_eq!(inputs.model, None, "a prompt's model lives on its message");
+        assert!(
+            !inputs.absorb(&pb::PromptRequest::default()),
+            "an empty prompt changes nothing"
+        );
+        let queued = pb::PromptRequest {
+            client_tools: vec![tool("a", "new"), tool("c", "added")],
+            ..Default::default()
+        };
+        assert!(inputs.absorb(&queued));
+        let names: Vec<(&str, &str)> = inputs
+            .client_tools
+            .iter()
+            .map(|t| (t.name.as_str(), t.description.as_str()))
+            .collect();
+        assert_eq!(names, [("b", "kept"), ("a", "new"), ("c", "added")]);
+        assert_eq!(inputs.system, "be brief");
+        let stored = inputs.stored();
+        let mut resumed = RunInputs::default();
+        assert!(resumed.absorb(&stored));
+        assert_eq!(resumed.client_tools, inputs.client_tools);
+        assert_eq!(resumed.system, inputs.system);
+    }
+}

@@ -1,0 +1,150 @@
+//! The engine: storage, the gateway, the configuration and the loops this replica runs, one task per running
+//! session.
+//!
+//! A loop is the runLoop of the design: one gateway `Stream` call per step, the Processor turning its events into
+//! persisted parts, tools run between steps, under a lease with a fencing token. Every decision of the loop is made
+//! by a pure policy; the rest of this module performs what it decides.
+//!
+//! - [`policy`]: the loop's state and `next(observation) -> action`, pure (no I/O, no clock), tested rule by rule.
+//! - `driver`: the task of a running session: the lease and its renewal, and the actions the policy asks for.
+//! - `accept`: prompts accepted (run now, or queued for the running loop), resumed sessions, the recovery sweep.
+//! - `step`: one model step (request, stream through the Processor, tools, snapshots, accounting).
+//! - `tools_run`: a step's tool calls (structured output, doom loop, client tools, built-ins and permissions).
+//! - `request`: the gateway request of a step (system sections, tools, reasoning).
+//! - `orphans`: what a stopped loop left open, closed; client calls it waited on, awaited again.
+//! - `persist`: user messages (model resolved), retry bookkeeping, status, stops and the loop's end.
+//! - `compact`, `budget`, `titling`, `totals`, `step_metrics`, `inputs`, `gateway`: one concern each.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use llm_proto::sessions as pb;
+use prost_types::Timestamp;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Agent, Config};
+use crate::events::Hub;
+use crate::ids;
+use crate::metrics::Metrics;
+use crate::store::{Store, StoreError};
+use crate::tools::Workspace;
+
+mod accept;
+mod budget;
+mod compact;
+mod driver;
+mod gateway;
+mod inputs;
+mod orphans;
+mod persist;
+pub mod policy;
+#[cfg(test)]
+mod policy_tests;
+mod request;
+mod step;
+mod step_metrics;
+mod titling;
+mod tools_run;
+mod totals;
+
+pub use gateway::{GatewayAuth, GatewayClient, gateway_client, gateway_client_balanced};
+pub use inputs::RunInputs;
+
+/// Why a loop could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum LoopError {
+    /// Redis failed or refused a write.
+    #[error("storage: {0}")]
+    Store(#[from] StoreError),
+    /// The session (or its agent) does not exist.
+    #[error("session {0} not found")]
+    NotFound(String),
+    /// The request cannot run in the session's current state (busy, nothing to compact).
+    #[error("{0}")]
+    Precondition(String),
+}
+
+/// A session record a caller read just before starting a loop: the session, and its stored bytes when known.
+type Carried = (pb::Session, Option<Vec<u8>>);
+
+/// Shared state of the processor: storage, the gateway, configuration and the loops this replica runs.
+pub struct Engine {
+    /// Storage.
+    pub store: Store,
+    /// The gateway.
+    pub gateway: GatewayClient,
+    /// Configuration.
+    pub config: Arc<Config>,
+    /// This replica's lease owner id.
+    pub owner: String,
+    /// Loops running on this replica, by session, for Abort.
+    running: Mutex<HashMap<String, (u64, CancellationToken)>>,
+    /// Prometheus metrics, served by the `/metrics` listener when one is configured.
+    pub metrics: Arc<Metrics>,
+    /// Session events: live to this replica's streams, coalesced into the sessions' event logs.
+    pub events: Hub,
+    /// What each running loop of this replica knows of its session, so a step does not re-read it (see
+    /// [`totals::RunCache`]).
+    caches: Mutex<HashMap<String, totals::RunCache>>,
+}
+
+fn now() -> Timestamp {
+    Timestamp::from(SystemTime::now())
+}
+
+impl Engine {
+    /// A new engine.
+    pub fn new(store: Store, gateway: GatewayClient, config: Arc<Config>) -> Arc<Engine> {
+        let events = Hub::new(store.clone(), config.events);
+        Arc::new(Engine {
+            events,
+            store,
+            gateway,
+            config,
+            owner: ids::new("rep"),
+            running: Mutex::new(HashMap::new()),
+            metrics: Arc::new(Metrics::new()),
+            caches: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The agent for a name (the default agent for an empty or unknown one).
+    pub fn agent(&self, name: &str) -> Option<&Agent> {
+        let name = if name.is_empty() { "default" } else { name };
+        self.config.agents.get(name)
+    }
+
+    /// Stops a loop running on this replica. Returns whether one was running.
+    pub fn abort(&self, session_id: &str) -> bool {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        match running.get(session_id) {
+            Some((_, token)) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether a loop for this session runs on this replica.
+    pub fn is_running(&self, session_id: &str) -> bool {
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(session_id)
+    }
+
+    /// The session's workspace, when it has one that opens.
+    fn workspace(&self, session: &pb::Session) -> Option<Workspace> {
+        if session.workspace.is_empty() {
+            return None;
+        }
+        Workspace::for_session(
+            &self.config.workspace_root,
+            &session.tenant,
+            &session.workspace,
+        )
+        .ok()
+    }
+}

@@ -1,0 +1,331 @@
+//! The loop's own writes beside the Processor's effects: user messages (with their model resolved), the retry
+//! bookkeeping, status events, a stop's error on the answer, and the loop's end.
+
+use std::time::{Duration, SystemTime};
+
+use llm_proto::sessions as pb;
+use prost_types::Timestamp;
+
+use super::policy::{Answer, StopReason};
+use super::{Engine, LoopError, now};
+use crate::history;
+use crate::ids;
+use crate::store::{Fence, StoreError};
+
+impl Engine {
+    /// The model a prompt runs with, by the priority rule: its own `model`, else the one the session's previous
+    /// prompt ran with, else the session's default, else the agent's, else the processor's default ("" when no
+    /// level names one: the loop then stops with an error saying so).
+    async fn resolve_prompt_model(
+        &self,
+        session: &pb::Session,
+        asked: &str,
+        agent: &str,
+    ) -> Result<String, StoreError> {
+        if !asked.is_empty() {
+            return Ok(asked.to_string());
+        }
+        let previous = self
+            .store
+            .prompt_model(&session.id)
+            .await?
+            .unwrap_or_default();
+        let agent_model = self.agent(agent).map_or("", |a| a.model.as_str());
+        let levels = [
+            previous.as_str(),
+            session.default_model.as_str(),
+            agent_model,
+            self.config.default_model.as_str(),
+            "",
+        ];
+        Ok(super::policy::pick_model(levels)
+            .unwrap_or_default()
+            .to_string())
+    }
+
+    /// Stores a prompt as a user message (its model resolved, its format and reasoning kept with it) and publishes
+    /// it with its parts.
+    pub(super) async fn persist_user_message(
+        &self,
+        session: &pb::Session,
+        req: &pb::PromptRequest,
+        fence: Option<&Fence>,
+    ) -> Result<pb::Message, StoreError> {
+        let agent = if req.agent.is_empty() {
+            session.agent.clone()
+        } else {
+            req.agent.clone()
+        };
+        let model = self
+            .resolve_prompt_model(session, &req.model, &agent)
+            .await?;
+        let message = pb::Message {
+            id: ids::new("msg"),
+            session_id: session.id.clone(),
+            role: pb::Role::User as i32,
+            model,
+            agent,
+            // Kept with the message, so the format survives queuing, crash recovery and compaction replays.
+            format: req
+                .format
+                .clone()
+                .filter(|f| f.r#type() == pb::output_format::Type::JsonSchema),
+            reasoning: req.reasoning,
+            created_at: Some(now()),
+            ..Default::default()
+        };
+        let parts: Vec<pb::Part> = req
+            .parts
+            .iter()
+            .filter_map(|p| {
+                let kind = match p.kind.as_ref()? {
+                    pb::prompt_part::Kind::Text(t) => pb::part::Kind::Text(pb::TextPart {
+                        text: t.clone(),
+                        started_at: message.created_at,
+                        ended_at: message.created_at,
+                        synthetic: false,
+                    }),
+                    pb::prompt_part::Kind::File(f) => pb::part::Kind::File(f.clone()),
+                };
+                Some(pb::Part {
+                    id: ids::new("prt"),
+                    message_id: message.id.clone(),
+                    session_id: session.id.clone(),
+                    kind: Some(kind),
+                })
+            })
+            .collect();
+        self.put_and_publish_message(message, parts, fence).await
+    }
+
+    /// Writes a message with its parts in one script, then publishes the message and each part.
+    pub(super) async fn put_and_publish_message(
+        &self,
+        message: pb::Message,
+        parts: Vec<pb::Part>,
+        fence: Option<&Fence>,
+    ) -> Result<pb::Message, StoreError> {
+        let stored = pb::Message {
+            parts: parts.clone(),
+            ..message.clone()
+        };
+        self.store.put_message(&stored, fence).await?;
+        let session_id = message.session_id.clone();
+        self.events
+            .publish(
+                &session_id,
+                pb::session_event::Event::MessageUpdated(message.clone()),
+            )
+            .await?;
+        for p in parts {
+            self.events
+                .publish(&session_id, pb::session_event::Event::PartUpdated(p))
+                .await?;
+        }
+        Ok(message)
+    }
+
+    /// Shows a step retry: a retry part on the failed message, the retry status stored (for GetSession) and
+    /// published.
+    pub(super) async fn record_retry(
+        &self,
+        message: &pb::Message,
+        attempt: u32,
+        delay: Duration,
+        fence: &Fence,
+    ) -> Result<(), LoopError> {
+        let next = Timestamp::from(SystemTime::now() + delay);
+        let part = pb::Part {
+            id: ids::new("prt"),
+            message_id: message.id.clone(),
+            session_id: message.session_id.clone(),
+            kind: Some(pb::part::Kind::Retry(pb::RetryPart {
+                attempt,
+                error: message.error.clone(),
+                next_attempt_at: Some(next),
+            })),
+        };
+        self.events.put_part(&part, fence).await?;
+        let msg = message
+            .error
+            .as_ref()
+            .map(|e| e.message.clone())
+            .unwrap_or_default();
+        // Stored for GetSession / ListSessions (believed only under this lease; advisory, so a failure is logged).
+        let status = pb::SessionStatus {
+            kind: pb::session_status::Kind::Retry as i32,
+            attempt,
+            next_attempt_at: Some(next),
+            message: msg.clone(),
+        };
+        self.with_cache(&message.session_id, |s| s.retry_status = true);
+        if let Err(e) = self
+            .store
+            .set_retry_status(&message.session_id, &status, fence, delay)
+            .await
+        {
+            tracing::warn!(message = "cannot store the retry status", session_id = %message.session_id, error = %e);
+        }
+        self.publish_status(&message.session_id, status).await
+    }
+
+    /// After a step retry's wait: the retry status cleared, the session busy again, and the failed attempt marked
+    /// `retried` (it stays in the history with its parts and its retry part, and the exit rule looks past it).
+    pub(super) async fn end_retry_wait(
+        &self,
+        failed: &pb::Message,
+        fence: &Fence,
+    ) -> Result<(), LoopError> {
+        let session_id = &failed.session_id;
+        self.store.clear_retry_status(session_id, fence).await?;
+        self.with_cache(session_id, |s| s.retry_status = false);
+        self.status(session_id, pb::session_status::Kind::Busy)
+            .await?;
+        let mut m = failed.clone();
+        m.parts.clear();
+        m.finish = "retried".into();
+        m.error = None;
+        self.store.put_message(&m, Some(fence)).await?;
+        Ok(())
+    }
+
+    /// Publishes a plain status (idle, busy).
+    pub(super) async fn status(
+        &self,
+        session_id: &str,
+        kind: pb::session_status::Kind,
+    ) -> Result<(), LoopError> {
+        self.publish_status(
+            session_id,
+            pb::SessionStatus {
+                kind: kind as i32,
+                ..Default::default()
+            },
+        )
+        .await
+    }
+
+    async fn publish_status(
+        &self,
+        session_id: &str,
+        status: pb::SessionStatus,
+    ) -> Result<(), LoopError> {
+        self.events
+            .publish(session_id, pb::session_event::Event::Status(status))
+            .await?;
+        Ok(())
+    }
+
+    /// Stops the loop with `error` at a step boundary: the error goes on the current answer (the last assistant
+    /// message after the latest user message, already closed) or, when there is none yet, on a new empty assistant
+    /// message, so the user message has an answer that says why. Publishes the `error` event.
+    pub(super) async fn stop_with(
+        &self,
+        session_id: &str,
+        view: &[pb::Message],
+        model: &str,
+        agent: &str,
+        error: pb::MessageError,
+        fence: &Fence,
+    ) -> Result<pb::Message, LoopError> {
+        let current = view
+            .last()
+            .filter(|m| m.role() == pb::Role::Assistant && !history::is_compaction(m));
+        let message = match current {
+            Some(m) => {
+                let mut m = m.clone();
+                m.parts.clear();
+                m.error = Some(error.clone());
+                m
+            }
+            None => {
+                let parent = view
+                    .iter()
+                    .rev()
+                    .find(|m| m.role() == pb::Role::User)
+                    .map(|m| m.id.clone())
+                    .unwrap_or_default();
+                let ts = now();
+                pb::Message {
+                    id: ids::new("msg"),
+                    session_id: session_id.into(),
+                    role: pb::Role::Assistant as i32,
+                    parent_id: parent,
+                    model: model.into(),
+                    agent: agent.into(),
+                    finish: "error".into(),
+                    error: Some(error.clone()),
+                    created_at: Some(ts),
+                    completed_at: Some(ts),
+                    ..Default::default()
+                }
+            }
+        };
+        self.store.put_message(&message, Some(fence)).await?;
+        self.events
+            .publish(
+                &message.session_id,
+                pb::session_event::Event::MessageUpdated(message.clone()),
+            )
+            .await?;
+        self.publish_error(&message.session_id, error).await?;
+        Ok(message)
+    }
+
+    /// Publishes an `error` event.
+    pub(super) async fn publish_error(
+        &self,
+        session_id: &str,
+        error: pb::MessageError,
+    ) -> Result<(), LoopError> {
+        self.events
+            .publish(session_id, pb::session_event::Event::Error(error))
+            .await?;
+        Ok(())
+    }
+
+    /// Ends the loop: the stop reason stored on the answer (`message`, as last written), the session idle, and
+    /// `done` naming the answer.
+    pub(super) async fn finish(
+        &self,
+        session_id: &str,
+        message: Option<&pb::Message>,
+        reason: StopReason,
+        fence: &Fence,
+    ) -> Result<(), LoopError> {
+        let answer = message.map(|m| Answer {
+            message_id: m.id.clone(),
+            finish: m.finish.clone(),
+        });
+        if let Some(m) = message
+            && m.stopped_by != reason as i32
+        {
+            let mut m = m.clone();
+            m.parts.clear();
+            m.stopped_by = reason as i32;
+            self.store.put_message(&m, Some(fence)).await?;
+            self.events
+                .publish(session_id, pb::session_event::Event::MessageUpdated(m))
+                .await?;
+        }
+        self.status(session_id, pb::session_status::Kind::Idle)
+            .await?;
+        self.events
+            .publish(
+                session_id,
+                pb::session_event::Event::Done(done(answer.as_ref(), reason)),
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+/// The `done` event for an answer and a stop reason.
+pub(super) fn done(answer: Option<&Answer>, reason: StopReason) -> pb::Done {
+    let answer = answer.cloned().unwrap_or_default();
+    pb::Done {
+        message_id: answer.message_id,
+        finish: answer.finish,
+        stopped_by: reason as i32,
+    }
+}

@@ -1,0 +1,478 @@
+//! One model step: the request built, the pre-call overflow check, the assistant message created, the gateway's
+//! stream turned into parts by the Processor (effects persisted and published as they come), the step's tools run,
+//! the end snapshot, cleanup, and the totals settled. What happened goes back to the policy as a [`StepReport`].
+
+use std::time::Instant;
+
+use llm_proto::gateway as gw;
+use llm_proto::sessions as pb;
+use tokio_util::sync::CancellationToken;
+use tonic_types::StatusExt as _;
+use tracing::Instrument;
+
+use super::inputs::RunInputs;
+use super::policy::{Answer, FailureSource, Observation, StepFailure, StepReport};
+use super::request::{LAST_STEP_SYSTEM, StepRequest, render};
+use super::step_metrics::record_step;
+use super::tools_run::ToolRun;
+use super::{Engine, LoopError, gateway::with_trace, now};
+use crate::config::Agent;
+use crate::context;
+use crate::history;
+use crate::ids;
+use crate::processor::{Effect, Processor};
+use crate::snapshot::StepSnapshots;
+use crate::store::Fence;
+use crate::structured;
+use crate::tools::{DoomLoopDetector, Workspace};
+
+/// What one step runs with.
+pub(super) struct StepInput<'a> {
+    /// The session.
+    pub session: &'a pb::Session,
+    /// Its agent.
+    pub agent: &'a Agent,
+    /// The history from the last completed compaction on.
+    pub history: &'a [pb::Message],
+    /// The session's workspace.
+    pub workspace: Option<&'a Workspace>,
+    /// Its step snapshots, when on.
+    pub snapshots: Option<&'a StepSnapshots>,
+    /// The run's inputs.
+    pub inputs: &'a RunInputs,
+    /// The loop's lease.
+    pub fence: &'a Fence,
+    /// The caller's abort (or the lease's loss).
+    pub cancel: &'a CancellationToken,
+    /// The model.
+    pub model: &'a str,
+    /// The last step the agent allows.
+    pub final_step: bool,
+    /// The model's usable context, when the catalog knows it.
+    pub usable: Option<u64>,
+    /// The step's number in this loop (1-based), for its span.
+    pub number: u32,
+}
+
+/// How a step's gateway stream ended.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct StreamEnd {
+    /// The caller aborted (or the lease was lost) while it streamed.
+    pub aborted: bool,
+    /// A `step_start` (or any output) arrived.
+    output_started: bool,
+    /// The gateway could not be reached or its stream broke.
+    transport: bool,
+}
+
+impl Engine {
+    /// Runs one step; returns what the policy observes and the step's message as finally written (`None` when the
+    /// model was not called).
+    pub(super) async fn run_step(
+        &self,
+        input: &StepInput<'_>,
+    ) -> Result<(Observation, Option<pb::Message>), LoopError> {
+        let history = input.history;
+        let (generation, mut turn) = prepare(input);
+        // The pre-call overflow check, on an estimate (see `context`); skipped when auto-compaction is off, so that
+        // only the provider's own answer can fail the step.
+        let estimate = context::estimate_generation(&generation);
+        if let Some(usable) = input.usable
+            && input.agent.auto_compact
+            && estimate >= usable
+        {
+            return Ok((Observation::TooLarge { estimate, usable }, None));
+        }
+        let mut processor = self.open_step(input, history).await?;
+        let span = tracing::info_span!(
+            "session.step",
+            "otel.name" = %format!("step {}", input.number),
+            "session.id" = %input.session.id,
+            "llm.step" = input.number,
+            "gen_ai.request.model" = %input.model,
+            "gen_ai.usage.input_tokens" = tracing::field::Empty,
+            "gen_ai.usage.output_tokens" = tracing::field::Empty,
+            "llm.cost_nano_usd" = tracing::field::Empty,
+            "llm.finish" = tracing::field::Empty,
+        );
+        let started = Instant::now();
+        let end = self
+            .stream_step(
+                &mut processor,
+                generation,
+                &input.inputs.trace,
+                input.fence,
+                input.cancel,
+            )
+            .instrument(span.clone())
+            .await?;
+        let duration = started.elapsed();
+        if !end.aborted {
+            let run = ToolRun {
+                agent: input.agent,
+                workspace: input.workspace,
+                inputs: input.inputs,
+                fence: input.fence,
+                cancel: input.cancel,
+            };
+            self.run_tools(&mut processor, &run, &mut turn, doom_detector(history))
+                .await?;
+        }
+        let aborted = end.aborted || input.cancel.is_cancelled();
+        self.close_step(input, &mut processor, &turn, aborted)
+            .await?;
+        record_step(&span, processor.message());
+        self.record_step_metrics(processor.message(), input.model, duration);
+        let report = report(&processor, history, &end, aborted);
+        Ok((
+            Observation::Stepped(report),
+            Some(processor.message().clone()),
+        ))
+    }
+
+    /// Creates the step's assistant message (and its start snapshot) and a Processor for it.
+    async fn open_step(
+        &self,
+        input: &StepInput<'_>,
+        history: &[pb::Message],
+    ) -> Result<Processor, LoopError> {
+        let parent = history
+            .iter()
+            .rev()
+            .find(|m| m.role() == pb::Role::User)
+            .map(|m| m.id.clone())
+            .unwrap_or_default();
+        let message = pb::Message {
+            id: ids::new("msg"),
+            session_id: input.session.id.clone(),
+            role: pb::Role::Assistant as i32,
+            parent_id: parent,
+            model: input.model.into(),
+            agent: input.agent.name.clone(),
+            created_at: Some(now()),
+            ..Default::default()
+        };
+        let mut processor = Processor::new(message, input.usable);
+        if let Some(s) = input.snapshots {
+            processor.set_start_snapshot(s.start().await);
+        }
+        self.apply(
+            &[Effect::Message(processor.message().clone())],
+            input.fence,
+            &processor,
+        )
+        .await?;
+        Ok(processor)
+    }
+
+    /// After the stream and the tools: the end snapshot and patch (covering the tools), cleanup, a missing
+    /// structured output, and the step's accounting (session totals, tenant spend).
+    async fn close_step(
+        &self,
+        input: &StepInput<'_>,
+        processor: &mut Processor,
+        turn: &structured::Turn,
+        aborted: bool,
+    ) -> Result<(), LoopError> {
+        if let Some(s) = input.snapshots
+            && let Some((after, changes)) = s.finish(processor.start_snapshot()).await
+        {
+            let mut out = Vec::new();
+            processor.finish_snapshot(after.clone(), changes, &mut out);
+            self.apply(&out, input.fence, processor).await?;
+            s.update_summary(&self.store, &after, input.fence).await?;
+        }
+        let mut out = Vec::new();
+        // Nothing at all came back (an empty stream): an empty answer, finished `other`, not an error.
+        if !aborted {
+            processor.finish_empty_answer();
+        }
+        processor.cleanup(now(), aborted, &mut out);
+        if processor.outcome() == crate::processor::Outcome::Continue
+            && let Some(error) = turn.missing(processor.message(), input.final_step)
+        {
+            processor.fail(error, &mut out);
+        }
+        self.apply(&out, input.fence, processor).await?;
+        self.settle_session(
+            &input.session.id,
+            processor.message(),
+            processor.parts(),
+            input.fence,
+        )
+        .await?;
+        self.charge_tenant(input.session, processor.message().cost_nano_usd)
+            .await;
+        Ok(())
+    }
+
+    /// Streams one step through the processor.
+    pub(super) async fn stream_step(
+        &self,
+        processor: &mut Processor,
+        generation: gw::Generation,
+        trace: &[(String, String)],
+        fence: &Fence,
+        cancel: &CancellationToken,
+    ) -> Result<StreamEnd, LoopError> {
+        let mut request = tonic::Request::new(gw::StreamRequest {
+            generation: Some(generation),
+        });
+        request.set_timeout(self.config.step_timeout);
+        with_trace(&mut request, trace);
+        let mut gateway = self.gateway.clone();
+        let mut out = Vec::with_capacity(8);
+        let mut end = StreamEnd::default();
+        let stream = tokio::select! {
+            _ = cancel.cancelled() => {
+                end.aborted = true;
+                return Ok(end);
+            }
+            r = gateway.stream(request) => r,
+        };
+        let mut stream = match stream {
+            Ok(s) => s.into_inner(),
+            Err(status) => {
+                let (error, transport) = call_error(&status);
+                end.transport = transport;
+                self.feed(processor, error_event(error), fence, &mut out)
+                    .await?;
+                return Ok(end);
+            }
+        };
+        loop {
+            let next = tokio::select! {
+                _ = cancel.cancelled() => {
+                    // Dropping the stream cancels the gateway call, which drops the provider request.
+                    self.events.flush_parts(&processor.message().session_id).await?;
+                    end.aborted = true;
+                    return Ok(end);
+                }
+                n = stream.message() => n,
+            };
+            match next {
+                Ok(Some(ev)) => {
+                    end.output_started |= !matches!(
+                        ev.event,
+                        None | Some(
+                            gw::stream_response::Event::StreamStart(_)
+                                | gw::stream_response::Event::Error(_)
+                        )
+                    );
+                    self.feed(processor, ev, fence, &mut out).await?;
+                }
+                Ok(None) => break,
+                Err(status) => {
+                    end.transport = true;
+                    let e = gw::Error {
+                        kind: gw::ErrorKind::Network as i32,
+                        message: format!("gateway stream broke: {}", status.message()),
+                        retryable: true,
+                        ..Default::default()
+                    };
+                    self.feed(processor, error_event(e), fence, &mut out)
+                        .await?;
+                    break;
+                }
+            }
+        }
+        self.events
+            .flush_parts(&processor.message().session_id)
+            .await?;
+        Ok(end)
+    }
+
+    /// One gateway event through the processor, its effects applied.
+    async fn feed(
+        &self,
+        processor: &mut Processor,
+        event: gw::StreamResponse,
+        fence: &Fence,
+        out: &mut Vec<Effect>,
+    ) -> Result<(), LoopError> {
+        out.clear();
+        processor.handle(event, now(), out);
+        self.apply(out, fence, processor).await
+    }
+
+    /// Persists and publishes effects. Deltas are published at once; the event channel writes their part's text
+    /// with its next window (see [`crate::events::Hub::put_part`]).
+    pub(super) async fn apply(
+        &self,
+        effects: &[Effect],
+        fence: &Fence,
+        processor: &Processor,
+    ) -> Result<(), LoopError> {
+        let session_id = &processor.message().session_id;
+        for effect in effects {
+            match effect {
+                Effect::Message(m) => {
+                    let t = Instant::now();
+                    let listed = self.with_cache(session_id, |s| s.listed.contains(&m.id));
+                    self.store
+                        .put_message_listed(m, Some(fence), listed)
+                        .await?;
+                    if !listed {
+                        self.with_cache(session_id, |s| s.listed.insert(m.id.clone()));
+                    }
+                    self.metrics.redis("put_message", t.elapsed());
+                    let t = Instant::now();
+                    self.events
+                        .publish(
+                            session_id,
+                            pb::session_event::Event::MessageUpdated(m.clone()),
+                        )
+                        .await?;
+                    self.metrics.redis("publish", t.elapsed());
+                }
+                Effect::Part(p) => {
+                    let t = Instant::now();
+                    self.events.put_part(p, fence).await?;
+                    self.metrics.redis("put_part", t.elapsed());
+                }
+                Effect::Persist(p) => {
+                    let t = Instant::now();
+                    self.store.put_part(p, Some(fence)).await?;
+                    self.metrics.redis("put_part", t.elapsed());
+                }
+                Effect::Delta {
+                    part_id,
+                    message_id,
+                    delta,
+                } => {
+                    self.events
+                        .publish(
+                            session_id,
+                            pb::session_event::Event::PartDelta(pb::PartDelta {
+                                part_id: part_id.clone(),
+                                message_id: message_id.clone(),
+                                delta: delta.clone(),
+                            }),
+                        )
+                        .await?;
+                }
+                Effect::ToolCall { .. } => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+fn error_event(e: gw::Error) -> gw::StreamResponse {
+    gw::StreamResponse {
+        event: Some(gw::stream_response::Event::Error(e)),
+    }
+}
+
+/// A failed `Stream` call as a unified error, and whether it is a transport failure (the gateway unreachable or
+/// overloaded: worth retrying within the step's deadline) rather than the gateway refusing the request.
+fn call_error(status: &tonic::Status) -> (gw::Error, bool) {
+    use tonic::Code;
+    let retry_after = status
+        .get_details_retry_info()
+        .and_then(|r| r.retry_delay)
+        .and_then(|d| prost_types::Duration::try_from(d).ok());
+    let (kind, transport) = match status.code() {
+        Code::Unavailable | Code::Unknown | Code::Aborted => (gw::ErrorKind::Network, true),
+        Code::ResourceExhausted if retry_after.is_some() => (gw::ErrorKind::Overloaded, true),
+        Code::ResourceExhausted => (gw::ErrorKind::RateLimited, false),
+        Code::DeadlineExceeded => (gw::ErrorKind::Timeout, false),
+        Code::Unauthenticated | Code::PermissionDenied => (gw::ErrorKind::Auth, false),
+        Code::Cancelled => (gw::ErrorKind::Cancelled, false),
+        _ => (gw::ErrorKind::InvalidRequest, false),
+    };
+    let error = gw::Error {
+        kind: kind as i32,
+        message: format!("gateway: {}", status.message()),
+        retryable: transport,
+        retry_after,
+        ..Default::default()
+    };
+    (error, transport)
+}
+
+/// The step's request and its structured-output turn (the format the latest prompt asks for, the corrections so
+/// far).
+fn prepare(input: &StepInput<'_>) -> (gw::Generation, structured::Turn) {
+    let history = input.history;
+    let format = history::output_format(history).and_then(|f| {
+        structured::Format::from_proto(&f)
+            .inspect_err(
+                |e| tracing::warn!(message = "ignoring a stored output format", error = %e),
+            )
+            .ok()
+            .flatten()
+    });
+    let turn = structured::Turn::new(format, structured::failures_so_far(history));
+    let render = render(history, input.agent, input.usable, false);
+    let mut generation = StepRequest {
+        session: input.session,
+        agent: input.agent,
+        history,
+        render: &render,
+        model: input.model,
+        inputs: input.inputs,
+        has_workspace: input.workspace.is_some(),
+        final_step: input.final_step,
+    }
+    .generation();
+    turn.decorate(&mut generation, input.final_step, LAST_STEP_SYSTEM);
+    (generation, turn)
+}
+
+/// What the policy learns from a finished step.
+fn report(
+    processor: &Processor,
+    history: &[pb::Message],
+    end: &StreamEnd,
+    aborted: bool,
+) -> StepReport {
+    let message = processor.message();
+    let mut with_step = history.to_vec();
+    with_step.push(message.clone());
+    StepReport {
+        answer: Answer {
+            message_id: message.id.clone(),
+            finish: message.finish.clone(),
+        },
+        outcome: processor.outcome(),
+        error: message.error.as_ref().map(|e| e.kind()),
+        overflowed: processor.overflowed(),
+        failure: processor.failure().map(|f| StepFailure {
+            source: if end.transport {
+                FailureSource::Transport
+            } else {
+                FailureSource::Gateway
+            },
+            kind: f.kind,
+            retryable: f.retryable,
+            retry_after: f.retry_after,
+            output_started: end.output_started,
+            beyond_gateway_cap: f.retry_after_beyond_cap,
+        }),
+        blocked: processor.blocked(),
+        aborted,
+        answered: !history::needs_work(&with_step),
+        empty: processor.is_empty_answer(),
+        jitter: rand::random::<f64>(),
+    }
+}
+
+/// Rebuilds the doom-loop detector from every tool call in the session, so repeats are caught across turns and
+/// replicas without storing the detector itself.
+fn doom_detector(history: &[pb::Message]) -> DoomLoopDetector {
+    let mut d = DoomLoopDetector::new();
+    for m in history {
+        for p in &m.parts {
+            if let Some(pb::part::Kind::Tool(t)) = &p.kind {
+                let input = t
+                    .state
+                    .as_ref()
+                    .map(|s| s.input_json.as_str())
+                    .unwrap_or("{}");
+                let _ = d.record(&t.tool, input);
+            }
+        }
+    }
+    d
+}

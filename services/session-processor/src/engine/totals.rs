@@ -1,0 +1,135 @@
+//! Session totals: each assistant message's share (its cost, its steps' tokens), their exact integer sums on the
+//! session record, and what a running loop carries between steps so a step boundary reads nothing back.
+
+use std::collections::{HashMap, HashSet};
+
+use llm_proto::sessions as pb;
+
+use super::{Engine, LoopError, now};
+use crate::store::Fence;
+
+/// What a running loop carries between steps instead of reading it back from Redis: the session record as last
+/// read or written (for the budget check), and each assistant message's share of the session's totals, seeded from
+/// the history the loop reads at the top of every iteration (the stored truth) and updated as it settles steps.
+#[derive(Debug, Default)]
+pub(super) struct RunCache {
+    /// The session record as last read or written by this loop.
+    pub session: Option<pb::Session>,
+    /// Its stored bytes, when known: the next `settle_session` updates from them without reading the record.
+    pub session_bytes: Option<Vec<u8>>,
+    /// Cost and tokens per assistant message id; `None` until the loop has read the history.
+    pub totals: Option<HashMap<String, (i64, pb::Tokens)>>,
+    /// This run may have stored a retry status under its fence (set before trying to store one, cleared once it
+    /// is cleared): only then does the run's end have one to clear, since a retry status counts only under the
+    /// lease that stored it.
+    pub retry_status: bool,
+    /// Messages this run wrote successfully: the session lists them, so rewriting one skips the listing.
+    pub listed: HashSet<String>,
+}
+
+/// An assistant message's share of the session's totals: its cost, and the tokens of its step-finish parts.
+pub(super) fn message_totals(message: &pb::Message, parts: &[pb::Part]) -> (i64, pb::Tokens) {
+    let mut tokens = pb::Tokens::default();
+    for p in parts {
+        if let Some(pb::part::Kind::StepFinish(f)) = &p.kind {
+            add(&mut tokens, &f.tokens.unwrap_or_default());
+        }
+    }
+    (message.cost_nano_usd, tokens)
+}
+
+/// Every assistant message's share of the totals in a history as stored.
+pub(super) fn history_totals(history: &[pb::Message]) -> HashMap<String, (i64, pb::Tokens)> {
+    history
+        .iter()
+        .filter(|m| m.role() == pb::Role::Assistant)
+        .map(|m| (m.id.clone(), message_totals(m, &m.parts)))
+        .collect()
+}
+
+/// The session's totals: the sum of its assistant messages' shares.
+fn sum_totals(shares: &HashMap<String, (i64, pb::Tokens)>) -> (i64, pb::Tokens) {
+    let mut cost = 0i64;
+    let mut tokens = pb::Tokens::default();
+    for (c, t) in shares.values() {
+        cost += c;
+        add(&mut tokens, t);
+    }
+    (cost, tokens)
+}
+
+fn add(sum: &mut pb::Tokens, t: &pb::Tokens) {
+    sum.input += t.input;
+    sum.output += t.output;
+    sum.reasoning += t.reasoning;
+    sum.cache_read += t.cache_read;
+    sum.cache_write += t.cache_write;
+}
+
+impl Engine {
+    /// The run cache of a session, changed by `f` under the lock.
+    pub(super) fn with_cache<T>(&self, session_id: &str, f: impl FnOnce(&mut RunCache) -> T) -> T {
+        let mut caches = self.caches.lock().unwrap_or_else(|p| p.into_inner());
+        f(caches.entry(session_id.to_string()).or_default())
+    }
+
+    /// Forgets what the loop of a session carried (its run is over) and returns it.
+    pub(super) fn forget_cache(&self, session_id: &str) -> RunCache {
+        self.caches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id)
+            .unwrap_or_default()
+    }
+
+    /// Writes the session's totals (cost and tokens, the sum over its assistant messages) after `message` (with its
+    /// `parts`) changed. The other messages' shares come from the history the loop read at the top of this
+    /// iteration, so the history is not read again; a loop that has not read it reads it here.
+    pub(super) async fn settle_session(
+        &self,
+        session_id: &str,
+        message: &pb::Message,
+        parts: &[pb::Part],
+        fence: &Fence,
+    ) -> Result<(), LoopError> {
+        let share = message_totals(message, parts);
+        let known = self.with_cache(session_id, |s| {
+            s.totals.as_mut().map(|t| {
+                t.insert(message.id.clone(), share);
+                sum_totals(t)
+            })
+        });
+        let (cost, tokens) = match known {
+            Some(totals) => totals,
+            None => {
+                let (history, _) = self
+                    .store
+                    .list_messages(session_id, None, usize::MAX)
+                    .await?;
+                let mut shares = history_totals(&history);
+                shares.insert(message.id.clone(), share);
+                let totals = sum_totals(&shares);
+                self.with_cache(session_id, |s| s.totals = Some(shares));
+                totals
+            }
+        };
+        // A compare-and-set, so the title task's write (it may land at any moment) is never overwritten. It starts
+        // from the record as this loop last read or wrote it; anything written since makes it read and retry.
+        let known = self.with_cache(session_id, |s| s.session_bytes.take());
+        let written = self
+            .store
+            .update_session_from(session_id, Some(fence), known, |s| {
+                s.cost_nano_usd = cost;
+                s.tokens = Some(tokens);
+                s.updated_at = Some(now());
+            })
+            .await?;
+        // The record as written is the freshest view of it: the next budget check reads it from here.
+        self.with_cache(session_id, |s| {
+            let (session, bytes) = written.unzip();
+            s.session = session;
+            s.session_bytes = bytes;
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,370 @@
+//! Faults under a running prompt, with real processes: Redis killed (SIGKILL) or stopped (SIGTERM) and restarted
+//! from its AOF, Redis refusing writes for 3 s, and the gateway restarted mid-step. Each test asserts the end state:
+//! the Prompt and Subscribe streams ended with a terminal `done` within a bound that means "it happened", the prompt
+//! was answered (resumed here or by recovery), nothing is left busy, and Diagnose is healthy.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use e2e_tests::processor::{
+    PROCESSOR_TOKEN, Processor, ProcessorSetup, SessionsClient, assert_healthy, messages, prompt,
+    start_processor,
+};
+use e2e_tests::procs::{RedisServer, free_port, spawn_service};
+use e2e_tests::{Harness, TOKEN};
+use fake_provider::openai_sse::ChatStream;
+use fake_provider::{FakeProvider, Reply};
+use llm_proto::sessions as spb;
+use spb::session_event::Event as SE;
+
+/// A long answer streamed slowly (40 chunks, 50 ms apart), so a fault lands in its middle.
+fn slow_answer() -> Reply {
+    let words: Vec<String> = (0..40).map(|i| format!("w{i} ")).collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    Reply::sse(
+        ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-slow")
+            .text(&words)
+            .finish("stop", Some((10, 40))),
+    )
+    .pace(Duration::from_millis(50))
+}
+
+fn short_answer() -> Reply {
+    Reply::sse(
+        ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-again")
+            .text(&["Recovered."])
+            .finish("stop", Some((10, 2))),
+    )
+}
+
+/// Reads a stream until its first `done` (within `bound`), returning every event.
+async fn until_done<T>(
+    stream: &mut tonic::Streaming<T>,
+    event: impl Fn(T) -> Option<spb::SessionEvent>,
+    bound: Duration,
+) -> Vec<SE> {
+    let mut events = Vec::new();
+    tokio::time::timeout(bound, async {
+        loop {
+            let Some(response) = stream.message().await.expect("stream stays readable") else {
+                panic!("the stream ended without a done: {events:?}");
+            };
+            let Some(ev) = event(response).and_then(|e| e.event) else {
+                continue;
+            };
+            let done = matches!(ev, SE::Done(_));
+            events.push(ev);
+            if done {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("the stream ends with a terminal event");
+    events
+}
+
+/// Waits (30 s at most) until the session is idle with no lease and its latest prompt has a completed answer, then
+/// checks that answer and Diagnose.
+async fn assert_settled(c: &mut SessionsClient, session_id: &str) {
+    let settled = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if let Ok(r) = c
+                .diagnose(spb::DiagnoseRequest {
+                    session_id: session_id.into(),
+                })
+                .await
+            {
+                let r = r.into_inner();
+                let ms = messages(c, session_id).await;
+                let answered = ms.last().is_some_and(|m| {
+                    m.role() == spb::Role::Assistant
+                        && m.completed_at.is_some()
+                        && m.finish == "stop"
+                });
+                if !r.lease_held && r.healthy && answered {
+                    return ms;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the prompt is answered (resumed or closed) and the session settles");
+    let answer = settled.last().unwrap();
+    assert!(answer.error.is_none(), "{:?}", answer.error);
+    assert_eq!(answer.stopped_by(), spb::StopReason::Completed);
+    for m in &settled {
+        assert!(
+            m.role() != spb::Role::Assistant || m.completed_at.is_some(),
+            "no message left open: {m:?}"
+        );
+    }
+    let s = c
+        .get_session(spb::GetSessionRequest {
+            session_id: session_id.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .session
+        .unwrap();
+    assert_eq!(
+        s.status.map(|st| st.kind()),
+        Some(spb::session_status::Kind::Idle)
+    );
+    assert_healthy(c, session_id).await;
+}
+
+enum Fault {
+    /// SIGKILL, back after 300 ms.
+    Kill,
+    /// SIGTERM, back after 300 ms.
+    Terminate,
+    /// SIGKILL, back after 3 s: longer than the lease, so the loop must hand the session to recovery.
+    KillPastTheLease,
+    /// Writes refused for 3 s.
+    RefuseWrites,
+}
+
+async fn redis_fault_mid_prompt(fault: Fault) {
+    let mut redis = RedisServer::start().await;
+    let gateway = Harness::start().await;
+    let p = start_processor(ProcessorSetup {
+        gateway: gateway.addr.to_string(),
+        redis: redis.url(),
+        recovery: true,
+        ..Default::default()
+    })
+    .await;
+    let mut c = p.client().await;
+    let s = c
+        .create_session(spb::CreateSessionRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .session
+        .unwrap();
+    gateway.openai.push(slow_answer());
+    gateway.openai.set_fallback(short_answer());
+    // A second replica of the same deployment: its Subscribe reads the event log in Redis.
+    let other = start_processor(ProcessorSetup {
+        gateway: gateway.addr.to_string(),
+        redis: redis.url(),
+        prefix: p.engine.config.redis_prefix.clone(),
+        ..Default::default()
+    })
+    .await;
+    let mut remote = other
+        .client()
+        .await
+        .subscribe(spb::SubscribeRequest {
+            session_id: s.id.clone(),
+            after_event_id: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut sub = c
+        .subscribe(spb::SubscribeRequest {
+            session_id: s.id.clone(),
+            after_event_id: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut stream = c.prompt(prompt(&s.id, "talk")).await.unwrap().into_inner();
+    // The fault lands once text streams.
+    let mut deltas = 0;
+    while deltas < 3 {
+        let ev = stream
+            .message()
+            .await
+            .unwrap()
+            .unwrap()
+            .event
+            .unwrap()
+            .event
+            .unwrap();
+        if matches!(ev, SE::PartDelta(_)) {
+            deltas += 1;
+        }
+    }
+    let undo = match fault {
+        Fault::Kill | Fault::Terminate | Fault::KillPastTheLease => {
+            if matches!(fault, Fault::Terminate) {
+                redis.terminate().await;
+            } else {
+                redis.kill().await;
+            }
+            let down = if matches!(fault, Fault::KillPastTheLease) {
+                Duration::from_secs(3)
+            } else {
+                Duration::from_millis(300)
+            };
+            tokio::spawn(async move {
+                tokio::time::sleep(down).await;
+                redis.restart().await;
+                redis
+            })
+        }
+        Fault::RefuseWrites => {
+            redis.refuse_writes().await;
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                redis.accept_writes().await;
+                redis
+            })
+        }
+    };
+    // The lease (1.5 s) bounds how long a stream can wait; 15 s means "it ended", not "it was fast".
+    let events = until_done(&mut stream, |r| r.event, Duration::from_secs(15)).await;
+    let sub_events = until_done(&mut sub, |r| r.event, Duration::from_secs(15)).await;
+    let remote_events = until_done(&mut remote, |r| r.event, Duration::from_secs(30)).await;
+    let _redis = undo.await.unwrap();
+    if matches!(fault, Fault::KillPastTheLease) {
+        assert!(
+            matches!(events.last(), Some(SE::Done(d)) if d.stopped_by() == spb::StopReason::HandedOff),
+            "the loop could not prove its lease and said so: {events:?}"
+        );
+    }
+    for evs in [&events, &sub_events, &remote_events] {
+        let Some(SE::Done(d)) = evs.last() else {
+            panic!("{evs:?}")
+        };
+        assert!(
+            matches!(
+                d.stopped_by(),
+                spb::StopReason::Completed
+                    | spb::StopReason::HandedOff
+                    | spb::StopReason::StorageUnavailable
+            ),
+            "{d:?}"
+        );
+    }
+    assert_settled(&mut c, &s.id).await;
+    let report = e2e_tests::processor::diagnose(&mut c, &s.id).await;
+    eprintln!(
+        "storage failures seen: {}, streams ended with {:?} / {:?}",
+        report.storage_write_failures,
+        events.last(),
+        sub_events.last()
+    );
+    assert!(
+        report.storage_write_failures > 0,
+        "the fault hit the loop's writes"
+    );
+    drop((p, other));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_mid_prompt_ends_every_stream_and_the_prompt_is_answered() {
+    redis_fault_mid_prompt(Fault::Kill).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_longer_than_the_lease_hands_the_prompt_to_recovery_which_answers_it() {
+    redis_fault_mid_prompt(Fault::KillPastTheLease).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stopped_mid_prompt_ends_every_stream_and_the_prompt_is_answered() {
+    redis_fault_mid_prompt(Fault::Terminate).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_refusing_writes_for_three_seconds_ends_every_stream_and_the_prompt_is_answered() {
+    redis_fault_mid_prompt(Fault::RefuseWrites).await;
+}
+
+/// A gateway process on a fixed port, so a restart comes back where the processor's channel reconnects.
+async fn start_gateway(
+    port: u16,
+    fake: &FakeProvider,
+    dir: &std::path::Path,
+) -> tokio::process::Child {
+    let config = dir.join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\n[retry]\nmax_attempts = 2\nbase_delay_ms = 5\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\n",
+            fake.base_url()
+        ),
+    )
+    .unwrap();
+    let env = [
+        ("GATEWAY_AUTH_TOKENS", TOKEN.to_string()),
+        ("RUST_LOG", "warn".to_string()),
+    ];
+    let (child, _) = spawn_service(
+        env!("CARGO_BIN_EXE_gateway_replica"),
+        &config,
+        &env,
+        "llm-gateway listening on ",
+    )
+    .await;
+    child
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_restart_of_two_seconds_mid_step_does_not_fail_the_prompt() {
+    let fake = FakeProvider::start().await.unwrap();
+    fake.push(slow_answer());
+    fake.set_fallback(short_answer());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut gateway = start_gateway(port, &fake, dir.path()).await;
+    let p: Processor = start_processor(ProcessorSetup {
+        gateway: format!("127.0.0.1:{port}"),
+        ..Default::default()
+    })
+    .await;
+    let mut c = e2e_tests::processor::sessions_client(p.addr, PROCESSOR_TOKEN).await;
+    let s = c
+        .create_session(spb::CreateSessionRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .session
+        .unwrap();
+    let mut stream = c.prompt(prompt(&s.id, "talk")).await.unwrap().into_inner();
+    let mut deltas = 0;
+    while deltas < 3 {
+        let ev = stream
+            .message()
+            .await
+            .unwrap()
+            .unwrap()
+            .event
+            .unwrap()
+            .event
+            .unwrap();
+        if matches!(ev, SE::PartDelta(_)) {
+            deltas += 1;
+        }
+    }
+    gateway.start_kill().unwrap();
+    gateway.wait().await.unwrap();
+    // Down for 2 s: the processor's step retries back off past it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut gateway = start_gateway(port, &fake, dir.path()).await;
+    let events = until_done(&mut stream, |r| r.event, Duration::from_secs(30)).await;
+    let Some(SE::Done(d)) = events.last() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        (d.finish.as_str(), d.stopped_by()),
+        ("stop", spb::StopReason::Completed),
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, SE::Status(st) if st.kind() == spb::session_status::Kind::Retry)),
+        "the wait shows as retries: {events:?}"
+    );
+    let answer = messages(&mut c, &s.id).await.pop().unwrap();
+    assert!(answer.error.is_none());
+    assert_healthy(&mut c, &s.id).await;
+    gateway.start_kill().unwrap();
+}
