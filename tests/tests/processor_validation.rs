@@ -438,6 +438,30 @@ fn prompt_cases(sid: &str) -> Vec<Case> {
             },
         ),
         prompt_case(
+            "an unknown reasoning effort",
+            IA,
+            "reasoning.effort",
+            sid,
+            |r| {
+                r.reasoning = Some(spb::Reasoning {
+                    effort: 99,
+                    budget_tokens: 0,
+                })
+            },
+        ),
+        prompt_case(
+            "a reasoning budget of 10",
+            IA,
+            "reasoning.budget_tokens",
+            sid,
+            |r| {
+                r.reasoning = Some(spb::Reasoning {
+                    effort: 0,
+                    budget_tokens: 10,
+                })
+            },
+        ),
+        prompt_case(
             "a client tool named structured_output",
             IA,
             "client_tools[0].name",

@@ -260,6 +260,9 @@ pub fn prompt(req: &pb::PromptRequest) -> Result<(), Status> {
             &format!("longer than {MAX_IDEMPOTENCY_KEY} bytes"),
         ));
     }
+    if let Some(r) = &req.reasoning {
+        reasoning(r)?;
+    }
     let structured = match &req.format {
         Some(f) => {
             if f.schema_json.len() > MAX_SCHEMA_BYTES {
@@ -272,6 +275,23 @@ pub fn prompt(req: &pb::PromptRequest) -> Result<(), Status> {
         None => false,
     };
     client_tools(&req.client_tools, structured)
+}
+
+/// Largest reasoning token budget a prompt may ask for.
+pub const MAX_REASONING_BUDGET: u32 = 1_000_000;
+
+/// A prompt's reasoning settings: a known effort, and a budget of 0 (none) or 1 024 to [`MAX_REASONING_BUDGET`].
+fn reasoning(r: &pb::Reasoning) -> Result<(), Status> {
+    if pb::reasoning::Effort::try_from(r.effort).is_err() {
+        return Err(invalid("reasoning.effort", "not a known effort"));
+    }
+    if r.budget_tokens != 0 && !(1024..=MAX_REASONING_BUDGET).contains(&r.budget_tokens) {
+        return Err(invalid(
+            "reasoning.budget_tokens",
+            &format!("0 (none) or 1024 to {MAX_REASONING_BUDGET}"),
+        ));
+    }
+    Ok(())
 }
 
 fn prompt_parts(parts: &[pb::PromptPart]) -> Result<(), Status> {
