@@ -65,6 +65,7 @@ session-processor  PROCESSOR_CONFIG             read     services/session-proces
 session-processor  PROCESSOR_LISTEN             read     services/session-processor/src/config.rs            .var("PROCESSOR_LISTEN")
 session-processor  PROCESSOR_METRICS_LISTEN     read     services/session-processor/src/config.rs            .var("PROCESSOR_METRICS_LISTEN")
 session-processor  PROCESSOR_AUTH_TOKENS        read     services/session-processor/src/config.rs            env.var("PROCESSOR_AUTH_TOKENS")
+session-processor  PROCESSOR_OPERATOR_TOKENS    read     services/session-processor/src/config.rs            env.var("PROCESSOR_OPERATOR_TOKENS")
 session-processor  GATEWAY_URL                  read     services/session-processor/src/config.rs            env.var("GATEWAY_URL")
 session-processor  REDIS_URL                    read     services/session-processor/src/config.rs            env.var("REDIS_URL")
 session-processor  REDIS_PASSWORD               read     services/session-processor/src/config.rs            password_env: "REDIS_PASSWORD".into(),

@@ -4,9 +4,11 @@
 //! Test kit code: failing loudly on a broken set-up is the point, hence `expect`.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
+pub mod logs;
 pub mod otlp;
 pub mod processor;
 pub mod procs;
+pub mod raw;
 pub mod service;
 
 use std::net::SocketAddr;

@@ -16,8 +16,10 @@ use crate::{Bearer, Harness, TOKEN};
 /// A sessions client that sends the bearer token.
 pub type SessionsClient = SessionServiceClient<InterceptedService<Channel, Bearer>>;
 
-/// The caller token of the test processor.
+/// The caller token of the test processor (the unnamed tenant's: `PROCESSOR_AUTH_TOKENS`).
 pub const PROCESSOR_TOKEN: &str = "e2e-processor-token-0123456789";
+/// The operator token of the test processor (`PROCESSOR_OPERATOR_TOKENS`): every tenant's sessions.
+pub const OPERATOR_TOKEN: &str = "e2e-operator-token-0123456789";
 
 /// Redis for tests: `REDIS_URL` or the loopback default.
 pub fn redis_url() -> String {
@@ -120,6 +122,7 @@ pub async fn start_processor(setup: ProcessorSetup) -> Processor {
     let root = workspaces.path().to_string_lossy().to_string();
     let env = [
         ("PROCESSOR_AUTH_TOKENS", PROCESSOR_TOKEN),
+        ("PROCESSOR_OPERATOR_TOKENS", OPERATOR_TOKEN),
         ("GATEWAY_TOKEN", TOKEN),
         ("REDIS_URL", redis.as_str()),
         ("PROCESSOR_WORKSPACE_ROOT", root.as_str()),
@@ -168,6 +171,19 @@ impl Processor {
     pub async fn client(&self) -> SessionsClient {
         client_at(&self.addr.to_string(), PROCESSOR_TOKEN).await
     }
+}
+
+/// A plaintext gRPC channel to `addr`.
+pub async fn channel(addr: std::net::SocketAddr) -> Channel {
+    channel_at(&addr.to_string()).await
+}
+
+async fn channel_at(addr: &str) -> Channel {
+    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect")
 }
 
 impl Product {
@@ -223,10 +239,35 @@ impl Product {
         self.client_with_token(PROCESSOR_TOKEN).await
     }
 
+    /// The directory of `tenant`'s workspace `name` (`""`: the unnamed tenant's, directly under the root).
+    pub fn workspace(&self, tenant: &str, name: &str) -> std::path::PathBuf {
+        session_processor::tools::workspace_dir(self.workspaces.path(), tenant, name)
+            .expect("a workspace name")
+    }
+
+    /// A sessions client that presents the operator token.
+    pub async fn operator(&self) -> SessionsClient {
+        self.client_with_token(OPERATOR_TOKEN).await
+    }
+
     /// A sessions client that presents `token` (e.g. a tenant's).
     pub async fn client_with_token(&self, token: &str) -> SessionsClient {
         client_at(&self.addr.to_string(), token).await
     }
+}
+
+/// Creates a session and returns it.
+pub async fn create_session(
+    client: &mut SessionsClient,
+    req: spb::CreateSessionRequest,
+) -> spb::Session {
+    client
+        .create_session(req)
+        .await
+        .expect("create session")
+        .into_inner()
+        .session
+        .expect("session")
 }
 
 /// A text prompt.
@@ -364,25 +405,6 @@ pub async fn diagnose(client: &mut SessionsClient, session_id: &str) -> spb::Dia
         .into_inner()
 }
 
-/// Creates a session of `agent` (empty: the default agent) in `workspace` (empty: none).
-pub async fn create_session(
-    client: &mut SessionsClient,
-    agent: &str,
-    workspace: &str,
-) -> spb::Session {
-    client
-        .create_session(spb::CreateSessionRequest {
-            agent: agent.into(),
-            workspace: workspace.into(),
-            ..Default::default()
-        })
-        .await
-        .expect("create session")
-        .into_inner()
-        .session
-        .expect("session")
-}
-
 /// An OpenAI chat reply of `(call id, tool, input)` tool calls.
 pub fn tool_calls_reply(
     id: &str,
@@ -398,10 +420,5 @@ pub fn tool_calls_reply(
 
 /// A plaintext sessions client for a processor at `addr` (`host:port`) that presents `token`.
 pub async fn client_at(addr: &str, token: &str) -> SessionsClient {
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .expect("endpoint")
-        .connect()
-        .await
-        .expect("connect to processor");
-    SessionServiceClient::with_interceptor(channel, Bearer(Some(token.into())))
+    SessionServiceClient::with_interceptor(channel_at(addr).await, Bearer(Some(token.into())))
 }

@@ -61,7 +61,7 @@ async fn a_session_budget_stops_the_loop_at_a_step_boundary_with_everything_clos
         (s.budget_nano_usd, s.tenant.as_str()),
         (200_000_000, "acme")
     );
-    std::fs::write(p.workspaces.path().join("w/a.txt"), "contents").unwrap();
+    std::fs::write(p.workspace("acme", "w").join("a.txt"), "contents").unwrap();
     p.gateway.openai.push(read_call("c1"));
     p.gateway.openai.push(text("c2"));
 
@@ -159,7 +159,7 @@ async fn a_tenant_budget_spans_its_sessions_and_spend_is_readable_per_tenant() {
         .into_inner()
         .session
         .unwrap();
-    std::fs::write(p.workspaces.path().join("w/a.txt"), "contents").unwrap();
+    std::fs::write(p.workspace("acme", "w").join("a.txt"), "contents").unwrap();
     // First prompt: one step, 0.2501 USD of the tenant's 0.4.
     p.gateway.openai.push(text("c1"));
     let events = prompt_until_done(&mut c, prompt(&s.id, "hi")).await;
@@ -198,7 +198,8 @@ async fn a_tenant_budget_spans_its_sessions_and_spend_is_readable_per_tenant() {
         "sessions add up to the tenant"
     );
 
-    // Who may read what: a tenant reads itself only; an operator token reads any tenant.
+    // Who may read what: a tenant reads itself only (another's is as missing as an unknown one); an operator
+    // token reads any tenant.
     let mut other = p.client_with_token(OTHER).await;
     let denied = other
         .get_spend(spb::GetSpendRequest {
@@ -206,14 +207,14 @@ async fn a_tenant_budget_spans_its_sessions_and_spend_is_readable_per_tenant() {
         })
         .await
         .unwrap_err();
-    assert_eq!(denied.code(), tonic::Code::PermissionDenied);
+    assert_eq!(denied.code(), tonic::Code::NotFound);
     let own = other
         .get_spend(spb::GetSpendRequest::default())
         .await
         .unwrap()
         .into_inner();
     assert_eq!((own.spend_nano_usd, own.budget_nano_usd), (0, 0));
-    let mut operator = p.client().await;
+    let mut operator = p.operator().await;
     let read = operator
         .get_spend(spb::GetSpendRequest {
             tenant: "acme".into(),

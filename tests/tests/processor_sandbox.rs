@@ -39,7 +39,7 @@ fn text(id: &str) -> Reply {
 }
 
 async fn session(p: &Product, workspace: &str) -> spb::Session {
-    create_session(&mut p.client().await, "shell", workspace).await
+    create_session(&mut p.client().await, session_in("shell", workspace)).await
 }
 
 /// Every file named `name` under `dir` (wherever the processor lays workspaces out).
@@ -226,7 +226,7 @@ async fn a_processor_whose_sandbox_cannot_start_says_so_and_offers_no_bash() {
     );
 
     let mut client = client_at(&processor.addr, PROCESSOR_TOKEN).await;
-    let session = create_session(&mut client, "shell", "w").await;
+    let session = create_session(&mut client, session_in("shell", "w")).await;
     gateway.openai.push(text("chatcmpl-n1"));
     prompt_until_done(&mut client, prompt(&session.id, "hi")).await;
     let request = gateway.openai.requests().pop().unwrap().json();
@@ -240,4 +240,13 @@ async fn a_processor_whose_sandbox_cannot_start_says_so_and_offers_no_bash() {
         offered.contains(&"read") && !offered.contains(&"bash"),
         "{offered:?}"
     );
+}
+
+/// A session of `agent` in `workspace`.
+fn session_in(agent: &str, workspace: &str) -> spb::CreateSessionRequest {
+    spb::CreateSessionRequest {
+        agent: agent.into(),
+        workspace: workspace.into(),
+        ..Default::default()
+    }
 }

@@ -253,6 +253,7 @@ async fn a_workspace_session_whose_patches_list_exactly_the_files_each_step_chan
             additions: 3,
             deletions: 0,
             files: vec![change("src/a.txt", FileStatus::Added, 3, 0)],
+            files_omitted: 0,
         })
     );
 

@@ -181,7 +181,7 @@ async fn both_services_over_mutual_tls_and_redis_over_tls_with_an_acl_user() {
     let channel = tls_channel(port, &pki.client(true)).await.unwrap();
     let mut client =
         SessionServiceClient::with_interceptor(channel, Bearer(Some(PROCESSOR_TOKEN.into())));
-    let session = create_session(&mut client, "", "").await;
+    let session = create_session(&mut client, spb::CreateSessionRequest::default()).await;
     gateway.openai.push(Reply::sse(
         ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-tls")
             .text(&["Over ", "TLS."])

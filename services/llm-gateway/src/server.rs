@@ -483,8 +483,11 @@ impl tonic::service::Interceptor for Auth {
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
+                // RFC 9110: the scheme is case-insensitive (`bearer`, `BEARER`), one or more spaces follow it.
+                let (scheme, token) = v.split_once(' ')?;
+                scheme
+                    .eq_ignore_ascii_case("bearer")
+                    .then(|| token.trim_start_matches(' '))
             })
             .ok_or_else(|| {
                 Status::unauthenticated("missing `authorization: Bearer <token>` metadata")

@@ -34,6 +34,17 @@ pub async fn serve(
     tracing::info!(message = "session-processor listening", addr = %addr, ?tls, agents = ?config.agents.keys().collect::<Vec<_>>());
     // Tests and scripts read the bound address from this line (the port may be 0 in the config).
     eprintln!("session-processor listening on {addr}");
+    // Sessions created before the per-tenant indexes existed (or by replicas of an older version) join them: a
+    // one-time pass at the first start, then only what is new since. In the background: serving does not wait.
+    let indexer = store.clone();
+    tokio::spawn(async move {
+        match indexer.index_tenants().await {
+            Ok(n) => tracing::info!(message = "tenant indexes up to date", entries = n),
+            Err(e) => {
+                tracing::warn!(message = "cannot update the tenant indexes; the next start retries", error = %e)
+            }
+        }
+    });
     let engine = crate::engine::Engine::new(store, gateway, config.clone());
     let stop = tokio_util::sync::CancellationToken::new();
     if let Some(metrics_addr) = config.metrics_listen {

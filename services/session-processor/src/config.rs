@@ -16,6 +16,10 @@ pub use bash::{BashFile, BashLimitsFile};
 
 use crate::tools::{DoomPolicy, PermissionRules, RuleConfig, Sandbox};
 
+mod tenants;
+
+pub use tenants::{Caller, MAX_TENANT_NAME, MIN_TOKEN_LEN, Tenant, TenantFile, valid_tenant_name};
+
 /// A configuration error naming its key.
 #[derive(Debug, thiserror::Error)]
 #[error("{key}: {message}")]
@@ -119,25 +123,17 @@ impl Default for TitlesFile {
     }
 }
 
-/// `[tenants.<name>]`.
-#[derive(Debug, Deserialize, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct TenantFile {
-    /// Caller tokens of this tenant; they are accepted like `server.auth_tokens` and charge this tenant.
-    pub tokens: Vec<String>,
-    /// Spending limit in USD over every session of the tenant; none when absent.
-    #[serde(default)]
-    pub budget_usd: Option<f64>,
-}
-
 /// `[server]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerFile {
     /// Listen address (env `PROCESSOR_LISTEN`).
     pub listen: String,
-    /// Caller tokens (env `PROCESSOR_AUTH_TOKENS`, comma-separated, adds to these).
+    /// Caller tokens of the unnamed tenant (env `PROCESSOR_AUTH_TOKENS`, comma-separated, adds to these).
     pub auth_tokens: Vec<String>,
+    /// Operator tokens: may act on every tenant's sessions, and every use is logged (env
+    /// `PROCESSOR_OPERATOR_TOKENS`, comma-separated, adds to these).
+    pub operator_tokens: Vec<String>,
     /// Serve without caller authentication (local development only).
     pub allow_unauthenticated: bool,
     /// Grace period for running loops after SIGTERM.
@@ -154,6 +150,7 @@ impl Default for ServerFile {
         ServerFile {
             listen: "127.0.0.1:50052".into(),
             auth_tokens: Vec::new(),
+            operator_tokens: Vec::new(),
             allow_unauthenticated: false,
             shutdown_grace_ms: 30_000,
             metrics_listen: None,
@@ -293,7 +290,8 @@ pub struct SnapshotConfig {
 pub const DEFAULT_SNAPSHOT_DIR: &str = "@snapshots";
 
 /// `root` and `workspace_root` must not overlap, except that the snapshot root may sit directly or deeper under the
-/// workspace root below a name that cannot be a workspace (one with a character outside `[A-Za-z0-9._-]`).
+/// workspace root below a name that cannot be a workspace (one with a character outside `[A-Za-z0-9._-]`) and is
+/// not `@tenants`, where tenants' workspaces live.
 fn snapshot_root_ok(root: &Path, workspace_root: &Path) -> bool {
     use std::path::Component;
     let norm = |p: &Path| -> Vec<String> {
@@ -318,9 +316,10 @@ fn snapshot_root_ok(root: &Path, workspace_root: &Path) -> bool {
         return false;
     }
     match r.strip_prefix(w.as_slice()) {
-        Some([first, ..]) => !first
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')),
+        // Neither a workspace of the unnamed tenant nor the directory of named tenants' workspaces.
+        Some([first, ..]) => {
+            !crate::tools::valid_workspace_name(first) && first != crate::tools::TENANTS_DIR
+        }
         _ => true,
     }
 }
@@ -527,17 +526,6 @@ pub struct RetryPolicy {
     pub max_retry_after: Duration,
 }
 
-/// A validated tenant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tenant {
-    /// Its name (the `[tenants.<name>]` key).
-    pub name: String,
-    /// Its caller tokens.
-    pub tokens: Vec<String>,
-    /// Its budget in nano-USD; 0 means none.
-    pub budget_nano_usd: i64,
-}
-
 /// USD as integer nano-USD, the unit every cost in the product uses; `None` for negative, NaN or absurdly large
 /// amounts.
 pub fn usd_to_nano(usd: f64) -> Option<i64> {
@@ -555,8 +543,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Where `/metrics` is served; `None` turns the listener off.
     pub metrics_listen: Option<SocketAddr>,
-    /// Accepted caller tokens: `server.auth_tokens`, `PROCESSOR_AUTH_TOKENS` and every tenant's tokens.
-    pub auth_tokens: Vec<String>,
+    /// Every accepted token and who presents it (see [`Caller`]).
+    pub tokens: Vec<(String, Caller)>,
     /// Serve without caller authentication when no token is configured.
     pub allow_unauthenticated: bool,
     /// Grace period for running loops after SIGTERM.
@@ -600,11 +588,14 @@ pub struct Config {
 }
 
 impl Config {
-    /// The tenant a caller token belongs to.
-    pub fn tenant_for_token(&self, token: &str) -> Option<&Tenant> {
-        self.tenants
-            .values()
-            .find(|t| t.tokens.iter().any(|k| k == token))
+    /// Who presents a token; `None` for a token that is not accepted.
+    pub fn caller(&self, token: &str) -> Option<&Caller> {
+        tenants::caller(&self.tokens, token)
+    }
+
+    /// Whether `caller` may select the configured agent `agent`.
+    pub fn agent_allowed(&self, caller: &Caller, agent: &str) -> bool {
+        tenants::agent_allowed(&self.tenants, caller, agent)
     }
 }
 
@@ -672,70 +663,24 @@ impl Config {
                     .map_err(|e| err("server.metrics_listen", format!("`{text}`: {e}")))?,
             ),
         };
-        let mut auth_tokens = file.server.auth_tokens.clone();
-        if let Some(list) = env.var("PROCESSOR_AUTH_TOKENS") {
-            auth_tokens.extend(
-                list.split(',')
-                    .map(str::trim)
-                    .filter(|t| !t.is_empty())
-                    .map(String::from),
-            );
-        }
-        let mut tenants = BTreeMap::new();
-        for (name, t) in &file.tenants {
-            let key = |k: &str| format!("tenants.{name}.{k}");
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-            {
-                return Err(err(
-                    format!("tenants.{name}"),
-                    "tenant names are [A-Za-z0-9._-]",
-                ));
+        // The file's tokens, then the variable's (comma-separated).
+        let list = |from_file: &[String], from_env: Option<String>| -> Vec<String> {
+            let mut tokens = from_file.to_vec();
+            if let Some(list) = from_env {
+                tokens.extend(
+                    list.split(',')
+                        .map(str::trim)
+                        .filter(|t| !t.is_empty())
+                        .map(String::from),
+                );
             }
-            if t.tokens.is_empty() {
-                return Err(err(key("tokens"), "at least one token is required"));
-            }
-            let budget_nano_usd = match t.budget_usd {
-                None => 0,
-                Some(usd) => usd_to_nano(usd)
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| err(key("budget_usd"), "must be a positive amount of USD"))?,
-            };
-            for token in &t.tokens {
-                if auth_tokens.contains(token)
-                    || tenants.values().any(|o: &Tenant| o.tokens.contains(token))
-                {
-                    return Err(err(
-                        key("tokens"),
-                        "a token belongs to one tenant and is not also in server.auth_tokens",
-                    ));
-                }
-            }
-            tenants.insert(
-                name.clone(),
-                Tenant {
-                    name: name.clone(),
-                    tokens: t.tokens.clone(),
-                    budget_nano_usd,
-                },
-            );
-        }
-        // Tenant tokens are caller tokens too: the tenant is who the caller is.
-        auth_tokens.extend(tenants.values().flat_map(|t| t.tokens.iter().cloned()));
-        if auth_tokens.iter().any(|t| t.len() < 16) {
-            return Err(err(
-                "server.auth_tokens",
-                "tokens must be at least 16 characters",
-            ));
-        }
-        if auth_tokens.is_empty() && !file.server.allow_unauthenticated {
-            return Err(err(
-                "server.auth_tokens",
-                "no caller tokens configured: set PROCESSOR_AUTH_TOKENS (or server.allow_unauthenticated = true)",
-            ));
-        }
+            tokens
+        };
+        let unnamed_tokens = list(&file.server.auth_tokens, env.var("PROCESSOR_AUTH_TOKENS"));
+        let operator_tokens = list(
+            &file.server.operator_tokens,
+            env.var("PROCESSOR_OPERATOR_TOKENS"),
+        );
         let gateway_url = env.var("GATEWAY_URL").unwrap_or(file.gateway.url.clone());
         let balance = env
             .var("GATEWAY_BALANCE")
@@ -918,6 +863,13 @@ impl Config {
                 },
             );
         }
+        let access = tenants::Access::from_config(
+            &unnamed_tokens,
+            &operator_tokens,
+            &file.tenants,
+            &agents.keys().cloned().collect(),
+            file.server.allow_unauthenticated,
+        )?;
         if file.events.flush_interval_ms == 0 || file.events.flush_interval_ms > 10_000 {
             return Err(err(
                 "events.flush_interval_ms",
@@ -944,7 +896,7 @@ impl Config {
         Ok(Config {
             listen,
             metrics_listen,
-            auth_tokens,
+            tokens: access.tokens,
             allow_unauthenticated: file.server.allow_unauthenticated,
             shutdown_grace: Duration::from_millis(file.server.shutdown_grace_ms),
             gateway_url,
@@ -962,7 +914,7 @@ impl Config {
             snapshots,
             agents,
             titles: file.titles.enabled,
-            tenants,
+            tenants: access.tenants,
             events,
             sandbox,
         })
@@ -983,32 +935,50 @@ mod tests {
     #[test]
     fn tenants_map_tokens_to_budgets() {
         let c = load(
-            "[tenants.acme]\ntokens = [\"acme-token-0123456789\"]\nbudget_usd = 2.5\n[tenants.free]\ntokens = [\"free-token-0123456789\"]\n",
+            "[tenants.acme]\ntokens = [\"acme-token-0123456789\"]\nbudget_usd = 2.5\nagents = [\"default\"]\n[tenants.free]\ntokens = [\"free-token-0123456789\"]\n",
         )
         .unwrap();
-        let acme = c.tenant_for_token("acme-token-0123456789").unwrap();
+        let acme = &c.tenants["acme"];
+        assert_eq!(acme.budget_nano_usd, 2_500_000_000);
         assert_eq!(
-            (acme.name.as_str(), acme.budget_nano_usd),
-            ("acme", 2_500_000_000)
+            c.caller("acme-token-0123456789"),
+            Some(&Caller::Tenant("acme".into()))
         );
+        assert_eq!(c.tenants["free"].budget_nano_usd, 0);
         assert_eq!(
-            c.tenant_for_token("free-token-0123456789")
-                .unwrap()
-                .budget_nano_usd,
-            0
+            c.caller("operator-token-0123456789"),
+            Some(&Caller::Tenant(String::new())),
+            "server.auth_tokens are the unnamed tenant's"
         );
-        assert!(c.tenant_for_token("operator-token-0123456789").is_none());
-        assert!(
-            c.auth_tokens.contains(&"acme-token-0123456789".to_string()),
-            "tenant tokens authenticate"
-        );
+        assert!(c.agent_allowed(&Caller::Tenant("acme".into()), "default"));
+    }
+
+    #[test]
+    fn operator_tokens_come_from_the_file_and_the_environment() {
+        let file =
+            Config::parse("[server]\noperator_tokens = [\"file-operator-0123456789\"]\n").unwrap();
+        let env = [(
+            "PROCESSOR_OPERATOR_TOKENS",
+            "env-operator-0123456789, other-operator-0123456789",
+        )];
+        let c = Config::from_file(file, Path::new("."), &env).unwrap();
+        for t in [
+            "file-operator-0123456789",
+            "env-operator-0123456789",
+            "other-operator-0123456789",
+        ] {
+            assert_eq!(c.caller(t), Some(&Caller::Operator), "{t}");
+        }
+        let env = [("PROCESSOR_OPERATOR_TOKENS", "short")];
+        let e = Config::from_file(FileConfig::default(), Path::new("."), &env).unwrap_err();
+        assert_eq!(e.key, "server.operator_tokens");
     }
 
     #[test]
     fn bad_tenants_name_the_key() {
         for (extra, key) in [
             ("[tenants.a]\ntokens = []\n", "tenants.a.tokens"),
-            ("[tenants.a]\ntokens = [\"short\"]\n", "server.auth_tokens"),
+            ("[tenants.a]\ntokens = [\"short\"]\n", "tenants.a.tokens"),
             (
                 "[tenants.a]\ntokens = [\"acme-token-0123456789\"]\nbudget_usd = -1.0\n",
                 "tenants.a.budget_usd",
@@ -1020,6 +990,14 @@ mod tests {
             (
                 "[tenants.a]\ntokens = [\"acme-token-0123456789\"]\n[tenants.b]\ntokens = [\"acme-token-0123456789\"]\n",
                 "tenants.b.tokens",
+            ),
+            (
+                "[tenants.a]\ntokens = [\"acme-token-0123456789\"]\nagents = [\"nobody\"]\n",
+                "tenants.a.agents",
+            ),
+            (
+                "[tenants.\"..\"]\ntokens = [\"acme-token-0123456789\"]\n",
+                "tenants...",
             ),
         ] {
             assert_eq!(load(extra).unwrap_err().key, key, "{extra}");
@@ -1069,6 +1047,8 @@ mod tests {
             "/srv/ws/demo/.snap",
             "/srv",
             "/srv/ws/./x/..",
+            "/srv/ws/@tenants",
+            "/srv/ws/@tenants/acme/proj/.snap",
         ] {
             let extra =
                 format!("[workspaces]\nroot = \"/srv/ws\"\n[snapshots]\nroot = \"{root}\"\n");

@@ -25,9 +25,10 @@ use llm_proto::sessions as pb;
 use prost_types::Timestamp;
 use tonic::{Response, Status};
 
+use crate::api::status;
 use crate::engine::Engine;
 use crate::history::FINISH_OVERFLOW;
-use crate::store::{StoreError, WriteFailures};
+use crate::store::WriteFailures;
 
 /// Stable check names, in report order.
 pub const CHECKS: [&str; 6] = [
@@ -526,57 +527,38 @@ fn waiting(data: &Loaded) -> Vec<pb::Waiting> {
 }
 
 /// INVALID_ARGUMENT naming `session_id`, with a `BadRequest` field violation.
-fn invalid_session_id(why: &str) -> Status {
-    use tonic_types::StatusExt as _;
-    let mut details = tonic_types::ErrorDetails::new();
-    details.add_bad_request_violation("session_id", why);
-    Status::with_error_details(
-        tonic::Code::InvalidArgument,
-        format!("session_id: {why}"),
-        details,
-    )
-}
-
-fn store_error(e: StoreError) -> Status {
-    match e {
-        StoreError::InvalidArgument(why) => invalid_session_id(&why),
-        e => {
-            tracing::error!(message = "storage failure", error = %e);
-            Status::unavailable(format!("storage: {e}"))
-        }
-    }
-}
-
 /// Loads what the checks need.
-async fn load(engine: &Engine, session_id: &str) -> Result<Loaded, Status> {
+async fn load(engine: &Engine, session: pb::Session) -> Result<Loaded, Status> {
     let store = &engine.store;
-    let session = store
-        .get_session(session_id)
-        .await
-        .map_err(store_error)?
-        .ok_or_else(|| Status::not_found(format!("session {session_id} not found")))?;
+    let session_id = session.id.as_str();
     // The lease first: a loop that starts after this read makes its message look settled, never the other way.
-    let mut lease = store.lease_holder(session_id).await.map_err(store_error)?;
-    let mut active = store.is_active(session_id).await.map_err(store_error)?;
+    let mut lease = store
+        .lease_holder(session_id)
+        .await
+        .map_err(status::storage)?;
+    let mut active = store.is_active(session_id).await.map_err(status::storage)?;
     // Lease and active mark disagree for a moment whenever a loop starts or ends; only a lasting mismatch is news.
     for _ in 0..RECHECKS {
         if lease.is_some() == active {
             break;
         }
         tokio::time::sleep(RECHECK_DELAY).await;
-        lease = store.lease_holder(session_id).await.map_err(store_error)?;
-        active = store.is_active(session_id).await.map_err(store_error)?;
+        lease = store
+            .lease_holder(session_id)
+            .await
+            .map_err(status::storage)?;
+        active = store.is_active(session_id).await.map_err(status::storage)?;
     }
     let (messages, _) = store
         .list_messages(session_id, None, usize::MAX)
         .await
-        .map_err(store_error)?;
+        .map_err(status::storage)?;
     let held_here_without_loop = lease
         .as_ref()
         .is_some_and(|(owner, _)| *owner == engine.owner && !engine.is_running(session_id));
     // A recorded permission request counts only while a loop holds the lease (it expires by itself otherwise).
     let asking = match &lease {
-        Some(_) => store.asking(session_id).await.map_err(store_error)?,
+        Some(_) => store.asking(session_id).await.map_err(status::storage)?,
         None => None,
     };
     let client_tool_timeout = engine
@@ -593,20 +575,18 @@ async fn load(engine: &Engine, session_id: &str) -> Result<Loaded, Status> {
     })
 }
 
-/// Serves `Diagnose`.
+/// Serves `Diagnose` for a session the caller may see (the server checked the id and the tenant).
 pub async fn diagnose(
     engine: &Engine,
-    request: pb::DiagnoseRequest,
+    session: pb::Session,
 ) -> Result<Response<pb::DiagnoseResponse>, Status> {
-    if request.session_id.is_empty() {
-        return Err(invalid_session_id("required"));
-    }
-    let data = load(engine, &request.session_id).await?;
+    let session_id = session.id.clone();
+    let data = load(engine, session).await?;
     let failures = engine
         .store
-        .session_write_failures(&request.session_id)
+        .session_write_failures(&session_id)
         .await
-        .map_err(store_error)?;
+        .map_err(status::storage)?;
     Ok(Response::new(report(&data, &failures)))
 }
 

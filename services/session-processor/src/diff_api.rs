@@ -7,38 +7,18 @@
 //!
 //! The files and line counts come from git on the session's snapshot repository; `include_patch` adds each text
 //! file's unified diff, cut at [`PATCH_FILE_LIMIT`] per file and [`PATCH_TOTAL_LIMIT`] per response (`truncated`
-//! marks every cut or dropped patch).
+//! marks every cut or dropped patch). Files are listed up to [`DIFF_FILES_BYTES`] of entries (`files_omitted` counts
+//! the rest), so an answer stays under the API's 4 MiB response maximum.
 
 use llm_proto::sessions as pb;
-use tonic::{Code, Response, Status};
-use tonic_types::{ErrorDetails, StatusExt};
+use tonic::{Response, Status};
 
+use crate::api::status;
 use crate::engine::Engine;
 use crate::snapshot::{self, PATCH_FILE_LIMIT, PATCH_TOTAL_LIMIT, Repo, SnapshotError, StepRange};
-use crate::store::StoreError;
 
-fn invalid(field: &str, message: &str) -> Status {
-    let mut details = ErrorDetails::new();
-    details.add_bad_request_violation(field, message);
-    Status::with_error_details(
-        Code::InvalidArgument,
-        format!("{field}: {message}"),
-        details,
-    )
-}
-
-fn store_status(e: StoreError) -> Status {
-    tracing::error!(message = "storage failure", error = %e);
-    Status::unavailable(format!("storage: {e}"))
-}
-
-/// A store error reading the id in `field`: an id the store cannot use is the caller's mistake.
-fn id_status(field: &'static str) -> impl Fn(StoreError) -> Status {
-    move |e| match e {
-        StoreError::InvalidArgument(m) => invalid(field, &m),
-        e => store_status(e),
-    }
-}
+/// Most bytes of file entries (without their patches) one answer lists; the rest are counted in `files_omitted`.
+pub const DIFF_FILES_BYTES: usize = 512 * 1024;
 
 fn snapshot_status(e: SnapshotError) -> Status {
     match e {
@@ -58,23 +38,12 @@ fn snapshot_status(e: SnapshotError) -> Status {
     }
 }
 
-/// Serves `GetDiff`.
+/// Serves `GetDiff` for a session the caller may see (the server checked the request and the tenant).
 pub async fn get_diff(
     engine: &Engine,
+    session: pb::Session,
     request: pb::GetDiffRequest,
 ) -> Result<Response<pb::GetDiffResponse>, Status> {
-    if request.session_id.is_empty() {
-        return Err(invalid("session_id", "required"));
-    }
-    if request.step > 0 && request.message_id.is_empty() {
-        return Err(invalid("step", "requires message_id"));
-    }
-    let session = engine
-        .store
-        .get_session(&request.session_id)
-        .await
-        .map_err(id_status("session_id"))?
-        .ok_or_else(|| Status::not_found("session not found"))?;
     if session.workspace.is_empty() {
         return Err(Status::failed_precondition(
             "the session has no workspace, so it has no diffs",
@@ -90,11 +59,22 @@ pub async fn get_diff(
     } else {
         message_range(engine, &session.id, &request.message_id, request.step).await?
     };
-    let work_tree = engine.config.workspace_root.join(&session.workspace);
+    let work_tree = crate::tools::workspace_dir(
+        &engine.config.workspace_root,
+        &session.tenant,
+        &session.workspace,
+    )
+    .map_err(|m| Status::failed_precondition(format!("the session's workspace: {m}")))?;
     let repo = Repo::new(&engine.config.snapshots, &session.id, &work_tree).ok_or_else(|| {
         Status::failed_precondition("the session id cannot name a snapshot repository")
     })?;
     let changes = repo.changes(&from, &to).await.map_err(snapshot_status)?;
+    let additions = changes.iter().map(|c| c.additions).sum();
+    let deletions = changes.iter().map(|c| c.deletions).sum();
+    // Entries up to DIFF_FILES_BYTES and patches up to PATCH_TOTAL_LIMIT: under the 4 MiB response maximum.
+    let (changes, files_omitted) = snapshot::first_within(changes, DIFF_FILES_BYTES, |c| {
+        prost::encoding::message::encoded_len(1, c) + 16
+    });
     let mut budget = PATCH_TOTAL_LIMIT;
     let mut files = Vec::with_capacity(changes.len());
     for change in changes {
@@ -117,15 +97,13 @@ pub async fn get_diff(
             truncated,
         });
     }
-    let changes = files.iter().filter_map(|f| f.change.as_ref());
-    let additions = changes.clone().map(|c| c.additions).sum();
-    let deletions = changes.map(|c| c.deletions).sum();
     Ok(Response::new(pb::GetDiffResponse {
         from_snapshot: from,
         to_snapshot: to,
         files,
         additions,
         deletions,
+        files_omitted,
     }))
 }
 
@@ -139,7 +117,7 @@ async fn session_range(engine: &Engine, session_id: &str) -> Result<(String, Str
             .store
             .list_messages(session_id, after.as_deref(), 200)
             .await
-            .map_err(store_status)?;
+            .map_err(status::storage)?;
         let (f, l) = snapshot::first_and_latest(&page);
         if first.is_empty() {
             first = f;
@@ -165,10 +143,10 @@ async fn message_range(
         .store
         .get_message(session_id, message_id)
         .await
-        .map_err(id_status("message_id"))?
-        .ok_or_else(|| Status::not_found(format!("message {message_id} not found")))?;
+        .map_err(status::storage)?
+        .ok_or_else(|| status::message_not_found(message_id))?;
     if message.role() != pb::Role::Assistant {
-        return Err(invalid(
+        return Err(status::invalid(
             "message_id",
             "names a user message; diffs belong to assistant messages",
         ));

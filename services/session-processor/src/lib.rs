@@ -10,6 +10,7 @@
 //! - [`engine`]: the runLoop (a pure policy and the driver that performs it) and the engine that owns storage, the
 //!   gateway client and the running loops.
 //! - [`server`]: the `SessionService` gRPC server.
+//! - [`api`]: the API's edge: request validation and limits, tenant checks, error details, paging by bytes.
 //! - [`config`]: typed, validated configuration and agents.
 //! - [`tools`]: built-in workspace tools confined to the session's workspace, permission rules, doom-loop detection.
 //! - [`context`]: token estimates and usable context for compaction; the summary step's prompts.
@@ -19,6 +20,7 @@
 //! - [`snapshot`]: git-tree snapshots of session workspaces, kept outside them, and the diffs between them.
 //! - [`diff_api`]: the `GetDiff` RPC over those snapshots.
 
+pub mod api;
 pub mod app;
 pub mod config;
 pub mod context;

@@ -1,6 +1,8 @@
-//! The `SessionService` gRPC server: validation, authentication, health, reflection, and streams that follow the
-//! session's events (live from this replica's event hub, or from the event log in Redis), so any replica can serve
-//! any caller.
+//! The `SessionService` gRPC server: authentication, health, reflection, and streams that follow the session's
+//! events (live from this replica's event hub, or from the event log in Redis), so any replica can serve any caller.
+//!
+//! Every handler is the same three steps: validate the request ([`api::validate`]), check that the caller's tenant
+//! may see the session it names ([`api::access`]), delegate to the engine or the store.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,14 +15,13 @@ use llm_proto::sessions::session_service_server::{SessionService, SessionService
 use tokio::net::TcpListener;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
-use tonic::{Code, Request, Response, Status};
-use tonic_types::{ErrorDetails, StatusExt};
+use tonic::{Request, Response, Status};
 
-use crate::config::{Tenant, usd_to_nano};
+use crate::api::{access, catalog, edge, paging, status, validate};
+use crate::config::{Caller, usd_to_nano};
 use crate::engine::{Engine, LoopError};
 use crate::ids;
-use crate::store::StoreError;
-use crate::structured;
+use crate::store::Scope;
 
 /// Start-up failures.
 #[derive(Debug, thiserror::Error)]
@@ -43,17 +44,17 @@ pub async fn run(
         .register_encoded_file_descriptor_set(llm_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
-    let auth = Auth {
-        tokens: engine.config.auth_tokens.clone(),
-        open: engine.config.allow_unauthenticated,
-    };
+    let auth = access::Auth::new(engine.config.clone());
     let mut builder = tonic::transport::Server::builder();
     if let Some(tls) = &engine.config.server_tls {
         builder = builder.tls_config(tls.tonic_config())?;
     }
-    let service =
-        SessionServiceServer::new(Sessions { engine }).max_decoding_message_size(32 * 1024 * 1024);
+    let service = SessionServiceServer::new(Sessions { engine })
+        .max_decoding_message_size(edge::MAX_REQUEST_BYTES);
     builder
+        .layer(tower::util::MapResponseLayer::new(
+            edge::rewrite::<tonic::body::Body>,
+        ))
         .add_service(health_service)
         .add_service(reflection)
         .add_service(InterceptedService::new(service, auth))
@@ -65,78 +66,28 @@ pub async fn run(
     Ok(())
 }
 
-#[derive(Clone)]
-struct Auth {
-    tokens: Vec<String>,
-    open: bool,
-}
-
-impl tonic::service::Interceptor for Auth {
-    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
-        if self.open && self.tokens.is_empty() {
-            return Ok(request);
-        }
-        let presented = request
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or_else(|| {
-                Status::unauthenticated("missing `authorization: Bearer <token>` metadata")
-            })?;
-        let ok = self.tokens.iter().any(|t| {
-            t.len() == presented.len()
-                && t.bytes()
-                    .zip(presented.bytes())
-                    .fold(0u8, |a, (x, y)| a | (x ^ y))
-                    == 0
-        });
-        if ok {
-            // Handlers need to know who called (the token decides the tenant).
-            let caller = Caller(presented.to_string());
-            let mut request = request;
-            request.extensions_mut().insert(caller);
-            Ok(request)
-        } else {
-            Err(Status::unauthenticated("invalid bearer token"))
-        }
-    }
-}
-
-/// The authenticated caller's token, put in the request's extensions by the auth interceptor.
-#[derive(Clone)]
-struct Caller(String);
-
-/// The tenant of the request's caller, if its token belongs to one.
-fn caller_tenant<'a, T>(engine: &'a Engine, request: &Request<T>) -> Option<&'a Tenant> {
-    let caller = request.extensions().get::<Caller>()?;
-    engine.config.tenant_for_token(&caller.0)
-}
-
 /// The `SessionService` implementation.
 pub struct Sessions {
     engine: Arc<Engine>,
 }
 
-fn invalid(field: &str, message: &str) -> Status {
-    let mut details = ErrorDetails::new();
-    details.add_bad_request_violation(field, message);
-    Status::with_error_details(
-        Code::InvalidArgument,
-        format!("{field}: {message}"),
-        details,
-    )
-}
-
-fn store_status(e: StoreError) -> Status {
-    tracing::error!(message = "storage failure", error = %e);
-    Status::unavailable(format!("storage: {e}"))
+impl Sessions {
+    /// The session `session_id` names, validated, if the caller may see it.
+    async fn session(
+        &self,
+        caller: &Caller,
+        rpc: &str,
+        session_id: &str,
+    ) -> Result<pb::Session, Status> {
+        validate::session_id(session_id)?;
+        access::session(&self.engine, caller, rpc, session_id).await
+    }
 }
 
 fn loop_status(e: LoopError) -> Status {
     match e {
-        LoopError::NotFound(what) => Status::not_found(format!("{what} not found")),
-        LoopError::Store(e) => store_status(e),
+        LoopError::NotFound(_) => status::session_not_found(),
+        LoopError::Store(e) => status::storage(e),
         LoopError::Precondition(why) => Status::failed_precondition(why),
     }
 }
@@ -150,24 +101,6 @@ fn trace_context(metadata: &tonic::metadata::MetadataMap) -> Vec<(String, String
             (v.len() <= 512).then(|| (k.to_string(), v.to_string()))
         })
         .collect()
-}
-
-fn require(field: &str, value: &str) -> Result<(), Status> {
-    if value.is_empty() {
-        Err(invalid(field, "required"))
-    } else {
-        Ok(())
-    }
-}
-
-fn valid_workspace(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 128
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && name != "."
-        && name != ".."
 }
 
 type EventStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
@@ -185,8 +118,8 @@ fn follow<T: Send + 'static>(
     let follower = match engine.events.follow(&session_id, &after) {
         Ok(f) => f,
         Err(e) => {
-            let status = invalid("after_event_id", &e.to_string());
-            return Box::pin(futures::stream::once(async move { Err(status) }));
+            let refused = status::invalid("after_event_id", &e.to_string());
+            return Box::pin(futures::stream::once(async move { Err(refused) }));
         }
     };
     let patience = engine.config.lease_ttl;
@@ -254,31 +187,15 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::CreateSessionRequest>,
     ) -> Result<Response<pb::CreateSessionResponse>, Status> {
-        let tenant = caller_tenant(&self.engine, &request)
-            .map(|t| t.name.clone())
-            .unwrap_or_default();
+        let caller = access::caller(&request)?;
         let req = request.into_inner();
-        let budget_nano_usd = usd_to_nano(req.budget_usd)
-            .ok_or_else(|| invalid("budget_usd", "must be a non-negative amount of USD"))?;
-        let agent = if req.agent.is_empty() {
-            "default".to_string()
-        } else {
-            req.agent.clone()
-        };
-        if self.engine.agent(&agent).is_none()
-            || (!req.agent.is_empty() && !self.engine.config.agents.contains_key(&req.agent))
-        {
-            return Err(invalid("agent", "no such agent"));
+        validate::create_session(&req)?;
+        let config = &self.engine.config;
+        let agent = access::agent(config, &caller, "agent", &req.agent)?.to_string();
+        if !req.default_model.is_empty() {
+            catalog::check_model(&self.engine, "default_model", &req.default_model).await?;
         }
-        if !req.default_model.is_empty() && !req.default_model.contains('/') {
-            return Err(invalid("default_model", "must be `provider/model`"));
-        }
-        if !req.workspace.is_empty() && !valid_workspace(&req.workspace) {
-            return Err(invalid(
-                "workspace",
-                "a directory name of [A-Za-z0-9._-], not a path",
-            ));
-        }
+        let tenant = caller.owner().to_string();
         let now = prost_types::Timestamp::from(SystemTime::now());
         let session = pb::Session {
             id: ids::new("ses"),
@@ -288,7 +205,7 @@ impl SessionService for Sessions {
             metadata: req.metadata,
             created_at: Some(now),
             updated_at: Some(now),
-            budget_nano_usd,
+            budget_nano_usd: usd_to_nano(req.budget_usd).unwrap_or_default(),
             tenant,
             tokens: Some(pb::Tokens::default()),
             status: Some(pb::SessionStatus {
@@ -298,15 +215,22 @@ impl SessionService for Sessions {
             ..Default::default()
         };
         if !session.workspace.is_empty() {
-            let dir = self.engine.config.workspace_root.join(&session.workspace);
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| Status::internal(format!("workspace: {e}")))?;
+            crate::tools::Workspace::for_session(
+                &config.workspace_root,
+                &session.tenant,
+                &session.workspace,
+            )
+            .map_err(|e| {
+                tracing::error!(message = "cannot open a session's workspace", tenant = %session.tenant, workspace = %session.workspace, error = %e);
+                Status::failed_precondition("the workspace cannot be opened on this replica")
+            })?;
         }
         self.engine
             .store
             .create_session(&session)
             .await
-            .map_err(store_status)?;
+            .map_err(status::storage)?;
+        access::audit(&caller, "CreateSession", &session.id, &session.tenant);
         Ok(Response::new(pb::CreateSessionResponse {
             session: Some(session),
         }))
@@ -316,22 +240,17 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::GetSessionRequest>,
     ) -> Result<Response<pb::GetSessionResponse>, Status> {
-        let id = &request.get_ref().session_id;
-        require("session_id", id)?;
+        let caller = access::caller(&request)?;
         let mut session = self
-            .engine
-            .store
-            .get_session(id)
-            .await
-            .map_err(store_status)?
-            .ok_or_else(|| Status::not_found("session not found"))?;
+            .session(&caller, "GetSession", &request.get_ref().session_id)
+            .await?;
         // RETRY (attempt, next attempt, error) while the loop waits to retry a step, BUSY under a live lease, IDLE.
         session.status = Some(
             self.engine
                 .store
-                .live_status(id)
+                .live_status(&session.id)
                 .await
-                .map_err(store_status)?,
+                .map_err(status::storage)?,
         );
         Ok(Response::new(pb::GetSessionResponse {
             session: Some(session),
@@ -342,29 +261,33 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::ListSessionsRequest>,
     ) -> Result<Response<pb::ListSessionsResponse>, Status> {
+        let caller = access::caller(&request)?;
         let req = request.into_inner();
-        let size = match req.page_size {
-            0 => 50,
-            n if n < 0 => return Err(invalid("page_size", "must not be negative")),
-            n => n.min(500) as usize,
+        let size = validate::page_size(req.page_size, validate::SESSION_PAGE)?;
+        let after = validate::session_cursor(&req.page_token)?;
+        let scope = match &caller {
+            Caller::Operator => Scope::All,
+            Caller::Tenant(own) => Scope::Tenant(own),
         };
-        let after = Some(req.page_token.as_str()).filter(|t| !t.is_empty());
-        let (mut sessions, next) = self
+        access::audit(&caller, "ListSessions", "", "*");
+        let (mut listed, next) = self
             .engine
             .store
-            .list_sessions(size, after)
+            .list_sessions(scope, size, after)
             .await
-            .map_err(store_status)?;
-        let ids: Vec<&str> = sessions.iter().map(|s| s.id.as_str()).collect();
+            .map_err(status::storage)?;
+        let ids: Vec<&str> = listed.iter().map(|l| l.session.id.as_str()).collect();
         let statuses = self
             .engine
             .store
             .live_statuses(&ids)
             .await
-            .map_err(store_status)?;
-        for (session, status) in sessions.iter_mut().zip(statuses) {
-            session.status = Some(status);
+            .map_err(status::storage)?;
+        for (l, status) in listed.iter_mut().zip(statuses) {
+            l.session.status = Some(status);
         }
+        let items = listed.into_iter().map(|l| (l.cursor, l.session)).collect();
+        let (sessions, next) = paging::fit(items, next, paging::PAGE_BYTES);
         Ok(Response::new(pb::ListSessionsResponse {
             sessions,
             next_page_token: next.unwrap_or_default(),
@@ -375,17 +298,20 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::DeleteSessionRequest>,
     ) -> Result<Response<pb::DeleteSessionResponse>, Status> {
-        let id = &request.get_ref().session_id;
-        require("session_id", id)?;
+        let caller = access::caller(&request)?;
+        let session = self
+            .session(&caller, "DeleteSession", &request.get_ref().session_id)
+            .await?;
+        let id = &session.id;
         self.engine.abort(id);
         if !self
             .engine
             .store
             .delete_session(id)
             .await
-            .map_err(store_status)?
+            .map_err(status::storage)?
         {
-            return Err(Status::not_found("session not found"));
+            return Err(status::session_not_found());
         }
         // The session's snapshots go with it (a replica whose snapshot root is not shared removes its own copy at
         // its next sweep).
@@ -405,58 +331,18 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::PromptRequest>,
     ) -> Result<Response<Self::PromptStream>, Status> {
+        let caller = access::caller(&request)?;
         let trace = trace_context(request.metadata());
         let req = request.into_inner();
-        require("session_id", &req.session_id)?;
-        let has_text = req.parts.iter().any(|p| match &p.kind {
-            Some(pb::prompt_part::Kind::Text(t)) => !t.trim().is_empty(),
-            Some(pb::prompt_part::Kind::File(_)) => true,
-            None => false,
-        });
-        if !has_text {
-            return Err(invalid(
-                "parts",
-                "at least one non-empty text or file part is required",
-            ));
-        }
-        if !req.model.is_empty() && !req.model.contains('/') {
-            return Err(invalid("model", "must be `provider/model`"));
-        }
-        let structured = match &req.format {
-            Some(f) => structured::Format::from_proto(f)
-                .map_err(|m| invalid("format", &m))?
-                .is_some(),
-            None => false,
+        validate::prompt(&req)?;
+        let session = access::session(&self.engine, &caller, "Prompt", &req.session_id).await?;
+        // The agent the prompt names, else the session's: the tenant must (still) be allowed to select it.
+        let agent = if req.agent.is_empty() {
+            &session.agent
+        } else {
+            &req.agent
         };
-        for (i, t) in req.client_tools.iter().enumerate() {
-            if structured && t.name == structured::TOOL_NAME {
-                return Err(invalid(
-                    &format!("client_tools[{i}].name"),
-                    "`structured_output` is reserved while a format is requested",
-                ));
-            }
-            if t.name.is_empty()
-                || t.name.len() > 64
-                || !t
-                    .name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-            {
-                return Err(invalid(
-                    &format!("client_tools[{i}].name"),
-                    "must match ^[a-zA-Z0-9_-]{1,64}$",
-                ));
-            }
-            if !matches!(
-                serde_json::from_str::<serde_json::Value>(&t.input_schema_json),
-                Ok(serde_json::Value::Object(_))
-            ) {
-                return Err(invalid(
-                    &format!("client_tools[{i}].input_schema_json"),
-                    "must be a JSON object schema",
-                ));
-            }
-        }
+        access::agent(&self.engine.config, &caller, "agent", agent)?;
         let session_id = req.session_id.clone();
         let start = if req.idempotency_key.is_empty() {
             self.engine
@@ -469,7 +355,7 @@ impl SessionService for Sessions {
                 .events
                 .last_event_id(&session_id)
                 .await
-                .map_err(store_status)?;
+                .map_err(status::storage)?;
             match self
                 .engine
                 .store
@@ -480,7 +366,7 @@ impl SessionService for Sessions {
                     Duration::from_secs(24 * 3600),
                 )
                 .await
-                .map_err(store_status)?
+                .map_err(status::storage)?
             {
                 Some(first_start) => first_start,
                 None => self
@@ -503,29 +389,16 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::SubscribeRequest>,
     ) -> Result<Response<Self::SubscribeStream>, Status> {
+        let caller = access::caller(&request)?;
         let req = request.into_inner();
-        require("session_id", &req.session_id)?;
-        if self
-            .engine
-            .store
-            .get_session(&req.session_id)
-            .await
-            .map_err(store_status)?
-            .is_none()
-        {
-            return Err(Status::not_found("session not found"));
-        }
-        if !req.after_event_id.is_empty()
-            && let Err(e) = req.after_event_id.parse::<crate::events::EventId>()
-        {
-            return Err(invalid("after_event_id", &e.to_string()));
-        }
+        validate::subscribe(&req)?;
+        access::session(&self.engine, &caller, "Subscribe", &req.session_id).await?;
         let after = if req.after_event_id.is_empty() {
             self.engine
                 .events
                 .last_event_id(&req.session_id)
                 .await
-                .map_err(store_status)?
+                .map_err(status::storage)?
         } else {
             req.after_event_id
         };
@@ -542,20 +415,31 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::ListMessagesRequest>,
     ) -> Result<Response<pb::ListMessagesResponse>, Status> {
+        let caller = access::caller(&request)?;
         let req = request.into_inner();
-        require("session_id", &req.session_id)?;
-        let size = match req.page_size {
-            0 => 100,
-            n if n < 0 => return Err(invalid("page_size", "must not be negative")),
-            n => n.min(1000) as usize,
-        };
-        let after = Some(req.page_token.as_str()).filter(|t| !t.is_empty());
-        let (messages, next) = self
-            .engine
-            .store
-            .list_messages(&req.session_id, after, size)
+        validate::session_id(&req.session_id)?;
+        let size = validate::page_size(req.page_size, validate::MESSAGE_PAGE)?;
+        let cursor = validate::message_cursor(&req.page_token)?;
+        let session =
+            access::session(&self.engine, &caller, "ListMessages", &req.session_id).await?;
+        let store = &self.engine.store;
+        // A token inside a message: the rest of its parts first.
+        let mut first = None;
+        if let Some((message_id, Some(part_id))) = cursor
+            && let Some(m) = store
+                .get_message(&session.id, message_id)
+                .await
+                .map_err(status::storage)?
+        {
+            first = Some(paging::rest_of(m, part_id));
+        }
+        let after = cursor.map(|(message_id, _)| message_id);
+        let (messages, next) = store
+            .list_messages(&session.id, after, size)
             .await
-            .map_err(store_status)?;
+            .map_err(status::storage)?;
+        let all = first.into_iter().chain(messages).collect();
+        let (messages, next) = paging::fit_messages(all, next, size, paging::PAGE_BYTES);
         Ok(Response::new(pb::ListMessagesResponse {
             messages,
             next_page_token: next.unwrap_or_default(),
@@ -566,10 +450,12 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::AbortRequest>,
     ) -> Result<Response<pb::AbortResponse>, Status> {
-        let id = &request.get_ref().session_id;
-        require("session_id", id)?;
+        let caller = access::caller(&request)?;
+        let session = self
+            .session(&caller, "Abort", &request.get_ref().session_id)
+            .await?;
         Ok(Response::new(pb::AbortResponse {
-            aborted: self.engine.abort(id),
+            aborted: self.engine.abort(&session.id),
         }))
     }
 
@@ -577,14 +463,15 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::SubmitToolResultRequest>,
     ) -> Result<Response<pb::SubmitToolResultResponse>, Status> {
+        let caller = access::caller(&request)?;
         let r = request.into_inner();
-        require("session_id", &r.session_id)?;
-        require("call_id", &r.call_id)?;
+        validate::submit_tool_result(&r)?;
+        access::session(&self.engine, &caller, "SubmitToolResult", &r.session_id).await?;
         self.engine
             .store
             .submit_tool_result(&r.session_id, &r.call_id, &r.output, r.is_error)
             .await
-            .map_err(store_status)?;
+            .map_err(status::storage)?;
         Ok(Response::new(pb::SubmitToolResultResponse {}))
     }
 
@@ -592,11 +479,10 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::CompactRequest>,
     ) -> Result<Response<Self::CompactStream>, Status> {
+        let caller = access::caller(&request)?;
         let req = request.into_inner();
-        require("session_id", &req.session_id)?;
-        if !req.model.is_empty() && !req.model.contains('/') {
-            return Err(invalid("model", "must be `provider/model`"));
-        }
+        validate::compact(&req)?;
+        access::session(&self.engine, &caller, "Compact", &req.session_id).await?;
         let start = self
             .engine
             .compact_now(&req.session_id, &req.model)
@@ -615,31 +501,38 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::GetSpendRequest>,
     ) -> Result<Response<pb::GetSpendResponse>, Status> {
-        let own = caller_tenant(&self.engine, &request).map(|t| t.name.clone());
-        let asked = request.into_inner().tenant;
-        let name = match (own, asked.is_empty()) {
-            (Some(own), true) => own,
-            (Some(own), false) if own == asked => own,
-            (Some(_), false) => {
-                return Err(Status::permission_denied(
-                    "a tenant's token reads its own tenant's spend only",
+        let caller = access::caller(&request)?;
+        let asked = request.into_inner();
+        validate::get_spend(&asked)?;
+        let name = match (&caller, asked.tenant.is_empty()) {
+            (Caller::Operator, true) => {
+                return Err(status::invalid("tenant", "required with an operator token"));
+            }
+            (Caller::Operator, false) => asked.tenant,
+            (Caller::Tenant(own), true) if own.is_empty() => {
+                return Err(status::invalid(
+                    "tenant",
+                    "this token belongs to no tenant, so it has no spend to read",
                 ));
             }
-            (None, true) => return Err(invalid("tenant", "required for a token without a tenant")),
-            (None, false) => asked,
+            (Caller::Tenant(own), true) => own.clone(),
+            (Caller::Tenant(own), false) if *own == asked.tenant => asked.tenant,
+            // Another tenant's spend: as if it did not exist.
+            (Caller::Tenant(_), false) => return Err(status::tenant_not_found()),
         };
+        access::audit(&caller, "GetSpend", "", &name);
         let tenant = self
             .engine
             .config
             .tenants
             .get(&name)
-            .ok_or_else(|| Status::not_found(format!("tenant {name} not found")))?;
+            .ok_or_else(status::tenant_not_found)?;
         let spend = self
             .engine
             .store
             .tenant_spend(&tenant.name)
             .await
-            .map_err(store_status)?;
+            .map_err(status::storage)?;
         Ok(Response::new(pb::GetSpendResponse {
             tenant: tenant.name.clone(),
             spend_nano_usd: spend,
@@ -651,28 +544,37 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::GetDiffRequest>,
     ) -> Result<Response<pb::GetDiffResponse>, Status> {
-        crate::diff_api::get_diff(&self.engine, request.into_inner()).await
+        let caller = access::caller(&request)?;
+        let req = request.into_inner();
+        validate::get_diff(&req)?;
+        let session = access::session(&self.engine, &caller, "GetDiff", &req.session_id).await?;
+        crate::diff_api::get_diff(&self.engine, session, req).await
     }
 
     async fn diagnose(
         &self,
         request: Request<pb::DiagnoseRequest>,
     ) -> Result<Response<pb::DiagnoseResponse>, Status> {
-        crate::diagnostics::diagnose(&self.engine, request.into_inner()).await
+        let caller = access::caller(&request)?;
+        let session = self
+            .session(&caller, "Diagnose", &request.get_ref().session_id)
+            .await?;
+        crate::diagnostics::diagnose(&self.engine, session).await
     }
 
     async fn reply_permission(
         &self,
         request: Request<pb::ReplyPermissionRequest>,
     ) -> Result<Response<pb::ReplyPermissionResponse>, Status> {
+        let caller = access::caller(&request)?;
         let r = request.into_inner();
-        require("session_id", &r.session_id)?;
-        require("permission_id", &r.permission_id)?;
+        validate::reply_permission(&r)?;
+        access::session(&self.engine, &caller, "ReplyPermission", &r.session_id).await?;
         self.engine
             .store
             .reply_permission(&r.session_id, &r.permission_id, r.allow)
             .await
-            .map_err(store_status)?;
+            .map_err(status::storage)?;
         Ok(Response::new(pb::ReplyPermissionResponse {}))
     }
 }

@@ -557,13 +557,38 @@ fn parse_changes(out: &[u8]) -> Result<Vec<pb::FileChange>, SnapshotError> {
     Ok(changes.into_values().collect())
 }
 
-/// The session summary of a list of changes.
+/// Most bytes of file entries a session summary lists, so a session record (and a `ListSessions` page) stays small.
+pub const SUMMARY_FILES_BYTES: usize = 64 * 1024;
+
+/// The session summary of a list of changes (sorted by path): totals over every file, the first files up to
+/// [`SUMMARY_FILES_BYTES`] listed.
 pub fn summary(changes: Vec<pb::FileChange>) -> pb::SessionSummary {
+    let additions = changes.iter().map(|c| c.additions).sum();
+    let deletions = changes.iter().map(|c| c.deletions).sum();
+    let (files, omitted) = first_within(changes, SUMMARY_FILES_BYTES, |c| {
+        prost::encoding::message::encoded_len(3, c)
+    });
     pb::SessionSummary {
-        additions: changes.iter().map(|c| c.additions).sum(),
-        deletions: changes.iter().map(|c| c.deletions).sum(),
-        files: changes,
+        additions,
+        deletions,
+        files,
+        files_omitted: omitted,
     }
+}
+
+/// The longest prefix of `items` whose `cost` adds up to at most `budget`, and how many were left out.
+pub fn first_within<T>(items: Vec<T>, budget: usize, cost: impl Fn(&T) -> usize) -> (Vec<T>, u32) {
+    let mut used = 0usize;
+    let total = items.len();
+    let kept: Vec<T> = items
+        .into_iter()
+        .take_while(|item| {
+            used += cost(item);
+            used <= budget
+        })
+        .collect();
+    let omitted = u32::try_from(total - kept.len()).unwrap_or(u32::MAX);
+    (kept, omitted)
 }
 
 /// One step's snapshots as its parts record them.
@@ -800,6 +825,29 @@ pub async fn sweep_forever(
 mod tests {
     use super::*;
     use pb::file_change::Status;
+
+    #[test]
+    fn a_summary_lists_files_up_to_its_bound_and_counts_them_all() {
+        let changes: Vec<pb::FileChange> = (0..5000)
+            .map(|i| pb::FileChange {
+                path: format!("node_modules/pkg-{i:05}/index.js"),
+                status: Status::Added as i32,
+                additions: 2,
+                ..Default::default()
+            })
+            .collect();
+        let s = summary(changes);
+        assert_eq!(s.additions, 10_000, "totals count every file");
+        assert!(s.files_omitted > 0);
+        assert_eq!(s.files.len() + s.files_omitted as usize, 5000);
+        assert!(prost::Message::encoded_len(&s) <= SUMMARY_FILES_BYTES + 64);
+        assert_eq!(
+            s.files[0].path, "node_modules/pkg-00000/index.js",
+            "the first by path"
+        );
+        let small = summary(vec![pb::FileChange::default()]);
+        assert_eq!((small.files.len(), small.files_omitted), (1, 0));
+    }
 
     struct Fixture {
         _dir: tempfile::TempDir,

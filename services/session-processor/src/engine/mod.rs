@@ -140,6 +140,11 @@ impl Engine {
         if session.workspace.is_empty() {
             return None;
         }
-        Workspace::open(&self.config.workspace_root.join(&session.workspace)).ok()
+        Workspace::for_session(
+            &self.config.workspace_root,
+            &session.tenant,
+            &session.workspace,
+        )
+        .ok()
     }
 }

@@ -183,6 +183,17 @@ pub(super) fn tenant_spend(prefix: &str, tenant: &str) -> String {
     format!("{prefix}tenant:{tenant}:spend")
 }
 
+/// A tenant's index of sessions (ZSET, score = created ms, as in the global index); the unnamed tenant's has the
+/// empty name (`<prefix>tenant::sessions`), which no named tenant can have.
+pub(super) fn tenant_sessions(prefix: &str, tenant: &str) -> String {
+    format!("{prefix}tenant:{tenant}:sessions")
+}
+
+/// STRING: the created-ms score up to which every global index entry has been copied to its tenant's index.
+pub(super) fn tenants_indexed(prefix: &str) -> String {
+    format!("{prefix}tenants:indexed")
+}
+
 /// Checks a message, part, call or permission id: non-empty and bounded. These ids follow a fixed suffix in the key
 /// name, so no content can make two different ids produce the same key.
 pub(super) fn check_id(what: &str, id: &str) -> Result<(), StoreError> {

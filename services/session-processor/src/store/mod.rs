@@ -14,7 +14,9 @@
 //!
 //! | key | type | content |
 //! |---|---|---|
-//! | `<P>sessions` | ZSET | global index: member = session id, score = created ms |
+//! | `<P>sessions` | ZSET | global index: member = session id, score = created ms (operator listings) |
+//! | `<P>tenant:<name>:sessions` | ZSET | a tenant's index, same members and scores as the global one; the unnamed tenant's is `<P>tenant::sessions` (`tenancy`) |
+//! | `<P>tenants:indexed` | STRING | created ms up to which every global index entry is also in its tenant's index (`tenancy`) |
 //! | `<P>{sess:<id>}:session` | STRING | `Session` without `status` |
 //! | `<P>{sess:<id>}:messages` | ZSET | message ids, score 0: lexicographic order = chronological |
 //! | `<P>{sess:<id>}:msg:<mid>` | STRING | `Message` with `parts` cleared |
@@ -47,9 +49,10 @@
 //!   batch and the parts whose text streamed in one script ([`Store::flush_events`]); the parts in it are fenced.
 //! - The event stream is capped by length only (`MAXLEN ~`), never expired: a session's history of events lives as
 //!   long as the session, and `delete_session` removes it.
-//! - The global index is in another slot, so it cannot share a script with session keys: creation adds the index
-//!   entry before the session, deletion removes it after, and listing skips index entries without a session. A crash
-//!   between the two steps therefore leaves at worst an invisible index entry, never an unlisted session.
+//! - The indexes (global and per tenant) are in other slots, so they cannot share a script with session keys:
+//!   creation adds the index entries before the session, deletion removes them after, and listing skips index
+//!   entries without a session. A crash between the two steps therefore leaves at worst an invisible index entry,
+//!   never an unlisted session.
 
 mod access;
 mod asking;
@@ -57,6 +60,7 @@ mod blocking;
 mod diag;
 mod keys;
 mod scripts;
+mod tenancy;
 #[cfg(test)]
 mod test_support;
 #[cfg(test)]
@@ -76,6 +80,7 @@ use redis::streams::{StreamRangeReply, StreamReadReply};
 pub use access::{RedisAccess, url_has_credentials};
 pub use diag::WriteFailures;
 use keys::{SessionKeys, check_id};
+pub use tenancy::{Listed, Scope};
 
 use crate::events::EventId;
 
@@ -312,11 +317,16 @@ impl Store {
             let mut stored = s.clone();
             stored.status = None;
             let score = timestamp_millis(s.created_at.as_ref()).unwrap_or_else(now_millis);
-            // Index first (ZADD NX leaves an existing entry alone): a crash in between leaves an index entry that
+            // Indexes first (ZADD NX leaves an existing entry alone): a crash in between leaves an index entry that
             // listing skips, never a session that listing cannot find.
-            let (_, set): (i64, redis::Value) = redis::pipe()
+            let (_, _, set): (i64, i64, redis::Value) = redis::pipe()
                 .cmd("ZADD")
                 .arg(keys::index(&self.prefix))
+                .arg("NX")
+                .arg(score)
+                .arg(&s.id)
+                .cmd("ZADD")
+                .arg(keys::tenant_sessions(&self.prefix, &s.tenant))
                 .arg("NX")
                 .arg(score)
                 .arg(&s.id)
@@ -525,16 +535,18 @@ impl Store {
         Ok(total.unwrap_or(0))
     }
 
-    /// One page of sessions, newest first, and the cursor of the next page (`None` on the last page). `after` is
-    /// the cursor returned with the previous page; it stays valid when sessions are created or deleted meanwhile.
-    /// A `page_size` of 0 is taken as 1.
+    /// One page of the sessions in `scope`, newest first, each with its own cursor, and the cursor of the next
+    /// page (`None` on the last page). `after` is a cursor returned with an earlier page; it stays valid when
+    /// sessions are created or deleted meanwhile. A `page_size` of 0 is taken as 1. A tenant's listing reads that
+    /// tenant's index, never the others' sessions.
     pub async fn list_sessions(
         &self,
+        scope: Scope<'_>,
         page_size: usize,
         after: Option<&str>,
-    ) -> Result<(Vec<pb::Session>, Option<String>), StoreError> {
+    ) -> Result<(Vec<Listed>, Option<String>), StoreError> {
         let page_size = page_size.max(1);
-        let index = keys::index(&self.prefix);
+        let index = scope.index(&self.prefix);
         let batch = page_size.saturating_add(1).clamp(16, 512);
         let mut conn = self.conn.clone();
         // Keyset paging on (score, id) rather than ranks, so concurrent inserts and deletes neither repeat nor skip
@@ -542,7 +554,7 @@ impl Store {
         // score and a smaller id.
         let mut cursor = after.map(parse_session_cursor).transpose()?;
         let mut offset = 0usize;
-        let mut page: Vec<pb::Session> = Vec::new();
+        let mut page: Vec<Listed> = Vec::new();
         let mut last: Option<(i64, String)> = None;
         loop {
             let max = cursor
@@ -578,13 +590,19 @@ impl Store {
             }
             let sessions = self.fetch_sessions(&fresh).await?;
             for (position, session) in fresh.iter().zip(sessions) {
-                // Index entries without a session are a creation in progress or a crashed one: not listed.
-                let Some(session) = session else { continue };
+                // Index entries without a session are a creation in progress or a crashed one: not listed. Nor is
+                // a session of another tenant (a tenant's index never holds one; this keeps it so).
+                let Some(session) = session.filter(|s| scope.holds(s)) else {
+                    continue;
+                };
                 if page.len() == page_size {
                     // A next cursor only when another session really exists, so the last page is never empty.
                     return Ok((page, last.map(|(score, id)| format!("{score}:{id}"))));
                 }
-                page.push(session);
+                page.push(Listed {
+                    cursor: format!("{}:{}", position.0, position.1),
+                    session,
+                });
                 last = Some(position.clone());
             }
             cursor = fresh.last().cloned();
@@ -628,11 +646,17 @@ impl Store {
             let keys = self.keys(id)?;
             let mut conn = self.conn.clone();
             // `:session` goes first: from then on every write script refuses this session, so the key set read
-            // next cannot grow behind our back.
-            let existed: i64 = redis::cmd("DEL")
+            // next cannot grow behind our back. Read just before, for its tenant (which never changes).
+            let (stored, existed): (Option<Vec<u8>>, i64) = redis::pipe()
+                .cmd("GET")
+                .arg(keys.session())
+                .cmd("DEL")
                 .arg(keys.session())
                 .query_async(&mut conn)
                 .await?;
+            let tenant = stored
+                .and_then(|b| pb::Session::decode(b.as_slice()).ok())
+                .map(|s| s.tenant);
             let (message_ids, aux): (Vec<String>, Vec<String>) = redis::pipe()
                 .cmd("ZRANGE")
                 .arg(keys.messages())
@@ -652,11 +676,18 @@ impl Store {
             for chunk in all.chunks(DELETE_CHUNK) {
                 pipe.cmd("DEL").arg(chunk).ignore();
             }
-            // The index entry goes last (see the module docs).
+            // The index entries go last (see the module docs). A retry after the session was already gone no longer
+            // knows its tenant: that index keeps an entry listing skips.
             pipe.cmd("ZREM")
                 .arg(keys::index(&self.prefix))
                 .arg(id)
                 .ignore();
+            if let Some(tenant) = &tenant {
+                pipe.cmd("ZREM")
+                    .arg(keys::tenant_sessions(&self.prefix, tenant))
+                    .arg(id)
+                    .ignore();
+            }
             let _: () = pipe.query_async(&mut conn).await?;
             Ok(existed > 0)
         })

@@ -169,12 +169,12 @@ async fn session_crud_and_paging_newest_first() {
         let mut pages = 0;
         loop {
             let (page, next) = store
-                .list_sessions(page_size, after.as_deref())
+                .list_sessions(Scope::All, page_size, after.as_deref())
                 .await
                 .unwrap();
             assert!(!page.is_empty(), "no empty pages");
             assert!(page.len() <= page_size);
-            seen.extend(page.into_iter().map(|s| s.id));
+            seen.extend(page.into_iter().map(|l| l.session.id));
             pages += 1;
             match next {
                 Some(n) => after = Some(n),
@@ -188,15 +188,35 @@ async fn session_crud_and_paging_newest_first() {
         );
         assert_eq!(pages, 5usize.div_ceil(page_size), "page size {page_size}");
     }
-    let (page, next) = store.list_sessions(usize::MAX, None).await.unwrap();
+    let (page, next) = store
+        .list_sessions(Scope::All, usize::MAX, None)
+        .await
+        .unwrap();
     assert_eq!((page.len(), next), (5, None));
-    let err = store.list_sessions(2, Some("garbage")).await.unwrap_err();
+    // Each session's own cursor resumes right after it.
+    for (i, listed) in page.iter().enumerate() {
+        let (rest, _) = store
+            .list_sessions(Scope::All, 1, Some(&listed.cursor))
+            .await
+            .unwrap();
+        assert_eq!(
+            rest.first().map(|l| &l.session.id),
+            newest_first.get(i + 1).copied()
+        );
+    }
+    let err = store
+        .list_sessions(Scope::All, 2, Some("garbage"))
+        .await
+        .unwrap_err();
     assert!(matches!(err, StoreError::InvalidArgument(_)), "{err}");
 
     assert!(store.delete_session(&ids[2]).await.unwrap());
     assert!(!store.delete_session(&ids[2]).await.unwrap());
     assert_eq!(store.get_session(&ids[2]).await.unwrap(), None);
-    let (page, next) = store.list_sessions(10, None).await.unwrap();
+    let (page, next) = store
+        .list_sessions(Scope::Tenant(""), 10, None)
+        .await
+        .unwrap();
     assert_eq!(page.len(), 4);
     assert_eq!(next, None);
     assert_eq!(store.write_failures(), 0);

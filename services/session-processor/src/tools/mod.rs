@@ -30,7 +30,9 @@ pub use doom_loop::{DoomLoop, DoomLoopDetector, DoomLoopKind, DoomPolicy, REPEAT
 pub use permissions::{Decision, PermissionRules, RuleConfig};
 pub use sandbox::{BashLimits, Sandbox};
 pub use schema::{builtin_specs, validate_input};
-pub use workspace::Workspace;
+pub use workspace::{
+    MAX_WORKSPACE_NAME, TENANTS_DIR, Workspace, valid_workspace_name, workspace_dir,
+};
 
 /// A tool as offered to the model: its name, what it does, and the JSON Schema of its input.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -1,10 +1,53 @@
-//! The session's workspace directory and the path confinement every file tool goes through.
+//! The session's workspace directory, where each tenant's workspaces live, and the path confinement every file tool
+//! goes through.
+//!
+//! # Layout
+//!
+//! Under the workspace root (`workspaces.root`):
+//! - `<root>/<name>`: workspace `<name>` of the unnamed tenant (`server.auth_tokens`; every session in a
+//!   single-tenant deployment), where workspaces have always lived;
+//! - `<root>/@tenants/<tenant>/<name>`: workspace `<name>` of tenant `<tenant>`.
+//!
+//! `@` cannot appear in a workspace name, so no workspace of the unnamed tenant can be or reach `@tenants` (nor the
+//! default snapshot root `@snapshots`). [`workspace_dir`] is the one place that maps a session to its directory.
 
 use std::ffi::OsStr;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
 use super::ToolError;
+
+/// The directory under the workspace root that holds named tenants' workspaces (one directory per tenant).
+pub const TENANTS_DIR: &str = "@tenants";
+/// Longest workspace name.
+pub const MAX_WORKSPACE_NAME: usize = 128;
+
+/// True for a workspace name: 1 to [`MAX_WORKSPACE_NAME`] characters of `[A-Za-z0-9._-]`, and not `.` or `..`; a
+/// single directory name, never a path.
+pub fn valid_workspace_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_WORKSPACE_NAME
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && name != "."
+        && name != ".."
+}
+
+/// The directory of `tenant`'s workspace `name` under `root` (see the module docs); `""` is the unnamed tenant.
+/// Pure: touches nothing. Refuses a name that is not a workspace name and a tenant that is not a tenant name.
+pub fn workspace_dir(root: &Path, tenant: &str, name: &str) -> Result<PathBuf, String> {
+    if !valid_workspace_name(name) {
+        return Err(format!("`{name}` is not a workspace name"));
+    }
+    if tenant.is_empty() {
+        return Ok(root.join(name));
+    }
+    if !crate::config::valid_tenant_name(tenant) {
+        return Err(format!("`{tenant}` is not a tenant name"));
+    }
+    Ok(root.join(TENANTS_DIR).join(tenant).join(name))
+}
 
 /// A confined root directory: tools may only touch paths that resolve inside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +68,46 @@ impl Workspace {
             ));
         }
         Ok(Workspace { root })
+    }
+
+    /// Opens (creating it when missing) `tenant`'s workspace `name` under `root` ([`workspace_dir`]). Each
+    /// directory from the root down is created without following links, and a symbolic link anywhere on that way
+    /// is refused: a link planted there could otherwise lead into another tenant's workspace.
+    pub fn for_session(root: &Path, tenant: &str, name: &str) -> io::Result<Workspace> {
+        let dir = workspace_dir(root, tenant, name)
+            .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
+        std::fs::create_dir_all(root)?;
+        let mut current = std::fs::canonicalize(root)?;
+        let rel = dir.strip_prefix(root).map_err(io::Error::other)?;
+        for part in rel.components() {
+            current.push(part);
+            match std::fs::symlink_metadata(&current) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        format!("{} is a symbolic link", current.display()),
+                    ));
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    match std::fs::create_dir(&current) {
+                        Ok(()) => {}
+                        // Created meanwhile by a concurrent open: checked again below.
+                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let workspace = Workspace::open(&current)?;
+        if workspace.root != current {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("{} leads through a symbolic link", current.display()),
+            ));
+        }
+        Ok(workspace)
     }
 
     /// The canonical root directory.
@@ -211,6 +294,58 @@ mod tests {
         assert_eq!(
             ws.resolve("alias/f.txt").unwrap(),
             ws.root().join("real/f.txt")
+        );
+    }
+
+    #[test]
+    fn tenants_have_their_own_workspace_folders() {
+        let root = Path::new("/srv/ws");
+        assert_eq!(workspace_dir(root, "", "proj").unwrap(), root.join("proj"));
+        assert_eq!(
+            workspace_dir(root, "acme", "proj").unwrap(),
+            root.join("@tenants/acme/proj")
+        );
+        assert_ne!(
+            workspace_dir(root, "acme", "proj").unwrap(),
+            workspace_dir(root, "evil", "proj").unwrap()
+        );
+        for name in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "../acme",
+            "@tenants",
+            "a\0",
+            "é",
+            &"a".repeat(129),
+        ] {
+            assert!(workspace_dir(root, "acme", name).is_err(), "{name:?}");
+            assert!(workspace_dir(root, "", name).is_err(), "{name:?}");
+        }
+        for tenant in ["..", ".", "a/b", "@x"] {
+            assert!(workspace_dir(root, tenant, "proj").is_err(), "{tenant:?}");
+        }
+    }
+
+    #[test]
+    fn a_planted_link_never_leads_into_another_tenants_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let acme = Workspace::for_session(root, "acme", "proj").unwrap();
+        std::fs::write(acme.root().join("secret.txt"), "acme's").unwrap();
+        let evil = Workspace::for_session(root, "evil", "proj").unwrap();
+        assert_ne!(acme.root(), evil.root());
+        assert!(!evil.root().join("secret.txt").exists());
+        // A link where an unnamed-tenant workspace would be, and one where a tenant's directory would be.
+        symlink(acme.root(), root.join("stolen")).unwrap();
+        assert!(Workspace::for_session(root, "", "stolen").is_err());
+        symlink(root.join("@tenants/acme"), root.join("@tenants/mallory")).unwrap();
+        assert!(Workspace::for_session(root, "mallory", "proj").is_err());
+        // Reopening is stable.
+        assert_eq!(
+            Workspace::for_session(root, "acme", "proj").unwrap().root(),
+            acme.root()
         );
     }
 

@@ -1,0 +1,145 @@
+//! Who calls, and what they may touch: the bearer-token check on every `SessionService` call, the tenant check on
+//! every session a call names, and the audit line of every operator call.
+//!
+//! A caller sees only sessions of its own tenant ([`Caller::sees`]); any other session is `NOT_FOUND` with exactly
+//! the status of a session that does not exist ([`status::session_not_found`]). Operators see every session, and
+//! each of their calls logs `operator access` (target `session_processor::audit`) with the RPC, the session and
+//! its tenant, never the token.
+
+use llm_proto::sessions as pb;
+use tonic::{Request, Status};
+
+use super::status;
+use crate::config::{Caller, Config};
+use crate::engine::Engine;
+
+/// Log target of operator calls.
+pub const AUDIT_TARGET: &str = "session_processor::audit";
+
+/// The credentials of an `authorization` value: RFC 9110's `<scheme> <credentials>`, the `Bearer` scheme matched
+/// in any case, spaces after it skipped.
+pub fn bearer(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.split_once(' ')?;
+    let token = rest.trim_start_matches(' ');
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// The bearer-token check: puts the [`Caller`] the token names into the request's extensions.
+#[derive(Clone)]
+pub struct Auth {
+    config: std::sync::Arc<Config>,
+}
+
+impl Auth {
+    /// The check for `config`'s tokens.
+    pub fn new(config: std::sync::Arc<Config>) -> Auth {
+        Auth { config }
+    }
+}
+
+impl tonic::service::Interceptor for Auth {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        if self.config.allow_unauthenticated && self.config.tokens.is_empty() {
+            // Local development without tokens: everyone is the unnamed tenant.
+            request
+                .extensions_mut()
+                .insert(Caller::Tenant(String::new()));
+            return Ok(request);
+        }
+        let presented = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(bearer)
+            .ok_or_else(|| {
+                status::unauthenticated("missing `authorization: Bearer <token>` metadata")
+            })?;
+        let caller = self
+            .config
+            .caller(presented)
+            .cloned()
+            .ok_or_else(|| status::unauthenticated("invalid bearer token"))?;
+        request.extensions_mut().insert(caller);
+        Ok(request)
+    }
+}
+
+/// The caller of an authenticated request. Every request passed [`Auth`]; one that somehow did not is refused.
+pub fn caller<T>(request: &Request<T>) -> Result<Caller, Status> {
+    request
+        .extensions()
+        .get::<Caller>()
+        .cloned()
+        .ok_or_else(|| status::unauthenticated("unauthenticated"))
+}
+
+/// Logs an operator call: the RPC, the session (empty when the call names none) and the tenant acted on.
+pub fn audit(caller: &Caller, rpc: &str, session_id: &str, tenant: &str) {
+    if *caller == Caller::Operator {
+        tracing::info!(target: AUDIT_TARGET, message = "operator access", rpc, session_id, tenant);
+    }
+}
+
+/// The session `session_id` (already validated) if `caller` may see it: `NOT_FOUND` when it does not exist or is
+/// another tenant's, the same status either way. Logs operator calls.
+pub async fn session(
+    engine: &Engine,
+    caller: &Caller,
+    rpc: &str,
+    session_id: &str,
+) -> Result<pb::Session, Status> {
+    let found = engine
+        .store
+        .get_session(session_id)
+        .await
+        .map_err(status::storage)?;
+    audit(
+        caller,
+        rpc,
+        session_id,
+        found.as_ref().map_or("", |s| s.tenant.as_str()),
+    );
+    match found {
+        Some(s) if caller.sees(&s.tenant) => Ok(s),
+        _ => Err(status::session_not_found()),
+    }
+}
+
+/// The agent a caller selects (empty: `default`), if it exists and its tenant may select it: `INVALID_ARGUMENT`
+/// for an agent that is not configured, `PERMISSION_DENIED` for one the caller's tenant may not select.
+pub fn agent<'a>(
+    config: &Config,
+    caller: &Caller,
+    field: &str,
+    name: &'a str,
+) -> Result<&'a str, Status> {
+    let name = if name.is_empty() { "default" } else { name };
+    if !config.agents.contains_key(name) {
+        return Err(status::invalid(field, "no such agent"));
+    }
+    if !config.agent_allowed(caller, name) {
+        return Err(status::agent_not_allowed(field, name));
+    }
+    Ok(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for v in [
+            "Bearer tok",
+            "bearer tok",
+            "BEARER tok",
+            "bEaReR tok",
+            "Bearer   tok",
+        ] {
+            assert_eq!(bearer(v), Some("tok"), "{v}");
+        }
+        for v in ["Bearer", "Bearer ", "Basic tok", "Bearertok", "tok", ""] {
+            assert_eq!(bearer(v), None, "{v}");
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Whether the gateway knows a model, asked when a session names its default model.
+//!
+//! `NOT_FOUND` from the gateway's `GetModel` is the caller's mistake (`INVALID_ARGUMENT` naming the field). When the
+//! gateway cannot answer within [`CATALOG_TIMEOUT`] (down, unreachable, or answering anything else), the model is
+//! accepted unchecked and a warning logged: a session is only a record, and its first step asks the gateway again,
+//! which then fails the step with the gateway's error. Creating sessions does not depend on the gateway being up.
+
+use std::time::Duration;
+
+use llm_proto::gateway as gw;
+use tonic::{Code, Status};
+
+use super::status;
+use crate::engine::Engine;
+
+/// How long `CreateSession` waits for the gateway's answer about a model.
+pub const CATALOG_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Checks `model` (well-formed, non-empty) against the gateway's catalog; `field` names it in the error.
+pub async fn check_model(engine: &Engine, field: &str, model: &str) -> Result<(), Status> {
+    let mut gateway = engine.gateway.clone();
+    let mut request = tonic::Request::new(gw::GetModelRequest {
+        model: model.to_string(),
+    });
+    request.set_timeout(CATALOG_TIMEOUT);
+    let answer = tokio::time::timeout(CATALOG_TIMEOUT, gateway.get_model(request)).await;
+    match answer {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(s)) if matches!(s.code(), Code::NotFound | Code::InvalidArgument) => {
+            Err(status::invalid(
+                field,
+                &format!("the gateway does not serve `{model}`: {}", s.message()),
+            ))
+        }
+        Ok(Err(s)) => {
+            tracing::warn!(message = "cannot check a model against the gateway's catalog; accepted unchecked", model, code = ?s.code(), error = s.message());
+            Ok(())
+        }
+        Err(_) => {
+            tracing::warn!(
+                message = "the gateway did not answer about a model in time; accepted unchecked",
+                model,
+                timeout_ms = CATALOG_TIMEOUT.as_millis() as u64
+            );
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use super::*;
+    use crate::config::{Config, FileConfig};
+
+    async fn engine(gateway_url: &str) -> Arc<Engine> {
+        let env = [("PROCESSOR_AUTH_TOKENS", "catalog-test-token-0123456789")];
+        let config =
+            Config::from_file(FileConfig::default(), std::path::Path::new("."), &env).unwrap();
+        let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+        let store = crate::store::Store::connect(&redis, "test:catalog:")
+            .await
+            .unwrap();
+        let gateway = crate::engine::gateway_client(gateway_url, "").unwrap();
+        Engine::new(store, gateway, Arc::new(config))
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_gateway_accepts_the_model_unchecked() {
+        // Nothing listens there: the connection is refused at once.
+        let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = closed.local_addr().unwrap();
+        drop(closed);
+        let e = engine(&format!("http://{addr}")).await;
+        check_model(&e, "default_model", "openai/anything")
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_gateway_that_never_answers_accepts_the_model_after_the_timeout() {
+        // Accepts connections and never speaks HTTP/2.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = silent.local_addr().unwrap();
+        let hold = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((socket, _)) = silent.accept().await {
+                open.push(socket);
+            }
+        });
+        let e = engine(&format!("http://{addr}")).await;
+        let started = Instant::now();
+        check_model(&e, "default_model", "openai/anything")
+            .await
+            .unwrap();
+        let took = started.elapsed();
+        assert!(
+            took >= CATALOG_TIMEOUT - Duration::from_millis(100),
+            "{took:?}"
+        );
+        assert!(took < CATALOG_TIMEOUT * 5, "{took:?}");
+        hold.abort();
+    }
+}

@@ -1,0 +1,188 @@
+//! Every error status the sessions API returns, with rich details: a `google.rpc.BadRequest` field violation
+//! naming the field for the caller's mistakes, and a `google.rpc.ErrorInfo` with a stable reason (and the
+//! [`ERROR_DOMAIN`]) on every status built here.
+//!
+//! | code | `ErrorInfo.reason` | when |
+//! |---|---|---|
+//! | `INVALID_ARGUMENT` | `INVALID_ARGUMENT` (metadata `field`) | a malformed field, named in `BadRequest` |
+//! | `RESOURCE_EXHAUSTED` | `TOO_LARGE` (metadata `field`, `limit`) | a field over its documented size limit |
+//! | `NOT_FOUND` | `SESSION_NOT_FOUND`, `MESSAGE_NOT_FOUND`, `TENANT_NOT_FOUND` | missing, or another tenant's |
+//! | `PERMISSION_DENIED` | `AGENT_NOT_ALLOWED` (metadata `agent`) | the caller's tenant may not select the agent |
+//! | `UNAUTHENTICATED` | `UNAUTHENTICATED` | no or an unknown bearer token |
+//! | `UNAVAILABLE` | `STORAGE_UNAVAILABLE` | Redis failed or did not answer (retry) |
+//! | `INTERNAL` | `STORAGE_CORRUPT` | a stored value the processor cannot read |
+
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+use crate::store::StoreError;
+
+/// `google.rpc.ErrorInfo.domain` of every error the sessions API returns.
+pub const ERROR_DOMAIN: &str = "session-processor";
+
+fn info(code: Code, message: String, reason: &str, meta: &[(&str, &str)]) -> Status {
+    let mut details = ErrorDetails::new();
+    details.set_error_info(
+        reason,
+        ERROR_DOMAIN,
+        meta.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<std::collections::HashMap<_, _>>(),
+    );
+    Status::with_error_details(code, message, details)
+}
+
+/// `INVALID_ARGUMENT` naming `field`.
+pub fn invalid(field: &str, message: &str) -> Status {
+    let mut details = ErrorDetails::new();
+    details.add_bad_request_violation(field, message);
+    details.set_error_info(
+        "INVALID_ARGUMENT",
+        ERROR_DOMAIN,
+        [("field".to_string(), field.to_string())],
+    );
+    Status::with_error_details(
+        Code::InvalidArgument,
+        format!("{field}: {message}"),
+        details,
+    )
+}
+
+/// `RESOURCE_EXHAUSTED`: `field` is over its size limit (`limit`, as documented, e.g. `16384 bytes`).
+pub fn too_large(field: &str, limit: &str) -> Status {
+    let message = format!("over the limit of {limit}");
+    let mut details = ErrorDetails::new();
+    details.add_bad_request_violation(field, &message);
+    details.set_error_info(
+        "TOO_LARGE",
+        ERROR_DOMAIN,
+        [
+            ("field".to_string(), field.to_string()),
+            ("limit".to_string(), limit.to_string()),
+        ],
+    );
+    Status::with_error_details(
+        Code::ResourceExhausted,
+        format!("{field}: {message}"),
+        details,
+    )
+}
+
+/// `NOT_FOUND` for a session: the same status, byte for byte, whether the session does not exist or belongs to
+/// another tenant, so a caller learns nothing about other tenants' ids.
+pub fn session_not_found() -> Status {
+    info(
+        Code::NotFound,
+        "session not found".into(),
+        "SESSION_NOT_FOUND",
+        &[],
+    )
+}
+
+/// `NOT_FOUND` for a message of a session the caller may see.
+pub fn message_not_found(message_id: &str) -> Status {
+    info(
+        Code::NotFound,
+        format!("message {message_id} not found"),
+        "MESSAGE_NOT_FOUND",
+        &[],
+    )
+}
+
+/// `NOT_FOUND` for a tenant: the same whether it does not exist or is not the caller's.
+pub fn tenant_not_found() -> Status {
+    info(
+        Code::NotFound,
+        "tenant not found".into(),
+        "TENANT_NOT_FOUND",
+        &[],
+    )
+}
+
+/// `PERMISSION_DENIED`: the caller's tenant may not select `agent` (in `field`).
+pub fn agent_not_allowed(field: &str, agent: &str) -> Status {
+    info(
+        Code::PermissionDenied,
+        format!("{field}: agent `{agent}` is not available to this tenant"),
+        "AGENT_NOT_ALLOWED",
+        &[("field", field), ("agent", agent)],
+    )
+}
+
+/// `UNAUTHENTICATED`.
+pub fn unauthenticated(message: &str) -> Status {
+    info(
+        Code::Unauthenticated,
+        message.into(),
+        "UNAUTHENTICATED",
+        &[],
+    )
+}
+
+/// The status of a store failure. The handlers validate ids and check the session before they write, so what
+/// reaches here is Redis failing (`UNAVAILABLE`, retry), a session deleted meanwhile (`NOT_FOUND`), or data the
+/// processor cannot read (`INTERNAL`).
+pub fn storage(e: StoreError) -> Status {
+    match e {
+        StoreError::NotFound(_) | StoreError::Fenced { .. } => session_not_found(),
+        StoreError::InvalidArgument(m) => invalid("request", &m),
+        StoreError::Exists(m) => Status::already_exists(m),
+        StoreError::Decode { .. } | StoreError::Unexpected(_) => {
+            tracing::error!(message = "stored data cannot be read", error = %e);
+            info(
+                Code::Internal,
+                "stored data cannot be read".into(),
+                "STORAGE_CORRUPT",
+                &[],
+            )
+        }
+        StoreError::Redis(_) | StoreError::Timeout(_) => {
+            tracing::error!(message = "storage failure", error = %e);
+            info(
+                Code::Unavailable,
+                "storage unavailable; retry".into(),
+                "STORAGE_UNAVAILABLE",
+                &[],
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn details_name_the_field_and_a_stable_reason() {
+        let s = invalid("session_id", "required");
+        assert_eq!(s.code(), Code::InvalidArgument);
+        let d = s.get_error_details();
+        let v = &d.bad_request().unwrap().field_violations[0];
+        assert_eq!(v.field, "session_id");
+        assert_eq!(d.error_info().unwrap().reason, "INVALID_ARGUMENT");
+        assert_eq!(d.error_info().unwrap().domain, ERROR_DOMAIN);
+
+        let s = too_large("metadata", "16384 bytes");
+        assert_eq!(s.code(), Code::ResourceExhausted);
+        let d = s.get_error_details();
+        assert_eq!(
+            d.bad_request().unwrap().field_violations[0].field,
+            "metadata"
+        );
+        assert_eq!(d.error_info().unwrap().metadata["limit"], "16384 bytes");
+    }
+
+    #[test]
+    fn a_missing_session_and_another_tenants_are_one_status() {
+        let a = session_not_found();
+        let b = storage(StoreError::NotFound("session ses_x".into()));
+        assert_eq!(
+            (a.code(), a.message(), a.details()),
+            (b.code(), b.message(), b.details())
+        );
+        assert_eq!(
+            storage(StoreError::Timeout(std::time::Duration::from_secs(1))).code(),
+            Code::Unavailable
+        );
+    }
+}
