@@ -335,7 +335,8 @@ impl SessionService for Sessions {
         let trace = trace_context(request.metadata());
         let req = request.into_inner();
         validate::prompt(&req)?;
-        let session = access::session(&self.engine, &caller, "Prompt", &req.session_id).await?;
+        let (session, bytes) =
+            access::session_record(&self.engine, &caller, "Prompt", &req.session_id).await?;
         // The agent the prompt names, else the session's: the tenant must (still) be allowed to select it.
         let agent = if req.agent.is_empty() {
             &session.agent
@@ -344,9 +345,10 @@ impl SessionService for Sessions {
         };
         access::agent(&self.engine.config, &caller, "agent", agent)?;
         let session_id = req.session_id.clone();
+        let carried = Some((session.clone(), Some(bytes)));
         let start = if req.idempotency_key.is_empty() {
             self.engine
-                .prompt(req, trace.clone())
+                .prompt(req, trace.clone(), carried)
                 .await
                 .map_err(loop_status)?
         } else {
@@ -371,7 +373,7 @@ impl SessionService for Sessions {
                 Some(first_start) => first_start,
                 None => self
                     .engine
-                    .prompt(req, trace.clone())
+                    .prompt(req, trace.clone(), carried)
                     .await
                     .map_err(loop_status)?,
             }

@@ -88,19 +88,29 @@ pub async fn session(
     rpc: &str,
     session_id: &str,
 ) -> Result<pb::Session, Status> {
+    Ok(session_record(engine, caller, rpc, session_id).await?.0)
+}
+
+/// [`session`] with the stored bytes it was decoded from (the loop starts from them without reading again).
+pub async fn session_record(
+    engine: &Engine,
+    caller: &Caller,
+    rpc: &str,
+    session_id: &str,
+) -> Result<(pb::Session, Vec<u8>), Status> {
     let found = engine
         .store
-        .get_session(session_id)
+        .get_session_record(session_id)
         .await
         .map_err(status::storage)?;
     audit(
         caller,
         rpc,
         session_id,
-        found.as_ref().map_or("", |s| s.tenant.as_str()),
+        found.as_ref().map_or("", |(s, _)| s.tenant.as_str()),
     );
     match found {
-        Some(s) if caller.sees(&s.tenant) => Ok(s),
+        Some((s, b)) if caller.sees(&s.tenant) => Ok((s, b)),
         _ => Err(status::session_not_found()),
     }
 }

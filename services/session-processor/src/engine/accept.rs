@@ -7,74 +7,103 @@ use std::time::Duration;
 use llm_proto::sessions as pb;
 use tokio_util::sync::CancellationToken;
 
+use super::driver::Prefetched;
 use super::inputs::RunInputs;
-use super::{Engine, LoopError};
-use crate::store::Fence;
+use super::{Carried, Engine, LoopError};
+use crate::store::{Begin, Fence};
 
 impl Engine {
-    /// Accepts a prompt: persists the user message and starts the loop, or queues the prompt when another loop
-    /// holds the session. Returns the event id after which the caller's stream starts.
+    /// Accepts a prompt: stores the user message and starts the loop, or queues the prompt when another loop
+    /// holds the session. `session` is the record the caller just read (with its bytes), if it did. Returns the
+    /// event id after which the caller's stream starts.
+    ///
+    /// The fast path (docs/architecture.md, "A prompt's critical path"): one script takes the lease, stores the
+    /// message and drains the queue, beside the active mark; the history before the message is read in one more round
+    /// trip, only when there is one; the loop starts from all that without reading again.
     pub async fn prompt(
         self: &Arc<Self>,
         req: pb::PromptRequest,
         trace: Vec<(String, String)>,
+        session: Option<Carried>,
     ) -> Result<String, LoopError> {
-        let (session, bytes) = self
+        let (session, bytes) = match session {
+            Some(carried) => carried,
+            None => self
+                .store
+                .get_session_record(&req.session_id)
+                .await?
+                .map(|(s, b)| (s, Some(b)))
+                .ok_or_else(|| LoopError::NotFound(req.session_id.clone()))?,
+        };
+        let message = self.user_message(&session, &req).await?;
+        let inputs = RunInputs::from_prompt(&req, trace);
+        let begun = self
             .store
-            .get_session_record(&req.session_id)
-            .await?
-            .ok_or_else(|| LoopError::NotFound(req.session_id.clone()))?;
-        let carried = Some((session.clone(), Some(bytes)));
-        let start = match self
+            .begin_prompt(
+                &message,
+                &self.owner,
+                self.config.lease_ttl,
+                Some(&inputs.stored()),
+            )
+            .await?;
+        let b = match begun {
+            Begin::Begun(b) => b,
+            Begin::Busy => return self.queue_prompt(&session, bytes, &req, inputs.trace).await,
+        };
+        self.events
+            .open_at(&session.id, &b.fence, b.last_event, b.redis_ms);
+        // The caller's stream starts after what the log held: the user message's events come first.
+        let start = b.last_event.to_string();
+        if let Err(e) = self.publish_message(&message).await {
+            // Stored, and the loop owns the lease now: it goes on (and rides out the storage failure).
+            tracing::warn!(message = "cannot publish the user message", session_id = %session.id, error = %e);
+        }
+        let prefetched = Prefetched {
+            queued: b.queued,
+            history: b.history,
+        };
+        self.spawn_loop(
+            session.id.clone(),
+            Some((session, bytes)),
+            b.fence,
+            inputs,
+            Some(prefetched),
+        );
+        Ok(start)
+    }
+
+    /// A prompt for a busy session: queued for the running loop, which delivers it at its next step boundary.
+    async fn queue_prompt(
+        self: &Arc<Self>,
+        session: &pb::Session,
+        bytes: Option<Vec<u8>>,
+        req: &pb::PromptRequest,
+        trace: Vec<(String, String)>,
+    ) -> Result<String, LoopError> {
+        let start = self.events.last_event_id(&session.id).await?;
+        self.store.enqueue_prompt(&session.id, req).await?;
+        // The loop may have made its last queue check and released the lease between our failed acquire and the
+        // enqueue; then nobody would deliver the prompt. Trying again closes that window: whoever holds the lease
+        // next (that loop re-checking after its release, or us) delivers the queue.
+        if let Some(fence) = self
             .store
             .acquire_lease(&session.id, &self.owner, self.config.lease_ttl)
             .await?
         {
-            Some(fence) => {
-                self.open_events(&session.id, &fence).await;
-                // Taken from the channel just opened (no Redis read) and before the user message is published, so
-                // the caller's stream starts with it.
-                let persisted = match self.events.last_event_id(&session.id).await {
-                    Ok(start) => self
-                        .persist_user_message(&session, &req, Some(&fence))
-                        .await
-                        .map(|_| start),
-                    Err(e) => Err(e),
-                };
-                let start = match persisted {
-                    Ok(start) => start,
-                    Err(e) => {
-                        self.close_events(&session.id).await;
-                        return Err(e.into());
-                    }
-                };
-                let inputs = RunInputs::from_prompt(&req, trace);
-                self.spawn_loop(session.id.clone(), carried.clone(), fence, inputs);
-                start
-            }
-            None => {
-                let start = self.events.last_event_id(&session.id).await?;
-                // Busy: the running loop delivers it at its next step boundary (see `deliver_queued`).
-                self.store.enqueue_prompt(&session.id, &req).await?;
-                // The loop may have made its last queue check and released the lease between our failed acquire
-                // and the enqueue; then nobody would deliver the prompt. Trying again closes that window: whoever
-                // holds the lease next (that loop re-checking after its release, or us) delivers the queue.
-                if let Some(fence) = self
-                    .store
-                    .acquire_lease(&session.id, &self.owner, self.config.lease_ttl)
-                    .await?
-                {
-                    self.open_events(&session.id, &fence).await;
-                    // The queued prompt is delivered by the loop, which takes its inputs then.
-                    let inputs = RunInputs {
-                        trace,
-                        ..RunInputs::default()
-                    };
-                    self.spawn_loop(session.id.clone(), carried.clone(), fence, inputs);
-                }
-                start
-            }
-        };
+            self.open_events(&session.id, &fence).await;
+            // The queued prompt is delivered by the loop, which takes its inputs then.
+            let inputs = RunInputs {
+                trace,
+                ..RunInputs::default()
+            };
+            self.spawn_loop(
+                session.id.clone(),
+                Some((session.clone(), bytes)),
+                fence,
+                inputs,
+                None,
+            );
+        }
         Ok(start)
     }
 
@@ -126,6 +155,7 @@ impl Engine {
             Some((session, Some(bytes))),
             fence,
             inputs,
+            None,
         );
         Ok(true)
     }

@@ -190,6 +190,7 @@ impl Engine {
             Some((session.clone(), None)),
             fence,
             inputs,
+            None,
         );
         Ok(start)
     }
@@ -359,23 +360,8 @@ impl Engine {
                 kind: Some(kind),
             })
             .collect();
-        let mut with_parts = message.clone();
-        with_parts.parts = parts.clone();
-        self.store.put_message(&with_parts, Some(fence)).await?;
-        self.events
-            .publish(
-                &message.session_id,
-                pb::session_event::Event::MessageUpdated(message.clone()),
-            )
+        self.put_and_publish_message(message, parts, Some(fence))
             .await?;
-        for p in parts {
-            self.events
-                .publish(
-                    &message.session_id,
-                    pb::session_event::Event::PartUpdated(p),
-                )
-                .await?;
-        }
         Ok(())
     }
 }

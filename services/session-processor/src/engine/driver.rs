@@ -2,7 +2,6 @@
 //! policy ([`super::policy`]) what to do, performs it, and reports back what happened. Every decision is the
 //! policy's; this file only does I/O and turns its outcomes (including storage errors) into observations.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -45,6 +44,15 @@ impl LeaseClock {
     }
 }
 
+/// What a prompt's fast path already read for the loop's first iteration (see `Store::begin_prompt`).
+#[derive(Debug)]
+pub(super) struct Prefetched {
+    /// Prompts taken out of the queue, still to be stored as user messages.
+    pub queued: Vec<pb::PromptRequest>,
+    /// The whole history when the lease was taken.
+    pub history: Vec<pb::Message>,
+}
+
 /// How a run ended.
 enum Ending {
     /// `done` was published; the lease can be released.
@@ -76,9 +84,9 @@ struct Run {
     model: String,
     workspace: Option<Workspace>,
     snapshots: Option<StepSnapshots>,
-    /// Usable context per model, from the gateway's catalog (asked once per run).
-    usable: HashMap<String, Option<u64>>,
     titled: bool,
+    /// What the prompt's fast path read, for the first iteration.
+    prefetched: Option<Prefetched>,
     /// Model steps started in this run, for the steps' spans.
     steps: u32,
 }
@@ -92,6 +100,7 @@ impl Engine {
         session: Option<Carried>,
         fence: Fence,
         inputs: RunInputs,
+        prefetched: Option<Prefetched>,
     ) {
         static LOOPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         // Each loop knows its own entry, so a loop ending just as the next one for the session starts (a prompt
@@ -118,7 +127,7 @@ impl Engine {
             async move {
                 engine.metrics.loop_started();
                 engine
-                    .run_until_idle(&session_id, session, fence, inputs, &token)
+                    .run_until_idle(&session_id, session, fence, inputs, prefetched, &token)
                     .await;
                 {
                     let mut running = engine.running.lock().unwrap_or_else(|p| p.into_inner());
@@ -143,15 +152,26 @@ impl Engine {
         mut session: Option<Carried>,
         mut fence: Fence,
         mut inputs: RunInputs,
+        mut prefetched: Option<Prefetched>,
         token: &CancellationToken,
     ) {
         loop {
             self.open_events(session_id, &fence).await;
-            if let Err(e) = self.store.mark_active(session_id).await {
+            // A prompt's fast path marked it already.
+            if prefetched.is_none()
+                && let Err(e) = self.store.mark_active(session_id).await
+            {
                 tracing::warn!(message = "cannot mark the session active", session_id = %session_id, error = %e);
             }
             let ending = self
-                .run(session_id, session.take(), &fence, inputs, token)
+                .run(
+                    session_id,
+                    session.take(),
+                    &fence,
+                    inputs,
+                    prefetched.take(),
+                    token,
+                )
                 .await;
             let cache = self.forget_cache(session_id);
             if !matches!(ending, Ending::Finished | Ending::Abandoned) {
@@ -201,6 +221,7 @@ impl Engine {
         session: Option<Carried>,
         fence: &Fence,
         inputs: RunInputs,
+        prefetched: Option<Prefetched>,
         abort: &CancellationToken,
     ) -> Ending {
         let lost = abort.child_token();
@@ -215,7 +236,11 @@ impl Engine {
             .open_run(session_id, session, fence, inputs, abort, &lost, &lease)
             .await
         {
-            Ok(Some(mut run)) => self.drive(&mut run).await,
+            Ok(Some(mut run)) => {
+                run.inputs_saved = prefetched.is_some();
+                run.prefetched = prefetched;
+                self.drive(&mut run).await
+            }
             Ok(None) => self.abandon(session_id, None, StopReason::Error),
             Err(e) => {
                 tracing::error!(message = "session loop cannot start", session_id = %session_id, error = %e);
@@ -341,9 +366,9 @@ impl Engine {
             model: String::new(),
             workspace,
             snapshots,
-            usable: HashMap::new(),
             titled: false,
             steps: 0,
+            prefetched: None,
         }))
     }
 
@@ -501,7 +526,14 @@ impl Engine {
     /// Delivers the queued prompts and stores the run's inputs when they changed (so a loop that resumes this run
     /// elsewhere offers exactly its client tools and system text).
     async fn deliver(&self, run: &mut Run) -> Result<Observation, LoopError> {
-        let prompts = self.store.take_queued_prompts(&run.session.id).await?;
+        let prompts = match run.prefetched.as_mut() {
+            Some(p) => std::mem::take(&mut p.queued),
+            None => self.store.take_queued_prompts(&run.session.id).await?,
+        };
+        if !prompts.is_empty() {
+            // The history read with the lease does not have them.
+            run.prefetched = None;
+        }
         let mut changed = false;
         for prompt in &prompts {
             self.persist_user_message(&run.session, prompt, Some(&run.fence))
@@ -517,10 +549,15 @@ impl Engine {
 
     /// Reads the history, closes what a stopped loop left open, and tells the policy what it found.
     async fn read_history(&self, run: &mut Run) -> Result<Observation, LoopError> {
-        let (history, _) = self
-            .store
-            .list_messages(&run.session.id, None, usize::MAX)
-            .await?;
+        let history = match run.prefetched.take() {
+            Some(p) => p.history,
+            None => {
+                self.store
+                    .list_messages(&run.session.id, None, usize::MAX)
+                    .await?
+                    .0
+            }
+        };
         // Every message's share of the totals, as stored: `settle_session` adds this iteration's steps to it.
         let shares = history_totals(&history);
         self.with_cache(&run.session.id, |s| s.totals = Some(shares));
@@ -558,17 +595,11 @@ impl Engine {
         Ok(Observation::History(facts))
     }
 
-    /// The usable context of `model`, from the catalog (once per run).
-    async fn usable(&self, run: &mut Run, model: &str) -> Option<u64> {
-        if let Some(u) = run.usable.get(model) {
-            return *u;
-        }
-        let usable = self
-            .model_limits(model, &run.inputs.trace)
+    /// The usable context of `model` (the catalog's limits, cached, less the agent's reserve).
+    async fn usable(&self, run: &Run, model: &str) -> Option<u64> {
+        self.model_limits(model, &run.inputs.trace)
             .await
-            .map(|l| l.usable(run.agent.compaction_reserve));
-        run.usable.insert(model.to_string(), usable);
-        usable
+            .map(|l| l.usable(run.agent.compaction_reserve))
     }
 
     async fn perform_compaction(

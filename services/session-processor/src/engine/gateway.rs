@@ -79,20 +79,46 @@ pub(super) fn insert_trace(
     }
 }
 
+/// How long a model's catalog limits are reused before the gateway is asked again (a catalog changes on a gateway
+/// reload; a minute's lag only delays when an estimate-based compaction notices).
+const LIMITS_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Catalog limits by model, as the gateway last answered (`None`: it does not know the model), and when.
+pub(super) type LimitsCache =
+    std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, Option<Limits>)>>;
+
 impl Engine {
-    /// The model's limits from the gateway's catalog; `None` when the gateway does not know the model (then no
-    /// estimate-based compaction happens, and only the provider's own overflow error triggers one).
+    /// The model's limits from the gateway's catalog, cached for [`LIMITS_TTL`] (so a prompt does not wait for a
+    /// catalog call before its first step); `None` when the gateway does not know the model (then no estimate-based
+    /// compaction happens, and only the provider's own overflow error triggers one). A failed call is not cached.
     pub(super) async fn model_limits(
         &self,
         model: &str,
         trace: &[(String, String)],
     ) -> Option<Limits> {
+        {
+            let cache = self.limits.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((at, limits)) = cache.get(model)
+                && at.elapsed() < LIMITS_TTL
+            {
+                return *limits;
+            }
+        }
         let mut gateway = self.gateway.clone();
         let mut request = tonic::Request::new(gw::GetModelRequest {
             model: model.into(),
         });
         with_trace(&mut request, trace);
-        let m = gateway.get_model(request).await.ok()?.into_inner().model?;
-        Some(Limits::of(&m))
+        let limits = match gateway.get_model(request).await {
+            Ok(reply) => reply.into_inner().model.as_ref().map(Limits::of),
+            Err(status) if status.code() == tonic::Code::NotFound => None,
+            Err(_) => return None,
+        };
+        let mut cache = self.limits.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.len() > 1024 {
+            cache.clear();
+        }
+        cache.insert(model.to_string(), (std::time::Instant::now(), limits));
+        limits
     }
 }

@@ -66,7 +66,7 @@ pub enum LoopError {
 }
 
 /// A session record a caller read just before starting a loop: the session, and its stored bytes when known.
-type Carried = (pb::Session, Option<Vec<u8>>);
+pub type Carried = (pb::Session, Option<Vec<u8>>);
 
 /// Shared state of the processor: storage, the gateway, configuration and the loops this replica runs.
 pub struct Engine {
@@ -87,6 +87,8 @@ pub struct Engine {
     /// What each running loop of this replica knows of its session, so a step does not re-read it (see
     /// [`totals::RunCache`]).
     caches: Mutex<HashMap<String, totals::RunCache>>,
+    /// Catalog limits by model (see `gateway::model_limits`).
+    limits: gateway::LimitsCache,
 }
 
 fn now() -> Timestamp {
@@ -106,6 +108,7 @@ impl Engine {
             running: Mutex::new(HashMap::new()),
             metrics: Arc::new(Metrics::new()),
             caches: Mutex::new(HashMap::new()),
+            limits: Default::default(),
         })
     }
 

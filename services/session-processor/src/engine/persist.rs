@@ -51,6 +51,21 @@ impl Engine {
         req: &pb::PromptRequest,
         fence: Option<&Fence>,
     ) -> Result<pb::Message, StoreError> {
+        let message = self.user_message(session, req).await?;
+        let parts = message.parts.clone();
+        let head = pb::Message {
+            parts: Vec::new(),
+            ..message
+        };
+        self.put_and_publish_message(head, parts, fence).await
+    }
+
+    /// A prompt as the user message it becomes (with its parts), its model resolved by the priority rule.
+    pub(super) async fn user_message(
+        &self,
+        session: &pb::Session,
+        req: &pb::PromptRequest,
+    ) -> Result<pb::Message, StoreError> {
         let agent = if req.agent.is_empty() {
             session.agent.clone()
         } else {
@@ -59,8 +74,31 @@ impl Engine {
         let model = self
             .resolve_prompt_model(session, &req.model, &agent)
             .await?;
-        let message = pb::Message {
-            id: ids::new("msg"),
+        let created_at = Some(now());
+        let id = ids::new("msg");
+        let parts: Vec<pb::Part> = req
+            .parts
+            .iter()
+            .filter_map(|p| {
+                let kind = match p.kind.as_ref()? {
+                    pb::prompt_part::Kind::Text(t) => pb::part::Kind::Text(pb::TextPart {
+                        text: t.clone(),
+                        started_at: created_at,
+                        ended_at: created_at,
+                        synthetic: false,
+                    }),
+                    pb::prompt_part::Kind::File(f) => pb::part::Kind::File(f.clone()),
+                };
+                Some(pb::Part {
+                    id: ids::new("prt"),
+                    message_id: id.clone(),
+                    session_id: session.id.clone(),
+                    kind: Some(kind),
+                })
+            })
+            .collect();
+        Ok(pb::Message {
+            id,
             session_id: session.id.clone(),
             role: pb::Role::User as i32,
             model,
@@ -71,31 +109,33 @@ impl Engine {
                 .clone()
                 .filter(|f| f.r#type() == pb::output_format::Type::JsonSchema),
             reasoning: req.reasoning,
-            created_at: Some(now()),
+            created_at,
+            parts,
             ..Default::default()
+        })
+    }
+
+    /// Publishes a message stored with its parts: `message_updated` (without the parts), then each part.
+    pub(super) async fn publish_message(&self, message: &pb::Message) -> Result<(), StoreError> {
+        let head = pb::Message {
+            parts: Vec::new(),
+            ..message.clone()
         };
-        let parts: Vec<pb::Part> = req
-            .parts
-            .iter()
-            .filter_map(|p| {
-                let kind = match p.kind.as_ref()? {
-                    pb::prompt_part::Kind::Text(t) => pb::part::Kind::Text(pb::TextPart {
-                        text: t.clone(),
-                        started_at: message.created_at,
-                        ended_at: message.created_at,
-                        synthetic: false,
-                    }),
-                    pb::prompt_part::Kind::File(f) => pb::part::Kind::File(f.clone()),
-                };
-                Some(pb::Part {
-                    id: ids::new("prt"),
-                    message_id: message.id.clone(),
-                    session_id: session.id.clone(),
-                    kind: Some(kind),
-                })
-            })
-            .collect();
-        self.put_and_publish_message(message, parts, fence).await
+        self.events
+            .publish(
+                &message.session_id,
+                pb::session_event::Event::MessageUpdated(head),
+            )
+            .await?;
+        for p in &message.parts {
+            self.events
+                .publish(
+                    &message.session_id,
+                    pb::session_event::Event::PartUpdated(p.clone()),
+                )
+                .await?;
+        }
+        Ok(())
     }
 
     /// Writes a message with its parts in one script, then publishes the message and each part.
@@ -106,22 +146,11 @@ impl Engine {
         fence: Option<&Fence>,
     ) -> Result<pb::Message, StoreError> {
         let stored = pb::Message {
-            parts: parts.clone(),
+            parts,
             ..message.clone()
         };
         self.store.put_message(&stored, fence).await?;
-        let session_id = message.session_id.clone();
-        self.events
-            .publish(
-                &session_id,
-                pb::session_event::Event::MessageUpdated(message.clone()),
-            )
-            .await?;
-        for p in parts {
-            self.events
-                .publish(&session_id, pb::session_event::Event::PartUpdated(p))
-                .await?;
-        }
+        self.publish_message(&stored).await?;
         Ok(message)
     }
 

@@ -83,7 +83,7 @@ impl Engine {
         {
             return Ok((Observation::TooLarge { estimate, usable }, None));
         }
-        let mut processor = self.open_step(input, history).await?;
+        let mut processor = new_processor(input, history);
         let span = tracing::info_span!(
             "session.step",
             "otel.name" = %format!("step {}", input.number),
@@ -96,14 +96,19 @@ impl Engine {
             "llm.finish" = tracing::field::Empty,
         );
         let started = Instant::now();
+        // The gateway call starts at once; the step's message and start snapshot are written meanwhile (the
+        // gateway answers with its first event, after the provider's first byte), and before any event is used.
+        let call = self
+            .call_gateway(generation, &input.inputs.trace)
+            .instrument(span.clone());
+        let (opened, called) = tokio::select! {
+            r = async { tokio::join!(self.open_step(input, &mut processor), call) } => r,
+            // Aborted before the gateway answered: cleanup writes the message as aborted.
+            _ = input.cancel.cancelled() => (Ok(()), Err(tonic::Status::cancelled("aborted"))),
+        };
+        opened?;
         let end = self
-            .stream_step(
-                &mut processor,
-                generation,
-                &input.inputs.trace,
-                input.fence,
-                input.cancel,
-            )
+            .consume(&mut processor, called, input.fence, input.cancel)
             .instrument(span.clone())
             .await?;
         let duration = started.elapsed();
@@ -130,39 +135,21 @@ impl Engine {
         ))
     }
 
-    /// Creates the step's assistant message (and its start snapshot) and a Processor for it.
+    /// Writes the step's assistant message, with its start snapshot taken first.
     async fn open_step(
         &self,
         input: &StepInput<'_>,
-        history: &[pb::Message],
-    ) -> Result<Processor, LoopError> {
-        let parent = history
-            .iter()
-            .rev()
-            .find(|m| m.role() == pb::Role::User)
-            .map(|m| m.id.clone())
-            .unwrap_or_default();
-        let message = pb::Message {
-            id: ids::new("msg"),
-            session_id: input.session.id.clone(),
-            role: pb::Role::Assistant as i32,
-            parent_id: parent,
-            model: input.model.into(),
-            agent: input.agent.name.clone(),
-            created_at: Some(now()),
-            ..Default::default()
-        };
-        let mut processor = Processor::new(message, input.usable);
+        processor: &mut Processor,
+    ) -> Result<(), LoopError> {
         if let Some(s) = input.snapshots {
             processor.set_start_snapshot(s.start().await);
         }
         self.apply(
             &[Effect::Message(processor.message().clone())],
             input.fence,
-            &processor,
+            processor,
         )
-        .await?;
-        Ok(processor)
+        .await
     }
 
     /// After the stream and the tools: the end snapshot and patch (covering the tools), cleanup, a missing
@@ -215,26 +202,44 @@ impl Engine {
         fence: &Fence,
         cancel: &CancellationToken,
     ) -> Result<StreamEnd, LoopError> {
+        let called = tokio::select! {
+            _ = cancel.cancelled() => return Ok(StreamEnd { aborted: true, ..StreamEnd::default() }),
+            c = self.call_gateway(generation, trace) => c,
+        };
+        self.consume(processor, called, fence, cancel).await
+    }
+
+    /// The gateway's `Stream` call for one step (its deadline the step's, the run's trace context on it).
+    async fn call_gateway(
+        &self,
+        generation: gw::Generation,
+        trace: &[(String, String)],
+    ) -> Result<tonic::Streaming<gw::StreamResponse>, tonic::Status> {
         let mut request = tonic::Request::new(gw::StreamRequest {
             generation: Some(generation),
         });
         request.set_timeout(self.config.step_timeout);
         with_trace(&mut request, trace);
         let mut gateway = self.gateway.clone();
+        Ok(gateway.stream(request).await?.into_inner())
+    }
+
+    /// Feeds a step's gateway stream (or the failure to call the gateway) through the processor until it ends.
+    async fn consume(
+        &self,
+        processor: &mut Processor,
+        called: Result<tonic::Streaming<gw::StreamResponse>, tonic::Status>,
+        fence: &Fence,
+        cancel: &CancellationToken,
+    ) -> Result<StreamEnd, LoopError> {
         let mut out = Vec::with_capacity(8);
         let mut end = StreamEnd::default();
-        let stream = tokio::select! {
-            _ = cancel.cancelled() => {
-                end.aborted = true;
-                return Ok(end);
-            }
-            r = gateway.stream(request) => r,
-        };
-        let mut stream = match stream {
-            Ok(s) => s.into_inner(),
+        let mut stream = match called {
+            Ok(s) => s,
             Err(status) => {
                 let (error, transport) = call_error(&status);
                 end.transport = transport;
+                end.aborted = cancel.is_cancelled();
                 self.feed(processor, error_event(error), fence, &mut out)
                     .await?;
                 return Ok(end);
@@ -389,6 +394,27 @@ fn call_error(status: &tonic::Status) -> (gw::Error, bool) {
         ..Default::default()
     };
     (error, transport)
+}
+
+/// A Processor for the step's new assistant message (answering the latest user message).
+fn new_processor(input: &StepInput<'_>, history: &[pb::Message]) -> Processor {
+    let parent = history
+        .iter()
+        .rev()
+        .find(|m| m.role() == pb::Role::User)
+        .map(|m| m.id.clone())
+        .unwrap_or_default();
+    let message = pb::Message {
+        id: ids::new("msg"),
+        session_id: input.session.id.clone(),
+        role: pb::Role::Assistant as i32,
+        parent_id: parent,
+        model: input.model.into(),
+        agent: input.agent.name.clone(),
+        created_at: Some(now()),
+        ..Default::default()
+    };
+    Processor::new(message, input.usable)
 }
 
 /// The step's request and its structured-output turn (the format the latest prompt asks for, the corrections so

@@ -194,20 +194,38 @@ impl Hub {
         self.open_inner(session_id, Some(fence)).await
     }
 
+    /// [`Hub::open_fenced`] with the log's position and Redis's clock already read (by the script that took the
+    /// lease): no round trip.
+    pub fn open_at(&self, session_id: &str, fence: &Fence, last: EventId, redis_ms: i64) {
+        self.install(session_id, Some(fence), last, redis_ms, Instant::now());
+    }
+
     async fn open_inner(&self, session_id: &str, fence: Option<&Fence>) -> Result<(), StoreError> {
         // The caller has just taken the lease: it counts as renewed now, so short runs renew nothing.
         let acquired = Instant::now();
         if let Some(channel) = self.channel(session_id) {
-            if let Some(fence) = fence {
-                let mut s = lock(&channel.state);
-                if s.fence.as_ref() != Some(fence) {
-                    s.fence = Some(fence.clone());
-                    s.renewed_at = Some(acquired);
-                }
-            }
+            channel.set_fence(fence, acquired);
             return Ok(());
         }
         let (last, redis_ms) = self.inner.store.open_events(session_id).await?;
+        self.install(session_id, fence, last, redis_ms, acquired);
+        Ok(())
+    }
+
+    /// Opens the session's channel after the log's `last` entry, with Redis's clock `redis_ms`; a no-op when one is
+    /// open already (then only its fence is set).
+    fn install(
+        &self,
+        session_id: &str,
+        fence: Option<&Fence>,
+        last: EventId,
+        redis_ms: i64,
+        acquired: Instant,
+    ) {
+        if let Some(channel) = self.channel(session_id) {
+            channel.set_fence(fence, acquired);
+            return;
+        }
         let offset_ms = redis_ms.saturating_sub(local_millis());
         let channel = Arc::new(Channel::new(
             session_id.to_string(),
@@ -216,20 +234,15 @@ impl Hub {
             last,
             offset_ms,
         ));
-        if let Some(fence) = fence {
-            let mut s = lock(&channel.state);
-            s.fence = Some(fence.clone());
-            s.renewed_at = Some(acquired);
-        }
+        channel.set_fence(fence, acquired);
         {
             let mut channels = lock(&self.inner.channels);
             if channels.contains_key(session_id) {
-                return Ok(());
+                return;
             }
             channels.insert(session_id.to_string(), channel.clone());
         }
         tokio::spawn(channel.run_timer());
-        Ok(())
     }
 
     /// Writes everything the session's channel still holds and closes it; later publishes go straight to Redis.
@@ -445,6 +458,9 @@ struct State {
     window_start: Option<Instant>,
     /// The next publish writes at once.
     first: bool,
+    /// The timer writes at once, on its own task (the channel's first event: written promptly, so streams waiting
+    /// on Redis wake and attach, without the publisher waiting for the write).
+    asap: bool,
     /// The first `done`: local followers get it (and what follows) only when the channel closes, which the loop
     /// does once its lease is released, so `done` still means "idle" to a caller that asks right away.
     hold: Option<EventId>,
@@ -540,6 +556,7 @@ impl Channel {
                 pending_bytes: 0,
                 window_start: None,
                 first: true,
+                asap: false,
                 hold: None,
                 failure: None,
                 closed: false,
@@ -553,6 +570,17 @@ impl Channel {
             flushing: tokio::sync::Mutex::new(()),
             live: watch::Sender::new(false),
             timer: Notify::new(),
+        }
+    }
+
+    /// The fence of the loop this channel now writes for (taken at `acquired`), when it changed.
+    fn set_fence(&self, fence: Option<&Fence>, acquired: Instant) {
+        if let Some(fence) = fence {
+            let mut s = lock(&self.state);
+            if s.fence.as_ref() != Some(fence) {
+                s.fence = Some(fence.clone());
+                s.renewed_at = Some(acquired);
+            }
         }
     }
 
@@ -616,12 +644,13 @@ impl Channel {
                 s.window_start = Some(Instant::now());
             }
             self.trim(&mut s);
-            let write_now = std::mem::take(&mut s.first)
-                || urgent
+            let first = std::mem::take(&mut s.first);
+            s.asap |= first;
+            let write_now = urgent
                 || retry_failed
                 || s.pending_events >= self.config.max_batch_events
                 || s.pending_bytes >= self.config.max_batch_bytes;
-            (write_now, window_started)
+            (write_now, window_started || first)
         };
         self.live.send_replace(false);
         if write_now {
@@ -664,6 +693,7 @@ impl Channel {
             s.pending_events = 0;
             s.pending_bytes = 0;
             s.window_start = None;
+            s.asap = false;
             let handed = s.handed;
             let start = s.ring.partition_point(|(id, _)| *id <= handed);
             let batch: Vec<_> = s.ring.range(start..).cloned().collect();
@@ -757,6 +787,9 @@ impl Channel {
     /// When the current window ends, if one is open: its start plus the window for the last known audience.
     fn deadline(&self) -> Option<Instant> {
         let s = lock(&self.state);
+        if s.asap && s.window_start.is_some() {
+            return Some(Instant::now());
+        }
         s.window_start.map(|t| t + self.config.window(s.watched))
     }
 

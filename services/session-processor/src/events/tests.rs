@@ -82,7 +82,10 @@ async fn local_followers_get_events_at_once_and_the_log_gets_them_in_few_entries
     let hub = Hub::new(store.clone(), no_timer());
     hub.open(&sid).await.unwrap();
     let mut live = hub.follow(&sid, "0").unwrap();
-    hub.publish(&sid, status()).await.unwrap(); // the first event after open is written at once
+    // The first event after open is written promptly by the channel's timer; writing it here makes the order
+    // deterministic.
+    hub.publish(&sid, status()).await.unwrap();
+    hub.flush(&sid).await.unwrap();
     assert!(matches!(
         live.next().await.unwrap().event,
         Some(Event::Status(_))
@@ -337,6 +340,7 @@ async fn publishing_for_a_deleted_session_fails() {
     let hub = Hub::new(store.clone(), no_timer());
     hub.open(&sid).await.unwrap();
     hub.publish(&sid, status()).await.unwrap();
+    hub.flush(&sid).await.unwrap();
     store.delete_session(&sid).await.unwrap();
     hub.publish(&sid, delta("buffered")).await.unwrap();
     let err = hub.publish(&sid, done()).await.unwrap_err();
@@ -437,7 +441,10 @@ async fn a_streamed_part_is_written_by_the_window_that_logs_its_deltas() {
     let (store, _prefix, sid, fence, mid) = running_session().await;
     let hub = Hub::new(store.clone(), no_timer());
     hub.open_fenced(&sid, &fence).await.unwrap();
-    hub.publish(&sid, status()).await.unwrap(); // the first event after open is written at once
+    // The first event after open is written promptly by the channel's timer; writing it here makes the order
+    // deterministic.
+    hub.publish(&sid, status()).await.unwrap();
+    hub.flush(&sid).await.unwrap();
     let pid = ids::new("prt");
     // An open text part waits for the window, like its deltas.
     hub.put_part(&text_part(&sid, &mid, &pid, "", false), &fence)
@@ -579,7 +586,10 @@ async fn the_window_is_short_while_a_remote_stream_watches_and_long_otherwise() 
         s.window_start
             .map(|start| (s.watched, config.window(s.watched), start))
     };
-    hub.publish(&sid, status()).await.unwrap(); // written at once: nobody watches
+    // The first event is written promptly by the channel's timer (not by the publisher); writing it here makes
+    // the order deterministic.
+    hub.publish(&sid, status()).await.unwrap();
+    hub.flush(&sid).await.unwrap();
     hub.publish(&sid, delta("a")).await.unwrap();
     let (watched, length, _) = window().expect("a window is open");
     assert!(!watched);

@@ -56,6 +56,7 @@
 
 mod access;
 mod asking;
+mod begin;
 mod blocking;
 mod diag;
 mod keys;
@@ -78,6 +79,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::streams::{StreamRangeReply, StreamReadReply};
 
 pub use access::{RedisAccess, url_has_credentials};
+pub use begin::{Begin, Begun};
 pub use diag::WriteFailures;
 use keys::{SessionKeys, check_id};
 pub use tenancy::{Listed, Scope};
@@ -877,11 +879,24 @@ impl Store {
             .await?;
         let more = ids.len() > limit;
         ids.truncate(limit);
+        let messages = self.messages_by_id(&keys, &ids).await?;
+        let next = if more { ids.last().cloned() } else { None };
+        Ok((messages, next))
+    }
+
+    /// The messages with these ids (in this order), with their parts, in one round trip; ids whose message is
+    /// gone are skipped.
+    async fn messages_by_id(
+        &self,
+        keys: &SessionKeys,
+        ids: &[String],
+    ) -> Result<Vec<pb::Message>, StoreError> {
         if ids.is_empty() {
-            return Ok((Vec::new(), None));
+            return Ok(Vec::new());
         }
+        let mut conn = self.conn.clone();
         let mut pipe = redis::pipe();
-        for id in &ids {
+        for id in ids {
             pipe.cmd("GET")
                 .arg(keys.message(id))
                 .cmd("HGETALL")
@@ -890,7 +905,7 @@ impl Store {
         let values: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
         let mut values = values.into_iter();
         let mut messages = Vec::with_capacity(ids.len());
-        for id in &ids {
+        for id in ids {
             let (Some(head), Some(parts)) = (values.next(), values.next()) else {
                 return Err(StoreError::Unexpected("short pipeline reply".into()));
             };
@@ -899,11 +914,10 @@ impl Store {
             let parts: StoredParts = redis::from_redis_value(parts)
                 .map_err(|e| StoreError::Unexpected(e.to_string()))?;
             if let Some(head) = head {
-                messages.push(assemble(&keys, id, &head, parts)?);
+                messages.push(assemble(keys, id, &head, parts)?);
             }
         }
-        let next = if more { ids.last().cloned() } else { None };
-        Ok((messages, next))
+        Ok(messages)
     }
 
     // ----- events -----
