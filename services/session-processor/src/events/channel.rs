@@ -1,0 +1,475 @@
+//! One session's live events on the replica that runs its loop: ids, the ring local followers read, and the
+//! coalesced writes to the session's event log (see the module docs of [`super`]).
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use llm_proto::sessions as pb;
+use pb::session_event::Event;
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use super::{EventId, EventsConfig, codec, local_millis, lock, weight};
+use crate::store::{Fence, Store, StoreError};
+
+/// What followers watch: bumped on every event, and `true` once the channel closed.
+pub(super) type Signal = bool;
+
+/// One session's live events on the replica that runs its loop.
+pub(super) struct Channel {
+    pub(super) session_id: String,
+    pub(super) store: Store,
+    pub(super) config: EventsConfig,
+    pub(super) state: Mutex<State>,
+    /// Serialises writes, so entries land in id order.
+    pub(super) flushing: tokio::sync::Mutex<()>,
+    /// Wakes followers.
+    pub(super) live: watch::Sender<Signal>,
+    /// Wakes the timer when a window starts, and on close.
+    pub(super) timer: Notify,
+}
+
+pub(super) struct State {
+    /// The last id handed out.
+    pub(super) last: EventId,
+    /// Redis clock minus local clock, in ms.
+    pub(super) offset_ms: i64,
+    /// Recent events, ids increasing; holds every event after `covered` and every unwritten one.
+    pub(super) ring: VecDeque<(EventId, Arc<Event>)>,
+    /// Their weight.
+    pub(super) ring_bytes: usize,
+    /// Every event of this channel after this id is in the ring.
+    pub(super) covered: EventId,
+    /// Events up to here are handed to a write (in flight or done).
+    pub(super) handed: EventId,
+    /// Events up to here are in Redis.
+    pub(super) flushed: EventId,
+    /// Events and bytes not yet handed to a write, and when the first of them came.
+    pub(super) pending_events: usize,
+    pub(super) pending_bytes: usize,
+    pub(super) window_start: Option<Instant>,
+    /// The next publish writes at once.
+    pub(super) first: bool,
+    /// The timer writes at once, on its own task (the channel's first event: written promptly, so streams waiting
+    /// on Redis wake and attach, without the publisher waiting for the write).
+    pub(super) asap: bool,
+    /// The first `done`: local followers get it (and what follows) only when the channel closes, which the loop
+    /// does once its lease is released, so `done` still means "idle" to a caller that asks right away.
+    pub(super) hold: Option<EventId>,
+    /// A background write failed; the next publish reports it.
+    pub(super) failure: Option<StoreError>,
+    pub(super) closed: bool,
+    /// The fence of the loop this channel writes for: its writes check the lease with it, and parts need it.
+    pub(super) fence: Option<Fence>,
+    /// The loop's parts this channel persists (see [`Hub::put_part`]), few at a time.
+    pub(super) parts: Vec<Tracked>,
+    /// Messages a write already found listed in the session (the script checks each message once).
+    pub(super) listed: HashSet<String>,
+    /// Whether a stream on another replica followed the session at the last write: picks the window.
+    pub(super) watched: bool,
+    /// The loop's lease ttl, once the loop told it ([`Hub::lease_renewal_due`]): writes then renew the lease.
+    pub(super) lease_ttl: Option<Duration>,
+    /// When the lease was last renewed (by a write, or by the loop through [`Hub::renew_lease`]): the time the
+    /// renewal was sent, so the lease lives at least `lease_ttl` after it.
+    pub(super) renewed_at: Option<Instant>,
+}
+
+/// A part the channel persists.
+pub(super) struct Tracked {
+    /// Its latest state: as handed over, plus the text of its deltas published since.
+    pub(super) part: pb::Part,
+    /// Not yet written (or not in its latest state).
+    pub(super) dirty: bool,
+    /// An open text or reasoning part: its deltas extend it; kept after a write.
+    pub(super) open: bool,
+}
+
+/// A text or reasoning part not yet ended: its text grows with its deltas.
+pub(super) fn open_text(part: &pb::Part) -> bool {
+    match &part.kind {
+        Some(pb::part::Kind::Text(t)) => t.ended_at.is_none(),
+        Some(pb::part::Kind::Reasoning(r)) => r.ended_at.is_none(),
+        _ => false,
+    }
+}
+
+/// A part that may wait for the window: an open text or reasoning part, or a step start. Everything else ends
+/// something and is written at once.
+pub(super) fn lazy(part: &pb::Part) -> bool {
+    open_text(part) || matches!(part.kind, Some(pb::part::Kind::StepStart(_)))
+}
+
+/// Appends a delta to a text or reasoning part.
+pub(super) fn extend(part: &mut pb::Part, delta: &str) {
+    match part.kind.as_mut() {
+        Some(pb::part::Kind::Text(t)) => t.text.push_str(delta),
+        Some(pb::part::Kind::Reasoning(r)) => r.text.push_str(delta),
+        _ => {}
+    }
+}
+
+pub(super) enum Published {
+    Done(Result<(), StoreError>),
+    /// The channel closed in between: publish elsewhere.
+    Closed(Box<Event>),
+}
+
+/// What a follower found in a channel's ring.
+pub(super) enum Ring {
+    /// Events were added to the follower's buffer.
+    Read,
+    /// The ring no longer holds everything after the follower's position.
+    Behind,
+    /// Nothing new; `true` when the channel is closed.
+    Empty(bool),
+}
+
+impl Channel {
+    pub(super) fn new(
+        session_id: String,
+        store: Store,
+        config: EventsConfig,
+        last: EventId,
+        offset_ms: i64,
+    ) -> Channel {
+        Channel {
+            session_id,
+            store,
+            config,
+            state: Mutex::new(State {
+                last,
+                offset_ms,
+                ring: VecDeque::with_capacity(64),
+                ring_bytes: 0,
+                covered: last,
+                handed: last,
+                flushed: last,
+                pending_events: 0,
+                pending_bytes: 0,
+                window_start: None,
+                first: true,
+                asap: false,
+                hold: None,
+                failure: None,
+                closed: false,
+                fence: None,
+                parts: Vec::new(),
+                listed: HashSet::new(),
+                watched: false,
+                lease_ttl: None,
+                renewed_at: None,
+            }),
+            flushing: tokio::sync::Mutex::new(()),
+            live: watch::Sender::new(false),
+            timer: Notify::new(),
+        }
+    }
+
+    /// The fence of the loop this channel now writes for (taken at `acquired`), when it changed.
+    pub(super) fn set_fence(&self, fence: Option<&Fence>, acquired: Instant) {
+        if let Some(fence) = fence {
+            let mut s = lock(&self.state);
+            if s.fence.as_ref() != Some(fence) {
+                s.fence = Some(fence.clone());
+                s.renewed_at = Some(acquired);
+            }
+        }
+    }
+
+    pub(super) fn last_id(&self) -> Option<EventId> {
+        let s = lock(&self.state);
+        (!s.closed).then_some(s.last)
+    }
+
+    /// Assigns the id, delivers to local followers, and writes now only when the event, the part handed with it
+    /// (see [`Hub::put_part`]) or the batch asks for it.
+    pub(super) async fn publish(
+        &self,
+        event: Event,
+        part: Option<(&pb::Part, &Fence)>,
+    ) -> Published {
+        let urgent = matches!(
+            event,
+            Event::ToolCallAwaiting(_)
+                | Event::PermissionAsked(_)
+                | Event::Error(_)
+                | Event::Done(_)
+        ) || part.is_some_and(|(p, _)| !lazy(p));
+        let bytes = weight(&event);
+        let (write_now, window_started) = {
+            let mut s = lock(&self.state);
+            if s.closed {
+                return Published::Closed(Box::new(event));
+            }
+            // A background write failed: this publish writes at once, with everything that write held, and
+            // reports the failure only if Redis still refuses it (the event itself is never dropped).
+            let retry_failed = s.failure.take().is_some();
+            let now = u64::try_from(local_millis().saturating_add(s.offset_ms)).unwrap_or(0);
+            let id = s.last.next_at(now);
+            s.last = id;
+            if matches!(event, Event::Done(_)) && s.hold.is_none() {
+                s.hold = Some(id);
+            }
+            if let Event::PartDelta(d) = &event
+                && let Some(t) = s
+                    .parts
+                    .iter_mut()
+                    .find(|t| t.open && t.part.id == d.part_id)
+            {
+                extend(&mut t.part, &d.delta);
+                t.dirty = true;
+            }
+            if let Some((part, fence)) = part {
+                s.fence = Some(fence.clone());
+                let tracked = Tracked {
+                    part: part.clone(),
+                    dirty: true,
+                    open: open_text(part),
+                };
+                match s.parts.iter_mut().find(|t| t.part.id == part.id) {
+                    Some(t) => *t = tracked,
+                    None => s.parts.push(tracked),
+                }
+            }
+            s.ring.push_back((id, Arc::new(event)));
+            s.pending_events += 1;
+            s.pending_bytes += bytes;
+            s.ring_bytes += bytes;
+            let window_started = s.window_start.is_none();
+            if window_started {
+                s.window_start = Some(Instant::now());
+            }
+            self.trim(&mut s);
+            let first = std::mem::take(&mut s.first);
+            s.asap |= first;
+            let write_now = urgent
+                || retry_failed
+                || s.pending_events >= self.config.max_batch_events
+                || s.pending_bytes >= self.config.max_batch_bytes;
+            (write_now, window_started || first)
+        };
+        self.live.send_replace(false);
+        if write_now {
+            Published::Done(self.flush().await)
+        } else {
+            if window_started {
+                self.timer.notify_one();
+            }
+            Published::Done(Ok(()))
+        }
+    }
+
+    /// Drops written events beyond the ring's bounds, oldest first.
+    pub(super) fn trim(&self, s: &mut State) {
+        while s.ring.len() > self.config.ring_events || s.ring_bytes > self.config.ring_bytes {
+            match s.ring.front() {
+                Some((id, event)) if *id <= s.flushed => {
+                    s.covered = *id;
+                    s.ring_bytes = s.ring_bytes.saturating_sub(weight(event));
+                    s.ring.pop_front();
+                }
+                _ => break,
+            }
+        }
+    }
+
+    /// Whether a part's latest state is not yet written.
+    pub(super) fn has_dirty_parts(&self) -> bool {
+        lock(&self.state).parts.iter().any(|t| t.dirty)
+    }
+
+    /// Writes every event not yet handed to a write as one entry, with the parts not yet written in their latest
+    /// state, in one script. Writes are serialised and each takes the parts as they are when it takes its events,
+    /// so a part in Redis never goes back to older text and never holds text the log does not.
+    pub(super) async fn flush(&self) -> Result<(), StoreError> {
+        let _serial = self.flushing.lock().await;
+        let started = Instant::now();
+        let (batch, parts, fence, listed, renew) = {
+            let mut s = lock(&self.state);
+            s.pending_events = 0;
+            s.pending_bytes = 0;
+            s.window_start = None;
+            s.asap = false;
+            let handed = s.handed;
+            let start = s.ring.partition_point(|(id, _)| *id <= handed);
+            let batch: Vec<_> = s.ring.range(start..).cloned().collect();
+            if let Some((last, _)) = batch.last() {
+                s.handed = *last;
+            }
+            let mut parts = Vec::new();
+            for t in s.parts.iter_mut().filter(|t| t.dirty) {
+                t.dirty = false;
+                parts.push(t.part.clone());
+            }
+            // Written parts that no delta extends any more are done with.
+            s.parts.retain(|t| t.open || t.dirty);
+            let listed = if parts.is_empty() {
+                HashSet::new()
+            } else {
+                s.listed.clone()
+            };
+            // The lease is extended with a write when its last renewal is a sixth of its ttl old: every write of
+            // the long window while a step streams, so the loop's own renewal (due a third of the ttl after the
+            // last one) finds it done.
+            let renew = s.lease_ttl.filter(|ttl| {
+                s.fence.is_some() && s.renewed_at.is_none_or(|at| at.elapsed() >= *ttl / 6)
+            });
+            (batch, parts, s.fence.clone(), listed, renew)
+        };
+        if batch.is_empty() && parts.is_empty() {
+            return Ok(());
+        }
+        let last = batch.last().map(|(id, _)| *id);
+        let encoded = last.map(|last| (last, codec::encode_batch(&batch)));
+        drop(batch);
+        match self
+            .store
+            .flush_events(
+                &self.session_id,
+                encoded,
+                fence.as_ref(),
+                renew,
+                &parts,
+                &listed,
+            )
+            .await
+        {
+            Ok(flushed) => {
+                let mut s = lock(&self.state);
+                if let (Some(last), Some(actual)) = (last, flushed.entry) {
+                    s.flushed = s.flushed.max(last);
+                    // The log moved past our ids (a foreign write): carry on after it.
+                    s.last = s.last.max(actual);
+                }
+                s.watched = flushed.watched;
+                if flushed.renewed {
+                    s.renewed_at = Some(s.renewed_at.map_or(started, |at| at.max(started)));
+                }
+                self.trim(&mut s);
+                if flushed.parts.is_ok() {
+                    for p in &parts {
+                        if !s.listed.contains(&p.message_id) {
+                            s.listed.insert(p.message_id.clone());
+                        }
+                    }
+                }
+                flushed.parts
+            }
+            Err(e) => {
+                let mut s = lock(&self.state);
+                // Not written: the next write takes these events again, and these parts (in their latest state).
+                s.handed = s.flushed;
+                let flushed = s.flushed;
+                let start = s.ring.partition_point(|(id, _)| *id <= flushed);
+                s.pending_events = s.ring.len() - start;
+                for p in parts {
+                    match s.parts.iter_mut().find(|t| t.part.id == p.id) {
+                        Some(t) => t.dirty = true,
+                        None => s.parts.push(Tracked {
+                            part: p,
+                            dirty: true,
+                            open: false,
+                        }),
+                    }
+                }
+                if s.window_start.is_none() {
+                    s.window_start = Some(Instant::now());
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// When the current window ends, if one is open: its start plus the window for the last known audience.
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        let s = lock(&self.state);
+        if s.asap && s.window_start.is_some() {
+            return Some(Instant::now());
+        }
+        s.window_start.map(|t| t + self.config.window(s.watched))
+    }
+
+    /// Writes a window's events when it ends. Runs until the channel closes.
+    pub(super) async fn run_timer(self: Arc<Self>) {
+        loop {
+            if lock(&self.state).closed {
+                return;
+            }
+            match self.deadline() {
+                None => self.timer.notified().await,
+                Some(deadline) => {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(deadline) => {
+                            // Another write may have ended that window meanwhile and a new one started: write
+                            // only when the current one is over.
+                            if self.deadline().is_some_and(|d| d > Instant::now()) {
+                                continue;
+                            }
+                            if let Err(e) = self.flush().await {
+                                tracing::warn!(message = "cannot write session events", session_id = %self.session_id, error = %e);
+                                lock(&self.state).failure = Some(e);
+                            }
+                        }
+                        _ = self.timer.notified() => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes what is left and closes: followers move on to Redis, publishes go there directly.
+    pub(super) async fn close(&self) -> Result<(), StoreError> {
+        let result = loop {
+            if let Err(e) = self.flush().await {
+                break Err(e);
+            }
+            let mut s = lock(&self.state);
+            if s.handed == s.last {
+                s.closed = true;
+                break Ok(());
+            }
+        };
+        lock(&self.state).closed = true;
+        self.live.send_replace(true);
+        self.timer.notify_one();
+        result
+    }
+
+    /// Copies up to `max` events after `after` into `buf`. `position` is how far the follower has read (it may be
+    /// past `after` when the log had nothing new for it), which decides whether the ring still covers it.
+    pub(super) fn read(
+        &self,
+        after: EventId,
+        position: EventId,
+        buf: &mut VecDeque<pb::SessionEvent>,
+        max: usize,
+    ) -> Ring {
+        let s = lock(&self.state);
+        if position < s.covered {
+            return Ring::Behind;
+        }
+        let start = s.ring.partition_point(|(id, _)| *id <= after);
+        let end = match s.hold {
+            Some(hold) if !s.closed => s.ring.partition_point(|(id, _)| *id < hold),
+            _ => s.ring.len(),
+        };
+        if start >= end {
+            return Ring::Empty(s.closed);
+        }
+        for (id, event) in s.ring.range(start..end).take(max) {
+            buf.push_back(pb::SessionEvent {
+                event_id: id.to_string(),
+                session_id: self.session_id.clone(),
+                event: Some((**event).clone()),
+            });
+        }
+        Ring::Read
+    }
+
+    /// Whether the ring holds everything after `position`, and whether the channel is closed.
+    pub(super) fn covers(&self, position: EventId) -> (bool, bool) {
+        let s = lock(&self.state);
+        (position >= s.covered, s.closed)
+    }
+}

@@ -1,0 +1,162 @@
+//! Following a session's events: from the local channel's ring while it covers the follower, from the log in Redis
+//! otherwise (see the module docs of [`super`]).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use llm_proto::sessions as pb;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::channel::{Channel, Ring, Signal};
+use super::{EventId, Hub, WATCH_REFRESH, WATCH_TTL, lock};
+use crate::store::StoreError;
+
+/// Events read per Redis call or ring visit.
+const READ_BATCH: usize = 256;
+
+/// Follows a session's events after a start id: every event exactly once, in order (see the module docs).
+pub struct Follower {
+    hub: Hub,
+    session_id: String,
+    /// The last event delivered (or the start).
+    after: EventId,
+    /// How far the log was read (entry ids).
+    cursor: EventId,
+    buf: VecDeque<pb::SessionEvent>,
+    live: Option<(Arc<Channel>, watch::Receiver<Signal>)>,
+    /// How long one blocking read of Redis waits.
+    block: Duration,
+    /// Blocking reads of Redis since the follower started or last read a local channel.
+    remote_reads: u32,
+    /// When this follower last set the session's watched mark.
+    marked: Option<Instant>,
+}
+
+impl Follower {
+    /// A follower of `session_id`'s events after `after`.
+    pub(super) fn new(hub: Hub, session_id: &str, after: EventId) -> Follower {
+        Follower {
+            hub,
+            session_id: session_id.to_string(),
+            after,
+            cursor: after,
+            buf: VecDeque::new(),
+            live: None,
+            block: Duration::from_secs(5),
+            remote_reads: 0,
+            marked: None,
+        }
+    }
+
+    /// The session it follows.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The next event; waits for one as long as it takes.
+    pub async fn next(&mut self) -> Result<pb::SessionEvent, StoreError> {
+        loop {
+            while let Some(event) = self.buf.pop_front() {
+                let Ok(id) = event.event_id.parse::<EventId>() else {
+                    continue;
+                };
+                if id <= self.after {
+                    continue;
+                }
+                self.after = id;
+                return Ok(event);
+            }
+            if let Some((channel, rx)) = &mut self.live {
+                // Marked seen before reading, so an event published after the read still wakes us.
+                rx.borrow_and_update();
+                let position = self.after.max(self.cursor);
+                match channel.read(self.after, position, &mut self.buf, READ_BATCH) {
+                    Ring::Read => {}
+                    Ring::Behind => {
+                        self.live = None;
+                        self.cursor = self.after;
+                    }
+                    Ring::Empty(true) => {
+                        // Closed: everything it had is in Redis.
+                        self.live = None;
+                        self.cursor = self.after;
+                    }
+                    Ring::Empty(false) => {
+                        if rx.changed().await.is_err() {
+                            self.live = None;
+                            self.cursor = self.after;
+                        }
+                    }
+                }
+                continue;
+            }
+            let position = self.after.max(self.cursor);
+            if let Some(channel) = self.hub.channel(&self.session_id) {
+                let (covered, closed) = channel.covers(position);
+                if !closed {
+                    if covered {
+                        let rx = channel.live.subscribe();
+                        self.live = Some((channel, rx));
+                        self.remote_reads = 0;
+                        continue;
+                    }
+                    // Behind the ring: catch up from the log without waiting.
+                    let read = self.read_log(None).await?;
+                    if !read {
+                        // Nothing in the log between us and the ring (cannot happen: the ring drops only written
+                        // events); attach rather than spin.
+                        tracing::warn!(message = "event ring ahead of the log", session_id = %self.session_id);
+                        self.cursor = self.cursor.max(channel_covered(&channel));
+                    }
+                    continue;
+                }
+            }
+            self.mark_watched().await;
+            self.read_log(Some(self.block)).await?;
+        }
+    }
+
+    /// Before a blocking read of Redis (no loop runs here): marks the session as followed from another replica,
+    /// so its loop writes with the short window, at most every [`WATCH_REFRESH`]. Not on the first such read: a
+    /// stream on the loop's replica reads the log once when the channel closes (to get `done`), and a stream that
+    /// needs only what is already logged should not shorten anybody's window. Best effort: the mark only tunes
+    /// freshness.
+    async fn mark_watched(&mut self) {
+        self.remote_reads = self.remote_reads.saturating_add(1);
+        if self.remote_reads < 2 || self.marked.is_some_and(|t| t.elapsed() < WATCH_REFRESH) {
+            return;
+        }
+        self.marked = Some(Instant::now());
+        if let Err(e) = self
+            .hub
+            .store()
+            .mark_watched(&self.session_id, WATCH_TTL)
+            .await
+        {
+            tracing::debug!(message = "cannot mark the session watched", session_id = %self.session_id, error = %e);
+        }
+    }
+
+    /// Reads the log after the cursor into the buffer; true when it returned any entry.
+    async fn read_log(&mut self, block: Option<Duration>) -> Result<bool, StoreError> {
+        let page = self
+            .hub
+            .store()
+            .read_event_page(&self.session_id, self.cursor, block, READ_BATCH)
+            .await?;
+        self.buf.extend(page.events);
+        match page.cursor {
+            Some(c) => {
+                self.cursor = self.cursor.max(c);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+fn channel_covered(channel: &Channel) -> EventId {
+    lock(&channel.state).covered
+}
