@@ -332,10 +332,8 @@ impl Engine {
             let mut m = m.clone();
             m.parts.clear();
             m.stopped_by = reason as i32;
-            self.store.put_message(&m, Some(fence)).await?;
-            self.events
-                .publish(session_id, pb::session_event::Event::MessageUpdated(m))
-                .await?;
+            // Written with `done`, in the same write.
+            self.events.put_message(&m, fence).await?;
         }
         self.status(session_id, pb::session_status::Kind::Idle)
             .await?;

@@ -313,22 +313,8 @@ impl Engine {
             match effect {
                 Effect::Message(m) => {
                     let t = Instant::now();
-                    let listed = self.with_cache(session_id, |s| s.listed.contains(&m.id));
-                    self.store
-                        .put_message_listed(m, Some(fence), listed)
-                        .await?;
-                    if !listed {
-                        self.with_cache(session_id, |s| s.listed.insert(m.id.clone()));
-                    }
+                    self.events.put_message(m, fence).await?;
                     self.metrics.redis("put_message", t.elapsed());
-                    let t = Instant::now();
-                    self.events
-                        .publish(
-                            session_id,
-                            pb::session_event::Event::MessageUpdated(m.clone()),
-                        )
-                        .await?;
-                    self.metrics.redis("publish", t.elapsed());
                 }
                 Effect::Part(p) => {
                     let t = Instant::now();

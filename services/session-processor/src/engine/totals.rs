@@ -1,7 +1,7 @@
 //! Session totals: each assistant message's share (its cost, its steps' tokens), their exact integer sums on the
 //! session record, and what a running loop carries between steps so a step boundary reads nothing back.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use llm_proto::sessions as pb;
 
@@ -23,8 +23,6 @@ pub(super) struct RunCache {
     /// is cleared): only then does the run's end have one to clear, since a retry status counts only under the
     /// lease that stored it.
     pub retry_status: bool,
-    /// Messages this run wrote successfully: the session lists them, so rewriting one skips the listing.
-    pub listed: HashSet<String>,
 }
 
 /// An assistant message's share of the session's totals: its cost, and the tokens of its step-finish parts.

@@ -11,7 +11,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use super::{EventId, EventsConfig, codec, local_millis, lock, weight};
-use crate::store::{Fence, Store, StoreError};
+use crate::store::{Fence, FlushWrites, Store, StoreError};
 
 /// What followers watch: bumped on every event, and `true` once the channel closed.
 pub(super) type Signal = bool;
@@ -64,6 +64,9 @@ pub(super) struct State {
     pub(super) fence: Option<Fence>,
     /// The loop's parts this channel persists (see [`Hub::put_part`]), few at a time.
     pub(super) parts: Vec<Tracked>,
+    /// Message heads (messages without their parts) not yet written in their latest state (see
+    /// [`Hub::put_message`]).
+    pub(super) heads: Vec<pb::Message>,
     /// Messages a write already found listed in the session (the script checks each message once).
     pub(super) listed: HashSet<String>,
     /// Whether a stream on another replica followed the session at the last write: picks the window.
@@ -107,6 +110,14 @@ pub(super) fn extend(part: &mut pb::Part, delta: &str) {
         Some(pb::part::Kind::Reasoning(r)) => r.text.push_str(delta),
         _ => {}
     }
+}
+
+/// What a publish hands the channel to persist, under the loop's fence.
+pub(super) enum Write<'a> {
+    /// A part (see [`Hub::put_part`]).
+    Part(&'a pb::Part, &'a Fence),
+    /// A message head (see [`Hub::put_message`]).
+    Message(&'a pb::Message, &'a Fence),
 }
 
 pub(super) enum Published {
@@ -155,6 +166,7 @@ impl Channel {
                 closed: false,
                 fence: None,
                 parts: Vec::new(),
+                heads: Vec::new(),
                 listed: HashSet::new(),
                 watched: false,
                 lease_ttl: None,
@@ -183,19 +195,15 @@ impl Channel {
     }
 
     /// Assigns the id, delivers to local followers, and writes now only when the event, the part handed with it
-    /// (see [`Hub::put_part`]) or the batch asks for it.
-    pub(super) async fn publish(
-        &self,
-        event: Event,
-        part: Option<(&pb::Part, &Fence)>,
-    ) -> Published {
+    /// (see [`Hub::put_part`]) or the batch asks for it. A message head waits for the next write, whatever it is.
+    pub(super) async fn publish(&self, event: Event, write: Option<Write<'_>>) -> Published {
         let urgent = matches!(
             event,
             Event::ToolCallAwaiting(_)
                 | Event::PermissionAsked(_)
                 | Event::Error(_)
                 | Event::Done(_)
-        ) || part.is_some_and(|(p, _)| !lazy(p));
+        ) || matches!(write, Some(Write::Part(p, _)) if !lazy(p));
         let bytes = weight(&event);
         let (write_now, window_started) = {
             let mut s = lock(&self.state);
@@ -220,17 +228,27 @@ impl Channel {
                 extend(&mut t.part, &d.delta);
                 t.dirty = true;
             }
-            if let Some((part, fence)) = part {
-                s.fence = Some(fence.clone());
-                let tracked = Tracked {
-                    part: part.clone(),
-                    dirty: true,
-                    open: open_text(part),
-                };
-                match s.parts.iter_mut().find(|t| t.part.id == part.id) {
-                    Some(t) => *t = tracked,
-                    None => s.parts.push(tracked),
+            match write {
+                Some(Write::Part(part, fence)) => {
+                    s.fence = Some(fence.clone());
+                    let tracked = Tracked {
+                        part: part.clone(),
+                        dirty: true,
+                        open: open_text(part),
+                    };
+                    match s.parts.iter_mut().find(|t| t.part.id == part.id) {
+                        Some(t) => *t = tracked,
+                        None => s.parts.push(tracked),
+                    }
                 }
+                Some(Write::Message(head, fence)) => {
+                    s.fence = Some(fence.clone());
+                    match s.heads.iter_mut().find(|h| h.id == head.id) {
+                        Some(h) => h.clone_from(head),
+                        None => s.heads.push(head.clone()),
+                    }
+                }
+                None => {}
             }
             s.ring.push_back((id, Arc::new(event)));
             s.pending_events += 1;
@@ -274,18 +292,19 @@ impl Channel {
         }
     }
 
-    /// Whether a part's latest state is not yet written.
+    /// Whether a part's or a message's latest state is not yet written.
     pub(super) fn has_dirty_parts(&self) -> bool {
-        lock(&self.state).parts.iter().any(|t| t.dirty)
+        let s = lock(&self.state);
+        !s.heads.is_empty() || s.parts.iter().any(|t| t.dirty)
     }
 
-    /// Writes every event not yet handed to a write as one entry, with the parts not yet written in their latest
-    /// state, in one script. Writes are serialised and each takes the parts as they are when it takes its events,
+    /// Writes every event not yet handed to a write as one entry, with the parts and message heads not yet written
+    /// in their latest state, in one script. Writes are serialised and each takes the parts as they are when it takes its events,
     /// so a part in Redis never goes back to older text and never holds text the log does not.
     pub(super) async fn flush(&self) -> Result<(), StoreError> {
         let _serial = self.flushing.lock().await;
         let started = Instant::now();
-        let (batch, parts, fence, listed, renew) = {
+        let (batch, parts, heads, fence, listed, renew) = {
             let mut s = lock(&self.state);
             s.pending_events = 0;
             s.pending_bytes = 0;
@@ -304,7 +323,8 @@ impl Channel {
             }
             // Written parts that no delta extends any more are done with.
             s.parts.retain(|t| t.open || t.dirty);
-            let listed = if parts.is_empty() {
+            let heads = std::mem::take(&mut s.heads);
+            let listed = if parts.is_empty() && heads.is_empty() {
                 HashSet::new()
             } else {
                 s.listed.clone()
@@ -315,9 +335,9 @@ impl Channel {
             let renew = s.lease_ttl.filter(|ttl| {
                 s.fence.is_some() && s.renewed_at.is_none_or(|at| at.elapsed() >= *ttl / 6)
             });
-            (batch, parts, s.fence.clone(), listed, renew)
+            (batch, parts, heads, s.fence.clone(), listed, renew)
         };
-        if batch.is_empty() && parts.is_empty() {
+        if batch.is_empty() && parts.is_empty() && heads.is_empty() {
             return Ok(());
         }
         let last = batch.last().map(|(id, _)| *id);
@@ -330,8 +350,11 @@ impl Channel {
                 encoded,
                 fence.as_ref(),
                 renew,
-                &parts,
-                &listed,
+                FlushWrites {
+                    parts: &parts,
+                    heads: &heads,
+                    listed: &listed,
+                },
             )
             .await
         {
@@ -348,9 +371,13 @@ impl Channel {
                 }
                 self.trim(&mut s);
                 if flushed.parts.is_ok() {
-                    for p in &parts {
-                        if !s.listed.contains(&p.message_id) {
-                            s.listed.insert(p.message_id.clone());
+                    for id in parts
+                        .iter()
+                        .map(|p| &p.message_id)
+                        .chain(heads.iter().map(|h| &h.id))
+                    {
+                        if !s.listed.contains(id) {
+                            s.listed.insert(id.clone());
                         }
                     }
                 }
@@ -371,6 +398,12 @@ impl Channel {
                             dirty: true,
                             open: false,
                         }),
+                    }
+                }
+                // Heads handed to this write go back unless a newer state came meanwhile.
+                for h in heads {
+                    if !s.heads.iter().any(|n| n.id == h.id) {
+                        s.heads.push(h);
                     }
                 }
                 if s.window_start.is_none() {

@@ -65,7 +65,7 @@ pub(crate) use codec::{BatchError, decode_batch};
 pub use follow::Follower;
 pub use id::{BadEventId, EventId};
 
-use channel::{Channel, Published};
+use channel::{Channel, Published, Write};
 
 /// Default flush window: how long after the first unwritten event a channel writes its batch. Measured on the
 /// end-to-end path (see docs/architecture.md, "Session events"): at typical model speeds (30–100 deltas/s) 200 ms
@@ -292,7 +292,7 @@ impl Hub {
         let session_id = &part.session_id;
         if let Some(channel) = self.channel(session_id) {
             let event = Event::PartUpdated(part.clone());
-            match channel.publish(event, Some((part, fence))).await {
+            match channel.publish(event, Some(Write::Part(part, fence))).await {
                 Published::Done(result) => return result,
                 Published::Closed(_) => {}
             }
@@ -301,6 +301,31 @@ impl Hub {
         self.inner
             .store
             .publish(session_id, Event::PartUpdated(part.clone()))
+            .await
+            .map(drop)
+    }
+
+    /// Persists an assistant message's head (its parts are written on their own) for the loop holding `fence`, and
+    /// publishes its `message_updated`. Through the session's channel: written with the channel's next write, in
+    /// the same script as the events and parts (which it precedes), under the fence; a message changes with the
+    /// parts and events around it (its step's start, finish and end), so it rides their writes instead of costing
+    /// one of its own. Without a channel: `put_message` and a direct publish.
+    pub async fn put_message(&self, head: &pb::Message, fence: &Fence) -> Result<(), StoreError> {
+        let session_id = &head.session_id;
+        if let Some(channel) = self.channel(session_id) {
+            let event = Event::MessageUpdated(head.clone());
+            match channel
+                .publish(event, Some(Write::Message(head, fence)))
+                .await
+            {
+                Published::Done(result) => return result,
+                Published::Closed(_) => {}
+            }
+        }
+        self.inner.store.put_message(head, Some(fence)).await?;
+        self.inner
+            .store
+            .publish(session_id, Event::MessageUpdated(head.clone()))
             .await
             .map(drop)
     }

@@ -1011,32 +1011,21 @@ impl Store {
         batch: Option<(EventId, Vec<u8>)>,
         fence: Option<&Fence>,
         renew: Option<Duration>,
-        parts: &[pb::Part],
-        listed: &HashSet<String>,
+        writes: FlushWrites<'_>,
     ) -> Result<Flushed, StoreError> {
+        let FlushWrites {
+            parts,
+            heads,
+            listed,
+        } = writes;
         self.write_session(session_id, async {
             let keys = self.keys(session_id)?;
-            if !parts.is_empty() && fence.is_none() {
+            if (!parts.is_empty() || !heads.is_empty()) && fence.is_none() {
                 return Err(StoreError::InvalidArgument(
-                    "parts are written only under a fence".into(),
+                    "parts and messages are written only under a fence".into(),
                 ));
             }
-            // Parts grouped by message, in order of first appearance; the script writes one HSET per message.
-            let mut messages: Vec<(&str, Vec<&pb::Part>)> = Vec::new();
-            for p in parts {
-                check_id("part id", &p.id)?;
-                check_id("message id", &p.message_id)?;
-                if p.session_id != session_id {
-                    return Err(StoreError::InvalidArgument(format!(
-                        "part {} belongs to session {}, not {session_id}",
-                        p.id, p.session_id
-                    )));
-                }
-                match messages.iter_mut().find(|(m, _)| *m == p.message_id) {
-                    Some((_, group)) => group.push(p),
-                    None => messages.push((&p.message_id, vec![p])),
-                }
-            }
+            let messages = group_by_message(session_id, parts, heads)?;
             let (last, bytes) = match batch {
                 Some((last, bytes)) => (last.to_string(), bytes),
                 None => (String::new(), Vec::new()),
@@ -1048,8 +1037,8 @@ impl Store {
                 .key(keys.watched())
                 .key(keys.events())
                 .key(keys.messages());
-            for (m, _) in &messages {
-                script.key(keys.parts(m));
+            for m in &messages {
+                script.key(keys.message(m.id)).key(keys.parts(m.id));
             }
             script
                 .arg(self.event_cap)
@@ -1062,12 +1051,13 @@ impl Store {
                         .unwrap_or_default(),
                 )
                 .arg(messages.len());
-            for (m, group) in &messages {
+            for m in &messages {
                 script
-                    .arg(*m)
-                    .arg(if listed.contains(*m) { "0" } else { "1" })
-                    .arg(group.len());
-                for p in group {
+                    .arg(m.id)
+                    .arg(if listed.contains(m.id) { "0" } else { "1" })
+                    .arg(m.head.map(|h| h.encode_to_vec()).unwrap_or_default())
+                    .arg(m.parts.len());
+                for p in &m.parts {
                     script.arg(&p.id).arg(p.encode_to_vec());
                 }
             }
@@ -1087,7 +1077,7 @@ impl Store {
                 )
             };
             let parts = Self::status(code, session_id, fence, || {
-                let ids: Vec<&str> = messages.iter().map(|(m, _)| *m).collect();
+                let ids: Vec<&str> = messages.iter().map(|m| m.id).collect();
                 format!("message {} of session {session_id}", ids.join(" or "))
             });
             Ok(Flushed {
@@ -1728,6 +1718,67 @@ pub struct Flushed {
     pub parts: Result<(), StoreError>,
     /// The lease was renewed (a ttl was given and the lease holds the fence).
     pub renewed: bool,
+}
+
+/// The parts and message heads a flush persists under its fence, and the messages the caller knows the session
+/// lists already.
+#[derive(Debug, Clone, Copy)]
+pub struct FlushWrites<'a> {
+    /// Parts in their latest state.
+    pub parts: &'a [pb::Part],
+    /// Message heads (no parts) in their latest state.
+    pub heads: &'a [pb::Message],
+    /// Messages already listed in the session.
+    pub listed: &'a HashSet<String>,
+}
+
+/// What a flush writes of one message: its head (when it changed) and its parts.
+struct MessageWrite<'a> {
+    id: &'a str,
+    head: Option<&'a pb::Message>,
+    parts: Vec<&'a pb::Part>,
+}
+
+/// Parts and heads grouped by message, in order of first appearance (the script writes one HSET per message).
+fn group_by_message<'a>(
+    session_id: &str,
+    parts: &'a [pb::Part],
+    heads: &'a [pb::Message],
+) -> Result<Vec<MessageWrite<'a>>, StoreError> {
+    let mut messages: Vec<MessageWrite<'a>> = Vec::new();
+    for h in heads {
+        check_id("message id", &h.id)?;
+        if h.session_id != session_id || !h.parts.is_empty() {
+            return Err(StoreError::InvalidArgument(format!(
+                "message {} of session {} is not a head of session {session_id}",
+                h.id, h.session_id
+            )));
+        }
+        messages.push(MessageWrite {
+            id: &h.id,
+            head: Some(h),
+            parts: Vec::new(),
+        });
+    }
+    for p in parts {
+        check_id("part id", &p.id)?;
+        check_id("message id", &p.message_id)?;
+        if p.session_id != session_id {
+            return Err(StoreError::InvalidArgument(format!(
+                "part {} belongs to session {}, not {session_id}",
+                p.id, p.session_id
+            )));
+        }
+        match messages.iter_mut().find(|m| m.id == p.message_id) {
+            Some(m) => m.parts.push(p),
+            None => messages.push(MessageWrite {
+                id: &p.message_id,
+                head: None,
+                parts: vec![p],
+            }),
+        }
+    }
+    Ok(messages)
 }
 
 /// A message's parts hash as read: (part id, encoded part).

@@ -76,11 +76,12 @@ pub(super) struct Scripts {
     /// write never fails on ids; a batch whose id is already the newest entry (a retried write that landed) is not
     /// written again. Returns the entry's id, or nil when the session is missing.
     pub(super) append_events: Script,
-    /// A running loop's event channel writing one window: its batch of events and the parts it persists, in one
-    /// round trip. KEYS: session, lease, watched, events, messages, then the parts key of each message (aligned).
-    /// ARGV: cap, entry id, batch bytes (empty: no entry), fence (empty: unfenced, only without parts), lease ttl ms
-    /// (empty: no renewal), n messages, then per message: its id, `1` when the script must check that the session
-    /// lists it, its part count k, and k (part id, part bytes) pairs.
+    /// A running loop's event channel writing one window: its batch of events and the parts and message heads it
+    /// persists, in one round trip. KEYS: session, lease, watched, events, messages, then the message key and the
+    /// parts key of each message (aligned). ARGV: cap, entry id, batch bytes (empty: no entry), fence (empty:
+    /// unfenced, only without parts or heads), lease ttl ms (empty: no renewal), n messages, then per message: its
+    /// id, `1` when the session may not list it yet (the script checks it, or lists it along with a head), its head
+    /// bytes (empty: none), its part count k, and k (part id, part bytes) pairs.
     ///
     /// Parts are written only while the lease holds the fence (one HSET per message, all or nothing); the batch is
     /// appended either way (events are a log, unfenced), like `append_events`. A lease that holds the fence also
@@ -194,15 +195,21 @@ if n > 0 then
   else
     local i = 7
     for m = 1, n do
-      if ARGV[i + 1] == '1' and not redis.call('ZSCORE', KEYS[5], ARGV[i]) then status = -3 end
-      i = i + 3 + 2 * tonumber(ARGV[i + 2])
+      if ARGV[i + 1] == '1' and ARGV[i + 2] == '' and not redis.call('ZSCORE', KEYS[5], ARGV[i]) then
+        status = -3
+      end
+      i = i + 4 + 2 * tonumber(ARGV[i + 3])
     end
     if status == 1 then
       i = 7
       for m = 1, n do
-        local k = tonumber(ARGV[i + 2])
-        redis.call('HSET', KEYS[5 + m], unpack(ARGV, i + 3, i + 2 + 2 * k))
-        i = i + 3 + 2 * k
+        local k = tonumber(ARGV[i + 3])
+        if ARGV[i + 2] ~= '' then
+          if ARGV[i + 1] == '1' then redis.call('ZADD', KEYS[5], 0, ARGV[i]) end
+          redis.call('SET', KEYS[4 + 2 * m], ARGV[i + 2])
+        end
+        if k > 0 then redis.call('HSET', KEYS[5 + 2 * m], unpack(ARGV, i + 4, i + 3 + 2 * k)) end
+        i = i + 4 + 2 * k
       end
     end
   end

@@ -1066,8 +1066,11 @@ async fn delete_session_removes_every_key() {
             Some(("9999999999999-0".parse().unwrap(), b"late".to_vec())),
             Some(&fence),
             None,
-            &[text_part(&sid, &m2, &ids::new("prt"), "late")],
-            &HashSet::new(),
+            FlushWrites {
+                parts: &[text_part(&sid, &m2, &ids::new("prt"), "late")],
+                heads: &[],
+                listed: &HashSet::new(),
+            },
         )
         .await
         .unwrap_err();
@@ -1283,11 +1286,14 @@ async fn a_flush_writes_its_batch_and_the_fenced_parts_in_one_script() {
             Some((id(1_000), b"batch one".to_vec())),
             Some(&fence),
             Some(Duration::from_secs(60)),
-            &[
-                text_part(&sid, &m, &p1, "hello"),
-                text_part(&sid, &m, &p2, "world"),
-            ],
-            &HashSet::new(),
+            FlushWrites {
+                parts: &[
+                    text_part(&sid, &m, &p1, "hello"),
+                    text_part(&sid, &m, &p2, "world"),
+                ],
+                heads: &[],
+                listed: &HashSet::new(),
+            },
         )
         .await
         .unwrap();
@@ -1320,8 +1326,11 @@ async fn a_flush_writes_its_batch_and_the_fenced_parts_in_one_script() {
             None,
             Some(&fence),
             None,
-            &[text_part(&sid, &m, &p1, "hello again")],
-            &listed,
+            FlushWrites {
+                parts: &[text_part(&sid, &m, &p1, "hello again")],
+                heads: &[],
+                listed: &listed,
+            },
         )
         .await
         .unwrap();
@@ -1340,8 +1349,11 @@ async fn a_flush_writes_its_batch_and_the_fenced_parts_in_one_script() {
             Some((id(2_000), b"batch two".to_vec())),
             Some(&fence),
             None,
-            &[text_part(&sid, "msg_unlisted", &ids::new("prt"), "x")],
-            &HashSet::new(),
+            FlushWrites {
+                parts: &[text_part(&sid, "msg_unlisted", &ids::new("prt"), "x")],
+                heads: &[],
+                listed: &HashSet::new(),
+            },
         )
         .await
         .unwrap();
@@ -1372,8 +1384,11 @@ async fn a_flush_writes_its_batch_and_the_fenced_parts_in_one_script() {
             Some((id(3_000), b"batch three".to_vec())),
             Some(&fence),
             Some(Duration::from_secs(60)),
-            &[text_part(&sid, &m, &p1, "stale text")],
-            &listed,
+            FlushWrites {
+                parts: &[text_part(&sid, &m, &p1, "stale text")],
+                heads: &[],
+                listed: &listed,
+            },
         )
         .await
         .unwrap();
@@ -1395,8 +1410,11 @@ async fn a_flush_writes_its_batch_and_the_fenced_parts_in_one_script() {
             None,
             None,
             None,
-            &[text_part(&sid, &m, &p1, "x")],
-            &HashSet::new(),
+            FlushWrites {
+                parts: &[text_part(&sid, &m, &p1, "x")],
+                heads: &[],
+                listed: &HashSet::new(),
+            },
         )
         .await
         .unwrap_err();
