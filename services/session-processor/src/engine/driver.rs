@@ -185,19 +185,17 @@ impl Engine {
                 let _ = self.store.clear_retry_status(session_id, &fence).await;
             }
             let _ = self.store.clear_active(session_id).await;
-            let _ = self.store.release_lease(session_id, &fence).await;
+            // A prompt queued between the loop's last check and the release would otherwise wait for ever: the
+            // release says whether one is there.
+            let queued = self
+                .store
+                .release_lease_and_peek(session_id, &fence)
+                .await
+                .unwrap_or(false);
             // `done` was written to the log when published (before the release, so a successor's ids follow it);
             // this replica's streams get it now that the session is idle.
             self.close_events(session_id).await;
-            if matches!(ending, Ending::Abandoned) || token.is_cancelled() {
-                return;
-            }
-            let queued = self
-                .store
-                .has_queued_prompts(session_id)
-                .await
-                .unwrap_or(false);
-            if !queued {
+            if matches!(ending, Ending::Abandoned) || token.is_cancelled() || !queued {
                 return;
             }
             match self

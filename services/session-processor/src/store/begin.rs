@@ -48,6 +48,17 @@ return out
     )
 });
 
+/// KEYS: lease, queue. ARGV: `<owner>:<token>`. Gives the lease up if it is still this one, and returns how many
+/// prompts are queued (so a loop that just ended knows in the same round trip whether it must run again).
+static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return redis.call('LLEN', KEYS[2])
+",
+    )
+});
+
 /// What [`Store::begin_prompt`] did.
 #[derive(Debug)]
 pub enum Begin {
@@ -168,6 +179,28 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Gives the lease up if `fence` still holds it (a lease that moved on is left to its new owner) and tells
+    /// whether prompts wait in the session's queue, in one round trip.
+    pub async fn release_lease_and_peek(
+        &self,
+        session_id: &str,
+        fence: &Fence,
+    ) -> Result<bool, StoreError> {
+        self.write_session(session_id, async {
+            let keys = self.keys(session_id)?;
+            let queued: i64 = RELEASE
+                .key(keys.lease())
+                .key(keys.queue())
+                .arg(fence.lease_value())
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+            Ok(queued > 0)
+        })
+        .await
+    }
+}
+
 /// The script's reply: token, last event id, Redis time in ms, queued prompts' bytes, message ids.
 type Reply = (u64, EventId, i64, Vec<Vec<u8>>, Vec<String>);
 
@@ -195,4 +228,121 @@ fn decode(reply: Vec<redis::Value>) -> Result<Reply, String> {
         queued,
         ids,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::super::test_support::{cleanup, store};
+    use super::*;
+    use crate::ids;
+
+    fn user(session_id: &str, text: &str) -> pb::Message {
+        let id = ids::new("msg");
+        pb::Message {
+            id: id.clone(),
+            session_id: session_id.into(),
+            role: pb::Role::User as i32,
+            model: "openai/gpt-4o".into(),
+            parts: vec![pb::Part {
+                id: ids::new("prt"),
+                message_id: id,
+                session_id: session_id.into(),
+                kind: Some(pb::part::Kind::Text(pb::TextPart {
+                    text: text.into(),
+                    ..Default::default()
+                })),
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_prompt_begins_in_one_script_and_a_busy_session_is_left_untouched() {
+        let (store, prefix) = store().await;
+        let sid = ids::new("ses");
+        store
+            .create_session(&pb::Session {
+                id: sid.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let ttl = Duration::from_secs(30);
+        let queued = pb::PromptRequest {
+            session_id: sid.clone(),
+            system: "queued".into(),
+            ..Default::default()
+        };
+        store.enqueue_prompt(&sid, &queued).await.unwrap();
+        let first = user(&sid, "one");
+        let Begin::Begun(b) = store
+            .begin_prompt(&first, "rep_a", ttl, None)
+            .await
+            .unwrap()
+        else {
+            panic!("the lease was free")
+        };
+        assert_eq!(b.fence.owner, "rep_a");
+        assert_eq!(b.queued.len(), 1, "the queue is drained");
+        assert_eq!(b.queued[0].system, "queued");
+        assert_eq!(
+            b.history,
+            [first.clone()],
+            "the new message, with its parts"
+        );
+        assert!(!store.has_queued_prompts(&sid).await.unwrap());
+        assert_eq!(
+            store.prompt_model(&sid).await.unwrap().as_deref(),
+            Some("openai/gpt-4o")
+        );
+        assert!(store.active_sessions().await.unwrap().contains(&sid));
+        assert_eq!(store.lease_holder(&sid).await.unwrap().unwrap().0, "rep_a");
+
+        let second = user(&sid, "two");
+        assert!(matches!(
+            store
+                .begin_prompt(&second, "rep_b", ttl, None)
+                .await
+                .unwrap(),
+            Begin::Busy
+        ));
+        let (stored, _) = store.list_messages(&sid, None, 100).await.unwrap();
+        assert_eq!(stored.len(), 1, "a busy session gets nothing written");
+
+        store.enqueue_prompt(&sid, &queued).await.unwrap();
+        assert!(
+            store.release_lease_and_peek(&sid, &b.fence).await.unwrap(),
+            "the release sees the queued prompt"
+        );
+        assert!(store.lease_holder(&sid).await.unwrap().is_none());
+        let Begin::Begun(again) = store
+            .begin_prompt(&second, "rep_b", ttl, None)
+            .await
+            .unwrap()
+        else {
+            panic!("released")
+        };
+        assert!(
+            again.fence.token > b.fence.token,
+            "fencing tokens only grow"
+        );
+        assert_eq!(
+            again
+                .history
+                .iter()
+                .map(|m| m.id.as_str())
+                .collect::<Vec<_>>(),
+            [first.id.as_str(), second.id.as_str()],
+            "the history before the new message is read with it"
+        );
+        assert!(matches!(
+            store
+                .begin_prompt(&user("ses_missing", "x"), "rep_a", ttl, None)
+                .await,
+            Err(StoreError::NotFound(_))
+        ));
+        cleanup(&store, &prefix).await;
+    }
 }
