@@ -289,7 +289,7 @@ mod tests {
         assert_eq!(b.queued[0].system, "queued");
         assert_eq!(
             b.history,
-            [first.clone()],
+            std::slice::from_ref(&first),
             "the new message, with its parts"
         );
         assert!(!store.has_queued_prompts(&sid).await.unwrap());
