@@ -156,10 +156,10 @@ impl Engine {
         token: &CancellationToken,
     ) {
         loop {
-            self.open_events(session_id, &fence).await;
+            Box::pin(self.open_events(session_id, &fence)).await;
             // A prompt's fast path marked it already.
             if prefetched.is_none()
-                && let Err(e) = self.store.mark_active(session_id).await
+                && let Err(e) = Box::pin(self.store.mark_active(session_id)).await
             {
                 tracing::warn!(message = "cannot mark the session active", session_id = %session_id, error = %e);
             }
@@ -179,29 +179,15 @@ impl Engine {
                 // the lease is left to expire.
                 return;
             }
-            // Cleared before the lease is released, so a sweeper never sees "active, no lease" for a loop that
-            // simply finished.
-            if cache.retry_status {
-                let _ = self.store.clear_retry_status(session_id, &fence).await;
-            }
-            let _ = self.store.clear_active(session_id).await;
-            // A prompt queued between the loop's last check and the release would otherwise wait for ever: the
-            // release says whether one is there.
-            let queued = self
-                .store
-                .release_lease_and_peek(session_id, &fence)
-                .await
-                .unwrap_or(false);
-            // `done` was written to the log when published (before the release, so a successor's ids follow it);
-            // this replica's streams get it now that the session is idle.
-            self.close_events(session_id).await;
+            let queued = Box::pin(self.end_run(session_id, &fence, cache.retry_status)).await;
             if matches!(ending, Ending::Abandoned) || token.is_cancelled() || !queued {
                 return;
             }
-            match self
-                .store
-                .acquire_lease(session_id, &self.owner, self.config.lease_ttl)
-                .await
+            match Box::pin(
+                self.store
+                    .acquire_lease(session_id, &self.owner, self.config.lease_ttl),
+            )
+            .await
             {
                 Ok(Some(f)) => {
                     fence = f;
@@ -210,6 +196,28 @@ impl Engine {
                 _ => return,
             }
         }
+    }
+
+    /// After a loop ended (`done` published): its retry status cleared, the active mark, then the lease released;
+    /// this replica's streams get `done`. Returns whether prompts are queued.
+    async fn end_run(&self, session_id: &str, fence: &Fence, retry_status: bool) -> bool {
+        // Cleared before the lease is released, so a sweeper never sees "active, no lease" for a loop that simply
+        // finished.
+        if retry_status {
+            let _ = self.store.clear_retry_status(session_id, fence).await;
+        }
+        let _ = self.store.clear_active(session_id).await;
+        // A prompt queued between the loop's last check and the release would otherwise wait for ever: the release
+        // says whether one is there.
+        let queued = self
+            .store
+            .release_lease_and_peek(session_id, fence)
+            .await
+            .unwrap_or(false);
+        // `done` was written to the log when published (before the release, so a successor's ids follow it); this
+        // replica's streams get it now that the session is idle.
+        self.close_events(session_id).await;
+        queued
     }
 
     /// One loop under the lease: sets the run up, renews the lease beside it, and drives the policy.
@@ -230,37 +238,42 @@ impl Engine {
             lease.clone(),
             lost.clone(),
         ));
-        let ending = match self
-            .open_run(session_id, session, fence, inputs, abort, &lost, &lease)
-            .await
-        {
-            Ok(Some(mut run)) => {
-                run.inputs_saved = prefetched.is_some();
-                run.prefetched = prefetched;
-                self.drive(&mut run).await
-            }
-            Ok(None) => self.abandon(session_id, None, StopReason::Error),
-            Err(e) => {
-                tracing::error!(message = "session loop cannot start", session_id = %session_id, error = %e);
-                let error = pb::MessageError {
-                    kind: pb::message_error::Kind::Api as i32,
-                    message: format!("session loop cannot start: {e}"),
-                    http_status: 0,
-                    retryable: !matches!(e, LoopError::NotFound(_)),
-                };
-                let _ = self.publish_error(session_id, error).await;
-                match self
-                    .finish(session_id, None, StopReason::Error, fence)
-                    .await
-                {
-                    Ok(()) => Ending::Finished,
-                    Err(_) => self.hand_off(session_id, None),
+        // Boxed (as the loop's end below): run once, they would otherwise widen the future that lives as long as
+        // the session's loop.
+        let ending =
+            match Box::pin(self.open_run(session_id, session, fence, inputs, abort, &lost, &lease))
+                .await
+            {
+                Ok(Some(mut run)) => {
+                    run.inputs_saved = prefetched.is_some();
+                    run.prefetched = prefetched;
+                    self.drive(&mut run).await
                 }
-            }
-        };
+                Ok(None) => self.abandon(session_id, None, StopReason::Error),
+                Err(e) => Box::pin(self.cannot_start(session_id, e, fence)).await,
+            };
         lost.cancel();
         let _ = renew.await;
         ending
+    }
+
+    /// A loop that could not start (its agent is gone): the error published, and the loop ended.
+    async fn cannot_start(&self, session_id: &str, e: LoopError, fence: &Fence) -> Ending {
+        tracing::error!(message = "session loop cannot start", session_id = %session_id, error = %e);
+        let error = pb::MessageError {
+            kind: pb::message_error::Kind::Api as i32,
+            message: format!("session loop cannot start: {e}"),
+            http_status: 0,
+            retryable: !matches!(e, LoopError::NotFound(_)),
+        };
+        let _ = self.publish_error(session_id, error).await;
+        match self
+            .finish(session_id, None, StopReason::Error, fence)
+            .await
+        {
+            Ok(()) => Ending::Finished,
+            Err(_) => self.hand_off(session_id, None),
+        }
     }
 
     /// Renews the lease a third of its ttl after its last renewal (the event channel's writes renew it too while a
@@ -402,7 +415,7 @@ impl Engine {
                         self.finish(&run.session.id, message.as_ref(), reason, &run.fence)
                             .await
                     };
-                    match ended.await {
+                    match Box::pin(ended).await {
                         Ok(()) => return Ending::Finished,
                         Err(e) => self.failure(run, e),
                     }
@@ -415,7 +428,8 @@ impl Engine {
                 }
                 action => match self.interrupted(run, &action) {
                     Some(o) => o,
-                    None => match self.perform(run, action).await {
+                    // Boxed: the driver's own future stays small whatever the action's size.
+                    None => match Box::pin(self.perform(run, action)).await {
                         Ok(o) => o,
                         Err(e) => self.failure(run, e),
                     },

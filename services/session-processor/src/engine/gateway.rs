@@ -9,8 +9,120 @@ use tonic::transport::Channel;
 use super::Engine;
 use crate::context::Limits;
 
-/// A gateway client that sends the processor's bearer token.
-pub type GatewayClient = GatewayServiceClient<InterceptedService<Channel, GatewayAuth>>;
+/// The channel every gateway call takes, with the processor's bearer token.
+type Authed = InterceptedService<Channel, GatewayAuth>;
+
+/// A gateway client that sends the processor's bearer token. It derefs to the generated client for the unary
+/// calls; [`GatewayClient::stream_step`] is the step's `Stream` call with a small receive buffer.
+#[derive(Clone)]
+pub struct GatewayClient {
+    client: GatewayServiceClient<Authed>,
+    grpc: tonic::client::Grpc<Authed>,
+}
+
+impl std::ops::Deref for GatewayClient {
+    type Target = GatewayServiceClient<Authed>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.client
+    }
+}
+
+impl std::ops::DerefMut for GatewayClient {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.client
+    }
+}
+
+/// Largest gateway message the processor reads.
+const MAX_GATEWAY_MESSAGE: usize = 64 * 1024 * 1024;
+
+/// The receive buffer a step's stream starts with: a stream of events is many small messages (a text delta is tens
+/// of bytes), and the buffer grows when a large one comes. tonic's default is 8 KiB, held by every open stream.
+const STREAM_RECEIVE_BUFFER: usize = 1024;
+
+impl GatewayClient {
+    fn new(inner: Authed) -> GatewayClient {
+        GatewayClient {
+            client: GatewayServiceClient::new(inner.clone())
+                .max_decoding_message_size(MAX_GATEWAY_MESSAGE),
+            grpc: tonic::client::Grpc::new(inner).max_decoding_message_size(MAX_GATEWAY_MESSAGE),
+        }
+    }
+
+    /// `GatewayService.Stream`, the events read through a [`STREAM_RECEIVE_BUFFER`]-byte buffer.
+    pub async fn stream_step(
+        &mut self,
+        request: tonic::Request<gw::StreamRequest>,
+    ) -> Result<tonic::Streaming<gw::StreamResponse>, tonic::Status> {
+        self.grpc
+            .ready()
+            .await
+            .map_err(|e| tonic::Status::unavailable(format!("gateway not ready: {e}")))?;
+        let path = http::uri::PathAndQuery::from_static("/llm.gateway.v1.GatewayService/Stream");
+        let mut request = request;
+        request.extensions_mut().insert(tonic::GrpcMethod::new(
+            "llm.gateway.v1.GatewayService",
+            "Stream",
+        ));
+        Ok(self
+            .grpc
+            .server_streaming(request, path, StreamCodec)
+            .await?
+            .into_inner())
+    }
+}
+
+/// Protobuf codec of `Stream` with a small decode buffer (see [`STREAM_RECEIVE_BUFFER`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct StreamCodec;
+
+impl tonic::codec::Codec for StreamCodec {
+    type Encode = gw::StreamRequest;
+    type Decode = gw::StreamResponse;
+    type Encoder = StreamCodec;
+    type Decoder = StreamCodec;
+
+    fn encoder(&mut self) -> StreamCodec {
+        StreamCodec
+    }
+
+    fn decoder(&mut self) -> StreamCodec {
+        StreamCodec
+    }
+}
+
+impl tonic::codec::Encoder for StreamCodec {
+    type Item = gw::StreamRequest;
+    type Error = tonic::Status;
+
+    fn encode(
+        &mut self,
+        item: gw::StreamRequest,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        prost::Message::encode(&item, dst).map_err(|e| tonic::Status::internal(e.to_string()))
+    }
+}
+
+impl tonic::codec::Decoder for StreamCodec {
+    type Item = gw::StreamResponse;
+    type Error = tonic::Status;
+
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<gw::StreamResponse>, tonic::Status> {
+        <gw::StreamResponse as prost::Message>::decode(src)
+            .map(Some)
+            .map_err(|e| tonic::Status::internal(e.to_string()))
+    }
+
+    fn buffer_settings(&self) -> tonic::codec::BufferSettings {
+        // tonic's default yield threshold (32 KiB): only the buffer's starting size changes.
+        tonic::codec::BufferSettings::new(STREAM_RECEIVE_BUFFER, 32 * 1024)
+    }
+}
 
 /// Adds `authorization: Bearer <token>` to gateway calls.
 #[derive(Clone)]
@@ -47,10 +159,10 @@ pub fn gateway_client_balanced(
     } else {
         Some(format!("Bearer {token}").parse()?)
     };
-    Ok(
-        GatewayServiceClient::with_interceptor(channel, GatewayAuth(auth))
-            .max_decoding_message_size(64 * 1024 * 1024),
-    )
+    Ok(GatewayClient::new(InterceptedService::new(
+        channel,
+        GatewayAuth(auth),
+    )))
 }
 
 /// Attaches the run's trace context to a gateway request.

@@ -102,7 +102,9 @@ impl Engine {
             .call_gateway(generation, &input.inputs.trace)
             .instrument(span.clone());
         let (opened, called) = tokio::select! {
-            r = async { tokio::join!(self.open_step(input, &mut processor), call) } => r,
+            // Boxed here and below: once per step, so the step's future (alive while it streams) keeps room only for
+            // the streaming itself.
+            r = Box::pin(async { tokio::join!(self.open_step(input, &mut processor), call) }) => r,
             // Aborted before the gateway answered: cleanup writes the message as aborted.
             _ = input.cancel.cancelled() => (Ok(()), Err(tonic::Status::cancelled("aborted"))),
         };
@@ -120,12 +122,11 @@ impl Engine {
                 fence: input.fence,
                 cancel: input.cancel,
             };
-            self.run_tools(&mut processor, &run, &mut turn, doom_detector(history))
+            Box::pin(self.run_tools(&mut processor, &run, &mut turn, doom_detector(history)))
                 .await?;
         }
         let aborted = end.aborted || input.cancel.is_cancelled();
-        self.close_step(input, &mut processor, &turn, aborted)
-            .await?;
+        Box::pin(self.close_step(input, &mut processor, &turn, aborted)).await?;
         record_step(&span, processor.message());
         self.record_step_metrics(processor.message(), input.model, duration);
         let report = report(&processor, history, &end, aborted);
@@ -221,7 +222,7 @@ impl Engine {
         request.set_timeout(self.config.step_timeout);
         with_trace(&mut request, trace);
         let mut gateway = self.gateway.clone();
-        Ok(gateway.stream(request).await?.into_inner())
+        gateway.stream_step(request).await
     }
 
     /// Feeds a step's gateway stream (or the failure to call the gateway) through the processor until it ends.

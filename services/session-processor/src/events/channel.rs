@@ -269,7 +269,9 @@ impl Channel {
         };
         self.live.send_replace(false);
         if write_now {
-            Published::Done(self.flush().await)
+            // Boxed: a write is rare next to the publishes that only queue an event, and every future that
+            // publishes (the loop's per-delta path) would otherwise carry room for it.
+            Published::Done(Box::pin(self.flush()).await)
         } else {
             if window_started {
                 self.timer.notify_one();
