@@ -216,7 +216,10 @@ async fn a_multi_step_conversation_with_a_builtin_and_a_client_tool_is_persisted
     let metrics = p.engine.metrics.encode();
     for phase in ["begun", "gateway_called", "first_event"] {
         let line = format!("session_processor_prompt_phase_seconds_count{{phase=\"{phase}\"}} 1");
-        assert!(metrics.lines().any(|l| l == line), "missing {line}\n{metrics}");
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "missing {line}\n{metrics}"
+        );
     }
 }
 

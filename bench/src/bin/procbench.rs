@@ -28,11 +28,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bench::procfs;
-use bench::promtext;
 use bench::procs::{
     free_port, loadavg, machine, parse_plan, raise_nofile, spawn_announcing, spawn_logged,
     wait_listening,
 };
+use bench::promtext;
 use bench::redisinfo::{self, CommandStats};
 use bench::stats::{Summary, ms, ms_diff, summarize};
 use clap::Parser;

@@ -53,7 +53,8 @@ impl Engine {
             Begin::Begun(b) => b,
             Begin::Busy => return self.queue_prompt(&session, bytes, &req, inputs.trace).await,
         };
-        self.metrics.prompt_phase(PromptPhase::Begun, arrived.elapsed());
+        self.metrics
+            .prompt_phase(PromptPhase::Begun, arrived.elapsed());
         self.events
             .open_at(&session.id, &b.fence, b.last_event, b.redis_ms);
         // The caller's stream starts after what the log held: the user message's events come first.

@@ -101,7 +101,8 @@ impl Engine {
         // first event back).
         let arrived = input.inputs.arrived.filter(|_| input.number == 1);
         if let Some(at) = arrived {
-            self.metrics.prompt_phase(PromptPhase::GatewayCalled, at.elapsed());
+            self.metrics
+                .prompt_phase(PromptPhase::GatewayCalled, at.elapsed());
         }
         // The gateway call starts at once; the step's message and start snapshot are written meanwhile (the
         // gateway answers with its first event, after the provider's first byte), and before any event is used.
