@@ -120,7 +120,7 @@ async fn check_session(c: &mut SessionsClient, session_id: &str) {
 }
 
 /// One line per message for failure reports: id, role, finish, cost and its parts' kinds.
-fn outline(m: &spb::Message) -> String {
+pub fn outline(m: &spb::Message) -> String {
     let kinds: Vec<String> = m
         .parts
         .iter()

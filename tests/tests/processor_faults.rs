@@ -7,7 +7,8 @@
 use std::time::Duration;
 
 use e2e_tests::processor::{
-    Processor, ProcessorSetup, SessionsClient, assert_healthy, messages, prompt, start_processor,
+    Processor, ProcessorSetup, SessionsClient, assert_healthy, messages, outline, prompt,
+    start_processor,
 };
 use e2e_tests::procs::RedisServer;
 use e2e_tests::service::{ServiceProcess, free_port};
@@ -67,30 +68,37 @@ async fn until_done<T>(
 /// Waits (30 s at most) until the session is idle with no lease and its latest prompt has a completed answer, then
 /// checks that answer and Diagnose.
 async fn assert_settled(c: &mut SessionsClient, session_id: &str) {
-    let settled = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            if let Ok(r) = c
-                .diagnose(spb::DiagnoseRequest {
-                    session_id: session_id.into(),
-                })
-                .await
-            {
-                let r = r.into_inner();
-                let ms = messages(c, session_id).await;
-                let answered = ms.last().is_some_and(|m| {
-                    m.role() == spb::Role::Assistant
-                        && m.completed_at.is_some()
-                        && m.finish == "stop"
-                });
-                if !r.lease_held && r.healthy && answered {
-                    return ms;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let settled = loop {
+        let report = c
+            .diagnose(spb::DiagnoseRequest {
+                session_id: session_id.into(),
+            })
+            .await
+            .map(|r| r.into_inner());
+        let ms = match &report {
+            Ok(_) => messages(c, session_id).await,
+            Err(_) => Vec::new(),
+        };
+        let answered = ms.last().is_some_and(|m| {
+            m.role() == spb::Role::Assistant && m.completed_at.is_some() && m.finish == "stop"
+        });
+        if let Ok(r) = &report
+            && !r.lease_held
+            && r.healthy
+            && answered
+        {
+            break ms;
         }
-    })
-    .await
-    .expect("the prompt is answered (resumed or closed) and the session settles");
+        if tokio::time::Instant::now() > deadline {
+            let outline: Vec<String> = ms.iter().map(outline).collect();
+            panic!(
+                "the prompt was not answered (resumed or closed) within 30 s; Diagnose: {report:?}\nmessages:\n{}",
+                outline.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     let answer = settled.last().unwrap();
     assert!(answer.error.is_none(), "{:?}", answer.error);
     assert_eq!(answer.stopped_by(), spb::StopReason::Completed);
