@@ -100,7 +100,8 @@ struct State {
 
 impl State {
     fn new(config: Config) -> Result<State, ProviderError> {
-        let transport = Transport::new(config.timeouts)?;
+        let transport = Transport::new(config.timeouts)?
+            .with_max_event_bytes(config.limits.max_sse_event_bytes);
         let secrets = config
             .providers
             .values()
@@ -358,6 +359,16 @@ async fn prepare(
     candidate: &Candidate,
     mut generation: pb::Generation,
 ) -> Result<Prepared, StartError> {
+    let adapter = candidate.model.protocol.adapter();
+    let target = Target {
+        model: &candidate.model,
+    };
+    let min_budget = if candidate.model.capabilities.reasoning {
+        adapter.min_thinking_budget(&target)
+    } else {
+        0
+    };
+    crate::validate::model_rules(&generation, &candidate.model, min_budget)?;
     // The model's catalog defaults come first, so the hooks (operator policy) see and may override them.
     if let Some(defaults) = state.config.catalog.defaults(&candidate.model.id) {
         defaults.apply(&mut generation);
@@ -366,10 +377,6 @@ async fn prepare(
         .hooks
         .apply(&candidate.model, &mut generation, metrics)
         .await?;
-    let adapter = candidate.model.protocol.adapter();
-    let target = Target {
-        model: &candidate.model,
-    };
     let mut request = adapter.build(&generation, &target)?;
     // Hook headers are operator policy: they replace the adapter's (whose reserved ones hooks cannot name).
     for (name, value) in &hook_headers {
@@ -629,8 +636,11 @@ impl Run {
                 }
                 _ => {}
             }
-            self.pending
-                .push_back(grpc::event_to_pb(ev, &self.candidates[self.current].model));
+            let model = &self.candidates[self.current].model;
+            let pending = &mut self.pending;
+            crate::limits::split_event(ev, self.state.config.limits.max_delta_bytes, |piece| {
+                pending.push_back(grpc::event_to_pb(piece, model));
+            });
             if end.is_some() {
                 break;
             }

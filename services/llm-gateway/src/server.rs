@@ -241,7 +241,7 @@ impl GatewayService for GatewayRpc {
     ) -> Result<Response<EventStream>, Status> {
         let trace = trace_context(request.metadata());
         let (metadata, _, message) = request.into_parts();
-        let mut generation = validated(message.generation)?;
+        let mut generation = validated(message.generation, &self.gateway.config().limits)?;
         let capture = self.gateway.config().capture_message_content;
         let span = crate::tracing_spans::generation_span(&generation, &metadata, capture);
         propagate(&mut generation, trace);
@@ -278,7 +278,7 @@ impl GatewayService for GatewayRpc {
     ) -> Result<Response<pb::GenerateResponse>, Status> {
         let trace = trace_context(request.metadata());
         let (metadata, _, message) = request.into_parts();
-        let mut generation = validated(message.generation)?;
+        let mut generation = validated(message.generation, &self.gateway.config().limits)?;
         let capture = self.gateway.config().capture_message_content;
         let span = crate::tracing_spans::generation_span(&generation, &metadata, capture);
         propagate(&mut generation, trace);
@@ -355,8 +355,11 @@ impl GatewayService for GatewayRpc {
 
 /// Validates the request's generation and hands it over by value: the gateway edits it in place (hooks) instead of
 /// copying a request that may be megabytes long.
-fn validated(generation: Option<pb::Generation>) -> Result<pb::Generation, Status> {
-    grpc::validate(generation.as_ref())?;
+fn validated(
+    generation: Option<pb::Generation>,
+    limits: &crate::limits::Limits,
+) -> Result<pb::Generation, Status> {
+    crate::validate::validate(generation.as_ref(), limits)?;
     generation.ok_or_else(|| grpc::invalid("generation", "required"))
 }
 
