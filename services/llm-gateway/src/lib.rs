@@ -26,6 +26,7 @@ pub mod grpc;
 pub mod hooks;
 pub mod limits;
 pub mod metrics;
+mod routes;
 pub mod server;
 pub mod telemetry;
 pub mod tracing_spans;
