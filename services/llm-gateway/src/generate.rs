@@ -661,13 +661,14 @@ impl Run {
     /// when the error kind allows, else ends with it.
     async fn fail_or_retry(&mut self, mut err: ProviderError) {
         self.stream = None;
+        // Before anything records it (span, logs, the caller): a decoded error frame may echo a key.
+        scrub(&mut err, &self.state.secrets);
         if let Some(span) = self.attempt_span.take() {
             crate::tracing_spans::attempt_failed(&span, &err);
         }
         self.metrics
             .provider_error(&self.candidate().labels, err.kind.as_str());
         if self.started {
-            scrub(&mut err, &self.state.secrets);
             let kind = err.kind.as_str();
             self.pending.push_back(grpc::event_to_pb(
                 Event::Error(err),

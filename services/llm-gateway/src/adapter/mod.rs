@@ -16,6 +16,7 @@ pub mod ids;
 mod json_scan;
 pub mod openai_chat;
 pub mod openai_responses;
+pub mod redact;
 pub mod sse;
 pub mod strict;
 pub mod transport;
