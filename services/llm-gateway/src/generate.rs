@@ -377,25 +377,32 @@ async fn prepare(
         .hooks
         .apply(&candidate.model, &mut generation, metrics)
         .await?;
-    let mut request = adapter.build(&generation, &target)?;
-    // Hook headers are operator policy: they replace the adapter's (whose reserved ones hooks cannot name).
-    for (name, value) in &hook_headers {
-        crate::hooks::set_header(&mut request.headers, name, value);
-    }
-    // Caller headers go last but cannot replace anything already set (validation refused auth and framing headers),
-    // so a caller can tag requests but never re-route, re-authenticate them or undo a hook.
-    for (name, value) in &generation.extra_headers {
-        let lower = name.to_ascii_lowercase();
-        if !request.headers.iter().any(|(n, _)| *n == lower) {
-            request.headers.push((lower, value.clone()));
+    let model = candidate.model.clone();
+    let large = crate::offload::is_large(&generation);
+    // Building (schema lowering, the body) is the CPU-heavy part of a large request: off the async workers.
+    crate::offload::run(large, move || {
+        let target = Target { model: &model };
+        let mut request = adapter.build(&generation, &target)?;
+        // Hook headers are operator policy: they replace the adapter's (whose reserved ones hooks cannot name).
+        for (name, value) in &hook_headers {
+            crate::hooks::set_header(&mut request.headers, name, value);
         }
-    }
-    let decoder = adapter.decoder_for(&target, &generation);
-    Ok(Prepared {
-        adapter,
-        request,
-        decoder,
+        // Caller headers go last but cannot replace anything already set (validation refused auth and framing
+        // headers), so a caller can tag requests but never re-route, re-authenticate them or undo a hook.
+        for (name, value) in &generation.extra_headers {
+            let lower = name.to_ascii_lowercase();
+            if !request.headers.iter().any(|(n, _)| *n == lower) {
+                request.headers.push((lower, value.clone()));
+            }
+        }
+        let decoder = adapter.decoder_for(&target, &generation);
+        Ok(Prepared {
+            adapter,
+            request,
+            decoder,
+        })
     })
+    .await
 }
 
 /// Error kinds another model may not share: fall back on these once the model's own retries are spent. Never on

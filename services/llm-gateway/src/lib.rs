@@ -10,6 +10,7 @@
 //!   event, decode, cost; and the reloadable state ([`generate::Gateway::reload`]).
 //! - [`limits`]: the `[limits]` table (request and provider-stream sizes) and the helpers that enforce them.
 //! - [`hooks`]: declarative hooks and external `HooksService` calls that transform a request before it is built.
+//! - [`offload`]: large requests prepared on the blocking pool, off the async workers.
 //! - [`metrics`]: Prometheus metrics and the `/metrics` listener.
 //! - [`grpc`]: proto ↔ domain conversions and error statuses.
 //! - [`validate`]: request validation (shape, limits, and the rules that depend on the resolved model).
@@ -26,6 +27,7 @@ pub mod grpc;
 pub mod hooks;
 pub mod limits;
 pub mod metrics;
+pub mod offload;
 mod routes;
 pub mod server;
 pub mod telemetry;

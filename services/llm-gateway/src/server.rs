@@ -109,7 +109,7 @@ impl GatewayService for GatewayRpc {
     ) -> Result<Response<EventStream>, Status> {
         let trace = trace_context(request.metadata());
         let (metadata, _, message) = request.into_parts();
-        let mut generation = validated(message.generation, &self.gateway.config().limits)?;
+        let mut generation = validated(message.generation, &self.gateway.config().limits).await?;
         let capture = self.gateway.config().capture_message_content;
         let span = crate::tracing_spans::generation_span(&generation, &metadata, capture);
         propagate(&mut generation, trace);
@@ -146,7 +146,7 @@ impl GatewayService for GatewayRpc {
     ) -> Result<Response<pb::GenerateResponse>, Status> {
         let trace = trace_context(request.metadata());
         let (metadata, _, message) = request.into_parts();
-        let mut generation = validated(message.generation, &self.gateway.config().limits)?;
+        let mut generation = validated(message.generation, &self.gateway.config().limits).await?;
         let capture = self.gateway.config().capture_message_content;
         let span = crate::tracing_spans::generation_span(&generation, &metadata, capture);
         propagate(&mut generation, trace);
@@ -223,12 +223,21 @@ impl GatewayService for GatewayRpc {
 
 /// Validates the request's generation and hands it over by value: the gateway edits it in place (hooks) instead of
 /// copying a request that may be megabytes long.
-fn validated(
+///
+/// The size limits are counted here first, so an oversized request is refused at once; a large request that passes
+/// them is checked on the blocking pool ([`crate::offload`]).
+async fn validated(
     generation: Option<pb::Generation>,
     limits: &crate::limits::Limits,
 ) -> Result<pb::Generation, Status> {
-    crate::validate::validate(generation.as_ref(), limits)?;
-    generation.ok_or_else(|| grpc::invalid("generation", "required"))
+    let g = generation.ok_or_else(|| grpc::invalid("generation", "required"))?;
+    crate::validate::sizes(&g, limits)?;
+    let limits = *limits;
+    crate::offload::run(crate::offload::is_large(&g), move || {
+        crate::validate::validate(Some(&g), &limits)?;
+        Ok(g)
+    })
+    .await
 }
 
 /// The caller's W3C trace context (`traceparent`, `tracestate`), when it sent a valid one.

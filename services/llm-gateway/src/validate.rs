@@ -81,7 +81,7 @@ pub fn validate<'g>(
 }
 
 /// The `[limits]` on counts and sizes, checked before anything is parsed.
-fn sizes(g: &pb::Generation, limits: &Limits) -> Result<(), Status> {
+pub fn sizes(g: &pb::Generation, limits: &Limits) -> Result<(), Status> {
     if g.messages.len() > limits.max_messages {
         return Err(too_large(
             "generation.messages",
