@@ -13,6 +13,7 @@ pub mod classify;
 mod encoding;
 pub mod gemini;
 pub mod ids;
+pub mod invariants;
 mod json_scan;
 pub mod openai_chat;
 pub mod openai_responses;
