@@ -245,7 +245,12 @@ fn config_for(
     server: &str,
     extra: &str,
 ) -> Result<Config, ConfigError> {
-    let text = format!("{BASE_CONFIG}\n{extra}")
+    let mut base = BASE_CONFIG.to_string();
+    if server.contains("max_request_bytes") {
+        // The caller's own value replaces the harness default (a TOML key may appear once).
+        base = base.replace("max_request_bytes = 1048576\n", "");
+    }
+    let text = format!("{base}\n{extra}")
         .replace("# SERVER_EXTRA", server)
         .replace("OPENAI_URL", &openai.base_url())
         .replace("ANTHROPIC_URL", &anthropic.base_url())

@@ -321,6 +321,34 @@ async fn provider_keys_never_reach_the_caller() {
     );
 }
 
+#[tokio::test]
+async fn provider_keys_never_reach_the_caller_lowercased_or_percent_encoded() {
+    let h = Harness::start().await;
+    let lower = OPENAI_KEY.to_lowercase().replace("sk-", "SK-");
+    let encoded = OPENAI_KEY.replace('-', "%2D");
+    let basic = "dXNlcjpzay1lMmUtb3BlbmFpLXNlY3JldC1rZXktMDAw"; // base64("user:" + OPENAI_KEY)
+    let body = format!(
+        r#"{{"error":{{"message":"key {lower} rejected for https://proxy.example/v1?key={encoded} (Basic {basic})","type":"invalid_request_error","code":"invalid_api_key"}}}}"#
+    );
+    h.openai.push(Reply::json(401, body));
+    let events = h.stream(generation("openai/gpt-4o", "hi")).await.unwrap();
+    let pb::stream_response::Event::Error(e) = terminal(&events) else {
+        panic!("{:?}", render(&events))
+    };
+    for text in [&e.message, &e.provider_body] {
+        let folded = text.to_lowercase();
+        assert!(!folded.contains(&OPENAI_KEY.to_lowercase()), "{text}");
+        assert!(!folded.contains("%2d"), "{text}");
+        assert!(!text.contains(basic), "{text}");
+    }
+    assert_eq!(
+        e.provider_body.matches("[REDACTED]").count(),
+        3,
+        "{}",
+        e.provider_body
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn callers_cannot_redirect_the_gateway_or_override_auth() {
     let h = Harness::start().await;

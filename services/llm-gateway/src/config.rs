@@ -26,7 +26,7 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
         ConfigError {
             key: key.into(),
             message: message.into(),
@@ -79,6 +79,9 @@ pub struct FileConfig {
     /// `[telemetry]`.
     #[serde(default)]
     pub telemetry: TelemetryFile,
+    /// `[limits]`.
+    #[serde(default)]
+    pub limits: crate::limits::LimitsFile,
 }
 
 /// `[telemetry]`. Exporting itself is configured by the standard `OTEL_*` variables.
@@ -272,6 +275,8 @@ pub struct Config {
     pub hook_services: Vec<HookService>,
     /// TLS of the listener (checked files); plaintext when `None`.
     pub tls: Option<service_kit::tls::ServerTls>,
+    /// `[limits]`: request and provider-stream sizes; reloadable.
+    pub limits: crate::limits::Limits,
 }
 
 /// Where the process environment comes from (a function so tests can pass their own).
@@ -527,6 +532,7 @@ impl Config {
                 ConfigError::new(format!("models.\"{}\".{}", e.model, e.field), e.message)
             })?;
         let (hooks, hook_services) = crate::hooks::compile(&file.hooks, &file.hook_services)?;
+        let limits = file.limits.validate()?;
 
         Ok(Config {
             listen,
@@ -545,6 +551,7 @@ impl Config {
             hooks,
             hook_services,
             tls,
+            limits,
         })
     }
 }

@@ -100,7 +100,8 @@ struct State {
 
 impl State {
     fn new(config: Config) -> Result<State, ProviderError> {
-        let transport = Transport::new(config.timeouts)?;
+        let transport = Transport::new(config.timeouts)?
+            .with_max_event_bytes(config.limits.max_sse_event_bytes);
         let secrets = config
             .providers
             .values()
@@ -358,6 +359,16 @@ async fn prepare(
     candidate: &Candidate,
     mut generation: pb::Generation,
 ) -> Result<Prepared, StartError> {
+    let adapter = candidate.model.protocol.adapter();
+    let target = Target {
+        model: &candidate.model,
+    };
+    let min_budget = if candidate.model.capabilities.reasoning {
+        adapter.min_thinking_budget(&target)
+    } else {
+        0
+    };
+    crate::validate::model_rules(&generation, &candidate.model, min_budget)?;
     // The model's catalog defaults come first, so the hooks (operator policy) see and may override them.
     if let Some(defaults) = state.config.catalog.defaults(&candidate.model.id) {
         defaults.apply(&mut generation);
@@ -366,29 +377,32 @@ async fn prepare(
         .hooks
         .apply(&candidate.model, &mut generation, metrics)
         .await?;
-    let adapter = candidate.model.protocol.adapter();
-    let target = Target {
-        model: &candidate.model,
-    };
-    let mut request = adapter.build(&generation, &target)?;
-    // Hook headers are operator policy: they replace the adapter's (whose reserved ones hooks cannot name).
-    for (name, value) in &hook_headers {
-        crate::hooks::set_header(&mut request.headers, name, value);
-    }
-    // Caller headers go last but cannot replace anything already set (validation refused auth and framing headers),
-    // so a caller can tag requests but never re-route, re-authenticate them or undo a hook.
-    for (name, value) in &generation.extra_headers {
-        let lower = name.to_ascii_lowercase();
-        if !request.headers.iter().any(|(n, _)| *n == lower) {
-            request.headers.push((lower, value.clone()));
+    let model = candidate.model.clone();
+    let large = crate::offload::is_large(&generation);
+    // Building (schema lowering, the body) is the CPU-heavy part of a large request: off the async workers.
+    crate::offload::run(large, move || {
+        let target = Target { model: &model };
+        let mut request = adapter.build(&generation, &target)?;
+        // Hook headers are operator policy: they replace the adapter's (whose reserved ones hooks cannot name).
+        for (name, value) in &hook_headers {
+            crate::hooks::set_header(&mut request.headers, name, value);
         }
-    }
-    let decoder = adapter.decoder_for(&target, &generation);
-    Ok(Prepared {
-        adapter,
-        request,
-        decoder,
+        // Caller headers go last but cannot replace anything already set (validation refused auth and framing
+        // headers), so a caller can tag requests but never re-route, re-authenticate them or undo a hook.
+        for (name, value) in &generation.extra_headers {
+            let lower = name.to_ascii_lowercase();
+            if !request.headers.iter().any(|(n, _)| *n == lower) {
+                request.headers.push((lower, value.clone()));
+            }
+        }
+        let decoder = adapter.decoder_for(&target, &generation);
+        Ok(Prepared {
+            adapter,
+            request,
+            decoder,
+        })
     })
+    .await
 }
 
 /// Error kinds another model may not share: fall back on these once the model's own retries are spent. Never on
@@ -629,8 +643,11 @@ impl Run {
                 }
                 _ => {}
             }
-            self.pending
-                .push_back(grpc::event_to_pb(ev, &self.candidates[self.current].model));
+            let model = &self.candidates[self.current].model;
+            let pending = &mut self.pending;
+            crate::limits::split_event(ev, self.state.config.limits.max_delta_bytes, |piece| {
+                pending.push_back(grpc::event_to_pb(piece, model));
+            });
             if end.is_some() {
                 break;
             }
@@ -651,13 +668,14 @@ impl Run {
     /// when the error kind allows, else ends with it.
     async fn fail_or_retry(&mut self, mut err: ProviderError) {
         self.stream = None;
+        // Before anything records it (span, logs, the caller): a decoded error frame may echo a key.
+        scrub(&mut err, &self.state.secrets);
         if let Some(span) = self.attempt_span.take() {
             crate::tracing_spans::attempt_failed(&span, &err);
         }
         self.metrics
             .provider_error(&self.candidate().labels, err.kind.as_str());
         if self.started {
-            scrub(&mut err, &self.state.secrets);
             let kind = err.kind.as_str();
             self.pending.push_back(grpc::event_to_pb(
                 Event::Error(err),

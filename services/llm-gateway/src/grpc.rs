@@ -12,6 +12,7 @@ use crate::error::{ErrorKind, ProviderError};
 use crate::event::{Event, FinishReason, Usage};
 use crate::generate::StartError;
 use crate::hooks::HookError;
+use crate::limits::echo;
 
 /// `google.rpc.ErrorInfo.domain` of every error this service returns.
 pub const ERROR_DOMAIN: &str = "llm-gateway";
@@ -40,7 +41,14 @@ pub fn reserved_header(name: &str) -> bool {
 }
 
 /// An `INVALID_ARGUMENT` status with a `BadRequest` field violation naming `field`.
+///
+/// Both are cut to [`crate::limits::MAX_ECHO_BYTES`]: a field path can hold a caller's header name, and an error
+/// must stay well inside the metadata size gRPC clients read.
 pub fn invalid(field: &str, message: &str) -> Status {
+    let field = echo(field);
+    let field = field.as_ref();
+    let message = echo(message);
+    let message = message.as_ref();
     let mut details = ErrorDetails::new();
     details.add_bad_request_violation(field, message);
     details.set_error_info(
@@ -55,221 +63,20 @@ pub fn invalid(field: &str, message: &str) -> Status {
     )
 }
 
-/// Checks the request shape before anything else looks at it. Returns the first violation found.
-pub fn validate(generation: Option<&pb::Generation>) -> Result<&pb::Generation, Status> {
-    let g = generation.ok_or_else(|| invalid("generation", "required"))?;
-    if g.model.is_empty() {
-        return Err(invalid("generation.model", "required (`provider/model`)"));
-    }
-    match g.model.split_once('/') {
-        Some((p, m)) if !p.is_empty() && !m.is_empty() => {}
-        _ => return Err(invalid("generation.model", "must be `provider/model`")),
-    }
-    if g.messages.is_empty() {
-        return Err(invalid(
-            "generation.messages",
-            "at least one message is required",
-        ));
-    }
-    for (i, m) in g.messages.iter().enumerate() {
-        let role = pb::Role::try_from(m.role).unwrap_or(pb::Role::Unspecified);
-        if role == pb::Role::Unspecified {
-            return Err(invalid(
-                &format!("generation.messages[{i}].role"),
-                "must be USER, ASSISTANT or TOOL",
-            ));
-        }
-        for (j, part) in m.parts.iter().enumerate() {
-            let field = format!("generation.messages[{i}].parts[{j}]");
-            let Some(kind) = &part.kind else {
-                return Err(invalid(&field, "empty part"));
-            };
-            use pb::part::Kind;
-            let allowed = matches!(
-                (role, kind),
-                (pb::Role::User, Kind::Text(_) | Kind::File(_))
-                    | (
-                        pb::Role::Assistant,
-                        Kind::Text(_) | Kind::Reasoning(_) | Kind::ToolCall(_) | Kind::File(_)
-                    )
-                    | (pb::Role::Tool, Kind::ToolResult(_))
-            );
-            if !allowed {
-                return Err(invalid(
-                    &field,
-                    "this part kind is not allowed in a message of this role",
-                ));
-            }
-            match kind {
-                Kind::ToolCall(c) if c.call_id.is_empty() => {
-                    return Err(invalid(&format!("{field}.tool_call.call_id"), "required"));
-                }
-                Kind::ToolCall(c) if !valid_tool_name(&c.tool_name) => {
-                    return Err(invalid(
-                        &format!("{field}.tool_call.tool_name"),
-                        "must match ^[a-zA-Z0-9_-]{1,64}$",
-                    ));
-                }
-                Kind::ToolResult(r) if r.call_id.is_empty() => {
-                    return Err(invalid(&format!("{field}.tool_result.call_id"), "required"));
-                }
-                Kind::File(f) if f.media_type.is_empty() => {
-                    return Err(invalid(&format!("{field}.file.media_type"), "required"));
-                }
-                Kind::File(f) => match &f.source {
-                    None => {
-                        return Err(invalid(
-                            &format!("{field}.file.source"),
-                            "data or url required",
-                        ));
-                    }
-                    Some(pb::file_part::Source::Url(u)) if !u.starts_with("https://") => {
-                        return Err(invalid(
-                            &format!("{field}.file.url"),
-                            "must be an https URL",
-                        ));
-                    }
-                    _ => {}
-                },
-                _ => {}
-            }
-        }
-    }
-    for (i, t) in g.tools.iter().enumerate() {
-        if !valid_tool_name(&t.name) {
-            return Err(invalid(
-                &format!("generation.tools[{i}].name"),
-                "must match ^[a-zA-Z0-9_-]{1,64}$",
-            ));
-        }
-        if g.tools[..i].iter().any(|o| o.name == t.name) {
-            return Err(invalid(
-                &format!("generation.tools[{i}].name"),
-                "duplicate tool name",
-            ));
-        }
-        let field = format!("generation.tools[{i}].input_schema_json");
-        match serde_json::from_str::<serde_json::Value>(&t.input_schema_json) {
-            Ok(serde_json::Value::Object(_)) => {}
-            Ok(_) => return Err(invalid(&field, "must be a JSON object (a JSON Schema)")),
-            Err(e) => return Err(invalid(&field, &format!("not valid JSON: {e}"))),
-        }
-    }
-    if let Some(choice) = &g.tool_choice {
-        let mode = pb::tool_choice::Mode::try_from(choice.mode)
-            .unwrap_or(pb::tool_choice::Mode::Unspecified);
-        if mode == pb::tool_choice::Mode::Tool
-            && !g.tools.iter().any(|t| t.name == choice.tool_name)
-        {
-            return Err(invalid(
-                "generation.tool_choice.tool_name",
-                "must name one of generation.tools",
-            ));
-        }
-    }
-    if let Some(f) = &g.output_format
-        && f.r#type == pb::output_format::Type::JsonSchema as i32
-        && !matches!(
-            serde_json::from_str::<serde_json::Value>(&f.schema_json),
-            Ok(serde_json::Value::Object(_))
-        )
-    {
-        return Err(invalid(
-            "generation.output_format.schema_json",
-            "must be a JSON object (a JSON Schema)",
-        ));
-    }
-    if let Some(s) = &g.sampling {
-        if s.temperature.is_some_and(|t| !(0.0..=2.0).contains(&t)) {
-            return Err(invalid(
-                "generation.sampling.temperature",
-                "must be between 0 and 2",
-            ));
-        }
-        if s.top_p.is_some_and(|p| !(0.0..=1.0).contains(&p)) {
-            return Err(invalid(
-                "generation.sampling.top_p",
-                "must be between 0 and 1",
-            ));
-        }
-        if s.max_output_tokens == Some(0) {
-            return Err(invalid(
-                "generation.sampling.max_output_tokens",
-                "must be positive",
-            ));
-        }
-    }
-    if !g.provider_options_json.is_empty()
-        && !matches!(
-            serde_json::from_str::<serde_json::Value>(&g.provider_options_json),
-            Ok(serde_json::Value::Object(_))
-        )
-    {
-        return Err(invalid(
-            "generation.provider_options_json",
-            "must be a JSON object keyed by protocol",
-        ));
-    }
-    if g.fallback_models.len() > crate::catalog::MAX_FALLBACKS {
-        return Err(invalid(
-            "generation.fallback_models",
-            &format!("at most {} models", crate::catalog::MAX_FALLBACKS),
-        ));
-    }
-    for (i, f) in g.fallback_models.iter().enumerate() {
-        match f.split_once('/') {
-            Some((p, m)) if !p.is_empty() && !m.is_empty() => {}
-            _ => {
-                return Err(invalid(
-                    &format!("generation.fallback_models[{i}]"),
-                    "must be `provider/model`",
-                ));
-            }
-        }
-    }
-    for name in g.extra_headers.keys() {
-        let field = format!("generation.extra_headers[{name}]");
-        if reserved_header(name) {
-            return Err(invalid(
-                &field,
-                "this header is set by the gateway and cannot be overridden",
-            ));
-        }
-        if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
-            return Err(invalid(&field, "not a valid header name"));
-        }
-    }
-    for (name, value) in &g.extra_headers {
-        if http::HeaderValue::from_str(value).is_err() {
-            return Err(invalid(
-                &format!("generation.extra_headers[{name}]"),
-                "not a valid header value",
-            ));
-        }
-    }
-    Ok(g)
-}
-
-fn valid_tool_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-}
-
 /// Maps a start error to its status: `NOT_FOUND` for unknown models, `INVALID_ARGUMENT` naming the field otherwise.
 pub fn start_error_status(e: &StartError) -> Status {
     match e {
         StartError::UnknownModel { model, .. } => {
+            let model = echo(model);
+            let model = model.as_ref();
             let mut details = ErrorDetails::new();
             details.set_error_info(
                 "MODEL_NOT_FOUND",
                 ERROR_DOMAIN,
-                [("model".to_string(), model.clone())],
+                [("model".to_string(), model.to_string())],
             );
             details.set_resource_info("model", model, "", "not in the gateway's catalog");
-            Status::with_error_details(Code::NotFound, e.to_string(), details)
+            Status::with_error_details(Code::NotFound, bounded(&e.to_string()), details)
         }
         StartError::Invalid(b) => invalid(&b.field, &b.message),
         StartError::Hook(h) => hook_error_status(h),
@@ -306,7 +113,7 @@ pub fn hook_error_status(e: &HookError) -> Status {
         ERROR_DOMAIN,
         [("hook".to_string(), e.hook().to_string())],
     );
-    Status::with_error_details(code, e.to_string(), details)
+    Status::with_error_details(code, bounded(&e.to_string()), details)
 }
 
 /// The gRPC status a generation error becomes when the caller asked for one reply (`Generate`).
@@ -336,7 +143,23 @@ pub fn provider_error_status(e: &ProviderError) -> Status {
     if let Some(d) = e.retry_after {
         details.set_retry_info(Some(d));
     }
-    Status::with_error_details(code, e.message.clone(), details)
+    Status::with_error_details(code, bounded(&e.message), details)
+}
+
+/// Longest status message returned, in bytes: `grpc-message` is percent-encoded (up to three bytes per byte) and
+/// rides in the same trailers as the details, which clients read up to 8–16 KiB.
+pub const MAX_STATUS_MESSAGE_BYTES: usize = 2048;
+
+/// `message` cut to [`MAX_STATUS_MESSAGE_BYTES`] at a character boundary.
+pub fn bounded(message: &str) -> String {
+    if message.len() <= MAX_STATUS_MESSAGE_BYTES {
+        return message.to_string();
+    }
+    let mut end = MAX_STATUS_MESSAGE_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… (cut, {} bytes)", &message[..end], message.len())
 }
 
 /// `stream_start` event.

@@ -8,9 +8,12 @@
 //! - [`adapter`]: one pure translation per wire protocol, over the shared SSE parser and HTTP transport.
 //! - [`generate`]: one generation end to end: resolve, hooks, build, send, retry and fall back before the first
 //!   event, decode, cost; and the reloadable state ([`generate::Gateway::reload`]).
+//! - [`limits`]: the `[limits]` table (request and provider-stream sizes) and the helpers that enforce them.
 //! - [`hooks`]: declarative hooks and external `HooksService` calls that transform a request before it is built.
+//! - [`offload`]: large requests prepared on the blocking pool, off the async workers.
 //! - [`metrics`]: Prometheus metrics and the `/metrics` listener.
-//! - [`grpc`]: proto ↔ domain conversions and request validation.
+//! - [`grpc`]: proto ↔ domain conversions and error statuses.
+//! - [`validate`]: request validation (shape, limits, and the rules that depend on the resolved model).
 //! - [`server`]: the tonic service, auth, health, reflection and graceful shutdown; `server::run` is the one entry
 //!   that both `main` and the tests call.
 
@@ -22,7 +25,11 @@ pub mod event;
 pub mod generate;
 pub mod grpc;
 pub mod hooks;
+pub mod limits;
 pub mod metrics;
+pub mod offload;
+mod routes;
 pub mod server;
 pub mod telemetry;
 pub mod tracing_spans;
+pub mod validate;

@@ -4,10 +4,8 @@
 //! configuration can change under a running server through [`Gateway::reload`]: every call reads the snapshot in
 //! force when it arrives (caller tokens included), while size and concurrency limits are fixed when `run` starts.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::{Stream, StreamExt};
@@ -22,6 +20,7 @@ use tracing::Instrument;
 
 use crate::generate::Gateway;
 use crate::grpc;
+use crate::routes::GatewayServer;
 
 /// Server start-up failures.
 #[derive(Debug, thiserror::Error)]
@@ -92,144 +91,13 @@ pub async fn run(
     Ok(())
 }
 
-/// Full path of the `Stream` method.
-const STREAM_PATH: &str = "/llm.gateway.v1.GatewayService/Stream";
-
-/// Initial size of a `Stream` response's encode buffer. tonic's generated code uses its default, 8 KiB, for every
-/// call, held for the whole stream; a stream's messages are tens of bytes each (a text delta is ~30), written out
-/// as they come, so 1 KiB holds dozens of them and the buffer is reused once they are sent (or grows if one is
-/// larger). Saves ~7 KiB per open stream.
-const STREAM_ENCODE_BUFFER: usize = 1024;
-
-/// Messages encoded before a `Stream` response yields its buffer to HTTP/2 even though more are ready: tonic's
-/// default, which matters only for bursts.
-const STREAM_YIELD_THRESHOLD: usize = 32 * 1024;
-
-/// `GatewayService` as tonic generates it, except that `Stream` is served with [`StreamCodec`]. Everything else
-/// (decoding limits, no compression, the handler itself) is the same as the generated route.
-#[derive(Clone)]
-struct GatewayServer {
-    generated: GatewayServiceServer<GatewayRpc>,
-    rpc: Arc<GatewayRpc>,
-    max_request_bytes: usize,
-}
-
-impl GatewayServer {
-    fn new(rpc: GatewayRpc, max_request_bytes: usize) -> GatewayServer {
-        let rpc = Arc::new(rpc);
-        GatewayServer {
-            generated: GatewayServiceServer::from_arc(Arc::clone(&rpc))
-                .max_decoding_message_size(max_request_bytes)
-                .max_encoding_message_size(usize::MAX),
-            rpc,
-            max_request_bytes,
-        }
-    }
-}
-
-impl tonic::server::NamedService for GatewayServer {
-    const NAME: &'static str =
-        <GatewayServiceServer<GatewayRpc> as tonic::server::NamedService>::NAME;
-}
-
-type HttpResponse = http::Response<tonic::body::Body>;
-
-impl tower::Service<http::Request<tonic::body::Body>> for GatewayServer {
-    type Response = HttpResponse;
-    type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<HttpResponse, Infallible>> + Send>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
-        if req.uri().path() != STREAM_PATH {
-            return self.generated.call(req);
-        }
-        let method = StreamMethod(Arc::clone(&self.rpc));
-        let max_request_bytes = self.max_request_bytes;
-        Box::pin(async move {
-            let mut grpc = tonic::server::Grpc::new(StreamCodec)
-                .apply_max_message_size_config(Some(max_request_bytes), Some(usize::MAX));
-            Ok(grpc.server_streaming(method, req).await)
-        })
-    }
-}
-
-/// The `Stream` method, handed to tonic's server-streaming machinery.
-struct StreamMethod(Arc<GatewayRpc>);
-
-impl tonic::server::ServerStreamingService<pb::StreamRequest> for StreamMethod {
-    type Response = pb::StreamResponse;
-    type ResponseStream = EventStream;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<EventStream>, Status>> + Send>>;
-
-    fn call(&mut self, request: Request<pb::StreamRequest>) -> Self::Future {
-        let rpc = Arc::clone(&self.0);
-        Box::pin(async move { <GatewayRpc as GatewayService>::stream(&rpc, request).await })
-    }
-}
-
-/// Protobuf codec for `Stream`, with a [`STREAM_ENCODE_BUFFER`]-byte encode buffer.
-#[derive(Debug, Clone, Copy, Default)]
-struct StreamCodec;
-
-impl tonic::codec::Codec for StreamCodec {
-    type Encode = pb::StreamResponse;
-    type Decode = pb::StreamRequest;
-    type Encoder = StreamCodec;
-    type Decoder = StreamCodec;
-
-    fn encoder(&mut self) -> StreamCodec {
-        StreamCodec
-    }
-
-    fn decoder(&mut self) -> StreamCodec {
-        StreamCodec
-    }
-}
-
-impl tonic::codec::Encoder for StreamCodec {
-    type Item = pb::StreamResponse;
-    type Error = Status;
-
-    fn encode(
-        &mut self,
-        item: pb::StreamResponse,
-        dst: &mut tonic::codec::EncodeBuf<'_>,
-    ) -> Result<(), Status> {
-        // `EncodeBuf` grows as needed, so encoding cannot run out of room.
-        prost::Message::encode(&item, dst).map_err(|e| Status::internal(e.to_string()))
-    }
-
-    fn buffer_settings(&self) -> tonic::codec::BufferSettings {
-        tonic::codec::BufferSettings::new(STREAM_ENCODE_BUFFER, STREAM_YIELD_THRESHOLD)
-    }
-}
-
-impl tonic::codec::Decoder for StreamCodec {
-    type Item = pb::StreamRequest;
-    type Error = Status;
-
-    // The request's buffer keeps tonic's default size: it lives only until the request is decoded.
-    fn decode(
-        &mut self,
-        src: &mut tonic::codec::DecodeBuf<'_>,
-    ) -> Result<Option<pb::StreamRequest>, Status> {
-        // The same status as tonic's own prost codec for a malformed message.
-        <pb::StreamRequest as prost::Message>::decode(src)
-            .map(Some)
-            .map_err(|e| Status::internal(e.to_string()))
-    }
-}
-
 /// The `GatewayService` implementation.
 pub struct GatewayRpc {
-    gateway: Gateway,
+    pub(crate) gateway: Gateway,
 }
 
-type EventStream = Pin<Box<dyn Stream<Item = Result<pb::StreamResponse, Status>> + Send + 'static>>;
+pub(crate) type EventStream =
+    Pin<Box<dyn Stream<Item = Result<pb::StreamResponse, Status>> + Send + 'static>>;
 
 #[tonic::async_trait]
 impl GatewayService for GatewayRpc {
@@ -241,7 +109,7 @@ impl GatewayService for GatewayRpc {
     ) -> Result<Response<EventStream>, Status> {
         let trace = trace_context(request.metadata());
         let (metadata, _, message) = request.into_parts();
-        let mut generation = validated(message.generation)?;
+        let mut generation = validated(message.generation, &self.gateway.config().limits).await?;
         let capture = self.gateway.config().capture_message_content;
         let span = crate::tracing_spans::generation_span(&generation, &metadata, capture);
         propagate(&mut generation, trace);
@@ -278,7 +146,7 @@ impl GatewayService for GatewayRpc {
     ) -> Result<Response<pb::GenerateResponse>, Status> {
         let trace = trace_context(request.metadata());
         let (metadata, _, message) = request.into_parts();
-        let mut generation = validated(message.generation)?;
+        let mut generation = validated(message.generation, &self.gateway.config().limits).await?;
         let capture = self.gateway.config().capture_message_content;
         let span = crate::tracing_spans::generation_span(&generation, &metadata, capture);
         propagate(&mut generation, trace);
@@ -355,9 +223,21 @@ impl GatewayService for GatewayRpc {
 
 /// Validates the request's generation and hands it over by value: the gateway edits it in place (hooks) instead of
 /// copying a request that may be megabytes long.
-fn validated(generation: Option<pb::Generation>) -> Result<pb::Generation, Status> {
-    grpc::validate(generation.as_ref())?;
-    generation.ok_or_else(|| grpc::invalid("generation", "required"))
+///
+/// The size limits are counted here first, so an oversized request is refused at once; a large request that passes
+/// them is checked on the blocking pool ([`crate::offload`]).
+async fn validated(
+    generation: Option<pb::Generation>,
+    limits: &crate::limits::Limits,
+) -> Result<pb::Generation, Status> {
+    let g = generation.ok_or_else(|| grpc::invalid("generation", "required"))?;
+    crate::validate::sizes(&g, limits)?;
+    let limits = *limits;
+    crate::offload::run(crate::offload::is_large(&g), move || {
+        crate::validate::validate(Some(&g), &limits)?;
+        Ok(g)
+    })
+    .await
 }
 
 /// The caller's W3C trace context (`traceparent`, `tracestate`), when it sent a valid one.

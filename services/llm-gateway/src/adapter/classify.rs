@@ -18,8 +18,7 @@ use crate::error::{ErrorKind, ProviderError};
 /// Longest provider body kept in [`ProviderError::provider_body`]: enough to diagnose, small enough for logs.
 pub const MAX_PROVIDER_BODY: usize = 8 * 1024;
 
-/// Placeholder that [`redact`] puts where a secret was.
-pub const REDACTED: &str = "[REDACTED]";
+pub use super::redact::REDACTED;
 
 /// Classifies a provider error from its HTTP status (`None` for an error that arrived mid-stream), its response
 /// headers (retry hints) and its body (any provider's JSON error shape, or plain text).
@@ -64,21 +63,7 @@ pub fn classify(
     }
 }
 
-/// Replaces every occurrence of each non-empty secret in `text` with `[REDACTED]`.
-///
-/// Longer secrets are replaced first, so a secret that contains another (`Bearer sk-…` and `sk-…`) leaves no
-/// fragment behind.
-pub fn redact(text: &str, secrets: &[&str]) -> String {
-    let mut secrets: Vec<&str> = secrets.iter().copied().filter(|s| !s.is_empty()).collect();
-    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    let mut out = text.to_string();
-    for secret in secrets {
-        if out.contains(secret) {
-            out = out.replace(secret, REDACTED);
-        }
-    }
-    out
-}
+pub use super::redact::redact;
 
 /// The longest prefix of `text` of at most `max` bytes that ends on a char boundary.
 pub fn truncate(text: &str, max: usize) -> &str {
@@ -997,17 +982,5 @@ mod tests {
         let e = classify(Some(500), None, &odd);
         assert_eq!(e.provider_body.len(), MAX_PROVIDER_BODY - 1);
         assert!(e.message.len() < 300);
-    }
-
-    #[test]
-    fn redact_replaces_every_secret() {
-        let text = "key sk-abc123 and Bearer sk-abc123, also goog-xyz twice goog-xyz";
-        assert_eq!(
-            redact(text, &["", "sk-abc123", "goog-xyz"]),
-            "key [REDACTED] and Bearer [REDACTED], also [REDACTED] twice [REDACTED]"
-        );
-        // A secret containing another is removed whole, whatever the order given.
-        assert_eq!(redact("x-sk-abc-y", &["sk", "x-sk-abc-y"]), "[REDACTED]");
-        assert_eq!(redact("nothing here", &[]), "nothing here");
     }
 }

@@ -13,9 +13,11 @@ pub mod classify;
 mod encoding;
 pub mod gemini;
 pub mod ids;
+pub mod invariants;
 mod json_scan;
 pub mod openai_chat;
 pub mod openai_responses;
+pub mod redact;
 pub mod sse;
 pub mod strict;
 pub mod transport;
@@ -116,6 +118,13 @@ pub trait Adapter: Send + Sync {
 
     /// A fresh decoder for one response stream.
     fn decoder(&self, target: &Target<'_>) -> Box<dyn Decoder>;
+
+    /// The smallest explicit thinking budget (`reasoning.budget_tokens`) the provider accepts for this model; 0 when
+    /// it has no minimum or takes no budget. A smaller one is refused before any request is sent.
+    fn min_thinking_budget(&self, target: &Target<'_>) -> u32 {
+        let _ = target;
+        0
+    }
 
     /// A fresh decoder for the response to the request [`build`](Adapter::build) made from `generation`. Adapters
     /// whose decoding depends on the request override it (OpenAI strict mode cleans tool-call arguments against

@@ -14,6 +14,11 @@
 //! some OpenAI-compatible servers end the body without the final blank line, and a frame that was really cut short is
 //! still caught: its JSON fails to parse in the decoder, which reports a malformed stream instead of silently losing
 //! the tail. A pending (even unbalanced) bare-JSON capture is flushed the same way.
+//!
+//! Size cap ([`SseParser::with_limit`]): a line, an event's joined data or a bare JSON value longer than the limit
+//! stops the parser. It frees its buffers, ignores every later byte and reports [`SseParser::overflowed`], so the
+//! transport ends the stream with a typed error. Memory stays below the limit plus one read whatever the provider
+//! sends, and every byte is scanned once (the terminator search never revisits the unfinished line).
 
 use std::mem;
 
@@ -104,7 +109,14 @@ pub struct SseParser {
     /// The lines of the bare JSON being captured.
     json: String,
     scan: JsonScan,
+    /// Largest line, event data or bare JSON value accepted.
+    limit: usize,
+    /// A value went over `limit`: everything else is ignored.
+    overflowed: bool,
 }
+
+/// The parser's default size cap: the gateway's `limits.max_sse_event_bytes` default.
+pub const DEFAULT_LIMIT: usize = 4 * 1024 * 1024;
 
 impl Default for SseParser {
     fn default() -> Self {
@@ -113,8 +125,13 @@ impl Default for SseParser {
 }
 
 impl SseParser {
-    /// A parser at the start of a body.
+    /// A parser at the start of a body, capped at [`DEFAULT_LIMIT`].
     pub fn new() -> Self {
+        Self::with_limit(DEFAULT_LIMIT)
+    }
+
+    /// A parser that stops at a line, event or bare JSON value longer than `limit` bytes.
+    pub fn with_limit(limit: usize) -> Self {
         SseParser {
             partial: Vec::new(),
             skip_lf: false,
@@ -125,7 +142,38 @@ impl SseParser {
             capturing: false,
             json: String::new(),
             scan: JsonScan::default(),
+            limit,
+            overflowed: false,
         }
+    }
+
+    /// True once a line, event or bare JSON value went over the limit; the parser then ignores all input.
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// The size cap.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Marks the overflow and gives the buffers' memory back.
+    fn overflow(&mut self) {
+        self.overflowed = true;
+        self.partial = Vec::new();
+        self.data = String::new();
+        self.json = String::new();
+        self.event = String::new();
+        self.data_state = Data::None;
+        self.capturing = false;
+    }
+
+    /// True (after marking the overflow) when `len` bytes are over the limit.
+    fn over(&mut self, len: usize) -> bool {
+        if len > self.limit {
+            self.overflow();
+        }
+        self.overflowed
     }
 
     /// Feeds one read of the body, calling `on` for every item it completes, in order.
@@ -137,6 +185,9 @@ impl SseParser {
         bytes: &[u8],
         on: &mut impl FnMut(SseItem<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
+        if self.overflowed {
+            return Ok(());
+        }
         let result = self.feed_lines(bytes, on);
         // A single `data:` line may still point into `bytes`, which the caller is about to drop: copy it out. This
         // runs on the error path too, so the parser never holds a range into a buffer it no longer sees.
@@ -156,6 +207,9 @@ impl SseParser {
         on: &mut impl FnMut(SseItem<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
         self.skip_lf = false;
+        if self.overflowed {
+            return Ok(());
+        }
         let mut result = Ok(());
         if !self.partial.is_empty() {
             let line = mem::take(&mut self.partial);
@@ -195,11 +249,16 @@ impl SseParser {
         if !self.partial.is_empty() {
             match find_eol(&bytes[pos..]) {
                 None => {
-                    self.partial.extend_from_slice(&bytes[pos..]);
+                    if !self.over(self.partial.len() + bytes.len() - pos) {
+                        self.partial.extend_from_slice(&bytes[pos..]);
+                    }
                     return Ok(());
                 }
                 Some(i) => {
                     let eol = pos + i;
+                    if self.over(self.partial.len() + i) {
+                        return Ok(());
+                    }
                     self.partial.extend_from_slice(&bytes[pos..eol]);
                     // Take the buffer out so the line can be borrowed while `self` is mutated; it goes back with
                     // its capacity intact.
@@ -212,14 +271,19 @@ impl SseParser {
                 }
             }
         }
-        while pos < bytes.len() {
+        while pos < bytes.len() && !self.overflowed {
             match find_eol(&bytes[pos..]) {
                 None => {
-                    self.partial.extend_from_slice(&bytes[pos..]);
+                    if !self.over(bytes.len() - pos) {
+                        self.partial.extend_from_slice(&bytes[pos..]);
+                    }
                     break;
                 }
                 Some(i) => {
                     let eol = pos + i;
+                    if self.over(i) {
+                        break;
+                    }
                     self.line(bytes, &bytes[pos..eol], Some(pos), on)?;
                     pos = self.after_eol(bytes, eol);
                 }
@@ -263,6 +327,9 @@ impl SseParser {
         }
         if self.capturing {
             // Inside a bare JSON value every line belongs to it, whatever it looks like.
+            if self.over(self.json.len() + 1 + line.len()) {
+                return Ok(());
+            }
             self.json.push('\n');
             push_lossy(&mut self.json, line);
             self.scan.scan(line);
@@ -307,6 +374,8 @@ impl SseParser {
                     push_lossy(&mut self.data, value);
                     self.data_state = Data::Buffered;
                 }
+                (Data::InInput { start, end }, _) if self.over(end - start + 1 + value.len()) => {}
+                (Data::Buffered, _) if self.over(self.data.len() + 1 + value.len()) => {}
                 (Data::InInput { start, end }, _) => {
                     self.data.clear();
                     push_lossy(&mut self.data, input.get(start..end).unwrap_or_default());
@@ -866,5 +935,81 @@ mod tests {
             let cut = cut.index(body.len() + 1);
             prop_assert_eq!(parse_chunks([&body[..cut], &body[cut..]]), parse(&body));
         }
+    }
+
+    /// Feeds `reads` to a parser capped at `limit`; returns the items, whether it overflowed, and the largest
+    /// buffer capacity seen.
+    fn capped(limit: usize, reads: &[&[u8]]) -> (Vec<Item>, bool, usize) {
+        let mut parser = SseParser::with_limit(limit);
+        let mut items = Vec::new();
+        let mut on = |item: SseItem<'_>| -> Result<(), ()> {
+            items.push(owned(item));
+            Ok(())
+        };
+        let mut peak = 0;
+        for read in reads {
+            parser.feed(read, &mut on).unwrap();
+            peak = peak
+                .max(parser.partial.capacity())
+                .max(parser.data.capacity())
+                .max(parser.json.capacity());
+        }
+        parser.finish(&mut on).unwrap();
+        (items, parser.overflowed(), peak)
+    }
+
+    #[test]
+    fn a_line_longer_than_the_limit_stops_the_parser_with_bounded_memory() {
+        let chunk = vec![b'x'; 16 * 1024];
+        let mut reads: Vec<&[u8]> = vec![b"data: {\"a\":1}\n\ndata: "];
+        // 64 MiB without a newline, against a 1 MiB cap.
+        reads.extend(std::iter::repeat_n(chunk.as_slice(), 4096));
+        reads.push(b"\n\ndata: {\"b\":2}\n\n");
+        let (items, overflowed, peak) = capped(1024 * 1024, &reads);
+        assert!(overflowed);
+        assert_eq!(
+            items,
+            vec![ev("", "{\"a\":1}")],
+            "nothing after the overflow"
+        );
+        assert!(peak <= 2 * 1024 * 1024 + chunk.len(), "peak buffer {peak}");
+    }
+
+    #[test]
+    fn one_read_holding_a_line_over_the_limit_overflows() {
+        let mut body = b"data: ".to_vec();
+        body.extend(std::iter::repeat_n(b'y', 5000));
+        body.extend_from_slice(b"\n\n");
+        let (items, overflowed, _) = capped(4096, &[&body]);
+        assert!(overflowed);
+        assert!(items.is_empty());
+    }
+
+    #[test]
+    fn many_data_lines_joined_over_the_limit_overflow() {
+        let line = format!("data: {}\n", "z".repeat(1000));
+        let body = line.repeat(5);
+        let (items, overflowed, _) = capped(4096, &[body.as_bytes()]);
+        assert!(overflowed);
+        assert!(items.is_empty());
+        let (items, overflowed, _) = capped(8192, &[body.as_bytes(), b"\n"]);
+        assert!(!overflowed);
+        assert_eq!(items.len(), 1);
+    }
+
+    #[test]
+    fn a_bare_json_value_over_the_limit_overflows() {
+        let body = format!("{{\n{}\n", "\"k\": 1,\n".repeat(1000));
+        let (items, overflowed, _) = capped(4096, &[body.as_bytes()]);
+        assert!(overflowed);
+        assert!(items.is_empty());
+    }
+
+    #[test]
+    fn events_up_to_the_limit_pass() {
+        let body = format!("data: {}\n\n", "w".repeat(4090));
+        let (items, overflowed, _) = capped(4096, &[body.as_bytes()]);
+        assert!(!overflowed);
+        assert_eq!(items.len(), 1);
     }
 }

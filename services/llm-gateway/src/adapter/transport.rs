@@ -108,6 +108,8 @@ impl RetryPolicy {
 pub struct Transport {
     client: reqwest::Client,
     timeouts: Timeouts,
+    /// Largest SSE line, event or bare JSON value read from a provider (`limits.max_sse_event_bytes`).
+    max_event_bytes: usize,
 }
 
 impl Transport {
@@ -132,7 +134,17 @@ impl Transport {
                     format!("building the HTTP client failed: {}", root_cause(&e)),
                 )
             })?;
-        Ok(Transport { client, timeouts })
+        Ok(Transport {
+            client,
+            timeouts,
+            max_event_bytes: crate::adapter::sse::DEFAULT_LIMIT,
+        })
+    }
+
+    /// The same transport, with streams capped at `bytes` per SSE line, event or bare JSON value.
+    pub fn with_max_event_bytes(mut self, bytes: usize) -> Self {
+        self.max_event_bytes = bytes;
+        self
     }
 
     /// The timeouts this transport applies.
@@ -196,7 +208,7 @@ impl Transport {
         let (wait, _) = bounded(self.timeouts.idle, deadline, now);
         Ok(ProviderStream {
             response,
-            parser: SseParser::new(),
+            parser: SseParser::with_limit(self.max_event_bytes),
             idle: self.timeouts.idle,
             total: self.timeouts.total,
             deadline,
@@ -286,6 +298,17 @@ impl ProviderStream {
         match read {
             Ok(Ok(Some(chunk))) => {
                 let Ok(()) = self.parser.feed(&chunk, &mut route);
+                if self.parser.overflowed() {
+                    // Returning the error drops this stream, and with it the provider connection.
+                    self.ended = true;
+                    return Err(ProviderError::new(
+                        ErrorKind::ProviderError,
+                        format!(
+                            "the provider sent an SSE line or event over {} bytes (limits.max_sse_event_bytes)",
+                            self.parser.limit()
+                        ),
+                    ));
+                }
                 Ok(true)
             }
             Ok(Ok(None)) => {

@@ -51,6 +51,10 @@ impl Adapter for Anthropic {
     fn decoder(&self, _target: &Target<'_>) -> Box<dyn Decoder> {
         Box::new(AnthropicDecoder::new())
     }
+
+    fn min_thinking_budget(&self, _target: &Target<'_>) -> u32 {
+        request::MIN_THINKING_BUDGET_TOKENS
+    }
 }
 
 #[cfg(test)]

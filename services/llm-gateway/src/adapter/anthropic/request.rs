@@ -31,7 +31,9 @@ use pb::part::Kind;
 /// Most cache breakpoints the API accepts in one request.
 const MAX_CACHE_MARKERS: usize = 4;
 /// The smallest thinking budget the API accepts.
-const MIN_THINKING_BUDGET: u64 = 1024;
+const MIN_THINKING_BUDGET: u64 = MIN_THINKING_BUDGET_TOKENS as u64;
+/// [`MIN_THINKING_BUDGET`] as the proto field's type.
+pub(super) const MIN_THINKING_BUDGET_TOKENS: u32 = 1024;
 /// Tokens kept for the visible answer when `max_tokens` has to be raised above the thinking budget.
 const ANSWER_ROOM: u64 = 1024;
 /// Body fields the gateway owns; `provider_options_json` cannot set them.

@@ -108,6 +108,10 @@ impl Adapter for Gemini {
     fn decoder(&self, _target: &Target<'_>) -> Box<dyn Decoder> {
         Box::new(GeminiDecoder::new())
     }
+
+    fn min_thinking_budget(&self, target: &Target<'_>) -> u32 {
+        request::Family::of(&target.model.name).min_budget()
+    }
 }
 
 #[cfg(test)]

@@ -85,6 +85,11 @@ impl Family {
         }
     }
 
+    /// The smallest thinking budget while thinking (0 when unknown).
+    pub(super) fn min_budget(self) -> u32 {
+        self.budget_range().map_or(0, |(min, _, _)| min)
+    }
+
     /// `(smallest budget while thinking, largest budget, whether 0 turns thinking off)`, or `None` when unknown.
     fn budget_range(self) -> Option<(u32, u32, bool)> {
         match self {

@@ -9,6 +9,7 @@ use std::marker::PhantomData;
 
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
 
 use super::super::Decoder;
 use super::super::classify::classify;
@@ -50,6 +51,8 @@ pub struct ChatDecoder {
     strict: StrictTools,
     /// Try [`TextChunk::recognise`] before the full parse (off only in tests that compare the two paths).
     fast: bool,
+    /// OpenRouter `reasoning_details` of the open reasoning block, replayed with it.
+    details: super::details::Details,
 }
 
 /// One tool call being streamed.
@@ -81,6 +84,7 @@ impl Default for ChatDecoder {
             usage: None,
             strict: StrictTools::default(),
             fast: true,
+            details: super::details::Details::default(),
         }
     }
 }
@@ -126,12 +130,27 @@ impl ChatDecoder {
         if let Some(id) = self.reasoning.take() {
             // An empty object rather than none: it is what makes the core record the protocol and the model on the
             // part, and the request builder replays reasoning only to the model that produced it
-            // (`reasoning_replay`). The text itself is all a compatible server takes back.
+            // (`reasoning_replay`). The text itself is all a compatible server takes back, except OpenRouter's
+            // `reasoning_details`, which are kept whole (with their signatures).
+            let metadata = if self.details.is_empty() {
+                REPLAY_METADATA.to_string()
+            } else {
+                self.details.take_metadata()
+            };
             out.push(Event::ReasoningEnd {
                 id,
-                metadata: Some(REPLAY_METADATA.to_string()),
+                metadata: Some(metadata),
             });
         }
+    }
+
+    /// Opens the next reasoning block and returns its id.
+    fn open_reasoning(&mut self, out: &mut Vec<Event>) -> String {
+        let id = format!("reasoning-{}", self.reasoning_blocks);
+        self.reasoning_blocks += 1;
+        out.push(Event::ReasoningStart { id: id.clone() });
+        self.reasoning = Some(id.clone());
+        id
     }
 
     fn reasoning_delta(&mut self, delta: Cow<'_, str>, out: &mut Vec<Event>) {
@@ -140,13 +159,7 @@ impl ChatDecoder {
         }
         let id = match &self.reasoning {
             Some(id) => id.clone(),
-            None => {
-                let id = format!("reasoning-{}", self.reasoning_blocks);
-                self.reasoning_blocks += 1;
-                out.push(Event::ReasoningStart { id: id.clone() });
-                self.reasoning = Some(id.clone());
-                id
-            }
+            None => self.open_reasoning(out),
         };
         out.push(Event::ReasoningDelta {
             id,
@@ -183,19 +196,29 @@ impl ChatDecoder {
             .into_iter()
             .flatten()
             .find(|s| !s.0.is_empty());
+        let details = d.reasoning_details.unwrap_or_default();
         if let Some(text) = primary {
             self.reasoning_delta(text.0, out);
         } else {
-            for detail in d.reasoning_details.into_iter().flatten() {
-                let text = match detail.kind.as_ref().map(|k| k.0.as_ref()) {
-                    Some("reasoning.text") => detail.text,
-                    Some("reasoning.summary") => detail.summary,
-                    // Encrypted reasoning has no text to show and is not replayed on this protocol.
-                    _ => None,
+            for detail in &details {
+                let field = match detail.get("type").and_then(Value::as_str) {
+                    Some("reasoning.text") => "text",
+                    Some("reasoning.summary") => "summary",
+                    // Encrypted reasoning has no text to show; it is replayed with the details.
+                    _ => continue,
                 };
-                if let Some(text) = text {
-                    self.reasoning_delta(text.0, out);
+                if let Some(text) = detail.get(field).and_then(Value::as_str) {
+                    self.reasoning_delta(Cow::Borrowed(text), out);
                 }
+            }
+        }
+        if !details.is_empty() {
+            // A detail with nothing to show (a signature, encrypted data) still belongs to a reasoning block.
+            if self.reasoning.is_none() {
+                self.open_reasoning(out);
+            }
+            for detail in &details {
+                self.details.push(detail);
             }
         }
 
@@ -781,23 +804,12 @@ struct Delta<'a> {
     /// Newer vLLM, OpenRouter.
     #[serde(borrow)]
     reasoning: Option<Str<'a>>,
-    /// OpenRouter.
-    #[serde(borrow)]
-    reasoning_details: Option<Vec<ReasoningDetail<'a>>>,
+    /// OpenRouter: each merged into the block's replay metadata and read for its text.
+    reasoning_details: Option<Vec<Value>>,
     #[serde(borrow)]
     refusal: Option<Str<'a>>,
     #[serde(borrow)]
     tool_calls: Option<Vec<ToolCallDelta<'a>>>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ReasoningDetail<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Option<Str<'a>>,
-    #[serde(borrow)]
-    text: Option<Str<'a>>,
-    #[serde(borrow)]
-    summary: Option<Str<'a>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -10,11 +10,15 @@
 //! - `decode` turns the `data:` chunks back into unified [`Event`](crate::event::Event)s, tolerating the field
 //!   names and envelopes each compatible server uses for the same things. Every reasoning block ends with the
 //!   replay metadata `{}`: the text is all a server takes back, but the metadata is what makes the core record the
-//!   protocol and model that produced it, which replay is keyed on.
+//!   protocol and model that produced it, which replay is keyed on. OpenRouter's `reasoning_details` are the
+//!   exception: merged per index (`details`), they are the block's metadata and go back whole.
 
 mod decode;
+mod details;
 #[cfg(test)]
 mod fast_tests;
+#[cfg(test)]
+mod openrouter_tests;
 mod request;
 #[cfg(test)]
 mod stream_tests;

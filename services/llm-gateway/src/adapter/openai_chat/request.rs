@@ -223,7 +223,19 @@ fn assistant_message(
     let mut text = String::new();
     let mut reasoning = String::new();
     let mut calls = Vec::new();
+    // OpenRouter's structured reasoning, replayed whole to the model that produced it whatever `reasoning_replay`
+    // says: only OpenRouter records it, and Claude behind it needs its signatures back in a tool loop.
+    let mut details: Vec<Value> = Vec::new();
     for (j, part) in m.parts.iter().enumerate() {
+        if let Some(Kind::Reasoning(r)) = &part.kind
+            && replayable(r, model)
+            && let Some(list) = r
+                .provider_metadata
+                .as_ref()
+                .and_then(|meta| super::details::from_metadata(&meta.json))
+        {
+            details.extend(list);
+        }
         match &part.kind {
             // Joined with nothing in between: the parts are pieces of the model's own output, which some providers
             // stream as many small blocks (Gemini parts); a separator would land mid-sentence.
@@ -270,6 +282,9 @@ fn assistant_message(
             msg.insert("reasoning".into(), Value::String(reasoning));
         }
         ReasoningReplay::Reasoning => {}
+    }
+    if !details.is_empty() {
+        msg.insert("reasoning_details".into(), Value::Array(details));
     }
     if !calls.is_empty() {
         msg.insert("tool_calls".into(), Value::Array(calls));

@@ -306,7 +306,17 @@ fn openrouter_keepalive_fixture() {
     for d in ["Simple", " greeting;", " reply briefly."] {
         want.push(rd("reasoning-0", d));
     }
-    want.extend([re("reasoning-0"), ts("text-0")]);
+    want.extend([
+        Event::ReasoningEnd {
+            id: "reasoning-0".into(),
+            // The details, merged, are the block's replay metadata.
+            metadata: Some(
+                r#"{"reasoning_details":[{"type":"reasoning.text","text":"Simple greeting; reply briefly.","format":"unknown","index":0}]}"#
+                    .into(),
+            ),
+        },
+        ts("text-0"),
+    ]);
     want.extend(texts("text-0", &["Hi", " there!"]));
     want.push(te("text-0"));
     // The usage chunk comes after the finish chunk with `finish_reason:null`, which must not erase `stop`.
@@ -608,7 +618,14 @@ fn reasoning_details_alone_and_reopened_reasoning() {
         vec![
             rs("reasoning-0"),
             rd("reasoning-0", "a"),
-            re("reasoning-0"),
+            Event::ReasoningEnd {
+                id: "reasoning-0".into(),
+                // Both details are kept for replay, the encrypted one too.
+                metadata: Some(
+                    r#"{"reasoning_details":[{"type":"reasoning.text","text":"a"},{"type":"reasoning.encrypted","data":"xyz"}]}"#
+                        .into()
+                ),
+            },
             ts("text-0"),
             td("text-0", "b"),
             rs("reasoning-1"),

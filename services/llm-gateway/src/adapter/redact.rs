@@ -1,0 +1,260 @@
+//! Scrubbing provider keys out of text that leaves the gateway (error messages and bodies, logs, span attributes).
+//!
+//! A provider may echo a key in another form than it was sent: lowercased, percent-encoded as part of a URL
+//! (`sk%2Dabc`, in any mix of escaped and plain bytes and either hex case), or inside a basic-auth credential
+//! (`base64("user:" + key)`, whatever the user part). [`redact`] finds all of them:
+//!
+//! - text is compared through a *normalised view*: percent escapes decoded and ASCII lowercased, each byte of the view
+//!   remembering which bytes of the original it came from, so a match is cut out of the original exactly;
+//! - for base64, a key starting at any of the three byte offsets modulo 3 has a run of base64 characters that depends
+//!   on the key alone; each of the three runs (standard and URL-safe alphabets) is searched for, and a match removes
+//!   the whole base64 token around it (the user part included).
+//!
+//! Matches of all secrets are merged before replacing, so a secret inside another leaves no fragment behind.
+
+/// What a secret becomes.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// Shortest base64 run searched for: shorter runs would match ordinary text.
+const MIN_BASE64_RUN: usize = 8;
+
+/// Replaces every occurrence of each non-empty secret in `text`, in any of the forms above, with `[REDACTED]`.
+pub fn redact(text: &str, secrets: &[&str]) -> String {
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    let view = Normalised::of(text.as_bytes());
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        let needle = secret.as_bytes().to_ascii_lowercase();
+        for at in find_all(&view.bytes, &needle) {
+            ranges.push((view.start[at], view.end[at + needle.len() - 1]));
+        }
+        for run in base64_runs(secret.as_bytes()) {
+            for at in find_all(text.as_bytes(), run.as_bytes()) {
+                ranges.push(base64_token(text.as_bytes(), at, at + run.len()));
+            }
+        }
+    }
+    if ranges.is_empty() {
+        return text.to_string();
+    }
+    ranges.sort_unstable();
+    let mut out = String::with_capacity(text.len());
+    let mut pos = 0;
+    let mut i = 0;
+    while i < ranges.len() {
+        let (start, mut end) = ranges[i];
+        while i + 1 < ranges.len() && ranges[i + 1].0 <= end {
+            end = end.max(ranges[i + 1].1);
+            i += 1;
+        }
+        // Ranges end on byte boundaries of ASCII matches, but a percent escape could decode to a byte inside a
+        // multi-byte character: widen to character boundaries so the output stays valid UTF-8.
+        let start = floor_boundary(text, start.max(pos));
+        let end = ceil_boundary(text, end);
+        if start >= pos {
+            out.push_str(&text[pos..start]);
+            out.push_str(REDACTED);
+        }
+        pos = pos.max(end);
+        i += 1;
+    }
+    out.push_str(&text[pos.min(text.len())..]);
+    out
+}
+
+fn floor_boundary(text: &str, mut i: usize) -> usize {
+    i = i.min(text.len());
+    while !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_boundary(text: &str, mut i: usize) -> usize {
+    i = i.min(text.len());
+    while !text.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+/// `text` with percent escapes decoded and ASCII lowercased; `start[i]..end[i]` is where byte `i` came from.
+struct Normalised {
+    bytes: Vec<u8>,
+    start: Vec<usize>,
+    end: Vec<usize>,
+}
+
+impl Normalised {
+    fn of(text: &[u8]) -> Normalised {
+        let mut n = Normalised {
+            bytes: Vec::with_capacity(text.len()),
+            start: Vec::with_capacity(text.len()),
+            end: Vec::with_capacity(text.len()),
+        };
+        let mut i = 0;
+        while i < text.len() {
+            let escaped = (text[i] == b'%')
+                .then(|| Some((hex(*text.get(i + 1)?)?, hex(*text.get(i + 2)?)?)))
+                .flatten();
+            let (byte, len) = match escaped {
+                Some((hi, lo)) => ((hi << 4) | lo, 3),
+                None => (text[i], 1),
+            };
+            n.bytes.push(byte.to_ascii_lowercase());
+            n.start.push(i);
+            n.end.push(i + len);
+            i += len;
+        }
+        n
+    }
+}
+
+fn hex(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Every start of `needle` in `hay` (overlapping ones included).
+fn find_all(hay: &[u8], needle: &[u8]) -> Vec<usize> {
+    if needle.is_empty() || needle.len() > hay.len() {
+        return Vec::new();
+    }
+    let first = needle[0];
+    (0..=hay.len() - needle.len())
+        .filter(|&i| hay[i] == first && &hay[i..i + needle.len()] == needle)
+        .collect()
+}
+
+const STANDARD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// The base64 characters (standard, then URL-safe) that depend only on `secret`, for the secret starting at byte
+/// offsets 0, 1 and 2 modulo 3 of the encoded data. Runs shorter than [`MIN_BASE64_RUN`] are left out.
+fn base64_runs(secret: &[u8]) -> Vec<String> {
+    let mut runs = Vec::new();
+    for offset in 0..3usize {
+        let mut data = vec![0u8; offset];
+        data.extend_from_slice(secret);
+        let encoded = base64(&data);
+        // Character c covers bits 6c..6c+6; keep those entirely inside the secret's bits.
+        let first = (8 * offset).div_ceil(6);
+        let last = (8 * (offset + secret.len())) / 6;
+        if last <= first || last - first < MIN_BASE64_RUN {
+            continue;
+        }
+        let run = &encoded[first..last];
+        let url_safe = run.replace('+', "-").replace('/', "_");
+        if url_safe != run {
+            runs.push(url_safe);
+        }
+        runs.push(run.to_string());
+    }
+    runs
+}
+
+/// Unpadded standard base64.
+fn base64(data: &[u8]) -> String {
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let chars = chunk.len() + 1;
+        for k in 0..chars {
+            out.push(char::from(STANDARD[((n >> (18 - 6 * k)) & 63) as usize]));
+        }
+    }
+    out
+}
+
+/// The whole base64 token around `start..end` (the user part of a basic-auth credential, the padding).
+fn base64_token(text: &[u8], mut start: usize, mut end: usize) -> (usize, usize) {
+    let b64 = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_' | b'=');
+    while start > 0 && b64(text[start - 1]) {
+        start -= 1;
+    }
+    while end < text.len() && b64(text[end]) {
+        end += 1;
+    }
+    (start, end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const KEY: &str = "sk-E2e-Secret-Key-000";
+
+    #[test]
+    fn plain_and_nested_secrets() {
+        let text = "key sk-abc123 and Bearer sk-abc123, also goog-xyz twice goog-xyz";
+        assert_eq!(
+            redact(text, &["", "sk-abc123", "goog-xyz"]),
+            "key [REDACTED] and Bearer [REDACTED], also [REDACTED] twice [REDACTED]"
+        );
+        assert_eq!(redact("x-sk-abc-y", &["sk", "x-sk-abc-y"]), "[REDACTED]");
+        assert_eq!(redact("nothing here", &[]), "nothing here");
+    }
+
+    #[test]
+    fn lowercased_and_uppercased_keys() {
+        let text = format!("bad key {} or {}", KEY.to_lowercase(), KEY.to_uppercase());
+        assert_eq!(redact(&text, &[KEY]), "bad key [REDACTED] or [REDACTED]");
+    }
+
+    #[test]
+    fn percent_encoded_keys_in_any_mix() {
+        let all = KEY.replace('-', "%2D");
+        let lower = KEY.replace('-', "%2d").to_lowercase();
+        let every: String = KEY.bytes().map(|b| format!("%{b:02X}")).collect();
+        let text = format!("url ?key={all}&b={lower}&c={every} end");
+        assert_eq!(
+            redact(&text, &[KEY]),
+            "url ?key=[REDACTED]&b=[REDACTED]&c=[REDACTED] end"
+        );
+    }
+
+    #[test]
+    fn basic_auth_credentials_whatever_the_user() {
+        for user in ["", "u", "ab", "apikey", "someone@example.com"] {
+            let credential = base64(format!("{user}:{KEY}").as_bytes());
+            let text = format!("authorization: Basic {credential}== was refused");
+            assert_eq!(
+                redact(&text, &[KEY]),
+                "authorization: Basic [REDACTED] was refused",
+                "user {user:?}"
+            );
+        }
+        assert_eq!(base64(b"Man"), "TWFu");
+        assert_eq!(base64(b"Ma"), "TWE");
+    }
+
+    #[test]
+    fn multibyte_text_around_an_escape_stays_valid() {
+        let text = "é%C3%A9 sk-abc ü";
+        assert_eq!(redact(text, &["sk-abc"]), "é%C3%A9 [REDACTED] ü");
+    }
+
+    proptest! {
+        #[test]
+        fn the_key_never_survives_in_any_form(prefix in "\\PC{0,20}", suffix in "\\PC{0,20}", form in 0usize..4) {
+            let key = "sk-live-AbC123-xyz";
+            let shown = match form {
+                0 => key.to_string(),
+                1 => key.to_lowercase(),
+                2 => key.replace('-', "%2D"),
+                _ => base64(format!("user:{key}").as_bytes()),
+            };
+            let out = redact(&format!("{prefix}{shown}{suffix}"), &[key]);
+            prop_assert!(!out.to_lowercase().contains(&key.to_lowercase()));
+            prop_assert!(out.contains(REDACTED));
+        }
+    }
+}
