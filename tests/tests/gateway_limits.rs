@@ -1,6 +1,11 @@
 //! `[limits]` and hostile input through the real gateway: a provider line that never ends, huge deltas, requests
 //! with too many tools, malformed protobuf, and the validation rules that need the resolved model.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stdout)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout
+)]
 
 use std::time::{Duration, Instant};
 
@@ -72,7 +77,9 @@ async fn a_300_mb_line_ends_the_stream_with_a_typed_error_and_memory_stays_bound
         .unwrap()
         .unwrap();
     assert!(sent < TOTAL, "the provider could write all {sent} bytes");
-    println!("300 MB line: peak RSS grew by {grown_mib} MiB; the provider wrote {sent} bytes before the close");
+    println!(
+        "300 MB line: peak RSS grew by {grown_mib} MiB; the provider wrote {sent} bytes before the close"
+    );
     // Without the cap this grew by ~600 MiB; with it, the 4 MiB buffer (doubled while it grew) plus reads.
     assert!(grown_mib < 64, "peak RSS grew by {grown_mib} MiB");
 }
@@ -143,7 +150,9 @@ async fn a_hundred_thousand_tools_are_refused_fast_before_any_provider_work() {
         .await
         .unwrap_err();
     let took = started.elapsed();
-    println!("100 000 tools refused in {took:?} (client encode, transfer, server decode and count)");
+    println!(
+        "100 000 tools refused in {took:?} (client encode, transfer, server decode and count)"
+    );
     assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
     assert!(
         err.message().contains("limits.max_tools"),

@@ -121,7 +121,12 @@ mod tests {
                 "not open",
             ),
             (
-                [t("a").as_slice(), t("a").as_slice(), std::slice::from_ref(&fin)].concat(),
+                [
+                    t("a").as_slice(),
+                    t("a").as_slice(),
+                    std::slice::from_ref(&fin),
+                ]
+                .concat(),
                 "twice",
             ),
             (vec![call("c1", ""), fin.clone()], "empty name"),
