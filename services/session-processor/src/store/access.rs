@@ -89,7 +89,7 @@ pub(super) async fn connect(
                 .set_response_timeout(Some(timeouts.response))
                 .set_connection_timeout(Some(timeouts.connect));
             let conn = ConnectionManager::new_with_config(client.clone(), config).await?;
-            Ok((Conn::Manager(conn), Opener::Standalone(client)))
+            Ok((Conn::Manager(conn), Opener::Standalone(Box::new(client))))
         }
         RedisTarget::Cluster { seeds } => {
             let mut builder = ClusterClientBuilder::new(

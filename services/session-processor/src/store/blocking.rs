@@ -19,7 +19,7 @@ use super::sentinel::{Primary, is_readonly};
 /// How the pool opens a connection, per mode.
 pub(super) enum Opener {
     /// One node.
-    Standalone(Client),
+    Standalone(Box<Client>),
     /// A cluster.
     Cluster(Box<ClusterClient>),
     /// The sentinels' current primary (a handle without a response timeout, asked afresh at every open).
