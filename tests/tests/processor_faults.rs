@@ -6,8 +6,9 @@
 
 use std::time::Duration;
 
+use e2e_tests::faults::{assert_settled, until_done};
 use e2e_tests::processor::{
-    Processor, ProcessorSetup, SessionsClient, assert_healthy, messages, prompt, start_processor,
+    Processor, ProcessorSetup, assert_healthy, messages, prompt, start_processor,
 };
 use e2e_tests::procs::RedisServer;
 use e2e_tests::service::{ServiceProcess, free_port};
@@ -35,85 +36,6 @@ fn short_answer() -> Reply {
             .text(&["Recovered."])
             .finish("stop", Some((10, 2))),
     )
-}
-
-/// Reads a stream until its first `done` (within `bound`), returning every event.
-async fn until_done<T>(
-    stream: &mut tonic::Streaming<T>,
-    event: impl Fn(T) -> Option<spb::SessionEvent>,
-    bound: Duration,
-) -> Vec<SE> {
-    let mut events = Vec::new();
-    tokio::time::timeout(bound, async {
-        loop {
-            let Some(response) = stream.message().await.expect("stream stays readable") else {
-                panic!("the stream ended without a done: {events:?}");
-            };
-            let Some(ev) = event(response).and_then(|e| e.event) else {
-                continue;
-            };
-            let done = matches!(ev, SE::Done(_));
-            events.push(ev);
-            if done {
-                return;
-            }
-        }
-    })
-    .await
-    .expect("the stream ends with a terminal event");
-    events
-}
-
-/// Waits (30 s at most) until the session is idle with no lease and its latest prompt has a completed answer, then
-/// checks that answer and Diagnose.
-async fn assert_settled(c: &mut SessionsClient, session_id: &str) {
-    let settled = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            if let Ok(r) = c
-                .diagnose(spb::DiagnoseRequest {
-                    session_id: session_id.into(),
-                })
-                .await
-            {
-                let r = r.into_inner();
-                let ms = messages(c, session_id).await;
-                let answered = ms.last().is_some_and(|m| {
-                    m.role() == spb::Role::Assistant
-                        && m.completed_at.is_some()
-                        && m.finish == "stop"
-                });
-                if !r.lease_held && r.healthy && answered {
-                    return ms;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await
-    .expect("the prompt is answered (resumed or closed) and the session settles");
-    let answer = settled.last().unwrap();
-    assert!(answer.error.is_none(), "{:?}", answer.error);
-    assert_eq!(answer.stopped_by(), spb::StopReason::Completed);
-    for m in &settled {
-        assert!(
-            m.role() != spb::Role::Assistant || m.completed_at.is_some(),
-            "no message left open: {m:?}"
-        );
-    }
-    let s = c
-        .get_session(spb::GetSessionRequest {
-            session_id: session_id.into(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .session
-        .unwrap();
-    assert_eq!(
-        s.status.map(|st| st.kind()),
-        Some(spb::session_status::Kind::Idle)
-    );
-    assert_healthy(c, session_id).await;
 }
 
 enum Fault {
