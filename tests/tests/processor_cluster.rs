@@ -14,74 +14,10 @@
 //! Both tests passed 10 runs in a row locally (`cargo nextest run -p e2e-tests -E 'binary(processor_cluster)'`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Duration;
-
 use e2e_tests::Harness;
 use e2e_tests::cluster::RedisCluster;
-use e2e_tests::faults::{assert_settled, until_done};
-use e2e_tests::processor::{
-    Processor, ProcessorSetup, SessionsClient, messages, prompt, start_processor,
-};
-use fake_provider::Reply;
-use fake_provider::openai_sse::ChatStream;
-use llm_proto::sessions as spb;
-use spb::session_event::Event as SE;
-
-/// A long answer streamed slowly (40 chunks, 50 ms apart), so a fault lands in its middle.
-fn slow_answer() -> Reply {
-    let words: Vec<String> = (0..40).map(|i| format!("w{i} ")).collect();
-    let words: Vec<&str> = words.iter().map(String::as_str).collect();
-    Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-slow")
-            .text(&words)
-            .finish("stop", Some((10, 40))),
-    )
-    .pace(Duration::from_millis(50))
-}
-
-fn short_answer() -> Reply {
-    Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-short")
-            .text(&["Answered."])
-            .finish("stop", Some((10, 2))),
-    )
-}
-
-/// Two replicas of one deployment on `redis_lines` (its `[redis]` mode) and `url`.
-pub async fn two_replicas(
-    gateway: &Harness,
-    url: &str,
-    redis_lines: &str,
-) -> (Processor, Processor) {
-    let a = start_processor(ProcessorSetup {
-        gateway: gateway.addr.to_string(),
-        redis: url.into(),
-        redis_lines: redis_lines.into(),
-        recovery: true,
-        ..Default::default()
-    })
-    .await;
-    let b = start_processor(ProcessorSetup {
-        gateway: gateway.addr.to_string(),
-        redis: url.into(),
-        redis_lines: redis_lines.into(),
-        recovery: true,
-        prefix: a.engine.config.redis_prefix.clone(),
-        ..Default::default()
-    })
-    .await;
-    (a, b)
-}
-
-async fn create(c: &mut SessionsClient) -> String {
-    c.create_session(spb::CreateSessionRequest::default())
-        .await
-        .unwrap()
-        .into_inner()
-        .session
-        .unwrap()
-        .id
-}
+use e2e_tests::faults::{create, fault_mid_prompt, short_answer, two_replicas};
+use e2e_tests::processor::SessionsClient;
 
 /// Creates sessions, alternating replicas, until every primary serves at least one. Returns (id, slot) pairs.
 async fn spread(
@@ -106,20 +42,6 @@ async fn spread(
     panic!("64 sessions did not cover the 3 primaries");
 }
 
-/// Prompts the session and reads the stream to its end; the answer must be complete.
-async fn answer(c: &mut SessionsClient, session_id: &str, text: &str) {
-    let mut stream = c
-        .prompt(prompt(session_id, text))
-        .await
-        .unwrap()
-        .into_inner();
-    let events = until_done(&mut stream, |r| r.event, Duration::from_secs(20)).await;
-    let Some(SE::Done(d)) = events.last() else {
-        panic!("{events:?}")
-    };
-    assert_eq!(d.stopped_by(), spb::StopReason::Completed, "{d:?}");
-}
-
 enum Fault {
     /// The busy session's primary SIGKILLed; its replica is promoted.
     KillPrimary,
@@ -135,107 +57,28 @@ async fn cluster_fault_mid_prompt(fault: Fault) {
     let prefix = a.engine.config.redis_prefix.clone();
     let mut clients = [a.client().await, b.client().await];
     let sessions = spread(&cluster, &mut clients, &prefix).await;
-    // Every session answered once, through both replicas: what is stored now was acknowledged.
-    for (i, (id, _)) in sessions.iter().enumerate() {
-        answer(&mut clients[i % 2], id, "hello").await;
-    }
-    let mut before = Vec::new();
-    for (id, _) in &sessions[1..] {
-        before.push(messages(&mut clients[0], id).await);
-    }
-    let (busy, slot) = sessions[0].clone();
-    gateway.openai.push(slow_answer());
-    let subscribe = spb::SubscribeRequest {
-        session_id: busy.clone(),
-        after_event_id: String::new(),
-    };
-    let mut remote = clients[1]
-        .subscribe(subscribe.clone())
-        .await
-        .unwrap()
-        .into_inner();
-    let mut sub = clients[0].subscribe(subscribe).await.unwrap().into_inner();
-    let mut stream = clients[0]
-        .prompt(prompt(&busy, "talk"))
-        .await
-        .unwrap()
-        .into_inner();
-    let mut deltas = 0;
-    while deltas < 3 {
-        let ev = stream
-            .message()
-            .await
-            .unwrap()
-            .unwrap()
-            .event
-            .unwrap()
-            .event
-            .unwrap();
-        if matches!(ev, SE::PartDelta(_)) {
-            deltas += 1;
+    let slot = sessions[0].1;
+    let ids: Vec<String> = sessions.into_iter().map(|(id, _)| id).collect();
+    fault_mid_prompt(&gateway, &mut clients, &ids, async {
+        match fault {
+            Fault::KillPrimary => {
+                let (old, new) = cluster.kill_primary_of(slot).await;
+                eprintln!("primary :{old} killed, :{} promoted", new.port);
+            }
+            Fault::MigrateSlot => {
+                let from = cluster.owner(slot).await;
+                let to = cluster
+                    .primaries()
+                    .await
+                    .into_iter()
+                    .find(|p| p.port != from.port)
+                    .unwrap();
+                cluster.migrate_slot(slot, &to).await;
+                eprintln!("slot {slot} moved from :{} to :{}", from.port, to.port);
+            }
         }
-    }
-    match fault {
-        Fault::KillPrimary => {
-            let (old, new) = cluster.kill_primary_of(slot).await;
-            eprintln!("primary :{old} killed, :{} promoted", new.port);
-        }
-        Fault::MigrateSlot => {
-            let from = cluster.owner(slot).await;
-            let to = cluster
-                .primaries()
-                .await
-                .into_iter()
-                .find(|p| p.port != from.port)
-                .unwrap();
-            cluster.migrate_slot(slot, &to).await;
-            eprintln!("slot {slot} moved from :{} to :{}", from.port, to.port);
-        }
-    }
-    let bound = Duration::from_secs(30);
-    let local = until_done(&mut stream, |r| r.event, bound).await;
-    eprintln!(
-        "the prompt stream ended with {:?}",
-        &local[local.len().saturating_sub(3)..]
-    );
-    for events in [
-        local,
-        until_done(&mut sub, |r| r.event, bound).await,
-        until_done(&mut remote, |r| r.event, bound).await,
-    ] {
-        let Some(SE::Done(d)) = events.last() else {
-            panic!("{events:?}")
-        };
-        assert!(
-            matches!(
-                d.stopped_by(),
-                spb::StopReason::Completed
-                    | spb::StopReason::HandedOff
-                    | spb::StopReason::StorageUnavailable
-            ),
-            "{d:?}"
-        );
-    }
-    assert_settled(&mut clients[0], &busy).await;
-    let stored = messages(&mut clients[1], &busy).await;
-    assert!(
-        stored.iter().any(|m| m.role() == spb::Role::User
-            && m.parts
-                .iter()
-                .any(|p| matches!(&p.kind, Some(spb::part::Kind::Text(t)) if t.text == "talk"))),
-        "the acknowledged prompt is stored: {stored:?}"
-    );
-    for ((id, _), was) in sessions[1..].iter().zip(before) {
-        assert_eq!(
-            messages(&mut clients[1], id).await,
-            was,
-            "session {id} lost nothing"
-        );
-    }
-    for (i, (id, _)) in sessions.iter().enumerate() {
-        answer(&mut clients[(i + 1) % 2], id, "again").await;
-        assert_settled(&mut clients[i % 2], id).await;
-    }
+    })
+    .await;
     drop((a, b));
 }
 

@@ -6,37 +6,16 @@
 
 use std::time::Duration;
 
-use e2e_tests::faults::{assert_settled, until_done};
+use e2e_tests::faults::{assert_settled, short_answer, slow_answer, until_done};
 use e2e_tests::processor::{
     Processor, ProcessorSetup, assert_healthy, messages, prompt, start_processor,
 };
 use e2e_tests::procs::RedisServer;
 use e2e_tests::service::{ServiceProcess, free_port};
 use e2e_tests::{Harness, TOKEN};
-use fake_provider::openai_sse::ChatStream;
-use fake_provider::{FakeProvider, Reply};
+use fake_provider::FakeProvider;
 use llm_proto::sessions as spb;
 use spb::session_event::Event as SE;
-
-/// A long answer streamed slowly (40 chunks, 50 ms apart), so a fault lands in its middle.
-fn slow_answer() -> Reply {
-    let words: Vec<String> = (0..40).map(|i| format!("w{i} ")).collect();
-    let words: Vec<&str> = words.iter().map(String::as_str).collect();
-    Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-slow")
-            .text(&words)
-            .finish("stop", Some((10, 40))),
-    )
-    .pace(Duration::from_millis(50))
-}
-
-fn short_answer() -> Reply {
-    Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-again")
-            .text(&["Recovered."])
-            .finish("stop", Some((10, 2))),
-    )
-}
 
 enum Fault {
     /// SIGKILL, back after 300 ms.
