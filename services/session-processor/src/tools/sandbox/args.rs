@@ -68,8 +68,17 @@ pub fn bwrap(
         push(&["--unshare-net"]);
     }
     push(&["--ro-bind", "/usr", "/usr"]);
-    for dir in SYSTEM_DIRS.iter().chain(ETC_FILES) {
-        push(&["--ro-bind-try", dir, dir]);
+    // On a merged-/usr system `/bin`, `/lib`… are symlinks into `/usr`: the same symlinks inside, so the sandbox
+    // looks like the host and `/usr/lib` is not mounted a second time as a real `/lib`.
+    for dir in SYSTEM_DIRS {
+        match std::fs::read_link(dir) {
+            Ok(target) => args.extend([OsString::from("--symlink"), target.into(), (*dir).into()]),
+            Err(_) => args.extend(["--ro-bind-try", dir, dir].map(OsString::from)),
+        }
+    }
+    let mut push = |parts: &[&str]| args.extend(parts.iter().map(OsString::from));
+    for file in ETC_FILES {
+        push(&["--ro-bind-try", file, file]);
     }
     for path in &settings.ro_paths {
         args.extend([
