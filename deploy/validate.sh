@@ -68,6 +68,8 @@ session-processor  PROCESSOR_AUTH_TOKENS        read     services/session-proces
 session-processor  PROCESSOR_OPERATOR_TOKENS    read     services/session-processor/src/config.rs            env.var("PROCESSOR_OPERATOR_TOKENS")
 session-processor  GATEWAY_URL                  read     services/session-processor/src/config.rs            env.var("GATEWAY_URL")
 session-processor  REDIS_URL                    read     services/session-processor/src/config.rs            env.var("REDIS_URL")
+session-processor  REDIS_MODE                   read     services/session-processor/src/config/redis.rs      env.var("REDIS_MODE")
+session-processor  REDIS_SENTINEL_MASTER        read     services/session-processor/src/config/redis.rs      .var("REDIS_SENTINEL_MASTER")
 session-processor  REDIS_PASSWORD               read     services/session-processor/src/config.rs            password_env: "REDIS_PASSWORD".into(),
 session-processor  PROCESSOR_TLS_CERT_FILE      read     services/session-processor/src/config/transport.rs  "PROCESSOR", |name|
 session-processor  PROCESSOR_TLS_KEY_FILE       read     services/session-processor/src/config/transport.rs  "PROCESSOR", |name|

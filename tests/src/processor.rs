@@ -231,9 +231,13 @@ pub async fn start_processor(setup: ProcessorSetup) -> Processor {
         ProcessorConfig::from_file(file, std::path::Path::new("."), &env)
             .expect("processor config valid"),
     );
-    let store = Store::connect(&config.redis_url, &config.redis_prefix)
-        .await
-        .expect("redis (set REDIS_URL)");
+    let store = Store::connect_to(
+        &config.redis_target,
+        &config.redis_access,
+        &config.redis_prefix,
+    )
+    .await
+    .expect("redis (set REDIS_URL)");
     let client =
         gateway_client(&config.gateway_url, &config.gateway_token).expect("gateway client");
     let engine = Engine::new(store, client, config);

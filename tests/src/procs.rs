@@ -1,5 +1,5 @@
 //! A private `redis-server` (Debian's) for fault tests: on a free loopback port with AOF on, that a test can kill,
-//! stop, restart and make refuse writes.
+//! stop, restart and make refuse writes; with extra arguments, a cluster node or a replica; or a sentinel.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -16,15 +16,43 @@ pub struct RedisServer {
     pub port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// Arguments after the defaults (later ones win), e.g. `--cluster-enabled yes`.
+    extra: Vec<String>,
+    /// A sentinel runs from this configuration file (which it rewrites) instead of the defaults.
+    sentinel_conf: Option<PathBuf>,
 }
 
 impl RedisServer {
     /// Starts one and waits until it answers.
     pub async fn start() -> RedisServer {
+        Self::start_with(free_port(), &[]).await
+    }
+
+    /// Starts one on `port` with `extra` arguments after the defaults and waits until it answers.
+    pub async fn start_with(port: u16, extra: &[&str]) -> RedisServer {
         let mut r = RedisServer {
-            port: free_port(),
+            port,
             dir: tempfile::tempdir().expect("tempdir"),
             child: None,
+            extra: extra.iter().map(|a| (*a).to_owned()).collect(),
+            sentinel_conf: None,
+        };
+        r.launch().await;
+        r
+    }
+
+    /// Starts a sentinel on `port` whose configuration file holds `conf` (after the `port` line).
+    pub async fn start_sentinel(port: u16, conf: &str) -> RedisServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("sentinel.conf");
+        std::fs::write(&path, format!("port {port}\nbind 127.0.0.1\n{conf}"))
+            .expect("sentinel conf");
+        let mut r = RedisServer {
+            port,
+            dir,
+            child: None,
+            extra: Vec::new(),
+            sentinel_conf: Some(path),
         };
         r.launch().await;
         r
@@ -40,21 +68,28 @@ impl RedisServer {
     }
 
     async fn launch(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port"])
-            .arg(self.port.to_string())
-            .arg("--dir")
-            .arg(self.dir())
-            .args([
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--save",
-                "",
-                "--daemonize",
-                "no",
-            ])
+        let mut command = Command::new("redis-server");
+        if let Some(conf) = &self.sentinel_conf {
+            command.arg(conf).arg("--sentinel");
+        } else {
+            command
+                .args(["--bind", "127.0.0.1", "--port"])
+                .arg(self.port.to_string())
+                .arg("--dir")
+                .arg(self.dir())
+                .args([
+                    "--appendonly",
+                    "yes",
+                    "--appendfsync",
+                    "always",
+                    "--save",
+                    "",
+                    "--daemonize",
+                    "no",
+                ])
+                .args(&self.extra);
+        }
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)

@@ -6,123 +6,16 @@
 
 use std::time::Duration;
 
+use e2e_tests::faults::{assert_settled, short_answer, slow_answer, until_done};
 use e2e_tests::processor::{
-    Processor, ProcessorSetup, SessionsClient, assert_healthy, messages, outline, prompt,
-    start_processor,
+    Processor, ProcessorSetup, assert_healthy, messages, prompt, start_processor,
 };
 use e2e_tests::procs::RedisServer;
 use e2e_tests::service::{ServiceProcess, free_port};
 use e2e_tests::{Harness, TOKEN};
-use fake_provider::openai_sse::ChatStream;
-use fake_provider::{FakeProvider, Reply};
+use fake_provider::FakeProvider;
 use llm_proto::sessions as spb;
 use spb::session_event::Event as SE;
-
-/// A long answer streamed slowly (40 chunks, 50 ms apart), so a fault lands in its middle.
-fn slow_answer() -> Reply {
-    let words: Vec<String> = (0..40).map(|i| format!("w{i} ")).collect();
-    let words: Vec<&str> = words.iter().map(String::as_str).collect();
-    Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-slow")
-            .text(&words)
-            .finish("stop", Some((10, 40))),
-    )
-    .pace(Duration::from_millis(50))
-}
-
-fn short_answer() -> Reply {
-    Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-again")
-            .text(&["Recovered."])
-            .finish("stop", Some((10, 2))),
-    )
-}
-
-/// Reads a stream until its first `done` (within `bound`), returning every event.
-async fn until_done<T>(
-    stream: &mut tonic::Streaming<T>,
-    event: impl Fn(T) -> Option<spb::SessionEvent>,
-    bound: Duration,
-) -> Vec<SE> {
-    let mut events = Vec::new();
-    tokio::time::timeout(bound, async {
-        loop {
-            let Some(response) = stream.message().await.expect("stream stays readable") else {
-                panic!("the stream ended without a done: {events:?}");
-            };
-            let Some(ev) = event(response).and_then(|e| e.event) else {
-                continue;
-            };
-            let done = matches!(ev, SE::Done(_));
-            events.push(ev);
-            if done {
-                return;
-            }
-        }
-    })
-    .await
-    .expect("the stream ends with a terminal event");
-    events
-}
-
-/// Waits (30 s at most) until the session is idle with no lease and its latest prompt has a completed answer, then
-/// checks that answer and Diagnose.
-async fn assert_settled(c: &mut SessionsClient, session_id: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let settled = loop {
-        let report = c
-            .diagnose(spb::DiagnoseRequest {
-                session_id: session_id.into(),
-            })
-            .await
-            .map(|r| r.into_inner());
-        let ms = match &report {
-            Ok(_) => messages(c, session_id).await,
-            Err(_) => Vec::new(),
-        };
-        let answered = ms.last().is_some_and(|m| {
-            m.role() == spb::Role::Assistant && m.completed_at.is_some() && m.finish == "stop"
-        });
-        if let Ok(r) = &report
-            && !r.lease_held
-            && r.healthy
-            && answered
-        {
-            break ms;
-        }
-        if tokio::time::Instant::now() > deadline {
-            let outline: Vec<String> = ms.iter().map(outline).collect();
-            panic!(
-                "the prompt was not answered (resumed or closed) within 30 s; Diagnose: {report:?}\nmessages:\n{}",
-                outline.join("\n")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    let answer = settled.last().unwrap();
-    assert!(answer.error.is_none(), "{:?}", answer.error);
-    assert_eq!(answer.stopped_by(), spb::StopReason::Completed);
-    for m in &settled {
-        assert!(
-            m.role() != spb::Role::Assistant || m.completed_at.is_some(),
-            "no message left open: {m:?}"
-        );
-    }
-    let s = c
-        .get_session(spb::GetSessionRequest {
-            session_id: session_id.into(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .session
-        .unwrap();
-    assert_eq!(
-        s.status.map(|st| st.kind()),
-        Some(spb::session_status::Kind::Idle)
-    );
-    assert_healthy(c, session_id).await;
-}
 
 enum Fault {
     /// SIGKILL, back after 300 ms.

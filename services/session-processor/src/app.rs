@@ -114,8 +114,8 @@ async fn connect_store(config: &Config) -> Result<crate::store::Store, crate::st
     let mut said = None::<std::time::Instant>;
     loop {
         let attempt = async {
-            let store = crate::store::Store::connect_with(
-                &config.redis_url,
+            let store = crate::store::Store::connect_to(
+                &config.redis_target,
                 &config.redis_access,
                 &config.redis_prefix,
             )

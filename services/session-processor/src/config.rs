@@ -1,6 +1,7 @@
 //! Configuration: a TOML file plus environment variables, validated at start-up; errors name the key.
 
 mod bash;
+mod redis;
 mod transport;
 
 use std::collections::BTreeMap;
@@ -201,8 +202,12 @@ impl Default for GatewayFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RedisFile {
-    /// Redis URL (env `REDIS_URL`).
+    /// `standalone`, `cluster` or `sentinel` (env `REDIS_MODE`; see `config/redis.rs` and docs/operations.md).
+    pub mode: String,
+    /// Redis URL (env `REDIS_URL`); in cluster mode a comma-separated list of nodes, in sentinel mode of sentinels.
     pub url: String,
+    /// The name the sentinels monitor the primary under (env `REDIS_SENTINEL_MASTER`); sentinel mode only.
+    pub sentinel_master: Option<String>,
     /// Prefix of every key, so several deployments can share a Redis.
     pub prefix: String,
     /// Lease time-to-live; a replica that stops renewing loses its sessions after this long.
@@ -219,7 +224,9 @@ pub struct RedisFile {
 impl Default for RedisFile {
     fn default() -> Self {
         RedisFile {
+            mode: "standalone".into(),
             url: "redis://127.0.0.1:6379".into(),
+            sentinel_master: None,
             prefix: "llm:".into(),
             lease_ttl_ms: 5_000,
             username: None,
@@ -559,8 +566,10 @@ pub struct Config {
     pub step_timeout: Duration,
     /// The model of last resort (`[gateway] default_model`); empty when none.
     pub default_model: String,
-    /// Redis URL.
+    /// Redis URL as configured (every address, comma-separated, outside standalone mode).
     pub redis_url: String,
+    /// Which Redis the store talks to: one node, a cluster, or the sentinels' primary.
+    pub redis_target: crate::store::RedisTarget,
     /// Redis ACL credentials and TLS beyond the URL.
     pub redis_access: crate::store::RedisAccess,
     /// TLS of the listener; plaintext when `None`.
@@ -720,7 +729,7 @@ impl Config {
             return Err(err("gateway.default_model", "must be `provider/model`"));
         }
         let redis_url = env.var("REDIS_URL").unwrap_or(file.redis.url.clone());
-        let redis_access = transport::redis_access(&file.redis, &redis_url, env)?;
+        let (redis_target, redis_access) = redis::redis_target(&file.redis, env)?;
         let server_tls = transport::server_tls(&file.server, env)?;
         let gateway_tls = transport::gateway_tls(&file.gateway, &gateway_url)?;
         if file.redis.lease_ttl_ms < 500 {
@@ -905,6 +914,7 @@ impl Config {
             step_timeout: Duration::from_millis(file.gateway.step_timeout_ms),
             default_model: file.gateway.default_model,
             redis_url,
+            redis_target,
             redis_access,
             server_tls,
             gateway_tls,

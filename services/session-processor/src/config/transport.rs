@@ -34,19 +34,37 @@ pub(super) fn gateway_tls(file: &GatewayFile, url: &str) -> Result<Option<Client
 }
 
 /// Credentials and TLS for Redis. `rediss://` needs TLS (the system's roots when `[redis.tls]` is absent); the user
-/// and password come from the URL or from `username` and the `password_env` variable, not both.
+/// and password of the data nodes come from the URLs or from `username` and the `password_env` variable, not both.
+/// In sentinel mode the URLs name the sentinels, so their credentials are the sentinels' and never conflict.
 pub(super) fn redis_access(
     file: &RedisFile,
-    url: &str,
+    urls: &[String],
+    sentinel: bool,
     env: &dyn Env,
 ) -> Result<RedisAccess, ConfigError> {
-    let tls = url.starts_with("rediss://");
-    if !tls && !url.starts_with("redis://") {
-        return Err(err("redis.url", "must be a redis:// or rediss:// URL"));
+    let tls = urls.first().is_some_and(|u| u.starts_with("rediss://"));
+    let mut in_url = false;
+    for (i, url) in urls.iter().enumerate() {
+        if !url.starts_with("redis://") && !url.starts_with("rediss://") {
+            return Err(err(
+                "redis.url",
+                format!("entry {} must be a redis:// or rediss:// URL", i + 1),
+            ));
+        }
+        if url.starts_with("rediss://") != tls {
+            return Err(err(
+                "redis.url",
+                "mixes redis:// and rediss:// URLs; use one scheme for every node",
+            ));
+        }
+        // The parse error never repeats the URL, which may hold a password.
+        in_url |= url_has_credentials(url).map_err(|e| {
+            err(
+                "redis.url",
+                format!("entry {} is not a valid Redis URL: {e}", i + 1),
+            )
+        })? && !sentinel;
     }
-    // The parse error never repeats the URL, which may hold a password.
-    let in_url = url_has_credentials(url)
-        .map_err(|e| err("redis.url", format!("not a valid Redis URL: {e}")))?;
     let password = env.var(&file.password_env);
     if in_url && (file.username.is_some() || password.is_some()) {
         return Err(err(
@@ -64,7 +82,9 @@ pub(super) fn redis_access(
         ));
     }
     let tls = match (&file.tls, tls) {
-        (Some(_), false) => return Err(err("redis.tls", "set, but redis.url is not rediss://")),
+        (Some(_), false) => {
+            return Err(err("redis.tls", "set, but redis.url is not rediss://"));
+        }
         (Some(files), true) if files.server_name.is_some() => {
             return Err(err(
                 "redis.tls.server_name",

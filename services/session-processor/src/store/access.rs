@@ -1,13 +1,22 @@
-//! How the store reaches Redis: the URL plus ACL credentials and TLS from the configuration.
+//! How the store reaches Redis: the target (one node, a cluster's seeds, or the sentinels) plus ACL credentials and
+//! TLS from the configuration.
 //!
 //! `redis://` is plaintext, `rediss://` TLS (rustls, like the gRPC side). Credentials come from the URL
 //! (`redis[s]://user:password@host`) or from [`RedisAccess`]; either way they are sent with the connection's `HELLO`
 //! / `AUTH` and never logged: this type's `Debug` hides the password and the URL is never printed.
 
+use std::time::Duration;
+
 use redis::IntoConnectionInfo;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::{ClusterClientBuilder, ClusterConfig};
+use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use service_kit::tls::ClientTls;
 
 use super::StoreError;
+use super::blocking::Opener;
+use super::conn::{Conn, RedisTarget};
+use super::sentinel::Primary;
 
 /// ACL credentials and TLS for the Redis connection (in addition to what the URL says).
 #[derive(Clone, Default)]
@@ -47,14 +56,119 @@ pub fn client(url: &str, access: &RedisAccess) -> Result<redis::Client, StoreErr
     let Some(tls) = &access.tls else {
         return Ok(redis::Client::open(info)?);
     };
-    let certificates = redis::TlsCertificates {
+    Ok(redis::Client::build_with_tls(info, certificates(tls))?)
+}
+
+fn certificates(tls: &ClientTls) -> redis::TlsCertificates {
+    redis::TlsCertificates {
         client_tls: tls.identity().map(|id| redis::ClientTlsConfig {
             client_cert: id.cert_pem().to_vec(),
             client_key: id.key_pem().to_vec(),
         }),
         root_cert: tls.ca_pem().map(<[u8]>::to_vec),
-    };
-    Ok(redis::Client::build_with_tls(info, certificates)?)
+    }
+}
+
+/// Bounds of the shared connection: connecting, and each non-blocking command.
+#[derive(Clone, Copy)]
+pub(super) struct Timeouts {
+    pub(super) connect: Duration,
+    pub(super) response: Duration,
+}
+
+/// The shared connection for `target` and the opener of the blocking pool's connections.
+pub(super) async fn connect(
+    target: &RedisTarget,
+    access: &RedisAccess,
+    timeouts: Timeouts,
+) -> Result<(Conn, Opener), StoreError> {
+    match target {
+        RedisTarget::Standalone { url } => {
+            let client = client(url, access)?;
+            let config = ConnectionManagerConfig::new()
+                .set_response_timeout(Some(timeouts.response))
+                .set_connection_timeout(Some(timeouts.connect));
+            let conn = ConnectionManager::new_with_config(client.clone(), config).await?;
+            Ok((Conn::Manager(conn), Opener::Standalone(Box::new(client))))
+        }
+        RedisTarget::Cluster { seeds } => {
+            let mut builder = ClusterClientBuilder::new(
+                seeds
+                    .iter()
+                    .map(|s| s.as_str().into_connection_info())
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
+            if let Some(user) = &access.username {
+                builder = builder.username(user);
+            }
+            if let Some(password) = &access.password {
+                builder = builder.password(password);
+            }
+            if let Some(tls) = &access.tls {
+                builder = builder.certs(certificates(tls));
+            }
+            let client = builder.build()?;
+            let config = ClusterConfig::new()
+                .set_connection_timeout(timeouts.connect)
+                .set_response_timeout(timeouts.response);
+            let conn = client.get_async_connection_with_config(config).await?;
+            Ok((Conn::Cluster(conn), Opener::Cluster(Box::new(client))))
+        }
+        RedisTarget::Sentinel { sentinels, master } => {
+            let shared = Primary::new(
+                sentinel_client(sentinels, master, access)?,
+                timeouts.connect,
+                Some(timeouts.response),
+            );
+            let blocking = Primary::new(
+                sentinel_client(sentinels, master, access)?,
+                timeouts.connect,
+                None,
+            );
+            Ok((Conn::Sentinel(shared), Opener::Sentinel(blocking)))
+        }
+    }
+}
+
+/// Sentinels at `urls` (their own credentials in the URLs) watching `master`; `access` applies to the data nodes,
+/// and TLS (`rediss://` sentinels) to both.
+fn sentinel_client(
+    urls: &[String],
+    master: &str,
+    access: &RedisAccess,
+) -> Result<SentinelClient, StoreError> {
+    let infos = urls
+        .iter()
+        .map(|u| u.as_str().into_connection_info())
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut builder = SentinelClientBuilder::new(
+        infos.iter().map(|i| i.addr().clone()),
+        master,
+        SentinelServerType::Master,
+    )?;
+    if let Some(first) = infos.first() {
+        let settings = first.redis_settings();
+        if let Some(user) = settings.username() {
+            builder = builder.set_client_to_sentinel_username(user);
+        }
+        if let Some(password) = settings.password() {
+            builder = builder.set_client_to_sentinel_password(password);
+        }
+    }
+    if let Some(user) = &access.username {
+        builder = builder.set_client_to_redis_username(user);
+    }
+    if let Some(password) = &access.password {
+        builder = builder.set_client_to_redis_password(password);
+    }
+    if let Some(tls) = &access.tls {
+        builder = builder
+            .set_client_to_redis_tls_mode(redis::TlsMode::Secure)
+            .set_client_to_redis_certificates(certificates(tls))
+            .set_client_to_sentinel_tls_mode(redis::TlsMode::Secure)
+            .set_client_to_sentinel_certificates(certificates(tls));
+    }
+    Ok(builder.build()?)
 }
 
 /// Whether `url` carries a user name or a password of its own.

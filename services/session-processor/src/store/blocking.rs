@@ -1,16 +1,30 @@
 //! Dedicated connections for blocking commands (BLPOP, XREAD BLOCK).
 //!
 //! Redis serves one connection's commands in order, so a blocking command parks every command queued behind it on
-//! the same socket. The shared ConnectionManager multiplexes every caller onto one socket, so blocking there would
-//! stall the whole process; instead each blocking call borrows a connection of its own from this pool.
+//! the same socket. The shared connection multiplexes every caller onto one socket (per node, on a cluster), so
+//! blocking there would stall the whole process; instead each blocking call borrows a connection of its own from
+//! this pool: a plain connection to the node (standalone), to the sentinels' current primary (sentinel), or a
+//! cluster connection of its own that routes the command to the primary owning its key and follows `MOVED`.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
+use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::{AsyncConnectionConfig, Client, Cmd, FromRedisValue, RedisError};
 
 use super::StoreError;
+use super::conn::Conn;
+use super::sentinel::{Primary, is_readonly};
+
+/// How the pool opens a connection, per mode.
+pub(super) enum Opener {
+    /// One node.
+    Standalone(Box<Client>),
+    /// A cluster.
+    Cluster(Box<ClusterClient>),
+    /// The sentinels' current primary (a handle without a response timeout, asked afresh at every open).
+    Sentinel(Primary),
+}
 
 /// Idle connections kept for reuse; beyond this, returned connections are closed so a burst of waiters does not
 /// pin sockets forever.
@@ -18,35 +32,48 @@ const MAX_IDLE: usize = 16;
 
 /// A small pool of exclusive connections: one blocking command per connection at a time.
 pub(super) struct Pool {
-    client: Client,
+    opener: Opener,
     connect_timeout: Duration,
-    idle: Mutex<Vec<MultiplexedConnection>>,
+    idle: Mutex<Vec<Conn>>,
 }
 
 impl Pool {
-    pub(super) fn new(client: Client, connect_timeout: Duration) -> Self {
+    pub(super) fn new(opener: Opener, connect_timeout: Duration) -> Self {
         Self {
-            client,
+            opener,
             connect_timeout,
             idle: Mutex::new(Vec::new()),
         }
     }
 
-    async fn open(&self) -> Result<MultiplexedConnection, RedisError> {
+    async fn open(&self) -> Result<Conn, RedisError> {
         // No response timeout on the connection itself: the command is meant to wait; `query` bounds it instead.
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(None);
-        self.client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await
+        match &self.opener {
+            Opener::Standalone(client) => {
+                let config = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(self.connect_timeout))
+                    .set_response_timeout(None);
+                client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await
+                    .map(Conn::Direct)
+            }
+            Opener::Cluster(client) => {
+                let config = ClusterConfig::new().set_connection_timeout(self.connect_timeout);
+                client
+                    .get_async_connection_with_config(config)
+                    .await
+                    .map(Conn::Cluster)
+            }
+            Opener::Sentinel(primary) => primary.open().await.map(Conn::Direct),
+        }
     }
 
-    fn take(&self) -> Option<MultiplexedConnection> {
+    fn take(&self) -> Option<Conn> {
         self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop()
     }
 
-    fn give_back(&self, conn: MultiplexedConnection) {
+    fn give_back(&self, conn: Conn) {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         if idle.len() < MAX_IDLE {
             idle.push(conn);
@@ -70,12 +97,14 @@ impl Pool {
                     self.give_back(conn);
                     return Ok(value);
                 }
-                // An idle connection may have died (server restart, idle timeout, failover); one attempt on a
-                // fresh connection tells a dead socket from a dead server.
+                // An idle connection may have died (server restart, idle timeout, failover) or reach a primary
+                // demoted to a replica (READONLY, sentinel mode); one attempt on a fresh connection tells a dead
+                // socket from a dead server.
                 Ok(Err(e))
                     if e.is_connection_dropped()
                         || e.is_io_error()
-                        || e.is_unrecoverable_error() => {}
+                        || e.is_unrecoverable_error()
+                        || is_readonly(&e) => {}
                 Ok(Err(e)) => return Err(e.into()),
                 Err(_) => return Err(StoreError::Timeout(limit)),
             }

@@ -58,9 +58,11 @@ mod access;
 mod asking;
 mod begin;
 mod blocking;
+mod conn;
 mod diag;
 mod keys;
 mod scripts;
+mod sentinel;
 mod tenancy;
 #[cfg(test)]
 mod test_support;
@@ -75,11 +77,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use llm_proto::sessions as pb;
 use prost::Message as _;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::streams::{StreamRangeReply, StreamReadReply};
 
 pub use access::{RedisAccess, url_has_credentials};
 pub use begin::{Begin, Begun};
+use conn::Conn;
+pub use conn::RedisTarget;
 pub use diag::WriteFailures;
 use keys::{SessionKeys, check_id};
 pub use tenancy::{Listed, Scope};
@@ -190,11 +193,11 @@ fn fence_arg(fence: Option<&Fence>) -> String {
     fence.map(Fence::lease_value).unwrap_or_default()
 }
 
-/// Handle to the session store. Cheap to clone: clones share one multiplexed connection, the script cache, the pool
-/// of blocking connections and the failure counter.
+/// Handle to the session store. Cheap to clone: clones share one multiplexed connection (per node, on a cluster), the
+/// script cache, the pool of blocking connections and the failure counter.
 #[derive(Clone)]
 pub struct Store {
-    conn: ConnectionManager,
+    conn: Conn,
     prefix: Arc<str>,
     scripts: Arc<scripts::Scripts>,
     blocking: Arc<blocking::Pool>,
@@ -230,21 +233,30 @@ impl Store {
         access: &RedisAccess,
         prefix: &str,
     ) -> Result<Store, StoreError> {
+        Self::connect_to(&RedisTarget::standalone(url), access, prefix).await
+    }
+
+    /// Connects to a standalone Redis, a cluster or a sentinel-managed primary (see [`RedisTarget`]).
+    pub async fn connect_to(
+        target: &RedisTarget,
+        access: &RedisAccess,
+        prefix: &str,
+    ) -> Result<Store, StoreError> {
         if prefix.contains(['{', '}']) {
             return Err(StoreError::InvalidArgument(format!(
                 "key prefix {prefix:?} must not contain braces (it would override the per-session hash tag)"
             )));
         }
-        let client = access::client(url, access)?;
-        let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(RESPONSE_TIMEOUT))
-            .set_connection_timeout(Some(CONNECT_TIMEOUT));
-        let conn = ConnectionManager::new_with_config(client.clone(), config).await?;
+        let timeouts = access::Timeouts {
+            connect: CONNECT_TIMEOUT,
+            response: RESPONSE_TIMEOUT,
+        };
+        let (conn, opener) = access::connect(target, access, timeouts).await?;
         Ok(Store {
             conn,
             prefix: prefix.into(),
             scripts: Arc::new(scripts::Scripts::new()),
-            blocking: Arc::new(blocking::Pool::new(client, CONNECT_TIMEOUT)),
+            blocking: Arc::new(blocking::Pool::new(opener, CONNECT_TIMEOUT)),
             event_cap: DEFAULT_EVENT_CAP,
             event_commands: Arc::new(AtomicU64::new(0)),
             write_failures: Arc::new(AtomicU64::new(0)),
