@@ -256,7 +256,13 @@ fn config_for(
     server: &str,
     extra: &str,
 ) -> Result<Config, ConfigError> {
-    let text = format!("{BASE_CONFIG}\n{extra}")
+    // `server` lines may replace the base's request limit.
+    let base = if server.contains("max_request_bytes") {
+        BASE_CONFIG.replace("max_request_bytes = 1048576\n", "")
+    } else {
+        BASE_CONFIG.to_string()
+    };
+    let text = format!("{base}\n{extra}")
         .replace("# SERVER_EXTRA", server)
         .replace("OPENAI_URL", &openai.base_url())
         .replace("ANTHROPIC_URL", &anthropic.base_url())
