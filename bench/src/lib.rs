@@ -8,6 +8,7 @@
 //! - [`procfs`]: RSS and CPU time of a process, read from `/proc`.
 //! - [`procs`]: starting the benchmarked processes on loopback; the machine's description.
 //! - [`redisinfo`]: Redis command counts (`INFO commandstats`).
+//! - [`promtext`]: a `/metrics` scrape and a histogram's sums and counts from it.
 //!
 //! Binaries: `loadgen` (the load generator), `floor-relay` (the floor as its own process) and `procbench` (the
 //! processor benchmark: sessions through session-processor + llm-gateway + Redis).
@@ -16,5 +17,6 @@ pub mod fixtures;
 pub mod floor;
 pub mod procfs;
 pub mod procs;
+pub mod promtext;
 pub mod redisinfo;
 pub mod stats;

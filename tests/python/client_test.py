@@ -2,12 +2,22 @@
 
 Run by the Rust test `python_client` (tests/tests/python_client.rs), which starts both services, Redis and the fake
 provider and passes their addresses: PROCESSOR_ADDR, PROCESSOR_TOKEN, OUT_DIR (where the generated code goes).
-Exits non-zero on the first failed check.
+Each check prints `ok: <name>` when it holds and exits non-zero at the first that does not; the Rust side compares
+the names printed with the list it expects, so a check that never ran fails the test. Checks are plain `if`s, not
+`assert` statements, so they still run under PYTHONOPTIMIZE.
 """
 
 import os
 import subprocess
 import sys
+
+
+def check(ok: bool, name: str, detail: object = "") -> None:
+    """Prints `ok: name`, or exits non-zero naming the failed check."""
+    if not ok:
+        print(f"FAILED: {name}: {detail!r}", file=sys.stderr)
+        sys.exit(1)
+    print(f"ok: {name}", flush=True)
 
 
 def generate(proto_root: str, out_dir: str) -> None:
@@ -40,7 +50,7 @@ def main() -> int:
     with grpc.insecure_channel(os.environ["PROCESSOR_ADDR"]) as channel:
         stub = rpc.SessionServiceStub(channel)
         session = stub.CreateSession(pb.CreateSessionRequest(), metadata=metadata).session
-        assert session.id.startswith("ses_"), session.id
+        check(session.id.startswith("ses_"), "create_session", session.id)
 
         prompt = pb.PromptRequest(session_id=session.id, parts=[pb.PromptPart(text="Hello from Python")])
         streamed = ""
@@ -52,22 +62,22 @@ def main() -> int:
             elif kind == "done":
                 done = True
                 break
-        assert done, "the prompt stream ended with done"
-        assert streamed == "Hello from the fake provider.", repr(streamed)
+        check(done, "prompt_ends_with_done")
+        check(streamed == "Hello from the fake provider.", "prompt_streams_text", streamed)
 
         messages = stub.ListMessages(pb.ListMessagesRequest(session_id=session.id), metadata=metadata).messages
-        assert [m.role for m in messages] == [pb.ROLE_USER, pb.ROLE_ASSISTANT], messages
+        check([m.role for m in messages] == [pb.ROLE_USER, pb.ROLE_ASSISTANT], "list_messages_roles", messages)
         texts = [p.text.text for p in messages[1].parts if p.WhichOneof("kind") == "text"]
-        assert texts == ["Hello from the fake provider."], texts
-        assert messages[1].finish == "stop"
-        assert messages[1].cost_nano_usd > 0
+        check(texts == ["Hello from the fake provider."], "answer_persisted", texts)
+        check(messages[1].finish == "stop", "answer_finish", messages[1].finish)
+        check(messages[1].cost_nano_usd > 0, "answer_cost", messages[1].cost_nano_usd)
 
         try:
             stub.GetSession(pb.GetSessionRequest(session_id=session.id))
-            raise AssertionError("a call without a token must fail")
+            code = None
         except grpc.RpcError as e:
-            assert e.code() == grpc.StatusCode.UNAUTHENTICATED, e.code()
-    print("python client: 5 passed, 0 failed")
+            code = e.code()
+        check(code == grpc.StatusCode.UNAUTHENTICATED, "no_token_unauthenticated", code)
     return 0
 
 

@@ -36,13 +36,113 @@ pub struct Product {
     pub engine: Arc<Engine>,
     /// Workspace root of this test.
     pub workspaces: tempfile::TempDir,
+    /// Whether dropping the product checks every session it holds (see [`check_sessions`]); a test that leaves a
+    /// session broken on purpose turns it off and says why.
+    pub check_on_drop: bool,
     server: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for Product {
+    /// Checks every session of the test (unless the test already failed or opted out), then stops the processor.
     fn drop(&mut self) {
+        if self.check_on_drop && !std::thread::panicking() {
+            let addr = self.addr;
+            // A thread and runtime of its own: drop cannot await, and the processor keeps running on the test
+            // runtime's workers meanwhile.
+            let checked = std::thread::spawn(move || {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a runtime for the checks")
+                    .block_on(check_sessions(addr))
+            })
+            .join();
+            if let Err(failure) = checked {
+                self.server.abort();
+                std::panic::resume_unwind(failure);
+            }
+        }
         self.server.abort();
     }
+}
+
+/// What must hold for every session a test leaves behind, whatever the test did: Diagnose healthy (its checks
+/// include every part closed, one step-finish per step-start, each message's cost the sum of its steps' and the
+/// session's the sum of its messages'). Waits (bounded) for loops still running to end first.
+pub async fn check_sessions(addr: std::net::SocketAddr) {
+    let mut c = client_at(&addr.to_string(), OPERATOR_TOKEN).await;
+    let mut page_token = String::new();
+    loop {
+        let page = c
+            .list_sessions(spb::ListSessionsRequest {
+                page_token: page_token.clone(),
+                ..Default::default()
+            })
+            .await
+            .expect("list sessions")
+            .into_inner();
+        for s in &page.sessions {
+            check_session(&mut c, &s.id).await;
+        }
+        if page.next_page_token.is_empty() {
+            return;
+        }
+        page_token = page.next_page_token;
+    }
+}
+
+async fn check_session(c: &mut SessionsClient, session_id: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let report = loop {
+        let report = diagnose(c, session_id).await;
+        if !report.lease_held || std::time::Instant::now() > deadline {
+            break report;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    if report.healthy {
+        return;
+    }
+    let messages = c
+        .list_messages(spb::ListMessagesRequest {
+            session_id: session_id.into(),
+            ..Default::default()
+        })
+        .await
+        .map(|r| r.into_inner().messages)
+        .unwrap_or_default();
+    let outline: Vec<String> = messages.iter().map(outline).collect();
+    panic!(
+        "session {session_id} left unhealthy: {:?}\nits messages:\n{}",
+        report.checks.iter().filter(|c| !c.ok).collect::<Vec<_>>(),
+        outline.join("\n")
+    );
+}
+
+/// One line per message for failure reports: id, role, finish, cost and its parts' kinds.
+fn outline(m: &spb::Message) -> String {
+    let kinds: Vec<String> = m
+        .parts
+        .iter()
+        .map(|p| match &p.kind {
+            Some(spb::part::Kind::StepFinish(f)) => format!("step_finish({})", f.cost_nano_usd),
+            Some(k) => format!("{k:?}")
+                .split('(')
+                .next()
+                .unwrap_or("?")
+                .to_lowercase(),
+            None => "none".into(),
+        })
+        .collect();
+    format!(
+        "  {} {:?} finish={:?} cost={} error={:?} parts=[{}]",
+        m.id,
+        m.role(),
+        m.finish,
+        m.cost_nano_usd,
+        m.error.as_ref().map(|e| e.kind()),
+        kinds.join(", ")
+    )
 }
 
 /// Agents used by the tests, appended to the processor config.
@@ -240,6 +340,7 @@ impl Product {
             addr: p.addr,
             engine: p.engine,
             workspaces: p.workspaces,
+            check_on_drop: true,
             server: p.server,
         }
     }

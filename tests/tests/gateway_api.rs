@@ -10,7 +10,7 @@ use llm_proto::gateway as pb;
 use tonic::Code;
 use tonic_types::StatusExt;
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_without_a_valid_bearer_token_are_unauthenticated() {
     let h = Harness::start().await;
     for token in [None, Some("wrong-token-0123456789")] {
@@ -31,7 +31,7 @@ async fn calls_without_a_valid_bearer_token_are_unauthenticated() {
     assert!(h.openai.requests().is_empty(), "nothing reached a provider");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_is_served_without_a_token() {
     let h = Harness::start().await;
     let mut health = tonic_health::pb::health_client::HealthClient::new(h.channel().await);
@@ -51,7 +51,7 @@ async fn health_is_served_without_a_token() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_requests_name_the_field() {
     let h = Harness::start().await;
     let mut c = h.client().await;
@@ -130,7 +130,7 @@ async fn invalid_requests_name_the_field() {
     assert!(h.openai.requests().is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_models_are_not_found_with_suggestions() {
     let h = Harness::start().await;
     let mut c = h.client().await;
@@ -151,7 +151,7 @@ async fn unknown_models_are_not_found_with_suggestions() {
     assert_eq!(err.code(), Code::NotFound);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_requests_are_resource_exhausted() {
     let h = Harness::start().await;
     let mut c = h.client().await;
@@ -166,7 +166,7 @@ async fn oversized_requests_are_resource_exhausted() {
     assert!(h.openai.requests().is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_models_pages_through_the_catalog_in_order() {
     let h = Harness::start().await;
     let mut c = h.client().await;
@@ -233,7 +233,7 @@ async fn list_models_pages_through_the_catalog_in_order() {
     assert_eq!(bad.code(), Code::InvalidArgument);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generate_collects_the_stream_into_one_reply() {
     let h = Harness::start().await;
     h.anthropic
@@ -268,7 +268,7 @@ async fn generate_collects_the_stream_into_one_reply() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generate_returns_provider_errors_as_statuses_with_details() {
     let h = Harness::start().await;
     h.openai.push(Reply::json(
@@ -294,7 +294,7 @@ async fn generate_returns_provider_errors_as_statuses_with_details() {
     assert_eq!(info.domain, "llm-gateway");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_keys_never_reach_the_caller() {
     let h = Harness::start().await;
     // A provider that echoes the key it was given back in its error, as some do.
@@ -321,7 +321,7 @@ async fn provider_keys_never_reach_the_caller() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn callers_cannot_redirect_the_gateway_or_override_auth() {
     let h = Harness::start().await;
     h.openai.push(Reply::fixture("openai_chat/text.sse"));
@@ -376,7 +376,7 @@ async fn callers_cannot_redirect_the_gateway_or_override_auth() {
     assert_eq!(h.openai.requests().len(), 1);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_lets_in_flight_streams_finish_and_refuses_new_calls() {
     let mut h = Harness::start().await;
     h.openai

@@ -33,7 +33,7 @@ async fn two_replicas() -> (Harness, Harness) {
     (a, b)
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dns_balancing_spreads_calls_over_every_replica() {
     let (a, b) = two_replicas().await;
     let urls = format!("http://{},http://{}", a.addr, b.addr);
@@ -57,7 +57,7 @@ async fn dns_balancing_spreads_calls_over_every_replica() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_connection_sends_every_call_to_one_replica() {
     // The default the balancing mode exists for: a single URL, a single connection, a single replica.
     let (a, b) = two_replicas().await;

@@ -172,7 +172,7 @@ fn weird_call_reply() -> Reply {
     )
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_moving_across_four_protocols_passes_every_providers_validation() {
     let h = Harness::start().await;
     h.anthropic.validate_requests(Protocol::Anthropic);
@@ -344,7 +344,7 @@ async fn a_conversation_moving_across_four_protocols_passes_every_providers_vali
 /// 400, an `invalid_request` error that is not retried. The adapter never builds such a request on its own, so the
 /// caller forces one through provider options: JSON output together with tools, which Gemini 2.5 refuses (the
 /// adapter refuses `output_format` with tools for that reason, but passes provider options on as given).
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_request_ends_the_step_with_the_providers_invalid_request_error() {
     let h = Harness::start().await;
     h.gemini.validate_requests(Protocol::Gemini);

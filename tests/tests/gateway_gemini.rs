@@ -56,7 +56,7 @@ async fn run(h: &Harness, g: pb::Generation) -> Vec<String> {
     render(&h.stream(g).await.expect("stream starts"))
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_with_usage_in_both_framings() {
     for (framing, reply) in both_framings("text.sse") {
         let h = Harness::start().await;
@@ -74,7 +74,7 @@ async fn text_with_usage_in_both_framings() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parallel_tool_calls_in_both_framings_split_mid_frame() {
     for (framing, reply) in both_framings("parallel_tools.sse") {
         let h = Harness::start().await;
@@ -113,7 +113,7 @@ async fn parallel_tool_calls_in_both_framings_split_mid_frame() {
 
 /// The next step of the tool loop, built from the first step's events as the processor would: the calls (with
 /// their metadata) go back as the assistant turn, then one result per call.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_results_go_back_paired_with_the_signature_and_without_synthesized_ids() {
     let h = Harness::start().await;
     h.gemini.push(crlf("parallel_tools.sse"));
@@ -183,7 +183,7 @@ async fn tool_results_go_back_paired_with_the_signature_and_without_synthesized_
     assert!(!body.to_string().contains("call_3GXPaOKvDcmV7M8P6YbA2QQ"));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reasoning_then_text_keeps_the_thought_signature() {
     for (framing, reply) in both_framings("reasoning.sse") {
         let h = Harness::start().await;
@@ -199,7 +199,7 @@ async fn reasoning_then_text_keeps_the_thought_signature() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn error_after_200_as_a_bare_object_keeps_the_output_and_is_typed() {
     for (framing, reply) in both_framings("error_after_200.sse") {
         let h = Harness::start().await;
@@ -225,7 +225,7 @@ async fn error_after_200_as_a_bare_object_keeps_the_output_and_is_typed() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bare_error_before_any_output_is_retried_without_duplicates() {
     let h = Harness::start().await;
     h.gemini.push(crlf("error_first.sse"));
@@ -240,7 +240,7 @@ async fn a_bare_error_before_any_output_is_retried_without_duplicates() {
     assert_eq!(h.gemini.requests().len(), 2);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_limited_with_a_body_retry_delay_waits_that_long_then_succeeds() {
     let h = Harness::start().await;
     // No `retry-after` header: Gemini puts the hint only in `RetryInfo.retryDelay` ("1s").
@@ -271,7 +271,7 @@ async fn rate_limited_with_a_body_retry_delay_waits_that_long_then_succeeds() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unavailable_then_success() {
     let h = Harness::start().await;
     h.gemini.push(Reply::json(
@@ -289,7 +289,7 @@ async fn unavailable_then_success() {
     assert_eq!(h.gemini.requests().len(), 2);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn context_overflow_is_recognised_and_not_retried() {
     let h = Harness::start().await;
     h.gemini.push(Reply::json(
@@ -307,7 +307,7 @@ async fn context_overflow_is_recognised_and_not_retried() {
     assert_eq!(h.gemini.requests().len(), 1);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn truncated_and_malformed_streams_become_typed_errors() {
     for (fixture, kind) in [
         ("truncated.sse", "error Network retryable=true"),
@@ -328,7 +328,7 @@ async fn truncated_and_malformed_streams_become_typed_errors() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_stream_ends_with_a_timeout_error() {
     let h = Harness::start().await;
     h.gemini.push(crlf("text.sse").stall_after(2));
@@ -338,7 +338,7 @@ async fn a_stalled_stream_ends_with_a_timeout_error() {
         lines.last().unwrap().starts_with("error Timeout"),
         "{lines:#?}"
     );
-    // idle_ms = 400 in the test config: the stall is cut at the idle timeout, not the total one.
+    // idle_ms = 3000 in the test config: the stall is cut at the idle timeout, not the total one.
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "{:?}",
@@ -347,8 +347,8 @@ async fn a_stalled_stream_ends_with_a_timeout_error() {
     assert_eq!(h.gemini.requests().len(), 1);
 }
 
-#[tokio::test]
-async fn the_caller_cancelling_closes_the_provider_connection_within_100ms() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_caller_cancelling_closes_the_provider_connection() {
     let h = Harness::start().await;
     h.gemini.push(crlf("text.sse").stall_after(2));
     let mut client = h.client().await;
@@ -361,7 +361,7 @@ async fn the_caller_cancelling_closes_the_provider_connection_within_100ms() {
         .into_inner();
     let after = cancel_after_first_delta(stream, &h.gemini).await;
     assert!(
-        after < Duration::from_millis(100),
+        after < CANCEL_NOTICED,
         "upstream closed {after:?} after the cancel"
     );
 }

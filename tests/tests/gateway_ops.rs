@@ -24,7 +24,7 @@ fn value(scrape: &str, series: &str) -> f64 {
         .unwrap()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_generations_tokens_cost_errors_and_latencies() {
     let h = Harness::start().await;
     h.openai.push(Reply::fixture("openai_chat/text.sse"));
@@ -128,7 +128,7 @@ async fn metrics_count_generations_tokens_cost_errors_and_latencies() {
     assert!(!m.contains("no-such-model-xyz"));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_stream_is_counted_as_cancelled() {
     let h = Harness::start().await;
     h.openai
@@ -158,7 +158,7 @@ async fn a_cancelled_stream_is_counted_as_cancelled() {
     assert_eq!(value(&m, "llm_gateway_inflight_generations"), 0.0);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reload_changes_the_catalog_without_dropping_a_stream_in_flight() {
     let h = Harness::start().await;
     h.openai
@@ -215,7 +215,7 @@ async fn reload_changes_the_catalog_without_dropping_a_stream_in_flight() {
     assert_eq!(h.openai.requests()[1].json()["model"], "my-finetune");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_from_an_invalid_file_keeps_the_running_configuration() {
     let h = Harness::start().await;
     let valid = BASE_CONFIG
@@ -266,7 +266,7 @@ async fn a_reload_from_an_invalid_file_keeps_the_running_configuration() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generations_beyond_the_in_flight_limit_are_resource_exhausted() {
     let h = Harness::start_custom("max_inflight_generations = 1", "").await;
     h.openai
@@ -322,7 +322,7 @@ async fn generations_beyond_the_in_flight_limit_are_resource_exhausted() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_rotates_caller_tokens() {
     let h = Harness::start().await;
     let rotated = "rotated-caller-token-0123456789";

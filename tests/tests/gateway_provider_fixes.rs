@@ -87,7 +87,7 @@ fn foreign_history(model: &str) -> pb::Generation {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mistral_gets_nine_character_ids_that_pair_and_an_unflagged_model_shows_why() {
     let h = Harness::start_with(MODELS).await;
     h.openai.validate_requests(Protocol::MistralChat);
@@ -138,7 +138,7 @@ async fn mistral_gets_nine_character_ids_that_pair_and_an_unflagged_model_shows_
     assert_eq!(h.openai.requests().len(), 2, "not retried");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deepseek_gets_its_own_reasoning_back_on_every_assistant_turn() {
     let h = Harness::start_with(MODELS).await;
     h.openai.validate_requests(Protocol::DeepseekChat);
@@ -240,7 +240,7 @@ async fn deepseek_gets_its_own_reasoning_back_on_every_assistant_turn() {
     assert!(!body.to_string().contains("Greet back."), "{body:#}");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strict_tools_pass_openais_schema_check_and_their_nulls_are_removed_again() {
     let h = Harness::start_with(MODELS).await;
     h.openai.validate_requests(Protocol::OpenaiChat);
@@ -300,7 +300,7 @@ async fn strict_tools_pass_openais_schema_check_and_their_nulls_are_removed_agai
 
 /// Catalog defaults fill what the caller left unset before any hook runs; a hook's `params.default` then finds
 /// them set, its `params.set` still wins, and the adapter finally drops what the model rejects.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn catalog_defaults_come_before_the_hooks_and_the_models_own_rules() {
     let h = Harness::start_with(
         r#"

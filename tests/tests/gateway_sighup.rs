@@ -172,7 +172,7 @@ async fn list_models(gateway: &Gateway, token: &str) -> Result<(), tonic::Status
         .map(|_| ())
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reloads_the_config_file_and_an_invalid_one_keeps_the_running_configuration() {
     let fake = FakeProvider::start().await.expect("fake provider");
     let dir = tempfile::tempdir().unwrap();

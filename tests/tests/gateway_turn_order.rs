@@ -122,7 +122,7 @@ fn assert_refused_without_first_turn(
     assert!(refused.message.contains(message), "{refused}");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anthropic_gets_a_user_turn_first_and_alternating_roles() {
     let h = validating(|h| &h.anthropic, Protocol::Anthropic, "anthropic/text.sse").await;
 
@@ -171,7 +171,7 @@ async fn anthropic_gets_a_user_turn_first_and_alternating_roles() {
     assert_eq!(h.anthropic.requests().len(), 2);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gemini_gets_a_user_turn_first_before_text_and_before_a_function_call() {
     let h = validating(|h| &h.gemini, Protocol::Gemini, "gemini/text.sse").await;
 

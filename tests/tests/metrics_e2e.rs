@@ -76,7 +76,7 @@ fn value(text: &str, series: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_services_expose_their_metrics_after_a_tool_conversation() {
     let fake = FakeProvider::start().await.unwrap();
     fake.push(Reply::sse(

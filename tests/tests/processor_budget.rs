@@ -42,7 +42,7 @@ fn budget_errors(events: &[SE]) -> Vec<&spb::MessageError> {
         .collect()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_budget_stops_the_loop_at_a_step_boundary_with_everything_closed() {
     let p = Product::start(TENANTS).await;
     let mut c = p.client_with_token(ACME).await;
@@ -89,6 +89,22 @@ async fn a_session_budget_stops_the_loop_at_a_step_boundary_with_everything_clos
     assert_eq!(step.finish, "tool_calls");
     assert!(step.completed_at.is_some());
     // The step was allowed to finish: its tool ran, its text closed, its step-finish written.
+    let kinds = |f: fn(&spb::part::Kind) -> bool| {
+        step.parts
+            .iter()
+            .filter(|p| p.kind.as_ref().is_some_and(f))
+            .count()
+    };
+    assert_eq!(
+        kinds(|k| matches!(k, spb::part::Kind::Text(_))),
+        1,
+        "{step:?}"
+    );
+    assert_eq!(
+        kinds(|k| matches!(k, spb::part::Kind::Tool(_))),
+        1,
+        "{step:?}"
+    );
     for part in &step.parts {
         match &part.kind {
             Some(spb::part::Kind::Text(t)) => assert!(t.ended_at.is_some()),
@@ -145,7 +161,7 @@ async fn a_session_budget_stops_the_loop_at_a_step_boundary_with_everything_clos
     assert!(refused.parts.is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_budget_spans_its_sessions_and_spend_is_readable_per_tenant() {
     let p = Product::start(TENANTS).await;
     let mut c = p.client_with_token(ACME).await;

@@ -98,7 +98,7 @@ fn errors(events: &[SE]) -> Vec<spb::MessageError> {
         .collect()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_past_its_context_limit_compacts_and_continues_from_the_summary() {
     let p = start("").await;
     let mut c = p.client().await;
@@ -204,7 +204,7 @@ async fn a_session_past_its_context_limit_compacts_and_continues_from_the_summar
     assert_eq!(session.cost_nano_usd, sum);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_overflow_mid_stream_compacts_and_replays_the_cut_message() {
     let p = start("").await;
     let mut c = p.client().await;
@@ -267,7 +267,7 @@ async fn an_overflow_mid_stream_compacts_and_replays_the_cut_message() {
     assert_eq!(ms.len(), 7);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compaction_that_does_not_shrink_the_context_stops_with_a_clear_error() {
     let p = start("").await;
     let mut c = p.client().await;
@@ -302,7 +302,7 @@ async fn a_compaction_that_does_not_shrink_the_context_stops_with_a_clear_error(
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_too_big_for_the_context_even_after_compaction_is_refused_before_any_call() {
     let p = start("").await;
     let mut c = p.client().await;
@@ -329,7 +329,7 @@ async fn a_message_too_big_for_the_context_even_after_compaction_is_refused_befo
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_summary_that_itself_overflows_stops_with_a_clear_error() {
     let p = start("").await;
     let mut c = p.client().await;
@@ -351,7 +351,7 @@ async fn a_summary_that_itself_overflows_stops_with_a_clear_error() {
     assert!(failed.error.is_some() && failed.completed_at.is_some());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_auto_compaction_off_an_overflow_is_a_context_overflow_error() {
     let p = start("[agents.fixed]\nmodel = \"openai/tiny\"\nauto_compact = false\n").await;
     let mut c = p.client().await;
@@ -365,7 +365,7 @@ async fn with_auto_compaction_off_an_overflow_is_a_context_overflow_error() {
     assert_eq!(p.gateway.openai.requests().len(), 1, "no summary step");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manual_compaction_summarises_an_idle_session() {
     let p = start("").await;
     let mut c = p.client().await;

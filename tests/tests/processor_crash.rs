@@ -80,7 +80,7 @@ async fn client(addr: &str) -> SessionsClient {
     SessionServiceClient::with_interceptor(channel, Bearer(Some(PROCESSOR_TOKEN.into())))
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_killed_mid_step_is_resumed_by_another_with_nothing_lost() {
     let gateway = Harness::start().await;
     // The first attempt stalls mid-answer (the replica is killed there); the resumed step gets a full answer.
@@ -235,7 +235,7 @@ async fn a_replica_killed_mid_step_is_resumed_by_another_with_nothing_lost() {
     assert_eq!(roles, ["system", "user"]);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_call_pending_when_the_replica_dies_stays_open_and_a_late_answer_is_used() {
     // The prompt declares a client tool; the model calls it; the replica dies while the call waits for the
     // caller. The call stays the caller's to answer: the replica that resumes the session waits for it (it is not

@@ -116,7 +116,7 @@ async fn cli_diagnose(p: &Product, session_id: &str) -> (Option<i32>, String) {
     cli(p, &["diagnose", session_id]).await
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_two_step_tool_conversation_is_healthy_and_the_cli_exits_0() {
     let p = Product::start("").await;
     let mut c = p.client().await;
@@ -177,9 +177,11 @@ async fn a_two_step_tool_conversation_is_healthy_and_the_cli_exits_0() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not found"));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broken_stored_data_is_named_by_exactly_the_checks_it_breaks_and_the_cli_exits_1() {
-    let p = Product::start("").await;
+    let mut p = Product::start("").await;
+    // The test breaks the stored session on purpose.
+    p.check_on_drop = false;
     let mut c = p.client().await;
     let s = tool_conversation(&p, &mut c).await;
     let before = diagnose(&mut c, &s.id).await;
@@ -259,7 +261,7 @@ async fn broken_stored_data_is_named_by_exactly_the_checks_it_breaks_and_the_cli
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_step_shows_retry_status_while_waiting_and_counts_one_retry() {
     let p = Product::start("").await;
     let mut c = p.client().await;
@@ -345,7 +347,7 @@ async fn a_retried_step_shows_retry_status_while_waiting_and_counts_one_retry() 
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_served_by_a_gateway_fallback_is_counted() {
     let p = Product::start_with(
         "[models.\"openai/gpt-4o\"]\nfallbacks = [\"anthropic/claude-sonnet-4-5\"]\n",

@@ -110,7 +110,7 @@ async fn second_replica(p: &Product) -> (SessionsClient, tokio::task::JoinHandle
     (client, server)
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_deltas_cost_few_event_log_commands_with_a_local_subscriber() {
     let p = Product::start("").await;
     let mut c = p.client().await;
@@ -151,7 +151,7 @@ async fn a_thousand_deltas_cost_few_event_log_commands_with_a_local_subscriber()
     assert_eq!(tail, events.as_slice());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribe_after_any_event_id_gets_exactly_the_rest_live_and_after_the_loop() {
     let p = Product::start("").await;
     let mut c = p.client().await;
@@ -214,7 +214,7 @@ async fn subscribe_after_any_event_id_gets_exactly_the_rest_live_and_after_the_l
     assert_eq!(&all[all.len() - seen.len()..], seen.as_slice());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_after_event_id_names_the_field() {
     let p = Product::start("").await;
     let mut c = p.client().await;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use e2e_tests::processor::{Product, SessionsClient, prompt};
+use e2e_tests::processor::{Product, SessionsClient, assert_stream_invariants, done_of, prompt};
 use fake_provider::Reply;
 use fake_provider::openai_sse::ChatStream;
 use llm_proto::sessions as spb;
@@ -78,7 +78,7 @@ fn texts(m: &spb::Message) -> String {
         .collect()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_sent_while_busy_is_queued_and_answered_in_the_same_loop() {
     let p = Product::start("").await;
     let s = session(&p, "").await;
@@ -110,9 +110,22 @@ async fn a_prompt_sent_while_busy_is_queued_and_answered_in_the_same_loop() {
         .await
         .unwrap()
         .into_inner();
-    until_done(&mut first).await;
-    until_done(&mut second).await;
+    let first = until_done(&mut first).await;
+    let second = until_done(&mut second).await;
+    assert_stream_invariants(&first);
+    assert_stream_invariants(&second);
     let ms = messages(&mut c, &s.id).await;
+    // One loop answered both: the first prompt's stream carries the second answer too and ends with the one `done`
+    // the loop publishes, for the second answer. (A fresh loop for the second prompt would have ended the first
+    // stream at the first answer.)
+    assert!(
+        first
+            .iter()
+            .any(|e| matches!(e, SE::PartDelta(d) if d.message_id == ms[3].id)),
+        "the first stream saw no delta of the second answer: {first:?}"
+    );
+    assert_eq!(done_of(&first).message_id, ms[3].id);
+    assert_eq!(done_of(&second).message_id, ms[3].id);
     let summary: Vec<(spb::Role, String)> = ms.iter().map(|m| (m.role(), texts(m))).collect();
     assert_eq!(
         summary,
@@ -137,7 +150,7 @@ async fn a_prompt_sent_while_busy_is_queued_and_answered_in_the_same_loop() {
     assert_eq!(users, 2);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribe_resumes_after_a_disconnect_without_loss_or_duplicates() {
     let p = Product::start("").await;
     let s = session(&p, "").await;
@@ -258,7 +271,7 @@ fn last_tool_state(ms: &[spb::Message]) -> spb::ToolState {
         .unwrap()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_doom_loop_is_allowed_under_the_allow_policy() {
     let (ms, events, requests) = doom_loop_with("allow", None).await;
     assert!(!events.iter().any(|e| matches!(e, SE::PermissionAsked(_))));
@@ -269,7 +282,7 @@ async fn a_doom_loop_is_allowed_under_the_allow_policy() {
     assert_eq!(requests, 4, "the loop went on to the final answer");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_doom_loop_under_ask_proceeds_when_the_caller_allows() {
     let (ms, events, requests) = doom_loop_with("ask", Some(true)).await;
     assert_eq!(
@@ -286,7 +299,7 @@ async fn a_doom_loop_under_ask_proceeds_when_the_caller_allows() {
     assert_eq!(requests, 4);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_doom_loop_under_ask_is_denied_when_the_caller_denies_or_never_answers() {
     for answer in [Some(false), None] {
         let (ms, events, requests) = doom_loop_with("ask", answer).await;
@@ -298,7 +311,7 @@ async fn a_doom_loop_under_ask_is_denied_when_the_caller_denies_or_never_answers
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_prompt_with_the_same_idempotency_key_runs_once() {
     let p = Product::start("").await;
     let s = session(&p, "").await;
@@ -324,7 +337,7 @@ async fn a_retried_prompt_with_the_same_idempotency_key_runs_once() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_last_allowed_step_is_text_only() {
     let p = Product::start("[agents.short]\nmodel = \"openai/gpt-4o\"\ntools = [\"read\"]\nmax_steps = 2\ndoom_loop = \"allow\"\n").await;
     let mut c = p.client().await;
@@ -357,7 +370,7 @@ async fn the_last_allowed_step_is_text_only() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_sent_the_moment_the_last_one_finished_is_never_lost() {
     // The second prompt of each session arrives while the first loop is finishing: it may find the lease still
     // held, queue itself, and race the loop's release. Whichever way the race goes, someone must run it. Many

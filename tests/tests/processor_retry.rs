@@ -42,7 +42,7 @@ fn millis(t: &prost_types::Timestamp) -> i64 {
     t.seconds * 1000 + i64::from(t.nanos) / 1_000_000
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_error_after_output_started_is_retried_with_a_retry_part_and_status() {
     let p = Product::start("").await;
     let mut c = p.client().await;
@@ -107,7 +107,7 @@ async fn an_error_after_output_started_is_retried_with_a_retry_part_and_status()
     assert!(!second.to_string().contains("The answer is"), "{second}");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_providers_retry_after_is_waited_for() {
     let p = Product::start("").await;
     let mut c = p.client().await;
@@ -146,7 +146,7 @@ async fn the_providers_retry_after_is_waited_for() {
     assert_eq!(texts(&ms[2]), "Recovered answer.");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_no_retry_can_fix_stop_at_once() {
     let p = Product::start("").await;
     let mut c = p.client().await;

@@ -77,7 +77,7 @@ async fn tool_results(
     results
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_commands_are_refused_or_capped_and_the_processor_carries_on() {
     let p = Product::start(AGENT).await;
     let fake = &p.gateway.openai;
@@ -193,7 +193,7 @@ async fn hostile_commands_are_refused_or_capped_and_the_processor_carries_on() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_processor_whose_sandbox_cannot_start_says_so_and_offers_no_bash() {
     let gateway = Harness::start().await;
     let dir = tempfile::tempdir().unwrap();

@@ -131,7 +131,7 @@ fn patch_of<'a>(d: &'a spb::GetDiffResponse, path: &str) -> &'a str {
     &f.patch
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workspace_session_whose_patches_list_exactly_the_files_each_step_changed() {
     let p = Product::start(AGENT).await;
     let session = create(&p, "builder", "proj").await;
@@ -354,7 +354,7 @@ async fn a_workspace_session_whose_patches_list_exactly_the_files_each_step_chan
     assert!(other_dir.exists(), "a live session's snapshots stay");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_diff_errors_name_the_problem() {
     let p = Product::start(AGENT).await;
     let mut c = p.client().await;

@@ -58,7 +58,7 @@ fn structured_calls(ms: &[spb::Message]) -> Vec<spb::ToolState> {
         .collect()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_valid_structured_answer_on_the_first_try_ends_the_loop_and_is_returned() {
     let p = Product::start("").await;
     let mut c = p.client().await;
@@ -113,7 +113,7 @@ async fn a_valid_structured_answer_on_the_first_try_ends_the_loop_and_is_returne
     ));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_structured_answer_is_a_tool_error_the_model_corrects() {
     let p = Product::start("").await;
     let mut c = p.client().await;
@@ -165,7 +165,7 @@ async fn an_invalid_structured_answer_is_a_tool_error_the_model_corrects() {
     assert!(last.error.is_none());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_structured_answer_still_invalid_after_retry_count_corrections_fails() {
     let p = Product::start("").await;
     let mut c = p.client().await;
@@ -207,7 +207,7 @@ async fn a_structured_answer_still_invalid_after_retry_count_corrections_fails()
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finishing_with_text_instead_of_the_structured_answer_fails() {
     let p = Product::start("").await;
     let mut c = p.client().await;
@@ -229,7 +229,7 @@ async fn finishing_with_text_instead_of_the_structured_answer_fails() {
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_title_is_generated_after_the_first_prompt_with_the_small_model() {
     let p = Product::start(
         "[titles]\nenabled = true\n[agents.titled]\nmodel = \"openai/gpt-4o\"\nsmall_model = \"openai/gpt-4o-mini\"\n",

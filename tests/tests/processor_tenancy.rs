@@ -152,7 +152,7 @@ async fn until_awaiting(
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_tenant_gets_not_found_for_every_rpc_and_changes_nothing() {
     let logs = e2e_tests::logs::capture();
     let p = Product::start(TENANTS).await;
@@ -357,7 +357,7 @@ async fn another_tenant_gets_not_found_for_every_rpc_and_changes_nothing() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_selects_only_the_agents_it_is_allowed() {
     let p = Product::start(TENANTS).await;
     let mut evil = p.client_with_token(EVIL).await;
@@ -409,7 +409,7 @@ fn raw_auth(value: &str) -> impl tonic::service::Interceptor + Clone {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bearer_scheme_is_case_insensitive_in_both_services() {
     use llm_proto::gateway as gpb;
     use llm_proto::gateway::gateway_service_client::GatewayServiceClient;
@@ -442,7 +442,7 @@ async fn the_bearer_scheme_is_case_insensitive_in_both_services() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_default_model_the_gateway_does_not_serve_is_refused_at_creation() {
     let p = Product::start("").await;
     let mut c = p.client().await;

@@ -40,7 +40,7 @@ fn summed(history: &[spb::Message]) -> (i64, spb::Tokens) {
     (cost, tokens)
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_totals_equal_the_sum_of_messages_across_prompts_tools_and_a_resume() {
     let p = Product::start("").await;
     std::fs::create_dir_all(p.workspaces.path().join("w")).unwrap();
@@ -116,6 +116,11 @@ async fn session_totals_equal_the_sum_of_messages_across_prompts_tools_and_a_res
         cost_nano_usd: 123_457,
         tokens: Some(orphan_tokens),
         parts: vec![
+            spb::Part {
+                id: session_processor::ids::new("prt"),
+                kind: Some(spb::part::Kind::StepStart(spb::StepStartPart::default())),
+                ..Default::default()
+            },
             spb::Part {
                 id: session_processor::ids::new("prt"),
                 kind: Some(spb::part::Kind::Tool(spb::ToolPart {

@@ -708,7 +708,7 @@ fn check(code: Code, field: Option<&str>, answer: Result<(), Status>) -> Option<
     None
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_and_oversized_requests_get_the_right_code_and_field() {
     let p = Product::start("").await;
     let sid = create_session(&mut p.client().await, spb::CreateSessionRequest::default())
@@ -759,7 +759,7 @@ async fn malformed_and_oversized_requests_get_the_right_code_and_field() {
     assert!(messages.is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bytes_that_are_not_the_request_message_are_the_callers_mistake() {
     let p = Product::start("").await;
     let path = tonic::codegen::http::uri::PathAndQuery::from_static(

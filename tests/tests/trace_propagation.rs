@@ -9,7 +9,7 @@ use llm_proto::sessions as spb;
 
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_callers_traceparent_reaches_the_provider_request() {
     let p = Product::start("").await;
     p.gateway.openai.push(Reply::sse(
@@ -51,7 +51,7 @@ async fn the_callers_traceparent_reaches_the_provider_request() {
     assert_eq!(sent.header("tracestate"), Some("vendor=value"));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_traceparent_is_not_forwarded() {
     let p = Product::start("").await;
     p.gateway.openai.push(Reply::sse(

@@ -49,7 +49,7 @@ async fn spawn(
     (child, addr)
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_two_step_tool_conversation_is_one_trace_across_both_services() {
     let otlp = OtlpReceiver::start().await;
     let fake = FakeProvider::start().await.unwrap();

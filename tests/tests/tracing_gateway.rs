@@ -15,7 +15,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 const TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
 const CALLER_SPAN: &str = "b7ad6b7169203331";
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_generation_is_one_trace_from_the_caller_to_each_provider_attempt() {
     let otlp = OtlpReceiver::start().await;
     let fake = FakeProvider::start().await.unwrap();
@@ -200,7 +200,7 @@ async fn start_gateway(
     (child, client, dir)
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn message_content_is_on_the_chat_span_only_when_opted_in() {
     let otlp = OtlpReceiver::start().await;
     let fake = FakeProvider::start().await.unwrap();
@@ -285,7 +285,7 @@ async fn message_content_is_on_the_chat_span_only_when_opted_in() {
     child.kill().await.unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sampling_follows_otel_traces_sampler() {
     // parentbased_traceidratio with ratio 0: a caller's sampled trace is kept, a new root trace is dropped.
     let otlp = OtlpReceiver::start().await;

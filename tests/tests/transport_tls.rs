@@ -119,7 +119,7 @@ fn processor_config(dir: &std::path::Path, pki: &TestPki, gateway_port: u16) -> 
     config
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_services_over_mutual_tls_and_redis_over_tls_with_an_acl_user() {
     service_kit::tls::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
@@ -206,7 +206,7 @@ async fn both_services_over_mutual_tls_and_redis_over_tls_with_an_acl_user() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_redis_password_stops_the_processor_without_printing_it() {
     service_kit::tls::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
@@ -229,7 +229,7 @@ async fn a_wrong_redis_password_stops_the_processor_without_printing_it() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gateway_check_validates_the_tls_files() {
     let dir = tempfile::tempdir().unwrap();
     let pki = service_kit::test_certs::generate(dir.path());

@@ -32,6 +32,7 @@ use bench::procs::{
     free_port, loadavg, machine, parse_plan, raise_nofile, spawn_announcing, spawn_logged,
     wait_listening,
 };
+use bench::promtext;
 use bench::redisinfo::{self, CommandStats};
 use bench::stats::{Summary, ms, ms_diff, summarize};
 use clap::Parser;
@@ -508,6 +509,8 @@ struct Level {
     wall: u64,
     /// Redis commands executed during the level.
     redis: CommandStats,
+    /// The processor's own timing of its prompts' critical path during the level (`session_processor_prompt_phase`).
+    phases: promtext::Totals,
 }
 
 impl Level {
@@ -522,6 +525,7 @@ impl Level {
             rss_start,
             wall: 0,
             redis: CommandStats::default(),
+            phases: promtext::Totals::new(),
         }
     }
 
@@ -633,8 +637,9 @@ async fn start_processor(
     gateway: SocketAddr,
     redis_url: &str,
     dir: &Path,
-) -> (Child, SocketAddr) {
+) -> (Child, SocketAddr, SocketAddr) {
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port().expect("a free port")));
+    let metrics = SocketAddr::from(([127, 0, 0, 1], free_port().expect("a free port")));
     let workspaces = dir.join("workspaces");
     std::fs::create_dir_all(&workspaces).expect("workspace root");
     // A key prefix of its own, in case `--redis-url` points at a shared Redis.
@@ -678,13 +683,36 @@ tools = []
         .env("PROCESSOR_WORKSPACE_ROOT", &workspaces)
         .env("RUST_LOG", "info")
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("PROCESSOR_METRICS_LISTEN")
+        .env("PROCESSOR_METRICS_LISTEN", metrics.to_string())
         .env_remove("PROCESSOR_CONFIG");
     let child = spawn_logged(cmd, &log).expect("spawn session-processor");
     wait_listening(addr, Duration::from_secs(30), "session-processor", &log)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    (child, addr)
+    (child, addr, metrics)
+}
+
+/// The processor's prompt-phase histogram totals, from its `/metrics`.
+async fn prompt_phases(metrics: SocketAddr) -> promtext::Totals {
+    let text = promtext::scrape(metrics)
+        .await
+        .unwrap_or_else(|e| panic!("scrape the processor's metrics: {e}"));
+    promtext::histogram_totals(&text, "session_processor_prompt_phase_seconds", "phase")
+}
+
+/// One line of the report: the mean time from a prompt reaching the processor's engine to the end of each phase.
+fn phases_line(phases: &promtext::Totals) -> String {
+    let mean = |phase: &str| match phases.get(phase) {
+        Some((sum, n)) if *n > 0 => format!("{:.3} ms", sum * 1e3 / *n as f64),
+        _ => "-".into(),
+    };
+    let prompts = phases.get("begun").map_or(0, |(_, n)| *n);
+    format!(
+        "Critical path, the processor's own clock (mean over {prompts} prompts, from the prompt reaching the engine): lease, user message and history stored/read **{}**; gateway call started **{}**; first gateway event **{}**",
+        mean("begun"),
+        mean("gateway_called"),
+        mean("first_event")
+    )
 }
 
 async fn connect(addr: &str) -> Channel {
@@ -871,6 +899,7 @@ fn report(levels: &mut [Level], args: &Args, run: &RunInfo, out: &mut String) {
             per_unit(total, prompts),
             level.redis.script_calls()
         );
+        let _ = writeln!(out, "{}\n", phases_line(&level.phases));
         let _ = writeln!(out, "| command | calls | per prompt | per 1 000 deltas |");
         let _ = writeln!(out, "|---|---|---|---|");
         for (name, n) in level.redis.ranked() {
@@ -931,6 +960,9 @@ fn to_json(levels: &mut [Level], args: &Args, run: &RunInfo) -> serde_json::Valu
                 "rss_peak_kib": named(&l.rss_peak),
                 "rss_start_kib": named(&l.rss_start),
                 "wall_ns": l.wall,
+                "prompt_phases_mean_ms": l.phases.iter().map(|(k, (sum, n))| {
+                    (k.clone(), serde_json::json!(if *n > 0 { sum * 1e3 / *n as f64 } else { 0.0 }))
+                }).collect::<serde_json::Map<_, _>>(),
             })
         })
         .collect();
@@ -1029,7 +1061,7 @@ async fn main() {
     )
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    let (processor, processor_addr) = start_processor(
+    let (processor, processor_addr, processor_metrics) = start_processor(
         &bin_dir.join("session-processor"),
         gateway_addr,
         &redis_url,
@@ -1104,6 +1136,7 @@ async fn main() {
         let before = redisinfo::command_stats(&mut redis_conn)
             .await
             .expect("INFO commandstats");
+        let phases_before = prompt_phases(processor_metrics).await;
         let started = Instant::now();
         for r in 0..rounds {
             let ramp = stream_length.max(Duration::from_micros(args.ramp_us) * (2 * s) as u32);
@@ -1115,6 +1148,7 @@ async fn main() {
             .await
             .expect("INFO commandstats");
         level.redis = after.since(&before);
+        level.phases = promtext::since(&prompt_phases(processor_metrics).await, &phases_before);
         levels.push(level);
     }
 

@@ -1,7 +1,7 @@
 //! The model catalog: limits, capabilities and prices, bundled with the binary and extended or overridden from config.
 //!
 //! Prices are kept as integer nano-USD per million tokens, so a step's cost is one exact integer division, rounded
-//! once (design.md §3).
+//! once (docs/architecture.md "Usage and cost").
 
 use std::collections::BTreeMap;
 
@@ -86,7 +86,7 @@ impl Default for Capabilities {
     }
 }
 
-/// Which tool-call id rule an OpenAI-compatible server enforces (provider-protocols.md §6.2). Ids are rewritten
+/// Which tool-call id rule an OpenAI-compatible server enforces (docs/providers.md §6.2). Ids are rewritten
 /// deterministically to it, on the calls and on the results that answer them, so they stay paired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -98,7 +98,7 @@ pub enum ToolCallIds {
     Mistral,
 }
 
-/// Where an OpenAI Chat server reads replayed reasoning (provider-protocols.md §6.3). Reasoning is replayed only to
+/// Where an OpenAI Chat server reads replayed reasoning (docs/providers.md §6.3). Reasoning is replayed only to
 /// the model that produced it; from any other model it is dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -1,4 +1,4 @@
-//! Provider-side failures as one typed value (design.md §3 `error{…}`), and their classification from HTTP.
+//! Provider-side failures as one typed value (docs/architecture.md "Unified events", "Errors"), and their classification from HTTP.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Unified events (design.md §3): what every language adapter's decoder produces, whatever the provider.
+//! Unified events (docs/architecture.md "Unified events"): what every language adapter's decoder produces, whatever the provider.
 //!
 //! The gateway core turns these into `llm.gateway.v1.StreamResponse` messages; `Finish` becomes `StepFinish` once the
 //! cost has been computed from the catalog.
@@ -57,7 +57,7 @@ pub struct Finish {
     pub response_model: String,
 }
 
-/// Unified finish reasons (design.md §3).
+/// Unified finish reasons (docs/architecture.md "Unified events").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FinishReason {
     #[default]

@@ -1,4 +1,4 @@
-//! Hooks: operator-configured transforms of a generation before its adapter translates it (design.md §4 steps 2–3).
+//! Hooks: operator-configured transforms of a generation before its adapter translates it (docs/architecture.md "A generation, step by step", step 3).
 //!
 //! Two kinds, both from the configuration file (never from callers):
 //! - **declarative hooks** (`[[hooks]]`): for models matching a `provider/model` glob, a system section inserted

@@ -1,4 +1,4 @@
-//! Context accounting for compaction (design.md §5): how much of a model's context a request may use, how big a
+//! Context accounting for compaction (docs/architecture.md "Compaction"): how much of a model's context a request may use, how big a
 //! request is before it is sent, and the texts of the summary step.
 //!
 //! Sizes before a call are *estimates*: the processor has no tokenizer for every provider, and a wrong guess is

@@ -38,6 +38,32 @@ pub const TOOL_CALLS: &str = "session_processor_tool_calls";
 pub const REDIS: &str = "session_processor_redis";
 /// Workspace snapshots or diffs that failed (git missing, failing or too slow), by operation.
 pub const SNAPSHOT_FAILURES: &str = "session_processor_snapshot_failures";
+/// A prompt's critical path: time from the prompt reaching the engine to the end of each phase.
+pub const PROMPT_PHASE: &str = "session_processor_prompt_phase";
+/// Label: a phase of a prompt's critical path (see [`PromptPhase`]).
+pub const LABEL_PHASE: &str = "phase";
+
+/// The phases of a prompt's critical path, each timed from the prompt reaching the engine to its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptPhase {
+    /// The lease taken, the user message stored and the history read (`begun`).
+    Begun,
+    /// The step's request built and the gateway call started (`gateway_called`).
+    GatewayCalled,
+    /// The gateway's first event for the step received (`first_event`).
+    FirstEvent,
+}
+
+impl PromptPhase {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PromptPhase::Begun => "begun",
+            PromptPhase::GatewayCalled => "gateway_called",
+            PromptPhase::FirstEvent => "first_event",
+        }
+    }
+}
 
 /// Fixed label names with values from closed sets (or, for finishes, the few the processor writes).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -86,6 +112,7 @@ pub struct Metrics {
     compactions: Family<Labels, Counter>,
     tool_calls: Family<Labels, Counter>,
     redis: Family<Labels, Histogram>,
+    prompt_phase: Family<Labels, Histogram>,
     snapshot_failures: Family<Labels, Counter>,
     gen_ai: GenAiMetrics,
 }
@@ -135,6 +162,17 @@ impl Metrics {
             Unit::Seconds,
             redis.clone(),
         );
+        let prompt_phase = Family::<Labels, Histogram>::new_with_constructor(
+            (|| Histogram::new(REDIS_BUCKETS)) as fn() -> Histogram,
+        );
+        registry.register_with_unit(
+            PROMPT_PHASE,
+            "Time from a prompt reaching the engine to the end of each phase of its critical path (begun: lease, \
+             user message and history; gateway_called: the first step's call started; first_event: its first \
+             gateway event)",
+            Unit::Seconds,
+            prompt_phase.clone(),
+        );
         let snapshot_failures = Family::<Labels, Counter>::default();
         registry.register(
             SNAPSHOT_FAILURES,
@@ -150,6 +188,7 @@ impl Metrics {
             compactions,
             tool_calls,
             redis,
+            prompt_phase,
             gen_ai,
         }
     }
@@ -226,6 +265,13 @@ impl Metrics {
             .inc();
     }
 
+    /// A prompt's critical path reached the end of `phase`, `elapsed` after the prompt reached the engine.
+    pub fn prompt_phase(&self, phase: PromptPhase, elapsed: Duration) {
+        self.prompt_phase
+            .get_or_create(&Labels(vec![(LABEL_PHASE, Arc::from(phase.as_str()))]))
+            .observe(elapsed.as_secs_f64());
+    }
+
     /// A store call took `elapsed`.
     pub fn redis(&self, op: &'static str, elapsed: Duration) {
         self.redis
@@ -258,6 +304,7 @@ mod tests {
         m.compaction(true);
         m.tool_call(ToolKind::Builtin, ToolOutcome::Completed);
         m.redis("put_part", Duration::from_micros(300));
+        m.prompt_phase(PromptPhase::FirstEvent, Duration::from_micros(900));
         let text = m.encode();
         for line in [
             "session_processor_active_sessions 1",
@@ -265,6 +312,7 @@ mod tests {
             "session_processor_compactions_total{trigger=\"auto\"} 1",
             "session_processor_tool_calls_total{kind=\"builtin\",outcome=\"completed\"} 1",
             "session_processor_redis_seconds_count{op=\"put_part\"} 1",
+            "session_processor_prompt_phase_seconds_count{phase=\"first_event\"} 1",
             "gen_ai_client_token_usage_sum{gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\",gen_ai_token_type=\"input\"} 10.0",
             "gen_ai_client_operation_duration_seconds_count{gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\"} 1",
         ] {

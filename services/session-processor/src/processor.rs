@@ -1,7 +1,7 @@
 //! The Processor: one assistant message, built from one gateway step's unified events. No I/O: events in, effects
 //! out; the run loop persists and publishes the effects and executes the tool calls.
 //!
-//! Rules (design.md §5): text and reasoning parts are created on start, appended on delta, closed on end; a tool part
+//! Rules (docs/architecture.md "The Processor"): text and reasoning parts are created on start, appended on delta, closed on end; a tool part
 //! is `pending` on tool-input-start and `running` on tool-call; step-start writes the step-start part; step-finish
 //! settles tokens and cost into the message and decides whether compaction is needed; a context-overflow error is a
 //! compaction need, not a failure. Cleanup always runs: open text and reasoning get their end time, unfinished tools

@@ -1,4 +1,4 @@
-//! Whether and when a failed step runs again (design.md §5 "Retries of a failed step", §4 for the backoff).
+//! Whether and when a failed step runs again (docs/architecture.md "The loop as a policy", the retry rule).
 //!
 //! The gateway already retried everything it could before output reached the processor; what arrives here failed
 //! after output started (or after the gateway's own attempts were spent). The decision is pure so it is tested rule

@@ -1,4 +1,4 @@
-//! Structured output (design.md §5): when a prompt passes `format: {type: json_schema, schema}`, the model answers
+//! Structured output (docs/architecture.md "Structured output"): when a prompt passes `format: {type: json_schema, schema}`, the model answers
 //! by calling a dedicated tool whose arguments must match the schema.
 //!
 //! Why a tool and not the provider's own JSON mode: every provider with tools supports it the same way, the model

@@ -1,4 +1,4 @@
-//! Session titles (design.md §5 "Title"): after the first real user message, one direct gateway `Generate` call
+//! Session titles (docs/architecture.md "Titles"): after the first real user message, one direct gateway `Generate` call
 //! with the agent's small model and no tools; the reply is cleaned into a single short line.
 
 use llm_proto::gateway as gw;

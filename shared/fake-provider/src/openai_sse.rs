@@ -2,7 +2,7 @@
 //!
 //! Recorded fixtures cover exact provider quirks; the demo and benchmarks
 //! instead need streams of arbitrary length and content, shaped like
-//! OpenAI's (see `docs/provider-protocols.md` §1): an envelope of
+//! OpenAI's (see `docs/providers.md` §1): an envelope of
 //! `id, object, created, model, system_fingerprint, choices, usage`, a first
 //! delta `{"role":"assistant","content":"","refusal":null}`, content or
 //! tool-call deltas, a finish chunk with `delta:{}`, a usage chunk with

@@ -1,4 +1,4 @@
-//! HTTP and mid-stream error classification (provider-protocols.md §1, §3, §4 "Errors", §6.7).
+//! HTTP and mid-stream error classification (docs/providers.md §1, §3, §4 "Errors", §6.7).
 //!
 //! Every provider error, whether an HTTP error response or an error frame inside a 200 stream, becomes one
 //! [`ProviderError`] with a kind from the closed set, a retry decision and the provider's retry hint. The caller

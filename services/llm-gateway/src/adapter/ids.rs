@@ -1,4 +1,4 @@
-//! Tool-call id rewriting (provider-protocols.md §6.2).
+//! Tool-call id rewriting (docs/providers.md §6.2).
 //!
 //! Every rule is a pure function of the original id, so a `tool_use` and the `tool_result` that answers it are
 //! rewritten to the same value and stay paired without any state. Ids that already satisfy a provider's rule are

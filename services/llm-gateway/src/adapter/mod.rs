@@ -2,7 +2,7 @@
 //!
 //! An adapter has two halves and no I/O of its own:
 //! - [`Adapter::build`] turns a unified [`pb::Generation`] into the provider's HTTP request (path, headers, JSON
-//!   body), applying every fix the provider needs (provider-protocols.md §6);
+//!   body), applying every fix the provider needs (docs/providers.md §6);
 //! - [`Adapter::decoder`] returns a [`Decoder`], a state machine fed one SSE frame at a time that pushes unified
 //!   [`Event`]s.
 //!

@@ -1,4 +1,4 @@
-//! Incremental Server-Sent Events parser (provider-protocols.md §0), written for provider streams.
+//! Incremental Server-Sent Events parser (docs/providers.md §0), written for provider streams.
 //!
 //! Why our own parser: providers disagree on framing. Gemini ends lines with CRLF, OpenRouter sends `:` comments as
 //! keep-alives, and Gemini writes a bare pretty-printed JSON error object *outside* SSE framing after the last event,

@@ -1,4 +1,4 @@
-//! OpenAI strict mode ("Structured Outputs") for tools and JSON Schema output (provider-protocols.md §6.5), used by
+//! OpenAI strict mode ("Structured Outputs") for tools and JSON Schema output (docs/providers.md §6.5), used by
 //! the OpenAI Chat and Responses adapters for models whose catalog entry sets `strict_schemas`.
 //!
 //! With `strict: true` OpenAI constrains generation to the schema, but it only accepts schemas in which every object

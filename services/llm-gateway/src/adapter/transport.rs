@@ -1,4 +1,4 @@
-//! HTTP transport: the one place that talks HTTP to providers (design.md §4 "Resilience", "Timeouts").
+//! HTTP transport: the one place that talks HTTP to providers (docs/architecture.md "Retries", "A generation, step by step").
 //!
 //! [`Transport::open`] sends one request and returns either an open [`ProviderStream`] (2xx) or the classified error;
 //! [`ProviderStream::pump`] moves one body read through the [`SseParser`] into a [`Decoder`]. Nothing is buffered

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::driver::Prefetched;
 use super::inputs::RunInputs;
 use super::{Carried, Engine, LoopError};
+use crate::metrics::PromptPhase;
 use crate::store::{Begin, Fence};
 
 impl Engine {
@@ -26,6 +27,7 @@ impl Engine {
         trace: Vec<(String, String)>,
         session: Option<Carried>,
     ) -> Result<String, LoopError> {
+        let arrived = std::time::Instant::now();
         let (session, bytes) = match session {
             Some(carried) => carried,
             None => self
@@ -36,7 +38,8 @@ impl Engine {
                 .ok_or_else(|| LoopError::NotFound(req.session_id.clone()))?,
         };
         let message = self.user_message(&session, &req).await?;
-        let inputs = RunInputs::from_prompt(&req, trace);
+        let mut inputs = RunInputs::from_prompt(&req, trace);
+        inputs.arrived = Some(arrived);
         let begun = self
             .store
             .begin_prompt(
@@ -50,6 +53,8 @@ impl Engine {
             Begin::Begun(b) => b,
             Begin::Busy => return self.queue_prompt(&session, bytes, &req, inputs.trace).await,
         };
+        self.metrics
+            .prompt_phase(PromptPhase::Begun, arrived.elapsed());
         self.events
             .open_at(&session.id, &b.fence, b.last_event, b.redis_ms);
         // The caller's stream starts after what the log held: the user message's events come first.

@@ -1,4 +1,4 @@
-//! Cost hard-stops (design.md §5): a session's budget and its tenant's budget, checked only at step boundaries,
+//! Cost hard-stops (docs/architecture.md "Budgets"): a session's budget and its tenant's budget, checked only at step boundaries,
 //! when the previous step's parts, patch and accounting are closed, so a stop never leaves anything half-written.
 //!
 //! A session's spend is its `cost_nano_usd` (the sum of its assistant messages, settled after every step). A

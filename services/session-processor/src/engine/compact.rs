@@ -1,4 +1,4 @@
-//! Compaction (design.md §5): when the context no longer fits, the history is replaced by a model-written
+//! Compaction (docs/architecture.md "Compaction"): when the context no longer fits, the history is replaced by a model-written
 //! continuation summary.
 //!
 //! A compaction is a new assistant message with a [`pb::CompactionPart`] and the summary step's parts (step-start,

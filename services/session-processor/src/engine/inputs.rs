@@ -17,6 +17,9 @@ pub struct RunInputs {
     pub trace: Vec<(String, String)>,
     /// A manual compaction (the `Compact` RPC) runs first.
     pub compact: bool,
+    /// When the prompt that started the run reached the engine (`None` for runs started otherwise): its first step
+    /// reports how long the critical path's phases took (`Metrics::prompt_phase`).
+    pub arrived: Option<std::time::Instant>,
 }
 
 impl RunInputs {
@@ -28,6 +31,7 @@ impl RunInputs {
             system: req.system.clone(),
             trace,
             compact: false,
+            arrived: None,
         }
     }
 

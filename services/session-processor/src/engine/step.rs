@@ -20,6 +20,7 @@ use crate::config::Agent;
 use crate::context;
 use crate::history;
 use crate::ids;
+use crate::metrics::PromptPhase;
 use crate::processor::{Effect, Processor};
 use crate::snapshot::StepSnapshots;
 use crate::store::Fence;
@@ -96,6 +97,13 @@ impl Engine {
             "llm.finish" = tracing::field::Empty,
         );
         let started = Instant::now();
+        // The first step of a prompt's run: how long the prompt took to reach the gateway (and, below, to get its
+        // first event back).
+        let arrived = input.inputs.arrived.filter(|_| input.number == 1);
+        if let Some(at) = arrived {
+            self.metrics
+                .prompt_phase(PromptPhase::GatewayCalled, at.elapsed());
+        }
         // The gateway call starts at once; the step's message and start snapshot are written meanwhile (the
         // gateway answers with its first event, after the provider's first byte), and before any event is used.
         let call = self
@@ -110,7 +118,7 @@ impl Engine {
         };
         opened?;
         let end = self
-            .consume(&mut processor, called, input.fence, input.cancel)
+            .consume(&mut processor, called, input.fence, input.cancel, arrived)
             .instrument(span.clone())
             .await?;
         let duration = started.elapsed();
@@ -207,7 +215,7 @@ impl Engine {
             _ = cancel.cancelled() => return Ok(StreamEnd { aborted: true, ..StreamEnd::default() }),
             c = self.call_gateway(generation, trace) => c,
         };
-        self.consume(processor, called, fence, cancel).await
+        self.consume(processor, called, fence, cancel, None).await
     }
 
     /// The gateway's `Stream` call for one step (its deadline the step's, the run's trace context on it).
@@ -226,12 +234,14 @@ impl Engine {
     }
 
     /// Feeds a step's gateway stream (or the failure to call the gateway) through the processor until it ends.
+    /// `arrived`: when the prompt whose first step this is reached the engine (its first event is then timed).
     async fn consume(
         &self,
         processor: &mut Processor,
         called: Result<tonic::Streaming<gw::StreamResponse>, tonic::Status>,
         fence: &Fence,
         cancel: &CancellationToken,
+        mut arrived: Option<Instant>,
     ) -> Result<StreamEnd, LoopError> {
         let mut out = Vec::with_capacity(8);
         let mut end = StreamEnd::default();
@@ -258,6 +268,10 @@ impl Engine {
             };
             match next {
                 Ok(Some(ev)) => {
+                    if let Some(at) = arrived.take() {
+                        self.metrics
+                            .prompt_phase(PromptPhase::FirstEvent, at.elapsed());
+                    }
                     end.output_started |= !matches!(
                         ev.event,
                         None | Some(

@@ -127,8 +127,11 @@ impl Default for EventsConfig {
             unwatched_flush_interval: DEFAULT_UNWATCHED_FLUSH_INTERVAL,
             max_batch_events: 512,
             max_batch_bytes: 64 * 1024,
-            ring_events: 1024,
-            ring_bytes: 1024 * 1024,
+            // A live stream on this replica reads each event as it is published, so a short tail is enough; one
+            // that falls further behind reads Redis. Every ring entry costs the event enum's full size (~400
+            // bytes) plus its strings, so a ring of 1 024 events was most of an open session's memory.
+            ring_events: 64,
+            ring_bytes: 32 * 1024,
         }
     }
 }

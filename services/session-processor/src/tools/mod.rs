@@ -1,5 +1,5 @@
 //! Built-in workspace tools (read, write, edit, list, grep, bash), the permission rules that gate them, and doom-loop
-//! detection (design.md §5).
+//! detection (docs/architecture.md "Tools").
 //!
 //! How the run loop uses this module:
 //! 1. Offer [`builtin_specs`] to the model, minus the tools [`PermissionRules::tool_enabled`] says are always denied

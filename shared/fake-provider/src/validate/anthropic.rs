@@ -1,4 +1,4 @@
-//! Anthropic Messages request rules (provider-protocols.md §3, §6).
+//! Anthropic Messages request rules (docs/providers.md §3, §6).
 
 use serde_json::Value;
 

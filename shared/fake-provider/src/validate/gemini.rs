@@ -1,4 +1,4 @@
-//! Gemini `generateContent` request rules (provider-protocols.md §4, §6).
+//! Gemini `generateContent` request rules (docs/providers.md §4, §6).
 //! Gemini parses requests as protobuf messages, so an unknown key anywhere
 //! is a 400 as well.
 

@@ -2,7 +2,7 @@
 //! tests catch a request the gateway would get refused in production.
 //!
 //! Every rule here is one a provider enforces with a 400 (the messages are
-//! the providers' own wording where it is known; provider-protocols.md §6
+//! the providers' own wording where it is known; docs/providers.md §6
 //! lists most of them), plus a few gateway promises marked as such
 //! (`stream_options.include_usage`, never an `fc_` item id as a call id).
 //! A refused request is answered with the provider's real error body, so

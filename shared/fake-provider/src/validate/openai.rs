@@ -1,5 +1,5 @@
 //! OpenAI Chat Completions (and the Mistral and DeepSeek variants) and
-//! OpenAI Responses request rules (provider-protocols.md §1, §2, §6).
+//! OpenAI Responses request rules (docs/providers.md §1, §2, §6).
 
 use serde_json::Value;
 

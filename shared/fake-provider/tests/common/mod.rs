@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 
 pub struct RawClient {
     stream: TcpStream,
-    buf: BytesMut,
+    pub buf: BytesMut,
 }
 
 #[derive(Debug)]

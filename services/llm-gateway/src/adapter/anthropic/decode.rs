@@ -1,4 +1,4 @@
-//! Messages API SSE stream → unified events (provider-protocols.md §3 "Events").
+//! Messages API SSE stream → unified events (docs/providers.md §3 "Events").
 //!
 //! Each frame is parsed once into small borrowed structs (no `serde_json::Value` walk): a stream carries hundreds of
 //! deltas and this runs for every one of them. The event is identified by `data.type`; the `event:` line only
@@ -178,7 +178,7 @@ struct WireOutputDetails {
     thinking_tokens: Option<u64>,
 }
 
-/// Maps `stop_reason` to the unified reason (provider-protocols.md §5).
+/// Maps `stop_reason` to the unified reason (docs/providers.md §5).
 fn finish_reason(raw: &str) -> FinishReason {
     match raw {
         "end_turn" | "stop_sequence" | "pause_turn" => FinishReason::Stop,
@@ -345,7 +345,7 @@ impl AnthropicDecoder {
         let raw_reason = self.stop_reason.take().unwrap_or_default();
         let mut reason = finish_reason(&raw_reason);
         if reason == FinishReason::Stop && self.saw_tool_call {
-            // design.md §3: a stop that carries tool calls is reported as tool calls.
+            // docs/architecture.md "Unified events": a stop that carries tool calls is reported as tool calls.
             reason = FinishReason::ToolCalls;
         }
         self.done = true;

@@ -1,7 +1,7 @@
-//! Anthropic Messages adapter (`POST /v1/messages`, provider-protocols.md §3).
+//! Anthropic Messages adapter (`POST /v1/messages`, docs/providers.md §3).
 //!
 //! - [`request`] builds the request body from a unified generation and applies every fix the Messages API needs
-//!   before the request leaves (provider-protocols.md §6): empty blocks and turns dropped, turns merged so roles
+//!   before the request leaves (docs/providers.md §6): empty blocks and turns dropped, turns merged so roles
 //!   alternate, a minimal user turn put first when the conversation opens with the assistant, tool-use ids rewritten, thinking replayed only to the model that produced it, prompt-cache markers,
 //!   sampling parameters the model rejects dropped.
 //! - [`decode`] turns the SSE stream into unified events.

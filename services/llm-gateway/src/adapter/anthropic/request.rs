@@ -3,7 +3,7 @@
 //! The builder is pure: the same generation and model always give the same body, so a retried or re-played step
 //! hits the provider's prompt cache.
 //!
-//! Fixes applied here (provider-protocols.md §6), each because the API rejects the request otherwise:
+//! Fixes applied here (docs/providers.md §6), each because the API rejects the request otherwise:
 //! - text blocks that are empty or whitespace-only are dropped, then turns left empty, and the trailing whitespace
 //!   of a final assistant (prefill) text is trimmed;
 //! - consecutive turns of the same role are merged so `user` and `assistant` alternate; tool messages become user

@@ -1,4 +1,4 @@
-//! Stream decoder: `streamGenerateContent?alt=sse` chunks → unified [`Event`]s (provider-protocols.md §4 "Chunks").
+//! Stream decoder: `streamGenerateContent?alt=sse` chunks → unified [`Event`]s (docs/providers.md §4 "Chunks").
 //!
 //! Gemini names no events: every `data:` frame is a whole `GenerateContentResponse`, and the stream simply ends
 //! when the connection closes, the last chunk carrying `finishReason`. Chunks are parsed into small borrowed structs
@@ -233,7 +233,7 @@ impl GeminiDecoder {
             None => format!("call_{}_{n}", self.response.id),
         };
         let tool = call.name.map(Cow::into_owned).unwrap_or_default();
-        // `args` is absent for a call without arguments (provider-protocols.md §4, "no-args tool call").
+        // `args` is absent for a call without arguments (docs/providers.md §4 "Chunks").
         let input_json = match call.args {
             Some(serde_json::Value::Null) | None => "{}".to_string(),
             Some(args) => args.to_string(),
@@ -338,7 +338,7 @@ fn signature_metadata(signature: Option<String>) -> Option<String> {
     .to_json()
 }
 
-/// provider-protocols.md §5: Gemini's finish reasons. `STOP` with function calls is reported as `ToolCalls`.
+/// docs/providers.md §5: Gemini's finish reasons. `STOP` with function calls is reported as `ToolCalls`.
 /// `MALFORMED_FUNCTION_CALL` (the model produced a call Gemini could not parse, so the step has no usable output)
 /// is `Error`, as in the unified model, and the raw string stays in `raw_reason`.
 fn map_finish_reason(raw: &str, had_calls: bool) -> FinishReason {
@@ -360,7 +360,7 @@ fn map_finish_reason(raw: &str, had_calls: bool) -> FinishReason {
     }
 }
 
-/// design.md §3 usage: `promptTokenCount` includes the cached tokens, so they are taken out of `input`; the prompt
+/// docs/architecture.md "Usage and cost": `promptTokenCount` includes the cached tokens, so they are taken out of `input`; the prompt
 /// Gemini built for tool use (`toolUsePromptTokenCount`, not in `promptTokenCount`) is input too. Candidates
 /// exclude thoughts, so output and reasoning are disjoint already.
 fn normalize_usage(u: &WireUsage) -> Usage {
@@ -378,7 +378,7 @@ fn normalize_usage(u: &WireUsage) -> Usage {
     }
 }
 
-/// `{"error": …}` or `[{"error": …}]` (the array shape of a non-SSE body, provider-protocols.md §0).
+/// `{"error": …}` or `[{"error": …}]` (the array shape of a non-SSE body, docs/providers.md §0).
 fn is_error_body(value: &serde_json::Value) -> bool {
     let first = match value {
         serde_json::Value::Array(items) => items.first(),

@@ -1,7 +1,7 @@
-//! Google Gemini adapter (`POST {base}/v1beta/models/{model}:streamGenerateContent?alt=sse`, provider-protocols.md
+//! Google Gemini adapter (`POST {base}/v1beta/models/{model}:streamGenerateContent?alt=sse`, docs/providers.md
 //! §4).
 //!
-//! - `request` builds the body from a unified [`pb::Generation`] and applies the fixes of provider-protocols.md §6
+//! - `request` builds the body from a unified [`pb::Generation`] and applies the fixes of docs/providers.md §6
 //!   that Gemini needs: empty parts and turns dropped, same-role turns merged, a minimal user turn put first when
 //!   the conversation opens with the model, function results answered in the order of the calls they pair with,
 //!   thought signatures replayed only to the model that made them (and the Gemini 3 sentinel where none is known),
@@ -44,7 +44,7 @@ pub use decode::GeminiDecoder;
 
 /// The `thoughtSignature` Google documents for replaying a function call whose real signature is unknown (history
 /// from another model or provider). Gemini 3 refuses a function call without a signature; this value tells it to
-/// skip the check (provider-protocols.md §6.3).
+/// skip the check (docs/providers.md §6.3).
 pub const SKIP_THOUGHT_SIGNATURE: &str = "skip_thought_signature_validator";
 
 /// Opaque data the Gemini adapter hands out with `ToolCall` and `ReasoningEnd` and needs back on the next step.

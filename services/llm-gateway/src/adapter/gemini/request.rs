@@ -1,7 +1,7 @@
 //! Request builder: unified [`pb::Generation`] → `streamGenerateContent` JSON body. A pure function of its inputs,
 //! so a retried or replayed step sends the same bytes and hits Gemini's implicit prompt cache.
 //!
-//! Fixes applied here (provider-protocols.md §4, §6), each because the API rejects the request otherwise:
+//! Fixes applied here (docs/providers.md §4, §6), each because the API rejects the request otherwise:
 //! - empty text is dropped, then turns left without parts: Gemini refuses an empty `parts` array and a part with
 //!   no data field;
 //! - consecutive turns of the same role are merged (tool results are `user` turns), and in a user turn the
@@ -561,7 +561,7 @@ fn sign_first_call(turn: &mut Turn) {
     }
 }
 
-/// Gemini's function-name rule (provider-protocols.md §6.2): a letter or `_` first, then `[A-Za-z0-9_.:-]`.
+/// Gemini's function-name rule (docs/providers.md §6.2): a letter or `_` first, then `[A-Za-z0-9_.:-]`.
 fn valid_function_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars

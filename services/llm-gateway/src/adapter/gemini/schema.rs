@@ -1,5 +1,5 @@
 //! JSON Schema → the OpenAPI 3.0 subset Gemini takes in `functionDeclarations[].parameters` and `responseSchema`
-//! (provider-protocols.md §6.5).
+//! (docs/providers.md §6.5).
 //!
 //! Gemini parses a schema as a protobuf message, so any keyword it does not know fails the whole request with
 //! `Invalid JSON payload received. Unknown name "…"`. The lowering therefore keeps an **allowlist** of keywords
@@ -47,7 +47,7 @@ const SCALAR_KEYWORDS: [&str; 11] = [
 ];
 
 /// Lowers a tool's `input_schema_json` into `parameters`. `None` means "send no `parameters`": an empty schema, or
-/// an object root without properties, which Gemini rejects as an empty `OBJECT` (provider-protocols.md §6.5).
+/// an object root without properties, which Gemini rejects as an empty `OBJECT` (docs/providers.md §6.5).
 pub(super) fn parameters(schema_json: &str, field: &str) -> Result<Option<Value>, BuildError> {
     if schema_json.trim().is_empty() {
         return Ok(None);

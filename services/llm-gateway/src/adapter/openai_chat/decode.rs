@@ -29,7 +29,7 @@ pub(super) const REPLAY_METADATA: &str = "{}";
 ///
 /// Text is one block (`text-0`). Reasoning is a block (`reasoning-N`) that closes as soon as text or a tool call
 /// starts. Tool calls are tracked per `index` and finalized only at the end of the stream, never because their
-/// arguments already parse as JSON (provider-protocols.md §5).
+/// arguments already parse as JSON (docs/providers.md §5).
 #[derive(Debug)]
 pub struct ChatDecoder {
     done: bool,
@@ -383,8 +383,8 @@ fn start_tool(tool: &mut ToolState, out: &mut Vec<Event>) {
     }
 }
 
-/// provider-protocols.md §5: OpenAI Chat's finish reasons. A `stop` (or no reason) with tool calls is reported as
-/// `ToolCalls` (design.md §3): compatible servers such as Ollama and vLLM say `stop` even when the model called tools.
+/// docs/providers.md §5: OpenAI Chat's finish reasons. A `stop` (or no reason) with tool calls is reported as
+/// `ToolCalls` (docs/architecture.md "Unified events"): compatible servers such as Ollama and vLLM say `stop` even when the model called tools.
 fn map_finish_reason(raw: &str, had_tools: bool) -> FinishReason {
     match raw {
         "stop" | "" if had_tools => FinishReason::ToolCalls,
@@ -396,7 +396,7 @@ fn map_finish_reason(raw: &str, had_tools: bool) -> FinishReason {
     }
 }
 
-/// design.md §3 usage: the five counts made disjoint. `prompt_tokens` includes cache reads and writes and
+/// docs/architecture.md "Usage and cost": the five counts made disjoint. `prompt_tokens` includes cache reads and writes and
 /// `completion_tokens` includes reasoning, so both are subtracted out (saturating: a server that counts them
 /// separately must not wrap around).
 fn normalize_usage(u: &WireUsage) -> Usage {
@@ -469,7 +469,7 @@ impl Decoder for ChatDecoder {
             Err(e) => return self.fail(malformed(&e, data), out),
         };
         if chunk.error.is_some() {
-            // An error after HTTP 200: `data: {"error":{...}}` (provider-protocols.md §1, mid-stream errors).
+            // An error after HTTP 200: `data: {"error":{...}}` (docs/providers.md §1 "Mid-stream errors").
             self.fail(classify(None, None, data), out);
             return;
         }

@@ -1,7 +1,7 @@
 //! OpenAI Chat Completions (`POST {base}/chat/completions`), for OpenAI and every OpenAI-compatible server: vLLM,
-//! Ollama, DeepSeek, Mistral, Groq, OpenRouter, Azure (provider-protocols.md §1).
+//! Ollama, DeepSeek, Mistral, Groq, OpenRouter, Azure (docs/providers.md §1).
 //!
-//! - `request` builds the body from a unified [`pb::Generation`], applying the fixes of provider-protocols.md §6
+//! - `request` builds the body from a unified [`pb::Generation`], applying the fixes of docs/providers.md §6
 //!   that this protocol needs (empty parts and empty assistant turns dropped; tool-call ids capped at 40
 //!   characters, or rewritten to Mistral's nine alphanumerics when the catalog says `tool_call_ids = "mistral"`;
 //!   sampling parameters a reasoning model rejects dropped, also from provider options; reasoning replayed in the

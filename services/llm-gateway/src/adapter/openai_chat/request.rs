@@ -27,7 +27,7 @@ const OWNED_KEYS: [&str; 6] = [
 /// pieces (a pasted document and a question, say) that must not run into each other.
 const USER_TEXT_SEPARATOR: &str = "\n\n";
 
-/// Parameters reasoning models reject (`unsupported_parameter` / `unsupported_value`, provider-protocols.md §1).
+/// Parameters reasoning models reject (`unsupported_parameter` / `unsupported_value`, docs/providers.md §1).
 /// The typed sampling fields are already left out for them; these are dropped from `provider_options_json` too,
 /// because provider options are keyed by protocol, not by model: options meant for `gpt-4o` reach `o3` when it is
 /// the fallback, or when a hook adds them for every `openai/*` model.
@@ -95,7 +95,7 @@ fn messages(g: &pb::Generation, model: &ModelInfo) -> Result<Vec<Value>, BuildEr
 
     let system = join_non_empty(g.system.iter().map(String::as_str), "\n\n");
     if !system.is_empty() {
-        // Reasoning models take the system prompt under the `developer` role (provider-protocols.md §1).
+        // Reasoning models take the system prompt under the `developer` role (docs/providers.md §1).
         let role = if caps.reasoning {
             "developer"
         } else {
@@ -277,7 +277,7 @@ fn assistant_message(
     Ok(Some(Value::Object(msg)))
 }
 
-/// Reasoning is replayed only to the exact model that produced it over this protocol (design.md §4: "dropped when
+/// Reasoning is replayed only to the exact model that produced it over this protocol (docs/providers.md §6.3: "dropped when
 /// the model changed"). Another model's chain of thought is not this model's own: replayed as reasoning it would be
 /// passed off as the model's, and turned into visible text it would read as something the assistant *said*, which
 /// it never did. Every adapter drops it for the same reason.
@@ -287,7 +287,7 @@ fn replayable(r: &pb::ReasoningPart, model: &ModelInfo) -> bool {
         .is_some_and(|m| m.protocol == Protocol::OpenaiChat.as_str() && m.model == model.id)
 }
 
-/// The call id as the server behind the model accepts it (provider-protocols.md §6.2). Applied to `tool_calls[].id`
+/// The call id as the server behind the model accepts it (docs/providers.md §6.2). Applied to `tool_calls[].id`
 /// and to the `tool_call_id` answering it alike, and deterministic, so the pair stays matched.
 fn call_id<'a>(id: &'a str, caps: &Capabilities) -> Cow<'a, str> {
     match caps.tool_call_ids {
@@ -436,7 +436,7 @@ fn tool_choice(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
 
 /// `response_format` for JSON Schema output. `strict` is off unless the model opts into strict schemas and the
 /// schema can be lowered: strict mode requires every property in `required` and `additionalProperties:false`, which
-/// callers' schemas rarely satisfy as written (provider-protocols.md §6.5).
+/// callers' schemas rarely satisfy as written (docs/providers.md §6.5).
 fn response_format(g: &pb::Generation, strict: bool) -> Result<Option<Value>, BuildError> {
     use pb::output_format::Type;
 
@@ -471,7 +471,7 @@ fn sampling(g: &pb::Generation, t: &Target<'_>, body: &mut Map<String, Value>) {
 
     let caps = &t.model.capabilities;
     if let Some(s) = &g.sampling {
-        // Reasoning models reject temperature and top_p outright (provider-protocols.md §1).
+        // Reasoning models reject temperature and top_p outright (docs/providers.md §1).
         if !caps.reasoning {
             if caps.temperature
                 && let Some(temperature) = s.temperature

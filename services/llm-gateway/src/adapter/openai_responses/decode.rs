@@ -1,4 +1,4 @@
-//! Stream decoder: Responses `response.*` events → unified [`Event`]s (provider-protocols.md §2 "Events").
+//! Stream decoder: Responses `response.*` events → unified [`Event`]s (docs/providers.md §2 "Events").
 //!
 //! Each frame is parsed once into small borrowed structs rather than walked as `serde_json::Value`: a stream carries
 //! hundreds of deltas and this runs for every one. The event is identified by `data.type`; the `event:` line only
@@ -31,7 +31,7 @@ const PART_SEPARATOR: &str = "\n\n";
 /// Decoder state for one Responses stream.
 ///
 /// Tool calls are finalized at their item's `output_item.done` (or at the terminal event for an item that never
-/// got one), never because the argument buffer already parses as JSON (provider-protocols.md §5).
+/// got one), never because the argument buffer already parses as JSON (docs/providers.md §5).
 #[derive(Debug, Default)]
 pub struct ResponsesDecoder {
     done: bool,
@@ -532,7 +532,7 @@ fn joined<'a>(parts: impl Iterator<Item = &'a WireText>) -> String {
     out
 }
 
-/// design.md §3 usage: the five counts made disjoint. `input_tokens` includes cached (and, where reported, cache
+/// docs/architecture.md "Usage and cost": the five counts made disjoint. `input_tokens` includes cached (and, where reported, cache
 /// write) tokens and `output_tokens` includes reasoning, so both are subtracted out (saturating, so inconsistent
 /// counts cannot wrap around).
 fn normalize_usage(u: &WireUsage) -> Usage {

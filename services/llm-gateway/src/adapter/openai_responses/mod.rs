@@ -1,4 +1,4 @@
-//! OpenAI Responses (`POST {base}/responses`, provider-protocols.md §2).
+//! OpenAI Responses (`POST {base}/responses`, docs/providers.md §2).
 //!
 //! - `request` builds the body from a unified [`pb::Generation`]: `instructions` plus typed `input` items, flat
 //!   function tools (lowered to strict mode with `strict: true` when the catalog says `strict_schemas`, see

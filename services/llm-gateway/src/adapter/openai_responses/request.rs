@@ -1,7 +1,7 @@
 //! Request builder: unified [`pb::Generation`] → Responses JSON body. A pure function of its inputs, so a retried
 //! step sends the same bytes and hits the provider's prompt cache.
 //!
-//! Fixes applied here (provider-protocols.md §2, §6):
+//! Fixes applied here (docs/providers.md §2, §6):
 //! - empty text parts, empty user turns and empty assistant turns are dropped;
 //! - tool calls and their results are paired by the call's `call_id`, passed through unchanged: Responses has no
 //!   40-character limit on it, and rewriting would break the pairing with ids the provider itself generated;
@@ -322,7 +322,7 @@ fn parse_object_schema(field: impl Fn() -> String, text: &str) -> Result<Value, 
 
 /// The flat `tools` array. `strict` is sent explicitly either way: Responses defaults function tools to strict
 /// mode, which rejects any schema that does not list every property in `required` and forbid additional
-/// properties (provider-protocols.md §6.5), and callers' schemas rarely do. So it is `false`, unless the model opts
+/// properties (docs/providers.md §6.5), and callers' schemas rarely do. So it is `false`, unless the model opts
 /// into strict schemas (`strict`) and the tool's schema can be lowered ([`strict::lower`]).
 fn tools(tools: &[pb::Tool], strict: bool) -> Result<Value, BuildError> {
     let mut out = Vec::with_capacity(tools.len());
@@ -425,7 +425,7 @@ fn sampling(g: &pb::Generation, t: &Target<'_>, body: &mut Map<String, Value>) {
     let Some(s) = &g.sampling else {
         return;
     };
-    // Reasoning models reject temperature and top_p outright (provider-protocols.md §1, §6.6).
+    // Reasoning models reject temperature and top_p outright (docs/providers.md §1, §6.6).
     if !caps.reasoning {
         if caps.temperature
             && let Some(temperature) = s.temperature

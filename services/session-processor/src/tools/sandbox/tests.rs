@@ -67,9 +67,11 @@ async fn bash(
     .await
 }
 
+/// Limits for commands that should end by themselves: the timeout only bounds a hang (generous, since a loaded
+/// 2-core machine runs a `find /` in the sandbox in seconds, not milliseconds).
 fn quick() -> BashLimits {
     BashLimits {
-        timeout: Duration::from_secs(20),
+        timeout: Duration::from_secs(60),
         ..BashLimits::default()
     }
 }
