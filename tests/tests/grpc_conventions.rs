@@ -48,7 +48,7 @@ fn expected(own: &str) -> Vec<String> {
     all
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_services_take_and_send_gzip_and_zstd() {
     let p = Product::start("").await;
     for (encoding, name) in [
@@ -144,14 +144,14 @@ async fn list_v1(channel: tonic::transport::Channel) -> Vec<String> {
     names
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reflection_v1_lists_exactly_the_served_services() {
     let p = Product::start("").await;
     assert_eq!(list_v1(p.gateway.channel().await).await, expected(GATEWAY));
     assert_eq!(list_v1(channel(p.addr).await).await, expected(SESSIONS));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_watch_of_an_unknown_service_sends_service_unknown_and_stays_open() {
     let p = Product::start("").await;
     for (ch, own) in [
@@ -189,7 +189,7 @@ async fn health_watch_of_an_unknown_service_sends_service_unknown_and_stays_open
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sees_v1alpha_reflection_and_sends_a_5_mib_prompt_with_the_documented_settings() {
     // The gateway's default request limit (32 MiB), not the harness's 1 MiB, and a context window that holds a
     // prompt of 3 MiB.

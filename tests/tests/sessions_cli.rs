@@ -9,7 +9,7 @@ use serde_json::Value;
 
 const CLI: &str = env!("CARGO_BIN_EXE_sessions_cli");
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn help_never_prints_the_token_from_the_environment() {
     let secret = "tok-never-print-me-0123456789";
     for args in [&["--help"][..], &["prompt", "--help"], &["-h"]] {
@@ -58,7 +58,7 @@ async fn json(p: &Product, args: &[&str]) -> Vec<Value> {
         .collect()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_output_is_one_api_message_per_line() {
     let p = Product::start("").await;
     p.gateway.openai.push(Reply::sse(
