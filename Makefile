@@ -3,13 +3,21 @@ CARGO ?= cargo
 TOOLS := .tools
 BUF := $(TOOLS)/node_modules/.bin/buf
 
-.PHONY: demo demo-gateway run test test-rust lint fmt clippy proto-lint deploy-lint build bench bench-full bench-processor bench-peers clean
+.PHONY: demo demo-gateway up down run test test-rust lint fmt clippy proto-lint deploy-lint build bench bench-full bench-processor bench-peers clean
 
 demo run:
 	./scripts/demo.sh
 
 demo-gateway:
 	./scripts/demo-gateway.sh
+
+# The whole stack (Redis, demo provider, llm-gateway, session-processor) left running for your own clients; prints
+# the addresses, tokens and environment lines. `make down` stops it.
+up:
+	./scripts/up.sh
+
+down:
+	./scripts/down.sh
 
 build:
 	$(CARGO) build --workspace --all-targets

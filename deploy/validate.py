@@ -139,28 +139,6 @@ def load_env_table(path: str) -> dict[str, dict[str, str]]:
     return table
 
 
-def processor_config_keys() -> dict[str, set[str]]:
-    """The keys of the session-processor's configuration file, read from the serde structs in its config.rs:
-    `FileConfig`'s fields are the sections (`BTreeMap<String, XFile>` ones are tables of tables, written
-    `<section>.*`), and each section struct's `pub` fields are its keys."""
-    src = ROOT / "services/session-processor/src/config.rs"
-    text = src.read_text()
-    structs = {m.group(1): re.findall(r"^\s*pub (\w+):\s*([^\n]+?),?\s*$", m.group(2), re.M)
-               for m in re.finditer(r"pub struct (\w+) \{(.*?)\n\}", text, re.S)}
-    keys: dict[str, set[str]] = {}
-    for name, ty in structs.get("FileConfig", []):
-        ty = ty.strip()
-        table = re.fullmatch(r"BTreeMap<String,\s*(\w+)>", ty)
-        if table and table.group(1) in structs:
-            keys[f"{name}.*"] = {f for f, _ in structs[table.group(1)]}
-        elif ty in structs:
-            keys[name] = {f for f, _ in structs[ty]}
-    if "server" not in keys or "agents.*" not in keys:
-        fail(rel(src), "cannot read the configuration structs (FileConfig, ServerFile, AgentFile); "
-                       "update processor_config_keys in deploy/validate.py")
-    return keys
-
-
 # ----- helpers -------------------------------------------------------------------------------------------------
 
 
@@ -449,7 +427,7 @@ def effective_listen(inst: Instance) -> tuple[str, int] | None:
     return addr
 
 
-def check_instance(inst: Instance, table: dict[str, dict[str, str]], processor_keys: dict[str, set[str]]) -> None:
+def check_instance(inst: Instance, table: dict[str, dict[str, str]]) -> None:
     d = DEFAULTS[inst.service]
     known = table.get(inst.service, {})
     required, optional = config_env_names(inst)
@@ -512,20 +490,6 @@ def check_instance(inst: Instance, table: dict[str, dict[str, str]], processor_k
             fail(inst.where, f"waits {inst.grace_seconds:g} s after SIGTERM, less than preStop "
                              f"{inst.prestop_seconds:g} s + shutdown_grace_ms {grace_ms} (+ margin)")
 
-    if inst.service == PROCESSOR and inst.config is not None:
-        for section, value in inst.config.items():
-            if f"{section}.*" in processor_keys:
-                for name, body in (value or {}).items():
-                    for key in body:
-                        if key not in processor_keys[f"{section}.*"]:
-                            fail(inst.config_where, f"{section}.{name}.{key} is not a session-processor key")
-            elif section not in processor_keys:
-                fail(inst.config_where, f"[{section}] is not a session-processor section")
-            else:
-                for key in value:
-                    if key not in processor_keys[section]:
-                        fail(inst.config_where, f"{section}.{key} is not a session-processor key")
-
 
 def processor_urls(inst: Instance) -> list[tuple[str, str]]:
     cfg = inst.config or {}
@@ -562,7 +526,7 @@ def check_urls(inst: Instance, urls: list[tuple[str, str]], ports_by_host: dict[
             fail(inst.where, f"{what} `{url}`: no {scope} named {host}")
 
 
-def check_compose(table, processor_keys) -> list[Instance]:
+def check_compose(table) -> list[Instance]:
     path = DEPLOY / "compose.yaml"
     docs = load_yaml_docs(path)
     if not docs:
@@ -571,7 +535,7 @@ def check_compose(table, processor_keys) -> list[Instance]:
     compose = docs[0]
     instances, service_ports = compose_instances(compose)
     for inst in instances:
-        check_instance(inst, table, processor_keys)
+        check_instance(inst, table)
         urls = [(k, v) for k, v in inst.env.items() if isinstance(v, str) and "://" in v]
         if inst.service == PROCESSOR:
             urls = [(k, v) for k, v in urls if k not in ("GATEWAY_URL", "REDIS_URL")] + processor_urls(inst)
@@ -591,7 +555,7 @@ def check_compose(table, processor_keys) -> list[Instance]:
     return instances
 
 
-def check_k8s(table, processor_keys) -> list[Instance]:
+def check_k8s(table) -> list[Instance]:
     objs = k8s_objects()
     listed = set()
     kpath = K8S / "kustomization.yaml"
@@ -678,7 +642,7 @@ def check_k8s(table, processor_keys) -> list[Instance]:
 
     instances = k8s_instances(live)
     for inst in instances:
-        check_instance(inst, table, processor_keys)
+        check_instance(inst, table)
         urls = [(k, v) for k, v in inst.env.items() if isinstance(v, str) and "://" in v]
         if inst.service == PROCESSOR:
             urls += processor_urls(inst)
@@ -686,7 +650,7 @@ def check_k8s(table, processor_keys) -> list[Instance]:
     return instances
 
 
-def check_dockerfiles(table, processor_keys) -> list[Instance]:
+def check_dockerfiles(table) -> list[Instance]:
     packages = workspace_packages()
     for path in sorted(DOCKER.glob("*.Dockerfile")):
         final = dockerfile_final_stage(path)
@@ -710,7 +674,7 @@ def check_dockerfiles(table, processor_keys) -> list[Instance]:
                         fail(rel(path), f"package {pkg.group(1)} has no binary {b}")
     instances = dockerfile_instances()
     for inst in instances:
-        check_instance(inst, table, processor_keys)
+        check_instance(inst, table)
     return instances
 
 
@@ -734,11 +698,25 @@ def workspace_packages() -> dict[str, set[str]]:
     return out
 
 
-def gateway_check(binary: Path, instances: list[Instance]) -> None:
-    """Runs `llm-gateway --check` on every gateway configuration with the instance's own environment: once with the
-    optional Secret keys absent and, when there are some, once with all of them present (dummy values)."""
+# Dummy values of Secret keys that must look like what they hold (the rest get DUMMY_SECRET).
+DUMMY_VALUES = {
+    "REDIS_URL": "redis://deploy-lint-dummy:6379",
+    "GATEWAY_URL": "http://deploy-lint-dummy:50051",
+}
+
+# What `--check` needs where an image runs with its defaults (the deployment supplies these at run time).
+IMAGE_DEFAULTS = {
+    GATEWAY: {"GATEWAY_AUTH_TOKENS": DUMMY_SECRET},
+    PROCESSOR: {"PROCESSOR_AUTH_TOKENS": DUMMY_SECRET, "GATEWAY_TOKEN": DUMMY_SECRET},
+}
+
+
+def binary_check(service: str, binary: Path, instances: list[Instance]) -> None:
+    """Runs `<service> --check` (llm-gateway or session-processor: the binary's own validation, every key and value)
+    on every configuration of that service with the instance's own environment: once with the optional Secret keys
+    absent and, when there are some, once with all of them present (dummy values)."""
     for inst in instances:
-        if inst.service != GATEWAY:
+        if inst.service != service:
             continue
         optional = [n for n, v in inst.env.items() if isinstance(v, SecretRef) and v.optional]
         for with_optional in ([False, True] if optional else [False]):
@@ -746,12 +724,15 @@ def gateway_check(binary: Path, instances: list[Instance]) -> None:
             for name, v in inst.env.items():
                 if isinstance(v, SecretRef):
                     if with_optional or not v.optional:
-                        env[name] = DUMMY_SECRET
+                        env[name] = DUMMY_VALUES.get(name, DUMMY_SECRET)
                 elif isinstance(v, str):
                     env[name] = v
             if "(image defaults)" in inst.where:
-                env.setdefault("GATEWAY_AUTH_TOKENS", DUMMY_SECRET)
-            env.pop("GATEWAY_CONFIG", None)  # --config below names the same file, copied out of its manifest
+                for name, value in IMAGE_DEFAULTS[service].items():
+                    env.setdefault(name, value)
+            # --config below names the same file, copied out of its manifest.
+            env.pop("GATEWAY_CONFIG", None)
+            env.pop("PROCESSOR_CONFIG", None)
             # Tracing does not affect the configuration; leaving it out keeps --check from dialling a collector.
             env = {k: v for k, v in env.items() if not k.startswith("OTEL_")}
             with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
@@ -765,28 +746,30 @@ def gateway_check(binary: Path, instances: list[Instance]) -> None:
             out = (r.stderr + r.stdout).strip().splitlines()
             what = inst.where + (" with every optional Secret key" if with_optional else "")
             if r.returncode != 0:
-                fail(what, f"llm-gateway --check refuses {inst.config_where or 'the defaults'}: "
+                fail(what, f"{service} --check refuses {inst.config_where or 'the defaults'}: "
                            f"{out[-1] if out else r.returncode}")
             else:
-                print(f"deploy-lint: llm-gateway --check {what}: {out[-1] if out else 'ok'}")
+                print(f"deploy-lint: {service} --check {what}: {out[-1] if out else 'ok'}")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--env-table", required=True)
     ap.add_argument("--gateway-bin")
+    ap.add_argument("--processor-bin")
     args = ap.parse_args()
     table = load_env_table(args.env_table)
-    processor_keys = processor_config_keys()
     instances = []
-    instances += check_compose(table, processor_keys)
-    instances += check_k8s(table, processor_keys)
-    instances += check_dockerfiles(table, processor_keys)
+    instances += check_compose(table)
+    instances += check_k8s(table)
+    instances += check_dockerfiles(table)
     for service in DEFAULTS:
         if not any(i.service == service for i in instances):
             fail("deploy", f"no deployment of {service} found")
     if args.gateway_bin:
-        gateway_check(Path(args.gateway_bin), instances)
+        binary_check(GATEWAY, Path(args.gateway_bin), instances)
+    if args.processor_bin:
+        binary_check(PROCESSOR, Path(args.processor_bin), instances)
     for w in warnings:
         print(f"deploy-lint: warning: {w}")
     for e in errors:

@@ -10,10 +10,9 @@
 #     required variables are set, listen ports agree with container ports, probes, Services and EXPOSE, grace
 #     periods cover shutdown_grace_ms, Secret/ConfigMap references resolve, kustomization.yaml lists every
 #     manifest, and the Dockerfiles build binaries that exist;
-#  4. every llm-gateway configuration the deployments use, with exactly their environment, through the real
-#     binary's `llm-gateway --check` (skipped when cargo is missing, or with DEPLOY_LINT_NO_CARGO=1); the
-#     session-processor has no --check, so validate.py checks its files' keys against the serde structs of
-#     services/session-processor/src/config.rs (all deny_unknown_fields: an unknown key stops it at start-up).
+#  4. every llm-gateway and session-processor configuration the deployments use, with exactly their environment,
+#     through the real binaries' `--check` (every key and value, as a start would validate them; skipped when cargo
+#     is missing, or with DEPLOY_LINT_NO_CARGO=1).
 #
 # The Python tools are pinned and installed on first use into .tools/deploy-venv (pip, from PyPI).
 set -euo pipefail
@@ -128,13 +127,14 @@ fi
 echo "deploy-lint: compose.yaml against the Compose specification"
 "$venv/bin/check-jsonschema" --builtin-schema vendor.compose-spec deploy/compose.yaml
 
-gateway_bin=()
+check_bins=()
 if [ -z "${DEPLOY_LINT_NO_CARGO:-}" ] && command -v cargo >/dev/null 2>&1; then
-  echo "deploy-lint: building llm-gateway for --check"
-  cargo build --quiet --locked -p llm-gateway --bin llm-gateway
-  gateway_bin=(--gateway-bin "${CARGO_TARGET_DIR:-target}/debug/llm-gateway")
+  echo "deploy-lint: building llm-gateway and session-processor for --check"
+  cargo build --quiet --locked -p llm-gateway --bin llm-gateway -p session-processor --bin session-processor
+  check_bins=(--gateway-bin "${CARGO_TARGET_DIR:-target}/debug/llm-gateway"
+              --processor-bin "${CARGO_TARGET_DIR:-target}/debug/session-processor")
 else
-  echo "deploy-lint: skipping llm-gateway --check (no cargo, or DEPLOY_LINT_NO_CARGO set)"
+  echo "deploy-lint: skipping --check of the configurations (no cargo, or DEPLOY_LINT_NO_CARGO set)"
 fi
 
-"$py" deploy/validate.py --env-table <(read_by_binaries) "${gateway_bin[@]}"
+"$py" deploy/validate.py --env-table <(read_by_binaries) "${check_bins[@]}"

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-command -v redis-server >/dev/null || { echo "redis-server is needed (Debian: apt-get install redis-server)"; exit 1; }
+[ -n "${REDIS_URL:-}" ] || ./scripts/need-redis.sh
 cargo build --quiet --bin llm-gateway --bin fake-provider --bin session-processor --bin sessions
 work=$(mktemp -d)
 pids=()

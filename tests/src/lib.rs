@@ -247,11 +247,12 @@ fn config_for(
     server: &str,
     extra: &str,
 ) -> Result<Config, ConfigError> {
-    let mut base = BASE_CONFIG.to_string();
-    if server.contains("max_request_bytes") {
-        // The caller's own value replaces the harness default (a TOML key may appear once).
-        base = base.replace("max_request_bytes = 1048576\n", "");
-    }
+    // `server` lines may replace the base's request limit.
+    let base = if server.contains("max_request_bytes") {
+        BASE_CONFIG.replace("max_request_bytes = 1048576\n", "")
+    } else {
+        BASE_CONFIG.to_string()
+    };
     let text = format!("{base}\n{extra}")
         .replace("# SERVER_EXTRA", server)
         .replace("OPENAI_URL", &openai.base_url())

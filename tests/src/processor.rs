@@ -312,7 +312,17 @@ impl Product {
     /// The gateway harness (with `gateway_extra`) and a processor set up as `setup` says (its `gateway` is
     /// replaced by the harness's address).
     pub async fn start_setup(gateway_extra: &str, setup: ProcessorSetup) -> Product {
-        let gateway = Harness::start_with(gateway_extra).await;
+        Self::start_all("", gateway_extra, setup).await
+    }
+
+    /// Like [`Product::start_setup`], with `gateway_server` lines added to the gateway's `[server]` table (a
+    /// `max_request_bytes` there replaces the harness's 1 MiB).
+    pub async fn start_all(
+        gateway_server: &str,
+        gateway_extra: &str,
+        setup: ProcessorSetup,
+    ) -> Product {
+        let gateway = Harness::start_custom(gateway_server, gateway_extra).await;
         // Strict providers: a request a real provider would refuse (after a resume, a compaction or a model
         // switch) gets that provider's 400, so the test sees it.
         gateway

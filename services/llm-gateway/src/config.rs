@@ -111,6 +111,10 @@ pub struct ServerFile {
     pub max_request_bytes: usize,
     /// Concurrent HTTP/2 streams per caller connection.
     pub max_concurrent_streams: u32,
+    /// Idle time after which the server pings a connection (HTTP/2 PING).
+    pub keepalive_interval_ms: u64,
+    /// How long a ping may go unanswered before the server closes the connection.
+    pub keepalive_timeout_ms: u64,
     /// Address of the Prometheus `/metrics` listener (env `GATEWAY_METRICS_LISTEN` overrides); off when unset.
     pub metrics_listen: Option<String>,
     /// Generations in flight across all connections; more get `RESOURCE_EXHAUSTED`.
@@ -129,6 +133,8 @@ impl Default for ServerFile {
             shutdown_grace_ms: 30_000,
             max_request_bytes: 32 * 1024 * 1024,
             max_concurrent_streams: 10_000,
+            keepalive_interval_ms: 30_000,
+            keepalive_timeout_ms: 20_000,
             metrics_listen: None,
             max_inflight_generations: 4096,
             tls: None,
@@ -259,6 +265,7 @@ pub struct Config {
     pub shutdown_grace: Duration,
     pub max_request_bytes: usize,
     pub max_concurrent_streams: u32,
+    pub keepalive: service_kit::grpc::Keepalive,
     pub timeouts: Timeouts,
     pub retry: RetryPolicy,
     pub providers: BTreeMap<String, Provider>,
@@ -400,6 +407,11 @@ impl Config {
                 "must be positive",
             ));
         }
+        let keepalive = service_kit::grpc::Keepalive::from_millis(
+            file.server.keepalive_interval_ms,
+            file.server.keepalive_timeout_ms,
+        )
+        .map_err(|(key, why)| ConfigError::new(format!("server.{key}"), why))?;
         let metrics_listen = match env
             .var("GATEWAY_METRICS_LISTEN")
             .or(file.server.metrics_listen.clone())
@@ -541,6 +553,7 @@ impl Config {
             shutdown_grace: Duration::from_millis(file.server.shutdown_grace_ms),
             max_request_bytes: file.server.max_request_bytes,
             max_concurrent_streams: file.server.max_concurrent_streams,
+            keepalive,
             timeouts,
             retry,
             providers,

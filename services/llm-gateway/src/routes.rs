@@ -45,9 +45,11 @@ impl GatewayServer {
     pub(crate) fn new(rpc: GatewayRpc, max_request_bytes: usize) -> GatewayServer {
         let rpc = Arc::new(rpc);
         GatewayServer {
-            generated: GatewayServiceServer::from_arc(Arc::clone(&rpc))
-                .max_decoding_message_size(max_request_bytes)
-                .max_encoding_message_size(usize::MAX),
+            generated: service_kit::compressed!(
+                GatewayServiceServer::from_arc(Arc::clone(&rpc))
+                    .max_decoding_message_size(max_request_bytes)
+                    .max_encoding_message_size(usize::MAX)
+            ),
             rpc,
             max_request_bytes,
         }
@@ -79,10 +81,12 @@ impl tower::Service<http::Request<tonic::body::Body>> for GatewayServer {
         let max = self.max_request_bytes;
         match method {
             "Stream" => Box::pin(async move {
-                let mut grpc = tonic::server::Grpc::new(GatewayCodec::<_, pb::StreamRequest>::new(
-                    STREAM_ENCODE_BUFFER,
-                ))
-                .apply_max_message_size_config(Some(max), Some(usize::MAX));
+                let mut grpc = service_kit::compressed!(
+                    tonic::server::Grpc::new(GatewayCodec::<_, pb::StreamRequest>::new(
+                        STREAM_ENCODE_BUFFER,
+                    ))
+                    .apply_max_message_size_config(Some(max), Some(usize::MAX))
+                );
                 Ok(grpc.server_streaming(StreamMethod(rpc), req).await)
             }),
             "Generate" => unary(rpc, max, req, |rpc, r| {
@@ -110,9 +114,10 @@ where
     Resp: prost::Message + Send + 'static,
 {
     Box::pin(async move {
-        let mut grpc =
+        let mut grpc = service_kit::compressed!(
             tonic::server::Grpc::new(GatewayCodec::<Resp, Req>::new(UNARY_ENCODE_BUFFER))
-                .apply_max_message_size_config(Some(max), Some(usize::MAX));
+                .apply_max_message_size_config(Some(max), Some(usize::MAX))
+        );
         Ok(grpc.unary(UnaryMethod { rpc, handler }, req).await)
     })
 }

@@ -1,4 +1,5 @@
-//! The gRPC server: `GatewayService`, caller authentication, health, reflection, limits and graceful shutdown.
+//! The gRPC server: `GatewayService`, caller authentication, health, reflection, compression, keepalive, limits and
+//! graceful shutdown (the conventions shared with the processor are `service_kit::grpc`'s).
 //!
 //! [`run`] is the one entry that both `main` and the tests call, with a listener and a shutdown future. The
 //! configuration can change under a running server through [`Gateway::reload`]: every call reads the snapshot in
@@ -39,15 +40,15 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let config = gateway.config().clone();
-    let (health, health_service) = tonic_health::server::health_reporter();
+    let (health, health_service) = service_kit::grpc::Health::new();
     health
         .set_serving::<GatewayServiceServer<GatewayRpc>>()
         .await;
 
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(llm_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
+    let served = [<GatewayServer as tonic::server::NamedService>::NAME];
+    let sets = [llm_proto::FILE_DESCRIPTOR_SET];
+    let reflection = service_kit::grpc::reflection_v1(&sets, &served)?;
+    let reflection_v1alpha = service_kit::grpc::reflection_v1alpha(&sets, &served)?;
 
     let gateway_for_auth = gateway.clone();
     let service = GatewayServer::new(GatewayRpc { gateway }, config.max_request_bytes);
@@ -69,16 +70,16 @@ pub async fn run(
     };
     let drained = token.clone();
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let mut builder = tonic::transport::Server::builder();
+    let mut builder = config.keepalive.apply(tonic::transport::Server::builder());
     if let Some(tls) = &config.tls {
         builder = builder.tls_config(tls.tonic_config())?;
     }
     let server = builder
         .max_concurrent_streams(config.max_concurrent_streams)
-        .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
         .layer(OversizeLayer)
         .add_service(health_service)
         .add_service(reflection)
+        .add_service(reflection_v1alpha)
         .add_service(InterceptedService::new(service, auth))
         .serve_with_incoming_shutdown(incoming, signal);
     let grace = config.shutdown_grace;

@@ -6,6 +6,24 @@ use std::sync::Arc;
 
 use crate::config::{Config, ProcessEnv};
 
+/// `--check`: loads and validates the configuration as a start would (file, environment, TLS files), connecting to
+/// nothing; a one-line summary of what it configures, or the error naming the key.
+pub fn check(config_path: Option<&Path>) -> Result<String, crate::config::ConfigError> {
+    service_kit::tls::install_crypto_provider();
+    let config = Config::load(config_path, &ProcessEnv)?;
+    let tls = match &config.server_tls {
+        None => "plaintext",
+        Some(t) if t.mutual() => "mutual TLS",
+        Some(_) => "TLS",
+    };
+    Ok(format!(
+        "{} agents, {} tenants, gateway {}, {tls}",
+        config.agents.len(),
+        config.tenants.len(),
+        config.gateway_url
+    ))
+}
+
 /// Loads the configuration, connects to Redis and the gateway, starts the recovery sweeper and serves until
 /// `shutdown` resolves.
 pub async fn serve(

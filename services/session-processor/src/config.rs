@@ -141,6 +141,12 @@ pub struct ServerFile {
     pub shutdown_grace_ms: u64,
     /// Address of the Prometheus `/metrics` listener (env `PROCESSOR_METRICS_LISTEN` overrides); off when unset.
     pub metrics_listen: Option<String>,
+    /// Largest request message decoded; larger ones get `RESOURCE_EXHAUSTED` unread.
+    pub max_request_bytes: usize,
+    /// Idle time after which the server pings a connection (HTTP/2 PING).
+    pub keepalive_interval_ms: u64,
+    /// How long a ping may go unanswered before the server closes the connection.
+    pub keepalive_timeout_ms: u64,
     /// Serve TLS (mutual TLS with `client_ca_file`); env `PROCESSOR_TLS_CERT_FILE`, `PROCESSOR_TLS_KEY_FILE` and
     /// `PROCESSOR_TLS_CLIENT_CA_FILE` override its keys.
     pub tls: Option<service_kit::tls::ServerTlsFiles>,
@@ -155,6 +161,9 @@ impl Default for ServerFile {
             allow_unauthenticated: false,
             shutdown_grace_ms: 30_000,
             metrics_listen: None,
+            max_request_bytes: transport::DEFAULT_MAX_REQUEST_BYTES,
+            keepalive_interval_ms: 30_000,
+            keepalive_timeout_ms: 20_000,
             tls: None,
         }
     }
@@ -574,6 +583,10 @@ pub struct Config {
     pub redis_access: crate::store::RedisAccess,
     /// TLS of the listener; plaintext when `None`.
     pub server_tls: Option<service_kit::tls::ServerTls>,
+    /// Largest request message the server decodes.
+    pub max_request_bytes: usize,
+    /// HTTP/2 keepalive of the listener's connections.
+    pub keepalive: service_kit::grpc::Keepalive,
     /// TLS to an `https://` gateway.
     pub gateway_tls: Option<service_kit::tls::ClientTls>,
     /// Prefix of every Redis key.
@@ -731,6 +744,7 @@ impl Config {
         let redis_url = env.var("REDIS_URL").unwrap_or(file.redis.url.clone());
         let (redis_target, redis_access) = redis::redis_target(&file.redis, env)?;
         let server_tls = transport::server_tls(&file.server, env)?;
+        let (max_request_bytes, keepalive) = transport::server_limits(&file.server)?;
         let gateway_tls = transport::gateway_tls(&file.gateway, &gateway_url)?;
         if file.redis.lease_ttl_ms < 500 {
             return Err(err("redis.lease_ttl_ms", "must be at least 500"));
@@ -917,6 +931,8 @@ impl Config {
             redis_target,
             redis_access,
             server_tls,
+            max_request_bytes,
+            keepalive,
             gateway_tls,
             redis_prefix: file.redis.prefix,
             lease_ttl: Duration::from_millis(file.redis.lease_ttl_ms),

@@ -1,4 +1,5 @@
-//! `session-processor`: loads the configuration, connects to Redis and the gateway, and serves until SIGTERM/SIGINT.
+//! `session-processor`: loads the configuration, connects to Redis and the gateway, and serves until SIGTERM/SIGINT;
+//! `--check` validates the configuration and exits.
 
 use std::path::PathBuf;
 
@@ -11,6 +12,10 @@ struct Args {
     /// Configuration file (TOML).
     #[arg(long, env = "PROCESSOR_CONFIG")]
     config: Option<PathBuf>,
+    /// Validate the configuration (the file, the environment, the TLS files) and exit: 0 when it is valid, 1 with
+    /// the offending key otherwise. Connects to nothing.
+    #[arg(long)]
+    check: bool,
 }
 
 #[tokio::main]
@@ -34,6 +39,11 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    if args.check {
+        let summary = session_processor::app::check(args.config.as_deref())?;
+        eprintln!("configuration OK: {summary}");
+        return Ok(());
+    }
     session_processor::app::serve(args.config.as_deref(), shutdown_signal()).await
 }
 

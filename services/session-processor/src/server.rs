@@ -1,4 +1,5 @@
-//! The `SessionService` gRPC server: authentication, health, reflection, and streams that follow the session's
+//! The `SessionService` gRPC server: authentication, health, reflection, compression and keepalive (the
+//! conventions of `service_kit::grpc`), and streams that follow the session's
 //! events (live from this replica's event hub, or from the event log in Redis), so any replica can serve any caller.
 //!
 //! Every handler is the same three steps: validate the request ([`api::validate`]), check that the caller's tenant
@@ -38,25 +39,31 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    let (health, health_service) = tonic_health::server::health_reporter();
+    let (health, health_service) = service_kit::grpc::Health::new();
     health.set_serving::<SessionServiceServer<Sessions>>().await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(llm_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
+    let served = [<SessionServiceServer<Sessions> as tonic::server::NamedService>::NAME];
+    let sets = [llm_proto::FILE_DESCRIPTOR_SET];
+    let reflection = service_kit::grpc::reflection_v1(&sets, &served)?;
+    let reflection_v1alpha = service_kit::grpc::reflection_v1alpha(&sets, &served)?;
     let auth = access::Auth::new(engine.config.clone());
-    let mut builder = tonic::transport::Server::builder();
+    let mut builder = engine
+        .config
+        .keepalive
+        .apply(tonic::transport::Server::builder());
     if let Some(tls) = &engine.config.server_tls {
         builder = builder.tls_config(tls.tonic_config())?;
     }
-    let service = SessionServiceServer::new(Sessions { engine })
-        .max_decoding_message_size(edge::MAX_REQUEST_BYTES);
+    let max_request_bytes = engine.config.max_request_bytes;
+    let service = service_kit::compressed!(
+        SessionServiceServer::new(Sessions { engine }).max_decoding_message_size(max_request_bytes)
+    );
     builder
         .layer(tower::util::MapResponseLayer::new(
             edge::rewrite::<tonic::body::Body>,
         ))
         .add_service(health_service)
         .add_service(reflection)
+        .add_service(reflection_v1alpha)
         .add_service(InterceptedService::new(service, auth))
         .serve_with_incoming_shutdown(
             TcpIncoming::from(listener).with_nodelay(Some(true)),

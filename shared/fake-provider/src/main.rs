@@ -31,8 +31,9 @@ struct Args {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum Scenario {
-    /// Two-turn tool loop: text plus a `get_time` call, then an answer
-    /// quoting the tool result.
+    /// Two-turn tool loop when the caller offers `get_time`: text plus a
+    /// call to it, then an answer quoting the tool result; a text answer
+    /// (naming the tools offered) otherwise.
     Demo,
     /// `--chunks` text chunks, `--interval-ms` apart.
     Paced,

@@ -30,9 +30,12 @@ pub const DEMO_TOOL: &str = "get_time";
 ///
 /// If the request's last message has role `tool`, it streams
 /// `The tool says: <content>. That's all from the demo provider.` word by
-/// word and finishes with `stop`. Otherwise it streams [`DEMO_PREAMBLE`],
-/// then one call to [`DEMO_TOOL`] whose arguments `{"timezone":"UTC"}` come
-/// in three fragments, finishing with `tool_calls`. Both are paced at
+/// word and finishes with `stop`. Otherwise, when the request offers
+/// [`DEMO_TOOL`], it streams [`DEMO_PREAMBLE`], then one call to it whose
+/// arguments `{"timezone":"UTC"}` come in three fragments, finishing with
+/// `tool_calls`; when it does not (no tools, or others only), it answers in
+/// text, naming what it was offered, and never calls a tool the caller did
+/// not offer. All are paced at
 /// [`DEMO_PACE`] and end with usage, where prompt tokens are about a quarter
 /// of the request body's length.
 pub fn demo() -> Reply {
@@ -134,7 +137,13 @@ fn demo_turn(req: &Recorded, body: &Value, n: u64) -> Reply {
     let tool_result = last
         .filter(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
         .map(|m| content_text(m.get("content")));
+    let offered = offered_tools(body);
     let sse = match tool_result {
+        None if !offered.iter().any(|t| t == DEMO_TOOL) => {
+            let answer = plain_answer(last, &offered);
+            let words = split_words(&answer);
+            text_stream(model, &id, &words, (prompt, words.len() as u64))
+        }
         Some(result) => {
             let answer = format!(
                 "The tool says: {}. That's all from the demo provider.",
@@ -156,6 +165,37 @@ fn demo_turn(req: &Recorded, body: &Value, n: u64) -> Reply {
         }
     };
     Reply::sse(sse).pace(DEMO_PACE)
+}
+
+/// The names of the function tools the request offers.
+fn offered_tools(body: &Value) -> Vec<String> {
+    body.get("tools")
+        .and_then(Value::as_array)
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The demo's answer without its tool: what it read and what it was offered.
+fn plain_answer(last: Option<&Value>, offered: &[String]) -> String {
+    let said = last
+        .map(|m| content_text(m.get("content")))
+        .unwrap_or_default();
+    let words = said.split_whitespace().count();
+    let tools = if offered.is_empty() {
+        "no tools".to_string()
+    } else {
+        format!("the tools {}", offered.join(", "))
+    };
+    format!(
+        "This is the demo provider: I read your {words}-word message and was offered {tools}. \
+         I only know how to call `{DEMO_TOOL}`, so this is all I can say."
+    )
 }
 
 /// A tool message's content as text: a string, the joined `text` of content

@@ -84,7 +84,8 @@ async fn demo_scenario_runs_a_two_turn_tool_loop() {
     let fp = FakeProvider::start().await.unwrap();
     fp.set_fallback(scenario::demo());
     let user = json!({"role": "user", "content": "What time is it?"});
-    let first_req = json!({"model": "demo-1", "stream": true, "messages": [user]});
+    let tools = json!([{"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}]);
+    let first_req = json!({"model": "demo-1", "stream": true, "messages": [user], "tools": tools});
 
     let first = decode(&post_chat(&fp.base_url(), "/v1/chat/completions", &first_req).await);
     assert_eq!(first.text, scenario::DEMO_PREAMBLE);
@@ -99,7 +100,7 @@ async fn demo_scenario_runs_a_two_turn_tool_loop() {
     assert!(first.done);
 
     let call_id = first.tool_id.unwrap();
-    let second_req = json!({"model": "demo-1", "stream": true, "messages": [
+    let second_req = json!({"model": "demo-1", "stream": true, "tools": tools, "messages": [
         user,
         {"role": "assistant", "content": null, "tool_calls": [{
             "id": call_id, "type": "function",
@@ -117,6 +118,32 @@ async fn demo_scenario_runs_a_two_turn_tool_loop() {
 
     let reqs = fp.wait_requests(2, Duration::from_secs(5)).await;
     assert_eq!(reqs[1].json()["messages"][2]["role"], "tool");
+}
+
+#[tokio::test]
+async fn demo_scenario_calls_only_a_tool_it_was_offered() {
+    let fp = FakeProvider::start().await.unwrap();
+    fp.set_fallback(scenario::demo());
+    let user = json!({"role": "user", "content": "Hello there demo"});
+    for (tools, named) in [
+        (json!([]), "was offered no tools."),
+        (
+            json!([{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]),
+            "was offered the tools lookup.",
+        ),
+    ] {
+        let req = json!({"model": "demo-1", "stream": true, "messages": [user], "tools": tools});
+        let reply = decode(&post_chat(&fp.base_url(), "/v1/chat/completions", &req).await);
+        assert!(
+            reply.tool_name.is_none(),
+            "no tool call: {:?}",
+            reply.tool_name
+        );
+        assert!(reply.text.contains("your 3-word message"), "{}", reply.text);
+        assert!(reply.text.contains(named), "{}", reply.text);
+        assert_eq!(reply.finish.as_deref(), Some("stop"));
+        assert!(reply.done);
+    }
 }
 
 #[tokio::test]

@@ -1,9 +1,12 @@
 //! Plumbing both services share, one concern per module:
 //! - [`tls`]: TLS and mutual TLS from certificate files: the configuration keys, loading and validating the files
 //!   at start-up, and tonic's server and client configurations built from them.
+//! - [`grpc`]: the gRPC conventions every server follows: gzip and zstd, reflection v1 and v1alpha listing only
+//!   the served services, health `Watch` per the protocol, HTTP/2 keepalive.
 //! - `test_certs` (feature `test-certs`): a small certificate authority with server and client certificates, for
 //!   tests.
 
+pub mod grpc;
 pub mod tls;
 
 #[cfg(any(test, feature = "test-certs"))]

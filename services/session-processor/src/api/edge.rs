@@ -5,10 +5,6 @@
 
 use http::HeaderValue;
 
-/// Largest request the server decodes. Every request the limits of [`super::validate`] accept is far smaller; a
-/// larger one is refused before it is read whole.
-pub const MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
-
 /// True when a `grpc-message` header says `needle` (the header is percent-encoded, so spaces may be `%20`).
 fn says(message: Option<&HeaderValue>, needle: &str) -> bool {
     message

@@ -3,6 +3,9 @@
 //! session's persisted messages, shows a session, its workspace diff and its diagnostics, compacts it, and shows a
 //! tenant's spend.
 //!
+//! `--json` prints JSON Lines for scripts instead (`sessions_cli/json.rs`). The token is never printed, not even by
+//! `--help` (which would otherwise show `PROCESSOR_TOKEN`'s value).
+//!
 //! Exit codes: 0 on success; `diagnose` exits 1 when the session is not healthy (a check failed); 2 when a command
 //! fails (connection, RPC error, bad input).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -18,15 +21,22 @@ use tonic::metadata::MetadataValue;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
+#[path = "sessions_cli/json.rs"]
+mod json;
+
 #[derive(Parser)]
 #[command(about = "Talk to a session-processor")]
 struct Args {
     /// Processor address.
     #[arg(long, env = "PROCESSOR_ADDR", default_value = "http://127.0.0.1:50052")]
     addr: String,
-    /// Bearer token.
-    #[arg(long, env = "PROCESSOR_TOKEN")]
+    /// Bearer token (its value is never shown, not even here).
+    #[arg(long, env = "PROCESSOR_TOKEN", hide_env_values = true)]
     token: String,
+    /// Print JSON Lines for scripts: one API message per line (the session, each message, each event, ...) in the
+    /// API's JSON mapping with the `.proto` field names.
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -153,6 +163,11 @@ async fn run(args: Args) -> CliResult<ExitCode> {
         channel,
         Bearer(format!("Bearer {}", args.token).parse()?),
     );
+    let json = match args.json {
+        true => Some(json::Printer::new()?),
+        false => None,
+    };
+    let json = json.as_ref();
     match args.command {
         Command::Create {
             agent,
@@ -170,7 +185,10 @@ async fn run(args: Args) -> CliResult<ExitCode> {
                 .into_inner()
                 .session
                 .ok_or("no session returned")?;
-            println!("{}", s.id);
+            match json {
+                Some(out) => out.print("Session", &s)?,
+                None => println!("{}", s.id),
+            }
         }
         Command::Prompt {
             session,
@@ -194,26 +212,25 @@ async fn run(args: Args) -> CliResult<ExitCode> {
                 }),
                 None => None,
             };
-            prompt(
-                &mut client,
+            let ask = Ask {
                 session,
                 text,
                 model,
                 client_tools,
                 auto,
                 format,
-            )
-            .await?;
+            };
+            prompt(&mut client, ask, json).await?;
         }
-        Command::Messages { session } => messages(&mut client, session).await?,
-        Command::Get { session } => get(&mut client, session).await?,
-        Command::Diagnose { session } => return diagnose(&mut client, session).await,
+        Command::Messages { session } => messages(&mut client, session, json).await?,
+        Command::Get { session } => get(&mut client, session, json).await?,
+        Command::Diagnose { session } => return diagnose(&mut client, session, json).await,
         Command::Diff {
             session,
             message,
             step,
             patch,
-        } => diff(&mut client, session, message, step, patch).await?,
+        } => diff(&mut client, session, message, step, patch, json).await?,
         Command::Compact { session, model } => {
             let mut stream = client
                 .compact(pb::CompactRequest {
@@ -224,10 +241,20 @@ async fn run(args: Args) -> CliResult<ExitCode> {
                 .into_inner();
             let mut shown = Shown::default();
             while let Some(resp) = stream.message().await? {
-                let Some(ev) = resp.event.and_then(|e| e.event) else {
+                let Some(event) = resp.event else {
                     continue;
                 };
-                if shown.show(&ev)? {
+                if let Some(out) = json {
+                    out.print("SessionEvent", &event)?;
+                }
+                let Some(ev) = event.event else {
+                    continue;
+                };
+                let done = match json {
+                    Some(_) => matches!(ev, SE::Done(_)),
+                    None => shown.show(&ev)?,
+                };
+                if done {
                     break;
                 }
             }
@@ -237,6 +264,10 @@ async fn run(args: Args) -> CliResult<ExitCode> {
                 .get_spend(pb::GetSpendRequest { tenant })
                 .await?
                 .into_inner();
+            if let Some(out) = json {
+                out.print("GetSpendResponse", &s)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             println!("tenant {}", s.tenant);
             println!("spend  {}", usd(s.spend_nano_usd));
             if s.budget_nano_usd > 0 {
@@ -249,16 +280,26 @@ async fn run(args: Args) -> CliResult<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn prompt(
-    client: &mut Client,
+/// What `prompt` sends.
+struct Ask {
     session: String,
     text: String,
     model: String,
     client_tools: Vec<String>,
     auto: Option<String>,
     format: Option<pb::OutputFormat>,
-) -> CliResult<()> {
-    let structured = format.is_some();
+}
+
+async fn prompt(client: &mut Client, ask: Ask, json: Option<&json::Printer>) -> CliResult<()> {
+    let Ask {
+        session,
+        text,
+        model,
+        client_tools,
+        auto,
+        format,
+    } = ask;
+    let structured = format.is_some() && json.is_none();
     let req = pb::PromptRequest {
         format,
         session_id: session.clone(),
@@ -276,14 +317,22 @@ async fn prompt(
             .collect(),
         ..Default::default()
     };
-    println!("> {text}");
+    if json.is_none() {
+        println!("> {text}");
+    }
     let mut stream = client.prompt(req).await?.into_inner();
     let mut control = client.clone();
     let mut shown = Shown::default();
     // The structured answer of each assistant message, from its `message_updated` events.
     let mut answers: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     while let Some(resp) = stream.message().await? {
-        let Some(ev) = resp.event.and_then(|e| e.event) else {
+        let Some(event) = resp.event else {
+            continue;
+        };
+        if let Some(out) = json {
+            out.print("SessionEvent", &event)?;
+        }
+        let Some(ev) = event.event else {
             continue;
         };
         match &ev {
@@ -299,7 +348,9 @@ async fn prompt(
                         a.tool, a.input_json
                     ))?,
                 };
-                println!("[client tool {} answered: {answer}]", a.tool);
+                if json.is_none() {
+                    println!("[client tool {} answered: {answer}]", a.tool);
+                }
                 control
                     .submit_tool_result(pb::SubmitToolResultRequest {
                         session_id: session.clone(),
@@ -332,7 +383,11 @@ async fn prompt(
             },
             _ => {}
         }
-        if shown.show(&ev)? {
+        let done = match json {
+            Some(_) => matches!(ev, SE::Done(_)),
+            None => shown.show(&ev)?,
+        };
+        if done {
             break;
         }
     }
@@ -431,7 +486,7 @@ fn part_line(p: &pb::Part) -> Option<String> {
     }
 }
 
-async fn get(client: &mut Client, session: String) -> CliResult<()> {
+async fn get(client: &mut Client, session: String, json: Option<&json::Printer>) -> CliResult<()> {
     let s = client
         .get_session(pb::GetSessionRequest {
             session_id: session,
@@ -440,6 +495,9 @@ async fn get(client: &mut Client, session: String) -> CliResult<()> {
         .into_inner()
         .session
         .ok_or("no session returned")?;
+    if let Some(out) = json {
+        return out.print("Session", &s);
+    }
     let or_dash = |v: &str| {
         if v.is_empty() {
             "-".to_string()
@@ -504,13 +562,25 @@ async fn get(client: &mut Client, session: String) -> CliResult<()> {
 }
 
 /// Prints every check and the counters; exit code 0 when healthy, 1 when not.
-async fn diagnose(client: &mut Client, session: String) -> CliResult<ExitCode> {
+async fn diagnose(
+    client: &mut Client,
+    session: String,
+    json: Option<&json::Printer>,
+) -> CliResult<ExitCode> {
     let r = client
         .diagnose(pb::DiagnoseRequest {
             session_id: session,
         })
         .await?
         .into_inner();
+    if let Some(out) = json {
+        out.print("DiagnoseResponse", &r)?;
+        return Ok(if r.healthy {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    }
     println!(
         "session {}: {}",
         r.session_id,
@@ -563,6 +633,7 @@ async fn diff(
     message: Option<String>,
     step: Option<u32>,
     patch: bool,
+    json: Option<&json::Printer>,
 ) -> CliResult<()> {
     let d = client
         .get_diff(pb::GetDiffRequest {
@@ -573,6 +644,9 @@ async fn diff(
         })
         .await?
         .into_inner();
+    if let Some(out) = json {
+        return out.print("GetDiffResponse", &d);
+    }
     let short = |h: &str| h.chars().take(12).collect::<String>();
     println!(
         "{} → {}: +{} -{} in {} files",
@@ -632,7 +706,11 @@ fn rfc3339(t: prost_types::Timestamp) -> String {
         .unwrap_or_default()
 }
 
-async fn messages(client: &mut Client, session: String) -> CliResult<()> {
+async fn messages(
+    client: &mut Client,
+    session: String,
+    json: Option<&json::Printer>,
+) -> CliResult<()> {
     let mut token = String::new();
     loop {
         let page = client
@@ -644,6 +722,10 @@ async fn messages(client: &mut Client, session: String) -> CliResult<()> {
             .await?
             .into_inner();
         for m in &page.messages {
+            if let Some(out) = json {
+                out.print("Message", m)?;
+                continue;
+            }
             println!(
                 "{} {:?} {} cost={} {}",
                 m.id,
@@ -711,9 +793,10 @@ fn first_line(s: &str) -> &str {
     }
 }
 
+/// Asks on stderr (stdout carries the conversation, or JSON lines) and reads the answer from stdin.
 fn ask_line(question: &str) -> std::io::Result<String> {
-    print!("{question}");
-    std::io::stdout().flush()?;
+    eprint!("{question}");
+    std::io::stderr().flush()?;
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line)?;
     Ok(line.trim().to_string())

@@ -1,4 +1,5 @@
-//! The transport keys: `[server.tls]` (and `PROCESSOR_TLS_*`), `[gateway.tls]`, and `[redis]`'s URL scheme, ACL
+//! The transport keys: `[server.tls]` (and `PROCESSOR_TLS_*`), the listener's message size and keepalive,
+//! `[gateway.tls]`, and `[redis]`'s URL scheme, ACL
 //! credentials and `[redis.tls]`, validated (files read and checked) into what the listener and the clients need.
 
 use service_kit::tls::{ClientTls, ClientTlsFiles, ServerTls, ServerTlsFiles, TlsError};
@@ -18,6 +19,34 @@ pub(super) fn server_tls(
     ServerTlsFiles::with_env(file.tls.clone(), "PROCESSOR", |name| env.var(name))
         .and_then(|files| files.as_ref().map(ServerTls::load).transpose())
         .map_err(tls_err("server.tls"))
+}
+
+/// `server.max_request_bytes` by default: every request the limits of `api::validate` accept is far smaller.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
+
+/// The smallest `server.max_request_bytes`: a prompt at every limit of `api::validate` (3 MiB of content, 256 KiB
+/// of client tools, 64 KiB of system text and of schema) still fits.
+const MIN_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+
+/// The listener's request size limit and HTTP/2 keepalive.
+pub(super) fn server_limits(
+    file: &ServerFile,
+) -> Result<(usize, service_kit::grpc::Keepalive), ConfigError> {
+    if file.max_request_bytes < MIN_MAX_REQUEST_BYTES {
+        return Err(err(
+            "server.max_request_bytes",
+            format!(
+                "{}: must be at least {MIN_MAX_REQUEST_BYTES} (4 MiB), so every valid request fits",
+                file.max_request_bytes
+            ),
+        ));
+    }
+    let keepalive = service_kit::grpc::Keepalive::from_millis(
+        file.keepalive_interval_ms,
+        file.keepalive_timeout_ms,
+    )
+    .map_err(|(key, why)| err(format!("server.{key}"), why))?;
+    Ok((file.max_request_bytes, keepalive))
 }
 
 /// TLS to the gateway: needed for `https://` URLs (the system's roots when `[gateway.tls]` is absent), refused with

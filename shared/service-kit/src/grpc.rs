@@ -1,0 +1,227 @@
+//! The gRPC conventions both services follow, in one place:
+//! - compression: every server accepts gzip- and zstd-compressed requests and compresses its responses with the
+//!   first of those the caller lists in `grpc-accept-encoding` ([`compressed!`](crate::compressed));
+//! - reflection, `grpc.reflection.v1` and `v1alpha` (older clients, Python's `grpcio-reflection` among them, speak
+//!   only `v1alpha`), each listing exactly the services the server serves ([`reflection_v1`],
+//!   [`reflection_v1alpha`]);
+//! - health (`grpc.health.v1`) with `Watch` per the health protocol: a service the server does not know gets
+//!   `SERVICE_UNKNOWN` and the call stays open, instead of an error ([`Health`]);
+//! - HTTP/2 keepalive: the server pings an idle connection every interval and closes it when a ping goes
+//!   unanswered for the timeout ([`Keepalive`]).
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use tonic::codec::CompressionEncoding;
+use tonic::{Request, Response, Status};
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_server::HealthServer;
+use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
+use tonic_health::server::{HealthReporter, HealthService};
+
+/// The encodings every server accepts and sends, in order of preference when the caller accepts several.
+pub const ENCODINGS: [CompressionEncoding; 2] =
+    [CompressionEncoding::Gzip, CompressionEncoding::Zstd];
+
+/// A generated tonic server (or `tonic::server::Grpc`) that accepts and sends every encoding of [`ENCODINGS`].
+#[macro_export]
+macro_rules! compressed {
+    ($server:expr) => {{
+        let mut server = $server;
+        for encoding in $crate::grpc::ENCODINGS {
+            server = server.accept_compressed(encoding).send_compressed(encoding);
+        }
+        server
+    }};
+}
+
+/// Health's full service name.
+pub const HEALTH: &str = "grpc.health.v1.Health";
+/// Reflection's full service names.
+pub const REFLECTION: [&str; 2] = [
+    "grpc.reflection.v1.ServerReflection",
+    "grpc.reflection.v1alpha.ServerReflection",
+];
+
+/// The reflection builder both versions start from: `file_sets` (encoded descriptor sets) plus health's and both
+/// reflection versions' descriptors, listing `served` (the server's own services) and health and reflection.
+fn reflection_builder<'a>(
+    file_sets: &[&'a [u8]],
+    served: &[&str],
+) -> tonic_reflection::server::Builder<'a> {
+    let mut builder = tonic_reflection::server::Builder::configure()
+        .include_reflection_service(false)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET);
+    for set in file_sets {
+        builder = builder.register_encoded_file_descriptor_set(set);
+    }
+    for name in served.iter().copied().chain([HEALTH]).chain(REFLECTION) {
+        builder = builder.with_service_name(name);
+    }
+    builder
+}
+
+/// `grpc.reflection.v1.ServerReflection` over `file_sets`, listing `served` plus health and reflection.
+pub fn reflection_v1(
+    file_sets: &[&[u8]],
+    served: &[&str],
+) -> Result<
+    tonic_reflection::server::v1::ServerReflectionServer<
+        impl tonic_reflection::server::v1::ServerReflection,
+    >,
+    tonic_reflection::server::Error,
+> {
+    Ok(compressed!(
+        reflection_builder(file_sets, served).build_v1()?
+    ))
+}
+
+/// `grpc.reflection.v1alpha.ServerReflection`, the same as [`reflection_v1`] in the older version.
+pub fn reflection_v1alpha(
+    file_sets: &[&[u8]],
+    served: &[&str],
+) -> Result<
+    tonic_reflection::server::v1alpha::ServerReflectionServer<
+        impl tonic_reflection::server::v1alpha::ServerReflection,
+    >,
+    tonic_reflection::server::Error,
+> {
+    Ok(compressed!(
+        reflection_builder(file_sets, served).build_v1alpha()?
+    ))
+}
+
+/// `grpc.health.v1.Health` over tonic-health's service, except for `Watch` of a service it does not know: the
+/// protocol says the server sends `SERVICE_UNKNOWN` and keeps the call open (the service may appear later), where
+/// tonic-health ends the call with `NOT_FOUND`. The services a server serves are all known from its start, so the
+/// open call only ever carries that one message; it ends when the server stops, like every other `Watch`.
+pub struct Health {
+    inner: HealthService,
+}
+
+impl Health {
+    /// The health service and the reporter that sets its statuses (`""`, the server as a whole, starts
+    /// `SERVING`).
+    pub fn new() -> (HealthReporter, HealthServer<Health>) {
+        let reporter = HealthReporter::new();
+        let inner = HealthService::from_health_reporter(reporter.clone());
+        (reporter, compressed!(HealthServer::new(Health { inner })))
+    }
+}
+
+type WatchStream = Pin<Box<dyn Stream<Item = Result<HealthCheckResponse, Status>> + Send>>;
+
+fn unknown() -> HealthCheckResponse {
+    HealthCheckResponse {
+        status: ServingStatus::ServiceUnknown as i32,
+    }
+}
+
+#[tonic::async_trait]
+impl tonic_health::pb::health_server::Health for Health {
+    type WatchStream = WatchStream;
+
+    async fn check(
+        &self,
+        request: Request<HealthCheckRequest>,
+    ) -> Result<Response<HealthCheckResponse>, Status> {
+        self.inner.check(request).await
+    }
+
+    async fn watch(
+        &self,
+        request: Request<HealthCheckRequest>,
+    ) -> Result<Response<WatchStream>, Status> {
+        match self.inner.watch(request).await {
+            Ok(known) => Ok(Response::new(Box::pin(known.into_inner()))),
+            Err(e) if e.code() == tonic::Code::NotFound => {
+                // The server's own status stream (`""`, always known) keeps the call open exactly as long as every
+                // other `Watch`; its messages are not this service's, so only `SERVICE_UNKNOWN` is sent.
+                let whole = self
+                    .inner
+                    .watch(Request::new(HealthCheckRequest {
+                        service: String::new(),
+                    }))
+                    .await?
+                    .into_inner();
+                let silent = whole.filter_map(|_| std::future::ready(None));
+                Ok(Response::new(Box::pin(
+                    futures::stream::once(std::future::ready(Ok(unknown()))).chain(silent),
+                )))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// HTTP/2 keepalive of a server's connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalive {
+    /// How long a connection may be idle before the server pings it.
+    pub interval: Duration,
+    /// How long the server waits for the ping's answer before it closes the connection.
+    pub timeout: Duration,
+}
+
+impl Keepalive {
+    /// The defaults: a ping after 30 s idle, answered within 20 s.
+    pub const DEFAULT: Keepalive = Keepalive {
+        interval: Duration::from_secs(30),
+        timeout: Duration::from_secs(20),
+    };
+
+    /// From the `keepalive_interval_ms` and `keepalive_timeout_ms` keys; the error names the key. An interval under
+    /// one second would ping busy clients' connections for nothing; a timeout must leave the answer time to come.
+    pub fn from_millis(
+        interval_ms: u64,
+        timeout_ms: u64,
+    ) -> Result<Keepalive, (&'static str, String)> {
+        if interval_ms < 1000 {
+            return Err((
+                "keepalive_interval_ms",
+                format!("{interval_ms}: must be at least 1000"),
+            ));
+        }
+        if timeout_ms < 100 {
+            return Err((
+                "keepalive_timeout_ms",
+                format!("{timeout_ms}: must be at least 100"),
+            ));
+        }
+        Ok(Keepalive {
+            interval: Duration::from_millis(interval_ms),
+            timeout: Duration::from_millis(timeout_ms),
+        })
+    }
+
+    /// `builder` with this keepalive.
+    pub fn apply<L>(&self, builder: tonic::transport::Server<L>) -> tonic::transport::Server<L> {
+        builder
+            .http2_keepalive_interval(Some(self.interval))
+            .http2_keepalive_timeout(Some(self.timeout))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keepalive_keys_are_checked() {
+        assert_eq!(
+            Keepalive::from_millis(30_000, 20_000),
+            Ok(Keepalive::DEFAULT)
+        );
+        assert_eq!(
+            Keepalive::from_millis(10, 20_000).map_err(|e| e.0),
+            Err("keepalive_interval_ms")
+        );
+        assert_eq!(
+            Keepalive::from_millis(30_000, 0).map_err(|e| e.0),
+            Err("keepalive_timeout_ms")
+        );
+    }
+}
