@@ -211,21 +211,7 @@ pub async fn fault_mid_prompt(
         .await
         .unwrap()
         .into_inner();
-    let mut deltas = 0;
-    while deltas < 3 {
-        let ev = stream
-            .message()
-            .await
-            .unwrap()
-            .unwrap()
-            .event
-            .unwrap()
-            .event
-            .unwrap();
-        if matches!(ev, SE::PartDelta(_)) {
-            deltas += 1;
-        }
-    }
+    until_deltas(&mut stream, 3).await;
     fault.await;
     let bound = Duration::from_secs(30);
     let local = until_done(&mut stream, |r| r.event, bound).await;
@@ -270,5 +256,22 @@ pub async fn fault_mid_prompt(
     for (i, id) in sessions.iter().enumerate() {
         answer(&mut clients[(i + 1) % 2], id, "again").await;
         assert_settled(&mut clients[i % 2], id).await;
+    }
+}
+
+/// Reads a Prompt stream until `n` text deltas came (where a fault test lands its fault: once text streams).
+pub async fn until_deltas(stream: &mut tonic::Streaming<spb::PromptResponse>, n: usize) {
+    let mut deltas = 0;
+    while deltas < n {
+        let ev = stream
+            .message()
+            .await
+            .expect("stream ok")
+            .expect("a delta before the end")
+            .event
+            .and_then(|e| e.event);
+        if matches!(ev, Some(SE::PartDelta(_))) {
+            deltas += 1;
+        }
     }
 }

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use e2e_tests::faults::{assert_settled, short_answer, slow_answer, until_done};
+use e2e_tests::faults::{assert_settled, short_answer, slow_answer, until_deltas, until_done};
 use e2e_tests::processor::{
     Processor, ProcessorSetup, assert_healthy, messages, prompt, start_processor,
 };
@@ -76,21 +76,7 @@ async fn redis_fault_mid_prompt(fault: Fault) {
         .into_inner();
     let mut stream = c.prompt(prompt(&s.id, "talk")).await.unwrap().into_inner();
     // The fault lands once text streams.
-    let mut deltas = 0;
-    while deltas < 3 {
-        let ev = stream
-            .message()
-            .await
-            .unwrap()
-            .unwrap()
-            .event
-            .unwrap()
-            .event
-            .unwrap();
-        if matches!(ev, SE::PartDelta(_)) {
-            deltas += 1;
-        }
-    }
+    until_deltas(&mut stream, 3).await;
     let undo = match fault {
         Fault::Kill | Fault::Terminate | Fault::KillPastTheLease => {
             if matches!(fault, Fault::Terminate) {
@@ -220,21 +206,7 @@ async fn a_gateway_restart_of_two_seconds_mid_step_does_not_fail_the_prompt() {
         .session
         .unwrap();
     let mut stream = c.prompt(prompt(&s.id, "talk")).await.unwrap().into_inner();
-    let mut deltas = 0;
-    while deltas < 3 {
-        let ev = stream
-            .message()
-            .await
-            .unwrap()
-            .unwrap()
-            .event
-            .unwrap()
-            .event
-            .unwrap();
-        if matches!(ev, SE::PartDelta(_)) {
-            deltas += 1;
-        }
-    }
+    until_deltas(&mut stream, 3).await;
     gateway.child.start_kill().unwrap();
     gateway.child.wait().await.unwrap();
     // Down for 2 s: the processor's step retries back off past it.
