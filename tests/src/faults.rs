@@ -224,18 +224,7 @@ pub async fn fault_mid_prompt(
         until_done(&mut sub, |r| r.event, bound).await,
         until_done(&mut remote, |r| r.event, bound).await,
     ] {
-        let Some(SE::Done(d)) = events.last() else {
-            panic!("{events:?}")
-        };
-        assert!(
-            matches!(
-                d.stopped_by(),
-                spb::StopReason::Completed
-                    | spb::StopReason::HandedOff
-                    | spb::StopReason::StorageUnavailable
-            ),
-            "{d:?}"
-        );
+        assert_ended_through_the_fault(&events);
     }
     assert_settled(&mut clients[0], &busy).await;
     let stored = messages(&mut clients[1], &busy).await;
@@ -274,4 +263,21 @@ pub async fn until_deltas(stream: &mut tonic::Streaming<spb::PromptResponse>, n:
             deltas += 1;
         }
     }
+}
+
+/// A stream that lived through a storage fault ended with `done`, completed or handed on (to recovery, or because
+/// storage stayed away longer than the lease).
+pub fn assert_ended_through_the_fault(events: &[SE]) {
+    let Some(SE::Done(d)) = events.last() else {
+        panic!("{events:?}")
+    };
+    assert!(
+        matches!(
+            d.stopped_by(),
+            spb::StopReason::Completed
+                | spb::StopReason::HandedOff
+                | spb::StopReason::StorageUnavailable
+        ),
+        "{d:?}"
+    );
 }

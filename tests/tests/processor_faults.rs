@@ -6,7 +6,10 @@
 
 use std::time::Duration;
 
-use e2e_tests::faults::{assert_settled, short_answer, slow_answer, until_deltas, until_done};
+use e2e_tests::faults::{
+    assert_ended_through_the_fault, assert_settled, short_answer, slow_answer, until_deltas,
+    until_done,
+};
 use e2e_tests::processor::{
     Processor, ProcessorSetup, assert_healthy, messages, prompt, start_processor,
 };
@@ -116,18 +119,7 @@ async fn redis_fault_mid_prompt(fault: Fault) {
         );
     }
     for evs in [&events, &sub_events, &remote_events] {
-        let Some(SE::Done(d)) = evs.last() else {
-            panic!("{evs:?}")
-        };
-        assert!(
-            matches!(
-                d.stopped_by(),
-                spb::StopReason::Completed
-                    | spb::StopReason::HandedOff
-                    | spb::StopReason::StorageUnavailable
-            ),
-            "{d:?}"
-        );
+        assert_ended_through_the_fault(evs);
     }
     assert_settled(&mut c, &s.id).await;
     let report = e2e_tests::processor::diagnose(&mut c, &s.id).await;
