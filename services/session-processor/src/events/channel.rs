@@ -10,7 +10,7 @@ use pb::session_event::Event;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use super::{EventId, EventsConfig, codec, local_millis, lock, weight};
+use super::{EventId, EventsConfig, local_millis, lock, weight};
 use crate::store::{Fence, FlushWrites, Store, StoreError};
 
 /// What followers watch: bumped on every event, and `true` once the channel closed.
@@ -343,7 +343,7 @@ impl Channel {
             return Ok(());
         }
         let last = batch.last().map(|(id, _)| *id);
-        let encoded = last.map(|last| (last, codec::encode_batch(&batch)));
+        let encoded = last.map(|last| (last, crate::event_wire::encode_batch(&batch)));
         drop(batch);
         match self
             .store
