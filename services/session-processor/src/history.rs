@@ -86,136 +86,135 @@ pub fn to_gateway_with(history: &[pb::Message], render: &Render) -> Vec<gw::Mess
             // A completed summary restarts the conversation as a user turn (providers want a user turn first); a
             // failed or unfinished one is not replayed at all.
             if is_completed_compaction(m) {
-                out.push(gw::Message {
-                    role: gw::Role::User as i32,
-                    parts: vec![gw_text(&format!(
-                        "{SUMMARY_PREAMBLE}\n\n{}",
-                        summary_text(m).trim()
-                    ))],
-                });
+                let summary = format!("{SUMMARY_PREAMBLE}\n\n{}", summary_text(m).trim());
+                push_turn(&mut out, gw::Role::User, vec![gw_text(&summary)]);
             }
             continue;
         }
         match m.role() {
-            pb::Role::User => {
-                let parts: Vec<gw::Part> = m
-                    .parts
-                    .iter()
-                    .filter_map(|p| match &p.kind {
-                        Some(pb::part::Kind::Text(t)) if !t.text.is_empty() => {
-                            Some(gw_text(&t.text))
-                        }
-                        Some(pb::part::Kind::File(f)) => Some(gw::Part {
-                            kind: Some(gw::part::Kind::File(gw::FilePart {
-                                media_type: f.media_type.clone(),
-                                filename: f.filename.clone(),
-                                source: f.source.as_ref().map(|s| match s {
-                                    pb::file_part::Source::Data(d) => {
-                                        gw::file_part::Source::Data(d.clone())
-                                    }
-                                    pb::file_part::Source::Url(u) => {
-                                        gw::file_part::Source::Url(u.clone())
-                                    }
-                                }),
-                            })),
-                        }),
-                        _ => None,
-                    })
-                    .collect();
-                if !parts.is_empty() {
-                    out.push(gw::Message {
-                        role: gw::Role::User as i32,
-                        parts,
-                    });
-                }
-            }
+            pb::Role::User => push_turn(&mut out, gw::Role::User, user_parts(m)),
             // A retried attempt's partial output is superseded by the retry, and an overflowed one by the compaction;
             // both stay stored but are not replayed.
             pb::Role::Assistant if matches!(m.finish.as_str(), "retried" | FINISH_OVERFLOW) => {}
             pb::Role::Assistant => {
-                let mut parts = Vec::new();
-                let mut results = Vec::new();
-                for p in &m.parts {
-                    match &p.kind {
-                        Some(pb::part::Kind::Text(t)) if !t.text.is_empty() => {
-                            parts.push(gw_text(&t.text))
-                        }
-                        Some(pb::part::Kind::Reasoning(_)) if render.summary => {}
-                        Some(pb::part::Kind::Reasoning(r)) => parts.push(gw::Part {
-                            kind: Some(gw::part::Kind::Reasoning(gw::ReasoningPart {
-                                text: r.text.clone(),
-                                provider_metadata: metadata_from_json(&r.provider_metadata_json),
-                            })),
-                        }),
-                        Some(pb::part::Kind::Tool(t)) if render.summary => {
-                            let state = t.state.clone().unwrap_or_default();
-                            let result = match state.status() {
-                                _ if render.pruned.contains(&p.id) => PRUNED_OUTPUT.to_string(),
-                                pb::tool_state::Status::Completed => state.output.clone(),
-                                pb::tool_state::Status::Error => format!("error: {}", state.error),
-                                _ => "the tool did not finish".to_string(),
-                            };
-                            parts.push(gw_text(&format!(
-                                "[called tool `{}` with {}]\n[result: {result}]",
-                                t.tool, state.input_json
-                            )));
-                        }
-                        Some(pb::part::Kind::Tool(t)) => {
-                            let state = t.state.clone().unwrap_or_default();
-                            let input = if state.input_json.trim().is_empty() {
-                                "{}".to_string()
-                            } else {
-                                state.input_json.clone()
-                            };
-                            parts.push(gw::Part {
-                                kind: Some(gw::part::Kind::ToolCall(gw::ToolCallPart {
-                                    call_id: t.call_id.clone(),
-                                    tool_name: t.tool.clone(),
-                                    input_json: input,
-                                    provider_metadata: metadata_from_json(
-                                        &t.provider_metadata_json,
-                                    ),
-                                })),
-                            });
-                            let (output, is_error) = match state.status() {
-                                pb::tool_state::Status::Completed
-                                    if render.pruned.contains(&p.id) =>
-                                {
-                                    (PRUNED_OUTPUT.to_string(), false)
-                                }
-                                pb::tool_state::Status::Completed => (state.output.clone(), false),
-                                pb::tool_state::Status::Error => (state.error.clone(), true),
-                                _ => ("the tool did not finish".to_string(), true),
-                            };
-                            results.push(gw::Part {
-                                kind: Some(gw::part::Kind::ToolResult(gw::ToolResultPart {
-                                    call_id: t.call_id.clone(),
-                                    tool_name: t.tool.clone(),
-                                    output,
-                                    is_error,
-                                })),
-                            });
-                        }
-                        _ => {}
-                    }
-                }
-                if !parts.is_empty() {
-                    out.push(gw::Message {
-                        role: gw::Role::Assistant as i32,
-                        parts,
-                    });
-                }
-                if !results.is_empty() {
-                    out.push(gw::Message {
-                        role: gw::Role::Tool as i32,
-                        parts: results,
-                    });
-                }
+                let (parts, results) = assistant_parts(m, render);
+                push_turn(&mut out, gw::Role::Assistant, parts);
+                push_turn(&mut out, gw::Role::Tool, results);
             }
             pb::Role::Unspecified => {}
         }
     }
     out
+}
+
+/// Appends a turn unless it has no parts.
+fn push_turn(out: &mut Vec<gw::Message>, role: gw::Role, parts: Vec<gw::Part>) {
+    if !parts.is_empty() {
+        out.push(gw::Message {
+            role: role as i32,
+            parts,
+        });
+    }
+}
+
+/// A user message's text and files.
+fn user_parts(m: &pb::Message) -> Vec<gw::Part> {
+    m.parts
+        .iter()
+        .filter_map(|p| match &p.kind {
+            Some(pb::part::Kind::Text(t)) if !t.text.is_empty() => Some(gw_text(&t.text)),
+            Some(pb::part::Kind::File(f)) => Some(gw::Part {
+                kind: Some(gw::part::Kind::File(gw::FilePart {
+                    media_type: f.media_type.clone(),
+                    filename: f.filename.clone(),
+                    source: f.source.as_ref().map(|s| match s {
+                        pb::file_part::Source::Data(d) => gw::file_part::Source::Data(d.clone()),
+                        pb::file_part::Source::Url(u) => gw::file_part::Source::Url(u.clone()),
+                    }),
+                })),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An assistant message's turn (text, reasoning, tool calls) and the tool turn with each call's result. When
+/// `render.summary` is set, reasoning is left out and each call is flattened into text with its result.
+fn assistant_parts(m: &pb::Message, render: &Render) -> (Vec<gw::Part>, Vec<gw::Part>) {
+    let mut parts = Vec::new();
+    let mut results = Vec::new();
+    for p in &m.parts {
+        match &p.kind {
+            Some(pb::part::Kind::Text(t)) if !t.text.is_empty() => parts.push(gw_text(&t.text)),
+            Some(pb::part::Kind::Reasoning(_)) if render.summary => {}
+            Some(pb::part::Kind::Reasoning(r)) => parts.push(gw::Part {
+                kind: Some(gw::part::Kind::Reasoning(gw::ReasoningPart {
+                    text: r.text.clone(),
+                    provider_metadata: metadata_from_json(&r.provider_metadata_json),
+                })),
+            }),
+            Some(pb::part::Kind::Tool(t)) if render.summary => {
+                parts.push(gw_text(&flattened_call(&p.id, t, render)));
+            }
+            Some(pb::part::Kind::Tool(t)) => {
+                let (call, result) = call_and_result(&p.id, t, render);
+                parts.push(call);
+                results.push(result);
+            }
+            _ => {}
+        }
+    }
+    (parts, results)
+}
+
+/// A tool call and its result as text, for a summary request (which offers no tools).
+fn flattened_call(part_id: &str, t: &pb::ToolPart, render: &Render) -> String {
+    let state = t.state.clone().unwrap_or_default();
+    let result = match state.status() {
+        _ if render.pruned.contains(part_id) => PRUNED_OUTPUT.to_string(),
+        pb::tool_state::Status::Completed => state.output.clone(),
+        pb::tool_state::Status::Error => format!("error: {}", state.error),
+        _ => "the tool did not finish".to_string(),
+    };
+    format!(
+        "[called tool `{}` with {}]\n[result: {result}]",
+        t.tool, state.input_json
+    )
+}
+
+/// A tool call part and its paired result part; an unfinished call is answered as an error.
+fn call_and_result(part_id: &str, t: &pb::ToolPart, render: &Render) -> (gw::Part, gw::Part) {
+    let state = t.state.clone().unwrap_or_default();
+    let input = if state.input_json.trim().is_empty() {
+        "{}".to_string()
+    } else {
+        state.input_json.clone()
+    };
+    let call = gw::Part {
+        kind: Some(gw::part::Kind::ToolCall(gw::ToolCallPart {
+            call_id: t.call_id.clone(),
+            tool_name: t.tool.clone(),
+            input_json: input,
+            provider_metadata: metadata_from_json(&t.provider_metadata_json),
+        })),
+    };
+    let (output, is_error) = match state.status() {
+        pb::tool_state::Status::Completed if render.pruned.contains(part_id) => {
+            (PRUNED_OUTPUT.to_string(), false)
+        }
+        pb::tool_state::Status::Completed => (state.output.clone(), false),
+        pb::tool_state::Status::Error => (state.error.clone(), true),
+        _ => ("the tool did not finish".to_string(), true),
+    };
+    let result = gw::Part {
+        kind: Some(gw::part::Kind::ToolResult(gw::ToolResultPart {
+            call_id: t.call_id.clone(),
+            tool_name: t.tool.clone(),
+            output,
+            is_error,
+        })),
+    };
+    (call, result)
 }
 
 /// Opens the user turn that carries a compaction's summary.

@@ -210,21 +210,7 @@ impl Processor {
                 let metadata = r.provider_metadata.as_ref();
                 self.close_block(Block::Reasoning, &r.id, metadata, now, out);
             }
-            E::ToolInputStart(t) => {
-                if !self.tools.contains_key(&t.call_id) {
-                    let part = self.new_part(pb::part::Kind::Tool(pb::ToolPart {
-                        call_id: t.call_id.clone(),
-                        tool: t.tool_name,
-                        state: Some(pb::ToolState {
-                            status: pb::tool_state::Status::Pending as i32,
-                            ..Default::default()
-                        }),
-                        provider_metadata_json: String::new(),
-                    }));
-                    self.tools.insert(t.call_id, self.parts.len() - 1);
-                    out.push(Effect::Part(part));
-                }
-            }
+            E::ToolInputStart(t) => self.tool_input_start(t, out),
             E::ToolInputDelta(d) => {
                 // Kept in memory so a crash mid-call still shows how far the input got; not published per delta.
                 if let Some(state) = self.tool_state_mut(&d.call_id) {
@@ -232,103 +218,130 @@ impl Processor {
                 }
             }
             E::ToolInputEnd(_) => {}
-            E::ToolCall(c) => {
-                let i = match self.tools.get(&c.call_id) {
-                    Some(&i) => i,
-                    None => {
-                        self.new_part(pb::part::Kind::Tool(pb::ToolPart {
-                            call_id: c.call_id.clone(),
-                            tool: c.tool_name.clone(),
-                            state: Some(pb::ToolState::default()),
-                            provider_metadata_json: String::new(),
-                        }));
-                        self.tools.insert(c.call_id.clone(), self.parts.len() - 1);
-                        self.parts.len() - 1
-                    }
-                };
-                let part = &mut self.parts[i];
-                if let Some(pb::part::Kind::Tool(tool)) = part.kind.as_mut() {
-                    tool.tool.clone_from(&c.tool_name);
-                    tool.provider_metadata_json = metadata_json(c.provider_metadata.as_ref());
-                    let state = tool.state.get_or_insert_with(Default::default);
-                    state.status = pb::tool_state::Status::Running as i32;
-                    state.input_json.clone_from(&c.input_json);
-                    state.started_at = Some(now);
-                }
-                out.push(Effect::Part(part.clone()));
-                out.push(Effect::ToolCall {
-                    part_id: part.id.clone(),
-                    call_id: c.call_id,
-                    tool: c.tool_name,
-                    input_json: c.input_json,
-                });
-            }
-            E::StepFinish(f) => {
-                let usage = f.usage.unwrap_or_default();
-                let tokens = pb::Tokens {
-                    input: usage.input_tokens,
-                    output: usage.output_tokens,
-                    reasoning: usage.reasoning_tokens,
-                    cache_read: usage.cache_read_tokens,
-                    cache_write: usage.cache_write_tokens,
-                };
-                let cost = f.cost.map(|c| c.total_nano_usd).unwrap_or(0);
-                let reason = finish_name(f.finish_reason()).to_string();
-                let part = self.new_part(pb::part::Kind::StepFinish(pb::StepFinishPart {
-                    reason: reason.clone(),
-                    tokens: Some(tokens),
-                    cost_nano_usd: cost,
-                    snapshot: String::new(),
-                    model: self.message.model.clone(),
-                    requested_model: self.requested_model.clone(),
+            E::ToolCall(c) => self.tool_call(c, now, out),
+            E::StepFinish(f) => self.step_finish(f, out),
+            E::Error(e) => self.error(e, out),
+        }
+    }
+
+    /// A tool call's input starts streaming: its part appears, pending.
+    fn tool_input_start(&mut self, t: gw::ToolInputStart, out: &mut Vec<Effect>) {
+        if self.tools.contains_key(&t.call_id) {
+            return;
+        }
+        let part = self.new_part(pb::part::Kind::Tool(pb::ToolPart {
+            call_id: t.call_id.clone(),
+            tool: t.tool_name,
+            state: Some(pb::ToolState {
+                status: pb::tool_state::Status::Pending as i32,
+                ..Default::default()
+            }),
+            provider_metadata_json: String::new(),
+        }));
+        self.tools.insert(t.call_id, self.parts.len() - 1);
+        out.push(Effect::Part(part));
+    }
+
+    /// A complete tool call: its part runs, and the loop is asked to run the tool.
+    fn tool_call(&mut self, c: gw::ToolCall, now: Timestamp, out: &mut Vec<Effect>) {
+        let i = match self.tools.get(&c.call_id) {
+            Some(&i) => i,
+            None => {
+                self.new_part(pb::part::Kind::Tool(pb::ToolPart {
+                    call_id: c.call_id.clone(),
+                    tool: c.tool_name.clone(),
+                    state: Some(pb::ToolState::default()),
+                    provider_metadata_json: String::new(),
                 }));
-                if self.start_snapshot.is_empty() {
-                    out.push(Effect::Part(part));
-                } else {
-                    // Stored now (a crash during the tools must not lose the step's accounting), published with
-                    // the end snapshot.
-                    self.held_finish = Some(self.parts.len() - 1);
-                    out.push(Effect::Persist(part));
-                }
-                self.message.cost_nano_usd += cost;
-                self.message.tokens = Some(tokens);
-                self.message.finish = reason;
-                if f.finish_reason() == gw::FinishReason::Length && self.message.error.is_none() {
-                    self.message.error = Some(pb::MessageError {
-                        kind: pb::message_error::Kind::OutputLength as i32,
-                        message: "the output token limit cut the answer".into(),
-                        http_status: 0,
-                        retryable: false,
-                    });
-                }
-                if let Some(usable) = self.usable_context {
-                    let context = usage.input_tokens
-                        + usage.cache_read_tokens
-                        + usage.cache_write_tokens
-                        + usage.output_tokens
-                        + usage.reasoning_tokens;
-                    if context >= usable {
-                        self.needs_compaction = true;
-                    }
-                }
-                out.push(Effect::Message(self.message.clone()));
+                self.tools.insert(c.call_id.clone(), self.parts.len() - 1);
+                self.parts.len() - 1
             }
-            E::Error(e) => {
-                if e.kind() == gw::ErrorKind::ContextOverflow {
-                    self.needs_compaction = true;
-                    self.overflowed = true;
-                    return;
-                }
-                self.failure = Some(Failure {
-                    kind: e.kind(),
-                    retryable: e.retryable,
-                    retry_after: e.retry_after.and_then(|d| Duration::try_from(d).ok()),
-                    retry_after_beyond_cap: e.retry_after_beyond_cap,
-                });
-                self.message.error = Some(message_error(&e));
-                out.push(Effect::Message(self.message.clone()));
+        };
+        let part = &mut self.parts[i];
+        if let Some(pb::part::Kind::Tool(tool)) = part.kind.as_mut() {
+            tool.tool.clone_from(&c.tool_name);
+            tool.provider_metadata_json = metadata_json(c.provider_metadata.as_ref());
+            let state = tool.state.get_or_insert_with(Default::default);
+            state.status = pb::tool_state::Status::Running as i32;
+            state.input_json.clone_from(&c.input_json);
+            state.started_at = Some(now);
+        }
+        out.push(Effect::Part(part.clone()));
+        out.push(Effect::ToolCall {
+            part_id: part.id.clone(),
+            call_id: c.call_id,
+            tool: c.tool_name,
+            input_json: c.input_json,
+        });
+    }
+
+    /// The step's end: its step-finish part and the message's accounting.
+    fn step_finish(&mut self, f: gw::StepFinish, out: &mut Vec<Effect>) {
+        let usage = f.usage.unwrap_or_default();
+        let tokens = pb::Tokens {
+            input: usage.input_tokens,
+            output: usage.output_tokens,
+            reasoning: usage.reasoning_tokens,
+            cache_read: usage.cache_read_tokens,
+            cache_write: usage.cache_write_tokens,
+        };
+        let cost = f.cost.map(|c| c.total_nano_usd).unwrap_or(0);
+        let reason = finish_name(f.finish_reason()).to_string();
+        let part = self.new_part(pb::part::Kind::StepFinish(pb::StepFinishPart {
+            reason: reason.clone(),
+            tokens: Some(tokens),
+            cost_nano_usd: cost,
+            snapshot: String::new(),
+            model: self.message.model.clone(),
+            requested_model: self.requested_model.clone(),
+        }));
+        if self.start_snapshot.is_empty() {
+            out.push(Effect::Part(part));
+        } else {
+            // Stored now (a crash during the tools must not lose the step's accounting), published with the end
+            // snapshot.
+            self.held_finish = Some(self.parts.len() - 1);
+            out.push(Effect::Persist(part));
+        }
+        self.message.cost_nano_usd += cost;
+        self.message.tokens = Some(tokens);
+        self.message.finish = reason;
+        if f.finish_reason() == gw::FinishReason::Length && self.message.error.is_none() {
+            self.message.error = Some(pb::MessageError {
+                kind: pb::message_error::Kind::OutputLength as i32,
+                message: "the output token limit cut the answer".into(),
+                http_status: 0,
+                retryable: false,
+            });
+        }
+        if let Some(usable) = self.usable_context {
+            let context = usage.input_tokens
+                + usage.cache_read_tokens
+                + usage.cache_write_tokens
+                + usage.output_tokens
+                + usage.reasoning_tokens;
+            if context >= usable {
+                self.needs_compaction = true;
             }
         }
+        out.push(Effect::Message(self.message.clone()));
+    }
+
+    /// The step failed: an overflow asks for compaction, anything else is the step's failure.
+    fn error(&mut self, e: gw::Error, out: &mut Vec<Effect>) {
+        if e.kind() == gw::ErrorKind::ContextOverflow {
+            self.needs_compaction = true;
+            self.overflowed = true;
+            return;
+        }
+        self.failure = Some(Failure {
+            kind: e.kind(),
+            retryable: e.retryable,
+            retry_after: e.retry_after.and_then(|d| Duration::try_from(d).ok()),
+            retry_after_beyond_cap: e.retry_after_beyond_cap,
+        });
+        self.message.error = Some(message_error(&e));
+        out.push(Effect::Message(self.message.clone()));
     }
 
     /// A tool finished (`Ok(output)`) or failed (`Err(message the model sees)`).
