@@ -29,8 +29,7 @@ use std::time::{Duration, Instant};
 
 use bench::procfs;
 use bench::procs::{
-    free_port, loadavg, machine, parse_plan, raise_nofile, spawn_announcing, spawn_logged,
-    wait_listening,
+    free_port, loadavg, machine, parse_plan, raise_nofile, spawn_logged, wait_listening,
 };
 use bench::promtext;
 use bench::redisinfo::{self, CommandStats};
@@ -1034,24 +1033,14 @@ async fn main() {
         ),
     };
 
-    let mut provider_cmd = Command::new(bin_dir.join("fake-provider"));
-    provider_cmd.args([
-        "--listen",
-        "127.0.0.1:0",
-        "--scenario",
-        if args.interval_ms == 0 {
-            "burst"
-        } else {
-            "paced"
-        },
-        "--chunks",
-        &args.chunks.to_string(),
-        "--interval-ms",
-        &args.interval_ms.to_string(),
-    ]);
-    let (provider, provider_url) = spawn_announcing(provider_cmd, &dir.join("fake-provider.log"))
-        .await
-        .unwrap_or_else(|e| panic!("fake-provider: {e}"));
+    let (provider, provider_url) = bench::procs::start_fake_provider(
+        &bin_dir.join("fake-provider"),
+        args.chunks,
+        args.interval_ms,
+        &dir.join("fake-provider.log"),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
     let (gateway, gateway_addr) = bench::procs::start_gateway(
         &bin_dir.join("llm-gateway"),
         &provider_url,
