@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::ReplayMetadata;
+use super::partial_args::{Arguments, PartialArg};
 use crate::adapter::Decoder;
 use crate::adapter::classify::{MAX_PROVIDER_BODY, classify, truncate};
 use crate::adapter::json_scan::{
@@ -42,6 +43,10 @@ pub struct GeminiDecoder {
     reasoning_blocks: u32,
     /// Function calls seen so far, for synthesized ids and the `STOP` → tool calls rule.
     calls: u32,
+    /// Ids of the calls handed out, so a provider id used twice is refused instead of passed on.
+    call_ids: Vec<String>,
+    /// The Vertex call whose arguments are still streaming in (`partialArgs`).
+    streamed: Option<Box<StreamedCall>>,
     /// The raw `finishReason` of the first candidate, once a chunk carried one.
     finish_reason: Option<String>,
     /// `promptFeedback.blockReason` of a chunk without candidates: the prompt itself was refused.
@@ -62,12 +67,25 @@ impl Default for GeminiDecoder {
             reasoning: None,
             reasoning_blocks: 0,
             calls: 0,
+            call_ids: Vec::new(),
+            streamed: None,
             finish_reason: None,
             block_reason: None,
             usage: None,
             fast: true,
         }
     }
+}
+
+/// A Vertex function call whose arguments arrive in `partialArgs` fragments: its `ToolInputStart` is out, the rest
+/// comes when the empty `functionCall` closes it.
+#[derive(Debug)]
+struct StreamedCall {
+    call_id: String,
+    tool: String,
+    provider_id: Option<String>,
+    signature: Option<String>,
+    args: Arguments,
 }
 
 /// An open reasoning block.
@@ -215,33 +233,123 @@ impl GeminiDecoder {
         }
     }
 
-    /// A whole function call: its four events at once, with the signature and Gemini's id as replay metadata.
+    /// A `functionCall` part: a whole call (its four events at once), or one piece of a Vertex streamed call (the
+    /// named first part opens it, `partialArgs` fill its arguments, a part without `willContinue` closes it).
+    /// Shapes that cannot make a well-formed call (no name, a new call inside an open one, an id used twice,
+    /// fragments that do not fit) fail the stream with a typed `provider_error`.
     fn function_call(
         &mut self,
         call: FunctionCall<'_>,
         signature: Option<String>,
         out: &mut Vec<Event>,
     ) {
-        self.close_text(out);
-        self.close_reasoning(out);
-        let n = self.calls;
-        self.calls += 1;
+        if let Err(message) = self.try_function_call(call, signature, out) {
+            self.fail(
+                ProviderError::malformed(format!("malformed Gemini function call: {message}")),
+                out,
+            );
+        }
+    }
+
+    fn try_function_call(
+        &mut self,
+        call: FunctionCall<'_>,
+        signature: Option<String>,
+        out: &mut Vec<Event>,
+    ) -> Result<(), String> {
+        let name = call.name.filter(|n| !n.is_empty());
         let provider_id = call.id.filter(|id| !id.is_empty()).map(Cow::into_owned);
-        let call_id = match &provider_id {
-            Some(id) => id.clone(),
+        let continues = call.will_continue == Some(true);
+        let fragments = call.partial_args.unwrap_or_default();
+        let Some(mut open) = self.streamed.take() else {
+            let tool = name.ok_or("a function call without a name")?.into_owned();
+            let mut args = Arguments::with_args(call.args)?;
+            for arg in fragments {
+                args.apply(arg)?;
+            }
+            let call_id = self.open_call(provider_id.as_deref(), &tool, out)?;
+            let streamed = Box::new(StreamedCall {
+                call_id,
+                tool,
+                provider_id,
+                signature,
+                args,
+            });
+            if continues {
+                out.push(Event::ToolInputStart {
+                    call_id: streamed.call_id.clone(),
+                    tool: streamed.tool.clone(),
+                });
+                self.streamed = Some(streamed);
+            } else {
+                self.close_call(*streamed, false, out);
+            }
+            return Ok(());
+        };
+        if name.is_some() {
+            return Err("a new call began before the streamed one closed".into());
+        }
+        if provider_id.is_some() && provider_id != open.provider_id {
+            return Err("a streamed call changed its id".into());
+        }
+        if call.args.as_ref().is_some_and(|a| !a.is_null()) {
+            return Err("a streamed call sent whole arguments".into());
+        }
+        if open.signature.is_none() {
+            open.signature = signature;
+        }
+        for arg in fragments {
+            open.args.apply(arg)?;
+        }
+        if continues {
+            self.streamed = Some(open);
+        } else {
+            self.close_call(*open, true, out);
+        }
+        Ok(())
+    }
+
+    /// Closes the open text and reasoning blocks and picks the id of a new call: Gemini's own when it sent one
+    /// (refused when already used), else `call_<responseId>_<n>`.
+    fn open_call(
+        &mut self,
+        provider_id: Option<&str>,
+        tool: &str,
+        out: &mut Vec<Event>,
+    ) -> Result<String, String> {
+        let n = self.calls;
+        let call_id = match provider_id {
+            Some(id) => id.to_string(),
             None if self.response.id.is_empty() => format!("call_{n}"),
             None => format!("call_{}_{n}", self.response.id),
         };
-        let tool = call.name.map(Cow::into_owned).unwrap_or_default();
-        // `args` is absent for a call without arguments (docs/providers.md §4 "Chunks").
-        let input_json = match call.args {
-            Some(serde_json::Value::Null) | None => "{}".to_string(),
-            Some(args) => args.to_string(),
-        };
-        out.push(Event::ToolInputStart {
-            call_id: call_id.clone(),
-            tool: tool.clone(),
-        });
+        if self.call_ids.contains(&call_id) {
+            return Err(format!("call id `{call_id}` of `{tool}` used twice"));
+        }
+        self.close_text(out);
+        self.close_reasoning(out);
+        self.calls += 1;
+        self.call_ids.push(call_id.clone());
+        Ok(call_id)
+    }
+
+    /// A call's last events: `ToolInputStart` unless already out, the arguments as one delta, `ToolInputEnd`,
+    /// `ToolCall` with the signature and Gemini's id as replay metadata.
+    fn close_call(&mut self, call: StreamedCall, started: bool, out: &mut Vec<Event>) {
+        let StreamedCall {
+            call_id,
+            tool,
+            provider_id,
+            signature,
+            args,
+        } = call;
+        let input_json = args.finish();
+        if !started {
+            out.push(Event::ToolInputStart {
+                call_id: call_id.clone(),
+                tool: tool.clone(),
+            });
+        }
         out.push(Event::ToolInputDelta {
             call_id: call_id.clone(),
             delta: input_json.clone(),
@@ -281,6 +389,9 @@ impl GeminiDecoder {
         if let Some(candidate) = candidates.into_iter().find(|c| c.index.unwrap_or(0) == 0) {
             let parts = candidate.content.and_then(|c| c.parts).unwrap_or_default();
             for part in parts {
+                if self.done {
+                    return;
+                }
                 let signature = part
                     .thought_signature
                     .filter(|s| !s.is_empty())
@@ -288,6 +399,13 @@ impl GeminiDecoder {
                 let text = part.text.unwrap_or_default();
                 if let Some(call) = part.function_call {
                     self.function_call(call, signature, out);
+                } else if self.streamed.is_some() && (!text.is_empty() || signature.is_some()) {
+                    self.fail(
+                        ProviderError::malformed(
+                            "malformed Gemini function call: content inside a streamed call",
+                        ),
+                        out,
+                    );
                 } else if part.thought == Some(true) {
                     self.thought(&text, signature, out);
                 } else {
@@ -306,8 +424,18 @@ impl GeminiDecoder {
         }
     }
 
-    /// Ends the stream successfully: closes the open blocks, then `Finish`.
+    /// Ends the stream successfully: closes the open blocks, then `Finish`. A streamed call still open means its
+    /// arguments are incomplete: a typed error, never a call with half its arguments.
     fn finish(&mut self, out: &mut Vec<Event>) {
+        if self.streamed.is_some() {
+            self.fail(
+                ProviderError::malformed(
+                    "malformed Gemini function call: the stream finished inside a streamed call",
+                ),
+                out,
+            );
+            return;
+        }
         self.close_reasoning(out);
         self.close_text(out);
         let (reason, raw_reason) = match (self.finish_reason.take(), self.block_reason.take()) {
@@ -396,7 +524,9 @@ impl Decoder for GeminiDecoder {
         if data.is_empty() {
             return;
         }
+        // Inside a streamed call every part goes through the full parse, which refuses content there.
         if self.fast
+            && self.streamed.is_none()
             && let Some(fast) = TextChunk::recognise(data)
         {
             self.text_chunk(fast, out);
@@ -697,6 +827,12 @@ struct FunctionCall<'a> {
     name: Option<Cow<'a, str>>,
     #[serde(default)]
     args: Option<serde_json::Value>,
+    /// Vertex only: argument fragments of a streamed call.
+    #[serde(default, rename = "partialArgs")]
+    partial_args: Option<Vec<PartialArg>>,
+    /// Vertex only: more parts of this call follow.
+    #[serde(default, rename = "willContinue")]
+    will_continue: Option<bool>,
 }
 
 #[derive(Deserialize)]
