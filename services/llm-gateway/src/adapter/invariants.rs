@@ -156,6 +156,7 @@ mod tests {
             Protocol::OpenaiResponses,
             Protocol::Anthropic,
             Protocol::Gemini,
+            Protocol::VertexGemini,
         ] {
             let model = ModelInfo {
                 id: "p/m".into(),
