@@ -258,7 +258,7 @@ impl GoogleTokens {
 
     /// Whether `req` carries a bearer token this fake issued and has not
     /// expired; else Google's 401, the reason kept in [`refusals`](Self::refusals).
-    pub(crate) fn authenticate(&self, req: &Recorded) -> Result<(), Reply> {
+    pub(crate) fn authenticate(&self, req: &Recorded) -> Result<(), Box<Reply>> {
         let bearer = req
             .header("authorization")
             .and_then(|v| v.strip_prefix("Bearer "));
@@ -266,11 +266,11 @@ impl GoogleTokens {
             Some(token) if self.accepts(token) => Ok(()),
             Some(_) => {
                 lock(&self.inner.refusals).push("an unknown or expired bearer token".into());
-                Err(Reply::json(401, UNAUTHENTICATED))
+                Err(Box::new(Reply::json(401, UNAUTHENTICATED)))
             }
             None => {
                 lock(&self.inner.refusals).push("no bearer token".into());
-                Err(Reply::json(401, UNAUTHENTICATED))
+                Err(Box::new(Reply::json(401, UNAUTHENTICATED)))
             }
         }
     }

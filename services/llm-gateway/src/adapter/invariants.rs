@@ -157,6 +157,7 @@ mod tests {
             Protocol::Anthropic,
             Protocol::Gemini,
             Protocol::VertexGemini,
+            Protocol::VertexAnthropic,
         ] {
             let model = ModelInfo {
                 id: "p/m".into(),

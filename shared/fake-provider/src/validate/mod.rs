@@ -262,7 +262,7 @@ impl State {
         if let Some(tokens) = google
             && let Err(refused) = tokens.authenticate(req)
         {
-            return refused;
+            return *refused;
         }
         let protocols = lock(&self.validators).clone();
         if !protocols.is_empty() {
