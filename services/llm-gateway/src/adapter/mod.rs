@@ -15,6 +15,8 @@ pub mod gemini;
 pub mod ids;
 pub mod invariants;
 mod json_scan;
+#[cfg(test)]
+mod no_nameless_tests;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod redact;
