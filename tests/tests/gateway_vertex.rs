@@ -11,9 +11,11 @@
 
 use std::time::Duration;
 
+use e2e_tests::turns::{fold, results};
+use e2e_tests::vertex::GoogleFakes;
 use e2e_tests::*;
 use fake_provider::google::METADATA_TOKEN_PATH;
-use fake_provider::{FakeProvider, GoogleTokens, Protocol, Recorded, Reply};
+use fake_provider::{FakeProvider, GoogleTokens, Recorded, Reply};
 use llm_proto::gateway as pb;
 
 const FLASH: &str = "vertex/gemini-2.5-flash";
@@ -22,13 +24,6 @@ const CLAUDE: &str = "vertex/claude-sonnet-4-5@20250929";
 const PREFIX: &str = "/v1/projects/acme-llm-test/locations/us-east5/publishers";
 /// The brief's bound for the upstream to be closed after the caller cancels.
 const CANCEL_BOUND: Duration = Duration::from_millis(100);
-
-fn key_file(name: &str) -> String {
-    format!(
-        "{}/../shared/fake-provider/fixtures/vertex/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
 
 fn fixture_text(name: &str) -> String {
     let path = format!(
@@ -49,40 +44,18 @@ struct Vertex {
 impl Vertex {
     /// Service-account credentials (the test key), token URI on the fake token endpoint.
     async fn start() -> Vertex {
-        Self::with_google(|oauth| {
-            format!(
-                r#"credentials_file = "{}", token_uri = "{oauth}/token""#,
-                key_file("service_account.json")
-            )
-        })
-        .await
+        Self::with_google(|g| g.key_settings("service_account.json")).await
     }
 
-    /// `google` settings after project and location, given the token server's base URL.
-    async fn with_google(google: impl FnOnce(&str) -> String) -> Vertex {
-        let tokens = GoogleTokens::test_account();
-        let oauth = FakeProvider::start().await.unwrap();
-        oauth.set_fallback(tokens.endpoint());
-        let fake = FakeProvider::start().await.unwrap();
-        fake.require_google_token(&tokens);
-        fake.validate_requests(Protocol::VertexGemini);
-        fake.validate_requests(Protocol::VertexAnthropic);
-        let extra = format!(
-            r#"
-[providers.vertex]
-protocol = "vertex_gemini"
-base_url = "{}"
-google = {{ project = "acme-llm-test", location = "us-east5", {} }}
-"#,
-            fake.base_url(),
-            google(&oauth.base_url())
-        );
-        let h = Harness::start_with(&extra).await;
+    /// `google` settings after project and location, given the fakes.
+    async fn with_google(settings: impl FnOnce(&GoogleFakes) -> String) -> Vertex {
+        let g = GoogleFakes::start().await;
+        let h = Harness::start_with(&g.provider("vertex", "us-east5", &settings(&g))).await;
         Vertex {
             h,
-            fake,
-            oauth,
-            tokens,
+            fake: g.vertex,
+            oauth: g.oauth,
+            tokens: g.tokens,
         }
     }
 
@@ -95,6 +68,35 @@ google = {{ project = "acme-llm-test", location = "us-east5", {} }}
         );
         lines
     }
+
+    /// A throttle (`error` body, status 429) then `fixture`: retried once, on the same token.
+    async fn throttle_then(&self, model: &str, error: &str, fixture: &str) {
+        self.fake.push(Reply::json(429, fixture_text(error)));
+        self.fake.push(Reply::fixture(fixture));
+        let lines = self.run(generation(model, "Say hello")).await;
+        assert_eq!(lines[0], format!("stream_start vertex {model} attempt=2"));
+        assert_ends(&lines, "step_finish Stop");
+        let reqs = self.fake.requests();
+        assert_eq!(reqs.len(), 2);
+        assert_eq!(reqs[0].body, reqs[1].body);
+        assert_eq!(
+            reqs[0].header("authorization"),
+            reqs[1].header("authorization")
+        );
+        assert_eq!(
+            self.tokens.issued().len(),
+            1,
+            "the cached token served the retry"
+        );
+    }
+}
+
+/// The stream's last event starts with `prefix`.
+fn assert_ends(lines: &[String], prefix: &str) {
+    assert!(
+        lines.last().is_some_and(|l| l.starts_with(prefix)),
+        "{lines:#?}"
+    );
 }
 
 /// The request reached the model's Vertex endpoint with a token the fake issued, and no API key.
@@ -116,55 +118,11 @@ fn claude_path() -> String {
     "/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict".into()
 }
 
-/// The assistant turn a caller sends back after `events`: reasoning (with its metadata), text and tool calls, in
-/// order, and the results of the calls.
+/// The assistant turn a caller sends back after `events`, and the results of its calls when it made any.
 fn replay(events: &[pb::StreamResponse]) -> (pb::Message, Option<pb::Message>) {
-    use pb::part::Kind;
-    use pb::stream_response::Event as E;
-    let mut parts = Vec::new();
-    let mut results = Vec::new();
-    let (mut reasoning, mut text) = (String::new(), String::new());
-    for ev in events {
-        match &ev.event {
-            Some(E::ReasoningDelta(d)) => reasoning.push_str(&d.delta),
-            Some(E::ReasoningEnd(r)) => parts.push(pb::Part {
-                kind: Some(Kind::Reasoning(pb::ReasoningPart {
-                    text: std::mem::take(&mut reasoning),
-                    provider_metadata: r.provider_metadata.clone(),
-                })),
-            }),
-            Some(E::TextDelta(d)) => text.push_str(&d.delta),
-            Some(E::TextEnd(_)) => parts.push(text_part(&std::mem::take(&mut text))),
-            Some(E::ToolCall(c)) => {
-                parts.push(pb::Part {
-                    kind: Some(Kind::ToolCall(pb::ToolCallPart {
-                        call_id: c.call_id.clone(),
-                        tool_name: c.tool_name.clone(),
-                        input_json: c.input_json.clone(),
-                        provider_metadata: c.provider_metadata.clone(),
-                    })),
-                });
-                results.push(pb::Part {
-                    kind: Some(Kind::ToolResult(pb::ToolResultPart {
-                        call_id: c.call_id.clone(),
-                        tool_name: c.tool_name.clone(),
-                        output: "sunny".into(),
-                        is_error: false,
-                    })),
-                });
-            }
-            _ => {}
-        }
-    }
-    let assistant = pb::Message {
-        role: pb::Role::Assistant as i32,
-        parts,
-    };
-    let tool = (!results.is_empty()).then_some(pb::Message {
-        role: pb::Role::Tool as i32,
-        parts: results,
-    });
-    (assistant, tool)
+    let step = fold(events);
+    let tool = (!step.calls.is_empty()).then(|| results(&step.calls));
+    (step.assistant, tool)
 }
 
 fn with_reasoning(mut g: pb::Generation) -> pb::Generation {
@@ -242,10 +200,7 @@ async fn gemini_streamed_arguments_become_two_whole_calls_and_replay() {
     next.messages.push(assistant);
     next.messages.extend(results);
     let lines = v.run(next).await;
-    assert!(
-        lines.last().unwrap().starts_with("step_finish Stop"),
-        "{lines:#?}"
-    );
+    assert_ends(&lines, "step_finish Stop");
     let body = v.fake.requests()[1].json();
     let model_turn = &body["contents"][1];
     assert_eq!(model_turn["role"], "model");
@@ -295,32 +250,12 @@ async fn gemini_reasoning_signature_is_replayed_on_the_next_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gemini_throttle_before_output_is_retried_with_the_same_token() {
     let v = Vertex::start().await;
-    v.fake.push(Reply::json(
-        429,
-        fixture_text("vertex_gemini/errors/rate_limit_429.json"),
-    ));
-    v.fake.push(Reply::fixture("gemini/text.sse"));
-    let lines = v.run(generation(FLASH, "Say hello")).await;
-    assert_eq!(
-        lines[0],
-        "stream_start vertex vertex/gemini-2.5-flash attempt=2"
-    );
-    assert!(
-        lines.last().unwrap().starts_with("step_finish Stop"),
-        "{lines:#?}"
-    );
-    let reqs = v.fake.requests();
-    assert_eq!(reqs.len(), 2);
-    assert_eq!(reqs[0].body, reqs[1].body);
-    assert_eq!(
-        reqs[0].header("authorization"),
-        reqs[1].header("authorization")
-    );
-    assert_eq!(
-        v.tokens.issued().len(),
-        1,
-        "the cached token served the retry"
-    );
+    v.throttle_then(
+        FLASH,
+        "vertex_gemini/errors/rate_limit_429.json",
+        "gemini/text.sse",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -363,14 +298,7 @@ async fn gemini_context_overflow_is_classified_and_not_retried() {
 /// `events`: how many events of `fixture` to send before stalling, the first text delta included.
 async fn cancel_closes_upstream(v: &Vertex, model: &str, fixture: &str, events: usize) {
     v.fake.push(Reply::fixture(fixture).stall_after(events));
-    let mut client = v.h.client().await;
-    let stream = client
-        .stream(pb::StreamRequest {
-            generation: Some(generation(model, "hi")),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let stream = v.h.open_stream(generation(model, "hi")).await;
     let after = cancel_after_first_delta(stream, &v.fake).await;
     assert!(
         after < CANCEL_BOUND,
@@ -437,20 +365,14 @@ async fn anthropic_parallel_tool_calls_with_fragmented_arguments_replay() {
             > 2,
         "arguments arrive in fragments: {lines:#?}"
     );
-    assert!(
-        lines.last().unwrap().starts_with("step_finish ToolCalls"),
-        "{lines:#?}"
-    );
+    assert_ends(&lines, "step_finish ToolCalls");
 
     let (assistant, results) = replay(&first);
     let mut next = tools_generation(CLAUDE);
     next.messages.push(assistant);
     next.messages.extend(results);
     let lines = v.run(next).await;
-    assert!(
-        lines.last().unwrap().starts_with("step_finish Stop"),
-        "{lines:#?}"
-    );
+    assert_ends(&lines, "step_finish Stop");
     let body = v.fake.requests()[1].json();
     let uses: Vec<&serde_json::Value> = body["messages"][1]["content"]
         .as_array()
@@ -497,23 +419,14 @@ async fn anthropic_thinking_signature_is_replayed_on_the_next_request() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn anthropic_throttle_before_output_is_retried() {
+async fn anthropic_throttle_before_output_is_retried_with_the_same_token() {
     let v = Vertex::start().await;
-    v.fake.push(Reply::json(
-        429,
-        fixture_text("vertex_anthropic/errors/rate_limit_429.json"),
-    ));
-    v.fake.push(Reply::fixture("vertex_anthropic/text.sse"));
-    let lines = v.run(generation(CLAUDE, "Say hello")).await;
-    assert_eq!(
-        lines[0],
-        "stream_start vertex vertex/claude-sonnet-4-5@20250929 attempt=2"
-    );
-    assert!(
-        lines.last().unwrap().starts_with("step_finish Stop"),
-        "{lines:#?}"
-    );
-    assert_eq!(v.fake.requests().len(), 2);
+    v.throttle_then(
+        CLAUDE,
+        "vertex_anthropic/errors/rate_limit_429.json",
+        "vertex_anthropic/text.sse",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -526,7 +439,7 @@ async fn anthropic_error_mid_stream_and_context_overflow_are_typed() {
         lines.iter().any(|l| l.starts_with("text_delta")),
         "{lines:#?}"
     );
-    assert!(lines.last().unwrap().starts_with("error "), "{lines:#?}");
+    assert_ends(&lines, "error ");
     assert_eq!(
         v.fake.requests().len(),
         1,
@@ -557,10 +470,7 @@ async fn a_token_is_cached_while_it_has_time_left_and_replaced_before_it_expires
     for _ in 0..3 {
         v.fake.push(Reply::fixture("gemini/text.sse"));
         let lines = v.run(generation(FLASH, "Say hello")).await;
-        assert!(
-            lines.last().unwrap().starts_with("step_finish Stop"),
-            "{lines:#?}"
-        );
+        assert_ends(&lines, "step_finish Stop");
     }
     let issued = v.tokens.issued();
     assert_eq!(issued.len(), 2, "{issued:?}");
@@ -584,13 +494,7 @@ async fn a_token_is_cached_while_it_has_time_left_and_replaced_before_it_expires
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_jwt_signed_with_the_wrong_key_is_an_auth_error_that_reaches_no_model() {
-    let v = Vertex::with_google(|oauth| {
-        format!(
-            r#"credentials_file = "{}", token_uri = "{oauth}/token""#,
-            key_file("service_account_wrong_key.json")
-        )
-    })
-    .await;
+    let v = Vertex::with_google(|g| g.key_settings("service_account_wrong_key.json")).await;
     let events = v.h.stream(generation(FLASH, "Say hello")).await.unwrap();
     let lines = render(&events);
     assert!(
@@ -615,17 +519,14 @@ async fn a_jwt_signed_with_the_wrong_key_is_an_auth_error_that_reaches_no_model(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_come_from_the_metadata_server_on_google_cloud() {
-    let v = Vertex::with_google(|oauth| {
-        let host = oauth.trim_start_matches("http://");
+    let v = Vertex::with_google(|g| {
+        let host = g.oauth.addr();
         format!(r#"credentials = "metadata_server", metadata_host = "{host}""#)
     })
     .await;
     v.fake.push(Reply::fixture("vertex_anthropic/text.sse"));
     let lines = v.run(generation(CLAUDE, "Say hello")).await;
-    assert!(
-        lines.last().unwrap().starts_with("step_finish Stop"),
-        "{lines:#?}"
-    );
+    assert_ends(&lines, "step_finish Stop");
     let asked = v.oauth.requests();
     assert_eq!(asked.len(), 1);
     assert_eq!(asked[0].method, "GET");

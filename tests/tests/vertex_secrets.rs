@@ -8,25 +8,20 @@ use std::time::Duration;
 
 use e2e_tests::otlp::OtlpReceiver;
 use e2e_tests::service::free_port;
+use e2e_tests::vertex::{GoogleFakes, key_file};
 use e2e_tests::{Bearer, generation, scrape_metrics};
-use fake_provider::{FakeProvider, GoogleTokens, Protocol, Reply};
+use fake_provider::{GoogleTokens, Reply};
 use llm_proto::gateway as pb;
 use llm_proto::gateway::gateway_service_client::GatewayServiceClient;
 
 const GATEWAY_TOKEN: &str = "gw-caller-Vx42SecretGatewayTokenPq77";
 
-fn key_file() -> String {
-    format!(
-        "{}/../shared/fake-provider/fixtures/vertex/service_account.json",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
-
 /// Distinctive, lower-cased pieces of every credential in play: the issued tokens, a run of the private key's
 /// base64, and the start of every JWT the gateway signs (its header is fixed by the key id).
 fn cores(tokens: &GoogleTokens) -> Vec<String> {
     let key: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(key_file()).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(key_file("service_account.json")).unwrap())
+            .unwrap();
     let pem = key["private_key"].as_str().unwrap();
     let key_run = pem.lines().nth(5).unwrap()[..40].to_lowercase();
     let mut cores: Vec<String> = tokens
@@ -45,12 +40,8 @@ fn cores(tokens: &GoogleTokens) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_google_credential_appears_in_logs_spans_metrics_or_replies() {
     let otlp = OtlpReceiver::start().await;
-    let tokens = GoogleTokens::test_account();
-    let oauth = FakeProvider::start().await.unwrap();
-    oauth.set_fallback(tokens.endpoint());
-    let fake = FakeProvider::start().await.unwrap();
-    fake.require_google_token(&tokens);
-    fake.validate_requests(Protocol::VertexGemini);
+    let g = GoogleFakes::start().await;
+    let (tokens, oauth, fake) = (&g.tokens, &g.oauth, &g.vertex);
     fake.push(Reply::fn_reply(|req| {
         let bearer = req.header("authorization").unwrap_or_default().to_string();
         let body = serde_json::json!({"error": {
@@ -64,14 +55,10 @@ async fn no_google_credential_appears_in_logs_spans_metrics_or_replies() {
 
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gateway.toml");
+    let provider = g.provider("vertex", "global", &g.key_settings("service_account.json"));
     std::fs::write(
         &config,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[retry]\nbase_delay_ms = 5\n[providers.vertex]\nprotocol = \"vertex_gemini\"\nbase_url = \"{}\"\ngoogle = {{ project = \"acme-llm-test\", location = \"global\", credentials_file = \"{}\", token_uri = \"{}/token\" }}\n",
-            fake.base_url(),
-            key_file(),
-            oauth.base_url()
-        ),
+        format!("[server]\nlisten = \"127.0.0.1:0\"\n[retry]\nbase_delay_ms = 5\n{provider}"),
     )
     .unwrap();
     let metrics_addr = format!("127.0.0.1:{}", free_port());
@@ -118,7 +105,7 @@ async fn no_google_credential_appears_in_logs_spans_metrics_or_replies() {
         })
         .await;
     let metrics = scrape_metrics(metrics_addr.parse().unwrap()).await;
-    let cores = cores(&tokens);
+    let cores = cores(tokens);
     let leaks = |text: &str| -> Vec<String> {
         let lower = text.to_lowercase();
         cores

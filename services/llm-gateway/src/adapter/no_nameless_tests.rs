@@ -6,23 +6,12 @@
 
 use super::invariants::check;
 use super::{Protocol, Target};
-use crate::catalog::{Capabilities, ModelInfo};
+use crate::catalog::ModelInfo;
 use crate::error::ErrorKind;
 use crate::event::Event;
 
 fn decode(protocol: Protocol, frames: &[(&str, &str)]) -> Vec<Event> {
-    let model = ModelInfo {
-        id: "p/m".into(),
-        provider: "p".into(),
-        name: "m".into(),
-        display_name: "m".into(),
-        protocol,
-        context_window: 100_000,
-        max_input_tokens: 0,
-        max_output_tokens: 8192,
-        capabilities: Capabilities::default(),
-        pricing: None,
-    };
+    let model = ModelInfo::for_tests("m", protocol);
     let mut d = protocol.adapter().decoder(&Target { model: &model });
     let mut out = Vec::new();
     for (event, data) in frames {

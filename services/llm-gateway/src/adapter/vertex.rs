@@ -124,21 +124,10 @@ impl Adapter for VertexAnthropic {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::catalog::{Capabilities, ModelInfo};
+    use crate::catalog::ModelInfo;
 
     fn model(name: &str, protocol: Protocol) -> ModelInfo {
-        ModelInfo {
-            id: format!("vertex/{name}"),
-            provider: "vertex".into(),
-            name: name.into(),
-            display_name: name.into(),
-            protocol,
-            context_window: 200_000,
-            max_input_tokens: 0,
-            max_output_tokens: 8192,
-            capabilities: Capabilities::default(),
-            pricing: None,
-        }
+        ModelInfo::for_tests(name, protocol)
     }
 
     fn generation(model: &str) -> pb::Generation {
