@@ -493,6 +493,36 @@ async fn a_token_is_cached_while_it_has_time_left_and_replaced_before_it_expires
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_the_provider_refuses_is_dropped_and_the_next_request_gets_a_new_one() {
+    let v = Vertex::start().await;
+    v.fake.push(Reply::fixture("gemini/text.sse"));
+    assert_ends(
+        &v.run(generation(FLASH, "Say hello")).await,
+        "step_finish Stop",
+    );
+    // Revoked server-side while the gateway still holds it as valid for an hour.
+    v.tokens.revoke_all();
+    let lines = v.run(generation(FLASH, "Say hello")).await;
+    assert_ends(&lines, "error Auth retryable=false status=401");
+    v.fake.push(Reply::fixture("gemini/text.sse"));
+    assert_ends(
+        &v.run(generation(FLASH, "Say hello")).await,
+        "step_finish Stop",
+    );
+    let issued = v.tokens.issued();
+    assert_eq!(issued.len(), 2, "{issued:?}");
+    let last = v
+        .fake
+        .requests()
+        .last()
+        .unwrap()
+        .header("authorization")
+        .unwrap()
+        .to_string();
+    assert_eq!(last, format!("Bearer {}", issued[1]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_jwt_signed_with_the_wrong_key_is_an_auth_error_that_reaches_no_model() {
     let v = Vertex::with_google(|g| g.key_settings("service_account_wrong_key.json")).await;
     let events = v.h.stream(generation(FLASH, "Say hello")).await.unwrap();

@@ -414,11 +414,19 @@ async fn open_attempt(
     adapter: &'static dyn Adapter,
     request: &HttpRequest,
 ) -> Result<crate::adapter::transport::ProviderStream, ProviderError> {
-    let auth = match &provider.google {
-        Some(tokens) => adapter.auth_headers(tokens.token().await?.expose()),
-        None => adapter.auth_headers(provider.api_key.expose()),
+    let Some(tokens) = &provider.google else {
+        let auth = adapter.auth_headers(provider.api_key.expose());
+        return transport.open(&provider.base_url, &auth, request).await;
     };
-    transport.open(&provider.base_url, &auth, request).await
+    let token = tokens.token().await?;
+    let auth = adapter.auth_headers(token.expose());
+    let opened = transport.open(&provider.base_url, &auth, request).await;
+    if let Err(e) = &opened
+        && e.http_status == Some(401)
+    {
+        tokens.invalidate(&token).await;
+    }
+    opened
 }
 
 /// Error kinds another model may not share: fall back on these once the model's own retries are spent. Never on

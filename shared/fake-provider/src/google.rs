@@ -55,7 +55,10 @@ struct Inner {
     /// PKCS#1 `RSAPublicKey` DER of the service account.
     public_key: Vec<u8>,
     client_email: String,
+    /// Tokens that are valid, with their expiry.
     issued: Mutex<Vec<(String, Instant)>>,
+    /// Every token ever issued, in order.
+    history: Mutex<Vec<String>>,
     lifetimes: Mutex<VecDeque<u64>>,
     refusals: Mutex<Vec<String>>,
     counter: AtomicU64,
@@ -79,6 +82,7 @@ impl GoogleTokens {
                 public_key,
                 client_email: client_email.to_string(),
                 issued: Mutex::new(Vec::new()),
+                history: Mutex::new(Vec::new()),
                 lifetimes: Mutex::new(VecDeque::new()),
                 refusals: Mutex::new(Vec::new()),
                 counter: AtomicU64::new(0),
@@ -105,17 +109,19 @@ impl GoogleTokens {
         lock(&self.inner.lifetimes).push_back(secs);
     }
 
-    /// Every token issued so far, in order.
+    /// Every token issued so far, in order (revoked ones included).
     pub fn issued(&self) -> Vec<String> {
-        lock(&self.inner.issued)
-            .iter()
-            .map(|(t, _)| t.clone())
-            .collect()
+        lock(&self.inner.history).clone()
     }
 
     /// Why each refused token request or bearer token was refused.
     pub fn refusals(&self) -> Vec<String> {
         lock(&self.inner.refusals).clone()
+    }
+
+    /// Revokes every token issued so far: requests carrying one get the 401 from now on.
+    pub fn revoke_all(&self) {
+        lock(&self.inner.issued).clear();
     }
 
     /// Whether `bearer` is a token this fake issued that has not expired.
@@ -156,6 +162,7 @@ impl GoogleTokens {
         let token = format!("ya29.fake-provider-token-{n:04}-c0ffee");
         let until = Instant::now() + Duration::from_secs(lifetime);
         lock(&self.inner.issued).push((token.clone(), until));
+        lock(&self.inner.history).push(token.clone());
         Reply::json(
             200,
             json!({"access_token": token, "expires_in": lifetime, "token_type": "Bearer"})

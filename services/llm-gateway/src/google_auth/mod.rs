@@ -107,6 +107,15 @@ impl TokenSource {
         Ok(token)
     }
 
+    /// Forgets `refused` if it is the cached token, so the next request fetches a fresh one: the provider answered
+    /// 401 to it (revoked, or the server's clock disagrees with ours about its expiry).
+    pub async fn invalidate(&self, refused: &Secret) {
+        let mut cached = self.cached.lock().await;
+        if cached.as_ref().is_some_and(|c| c.token == *refused) {
+            *cached = None;
+        }
+    }
+
     async fn fetch(&self) -> Result<TokenResponse, ProviderError> {
         let (request, source) = match &self.credentials {
             Credentials::ServiceAccount { account, token_uri } => {
