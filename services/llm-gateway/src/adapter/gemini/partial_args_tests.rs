@@ -259,3 +259,101 @@ fn a_decoder_restart_forgets_the_open_call() {
     assert_eq!(check(&out), Ok(()));
     assert!(matches!(out.last(), Some(Event::Finish(_))));
 }
+
+mod rebuild_property {
+    use proptest::prelude::*;
+    use serde_json::{Map, Value};
+
+    use super::super::partial_args::{Arguments, PartialArg};
+
+    /// Leaves without empty containers (a fragment can only carry a leaf), integers exact in an f64.
+    fn leaf() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            ".{0,12}".prop_map(Value::from),
+            (-1_000_000i64..1_000_000).prop_map(Value::from),
+            any::<bool>().prop_map(Value::from),
+            Just(Value::Null),
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        leaf().prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 1..4).prop_map(Value::Array),
+                prop::collection::btree_map("[a-z ]{1,6}", inner, 1..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// The fragments Vertex would send for `v` at `path`, strings cut at `cuts` (character counts, cycled).
+    fn fragments(path: &str, v: &Value, cuts: &[usize], out: &mut Vec<PartialArg>) {
+        match v {
+            Value::Object(m) => {
+                for (k, child) in m {
+                    let key = k.replace('\\', "\\\\").replace('\'', "\\'");
+                    fragments(&format!("{path}['{key}']"), child, cuts, out);
+                }
+            }
+            Value::Array(items) => {
+                for (i, child) in items.iter().enumerate() {
+                    fragments(&format!("{path}[{i}]"), child, cuts, out);
+                }
+            }
+            Value::String(s) => {
+                let chars: Vec<char> = s.chars().collect();
+                let mut at = 0;
+                let mut sizes = cuts.iter().cycle();
+                loop {
+                    let n = (*sizes.next().unwrap_or(&1)).max(1);
+                    let end = (at + n).min(chars.len());
+                    out.push(PartialArg {
+                        json_path: Some(path.to_string()),
+                        string_value: Some(chars[at..end].iter().collect()),
+                        will_continue: Some(end < chars.len()),
+                        ..PartialArg::default()
+                    });
+                    at = end;
+                    if at >= chars.len() {
+                        break;
+                    }
+                }
+            }
+            Value::Number(n) => out.push(PartialArg {
+                json_path: Some(path.to_string()),
+                number_value: n.as_f64(),
+                ..PartialArg::default()
+            }),
+            Value::Bool(b) => out.push(PartialArg {
+                json_path: Some(path.to_string()),
+                bool_value: Some(*b),
+                ..PartialArg::default()
+            }),
+            Value::Null => out.push(PartialArg {
+                json_path: Some(path.to_string()),
+                null_value: Some(Value::from("NULL_VALUE")),
+                ..PartialArg::default()
+            }),
+        }
+    }
+
+    proptest! {
+        /// Any arguments object, sent as fragments in document order with its strings cut anywhere, is rebuilt
+        /// exactly.
+        #[test]
+        fn fragments_rebuild_the_arguments(
+            args in prop::collection::btree_map("[a-z]{1,6}", value(), 1..5),
+            cuts in prop::collection::vec(1usize..6, 1..8),
+        ) {
+            let want = Value::Object(args.into_iter().collect::<Map<String, Value>>());
+            let mut frags = Vec::new();
+            fragments("$", &want, &cuts, &mut frags);
+            let mut a = Arguments::with_args(None).unwrap();
+            for f in frags {
+                a.apply(f).unwrap();
+            }
+            let got: Value = serde_json::from_str(&a.finish()).unwrap();
+            prop_assert_eq!(got, want);
+        }
+    }
+}
