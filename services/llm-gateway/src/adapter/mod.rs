@@ -11,6 +11,7 @@
 pub mod anthropic;
 pub mod classify;
 mod encoding;
+pub mod eventstream;
 pub mod gemini;
 pub mod ids;
 pub mod invariants;
