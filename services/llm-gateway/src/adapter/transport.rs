@@ -17,6 +17,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use tokio::time::{Instant, Sleep};
 
 use crate::adapter::classify::{classify, redact};
+use crate::adapter::eventstream::EventStreamDecoder;
 use crate::adapter::sse::{SseItem, SseParser};
 use crate::adapter::{Decoder, HttpRequest};
 use crate::error::{ErrorKind, ProviderError};
@@ -103,6 +104,37 @@ impl RetryPolicy {
     }
 }
 
+/// How a provider frames its response stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Framing {
+    /// `text/event-stream` (every protocol but Bedrock).
+    #[default]
+    Sse,
+    /// The binary `application/vnd.amazon.eventstream` (Bedrock), see [`crate::adapter::eventstream`].
+    EventStream,
+}
+
+/// Authenticates a request from its exact bytes (AWS SigV4), for providers whose credentials are not a fixed header.
+pub trait RequestSigner: Send + Sync + std::fmt::Debug {
+    /// The auth headers of a POST of `body` to `url` with this content type; values are marked sensitive.
+    fn sign(
+        &self,
+        url: &str,
+        content_type: &str,
+        body: &[u8],
+    ) -> Result<Vec<(HeaderName, HeaderValue)>, ProviderError>;
+
+    /// Credential values that must be scrubbed from anything a provider echoes back.
+    fn secrets(&self) -> Vec<String>;
+}
+
+/// What [`Transport::open_with`] needs beyond the request: the response framing and an optional signer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Opening<'a> {
+    pub framing: Framing,
+    pub signer: Option<&'a dyn RequestSigner>,
+}
+
 /// The shared HTTP client.
 #[derive(Debug, Clone)]
 pub struct Transport {
@@ -160,18 +192,44 @@ impl Transport {
         auth: &[(&'static str, String)],
         req: &HttpRequest,
     ) -> Result<ProviderStream, ProviderError> {
+        self.open_with(base_url, auth, req, Opening::default())
+            .await
+    }
+
+    /// [`open`](Transport::open) with the response framing and, for signed providers, the signer that adds the
+    /// auth headers once the body bytes are known.
+    pub async fn open_with(
+        &self,
+        base_url: &str,
+        auth: &[(&'static str, String)],
+        req: &HttpRequest,
+        opening: Opening<'_>,
+    ) -> Result<ProviderStream, ProviderError> {
         // The total budget covers the whole generation, including the wait for the headers.
         let deadline = Instant::now().checked_add(self.timeouts.total);
         let url = format!("{}{}", base_url.trim_end_matches('/'), req.path);
         let secrets = secrets_of(auth, &url);
 
-        let headers = build_headers(req, auth)?;
+        let mut headers = build_headers(req, auth, opening.framing)?;
         let body = serde_json::to_vec(&req.body).map_err(|e| {
             ProviderError::new(
                 ErrorKind::InvalidRequest,
                 format!("serializing the request body failed: {e}"),
             )
         })?;
+        let signer_secrets = opening.signer.map(|s| s.secrets()).unwrap_or_default();
+        let mut secrets = secrets;
+        secrets.extend(signer_secrets.iter().map(String::as_str));
+        if let Some(signer) = opening.signer {
+            let content_type = headers
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("application/json")
+                .to_string();
+            for (name, value) in signer.sign(&url, &content_type, &body)? {
+                headers.insert(name, value);
+            }
+        }
 
         let (wait, total_bound) = bounded(self.timeouts.first_byte, deadline, Instant::now());
         let send = self.client.post(&url).headers(headers).body(body).send();
@@ -206,9 +264,15 @@ impl Transport {
         drop(std::mem::take(response.headers_mut()));
         let now = Instant::now();
         let (wait, _) = bounded(self.timeouts.idle, deadline, now);
+        let parser = match opening.framing {
+            Framing::Sse => Parser::Sse(SseParser::with_limit(self.max_event_bytes)),
+            Framing::EventStream => {
+                Parser::EventStream(EventStreamDecoder::with_limit(self.max_event_bytes))
+            }
+        };
         Ok(ProviderStream {
             response,
-            parser: SseParser::with_limit(self.max_event_bytes),
+            parser,
             idle: self.timeouts.idle,
             total: self.timeouts.total,
             deadline,
@@ -225,10 +289,16 @@ fn after(now: Instant, wait: Duration) -> Instant {
         .unwrap_or(now)
 }
 
+/// The framing parser of an open stream.
+enum Parser {
+    Sse(SseParser),
+    EventStream(EventStreamDecoder),
+}
+
 /// An open provider response body.
 pub struct ProviderStream {
     response: reqwest::Response,
-    parser: SseParser,
+    parser: Parser,
     idle: Duration,
     total: Duration,
     /// `None` when `total` is too large to add to the clock, i.e. effectively unbounded.
@@ -286,34 +356,11 @@ impl ProviderStream {
             () = self.idle_timer.as_mut() => Err(()),
         };
 
-        let mut route = |item: SseItem<'_>| -> Result<(), Infallible> {
-            if !decoder.is_done() {
-                match item {
-                    SseItem::Event { event, data } => decoder.frame(event, data, out),
-                    SseItem::BareJson(json) => decoder.bare_json(json, out),
-                }
-            }
-            Ok(())
-        };
         match read {
-            Ok(Ok(Some(chunk))) => {
-                let Ok(()) = self.parser.feed(&chunk, &mut route);
-                if self.parser.overflowed() {
-                    // Returning the error drops this stream, and with it the provider connection.
-                    self.ended = true;
-                    return Err(ProviderError::new(
-                        ErrorKind::ProviderError,
-                        format!(
-                            "the provider sent an SSE line or event over {} bytes (limits.max_sse_event_bytes)",
-                            self.parser.limit()
-                        ),
-                    ));
-                }
-                Ok(true)
-            }
+            Ok(Ok(Some(chunk))) => self.feed(&chunk, decoder, out).map(|()| true),
             Ok(Ok(None)) => {
                 self.ended = true;
-                let Ok(()) = self.parser.finish(&mut route);
+                self.finish(decoder, out)?;
                 if !decoder.is_done() {
                     decoder.end(out);
                 }
@@ -338,14 +385,93 @@ impl ProviderStream {
     }
 }
 
+impl ProviderStream {
+    /// Feeds one body read through the framing parser into `decoder`.
+    fn feed(
+        &mut self,
+        chunk: &[u8],
+        decoder: &mut dyn Decoder,
+        out: &mut Vec<Event>,
+    ) -> Result<(), ProviderError> {
+        match &mut self.parser {
+            Parser::Sse(parser) => {
+                let mut route = sse_route(decoder, out);
+                let Ok(()) = parser.feed(chunk, &mut route);
+                if parser.overflowed() {
+                    // Returning the error drops this stream, and with it the provider connection.
+                    self.ended = true;
+                    return Err(ProviderError::new(
+                        ErrorKind::ProviderError,
+                        format!(
+                            "the provider sent an SSE line or event over {} bytes (limits.max_sse_event_bytes)",
+                            parser.limit()
+                        ),
+                    ));
+                }
+                Ok(())
+            }
+            Parser::EventStream(parser) => {
+                let fed = parser.feed(chunk, &mut |m| {
+                    if !decoder.is_done() {
+                        decoder.message(&m, out);
+                    }
+                });
+                fed.map_err(|e| {
+                    self.ended = true;
+                    ProviderError::malformed(e.to_string())
+                })
+            }
+        }
+    }
+
+    /// The body ended: flushes what the framing parser holds.
+    fn finish(
+        &mut self,
+        decoder: &mut dyn Decoder,
+        out: &mut Vec<Event>,
+    ) -> Result<(), ProviderError> {
+        match &mut self.parser {
+            Parser::Sse(parser) => {
+                let mut route = sse_route(decoder, out);
+                let Ok(()) = parser.finish(&mut route);
+                Ok(())
+            }
+            Parser::EventStream(parser) => parser
+                .finish()
+                .map_err(|e| ProviderError::malformed(e.to_string())),
+        }
+    }
+}
+
+/// Routes SSE items to `decoder` until it is done (its contract is to push nothing more after that).
+fn sse_route<'d>(
+    decoder: &'d mut dyn Decoder,
+    out: &'d mut Vec<Event>,
+) -> impl FnMut(SseItem<'_>) -> Result<(), Infallible> + 'd {
+    move |item| {
+        if !decoder.is_done() {
+            match item {
+                SseItem::Event { event, data } => decoder.frame(event, data, out),
+                SseItem::BareJson(json) => decoder.bare_json(json, out),
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Default headers, then the adapter's, then auth last so nothing can replace the provider credentials.
 fn build_headers(
     req: &HttpRequest,
     auth: &[(&'static str, String)],
+    framing: Framing,
 ) -> Result<HeaderMap, ProviderError> {
     let mut headers = HeaderMap::with_capacity(req.headers.len() + auth.len() + 2);
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+    let accept = match framing {
+        Framing::Sse => "text/event-stream",
+        Framing::EventStream => "application/vnd.amazon.eventstream",
+    };
+    headers.insert(ACCEPT, HeaderValue::from_static(accept));
     for (name, value) in &req.headers {
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
             ProviderError::new(
