@@ -212,6 +212,9 @@ pub struct ProviderFile {
     /// Maximum output assumed for unlisted models.
     #[serde(default = "default_unlisted_output")]
     pub unlisted_max_output_tokens: u64,
+    /// `[providers.<id>.aws]`: region and profile of a `bedrock` provider (docs/gateway.md "AWS Bedrock").
+    #[serde(default)]
+    pub aws: Option<crate::adapter::bedrock::auth::AwsFile>,
 }
 
 fn default_unlisted_context() -> u64 {
@@ -236,6 +239,8 @@ pub struct Provider {
     pub allow_unlisted_models: bool,
     pub unlisted_context_window: u64,
     pub unlisted_max_output_tokens: u64,
+    /// The AWS credentials and region that sign a `bedrock` provider's requests.
+    pub signer: Option<std::sync::Arc<crate::adapter::bedrock::auth::AwsSigner>>,
 }
 
 impl Provider {
@@ -517,6 +522,7 @@ impl Config {
                 allow_unlisted_models: false,
                 unlisted_context_window: default_unlisted_context(),
                 unlisted_max_output_tokens: default_unlisted_output(),
+                aws: None,
             };
             providers.insert((*id).to_string(), provider_from_file(id, &p, env)?);
         }
@@ -581,9 +587,11 @@ fn provider_from_file(id: &str, p: &ProviderFile, env: &dyn Env) -> Result<Provi
             "provider ids use [A-Za-z0-9_-]",
         ));
     }
+    let signer = aws_signer(id, p, env)?;
     let from_env = p.base_url_env.as_deref().and_then(|name| env.var(name));
     let base_url = from_env
         .or_else(|| p.base_url.clone())
+        .or_else(|| signer.as_ref().map(|s| s.default_endpoint()))
         .ok_or_else(|| ConfigError::new(key("base_url"), "required"))?;
     let base_url =
         validate_base_url(&base_url).map_err(|m| ConfigError::new(key("base_url"), m))?;
@@ -613,7 +621,37 @@ fn provider_from_file(id: &str, p: &ProviderFile, env: &dyn Env) -> Result<Provi
         allow_unlisted_models: p.allow_unlisted_models,
         unlisted_context_window: p.unlisted_context_window,
         unlisted_max_output_tokens: p.unlisted_max_output_tokens,
+        signer: signer.map(std::sync::Arc::new),
     })
+}
+
+/// The signer of a `bedrock` provider, from `[providers.<id>.aws]`, the AWS environment and shared files. Other
+/// protocols take no `aws` table, and `bedrock` takes no API key.
+fn aws_signer(
+    id: &str,
+    p: &ProviderFile,
+    env: &dyn Env,
+) -> Result<Option<crate::adapter::bedrock::auth::AwsSigner>, ConfigError> {
+    let key = |k: &str| format!("providers.{id}.{k}");
+    if p.protocol != Protocol::Bedrock {
+        if p.aws.is_some() {
+            return Err(ConfigError::new(
+                key("aws"),
+                "only a bedrock provider takes an aws table",
+            ));
+        }
+        return Ok(None);
+    }
+    if p.api_key_env.is_some() {
+        return Err(ConfigError::new(
+            key("api_key_env"),
+            "bedrock signs requests with AWS credentials; remove api_key_env",
+        ));
+    }
+    let file = p.aws.clone().unwrap_or_default();
+    crate::adapter::bedrock::auth::load(&file, env)
+        .map(Some)
+        .map_err(|m| ConfigError::new(key("aws"), m))
 }
 
 /// Base URLs are http(s) with a host, no credentials, query or fragment; the trailing `/` is dropped.

@@ -19,7 +19,7 @@ use llm_proto::gateway as pb;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
-use crate::adapter::transport::{ProviderStream, Transport};
+use crate::adapter::transport::{Opening, ProviderStream, RequestSigner, Transport};
 use crate::adapter::{Adapter, BuildError, Decoder, HttpRequest, Target, classify};
 use crate::catalog::ModelInfo;
 use crate::config::{Config, ConfigError, Env, Provider};
@@ -105,7 +105,10 @@ impl State {
         let secrets = config
             .providers
             .values()
-            .map(|p| p.api_key.expose().to_string())
+            .flat_map(|p| {
+                let signer = p.signer.as_ref().map(|s| s.secrets()).unwrap_or_default();
+                std::iter::once(p.api_key.expose().to_string()).chain(signer)
+            })
             .filter(|k| !k.is_empty())
             .collect();
         let hooks = HookRunner::new(&config.hooks, &config.hook_services);
@@ -526,10 +529,23 @@ impl Run {
                         .auth_headers(candidate.provider.api_key.expose());
                     let waited = Instant::now();
                     // Boxed for the same reason: the request future is large and done once the headers arrive.
+                    let opening = Opening {
+                        framing: prepared.adapter.framing(),
+                        signer: candidate
+                            .provider
+                            .signer
+                            .as_deref()
+                            .map(|s| s as &dyn RequestSigner),
+                    };
                     let opened = Box::pin(
                         self.state
                             .transport
-                            .open(&candidate.provider.base_url, &auth, &prepared.request)
+                            .open_with(
+                                &candidate.provider.base_url,
+                                &auth,
+                                &prepared.request,
+                                opening,
+                            )
                             .instrument(span.clone()),
                     )
                     .await;

@@ -168,3 +168,59 @@ fn signed_headers_cover_the_body_and_the_session_token() {
         .unwrap();
     assert_ne!(other[0].1, auth);
 }
+
+#[test]
+fn a_bedrock_provider_is_configured_from_the_aws_environment() {
+    use crate::config::Config;
+    let env = [
+        ("AWS_ACCESS_KEY_ID", "AKIDENV"),
+        ("AWS_SECRET_ACCESS_KEY", "secret-env"),
+        ("AWS_REGION", "eu-central-1"),
+    ];
+    let text =
+        "[server]\nallow_unauthenticated = true\n[providers.bedrock]\nprotocol = \"bedrock\"\n";
+    let c = Config::from_file(Config::parse(text).unwrap(), &env).unwrap();
+    let p = &c.providers["bedrock"];
+    assert_eq!(
+        p.base_url,
+        "https://bedrock-runtime.eu-central-1.amazonaws.com"
+    );
+    assert_eq!(p.signer.as_ref().unwrap().region, "eu-central-1");
+    assert!(c.catalog.get("bedrock/us.amazon.nova-lite-v1:0").is_some());
+    // An endpoint for tests, and the region from the table.
+    let text = "[server]\nallow_unauthenticated = true\n[providers.bedrock]\nprotocol = \"bedrock\"\nbase_url = \"http://127.0.0.1:9\"\n[providers.bedrock.aws]\nregion = \"us-west-2\"\n";
+    let c = Config::from_file(Config::parse(text).unwrap(), &env).unwrap();
+    assert_eq!(c.providers["bedrock"].base_url, "http://127.0.0.1:9");
+    assert_eq!(
+        c.providers["bedrock"].signer.as_ref().unwrap().region,
+        "us-west-2"
+    );
+    // Mistakes name their key.
+    let bad = |text: &str| {
+        Config::from_file(Config::parse(text).unwrap(), &env)
+            .unwrap_err()
+            .key
+    };
+    assert_eq!(
+        bad(
+            "[server]\nallow_unauthenticated = true\n[providers.b]\nprotocol = \"bedrock\"\napi_key_env = \"X\"\n"
+        ),
+        "providers.b.api_key_env"
+    );
+    assert_eq!(
+        bad(
+            "[server]\nallow_unauthenticated = true\n[providers.o]\nprotocol = \"openai_chat\"\nbase_url = \"http://h/v1\"\n[providers.o.aws]\nregion = \"us-east-1\"\n"
+        ),
+        "providers.o.aws"
+    );
+    let no_creds = [("AWS_REGION", "us-east-1"), ("HOME", "/nonexistent")];
+    let err = Config::from_file(
+        Config::parse(
+            "[server]\nallow_unauthenticated = true\n[providers.b]\nprotocol = \"bedrock\"\n",
+        )
+        .unwrap(),
+        &no_creds,
+    )
+    .unwrap_err();
+    assert_eq!(err.key, "providers.b.aws");
+}
