@@ -18,6 +18,7 @@
 //! - [`Reply::validate`]: one scripted reply checks the request it answers.
 
 mod anthropic;
+pub mod bedrock;
 mod gemini;
 mod openai;
 #[cfg(test)]
@@ -45,6 +46,9 @@ pub enum Protocol {
     Anthropic,
     /// Gemini `streamGenerateContent`.
     Gemini,
+    /// AWS Bedrock Converse: the SigV4 signature (verified with
+    /// [`bedrock::TEST_SECRET_ACCESS_KEY`]) and the body.
+    Bedrock,
 }
 
 impl Protocol {
@@ -58,6 +62,10 @@ impl Protocol {
             Protocol::OpenaiResponses => path.ends_with("/responses"),
             Protocol::Anthropic => path.ends_with("/v1/messages"),
             Protocol::Gemini => path.contains(":streamGenerateContent"),
+            Protocol::Bedrock => {
+                path.starts_with("/model/")
+                    && (path.ends_with("/converse-stream") || path.ends_with("/converse"))
+            }
         }
     }
 }
@@ -81,6 +89,7 @@ impl Rejection {
     /// The error body the provider answers with.
     pub fn body(&self) -> String {
         match self.protocol {
+            Protocol::Bedrock => json!({"message": self.message}).to_string(),
             Protocol::Anthropic => json!({
                 "type": "error",
                 "error": {"type": "invalid_request_error", "message": self.message},
@@ -116,7 +125,11 @@ impl Rejection {
 
     /// The reply carrying [`Rejection::body`].
     pub fn reply(&self) -> Reply {
-        Reply::json(self.status, self.body())
+        let reply = Reply::json(self.status, self.body());
+        match (self.protocol, &self.code) {
+            (Protocol::Bedrock, Some(code)) => reply.header("x-amzn-errortype", code),
+            _ => reply,
+        }
     }
 }
 
@@ -179,6 +192,22 @@ pub fn check(protocol: Protocol, req: &Recorded) -> Result<(), Rejection> {
         param: None,
         code: None,
     })?;
+    if protocol == Protocol::Bedrock {
+        return bedrock::check(req, &body).map_err(|f| {
+            // Authentication failures are 403s; the body rules are 400s.
+            let status = match f.code {
+                Some("ValidationException") | None => 400,
+                Some(_) => 403,
+            };
+            Rejection {
+                protocol,
+                status,
+                message: f.message,
+                param: f.param,
+                code: f.code.map(String::from),
+            }
+        });
+    }
     check_body(protocol, &req.path, &body)
 }
 
@@ -192,6 +221,7 @@ pub fn check_body(protocol: Protocol, path: &str, body: &Value) -> Result<(), Re
         Protocol::MistralChat => openai::check_chat(openai::Server::Mistral, body),
         Protocol::DeepseekChat => openai::check_chat(openai::Server::DeepSeek, body),
         Protocol::OpenaiResponses => openai::check_responses(body),
+        Protocol::Bedrock => bedrock::check_body(body),
     };
     result.map_err(|f| Rejection {
         protocol,

@@ -18,6 +18,7 @@ fn path_of(protocol: Protocol) -> &'static str {
         Protocol::OpenaiResponses => "/v1/responses",
         Protocol::Anthropic => "/v1/messages",
         Protocol::Gemini => GEMINI_FLASH,
+        Protocol::Bedrock => "/model/us.amazon.nova-lite-v1%3A0/converse-stream",
     }
 }
 
