@@ -268,7 +268,7 @@ impl EventStreamDecoder {
                 return Ok(());
             }
             let whole = mem::take(&mut self.pending);
-            let decoded = decode_message(&whole).map(|m| on_message(m));
+            let decoded = decode_message(&whole).map(&mut *on_message);
             self.pending = whole;
             self.pending.clear();
             decoded?;

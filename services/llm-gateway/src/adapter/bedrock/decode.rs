@@ -232,11 +232,11 @@ impl BedrockDecoder {
     fn delta(&mut self, index: u64, d: WireDelta, data: &str, out: &mut Vec<Event>) {
         let id = || index.to_string();
         if let Some(text) = d.text {
-            if !self.blocks.contains_key(&index) {
+            let block = self.blocks.entry(index).or_insert_with(|| {
                 out.push(Event::TextStart { id: id() });
-                self.blocks.insert(index, Block::Text);
-            }
-            if !matches!(self.blocks.get(&index), Some(Block::Text)) {
+                Block::Text
+            });
+            if !matches!(block, Block::Text) {
                 return self.malformed(format!("text delta in non-text block {index}"), data, out);
             }
             if !text.is_empty() {
@@ -246,20 +246,17 @@ impl BedrockDecoder {
                 });
             }
         } else if let Some(r) = d.reasoning_content {
-            if !self.blocks.contains_key(&index) {
+            let block = self.blocks.entry(index).or_insert_with(|| {
                 out.push(Event::ReasoningStart { id: id() });
-                self.blocks.insert(
-                    index,
-                    Block::Reasoning {
-                        signature: String::new(),
-                        redacted: String::new(),
-                    },
-                );
-            }
-            let Some(Block::Reasoning {
+                Block::Reasoning {
+                    signature: String::new(),
+                    redacted: String::new(),
+                }
+            });
+            let Block::Reasoning {
                 signature,
                 redacted,
-            }) = self.blocks.get_mut(&index)
+            } = block
             else {
                 return self.malformed(format!("reasoning delta in block {index}"), data, out);
             };
