@@ -587,7 +587,7 @@ fn provider_from_file(id: &str, p: &ProviderFile, env: &dyn Env) -> Result<Provi
             "provider ids use [A-Za-z0-9_-]",
         ));
     }
-    let signer = aws_signer(id, p, env)?;
+    let signer = crate::adapter::bedrock::auth::provider_signer(id, p, env)?;
     let from_env = p.base_url_env.as_deref().and_then(|name| env.var(name));
     let base_url = from_env
         .or_else(|| p.base_url.clone())
@@ -623,35 +623,6 @@ fn provider_from_file(id: &str, p: &ProviderFile, env: &dyn Env) -> Result<Provi
         unlisted_max_output_tokens: p.unlisted_max_output_tokens,
         signer: signer.map(std::sync::Arc::new),
     })
-}
-
-/// The signer of a `bedrock` provider, from `[providers.<id>.aws]`, the AWS environment and shared files. Other
-/// protocols take no `aws` table, and `bedrock` takes no API key.
-fn aws_signer(
-    id: &str,
-    p: &ProviderFile,
-    env: &dyn Env,
-) -> Result<Option<crate::adapter::bedrock::auth::AwsSigner>, ConfigError> {
-    let key = |k: &str| format!("providers.{id}.{k}");
-    if p.protocol != Protocol::Bedrock {
-        if p.aws.is_some() {
-            return Err(ConfigError::new(
-                key("aws"),
-                "only a bedrock provider takes an aws table",
-            ));
-        }
-        return Ok(None);
-    }
-    if p.api_key_env.is_some() {
-        return Err(ConfigError::new(
-            key("api_key_env"),
-            "bedrock signs requests with AWS credentials; remove api_key_env",
-        ));
-    }
-    let file = p.aws.clone().unwrap_or_default();
-    crate::adapter::bedrock::auth::load(&file, env)
-        .map(Some)
-        .map_err(|m| ConfigError::new(key("aws"), m))
 }
 
 /// Base URLs are http(s) with a host, no credentials, query or fragment; the trailing `/` is dropped.

@@ -13,6 +13,7 @@ pub mod bedrock;
 pub mod classify;
 mod encoding;
 pub mod eventstream;
+mod framing;
 pub mod gemini;
 pub mod ids;
 pub mod invariants;

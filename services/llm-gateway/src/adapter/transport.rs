@@ -1,14 +1,14 @@
 //! HTTP transport: the one place that talks HTTP to providers (docs/architecture.md "Retries", "A generation, step by step").
 //!
 //! [`Transport::open`] sends one request and returns either an open [`ProviderStream`] (2xx) or the classified error;
-//! [`ProviderStream::pump`] moves one body read through the [`SseParser`] into a [`Decoder`]. Nothing is buffered
+//! [`ProviderStream::pump`] moves one body read through the framing parser (SSE, or the AWS eventstream) into a
+//! [`Decoder`]. Nothing is buffered
 //! beyond the unfinished SSE line: each frame reaches the decoder in the read that completes it.
 //!
 //! Credentials: auth headers are marked sensitive (hyper never logs them), every error body is redacted with the auth
 //! values before classification, and no message ever contains the request URL (only its path is ours; a query could
 //! carry a key) or a header value.
 
-use std::convert::Infallible;
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -17,8 +17,8 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use tokio::time::{Instant, Sleep};
 
 use crate::adapter::classify::{classify, redact};
-use crate::adapter::eventstream::EventStreamDecoder;
-use crate::adapter::sse::{SseItem, SseParser};
+pub use crate::adapter::framing::Framing;
+use crate::adapter::framing::Parser;
 use crate::adapter::{Decoder, HttpRequest};
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::Event;
@@ -102,16 +102,6 @@ impl RetryPolicy {
         let lo = hi / 2;
         Some(Duration::from_nanos(rand::random_range(lo..=hi)))
     }
-}
-
-/// How a provider frames its response stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Framing {
-    /// `text/event-stream` (every protocol but Bedrock).
-    #[default]
-    Sse,
-    /// The binary `application/vnd.amazon.eventstream` (Bedrock), see [`crate::adapter::eventstream`].
-    EventStream,
 }
 
 /// Authenticates a request from its exact bytes (AWS SigV4), for providers whose credentials are not a fixed header.
@@ -221,14 +211,7 @@ impl Transport {
         let mut secrets = secrets;
         secrets.extend(signer_secrets.iter().map(String::as_str));
         if let Some(signer) = opening.signer {
-            let content_type = headers
-                .get(CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("application/json")
-                .to_string();
-            for (name, value) in signer.sign(&url, &content_type, &body)? {
-                headers.insert(name, value);
-            }
+            sign(signer, &url, &body, &mut headers)?;
         }
 
         let (wait, total_bound) = bounded(self.timeouts.first_byte, deadline, Instant::now());
@@ -264,12 +247,7 @@ impl Transport {
         drop(std::mem::take(response.headers_mut()));
         let now = Instant::now();
         let (wait, _) = bounded(self.timeouts.idle, deadline, now);
-        let parser = match opening.framing {
-            Framing::Sse => Parser::Sse(SseParser::with_limit(self.max_event_bytes)),
-            Framing::EventStream => {
-                Parser::EventStream(EventStreamDecoder::with_limit(self.max_event_bytes))
-            }
-        };
+        let parser = Parser::new(opening.framing, self.max_event_bytes);
         Ok(ProviderStream {
             response,
             parser,
@@ -287,12 +265,6 @@ fn after(now: Instant, wait: Duration) -> Instant {
     now.checked_add(wait)
         .or_else(|| now.checked_add(Duration::from_secs(86_400 * 365)))
         .unwrap_or(now)
-}
-
-/// The framing parser of an open stream.
-enum Parser {
-    Sse(SseParser),
-    EventStream(EventStreamDecoder),
 }
 
 /// An open provider response body.
@@ -357,10 +329,17 @@ impl ProviderStream {
         };
 
         match read {
-            Ok(Ok(Some(chunk))) => self.feed(&chunk, decoder, out).map(|()| true),
+            Ok(Ok(Some(chunk))) => match self.parser.feed(&chunk, decoder, out) {
+                Ok(()) => Ok(true),
+                Err(e) => {
+                    // Returning the error drops this stream, and with it the provider connection.
+                    self.ended = true;
+                    Err(e)
+                }
+            },
             Ok(Ok(None)) => {
                 self.ended = true;
-                self.finish(decoder, out)?;
+                self.parser.finish(decoder, out)?;
                 if !decoder.is_done() {
                     decoder.end(out);
                 }
@@ -385,78 +364,22 @@ impl ProviderStream {
     }
 }
 
-impl ProviderStream {
-    /// Feeds one body read through the framing parser into `decoder`.
-    fn feed(
-        &mut self,
-        chunk: &[u8],
-        decoder: &mut dyn Decoder,
-        out: &mut Vec<Event>,
-    ) -> Result<(), ProviderError> {
-        match &mut self.parser {
-            Parser::Sse(parser) => {
-                let mut route = sse_route(decoder, out);
-                let Ok(()) = parser.feed(chunk, &mut route);
-                if parser.overflowed() {
-                    // Returning the error drops this stream, and with it the provider connection.
-                    self.ended = true;
-                    return Err(ProviderError::new(
-                        ErrorKind::ProviderError,
-                        format!(
-                            "the provider sent an SSE line or event over {} bytes (limits.max_sse_event_bytes)",
-                            parser.limit()
-                        ),
-                    ));
-                }
-                Ok(())
-            }
-            Parser::EventStream(parser) => {
-                let fed = parser.feed(chunk, &mut |m| {
-                    if !decoder.is_done() {
-                        decoder.message(&m, out);
-                    }
-                });
-                fed.map_err(|e| {
-                    self.ended = true;
-                    ProviderError::malformed(e.to_string())
-                })
-            }
-        }
+/// Adds `signer`'s auth headers for this exact body.
+fn sign(
+    signer: &dyn RequestSigner,
+    url: &str,
+    body: &[u8],
+    headers: &mut HeaderMap,
+) -> Result<(), ProviderError> {
+    let content_type = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_string();
+    for (name, value) in signer.sign(url, &content_type, body)? {
+        headers.insert(name, value);
     }
-
-    /// The body ended: flushes what the framing parser holds.
-    fn finish(
-        &mut self,
-        decoder: &mut dyn Decoder,
-        out: &mut Vec<Event>,
-    ) -> Result<(), ProviderError> {
-        match &mut self.parser {
-            Parser::Sse(parser) => {
-                let mut route = sse_route(decoder, out);
-                let Ok(()) = parser.finish(&mut route);
-                Ok(())
-            }
-            Parser::EventStream(parser) => parser
-                .finish()
-                .map_err(|e| ProviderError::malformed(e.to_string())),
-        }
-    }
-}
-
-/// Routes SSE items to `decoder` until it is done (its contract is to push nothing more after that).
-fn sse_route<'d>(
-    decoder: &'d mut dyn Decoder,
-    out: &'d mut Vec<Event>,
-) -> impl FnMut(SseItem<'_>) -> Result<(), Infallible> + 'd {
-    move |item| {
-        if !decoder.is_done() {
-            match item {
-                SseItem::Event { event, data } => decoder.frame(event, data, out),
-                SseItem::BareJson(json) => decoder.bare_json(json, out),
-            }
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 /// Default headers, then the adapter's, then auth last so nothing can replace the provider credentials.

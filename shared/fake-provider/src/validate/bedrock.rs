@@ -80,7 +80,8 @@ fn denied(message: &str) -> Fail {
     Fail::new(message).code("InvalidSignatureException")
 }
 
-fn signature(req: &Recorded) -> Check {
+/// The `Credential`, `SignedHeaders` and `Signature` of the `authorization` header.
+fn authorization(req: &Recorded) -> Result<(&str, &str, &str), Fail> {
     let auth = req.header("authorization").ok_or_else(|| {
         Fail::new("Missing Authentication Token").code("MissingAuthenticationTokenException")
     })?;
@@ -91,18 +92,20 @@ fn signature(req: &Recorded) -> Check {
         rest.split(", ")
             .find_map(|p| p.trim().strip_prefix(name)?.strip_prefix('='))
     };
-    let (credential, signed, given) = match (
+    match (
         field("Credential"),
         field("SignedHeaders"),
         field("Signature"),
     ) {
-        (Some(c), Some(h), Some(s)) => (c, h, s),
-        _ => {
-            return Err(denied(
-                "Authorization header requires Credential, SignedHeaders and Signature",
-            ));
-        }
-    };
+        (Some(c), Some(h), Some(s)) => Ok((c, h, s)),
+        _ => Err(denied(
+            "Authorization header requires Credential, SignedHeaders and Signature",
+        )),
+    }
+}
+
+fn signature(req: &Recorded) -> Check {
+    let (credential, signed, given) = authorization(req)?;
     let parts: Vec<&str> = credential.split('/').collect();
     let [key_id, date, region, service, "aws4_request"] = parts[..] else {
         return Err(denied(

@@ -113,23 +113,7 @@ pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, Bui
     if !system.is_empty() {
         body.insert("system".into(), Value::Array(system));
     }
-    let has_tool_blocks = g.messages.iter().any(|m| {
-        m.parts
-            .iter()
-            .any(|p| matches!(p.kind, Some(Kind::ToolCall(_) | Kind::ToolResult(_))))
-    });
-    let tool_none = choice.is_none()
-        && g.tool_choice
-            .as_ref()
-            .is_some_and(|c| c.mode() == pb::tool_choice::Mode::None);
-    if !tools.is_empty() && (!tool_none || has_tool_blocks) {
-        let mut config = Map::new();
-        config.insert("tools".into(), Value::Array(tools));
-        if let Some(c) = choice {
-            config.insert("toolChoice".into(), c);
-        }
-        body.insert("toolConfig".into(), Value::Object(config));
-    }
+    insert_tool_config(g, tools, choice, &mut body);
     let mut additional = Map::new();
     body.insert(
         "inferenceConfig".into(),
@@ -149,6 +133,34 @@ pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, Bui
     }
     merge_provider_options(g, &mut body)?;
     Ok(Value::Object(body))
+}
+
+/// `toolConfig`, unless there are no tools or the choice is NONE; with NONE it is still sent when the history holds
+/// tool blocks (Converse refuses them without it), without a `toolChoice`.
+fn insert_tool_config(
+    g: &pb::Generation,
+    tools: Vec<Value>,
+    choice: Option<Value>,
+    body: &mut Map<String, Value>,
+) {
+    let has_tool_blocks = g.messages.iter().any(|m| {
+        m.parts
+            .iter()
+            .any(|p| matches!(p.kind, Some(Kind::ToolCall(_) | Kind::ToolResult(_))))
+    });
+    let tool_none = g
+        .tool_choice
+        .as_ref()
+        .is_some_and(|c| c.mode() == pb::tool_choice::Mode::None);
+    if tools.is_empty() || (tool_none && !has_tool_blocks) {
+        return;
+    }
+    let mut config = Map::new();
+    config.insert("tools".into(), Value::Array(tools));
+    if let Some(c) = choice {
+        config.insert("toolChoice".into(), c);
+    }
+    body.insert("toolConfig".into(), Value::Object(config));
 }
 
 /// Translates the conversation into alternating turns.
