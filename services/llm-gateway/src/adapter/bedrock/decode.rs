@@ -186,21 +186,8 @@ impl BedrockDecoder {
                 out.push(Event::ReasoningEnd { id, metadata });
             }
             Block::Tool { id, name, input } => {
-                out.push(Event::ToolInputEnd {
-                    call_id: id.clone(),
-                });
                 self.saw_tool_call = true;
-                let input_json = if input.trim().is_empty() {
-                    "{}".to_string()
-                } else {
-                    input
-                };
-                out.push(Event::ToolCall {
-                    call_id: id,
-                    tool: name,
-                    input_json,
-                    metadata: None,
-                });
+                Event::end_tool_call(id, name, input, out);
             }
         }
     }

@@ -16,8 +16,8 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::adapter::encoding::{LEADING_USER_TEXT, base64};
-use crate::adapter::{BuildError, Protocol, Target, ids, pb};
+use crate::adapter::encoding::{LEADING_USER_TEXT, base64, object_schema, tool_input};
+use crate::adapter::{BuildError, Protocol, Target, anthropic, ids, pb};
 use crate::catalog::ModelInfo;
 
 use pb::file_part::Source;
@@ -25,8 +25,6 @@ use pb::part::Kind;
 
 /// The smallest thinking budget Claude accepts.
 pub(super) const MIN_THINKING_BUDGET: u32 = 1024;
-/// Tokens kept for the answer when `maxTokens` has to be raised above the thinking budget.
-const ANSWER_ROOM: u64 = 1024;
 /// Body fields the gateway owns; `provider_options_json["bedrock"]` cannot set them.
 const RESERVED: [&str; 3] = ["messages", "system", "toolConfig"];
 /// Most cache points Claude accepts in one request.
@@ -72,10 +70,11 @@ pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, Bui
     let (mut tools, choice) = tool_config(g)?;
     let forced = choice.as_ref().is_some_and(|c| c.get("auto").is_none());
     let budget = thinking_budget(g, model).filter(|_| !forced);
-    let (mut max_tokens, mut budget) = token_plan(g, model, budget);
+    // Thinking counts inside `maxTokens` and must stay below it, as on the Messages API.
+    let (mut max_tokens, mut budget) = anthropic::token_plan(g, model, budget);
     let mut turns = turns(g, model, budget.is_some())?;
     if budget.is_some() && !thinking_fits_history(&turns) {
-        (max_tokens, budget) = token_plan(g, model, None);
+        (max_tokens, budget) = anthropic::token_plan(g, model, None);
         turns = self::turns(g, model, false)?;
     }
     if turns.is_empty() {
@@ -264,16 +263,7 @@ fn reasoning_block(r: &pb::ReasoningPart, model: &ModelInfo) -> Option<Value> {
 }
 
 fn tool_use_block(c: &pb::ToolCallPart, field: &str) -> Result<Value, BuildError> {
-    let input_field = || format!("{field}.tool_call.input_json");
-    let input: Value = if c.input_json.trim().is_empty() {
-        json!({})
-    } else {
-        serde_json::from_str(&c.input_json)
-            .map_err(|e| BuildError::new(input_field(), format!("not valid JSON: {e}")))?
-    };
-    if !input.is_object() {
-        return Err(BuildError::new(input_field(), "must be a JSON object"));
-    }
+    let input = tool_input(c, field)?;
     Ok(json!({"toolUse": {
         "toolUseId": ids::bedrock(&c.call_id),
         "name": c.tool_name,
@@ -389,19 +379,7 @@ fn tool_config(g: &pb::Generation) -> Result<(Vec<Value>, Option<Value>), BuildE
     use pb::tool_choice::Mode;
     let mut tools = Vec::with_capacity(g.tools.len());
     for (i, t) in g.tools.iter().enumerate() {
-        let field = || format!("generation.tools[{i}].input_schema_json");
-        let schema: Value = if t.input_schema_json.trim().is_empty() {
-            json!({"type": "object", "properties": {}})
-        } else {
-            serde_json::from_str(&t.input_schema_json)
-                .map_err(|e| BuildError::new(field(), format!("not valid JSON: {e}")))?
-        };
-        if schema.get("type").and_then(Value::as_str) != Some("object") {
-            return Err(BuildError::new(
-                field(),
-                "the root must be an object schema (`\"type\": \"object\"`)",
-            ));
-        }
+        let schema = object_schema(t, i)?;
         let mut spec = Map::new();
         spec.insert("name".into(), Value::from(t.name.as_str()));
         if !t.description.is_empty() {
@@ -436,45 +414,13 @@ fn tool_config(g: &pb::Generation) -> Result<(Vec<Value>, Option<Value>), BuildE
     Ok((tools, choice))
 }
 
-/// The thinking budget asked for, on a reasoning-capable Claude model; an explicit budget wins over the effort.
+/// The thinking budget asked for, on a reasoning-capable Claude model: Anthropic's rule (an explicit budget wins
+/// over the effort, at least 1024).
 fn thinking_budget(g: &pb::Generation, model: &ModelInfo) -> Option<u64> {
-    use pb::reasoning::Effort;
-    if !model.capabilities.reasoning || !is_claude(&model.name) {
+    if !is_claude(&model.name) {
         return None;
     }
-    let r = g.reasoning.as_ref()?;
-    let budget = match (r.effort(), r.budget_tokens) {
-        (Effort::None | Effort::Unspecified, 0) | (Effort::None, _) => return None,
-        (_, b) if b > 0 => u64::from(b),
-        (Effort::Minimal, _) => u64::from(MIN_THINKING_BUDGET),
-        (Effort::Low, _) => 2048,
-        (Effort::Medium, _) => 8192,
-        _ => 24_576,
-    };
-    Some(budget.max(u64::from(MIN_THINKING_BUDGET)))
-}
-
-/// `maxTokens` and the budget that fit together (thinking counts inside `maxTokens` and must stay below it).
-fn token_plan(g: &pb::Generation, model: &ModelInfo, budget: Option<u64>) -> (u64, Option<u64>) {
-    let model_max = model.max_output_tokens.max(1);
-    let mut max_tokens = g
-        .sampling
-        .as_ref()
-        .and_then(|s| s.max_output_tokens)
-        .filter(|&n| n > 0)
-        .map_or(model_max, u64::from)
-        .min(model_max);
-    let Some(mut budget) = budget else {
-        return (max_tokens, None);
-    };
-    if max_tokens <= budget {
-        max_tokens = (budget + ANSWER_ROOM).min(model_max);
-    }
-    if max_tokens <= budget {
-        budget = max_tokens.saturating_sub(ANSWER_ROOM);
-    }
-    let min = u64::from(MIN_THINKING_BUDGET);
-    (max_tokens, Some(budget).filter(|&b| b >= min))
+    anthropic::thinking_budget(g, &model.capabilities)
 }
 
 /// `inferenceConfig`; Claude's `top_k` goes to `additional` (Converse has no field for it).
