@@ -21,6 +21,9 @@ use std::time::Duration;
 
 use bench::fixtures::{Proto, Scaled, scaled};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
+use llm_gateway::adapter::Decoder;
+use llm_gateway::adapter::bedrock::BedrockDecoder;
+use llm_gateway::adapter::eventstream::{EventStreamDecoder, encode};
 use llm_gateway::adapter::sse::{SseItem, SseParser};
 use llm_gateway::catalog::{Capabilities, ModelInfo};
 use llm_gateway::event::Event;
@@ -209,6 +212,85 @@ fn whole_path(c: &mut Criterion) {
     group.finish();
 }
 
+/// A Bedrock ConverseStream body of `deltas` text deltas, framed as the service frames it (each payload with its
+/// `p` padding field), one `Vec` per message.
+fn bedrock_messages(deltas: usize) -> Vec<Vec<u8>> {
+    let event = |kind: &str, payload: String| {
+        encode(
+            &[
+                (":event-type", kind),
+                (":content-type", "application/json"),
+                (":message-type", "event"),
+            ],
+            payload.as_bytes(),
+        )
+    };
+    let mut out = vec![event(
+        "messageStart",
+        r#"{"p":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS","role":"assistant"}"#.into(),
+    )];
+    for i in 0..deltas {
+        out.push(event(
+            "contentBlockDelta",
+            format!(
+                r#"{{"contentBlockIndex":0,"delta":{{"text":" tok{i}"}},"p":"abcdefghijklmnopqr"}}"#
+            ),
+        ));
+    }
+    out.push(event(
+        "contentBlockStop",
+        r#"{"contentBlockIndex":0,"p":"abcdefgh"}"#.into(),
+    ));
+    out.push(event(
+        "messageStop",
+        r#"{"p":"abcdefghijk","stopReason":"end_turn"}"#.into(),
+    ));
+    out.push(event(
+        "metadata",
+        r#"{"metrics":{"latencyMs":412},"p":"abcdefghijklmnopq","usage":{"inputTokens":18,"outputTokens":10000,"totalTokens":10018}}"#.into(),
+    ));
+    out
+}
+
+/// The eventstream framing then the Bedrock decoder, over `reads`, output drained per read. Returns the events.
+#[inline(never)]
+fn run_bedrock(reads: &[&[u8]], out: &mut Vec<Event>) -> usize {
+    let mut framing = EventStreamDecoder::new();
+    let mut decoder = BedrockDecoder::new();
+    let mut n = 0usize;
+    for read in reads {
+        framing
+            .feed(read, &mut |m| decoder.message(&m, out))
+            .unwrap();
+        n += out.len();
+        black_box(&*out);
+        out.clear();
+    }
+    framing.finish().unwrap();
+    n
+}
+
+/// The Bedrock path beside the SSE ones: the binary eventstream framing plus the decoder (Bedrock has no separate
+/// parser stage to compare), in 16 KiB reads and one message per read; throughput in text deltas.
+fn bedrock(c: &mut Criterion) {
+    let messages = bedrock_messages(DELTAS);
+    let body: Vec<u8> = messages.concat();
+    let mut group = c.benchmark_group("decoder");
+    group.throughput(Throughput::Elements(DELTAS as u64));
+    let per_message: Vec<&[u8]> = messages.iter().map(Vec::as_slice).collect();
+    let burst: Vec<&[u8]> = body.chunks(16 * 1024).collect();
+    for (name, reads) in [
+        ("bedrock_message_per_read", &per_message),
+        ("bedrock_16KiB_reads", &burst),
+    ] {
+        group.bench_with_input(BenchmarkId::new("text_deltas", name), reads, |b, reads| {
+            let mut out: Vec<Event> = Vec::with_capacity(16);
+            b.iter(|| run_bedrock(reads, &mut out));
+        });
+    }
+    group.finish();
+}
+
 fn config() -> Criterion {
     // BENCH_QUICK=1 (make bench): short runs, enough for a figure; the full mode keeps criterion's defaults.
     if std::env::var_os("BENCH_QUICK").is_some() {
@@ -224,7 +306,7 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = sse_parser, decoders, whole_path
+    targets = sse_parser, decoders, whole_path, bedrock
 }
 
 /// Profile mode: runs the workload `spec` (`<workload>/<protocol>`) once inside [`profiled_run`] and prints what

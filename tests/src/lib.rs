@@ -35,6 +35,13 @@ pub const OPENAI_KEY: &str = "sk-e2e-openai-secret-key-000";
 pub const ANTHROPIC_KEY: &str = "sk-ant-e2e-secret-key-111";
 /// The Gemini key the test gateway holds; it must never reach a caller.
 pub const GEMINI_KEY: &str = "AIza-e2e-gemini-secret-key-222";
+/// The AWS key pair every harness's environment carries, for `bedrock` providers: the fake Bedrock verifies
+/// signatures with this secret ([`fake_provider::validate::bedrock::TEST_SECRET_ACCESS_KEY`]).
+pub const AWS_ACCESS_KEY_ID: &str = fake_provider::validate::bedrock::TEST_ACCESS_KEY_ID;
+/// See [`AWS_ACCESS_KEY_ID`].
+pub const AWS_SECRET_ACCESS_KEY: &str = fake_provider::validate::bedrock::TEST_SECRET_ACCESS_KEY;
+/// The session token of the harness's temporary AWS credentials.
+pub const AWS_SESSION_TOKEN: &str = "IQoJb3JpZ2luX2VjE2e2eSessionToken333";
 
 /// A client that sends the bearer token on every call.
 pub type Client = GatewayServiceClient<InterceptedService<Channel, Bearer>>;
@@ -281,6 +288,10 @@ fn config_for(
         ("E2E_OPENAI_KEY", OPENAI_KEY),
         ("E2E_ANTHROPIC_KEY", ANTHROPIC_KEY),
         ("E2E_GEMINI_KEY", GEMINI_KEY),
+        ("AWS_ACCESS_KEY_ID", AWS_ACCESS_KEY_ID),
+        ("AWS_SECRET_ACCESS_KEY", AWS_SECRET_ACCESS_KEY),
+        ("AWS_SESSION_TOKEN", AWS_SESSION_TOKEN),
+        ("AWS_REGION", fake_provider::validate::bedrock::TEST_REGION),
     ];
     Config::from_file(file, &env)
 }

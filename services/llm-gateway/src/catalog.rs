@@ -629,6 +629,7 @@ mod tests {
         [
             ("openai".to_string(), Protocol::OpenaiChat),
             ("anthropic".to_string(), Protocol::Anthropic),
+            ("bedrock".to_string(), Protocol::Bedrock),
         ]
         .into_iter()
         .collect()

@@ -216,6 +216,9 @@ pub struct ProviderFile {
     /// replaces Google's host only.
     #[serde(default)]
     pub google: Option<crate::vertex_config::GoogleFile>,
+    /// `[providers.<id>.aws]`: region and profile of a `bedrock` provider (docs/gateway.md "AWS Bedrock").
+    #[serde(default)]
+    pub aws: Option<crate::adapter::bedrock::auth::AwsFile>,
 }
 
 fn default_unlisted_context() -> u64 {
@@ -242,6 +245,8 @@ pub struct Provider {
     pub allow_unlisted_models: bool,
     pub unlisted_context_window: u64,
     pub unlisted_max_output_tokens: u64,
+    /// The AWS credentials and region that sign a `bedrock` provider's requests.
+    pub signer: Option<std::sync::Arc<crate::adapter::bedrock::auth::AwsSigner>>,
 }
 
 impl Provider {
@@ -524,6 +529,7 @@ impl Config {
                 unlisted_context_window: default_unlisted_context(),
                 unlisted_max_output_tokens: default_unlisted_output(),
                 google: None,
+                aws: None,
             };
             providers.insert((*id).to_string(), provider_from_file(id, &p, env)?);
         }
@@ -588,6 +594,7 @@ fn provider_from_file(id: &str, p: &ProviderFile, env: &dyn Env) -> Result<Provi
             "provider ids use [A-Za-z0-9_-]",
         ));
     }
+    let signer = crate::adapter::bedrock::auth::provider_signer(id, p, env)?;
     let from_env = p.base_url_env.as_deref().and_then(|name| env.var(name));
     let base_url = from_env.or_else(|| p.base_url.clone());
     let (base_url, google) = if p.protocol.uses_google_tokens() {
@@ -609,7 +616,9 @@ fn provider_from_file(id: &str, p: &ProviderFile, env: &dyn Env) -> Result<Provi
                 "only for the Vertex AI protocols (vertex_gemini, vertex_anthropic)",
             ));
         }
-        let base_url = base_url.ok_or_else(|| ConfigError::new(key("base_url"), "required"))?;
+        let base_url = base_url
+            .or_else(|| signer.as_ref().map(|s| s.default_endpoint()))
+            .ok_or_else(|| ConfigError::new(key("base_url"), "required"))?;
         let base_url =
             validate_base_url(&base_url).map_err(|m| ConfigError::new(key("base_url"), m))?;
         (base_url, None)
@@ -641,6 +650,7 @@ fn provider_from_file(id: &str, p: &ProviderFile, env: &dyn Env) -> Result<Provi
         allow_unlisted_models: p.allow_unlisted_models,
         unlisted_context_window: p.unlisted_context_window,
         unlisted_max_output_tokens: p.unlisted_max_output_tokens,
+        signer: signer.map(std::sync::Arc::new),
     })
 }
 

@@ -42,6 +42,28 @@ pub enum Event {
     Error(ProviderError),
 }
 
+impl Event {
+    /// Ends tool call `call_id`: its `ToolInputEnd`, then the complete `ToolCall`. The arguments are passed through
+    /// as streamed (a call cut short by the output limit is still reported, and the processor's argument validation
+    /// tells the model what is wrong); none at all become `{}`.
+    pub fn end_tool_call(call_id: String, tool: String, input: String, out: &mut Vec<Event>) {
+        out.push(Event::ToolInputEnd {
+            call_id: call_id.clone(),
+        });
+        let input_json = if input.trim().is_empty() {
+            "{}".to_string()
+        } else {
+            input
+        };
+        out.push(Event::ToolCall {
+            call_id,
+            tool,
+            input_json,
+            metadata: None,
+        });
+    }
+}
+
 /// The end of a step, before cost is computed.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Finish {

@@ -19,7 +19,7 @@ use llm_proto::gateway as pb;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
-use crate::adapter::transport::{ProviderStream, Transport};
+use crate::adapter::transport::{Opening, ProviderStream, RequestSigner, Transport};
 use crate::adapter::{Adapter, BuildError, Decoder, HttpRequest, Target, classify};
 use crate::catalog::ModelInfo;
 use crate::config::{Config, ConfigError, Env, Provider};
@@ -105,7 +105,10 @@ impl State {
         let secrets = config
             .providers
             .values()
-            .map(|p| p.api_key.expose().to_string())
+            .flat_map(|p| {
+                let signer = p.signer.as_ref().map(|s| s.secrets()).unwrap_or_default();
+                std::iter::once(p.api_key.expose().to_string()).chain(signer)
+            })
             .filter(|k| !k.is_empty())
             .collect();
         let hooks = HookRunner::new(&config.hooks, &config.hook_services);
@@ -413,14 +416,19 @@ async fn open_attempt(
     provider: &Provider,
     adapter: &'static dyn Adapter,
     request: &HttpRequest,
+    opening: Opening<'_>,
 ) -> Result<crate::adapter::transport::ProviderStream, ProviderError> {
     let Some(tokens) = &provider.google else {
         let auth = adapter.auth_headers(provider.api_key.expose());
-        return transport.open(&provider.base_url, &auth, request).await;
+        return transport
+            .open_with(&provider.base_url, &auth, request, opening)
+            .await;
     };
     let token = tokens.token().await?;
     let auth = adapter.auth_headers(token.expose());
-    let opened = transport.open(&provider.base_url, &auth, request).await;
+    let opened = transport
+        .open_with(&provider.base_url, &auth, request, opening)
+        .await;
     if let Err(e) = &opened
         && e.http_status == Some(401)
     {
@@ -547,12 +555,21 @@ impl Run {
                     llm_telemetry::inject_headers(&span, &mut prepared.request.headers);
                     let waited = Instant::now();
                     // Boxed for the same reason: the request future is large and done once the headers arrive.
+                    let opening = Opening {
+                        framing: prepared.adapter.framing(),
+                        signer: candidate
+                            .provider
+                            .signer
+                            .as_deref()
+                            .map(|s| s as &dyn RequestSigner),
+                    };
                     let opened = Box::pin(
                         open_attempt(
                             &self.state.transport,
                             &candidate.provider,
                             prepared.adapter,
                             &prepared.request,
+                            opening,
                         )
                         .instrument(span.clone()),
                     )

@@ -34,7 +34,12 @@ pub struct Reply {
 #[derive(Clone)]
 enum Body {
     Sse(Bytes),
-    Json { status: u16, body: Bytes },
+    /// A binary `application/vnd.amazon.eventstream` body (Bedrock); its events are the length-prefixed messages.
+    EventStream(Bytes),
+    Json {
+        status: u16,
+        body: Bytes,
+    },
     Dynamic(Arc<ReplyFn>),
 }
 
@@ -64,6 +69,25 @@ impl Reply {
     /// A `200` `text/event-stream` reply whose body is replayed as is.
     pub fn sse(body: impl Into<Bytes>) -> Reply {
         Reply::with_body(Body::Sse(body.into()))
+    }
+
+    /// A `200` `application/vnd.amazon.eventstream` reply (Bedrock) whose body is replayed as is; each message is
+    /// one event for [`pace`](Reply::pace), [`split_every`](Reply::split_every) and the faults. Additive.
+    pub fn eventstream(body: impl Into<Bytes>) -> Reply {
+        Reply::with_body(Body::EventStream(body.into()))
+    }
+
+    /// [`Reply::eventstream`] of the file `fixtures/<path>` in this crate, read now. Additive.
+    ///
+    /// # Panics
+    ///
+    /// Panics naming the full path if the file cannot be read.
+    pub fn eventstream_fixture(path: &str) -> Reply {
+        let full = format!("{}/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
+        match std::fs::read(&full) {
+            Ok(bytes) => Reply::eventstream(bytes),
+            Err(err) => panic!("fake-provider: cannot read fixture {full}: {err}"),
+        }
     }
 
     /// [`Reply::sse`] of the file `fixtures/<path>` in this crate, read now.
@@ -208,7 +232,19 @@ impl Reply {
             n.eq_ignore_ascii_case("connection") && v.to_ascii_lowercase().contains("close")
         });
         match &self.body {
-            Body::Sse(body) => self.plan_sse(body, &mut steps),
+            Body::Sse(body) => {
+                let body = if self.crlf {
+                    sse::lf_to_crlf(body)
+                } else {
+                    body.clone()
+                };
+                self.plan_stream("text/event-stream", sse::split_events(&body), &mut steps);
+            }
+            Body::EventStream(body) => self.plan_stream(
+                "application/vnd.amazon.eventstream",
+                split_messages(body),
+                &mut steps,
+            ),
             Body::Json { status, body } => self.plan_json(*status, body, &mut steps),
             // `resolve` never returns a dynamic body; answering with an
             // error beats panicking inside a server task.
@@ -220,22 +256,16 @@ impl Reply {
         Plan { steps, close }
     }
 
-    fn plan_sse(&self, body: &Bytes, steps: &mut Vec<Step>) {
+    fn plan_stream(&self, content_type: &str, events: Vec<Bytes>, steps: &mut Vec<Step>) {
         let head = self.head(
             200,
             &[
-                ("content-type", "text/event-stream".to_owned()),
+                ("content-type", content_type.to_owned()),
                 ("cache-control", "no-cache".to_owned()),
                 ("transfer-encoding", "chunked".to_owned()),
             ],
         );
         steps.push(Step::Write(head));
-        let body = if self.crlf {
-            sse::lf_to_crlf(body)
-        } else {
-            body.clone()
-        };
-        let events = sse::split_events(&body);
         let gap = self.pace.filter(|g| !g.is_zero());
         let first_paced = self.head.unwrap_or(0).max(1);
         // Position `i` is "before event i"; position `events.len()` is after
@@ -326,6 +356,7 @@ impl std::fmt::Debug for Reply {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let body = match &self.body {
             Body::Sse(b) => format!("sse({} bytes)", b.len()),
+            Body::EventStream(b) => format!("eventstream({} bytes)", b.len()),
             Body::Json { status, body } => format!("json({status}, {} bytes)", body.len()),
             Body::Dynamic(_) => "fn_reply".to_owned(),
         };
@@ -371,6 +402,23 @@ pub(crate) fn error_json(message: &str) -> String {
         "error": {"message": message, "type": "server_error", "param": null, "code": null}
     })
     .to_string()
+}
+
+/// The messages of an eventstream body, by their total-length prefix; a tail too short for its prefix (a fixture
+/// cut on purpose) is one last event.
+fn split_messages(body: &Bytes) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < body.len() {
+        let len = body
+            .get(at..at + 4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+            .filter(|&n| n >= 16 && at + n <= body.len())
+            .unwrap_or(body.len() - at);
+        out.push(body.slice(at..at + len));
+        at += len;
+    }
+    out
 }
 
 fn pieces(data: &Bytes, split: Option<usize>) -> Vec<Bytes> {

@@ -127,6 +127,43 @@ impl<'a> OpenAiFile<'a> {
     }
 }
 
+/// A tool call's arguments as the JSON object Anthropic and Bedrock replay (`{}` when empty).
+pub(crate) fn tool_input(
+    c: &pb::ToolCallPart,
+    field: &str,
+) -> Result<serde_json::Value, BuildError> {
+    let input_field = || format!("{field}.tool_call.input_json");
+    let input: serde_json::Value = if c.input_json.trim().is_empty() {
+        serde_json::json!({})
+    } else {
+        serde_json::from_str(&c.input_json)
+            .map_err(|e| BuildError::new(input_field(), format!("not valid JSON: {e}")))?
+    };
+    if !input.is_object() {
+        return Err(BuildError::new(input_field(), "must be a JSON object"));
+    }
+    Ok(input)
+}
+
+/// Tool `i`'s input schema, which must be an object schema. proto3 cannot tell an unset schema from an empty one;
+/// both mean "no arguments".
+pub(crate) fn object_schema(t: &pb::Tool, i: usize) -> Result<serde_json::Value, BuildError> {
+    let field = || format!("generation.tools[{i}].input_schema_json");
+    let schema: serde_json::Value = if t.input_schema_json.trim().is_empty() {
+        serde_json::json!({"type": "object", "properties": {}})
+    } else {
+        serde_json::from_str(&t.input_schema_json)
+            .map_err(|e| BuildError::new(field(), format!("not valid JSON: {e}")))?
+    };
+    if schema.get("type").and_then(serde_json::Value::as_str) != Some("object") {
+        return Err(BuildError::new(
+            field(),
+            "the root must be an object schema (`\"type\": \"object\"`)",
+        ));
+    }
+    Ok(schema)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {

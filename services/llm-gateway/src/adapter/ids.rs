@@ -20,12 +20,28 @@ pub fn anthropic(id: &str) -> Cow<'_, str> {
     if !id.is_empty() && id.chars().all(valid) {
         return Cow::Borrowed(id);
     }
+    Cow::Owned(word_rewrite(id))
+}
+
+/// Word characters kept (others become `_`), at most 48 of them, and a hash suffix.
+fn word_rewrite(id: &str) -> String {
+    let valid = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
     let cleaned: String = id
         .chars()
         .map(|c| if valid(c) { c } else { '_' })
         .take(48)
         .collect();
-    Cow::Owned(format!("{cleaned}_{}", hash_hex(id, 6)))
+    format!("{cleaned}_{}", hash_hex(id, 6))
+}
+
+/// Bedrock Converse: `^[a-zA-Z0-9_-]{1,64}$`, Anthropic's rule plus a length cap; rewritten ids (at most 61
+/// characters) fit it.
+pub fn bedrock(id: &str) -> Cow<'_, str> {
+    if id.len() <= 64 {
+        anthropic(id)
+    } else {
+        Cow::Owned(word_rewrite(id))
+    }
 }
 
 /// OpenAI Chat: at most 40 characters. Longer ids keep a readable prefix and get a hash suffix.
@@ -61,6 +77,16 @@ pub fn mistral(id: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bedrock_ids_are_word_characters_at_most_64() {
+        assert_eq!(bedrock("tooluse_abc-1"), "tooluse_abc-1");
+        assert_eq!(bedrock("call:1"), anthropic("call:1"));
+        let long = "a".repeat(65);
+        let rewritten = bedrock(&long);
+        assert!(rewritten.len() <= 64 && rewritten != long, "{rewritten}");
+        assert_ne!(bedrock(&"a".repeat(66)), rewritten);
+    }
 
     #[test]
     fn valid_ids_pass_through_unchanged() {

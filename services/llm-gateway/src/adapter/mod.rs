@@ -9,8 +9,11 @@
 //! The only place that talks HTTP to providers is [`transport`]; the SSE framing is [`sse`].
 
 pub mod anthropic;
+pub mod bedrock;
 pub mod classify;
 mod encoding;
+pub mod eventstream;
+mod framing;
 pub mod gemini;
 pub mod ids;
 pub mod invariants;
@@ -46,6 +49,8 @@ pub enum Protocol {
     VertexGemini,
     /// Anthropic models on Google Vertex AI (`streamRawPredict`, OAuth2 access tokens).
     VertexAnthropic,
+    /// AWS Bedrock Converse (`/model/{modelId}/converse-stream`), SigV4-signed, eventstream-framed.
+    Bedrock,
 }
 
 impl Protocol {
@@ -58,6 +63,7 @@ impl Protocol {
             Protocol::Gemini => "gemini",
             Protocol::VertexGemini => "vertex_gemini",
             Protocol::VertexAnthropic => "vertex_anthropic",
+            Protocol::Bedrock => "bedrock",
         }
     }
 
@@ -86,6 +92,7 @@ impl Protocol {
             Protocol::Gemini => &gemini::Gemini,
             Protocol::VertexGemini => &vertex::VertexGemini,
             Protocol::VertexAnthropic => &vertex::VertexAnthropic,
+            Protocol::Bedrock => &bedrock::Bedrock,
         }
     }
 }
@@ -154,6 +161,11 @@ pub trait Adapter: Send + Sync {
         0
     }
 
+    /// How the provider frames its response stream.
+    fn framing(&self) -> transport::Framing {
+        transport::Framing::Sse
+    }
+
     /// A fresh decoder for the response to the request [`build`](Adapter::build) made from `generation`. Adapters
     /// whose decoding depends on the request override it (OpenAI strict mode cleans tool-call arguments against
     /// the caller's schemas, see [`strict`]); the default is [`decoder`](Adapter::decoder).
@@ -174,6 +186,18 @@ pub trait Decoder: Send {
     /// Feeds a JSON value that arrived outside SSE framing (Gemini's bare error object).
     fn bare_json(&mut self, json: &str, out: &mut Vec<Event>) {
         self.frame("", json, out);
+    }
+
+    /// Feeds one `application/vnd.amazon.eventstream` message. The default hands its `:event-type` and payload to
+    /// [`frame`](Decoder::frame); the Bedrock decoder reads the exception headers too.
+    fn message(&mut self, message: &eventstream::Message<'_>, out: &mut Vec<Event>) {
+        let kind = message.header_str(":event-type").unwrap_or("");
+        match std::str::from_utf8(message.payload) {
+            Ok(payload) => self.frame(kind, payload, out),
+            Err(_) => out.push(Event::Error(crate::error::ProviderError::malformed(
+                "an eventstream payload is not UTF-8",
+            ))),
+        }
     }
 
     /// The body ended. Flushes what is pending (tool calls, the finish event) or reports a truncated stream.

@@ -1,14 +1,14 @@
 //! HTTP transport: the one place that talks HTTP to providers (docs/architecture.md "Retries", "A generation, step by step").
 //!
 //! [`Transport::open`] sends one request and returns either an open [`ProviderStream`] (2xx) or the classified error;
-//! [`ProviderStream::pump`] moves one body read through the [`SseParser`] into a [`Decoder`]. Nothing is buffered
+//! [`ProviderStream::pump`] moves one body read through the framing parser (SSE, or the AWS eventstream) into a
+//! [`Decoder`]. Nothing is buffered
 //! beyond the unfinished SSE line: each frame reaches the decoder in the read that completes it.
 //!
 //! Credentials: auth headers are marked sensitive (hyper never logs them), every error body is redacted with the auth
 //! values before classification, and no message ever contains the request URL (only its path is ours; a query could
 //! carry a key) or a header value.
 
-use std::convert::Infallible;
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -17,7 +17,8 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use tokio::time::{Instant, Sleep};
 
 use crate::adapter::classify::{classify, redact};
-use crate::adapter::sse::{SseItem, SseParser};
+pub use crate::adapter::framing::Framing;
+use crate::adapter::framing::Parser;
 use crate::adapter::{Decoder, HttpRequest};
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::Event;
@@ -103,6 +104,27 @@ impl RetryPolicy {
     }
 }
 
+/// Authenticates a request from its exact bytes (AWS SigV4), for providers whose credentials are not a fixed header.
+pub trait RequestSigner: Send + Sync + std::fmt::Debug {
+    /// The auth headers of a POST of `body` to `url` with this content type; values are marked sensitive.
+    fn sign(
+        &self,
+        url: &str,
+        content_type: &str,
+        body: &[u8],
+    ) -> Result<Vec<(HeaderName, HeaderValue)>, ProviderError>;
+
+    /// Credential values that must be scrubbed from anything a provider echoes back.
+    fn secrets(&self) -> Vec<String>;
+}
+
+/// What [`Transport::open_with`] needs beyond the request: the response framing and an optional signer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Opening<'a> {
+    pub framing: Framing,
+    pub signer: Option<&'a dyn RequestSigner>,
+}
+
 /// The shared HTTP client.
 #[derive(Debug, Clone)]
 pub struct Transport {
@@ -160,18 +182,37 @@ impl Transport {
         auth: &[(&'static str, String)],
         req: &HttpRequest,
     ) -> Result<ProviderStream, ProviderError> {
+        self.open_with(base_url, auth, req, Opening::default())
+            .await
+    }
+
+    /// [`open`](Transport::open) with the response framing and, for signed providers, the signer that adds the
+    /// auth headers once the body bytes are known.
+    pub async fn open_with(
+        &self,
+        base_url: &str,
+        auth: &[(&'static str, String)],
+        req: &HttpRequest,
+        opening: Opening<'_>,
+    ) -> Result<ProviderStream, ProviderError> {
         // The total budget covers the whole generation, including the wait for the headers.
         let deadline = Instant::now().checked_add(self.timeouts.total);
         let url = format!("{}{}", base_url.trim_end_matches('/'), req.path);
         let secrets = secrets_of(auth, &url);
 
-        let headers = build_headers(req, auth)?;
+        let mut headers = build_headers(req, auth, opening.framing)?;
         let body = serde_json::to_vec(&req.body).map_err(|e| {
             ProviderError::new(
                 ErrorKind::InvalidRequest,
                 format!("serializing the request body failed: {e}"),
             )
         })?;
+        let signer_secrets = opening.signer.map(|s| s.secrets()).unwrap_or_default();
+        let mut secrets = secrets;
+        secrets.extend(signer_secrets.iter().map(String::as_str));
+        if let Some(signer) = opening.signer {
+            sign(signer, &url, &body, &mut headers)?;
+        }
 
         let (wait, total_bound) = bounded(self.timeouts.first_byte, deadline, Instant::now());
         let send = self.client.post(&url).headers(headers).body(body).send();
@@ -206,9 +247,10 @@ impl Transport {
         drop(std::mem::take(response.headers_mut()));
         let now = Instant::now();
         let (wait, _) = bounded(self.timeouts.idle, deadline, now);
+        let parser = Parser::new(opening.framing, self.max_event_bytes);
         Ok(ProviderStream {
             response,
-            parser: SseParser::with_limit(self.max_event_bytes),
+            parser,
             idle: self.timeouts.idle,
             total: self.timeouts.total,
             deadline,
@@ -228,7 +270,7 @@ fn after(now: Instant, wait: Duration) -> Instant {
 /// An open provider response body.
 pub struct ProviderStream {
     response: reqwest::Response,
-    parser: SseParser,
+    parser: Parser,
     idle: Duration,
     total: Duration,
     /// `None` when `total` is too large to add to the clock, i.e. effectively unbounded.
@@ -286,34 +328,18 @@ impl ProviderStream {
             () = self.idle_timer.as_mut() => Err(()),
         };
 
-        let mut route = |item: SseItem<'_>| -> Result<(), Infallible> {
-            if !decoder.is_done() {
-                match item {
-                    SseItem::Event { event, data } => decoder.frame(event, data, out),
-                    SseItem::BareJson(json) => decoder.bare_json(json, out),
-                }
-            }
-            Ok(())
-        };
         match read {
-            Ok(Ok(Some(chunk))) => {
-                let Ok(()) = self.parser.feed(&chunk, &mut route);
-                if self.parser.overflowed() {
+            Ok(Ok(Some(chunk))) => match self.parser.feed(&chunk, decoder, out) {
+                Ok(()) => Ok(true),
+                Err(e) => {
                     // Returning the error drops this stream, and with it the provider connection.
                     self.ended = true;
-                    return Err(ProviderError::new(
-                        ErrorKind::ProviderError,
-                        format!(
-                            "the provider sent an SSE line or event over {} bytes (limits.max_sse_event_bytes)",
-                            self.parser.limit()
-                        ),
-                    ));
+                    Err(e)
                 }
-                Ok(true)
-            }
+            },
             Ok(Ok(None)) => {
                 self.ended = true;
-                let Ok(()) = self.parser.finish(&mut route);
+                self.parser.finish(decoder, out)?;
                 if !decoder.is_done() {
                     decoder.end(out);
                 }
@@ -338,14 +364,37 @@ impl ProviderStream {
     }
 }
 
+/// Adds `signer`'s auth headers for this exact body.
+fn sign(
+    signer: &dyn RequestSigner,
+    url: &str,
+    body: &[u8],
+    headers: &mut HeaderMap,
+) -> Result<(), ProviderError> {
+    let content_type = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_string();
+    for (name, value) in signer.sign(url, &content_type, body)? {
+        headers.insert(name, value);
+    }
+    Ok(())
+}
+
 /// Default headers, then the adapter's, then auth last so nothing can replace the provider credentials.
 fn build_headers(
     req: &HttpRequest,
     auth: &[(&'static str, String)],
+    framing: Framing,
 ) -> Result<HeaderMap, ProviderError> {
     let mut headers = HeaderMap::with_capacity(req.headers.len() + auth.len() + 2);
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+    let accept = match framing {
+        Framing::Sse => "text/event-stream",
+        Framing::EventStream => "application/vnd.amazon.eventstream",
+    };
+    headers.insert(ACCEPT, HeaderValue::from_static(accept));
     for (name, value) in &req.headers {
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
             ProviderError::new(

@@ -18,6 +18,7 @@
 //! - [`Reply::validate`]: one scripted reply checks the request it answers.
 
 mod anthropic;
+pub mod bedrock;
 mod gemini;
 mod openai;
 #[cfg(test)]
@@ -52,6 +53,9 @@ pub enum Protocol {
     VertexGemini,
     /// Anthropic on Vertex AI: `…/publishers/anthropic/models/{m}:streamRawPredict`.
     VertexAnthropic,
+    /// AWS Bedrock Converse: the SigV4 signature (verified with
+    /// [`bedrock::TEST_SECRET_ACCESS_KEY`]) and the body.
+    Bedrock,
 }
 
 impl Protocol {
@@ -69,6 +73,10 @@ impl Protocol {
             }
             Protocol::VertexGemini => vertex::serves(path, "google", "streamGenerateContent"),
             Protocol::VertexAnthropic => vertex::serves(path, "anthropic", "streamRawPredict"),
+            Protocol::Bedrock => {
+                path.starts_with("/model/")
+                    && (path.ends_with("/converse-stream") || path.ends_with("/converse"))
+            }
         }
     }
 }
@@ -92,6 +100,7 @@ impl Rejection {
     /// The error body the provider answers with.
     pub fn body(&self) -> String {
         match self.protocol {
+            Protocol::Bedrock => json!({"message": self.message}).to_string(),
             Protocol::Anthropic | Protocol::VertexAnthropic => json!({
                 "type": "error",
                 "error": {"type": "invalid_request_error", "message": self.message},
@@ -127,7 +136,11 @@ impl Rejection {
 
     /// The reply carrying [`Rejection::body`].
     pub fn reply(&self) -> Reply {
-        Reply::json(self.status, self.body())
+        let reply = Reply::json(self.status, self.body());
+        match (self.protocol, &self.code) {
+            (Protocol::Bedrock, Some(code)) => reply.header("x-amzn-errortype", code),
+            _ => reply,
+        }
     }
 }
 
@@ -190,6 +203,22 @@ pub fn check(protocol: Protocol, req: &Recorded) -> Result<(), Rejection> {
         param: None,
         code: None,
     })?;
+    if protocol == Protocol::Bedrock {
+        return bedrock::check(req, &body).map_err(|f| {
+            // Authentication failures are 403s; the body rules are 400s.
+            let status = match f.code {
+                Some("ValidationException") | None => 400,
+                Some(_) => 403,
+            };
+            Rejection {
+                protocol,
+                status,
+                message: f.message,
+                param: f.param,
+                code: f.code.map(String::from),
+            }
+        });
+    }
     check_body(protocol, &req.path, &body)
 }
 
@@ -205,6 +234,7 @@ pub fn check_body(protocol: Protocol, path: &str, body: &Value) -> Result<(), Re
         Protocol::MistralChat => openai::check_chat(openai::Server::Mistral, body),
         Protocol::DeepseekChat => openai::check_chat(openai::Server::DeepSeek, body),
         Protocol::OpenaiResponses => openai::check_responses(body),
+        Protocol::Bedrock => bedrock::check_body(body),
     };
     result.map_err(|f| Rejection {
         protocol,

@@ -22,6 +22,7 @@ fn path_of(protocol: Protocol) -> &'static str {
         Protocol::Gemini => GEMINI_FLASH,
         Protocol::VertexGemini => VERTEX_FLASH,
         Protocol::VertexAnthropic => VERTEX_SONNET,
+        Protocol::Bedrock => "/model/us.amazon.nova-lite-v1%3A0/converse-stream",
     }
 }
 

@@ -223,23 +223,8 @@ impl AnthropicDecoder {
                     .then(|| serde_json::json!({ "signature": signature }).to_string()),
             }),
             Block::Tool { id, name, input } => {
-                out.push(Event::ToolInputEnd {
-                    call_id: id.clone(),
-                });
                 self.saw_tool_call = true;
-                // Passed through as streamed: a call cut short by `max_tokens` is still reported, and the
-                // processor's argument validation tells the model what is wrong.
-                let input_json = if input.trim().is_empty() {
-                    "{}".to_string()
-                } else {
-                    input
-                };
-                out.push(Event::ToolCall {
-                    call_id: id,
-                    tool: name,
-                    input_json,
-                    metadata: None,
-                });
+                Event::end_tool_call(id, name, input, out);
             }
             Block::Other => {}
         }

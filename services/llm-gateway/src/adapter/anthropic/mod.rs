@@ -10,6 +10,7 @@ mod decode;
 mod request;
 
 pub use decode::AnthropicDecoder;
+pub(crate) use request::{thinking_budget, token_plan};
 
 use super::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
 

@@ -21,7 +21,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::adapter::encoding::{LEADING_USER_TEXT, base64};
+use crate::adapter::encoding::{LEADING_USER_TEXT, base64, object_schema, tool_input};
 use crate::adapter::{BuildError, Protocol, Target, ids, pb};
 use crate::catalog::{Capabilities, ModelInfo};
 
@@ -324,16 +324,7 @@ fn reasoning_block(r: &pb::ReasoningPart, model: &ModelInfo) -> Option<Block> {
 }
 
 fn tool_use_block(c: &pb::ToolCallPart, field: &str) -> Result<Block, BuildError> {
-    let input_field = || format!("{field}.tool_call.input_json");
-    let input: Value = if c.input_json.trim().is_empty() {
-        Value::Object(Map::new())
-    } else {
-        serde_json::from_str(&c.input_json)
-            .map_err(|e| BuildError::new(input_field(), format!("not valid JSON: {e}")))?
-    };
-    if !input.is_object() {
-        return Err(BuildError::new(input_field(), "must be a JSON object"));
-    }
+    let input = tool_input(c, field)?;
     let mut b = Block::new();
     b.insert("type".into(), Value::from("tool_use"));
     b.insert(
@@ -452,20 +443,7 @@ fn tools(g: &pb::Generation) -> Result<Vec<Block>, BuildError> {
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let field = || format!("generation.tools[{i}].input_schema_json");
-            // proto3 cannot tell an unset schema from an empty one; both mean "no arguments".
-            let schema: Value = if t.input_schema_json.trim().is_empty() {
-                json!({"type": "object", "properties": {}})
-            } else {
-                serde_json::from_str(&t.input_schema_json)
-                    .map_err(|e| BuildError::new(field(), format!("not valid JSON: {e}")))?
-            };
-            if schema.get("type").and_then(Value::as_str) != Some("object") {
-                return Err(BuildError::new(
-                    field(),
-                    "the root must be an object schema (`\"type\": \"object\"`)",
-                ));
-            }
+            let schema = object_schema(t, i)?;
             let mut b = Block::new();
             b.insert("name".into(), Value::from(t.name.as_str()));
             if !t.description.is_empty() {
@@ -521,7 +499,7 @@ fn tool_choice(g: &pb::Generation) -> Result<Choice, BuildError> {
 
 /// The thinking budget the caller asked for, or `None` for no `thinking` field. An explicit budget wins over the
 /// effort; `EFFORT_NONE` turns thinking off even with a budget. The budget is at least the API's minimum.
-fn thinking_budget(g: &pb::Generation, caps: &Capabilities) -> Option<u64> {
+pub(crate) fn thinking_budget(g: &pb::Generation, caps: &Capabilities) -> Option<u64> {
     use pb::reasoning::Effort;
     if !caps.reasoning {
         return None;
@@ -545,7 +523,11 @@ fn thinking_budget(g: &pb::Generation, caps: &Capabilities) -> Option<u64> {
 /// The API counts thinking inside `max_tokens` and requires `budget < max_tokens`, so when the budget does not fit,
 /// `max_tokens` is raised to `budget + 1024` (capped at the model's maximum); when even that is too small the budget
 /// is lowered to leave 1024 tokens for the answer, and thinking is dropped when the budget would fall below 1024.
-fn token_plan(g: &pb::Generation, model: &ModelInfo, budget: Option<u64>) -> (u64, Option<u64>) {
+pub(crate) fn token_plan(
+    g: &pb::Generation,
+    model: &ModelInfo,
+    budget: Option<u64>,
+) -> (u64, Option<u64>) {
     let model_max = model.max_output_tokens.max(1);
     let mut max_tokens = g
         .sampling

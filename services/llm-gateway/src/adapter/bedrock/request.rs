@@ -1,0 +1,541 @@
+//! Unified generation → Converse request body (docs/providers.md "Bedrock").
+//!
+//! Pure, like every builder: the same generation gives the same bytes, so the signature and the prompt cache are
+//! stable across a retry. Fixes applied here, each because the API refuses the request otherwise:
+//! - blank text blocks are dropped, then empty turns; consecutive same-role turns are merged (Converse wants
+//!   `user` and `assistant` alternating) and a conversation opening with the assistant gets [`LEADING_USER_TEXT`];
+//!   in a user turn the `toolResult` blocks come first;
+//! - tool-use ids go through [`ids::bedrock`] on both sides (`^[a-zA-Z0-9_-]{1,64}$`);
+//! - `toolConfig` is sent whenever the history holds tool blocks, even with tool choice NONE (Converse refuses tool
+//!   blocks without it), and NONE then simply sends no `toolChoice`;
+//! - reasoning is replayed only to the model that produced it and only with its signature, and thinking is turned
+//!   off for a step whose current tool loop did not start with a reasoning block (Claude's rule);
+//! - `cachePoint` blocks after the tools, the system blocks and the last two user turns, for models with prompt
+//!   caching.
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::adapter::encoding::{LEADING_USER_TEXT, base64, object_schema, tool_input};
+use crate::adapter::{BuildError, Protocol, Target, anthropic, ids, pb};
+use crate::catalog::ModelInfo;
+
+use pb::file_part::Source;
+use pb::part::Kind;
+
+/// The smallest thinking budget Claude accepts.
+pub(super) const MIN_THINKING_BUDGET: u32 = 1024;
+/// Body fields the gateway owns; `provider_options_json["bedrock"]` cannot set them.
+const RESERVED: [&str; 3] = ["messages", "system", "toolConfig"];
+/// Most cache points Claude accepts in one request.
+const MAX_CACHE_POINTS: usize = 4;
+
+/// Claude models (directly or through an inference profile) take Anthropic's `thinking` and `top_k` fields.
+pub(super) fn is_claude(model_name: &str) -> bool {
+    model_name.contains("anthropic.")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    User,
+    Assistant,
+}
+
+struct Turn {
+    role: Role,
+    content: Vec<Value>,
+}
+
+/// The replay data of a `bedrock` reasoning part (what the decoder put in `ReasoningEnd.metadata`).
+#[derive(Deserialize)]
+struct ReplayMeta {
+    #[serde(default)]
+    signature: Option<String>,
+    #[serde(default)]
+    redacted: Option<String>,
+}
+
+/// Builds the Converse body for `g` on `target`.
+pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, BuildError> {
+    let model = target.model;
+    if g.output_format
+        .as_ref()
+        .is_some_and(|f| f.r#type() == pb::output_format::Type::JsonSchema)
+    {
+        return Err(BuildError::new(
+            "generation.output_format",
+            "json_schema output is not supported on the Bedrock protocol; use a tool",
+        ));
+    }
+    let (mut tools, choice) = tool_config(g)?;
+    let forced = choice.as_ref().is_some_and(|c| c.get("auto").is_none());
+    let budget = thinking_budget(g, model).filter(|_| !forced);
+    // Thinking counts inside `maxTokens` and must stay below it, as on the Messages API.
+    let (mut max_tokens, mut budget) = anthropic::token_plan(g, model, budget);
+    let mut turns = turns(g, model, budget.is_some())?;
+    if budget.is_some() && !thinking_fits_history(&turns) {
+        (max_tokens, budget) = anthropic::token_plan(g, model, None);
+        turns = self::turns(g, model, false)?;
+    }
+    if turns.is_empty() {
+        return Err(BuildError::new(
+            "generation.messages",
+            "no message has any content to send",
+        ));
+    }
+    let mut system: Vec<Value> = g
+        .system
+        .iter()
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| json!({"text": s}))
+        .collect();
+    if model.capabilities.prompt_cache {
+        place_cache_points(&mut tools, &mut system, &mut turns);
+    }
+
+    let mut body = Map::new();
+    body.insert(
+        "messages".into(),
+        Value::Array(
+            turns
+                .into_iter()
+                .map(|t| {
+                    let role = match t.role {
+                        Role::User => "user",
+                        Role::Assistant => "assistant",
+                    };
+                    json!({"role": role, "content": t.content})
+                })
+                .collect(),
+        ),
+    );
+    if !system.is_empty() {
+        body.insert("system".into(), Value::Array(system));
+    }
+    insert_tool_config(g, tools, choice, &mut body);
+    let mut additional = Map::new();
+    body.insert(
+        "inferenceConfig".into(),
+        inference_config(g, model, max_tokens, budget.is_some(), &mut additional),
+    );
+    if let Some(b) = budget {
+        additional.insert(
+            "thinking".into(),
+            json!({"type": "enabled", "budget_tokens": b}),
+        );
+    }
+    if !additional.is_empty() {
+        body.insert(
+            "additionalModelRequestFields".into(),
+            Value::Object(additional),
+        );
+    }
+    merge_provider_options(g, &mut body)?;
+    Ok(Value::Object(body))
+}
+
+/// `toolConfig`, unless there are no tools or the choice is NONE; with NONE it is still sent when the history holds
+/// tool blocks (Converse refuses them without it), without a `toolChoice`.
+fn insert_tool_config(
+    g: &pb::Generation,
+    tools: Vec<Value>,
+    choice: Option<Value>,
+    body: &mut Map<String, Value>,
+) {
+    let has_tool_blocks = g.messages.iter().any(|m| {
+        m.parts
+            .iter()
+            .any(|p| matches!(p.kind, Some(Kind::ToolCall(_) | Kind::ToolResult(_))))
+    });
+    let tool_none = g
+        .tool_choice
+        .as_ref()
+        .is_some_and(|c| c.mode() == pb::tool_choice::Mode::None);
+    if tools.is_empty() || (tool_none && !has_tool_blocks) {
+        return;
+    }
+    let mut config = Map::new();
+    config.insert("tools".into(), Value::Array(tools));
+    if let Some(c) = choice {
+        config.insert("toolChoice".into(), c);
+    }
+    body.insert("toolConfig".into(), Value::Object(config));
+}
+
+/// Translates the conversation into alternating turns.
+fn turns(g: &pb::Generation, model: &ModelInfo, replay: bool) -> Result<Vec<Turn>, BuildError> {
+    let mut turns: Vec<Turn> = Vec::new();
+    for (i, m) in g.messages.iter().enumerate() {
+        let role = match m.role() {
+            pb::Role::User | pb::Role::Tool => Role::User,
+            pb::Role::Assistant => Role::Assistant,
+            pb::Role::Unspecified => {
+                return Err(BuildError::new(
+                    format!("generation.messages[{i}].role"),
+                    "the role must be set",
+                ));
+            }
+        };
+        let mut content = Vec::with_capacity(m.parts.len());
+        for (j, p) in m.parts.iter().enumerate() {
+            let field = format!("generation.messages[{i}].parts[{j}]");
+            let Some(kind) = &p.kind else { continue };
+            let block = match (m.role(), kind) {
+                (pb::Role::User | pb::Role::Assistant, Kind::Text(t)) => {
+                    (!t.text.trim().is_empty()).then(|| json!({"text": t.text}))
+                }
+                (pb::Role::User, Kind::File(f)) => file_block(f, model, &field)?,
+                (pb::Role::Assistant, Kind::Reasoning(r)) if replay => reasoning_block(r, model),
+                (pb::Role::Assistant, Kind::Reasoning(_)) => None,
+                (pb::Role::Assistant, Kind::ToolCall(c)) => Some(tool_use_block(c, &field)?),
+                (pb::Role::Tool | pb::Role::User, Kind::ToolResult(r)) => {
+                    Some(tool_result_block(r))
+                }
+                (role, _) => {
+                    return Err(BuildError::new(
+                        field,
+                        format!(
+                            "this kind of part is not allowed in a {} message",
+                            role.as_str_name()
+                        ),
+                    ));
+                }
+            };
+            content.extend(block);
+        }
+        if content.is_empty() {
+            continue;
+        }
+        match turns.last_mut() {
+            Some(last) if last.role == role => last.content.append(&mut content),
+            _ => turns.push(Turn { role, content }),
+        }
+    }
+    for t in turns.iter_mut().filter(|t| t.role == Role::User) {
+        t.content.sort_by_key(|b| b.get("toolResult").is_none());
+    }
+    if let Some(last) = turns.last_mut().filter(|t| t.role == Role::Assistant) {
+        // A final assistant turn is a prefill; the API refuses one that ends in whitespace.
+        if let Some(Value::String(text)) = last.content.last_mut().and_then(|b| b.get_mut("text")) {
+            let keep = text.trim_end().len();
+            text.truncate(keep);
+        }
+    }
+    if turns.first().is_some_and(|t| t.role == Role::Assistant) {
+        turns.insert(
+            0,
+            Turn {
+                role: Role::User,
+                content: vec![json!({"text": LEADING_USER_TEXT})],
+            },
+        );
+    }
+    Ok(turns)
+}
+
+/// With thinking on, the assistant turn opening the current tool loop must start with a reasoning block.
+fn thinking_fits_history(turns: &[Turn]) -> bool {
+    let is_result = |b: &Value| b.get("toolResult").is_some();
+    let start = turns
+        .iter()
+        .rposition(|t| t.role == Role::User && !t.content.iter().all(is_result))
+        .map_or(0, |i| i + 1);
+    match turns.get(start) {
+        Some(t) if t.role == Role::Assistant => t
+            .content
+            .first()
+            .is_some_and(|b| b.get("reasoningContent").is_some()),
+        _ => true,
+    }
+}
+
+fn reasoning_block(r: &pb::ReasoningPart, model: &ModelInfo) -> Option<Value> {
+    let meta = r.provider_metadata.as_ref()?;
+    if meta.protocol != Protocol::Bedrock.as_str() || meta.model != model.id {
+        return None;
+    }
+    let replay: ReplayMeta = serde_json::from_str(&meta.json).ok()?;
+    if let Some(data) = replay.redacted.filter(|d| !d.is_empty()) {
+        return Some(json!({"reasoningContent": {"redactedContent": data}}));
+    }
+    let signature = replay.signature.filter(|s| !s.is_empty())?;
+    Some(json!({"reasoningContent": {"reasoningText": {"text": r.text, "signature": signature}}}))
+}
+
+fn tool_use_block(c: &pb::ToolCallPart, field: &str) -> Result<Value, BuildError> {
+    let input = tool_input(c, field)?;
+    Ok(json!({"toolUse": {
+        "toolUseId": ids::bedrock(&c.call_id),
+        "name": c.tool_name,
+        "input": input,
+    }}))
+}
+
+fn tool_result_block(r: &pb::ToolResultPart) -> Value {
+    let mut result = Map::new();
+    result.insert(
+        "toolUseId".into(),
+        Value::from(ids::bedrock(&r.call_id).as_ref()),
+    );
+    // `content` is required and a text block may not be blank.
+    let text = if r.output.trim().is_empty() {
+        "(empty)"
+    } else {
+        r.output.as_str()
+    };
+    result.insert("content".into(), json!([{"text": text}]));
+    if r.is_error {
+        result.insert("status".into(), Value::from("error"));
+    }
+    json!({"toolResult": result})
+}
+
+/// `image` for png/jpeg/gif/webp bytes, `document` for the document formats Converse reads. URLs are refused:
+/// Converse fetches only from S3.
+fn file_block(
+    f: &pb::FilePart,
+    model: &ModelInfo,
+    field: &str,
+) -> Result<Option<Value>, BuildError> {
+    let file_field = || format!("{field}.file");
+    let media = f
+        .media_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    let data = match &f.source {
+        Some(Source::Data(d)) if d.is_empty() => return Ok(None),
+        Some(Source::Data(d)) => d,
+        Some(Source::Url(_)) => {
+            return Err(BuildError::new(
+                file_field(),
+                "Bedrock takes files as data only (it fetches nothing but S3 locations)",
+            ));
+        }
+        None => return Err(BuildError::new(file_field(), "the file has no data or url")),
+    };
+    if let Some(format) = media.strip_prefix("image/") {
+        if !model.capabilities.vision {
+            return Err(BuildError::new(
+                file_field(),
+                "this model does not accept images",
+            ));
+        }
+        if !matches!(format, "png" | "jpeg" | "gif" | "webp") {
+            return Err(BuildError::new(
+                format!("{field}.file.media_type"),
+                format!("`{media}` is not accepted; images must be png, jpeg, gif or webp"),
+            ));
+        }
+        return Ok(Some(
+            json!({"image": {"format": format, "source": {"bytes": base64(data)}}}),
+        ));
+    }
+    let format = match media.as_str() {
+        "application/pdf" => "pdf",
+        "text/plain" => "txt",
+        "text/markdown" => "md",
+        "text/html" => "html",
+        "text/csv" => "csv",
+        _ => {
+            return Err(BuildError::new(
+                format!("{field}.file.media_type"),
+                format!("`{media}` is not supported on the Bedrock protocol"),
+            ));
+        }
+    };
+    Ok(Some(json!({"document": {
+        "format": format,
+        "name": document_name(&f.filename),
+        "source": {"bytes": base64(data)},
+    }})))
+}
+
+/// Converse accepts document names of letters, digits, single spaces, hyphens, parentheses and brackets.
+fn document_name(filename: &str) -> String {
+    let stem = filename.rsplit_once('.').map_or(filename, |(s, _)| s);
+    let cleaned: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '(' | ')' | '[' | ']') {
+                c
+            } else {
+                ' '
+            }
+        })
+        .collect();
+    let name = cleaned.split_whitespace().collect::<Vec<_>>().join(" ");
+    if name.is_empty() {
+        "document".to_string()
+    } else {
+        name.chars().take(200).collect()
+    }
+}
+
+/// The tool specs and the translated tool choice (`None` for auto-by-default or NONE).
+fn tool_config(g: &pb::Generation) -> Result<(Vec<Value>, Option<Value>), BuildError> {
+    use pb::tool_choice::Mode;
+    let mut tools = Vec::with_capacity(g.tools.len());
+    for (i, t) in g.tools.iter().enumerate() {
+        let schema = object_schema(t, i)?;
+        let mut spec = Map::new();
+        spec.insert("name".into(), Value::from(t.name.as_str()));
+        if !t.description.is_empty() {
+            spec.insert("description".into(), Value::from(t.description.as_str()));
+        }
+        spec.insert("inputSchema".into(), json!({"json": schema}));
+        tools.push(json!({"toolSpec": spec}));
+    }
+    let Some(tc) = &g.tool_choice else {
+        return Ok((tools, None));
+    };
+    let choice = match tc.mode() {
+        Mode::Unspecified | Mode::None => None,
+        Mode::Auto => Some(json!({"auto": {}})),
+        Mode::Required if !g.tools.is_empty() => Some(json!({"any": {}})),
+        Mode::Required => {
+            return Err(BuildError::new(
+                "generation.tool_choice.mode",
+                "REQUIRED needs at least one tool in generation.tools",
+            ));
+        }
+        Mode::Tool => {
+            if !g.tools.iter().any(|t| t.name == tc.tool_name) {
+                return Err(BuildError::new(
+                    "generation.tool_choice.tool_name",
+                    format!("`{}` is not in generation.tools", tc.tool_name),
+                ));
+            }
+            Some(json!({"tool": {"name": tc.tool_name}}))
+        }
+    };
+    Ok((tools, choice))
+}
+
+/// The thinking budget asked for, on a reasoning-capable Claude model: Anthropic's rule (an explicit budget wins
+/// over the effort, at least 1024).
+fn thinking_budget(g: &pb::Generation, model: &ModelInfo) -> Option<u64> {
+    if !is_claude(&model.name) {
+        return None;
+    }
+    anthropic::thinking_budget(g, &model.capabilities)
+}
+
+/// `inferenceConfig`; Claude's `top_k` goes to `additional` (Converse has no field for it).
+fn inference_config(
+    g: &pb::Generation,
+    model: &ModelInfo,
+    max_tokens: u64,
+    thinking: bool,
+    additional: &mut Map<String, Value>,
+) -> Value {
+    let caps = model.capabilities;
+    let mut config = Map::new();
+    config.insert("maxTokens".into(), Value::from(max_tokens));
+    let Some(s) = &g.sampling else {
+        return Value::Object(config);
+    };
+    let mut temperature = s
+        .temperature
+        .filter(|t| t.is_finite() && caps.temperature)
+        .map(|t| t.clamp(0.0, 1.0));
+    let mut top_p = s.top_p.filter(|p| p.is_finite()).map(|p| p.clamp(0.0, 1.0));
+    let mut top_k = s.top_k.filter(|&k| k > 0 && is_claude(&model.name));
+    if thinking {
+        temperature = None;
+        top_k = None;
+        top_p = top_p.filter(|p| (0.95..=1.0).contains(p));
+    }
+    if caps.exclusive_temperature_top_p && temperature.is_some() {
+        top_p = None;
+    }
+    if let Some(t) = temperature {
+        config.insert("temperature".into(), Value::from(t));
+    }
+    if let Some(p) = top_p {
+        config.insert("topP".into(), Value::from(p));
+    }
+    if let Some(k) = top_k {
+        additional.insert("top_k".into(), Value::from(k));
+    }
+    let stops: Vec<Value> = s
+        .stop_sequences
+        .iter()
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| Value::from(s.as_str()))
+        .collect();
+    if !stops.is_empty() {
+        config.insert("stopSequences".into(), Value::Array(stops));
+    }
+    Value::Object(config)
+}
+
+/// Cache points, at most [`MAX_CACHE_POINTS`]: after the tools, after the system blocks, at the end of the last two
+/// user turns (the same policy as the Anthropic adapter, in Converse's own block).
+fn place_cache_points(tools: &mut Vec<Value>, system: &mut Vec<Value>, turns: &mut [Turn]) {
+    let point = || json!({"cachePoint": {"type": "default"}});
+    let mut left = MAX_CACHE_POINTS;
+    if !tools.is_empty() {
+        tools.push(point());
+        left -= 1;
+    }
+    if !system.is_empty() {
+        system.push(point());
+        left -= 1;
+    }
+    for t in turns
+        .iter_mut()
+        .rev()
+        .filter(|t| t.role == Role::User)
+        .take(left.min(2))
+    {
+        t.content.push(point());
+    }
+}
+
+/// Merges `provider_options_json["bedrock"]`: top-level keys replace the gateway's, except the fields it owns;
+/// `additionalModelRequestFields` is merged key by key.
+fn merge_provider_options(
+    g: &pb::Generation,
+    body: &mut Map<String, Value>,
+) -> Result<(), BuildError> {
+    const FIELD: &str = "generation.provider_options_json";
+    if g.provider_options_json.trim().is_empty() {
+        return Ok(());
+    }
+    let all: Value = serde_json::from_str(&g.provider_options_json)
+        .map_err(|e| BuildError::new(FIELD, format!("not valid JSON: {e}")))?;
+    let Some(options) = all.get(Protocol::Bedrock.as_str()) else {
+        return Ok(());
+    };
+    let Some(options) = options.as_object() else {
+        return Err(BuildError::new(FIELD, "`bedrock` must be a JSON object"));
+    };
+    for (key, value) in options {
+        if RESERVED.contains(&key.as_str()) {
+            return Err(BuildError::new(
+                FIELD,
+                format!("`bedrock.{key}` is set by the gateway and cannot be overridden"),
+            ));
+        }
+        match (body.get_mut(key), value) {
+            (Some(Value::Object(have)), Value::Object(add))
+                if key == "additionalModelRequestFields" =>
+            {
+                for (k, v) in add {
+                    have.insert(k.clone(), v.clone());
+                }
+            }
+            _ => {
+                body.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "request_tests.rs"]
+mod tests;
