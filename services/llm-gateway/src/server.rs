@@ -227,7 +227,7 @@ impl GatewayService for GatewayRpc {
 ///
 /// The size limits are counted here first, so an oversized request is refused at once; a large request that passes
 /// them is checked on the blocking pool ([`crate::offload`]).
-async fn validated(
+pub(crate) async fn validated(
     generation: Option<pb::Generation>,
     limits: &crate::limits::Limits,
 ) -> Result<pb::Generation, Status> {
@@ -242,7 +242,7 @@ async fn validated(
 }
 
 /// The caller's W3C trace context (`traceparent`, `tracestate`), when it sent a valid one.
-fn trace_context(metadata: &tonic::metadata::MetadataMap) -> Vec<(String, String)> {
+pub(crate) fn trace_context(metadata: &tonic::metadata::MetadataMap) -> Vec<(String, String)> {
     let get = |k: &str| {
         metadata
             .get(k)
@@ -274,13 +274,13 @@ fn valid_traceparent(t: &str) -> bool {
 
 /// Carries the caller's trace context on to the provider's HTTP request, so one trace id follows a generation from
 /// the caller to the provider call.
-fn propagate(generation: &mut pb::Generation, trace: Vec<(String, String)>) {
+pub(crate) fn propagate(generation: &mut pb::Generation, trace: Vec<(String, String)>) {
     for (k, v) in trace {
         generation.extra_headers.insert(k, v);
     }
 }
 
-fn log_start(g: &pb::Generation) {
+pub(crate) fn log_start(g: &pb::Generation) {
     let ctx = g.context.as_ref();
     tracing::debug!(
         message = "generation",
@@ -308,7 +308,7 @@ fn decode_page_token(token: &str) -> Option<String> {
     String::from_utf8(bytes?).ok()
 }
 
-fn model_to_pb(m: &crate::catalog::ModelInfo) -> pb::Model {
+pub(crate) fn model_to_pb(m: &crate::catalog::ModelInfo) -> pb::Model {
     let c = m.capabilities;
     pb::Model {
         id: m.id.clone(),
@@ -386,7 +386,7 @@ impl tonic::service::Interceptor for Auth {
 }
 
 /// Compares without an early exit, so response timing does not reveal how much of a token matched.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

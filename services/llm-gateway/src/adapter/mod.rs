@@ -10,7 +10,7 @@
 
 pub mod anthropic;
 pub mod classify;
-mod encoding;
+pub(crate) mod encoding;
 pub mod gemini;
 pub mod ids;
 pub mod invariants;
