@@ -13,13 +13,7 @@ import sys
 import openai
 from pydantic import BaseModel
 
-
-def check(ok: bool, name: str, detail: object = "") -> None:
-    """Prints `ok: name`, or exits non-zero naming the failed check."""
-    if not ok:
-        print(f"FAILED: {name}: {detail!r}", file=sys.stderr)
-        sys.exit(1)
-    print(f"ok: {name}", flush=True)
+from sdk_checks import check
 
 
 def client(key: str = "") -> openai.OpenAI:

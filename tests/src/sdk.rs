@@ -1,12 +1,14 @@
-//! Runs the vendor SDK scripts in tests/python/ against a [`Harness`]'s HTTP front door, one scenario per run, and
-//! reads back the checks they passed (`ok: <name>` lines).
+//! Runs the vendor SDK scripts in tests/python/ and tests/node/ against a [`Harness`]'s HTTP front door, one
+//! scenario per run, and reads back the checks they passed (`ok: <name>` lines).
 
 use std::process::Stdio;
 use std::time::Instant;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use crate::{Harness, TOKEN};
+use fake_provider::FakeProvider;
+
+use crate::{CANCEL_NOTICED, Harness, SHORT, TOKEN};
 
 /// One of the SDK scripts.
 #[derive(Clone, Copy)]
@@ -15,27 +17,41 @@ pub enum Sdk {
     OpenAi,
     /// tests/python/anthropic_sdk_test.py, the official `anthropic` package.
     Anthropic,
+    /// tests/node/openai_sdk_test.mjs, the official `openai` npm package.
+    OpenAiNode,
 }
 
 impl Sdk {
-    fn script(self) -> &'static str {
+    /// The interpreter and the script.
+    fn script(self) -> (&'static str, &'static str) {
         match self {
-            Sdk::OpenAi => concat!(env!("CARGO_MANIFEST_DIR"), "/python/openai_sdk_test.py"),
-            Sdk::Anthropic => concat!(env!("CARGO_MANIFEST_DIR"), "/python/anthropic_sdk_test.py"),
+            Sdk::OpenAi => (
+                "python3",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/python/openai_sdk_test.py"),
+            ),
+            Sdk::Anthropic => (
+                "python3",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/python/anthropic_sdk_test.py"),
+            ),
+            Sdk::OpenAiNode => (
+                "node",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/node/openai_sdk_test.mjs"),
+            ),
         }
     }
 
     /// The base URL the SDK is given: OpenAI's includes `/v1`, Anthropic's does not (as with the vendors').
     fn base_url(self, h: &Harness) -> String {
         match self {
-            Sdk::OpenAi => format!("http://{}/v1", h.http_addr),
+            Sdk::OpenAi | Sdk::OpenAiNode => format!("http://{}/v1", h.http_addr),
             Sdk::Anthropic => format!("http://{}", h.http_addr),
         }
     }
 
     fn command(self, h: &Harness, scenario: &str, env: &[(&str, &str)]) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new("python3");
-        cmd.arg(self.script())
+        let (interpreter, script) = self.script();
+        let mut cmd = tokio::process::Command::new(interpreter);
+        cmd.arg(script)
             .arg(scenario)
             .env("GATEWAY_HTTP_URL", self.base_url(h))
             .env("GATEWAY_TOKEN", TOKEN)
@@ -56,7 +72,7 @@ impl Sdk {
             .command(h, scenario, env)
             .output()
             .await
-            .expect("python3 runs (install the openai and anthropic packages: see .ci/run)");
+            .expect("the interpreter runs (install the SDKs as .ci/run does)");
         let stdout = String::from_utf8_lossy(&output.stdout);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(
@@ -95,6 +111,37 @@ impl Sdk {
         panic!(
             "{scenario} ended without `{wanted}`:\n{}",
             String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Runs the `cancel` scenario on `model`: the script reads the first text delta and closes its stream, while
+    /// `fake` (queued with a reply that stalls) would otherwise keep the provider call open until the idle timeout.
+    /// Asserts the provider call was closed within [`CANCEL_NOTICED`] of the close.
+    pub async fn assert_cancel_ends_the_provider_call(
+        self,
+        h: &Harness,
+        fake: &FakeProvider,
+        model: &str,
+    ) {
+        let (closed, child) = self
+            .run_until(h, "cancel", &[("MODEL", model)], "closed_after_first_delta")
+            .await;
+        let upstream_closed = fake
+            .wait_closed(0, SHORT)
+            .await
+            .expect("provider connection closed");
+        let after = upstream_closed.saturating_duration_since(closed);
+        assert!(
+            after < CANCEL_NOTICED,
+            "the provider call outlived the client's close by {after:?}"
+        );
+        assert!(
+            child
+                .wait_with_output()
+                .await
+                .expect("script ends")
+                .status
+                .success()
         );
     }
 }

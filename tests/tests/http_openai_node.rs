@@ -2,39 +2,12 @@
 //! over two turns through the SDK's own accumulator, and a rate limit with its delay.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use e2e_tests::{Harness, TOKEN};
+use e2e_tests::Harness;
+use e2e_tests::sdk::Sdk;
 use fake_provider::Reply;
 
 const GREETING: &str = "Hello! How can I help you today?";
 const FILE_SAYS: &str = "Hello! The file says \"done\".\nAnything else?";
-
-/// Runs `scenario` of tests/node/openai_sdk_test.mjs and returns the checks that held.
-async fn run(h: &Harness, scenario: &str, env: &[(&str, &str)]) -> Vec<String> {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/node/openai_sdk_test.mjs");
-    let mut cmd = tokio::process::Command::new("node");
-    cmd.arg(script)
-        .arg(scenario)
-        .env("GATEWAY_HTTP_URL", format!("http://{}/v1", h.http_addr))
-        .env("GATEWAY_TOKEN", TOKEN);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let output = cmd
-        .output()
-        .await
-        .expect("node runs (install the openai package in tests/node: see .ci/run)");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "{scenario} failed:\n{stdout}\n{stderr}"
-    );
-    stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("ok: "))
-        .map(str::to_string)
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_streamed_and_whole_from_an_anthropic_model() {
@@ -46,7 +19,7 @@ async fn text_streamed_and_whole_from_an_anthropic_model() {
         ("EXPECT_TEXT", FILE_SAYS),
     ];
     assert_eq!(
-        run(&h, "text", &env).await,
+        Sdk::OpenAiNode.run(&h, "text", &env).await,
         ["stream_text", "stream_usage", "whole_text"]
     );
 }
@@ -59,7 +32,7 @@ async fn tool_calls_over_two_turns_on_an_openai_model() {
     h.openai.push(Reply::fixture("openai_chat/text.sse"));
     let env = [("MODEL", "openai/gpt-4o"), ("EXPECT_TEXT", GREETING)];
     assert_eq!(
-        run(&h, "tools", &env).await,
+        Sdk::OpenAiNode.run(&h, "tools", &env).await,
         [
             "first_turn_finish_tool_calls",
             "arguments_joined",
@@ -84,7 +57,9 @@ async fn a_rate_limit_is_the_sdks_rate_limit_error() {
             .header("retry-after", "30"),
     );
     assert_eq!(
-        run(&h, "errors", &[("MODEL", "openai/gpt-4o")]).await,
+        Sdk::OpenAiNode
+            .run(&h, "errors", &[("MODEL", "openai/gpt-4o")])
+            .await,
         ["rate_limited", "retry_after_header"]
     );
 }

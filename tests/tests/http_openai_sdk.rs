@@ -2,8 +2,8 @@
 //! text streamed and not, parallel tool calls over two turns, JSON Schema output, errors and a cancel.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use e2e_tests::Harness;
 use e2e_tests::sdk::Sdk;
-use e2e_tests::{CANCEL_NOTICED, Harness, SHORT};
 use fake_provider::Reply;
 use fake_provider::openai_sse::ChatStream;
 
@@ -207,25 +207,9 @@ async fn closing_the_stream_cancels_the_provider_call() {
     // Four events, then silence: only a cancel (or the 3 s idle timeout) ends the provider call.
     h.openai
         .push(Reply::fixture("openai_chat/text.sse").stall_after(4));
-    let (closed, child) = Sdk::OpenAi
-        .run_until(
-            &h,
-            "cancel",
-            &[("MODEL", "openai/gpt-4o")],
-            "closed_after_first_delta",
-        )
+    Sdk::OpenAi
+        .assert_cancel_ends_the_provider_call(&h, &h.openai, "openai/gpt-4o")
         .await;
-    let upstream_closed = h
-        .openai
-        .wait_closed(0, SHORT)
-        .await
-        .expect("provider connection closed");
-    assert!(
-        upstream_closed.saturating_duration_since(closed) < CANCEL_NOTICED,
-        "the provider call outlived the client's close by {:?}",
-        upstream_closed.saturating_duration_since(closed)
-    );
-    assert!(child.wait_with_output().await.unwrap().status.success());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
