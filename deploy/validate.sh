@@ -77,8 +77,8 @@ session-processor  PROCESSOR_WORKSPACE_ROOT     read     services/session-proces
 session-processor  PROCESSOR_SNAPSHOT_ROOT      read     services/session-processor/src/config.rs            .var("PROCESSOR_SNAPSHOT_ROOT")
 session-processor  GATEWAY_BALANCE              read     services/session-processor/src/config.rs            .var("GATEWAY_BALANCE")
 session-processor  @llm-telemetry               read     services/session-processor/src/main.rs              llm_telemetry::init(
-session-processor  PROCESSOR_ADDR               read     services/session-processor/src/bin/sessions_cli.rs  env = "PROCESSOR_ADDR"
-session-processor  PROCESSOR_TOKEN              read     services/session-processor/src/bin/sessions_cli.rs  env = "PROCESSOR_TOKEN"
+session-processor  PROCESSOR_ADDR               read     services/session-processor/src/bin/sessions_cli/main.rs  env = "PROCESSOR_ADDR"
+session-processor  PROCESSOR_TOKEN              read     services/session-processor/src/bin/sessions_cli/main.rs  env = "PROCESSOR_TOKEN"
 llm-telemetry      RUST_LOG                     read     shared/telemetry/src/lib.rs                         EnvFilter::try_from_default_env()
 llm-telemetry      LOG_FORMAT                   read     shared/telemetry/src/lib.rs                         std::env::var("LOG_FORMAT")
 llm-telemetry      OTEL_EXPORTER_OTLP_ENDPOINT  read     shared/telemetry/src/lib.rs                         var_os("OTEL_EXPORTER_OTLP_ENDPOINT")

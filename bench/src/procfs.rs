@@ -48,20 +48,5 @@ pub fn cpu_ticks_ns(pid: u32) -> Option<u64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_own_process() {
-        let pid = std::process::id();
-        assert!(rss_kib(pid).unwrap() > 0);
-        // Burn a little CPU so both clocks move.
-        let mut x = 0u64;
-        for i in 0..2_000_000u64 {
-            x = x.wrapping_mul(31).wrapping_add(i);
-        }
-        assert!(x != 1);
-        assert!(cpu_ns(pid).unwrap() > 0);
-        assert!(cpu_ticks_ns(pid).is_some());
-    }
-}
+#[path = "procfs_tests.rs"]
+mod tests;

@@ -1,5 +1,6 @@
 //! Configuration: a TOML file plus environment variables, validated at start-up; errors name the key.
 
+mod agents;
 mod bash;
 mod redis;
 mod transport;
@@ -10,16 +11,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use llm_proto::sessions as pb;
 use serde::Deserialize;
 
+pub use agents::{Agent, AgentFile, ReasoningFile, RetryPolicy};
 pub use bash::{BashFile, BashLimitsFile};
 
-use crate::tools::{DoomPolicy, PermissionRules, RuleConfig, Sandbox};
+use crate::tools::Sandbox;
 
 mod tenants;
 
-pub use tenants::{Caller, MAX_TENANT_NAME, MIN_TOKEN_LEN, Tenant, TenantFile, valid_tenant_name};
+pub use crate::names::{MAX_TENANT_NAME, valid_tenant_name};
+pub use tenants::{Caller, MIN_TOKEN_LEN, Tenant, TenantFile};
 
 /// A configuration error naming its key.
 #[derive(Debug, thiserror::Error)]
@@ -340,208 +342,6 @@ fn snapshot_root_ok(root: &Path, workspace_root: &Path) -> bool {
     }
 }
 
-/// `[agents.<name>]`.
-#[derive(Debug, Deserialize, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct AgentFile {
-    /// The agent's role prompt, first in the system.
-    #[serde(default)]
-    pub role_prompt: String,
-    /// Default model (`provider/model`).
-    #[serde(default)]
-    pub model: String,
-    /// Built-in tools the agent may use (`read`, `write`, `edit`, `list`, `grep`, `bash`).
-    #[serde(default = "default_tools")]
-    pub tools: Vec<String>,
-    /// Permission rules, first match wins; built-in defaults after them.
-    #[serde(default)]
-    pub permissions: Vec<RuleConfig>,
-    /// Most steps per loop; the last one is text-only.
-    #[serde(default = "default_max_steps")]
-    pub max_steps: u32,
-    /// What to do about a doom loop: `ask`, `allow` or `deny`.
-    #[serde(default = "default_doom")]
-    pub doom_loop: String,
-    /// Skills: named instruction files (relative to the config file) appended to the system.
-    #[serde(default)]
-    pub skills: BTreeMap<String, String>,
-    /// How long a client tool may take before it fails.
-    #[serde(default = "default_client_tool_timeout")]
-    pub client_tool_timeout_ms: u64,
-    /// How long a permission request waits before it is denied.
-    #[serde(default = "default_permission_timeout")]
-    pub permission_timeout_ms: u64,
-    /// Retries of a step that failed with a retryable error after output started.
-    #[serde(default = "default_step_retries")]
-    pub step_retries: u32,
-    /// First retry delay; doubled per attempt up to `retry_max_delay_ms`.
-    #[serde(default = "default_retry_base_delay")]
-    pub retry_base_delay_ms: u64,
-    /// Longest backoff between step retries.
-    #[serde(default = "default_retry_max_delay")]
-    pub retry_max_delay_ms: u64,
-    /// Longest provider `retry_after` the loop waits for; a longer one stops the loop with the error at once.
-    #[serde(default = "default_max_retry_after")]
-    pub max_retry_after_ms: u64,
-    /// Model for session titles (`provider/model`); the session's model when empty.
-    #[serde(default)]
-    pub small_model: String,
-    /// Compact the history automatically when the context nears the model's limit. When false, an overflow stops the
-    /// loop with a context_overflow error.
-    #[serde(default = "default_true")]
-    pub auto_compact: bool,
-    /// Tokens kept free for the answer when deciding that the context overflows; `min(20000, model max output)`
-    /// when absent.
-    #[serde(default)]
-    pub compaction_reserve_tokens: Option<u64>,
-    /// Reasoning the agent's steps ask for (`{ effort = "medium", budget_tokens = 4096 }`); a prompt's own
-    /// `reasoning` replaces it. None when absent.
-    #[serde(default)]
-    pub reasoning: Option<ReasoningFile>,
-    /// Most recent tool output (in estimated tokens) never pruned from requests.
-    #[serde(default = "default_prune_protect")]
-    pub prune_protect_tokens: u64,
-    /// Older tool output is pruned from requests only when at least this many estimated tokens would go.
-    #[serde(default = "default_prune_minimum")]
-    pub prune_minimum_tokens: u64,
-    /// The agent's own limits for `bash` commands, over `[tools.bash]`.
-    #[serde(default)]
-    pub bash: Option<BashLimitsFile>,
-}
-
-/// `[agents.<name>.reasoning]`.
-#[derive(Debug, Deserialize, Clone, Default)]
-#[serde(deny_unknown_fields)]
-pub struct ReasoningFile {
-    /// `none`, `minimal`, `low`, `medium` or `high`; the model's default when absent.
-    #[serde(default)]
-    pub effort: String,
-    /// Reasoning token budget (Anthropic thinking), at least 1024; none when 0 or absent.
-    #[serde(default)]
-    pub budget_tokens: u32,
-}
-
-impl ReasoningFile {
-    /// The validated settings, or what is wrong with them (`effort`, `budget_tokens`).
-    fn validate(&self) -> Result<pb::Reasoning, (&'static str, String)> {
-        use pb::reasoning::Effort;
-        let effort = match self.effort.as_str() {
-            "" => Effort::Unspecified,
-            "none" => Effort::None,
-            "minimal" => Effort::Minimal,
-            "low" => Effort::Low,
-            "medium" => Effort::Medium,
-            "high" => Effort::High,
-            other => {
-                return Err((
-                    "effort",
-                    format!("`{other}` is not none, minimal, low, medium or high"),
-                ));
-            }
-        };
-        if self.budget_tokens != 0 && self.budget_tokens < 1024 {
-            return Err(("budget_tokens", "must be 0 (none) or at least 1024".into()));
-        }
-        Ok(pb::Reasoning {
-            effort: effort as i32,
-            budget_tokens: self.budget_tokens,
-        })
-    }
-}
-
-fn default_tools() -> Vec<String> {
-    vec!["read".into(), "list".into(), "grep".into()]
-}
-fn default_max_steps() -> u32 {
-    25
-}
-fn default_doom() -> String {
-    "ask".into()
-}
-fn default_client_tool_timeout() -> u64 {
-    300_000
-}
-fn default_permission_timeout() -> u64 {
-    120_000
-}
-fn default_step_retries() -> u32 {
-    3
-}
-fn default_retry_base_delay() -> u64 {
-    500
-}
-fn default_retry_max_delay() -> u64 {
-    30_000
-}
-fn default_max_retry_after() -> u64 {
-    60_000
-}
-fn default_true() -> bool {
-    true
-}
-fn default_prune_protect() -> u64 {
-    40_000
-}
-fn default_prune_minimum() -> u64 {
-    20_000
-}
-
-/// A validated agent.
-#[derive(Debug, Clone)]
-pub struct Agent {
-    /// Its name (the `[agents.<name>]` key).
-    pub name: String,
-    /// Role prompt, first in the system.
-    pub role_prompt: String,
-    /// Default model; empty means the session's.
-    pub model: String,
-    /// Built-in tools it may use.
-    pub tools: Vec<String>,
-    /// Permission rules, configured ones first.
-    pub permissions: PermissionRules,
-    /// Most steps per loop.
-    pub max_steps: u32,
-    /// What a doom loop leads to.
-    pub doom_loop: DoomPolicy,
-    /// `(name, text)` of each skill, in name order.
-    pub skills: Vec<(String, String)>,
-    /// How long a client tool may take.
-    pub client_tool_timeout: Duration,
-    /// How long a permission request waits.
-    pub permission_timeout: Duration,
-    /// Retries of a failed step (also in `retry.max_retries`).
-    pub step_retries: u32,
-    /// How step retries wait (backoff and the provider's `retry_after`).
-    pub retry: RetryPolicy,
-    /// Model for titles; empty means the session's model.
-    pub small_model: String,
-    /// Whether an overflow compacts the history (true) or stops the loop (false).
-    pub auto_compact: bool,
-    /// Configured answer reserve; `None` means `min(20000, model max output)`.
-    pub compaction_reserve: Option<u64>,
-    /// Reasoning its steps ask for, unless the prompt asks for its own.
-    pub reasoning: Option<pb::Reasoning>,
-    /// Recent tool output (estimated tokens) never pruned.
-    pub prune_protect: u64,
-    /// Least amount of tool output (estimated tokens) worth pruning.
-    pub prune_minimum: u64,
-    /// Limits of its tool calls, and the processor's sandbox for `bash`.
-    pub tool_limits: crate::tools::Limits,
-}
-
-/// How a failed step is retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Retries after the first attempt.
-    pub max_retries: u32,
-    /// First backoff delay, doubled per retry.
-    pub base_delay: Duration,
-    /// Cap of the backoff.
-    pub max_delay: Duration,
-    /// Longest provider `retry_after` worth waiting for.
-    pub max_retry_after: Duration,
-}
-
 /// USD as integer nano-USD, the unit every cost in the product uses; `None` for negative, NaN or absurdly large
 /// amounts.
 pub fn usd_to_nano(usd: f64) -> Option<i64> {
@@ -669,22 +469,7 @@ impl Config {
 
     /// Validates a parsed file; `base` resolves relative skill paths.
     pub fn from_file(file: FileConfig, base: &Path, env: &dyn Env) -> Result<Config, ConfigError> {
-        let listen_text = env
-            .var("PROCESSOR_LISTEN")
-            .unwrap_or(file.server.listen.clone());
-        let listen = listen_text
-            .parse()
-            .map_err(|e| err("server.listen", format!("`{listen_text}`: {e}")))?;
-        let metrics_listen = match env
-            .var("PROCESSOR_METRICS_LISTEN")
-            .or(file.server.metrics_listen.clone())
-        {
-            None => None,
-            Some(text) => Some(
-                text.parse()
-                    .map_err(|e| err("server.metrics_listen", format!("`{text}`: {e}")))?,
-            ),
-        };
+        let (listen, metrics_listen) = listeners(&file.server, env)?;
         // The file's tokens, then the variable's (comma-separated).
         let list = |from_file: &[String], from_env: Option<String>| -> Vec<String> {
             let mut tokens = from_file.to_vec();
@@ -704,39 +489,7 @@ impl Config {
             env.var("PROCESSOR_OPERATOR_TOKENS"),
         );
         let gateway_url = env.var("GATEWAY_URL").unwrap_or(file.gateway.url.clone());
-        let balance = env
-            .var("GATEWAY_BALANCE")
-            .unwrap_or(file.gateway.balance.clone());
-        let gateway_balance = match balance.as_str() {
-            "connection" => {
-                if !gateway_url.starts_with("http://") && !gateway_url.starts_with("https://") {
-                    return Err(err("gateway.url", "must be an http(s) URL"));
-                }
-                if gateway_url.contains(',') {
-                    return Err(err(
-                        "gateway.url",
-                        "a list of URLs needs gateway.balance = \"dns\"",
-                    ));
-                }
-                crate::gateway_pool::Balance::Connection
-            }
-            "dns" => {
-                crate::gateway_pool::parse_targets(&gateway_url)
-                    .map_err(|e| err("gateway.url", e))?;
-                if file.gateway.resolve_interval_ms < 100 {
-                    return Err(err("gateway.resolve_interval_ms", "must be at least 100"));
-                }
-                crate::gateway_pool::Balance::Dns {
-                    interval: Duration::from_millis(file.gateway.resolve_interval_ms),
-                }
-            }
-            other => {
-                return Err(err(
-                    "gateway.balance",
-                    format!("`{other}`: expected `connection` or `dns`"),
-                ));
-            }
-        };
+        let gateway_balance = gateway_balance(&file.gateway, &gateway_url, env)?;
         let gateway_token = env.var(&file.gateway.token_env).unwrap_or_default();
         if !file.gateway.default_model.is_empty() && !file.gateway.default_model.contains('/') {
             return Err(err("gateway.default_model", "must be `provider/model`"));
@@ -753,139 +506,9 @@ impl Config {
             env.var("PROCESSOR_WORKSPACE_ROOT")
                 .unwrap_or(file.workspaces.root.clone()),
         );
-        let snapshot_root = env
-            .var("PROCESSOR_SNAPSHOT_ROOT")
-            .or(file.snapshots.root.clone())
-            .map_or_else(|| workspace_root.join(DEFAULT_SNAPSHOT_DIR), PathBuf::from);
-        if !snapshot_root_ok(&snapshot_root, &workspace_root) {
-            return Err(err(
-                "snapshots.root",
-                "must not be the workspace root, inside a workspace, or contain the workspace root",
-            ));
-        }
-        if file.snapshots.timeout_ms == 0 {
-            return Err(err("snapshots.timeout_ms", "must be positive"));
-        }
-        let snapshots = SnapshotConfig {
-            enabled: file.snapshots.enabled,
-            root: snapshot_root,
-            max_file_bytes: file.snapshots.max_file_bytes,
-            timeout: Duration::from_millis(file.snapshots.timeout_ms),
-        };
+        let snapshots = snapshots(&file.snapshots, &workspace_root, env)?;
 
-        let mut agents = BTreeMap::new();
-        let mut files = file.agents;
-        files.entry("default".into()).or_insert_with(|| AgentFile {
-            role_prompt: "You are a helpful assistant.".into(),
-            model: String::new(),
-            tools: default_tools(),
-            permissions: Vec::new(),
-            max_steps: default_max_steps(),
-            doom_loop: default_doom(),
-            skills: BTreeMap::new(),
-            client_tool_timeout_ms: default_client_tool_timeout(),
-            permission_timeout_ms: default_permission_timeout(),
-            step_retries: default_step_retries(),
-            retry_base_delay_ms: default_retry_base_delay(),
-            retry_max_delay_ms: default_retry_max_delay(),
-            max_retry_after_ms: default_max_retry_after(),
-            small_model: String::new(),
-            auto_compact: true,
-            compaction_reserve_tokens: None,
-            reasoning: None,
-            prune_protect_tokens: default_prune_protect(),
-            prune_minimum_tokens: default_prune_minimum(),
-            bash: None,
-        });
-        let sandbox = Arc::new(Sandbox::new(bash::settings(&file.tools.bash)?));
-        for (name, a) in files {
-            let key = |k: &str| format!("agents.{name}.{k}");
-            let builtin: Vec<String> = crate::tools::builtin_specs()
-                .into_iter()
-                .map(|s| s.name)
-                .collect();
-            for t in &a.tools {
-                if !builtin.contains(t) {
-                    return Err(err(key("tools"), format!("unknown built-in tool `{t}`")));
-                }
-            }
-            let permissions = PermissionRules::from_config(&a.permissions)
-                .map_err(|m| err(key("permissions"), m))?;
-            let doom_loop = match a.doom_loop.as_str() {
-                "ask" => DoomPolicy::Ask,
-                "allow" => DoomPolicy::Allow,
-                "deny" => DoomPolicy::Deny,
-                other => {
-                    return Err(err(
-                        key("doom_loop"),
-                        format!("`{other}` is not ask, allow or deny"),
-                    ));
-                }
-            };
-            if a.max_steps == 0 {
-                return Err(err(key("max_steps"), "must be positive"));
-            }
-            if !a.small_model.is_empty() && !a.small_model.contains('/') {
-                return Err(err(key("small_model"), "must be `provider/model`"));
-            }
-            if a.retry_base_delay_ms == 0 || a.retry_max_delay_ms < a.retry_base_delay_ms {
-                return Err(err(
-                    key("retry_base_delay_ms"),
-                    "must be positive and at most retry_max_delay_ms",
-                ));
-            }
-            let reasoning = a
-                .reasoning
-                .as_ref()
-                .map(|r| r.validate())
-                .transpose()
-                .map_err(|(k, m)| err(key(&format!("reasoning.{k}")), m))?;
-            let mut skills = Vec::new();
-            for (skill, path) in &a.skills {
-                let full = base.join(path);
-                let text = std::fs::read_to_string(&full).map_err(|e| {
-                    err(
-                        key(&format!("skills.{skill}")),
-                        format!("cannot read {}: {e}", full.display()),
-                    )
-                })?;
-                skills.push((skill.clone(), text));
-            }
-            let tool_limits = crate::tools::Limits {
-                bash: bash::limits(&file.tools.bash.limits, a.bash.as_ref(), &name)?,
-                sandbox: sandbox.clone(),
-                ..crate::tools::Limits::default()
-            };
-            agents.insert(
-                name.clone(),
-                Agent {
-                    name,
-                    role_prompt: a.role_prompt,
-                    model: a.model,
-                    tools: a.tools,
-                    permissions,
-                    max_steps: a.max_steps,
-                    doom_loop,
-                    skills,
-                    client_tool_timeout: Duration::from_millis(a.client_tool_timeout_ms),
-                    permission_timeout: Duration::from_millis(a.permission_timeout_ms),
-                    step_retries: a.step_retries,
-                    retry: RetryPolicy {
-                        max_retries: a.step_retries,
-                        base_delay: Duration::from_millis(a.retry_base_delay_ms),
-                        max_delay: Duration::from_millis(a.retry_max_delay_ms),
-                        max_retry_after: Duration::from_millis(a.max_retry_after_ms),
-                    },
-                    small_model: a.small_model,
-                    auto_compact: a.auto_compact,
-                    compaction_reserve: a.compaction_reserve_tokens,
-                    reasoning,
-                    prune_protect: a.prune_protect_tokens,
-                    prune_minimum: a.prune_minimum_tokens,
-                    tool_limits,
-                },
-            );
-        }
+        let (agents, sandbox) = agents::agents(file.agents, base, &file.tools.bash)?;
         let access = tenants::Access::from_config(
             &unnamed_tokens,
             &operator_tokens,
@@ -893,29 +516,7 @@ impl Config {
             &agents.keys().cloned().collect(),
             file.server.allow_unauthenticated,
         )?;
-        if file.events.flush_interval_ms == 0 || file.events.flush_interval_ms > 10_000 {
-            return Err(err(
-                "events.flush_interval_ms",
-                "must be between 1 and 10000",
-            ));
-        }
-        if file.events.unwatched_flush_interval_ms == 0
-            || file.events.unwatched_flush_interval_ms > 10_000
-        {
-            return Err(err(
-                "events.unwatched_flush_interval_ms",
-                "must be between 1 and 10000",
-            ));
-        }
-        let events = crate::events::EventsConfig {
-            flush_interval: Duration::from_millis(file.events.flush_interval_ms),
-            unwatched_flush_interval: Duration::from_millis(
-                file.events
-                    .unwatched_flush_interval_ms
-                    .max(file.events.flush_interval_ms),
-            ),
-            ..Default::default()
-        };
+        let events = events(&file.events)?;
         Ok(Config {
             listen,
             metrics_listen,
@@ -947,238 +548,119 @@ impl Config {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    pub(super) fn load(extra: &str) -> Result<Config, ConfigError> {
-        let file = Config::parse(&format!(
-            "[server]\nauth_tokens = [\"operator-token-0123456789\"]\n{extra}"
-        ))?;
-        Config::from_file(file, Path::new("."), &[("X", "")])
-    }
-
-    #[test]
-    fn tenants_map_tokens_to_budgets() {
-        let c = load(
-            "[tenants.acme]\ntokens = [\"acme-token-0123456789\"]\nbudget_usd = 2.5\nagents = [\"default\"]\n[tenants.free]\ntokens = [\"free-token-0123456789\"]\n",
-        )
-        .unwrap();
-        let acme = &c.tenants["acme"];
-        assert_eq!(acme.budget_nano_usd, 2_500_000_000);
-        assert_eq!(
-            c.caller("acme-token-0123456789"),
-            Some(&Caller::Tenant("acme".into()))
-        );
-        assert_eq!(c.tenants["free"].budget_nano_usd, 0);
-        assert_eq!(
-            c.caller("operator-token-0123456789"),
-            Some(&Caller::Tenant(String::new())),
-            "server.auth_tokens are the unnamed tenant's"
-        );
-        assert!(c.agent_allowed(&Caller::Tenant("acme".into()), "default"));
-    }
-
-    #[test]
-    fn operator_tokens_come_from_the_file_and_the_environment() {
-        let file =
-            Config::parse("[server]\noperator_tokens = [\"file-operator-0123456789\"]\n").unwrap();
-        let env = [(
-            "PROCESSOR_OPERATOR_TOKENS",
-            "env-operator-0123456789, other-operator-0123456789",
-        )];
-        let c = Config::from_file(file, Path::new("."), &env).unwrap();
-        for t in [
-            "file-operator-0123456789",
-            "env-operator-0123456789",
-            "other-operator-0123456789",
-        ] {
-            assert_eq!(c.caller(t), Some(&Caller::Operator), "{t}");
-        }
-        let env = [("PROCESSOR_OPERATOR_TOKENS", "short")];
-        let e = Config::from_file(FileConfig::default(), Path::new("."), &env).unwrap_err();
-        assert_eq!(e.key, "server.operator_tokens");
-    }
-
-    #[test]
-    fn bad_tenants_name_the_key() {
-        for (extra, key) in [
-            ("[tenants.a]\ntokens = []\n", "tenants.a.tokens"),
-            ("[tenants.a]\ntokens = [\"short\"]\n", "tenants.a.tokens"),
-            (
-                "[tenants.a]\ntokens = [\"acme-token-0123456789\"]\nbudget_usd = -1.0\n",
-                "tenants.a.budget_usd",
-            ),
-            (
-                "[tenants.a]\ntokens = [\"operator-token-0123456789\"]\n",
-                "tenants.a.tokens",
-            ),
-            (
-                "[tenants.a]\ntokens = [\"acme-token-0123456789\"]\n[tenants.b]\ntokens = [\"acme-token-0123456789\"]\n",
-                "tenants.b.tokens",
-            ),
-            (
-                "[tenants.a]\ntokens = [\"acme-token-0123456789\"]\nagents = [\"nobody\"]\n",
-                "tenants.a.agents",
-            ),
-            (
-                "[tenants.\"..\"]\ntokens = [\"acme-token-0123456789\"]\n",
-                "tenants...",
-            ),
-        ] {
-            assert_eq!(load(extra).unwrap_err().key, key, "{extra}");
-        }
-    }
-
-    #[test]
-    fn agents_get_the_new_defaults() {
-        let c = load("[titles]\nenabled = false\n[agents.small]\nsmall_model = \"openai/gpt-4o-mini\"\nauto_compact = false\n").unwrap();
-        assert!(!c.titles);
-        let a = &c.agents["small"];
-        assert_eq!(a.small_model, "openai/gpt-4o-mini");
-        assert!(!a.auto_compact);
-        assert_eq!(a.retry.max_retries, 3);
-        assert_eq!(a.retry.base_delay, Duration::from_millis(500));
-        assert!(c.agents["default"].auto_compact);
-        assert_eq!(
-            load("[agents.x]\nsmall_model = \"nope\"\n")
-                .unwrap_err()
-                .key,
-            "agents.x.small_model"
-        );
-    }
-
-    #[test]
-    fn the_example_config_names_only_known_keys() {
-        let file = Config::parse(include_str!("../../../deploy/processor.example.toml")).unwrap();
-        assert!(file.titles.enabled);
-        assert!(file.agents["default"].auto_compact);
-    }
-
-    #[test]
-    fn snapshots_default_under_the_workspace_root_and_never_inside_a_workspace() {
-        let c = load("[workspaces]\nroot = \"/srv/ws\"\n").unwrap();
-        assert!(c.snapshots.enabled);
-        assert_eq!(c.snapshots.root, Path::new("/srv/ws/@snapshots"));
-        assert_eq!(c.snapshots.max_file_bytes, 2 * 1024 * 1024);
-        let c = load("[workspaces]\nroot = \"/srv/ws\"\n[snapshots]\nroot = \"/srv/snap\"\ntimeout_ms = 5000\n")
-            .unwrap();
-        assert_eq!(
-            (c.snapshots.root.as_path(), c.snapshots.timeout),
-            (Path::new("/srv/snap"), Duration::from_secs(5))
-        );
-        for root in [
-            "/srv/ws",
-            "/srv/ws/demo",
-            "/srv/ws/demo/.snap",
-            "/srv",
-            "/srv/ws/./x/..",
-            "/srv/ws/@tenants",
-            "/srv/ws/@tenants/acme/proj/.snap",
-        ] {
-            let extra =
-                format!("[workspaces]\nroot = \"/srv/ws\"\n[snapshots]\nroot = \"{root}\"\n");
-            assert_eq!(load(&extra).unwrap_err().key, "snapshots.root", "{root}");
-        }
-        let env = [
-            ("PROCESSOR_SNAPSHOT_ROOT", "/var/snap"),
-            ("PROCESSOR_AUTH_TOKENS", "operator-token-0123456789"),
-        ];
-        let c = Config::from_file(FileConfig::default(), Path::new("."), &env).unwrap();
-        assert_eq!(c.snapshots.root, Path::new("/var/snap"));
-    }
-
-    #[test]
-    fn gateway_balance_modes() {
-        use crate::gateway_pool::Balance;
-        assert_eq!(load("").unwrap().gateway_balance, Balance::Connection);
-        let c = load("[gateway]\nurl = \"http://gw-headless:50051,http://gw2:50051\"\nbalance = \"dns\"\nresolve_interval_ms = 2000\n").unwrap();
-        assert_eq!(
-            c.gateway_balance,
-            Balance::Dns {
-                interval: Duration::from_millis(2000)
-            }
-        );
-        for (extra, key) in [
-            ("[gateway]\nbalance = \"round_robin\"\n", "gateway.balance"),
-            (
-                "[gateway]\nbalance = \"dns\"\nurl = \"gw:1\"\n",
-                "gateway.url",
-            ),
-            (
-                "[gateway]\nbalance = \"dns\"\nresolve_interval_ms = 5\n",
-                "gateway.resolve_interval_ms",
-            ),
-            (
-                "[gateway]\nurl = \"http://a:1,http://b:1\"\n",
-                "gateway.url",
-            ),
-        ] {
-            assert_eq!(load(extra).unwrap_err().key, key, "{extra}");
-        }
-    }
-
-    #[test]
-    fn the_event_flush_window_is_configurable_and_bounded() {
-        assert_eq!(
-            load("").unwrap().events.flush_interval,
-            crate::events::DEFAULT_FLUSH_INTERVAL
-        );
-        assert_eq!(
-            load("[events]\nflush_interval_ms = 50\n")
-                .unwrap()
-                .events
-                .flush_interval,
-            Duration::from_millis(50)
-        );
-        for bad in ["0", "10001"] {
-            assert_eq!(
-                load(&format!("[events]\nflush_interval_ms = {bad}\n"))
-                    .unwrap_err()
-                    .key,
-                "events.flush_interval_ms"
-            );
-        }
-    }
-
-    #[test]
-    fn the_unwatched_flush_window_is_configurable_bounded_and_never_shorter() {
-        let events = load("").unwrap().events;
-        assert_eq!(
-            events.unwatched_flush_interval,
-            crate::events::DEFAULT_UNWATCHED_FLUSH_INTERVAL
-        );
-        assert_eq!(
-            load("[events]\nunwatched_flush_interval_ms = 3000\n")
-                .unwrap()
-                .events
-                .unwatched_flush_interval,
-            Duration::from_millis(3000)
-        );
-        // Shorter than the watched window: the watched window it is.
-        assert_eq!(
-            load("[events]\nflush_interval_ms = 2000\n")
-                .unwrap()
-                .events
-                .unwatched_flush_interval,
-            Duration::from_millis(2000)
-        );
-        for bad in ["0", "10001"] {
-            assert_eq!(
-                load(&format!("[events]\nunwatched_flush_interval_ms = {bad}\n"))
-                    .unwrap_err()
-                    .key,
-                "events.unwatched_flush_interval_ms"
-            );
-        }
-    }
-
-    #[test]
-    fn usd_amounts_become_nano_usd() {
-        assert_eq!(usd_to_nano(0.25), Some(250_000_000));
-        assert_eq!(usd_to_nano(0.0), Some(0));
-        assert_eq!(usd_to_nano(-1.0), None);
-        assert_eq!(usd_to_nano(f64::NAN), None);
-        assert_eq!(usd_to_nano(1e12), None);
-    }
+/// `[server] listen` and `metrics_listen`, the environment first.
+fn listeners(
+    server: &ServerFile,
+    env: &dyn Env,
+) -> Result<(SocketAddr, Option<SocketAddr>), ConfigError> {
+    let listen_text = env.var("PROCESSOR_LISTEN").unwrap_or(server.listen.clone());
+    let listen = listen_text
+        .parse()
+        .map_err(|e| err("server.listen", format!("`{listen_text}`: {e}")))?;
+    let metrics_listen = match env
+        .var("PROCESSOR_METRICS_LISTEN")
+        .or(server.metrics_listen.clone())
+    {
+        None => None,
+        Some(text) => Some(
+            text.parse()
+                .map_err(|e| err("server.metrics_listen", format!("`{text}`: {e}")))?,
+        ),
+    };
+    Ok((listen, metrics_listen))
 }
+
+/// `[gateway] balance`: one connection, or every address DNS gives for the URL.
+fn gateway_balance(
+    gateway: &GatewayFile,
+    gateway_url: &str,
+    env: &dyn Env,
+) -> Result<crate::gateway_pool::Balance, ConfigError> {
+    let balance = env
+        .var("GATEWAY_BALANCE")
+        .unwrap_or(gateway.balance.clone());
+    let balance = match balance.as_str() {
+        "connection" => {
+            if !gateway_url.starts_with("http://") && !gateway_url.starts_with("https://") {
+                return Err(err("gateway.url", "must be an http(s) URL"));
+            }
+            if gateway_url.contains(',') {
+                return Err(err(
+                    "gateway.url",
+                    "a list of URLs needs gateway.balance = \"dns\"",
+                ));
+            }
+            crate::gateway_pool::Balance::Connection
+        }
+        "dns" => {
+            crate::gateway_pool::parse_targets(gateway_url).map_err(|e| err("gateway.url", e))?;
+            if gateway.resolve_interval_ms < 100 {
+                return Err(err("gateway.resolve_interval_ms", "must be at least 100"));
+            }
+            crate::gateway_pool::Balance::Dns {
+                interval: Duration::from_millis(gateway.resolve_interval_ms),
+            }
+        }
+        other => {
+            return Err(err(
+                "gateway.balance",
+                format!("`{other}`: expected `connection` or `dns`"),
+            ));
+        }
+    };
+    Ok(balance)
+}
+
+/// `[snapshots]`, validated against the workspace root.
+fn snapshots(
+    file: &SnapshotsFile,
+    workspace_root: &Path,
+    env: &dyn Env,
+) -> Result<SnapshotConfig, ConfigError> {
+    let snapshot_root = env
+        .var("PROCESSOR_SNAPSHOT_ROOT")
+        .or(file.root.clone())
+        .map_or_else(|| workspace_root.join(DEFAULT_SNAPSHOT_DIR), PathBuf::from);
+    if !snapshot_root_ok(&snapshot_root, workspace_root) {
+        return Err(err(
+            "snapshots.root",
+            "must not be the workspace root, inside a workspace, or contain the workspace root",
+        ));
+    }
+    if file.timeout_ms == 0 {
+        return Err(err("snapshots.timeout_ms", "must be positive"));
+    }
+    Ok(SnapshotConfig {
+        enabled: file.enabled,
+        root: snapshot_root,
+        max_file_bytes: file.max_file_bytes,
+        timeout: Duration::from_millis(file.timeout_ms),
+    })
+}
+
+/// `[events]`: the event hub's flush windows.
+fn events(file: &EventsFile) -> Result<crate::events::EventsConfig, ConfigError> {
+    if file.flush_interval_ms == 0 || file.flush_interval_ms > 10_000 {
+        return Err(err(
+            "events.flush_interval_ms",
+            "must be between 1 and 10000",
+        ));
+    }
+    if file.unwatched_flush_interval_ms == 0 || file.unwatched_flush_interval_ms > 10_000 {
+        return Err(err(
+            "events.unwatched_flush_interval_ms",
+            "must be between 1 and 10000",
+        ));
+    }
+    Ok(crate::events::EventsConfig {
+        flush_interval: Duration::from_millis(file.flush_interval_ms),
+        unwatched_flush_interval: Duration::from_millis(
+            file.unwatched_flush_interval_ms.max(file.flush_interval_ms),
+        ),
+        ..Default::default()
+    })
+}
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;

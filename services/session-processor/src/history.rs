@@ -8,14 +8,10 @@ use std::collections::HashSet;
 use llm_proto::gateway as gw;
 use llm_proto::sessions as pb;
 
-use crate::processor::metadata_from_json;
+use crate::processor::{FINISH_OVERFLOW, metadata_from_json};
 
 /// What replaces a pruned tool output in requests (storage keeps the output).
 pub const PRUNED_OUTPUT: &str = "[output pruned]";
-
-/// Finish of an assistant message whose step hit the context limit (a provider overflow error, also mid-stream):
-/// not an answer, never replayed, and the reason a compaction is pending.
-pub const FINISH_OVERFLOW: &str = "overflow";
 
 /// How [`to_gateway_with`] renders the history.
 #[derive(Debug, Default, Clone)]
@@ -90,136 +86,135 @@ pub fn to_gateway_with(history: &[pb::Message], render: &Render) -> Vec<gw::Mess
             // A completed summary restarts the conversation as a user turn (providers want a user turn first); a
             // failed or unfinished one is not replayed at all.
             if is_completed_compaction(m) {
-                out.push(gw::Message {
-                    role: gw::Role::User as i32,
-                    parts: vec![gw_text(&format!(
-                        "{SUMMARY_PREAMBLE}\n\n{}",
-                        summary_text(m).trim()
-                    ))],
-                });
+                let summary = format!("{SUMMARY_PREAMBLE}\n\n{}", summary_text(m).trim());
+                push_turn(&mut out, gw::Role::User, vec![gw_text(&summary)]);
             }
             continue;
         }
         match m.role() {
-            pb::Role::User => {
-                let parts: Vec<gw::Part> = m
-                    .parts
-                    .iter()
-                    .filter_map(|p| match &p.kind {
-                        Some(pb::part::Kind::Text(t)) if !t.text.is_empty() => {
-                            Some(gw_text(&t.text))
-                        }
-                        Some(pb::part::Kind::File(f)) => Some(gw::Part {
-                            kind: Some(gw::part::Kind::File(gw::FilePart {
-                                media_type: f.media_type.clone(),
-                                filename: f.filename.clone(),
-                                source: f.source.as_ref().map(|s| match s {
-                                    pb::file_part::Source::Data(d) => {
-                                        gw::file_part::Source::Data(d.clone())
-                                    }
-                                    pb::file_part::Source::Url(u) => {
-                                        gw::file_part::Source::Url(u.clone())
-                                    }
-                                }),
-                            })),
-                        }),
-                        _ => None,
-                    })
-                    .collect();
-                if !parts.is_empty() {
-                    out.push(gw::Message {
-                        role: gw::Role::User as i32,
-                        parts,
-                    });
-                }
-            }
+            pb::Role::User => push_turn(&mut out, gw::Role::User, user_parts(m)),
             // A retried attempt's partial output is superseded by the retry, and an overflowed one by the compaction;
             // both stay stored but are not replayed.
             pb::Role::Assistant if matches!(m.finish.as_str(), "retried" | FINISH_OVERFLOW) => {}
             pb::Role::Assistant => {
-                let mut parts = Vec::new();
-                let mut results = Vec::new();
-                for p in &m.parts {
-                    match &p.kind {
-                        Some(pb::part::Kind::Text(t)) if !t.text.is_empty() => {
-                            parts.push(gw_text(&t.text))
-                        }
-                        Some(pb::part::Kind::Reasoning(_)) if render.summary => {}
-                        Some(pb::part::Kind::Reasoning(r)) => parts.push(gw::Part {
-                            kind: Some(gw::part::Kind::Reasoning(gw::ReasoningPart {
-                                text: r.text.clone(),
-                                provider_metadata: metadata_from_json(&r.provider_metadata_json),
-                            })),
-                        }),
-                        Some(pb::part::Kind::Tool(t)) if render.summary => {
-                            let state = t.state.clone().unwrap_or_default();
-                            let result = match state.status() {
-                                _ if render.pruned.contains(&p.id) => PRUNED_OUTPUT.to_string(),
-                                pb::tool_state::Status::Completed => state.output.clone(),
-                                pb::tool_state::Status::Error => format!("error: {}", state.error),
-                                _ => "the tool did not finish".to_string(),
-                            };
-                            parts.push(gw_text(&format!(
-                                "[called tool `{}` with {}]\n[result: {result}]",
-                                t.tool, state.input_json
-                            )));
-                        }
-                        Some(pb::part::Kind::Tool(t)) => {
-                            let state = t.state.clone().unwrap_or_default();
-                            let input = if state.input_json.trim().is_empty() {
-                                "{}".to_string()
-                            } else {
-                                state.input_json.clone()
-                            };
-                            parts.push(gw::Part {
-                                kind: Some(gw::part::Kind::ToolCall(gw::ToolCallPart {
-                                    call_id: t.call_id.clone(),
-                                    tool_name: t.tool.clone(),
-                                    input_json: input,
-                                    provider_metadata: metadata_from_json(
-                                        &t.provider_metadata_json,
-                                    ),
-                                })),
-                            });
-                            let (output, is_error) = match state.status() {
-                                pb::tool_state::Status::Completed
-                                    if render.pruned.contains(&p.id) =>
-                                {
-                                    (PRUNED_OUTPUT.to_string(), false)
-                                }
-                                pb::tool_state::Status::Completed => (state.output.clone(), false),
-                                pb::tool_state::Status::Error => (state.error.clone(), true),
-                                _ => ("the tool did not finish".to_string(), true),
-                            };
-                            results.push(gw::Part {
-                                kind: Some(gw::part::Kind::ToolResult(gw::ToolResultPart {
-                                    call_id: t.call_id.clone(),
-                                    tool_name: t.tool.clone(),
-                                    output,
-                                    is_error,
-                                })),
-                            });
-                        }
-                        _ => {}
-                    }
-                }
-                if !parts.is_empty() {
-                    out.push(gw::Message {
-                        role: gw::Role::Assistant as i32,
-                        parts,
-                    });
-                }
-                if !results.is_empty() {
-                    out.push(gw::Message {
-                        role: gw::Role::Tool as i32,
-                        parts: results,
-                    });
-                }
+                let (parts, results) = assistant_parts(m, render);
+                push_turn(&mut out, gw::Role::Assistant, parts);
+                push_turn(&mut out, gw::Role::Tool, results);
             }
             pb::Role::Unspecified => {}
         }
     }
     out
+}
+
+/// Appends a turn unless it has no parts.
+fn push_turn(out: &mut Vec<gw::Message>, role: gw::Role, parts: Vec<gw::Part>) {
+    if !parts.is_empty() {
+        out.push(gw::Message {
+            role: role as i32,
+            parts,
+        });
+    }
+}
+
+/// A user message's text and files.
+fn user_parts(m: &pb::Message) -> Vec<gw::Part> {
+    m.parts
+        .iter()
+        .filter_map(|p| match &p.kind {
+            Some(pb::part::Kind::Text(t)) if !t.text.is_empty() => Some(gw_text(&t.text)),
+            Some(pb::part::Kind::File(f)) => Some(gw::Part {
+                kind: Some(gw::part::Kind::File(gw::FilePart {
+                    media_type: f.media_type.clone(),
+                    filename: f.filename.clone(),
+                    source: f.source.as_ref().map(|s| match s {
+                        pb::file_part::Source::Data(d) => gw::file_part::Source::Data(d.clone()),
+                        pb::file_part::Source::Url(u) => gw::file_part::Source::Url(u.clone()),
+                    }),
+                })),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An assistant message's turn (text, reasoning, tool calls) and the tool turn with each call's result. When
+/// `render.summary` is set, reasoning is left out and each call is flattened into text with its result.
+fn assistant_parts(m: &pb::Message, render: &Render) -> (Vec<gw::Part>, Vec<gw::Part>) {
+    let mut parts = Vec::new();
+    let mut results = Vec::new();
+    for p in &m.parts {
+        match &p.kind {
+            Some(pb::part::Kind::Text(t)) if !t.text.is_empty() => parts.push(gw_text(&t.text)),
+            Some(pb::part::Kind::Reasoning(_)) if render.summary => {}
+            Some(pb::part::Kind::Reasoning(r)) => parts.push(gw::Part {
+                kind: Some(gw::part::Kind::Reasoning(gw::ReasoningPart {
+                    text: r.text.clone(),
+                    provider_metadata: metadata_from_json(&r.provider_metadata_json),
+                })),
+            }),
+            Some(pb::part::Kind::Tool(t)) if render.summary => {
+                parts.push(gw_text(&flattened_call(&p.id, t, render)));
+            }
+            Some(pb::part::Kind::Tool(t)) => {
+                let (call, result) = call_and_result(&p.id, t, render);
+                parts.push(call);
+                results.push(result);
+            }
+            _ => {}
+        }
+    }
+    (parts, results)
+}
+
+/// A tool call and its result as text, for a summary request (which offers no tools).
+fn flattened_call(part_id: &str, t: &pb::ToolPart, render: &Render) -> String {
+    let state = t.state.clone().unwrap_or_default();
+    let result = match state.status() {
+        _ if render.pruned.contains(part_id) => PRUNED_OUTPUT.to_string(),
+        pb::tool_state::Status::Completed => state.output.clone(),
+        pb::tool_state::Status::Error => format!("error: {}", state.error),
+        _ => "the tool did not finish".to_string(),
+    };
+    format!(
+        "[called tool `{}` with {}]\n[result: {result}]",
+        t.tool, state.input_json
+    )
+}
+
+/// A tool call part and its paired result part; an unfinished call is answered as an error.
+fn call_and_result(part_id: &str, t: &pb::ToolPart, render: &Render) -> (gw::Part, gw::Part) {
+    let state = t.state.clone().unwrap_or_default();
+    let input = if state.input_json.trim().is_empty() {
+        "{}".to_string()
+    } else {
+        state.input_json.clone()
+    };
+    let call = gw::Part {
+        kind: Some(gw::part::Kind::ToolCall(gw::ToolCallPart {
+            call_id: t.call_id.clone(),
+            tool_name: t.tool.clone(),
+            input_json: input,
+            provider_metadata: metadata_from_json(&t.provider_metadata_json),
+        })),
+    };
+    let (output, is_error) = match state.status() {
+        pb::tool_state::Status::Completed if render.pruned.contains(part_id) => {
+            (PRUNED_OUTPUT.to_string(), false)
+        }
+        pb::tool_state::Status::Completed => (state.output.clone(), false),
+        pb::tool_state::Status::Error => (state.error.clone(), true),
+        _ => ("the tool did not finish".to_string(), true),
+    };
+    let result = gw::Part {
+        kind: Some(gw::part::Kind::ToolResult(gw::ToolResultPart {
+            call_id: t.call_id.clone(),
+            tool_name: t.tool.clone(),
+            output,
+            is_error,
+        })),
+    };
+    (call, result)
 }
 
 /// Opens the user turn that carries a compaction's summary.
@@ -301,249 +296,5 @@ pub fn needs_work(history: &[pb::Message]) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn user(text: &str, model: &str) -> pb::Message {
-        pb::Message {
-            id: crate::ids::new("msg"),
-            role: pb::Role::User as i32,
-            model: model.into(),
-            parts: vec![pb::Part {
-                kind: Some(pb::part::Kind::Text(pb::TextPart {
-                    text: text.into(),
-                    ..Default::default()
-                })),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }
-    }
-
-    fn assistant(finish: &str, completed: bool, tools: Vec<pb::ToolPart>) -> pb::Message {
-        pb::Message {
-            id: crate::ids::new("msg"),
-            role: pb::Role::Assistant as i32,
-            finish: finish.into(),
-            completed_at: completed.then_some(prost_types::Timestamp {
-                seconds: 1,
-                nanos: 0,
-            }),
-            parts: tools
-                .into_iter()
-                .map(|t| pb::Part {
-                    kind: Some(pb::part::Kind::Tool(t)),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }
-    }
-
-    fn tool(call: &str, status: pb::tool_state::Status, out: &str) -> pb::ToolPart {
-        pb::ToolPart {
-            call_id: call.into(),
-            tool: "read".into(),
-            state: Some(pb::ToolState {
-                status: status as i32,
-                input_json: "{\"path\":\"a\"}".into(),
-                output: out.into(),
-                error: out.into(),
-                ..Default::default()
-            }),
-            provider_metadata_json: String::new(),
-        }
-    }
-
-    #[test]
-    fn exit_rule() {
-        assert!(needs_work(&[user("hi", "")]));
-        assert!(needs_work(&[
-            user("hi", ""),
-            assistant("tool_calls", true, vec![])
-        ]));
-        assert!(!needs_work(&[
-            user("hi", ""),
-            assistant("stop", true, vec![])
-        ]));
-        assert!(needs_work(&[
-            user("hi", ""),
-            assistant("stop", true, vec![]),
-            user("more", "")
-        ]));
-        assert!(
-            needs_work(&[user("hi", ""), assistant("", false, vec![])]),
-            "an orphaned step is resumed"
-        );
-        let mut failed = assistant("", true, vec![]);
-        failed.error = Some(pb::MessageError::default());
-        assert!(!needs_work(&[user("hi", ""), failed]));
-    }
-
-    #[test]
-    fn every_call_is_paired_with_one_result() {
-        let history = vec![
-            user("read a", ""),
-            assistant(
-                "tool_calls",
-                true,
-                vec![
-                    tool("c1", pb::tool_state::Status::Completed, "A"),
-                    tool("c2", pb::tool_state::Status::Error, "denied"),
-                ],
-            ),
-        ];
-        let msgs = to_gateway(&history);
-        assert_eq!(msgs.len(), 3);
-        assert_eq!(msgs[1].role(), gw::Role::Assistant);
-        assert_eq!(msgs[2].role(), gw::Role::Tool);
-        let results: Vec<(String, bool)> = msgs[2]
-            .parts
-            .iter()
-            .map(|p| match &p.kind {
-                Some(gw::part::Kind::ToolResult(r)) => (r.call_id.clone(), r.is_error),
-                _ => panic!(),
-            })
-            .collect();
-        assert_eq!(
-            results,
-            [("c1".to_string(), false), ("c2".to_string(), true)]
-        );
-    }
-
-    fn compaction(summary: &str, completed: bool) -> pb::Message {
-        let mut m = assistant("stop", completed, vec![]);
-        m.parts = vec![
-            pb::Part {
-                id: "prt_1".into(),
-                kind: Some(pb::part::Kind::Compaction(pb::CompactionPart {
-                    auto: true,
-                    overflow: false,
-                })),
-                ..Default::default()
-            },
-            pb::Part {
-                id: "prt_2".into(),
-                kind: Some(pb::part::Kind::Text(pb::TextPart {
-                    text: summary.into(),
-                    ..Default::default()
-                })),
-                ..Default::default()
-            },
-        ];
-        m
-    }
-
-    #[test]
-    fn the_history_starts_at_the_last_completed_compaction() {
-        let old = user("old", "");
-        let done = compaction("we did X", true);
-        let unfinished = compaction("half a summ", false);
-        let next = user("next", "");
-        let view = since_compaction(vec![
-            old.clone(),
-            done.clone(),
-            unfinished.clone(),
-            next.clone(),
-        ]);
-        assert_eq!(
-            view.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
-            [&done.id, &unfinished.id, &next.id]
-        );
-        let msgs = to_gateway(&view);
-        assert_eq!(msgs.len(), 2, "the unfinished summary is not replayed");
-        assert_eq!(msgs[0].role(), gw::Role::User);
-        let Some(gw::part::Kind::Text(t)) = &msgs[0].parts[0].kind else {
-            panic!()
-        };
-        assert!(t.text.starts_with(SUMMARY_PREAMBLE) && t.text.ends_with("we did X"));
-        assert_eq!(
-            since_compaction(vec![old.clone(), next.clone()]).len(),
-            2,
-            "no compaction: everything"
-        );
-        assert!(!needs_work(&[done]), "a summary alone needs no answer");
-    }
-
-    #[test]
-    fn an_overflowed_step_is_pending_work_and_never_replayed() {
-        let overflowed = assistant(FINISH_OVERFLOW, true, vec![]);
-        let h = vec![user("big", ""), overflowed.clone()];
-        assert!(needs_work(&h));
-        assert_eq!(to_gateway(&h).len(), 1);
-        let mut failed = overflowed;
-        failed.error = Some(pb::MessageError::default());
-        assert!(!needs_work(&[user("big", ""), failed]));
-    }
-
-    #[test]
-    fn old_tool_outputs_beyond_the_protected_window_are_pruned_in_requests_only() {
-        let call = |id: &str, out: &str| {
-            let mut m = assistant(
-                "tool_calls",
-                true,
-                vec![tool(id, pb::tool_state::Status::Completed, out)],
-            );
-            m.parts[0].id = format!("prt_{id}");
-            m
-        };
-        let big = "x".repeat(400); // 100 estimated tokens each
-        let h = vec![
-            user("go", ""),
-            call("c1", &big),
-            call("c2", &big),
-            call("c3", &big),
-            call("c4", &big),
-        ];
-        // Protect 150 tokens: c4 (the latest, always kept) and c3 fill it; c1 and c2 go.
-        let pruned = prunable(&h, 150, 100);
-        let mut ids: Vec<&str> = pruned.iter().map(String::as_str).collect();
-        ids.sort();
-        assert_eq!(ids, ["prt_c1", "prt_c2"]);
-        assert!(
-            prunable(&h, 150, 500).is_empty(),
-            "not worth it below the minimum"
-        );
-        let render = Render {
-            pruned,
-            summary: false,
-        };
-        let msgs = to_gateway_with(&h, &render);
-        let outputs: Vec<String> = msgs
-            .iter()
-            .flat_map(|m| m.parts.iter())
-            .filter_map(|p| match &p.kind {
-                Some(gw::part::Kind::ToolResult(r)) => Some(r.output.clone()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(outputs[..2], [PRUNED_OUTPUT, PRUNED_OUTPUT]);
-        assert_eq!(outputs[2..], [big.clone(), big.clone()]);
-        let summary = to_gateway_with(
-            &h,
-            &Render {
-                pruned: HashSet::new(),
-                summary: true,
-            },
-        );
-        assert!(
-            summary.iter().all(|m| m.role() != gw::Role::Tool
-                && m.parts
-                    .iter()
-                    .all(|p| matches!(p.kind, Some(gw::part::Kind::Text(_))))),
-            "the summary request carries tools as text"
-        );
-    }
-
-    #[test]
-    fn the_latest_prompt_carries_the_format() {
-        let mut u = user("json please", "");
-        u.format = Some(pb::OutputFormat {
-            r#type: pb::output_format::Type::JsonSchema as i32,
-            schema_json: "{}".into(),
-            retry_count: None,
-        });
-        assert!(output_format(&[u.clone()]).is_some());
-        assert!(output_format(&[u, user("plain", "")]).is_none());
-    }
-}
+#[path = "history_tests.rs"]
+mod tests;

@@ -3,8 +3,11 @@
 //!
 //! Module map:
 //! - [`ids`]: ascending, sortable ids for sessions, messages and parts.
+//! - [`names`]: the names callers and operators choose (tenants): the one rule, shared by config, the API and the
+//!   workspace layout.
 //! - [`processor`]: the Processor, a state machine with no I/O: gateway events in, part changes out.
 //! - [`store`]: the one place that talks to Redis: sessions, messages, parts, the event log, leases.
+//! - [`event_wire`]: event ids and the batch encoding of the event log, shared by the store and the hub.
 //! - [`events`]: the per-replica event hub: live delivery to local streams, coalesced writes to the event log.
 //! - [`history`]: stored messages → the gateway conversation; the loop's exit rule and model priority.
 //! - [`engine`]: the runLoop (a pure policy and the driver that performs it) and the engine that owns storage, the
@@ -19,6 +22,10 @@
 //! - [`title`]: the session title request and its clean-up.
 //! - [`snapshot`]: git-tree snapshots of session workspaces, kept outside them, and the diffs between them.
 //! - [`diff_api`]: the `GetDiff` RPC over those snapshots.
+//! - [`diagnostics`]: the `Diagnose` RPC: a session's stored data checked against the invariants.
+//! - [`gateway_pool`]: the channels to llm-gateway replicas and how a step picks one.
+//! - [`metrics`]: the processor's Prometheus metrics.
+//! - [`app`]: start-up shared by `main` and the tests: config, Redis, gateway client, sweeper, server.
 
 pub mod api;
 pub mod app;
@@ -27,11 +34,13 @@ pub mod context;
 pub mod diagnostics;
 pub mod diff_api;
 pub mod engine;
+pub mod event_wire;
 pub mod events;
 pub mod gateway_pool;
 pub mod history;
 pub mod ids;
 pub mod metrics;
+pub mod names;
 pub mod processor;
 pub mod retry;
 pub mod server;

@@ -287,36 +287,5 @@ impl llm_telemetry::metrics_http::Exposition for Metrics {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn steps_tools_and_store_calls_are_recorded() {
-        let m = Metrics::new();
-        m.loop_started();
-        m.step(
-            "tool_calls",
-            "openai/gpt-4o",
-            Duration::from_millis(50),
-            (10, 5),
-            None,
-        );
-        m.compaction(true);
-        m.tool_call(ToolKind::Builtin, ToolOutcome::Completed);
-        m.redis("put_part", Duration::from_micros(300));
-        m.prompt_phase(PromptPhase::FirstEvent, Duration::from_micros(900));
-        let text = m.encode();
-        for line in [
-            "session_processor_active_sessions 1",
-            "session_processor_steps_total{finish=\"tool_calls\"} 1",
-            "session_processor_compactions_total{trigger=\"auto\"} 1",
-            "session_processor_tool_calls_total{kind=\"builtin\",outcome=\"completed\"} 1",
-            "session_processor_redis_seconds_count{op=\"put_part\"} 1",
-            "session_processor_prompt_phase_seconds_count{phase=\"first_event\"} 1",
-            "gen_ai_client_token_usage_sum{gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\",gen_ai_token_type=\"input\"} 10.0",
-            "gen_ai_client_operation_duration_seconds_count{gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\"} 1",
-        ] {
-            assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
-        }
-    }
-}
+#[path = "metrics_tests.rs"]
+mod tests;

@@ -2,7 +2,7 @@
 //! can run it as a real process (`CARGO_BIN_EXE_sessions_cli`); `CARGO_BIN_EXE_*` only names binaries of the
 //! package under test.
 
-#[path = "../../../services/session-processor/src/bin/sessions_cli.rs"]
+#[path = "../../../services/session-processor/src/bin/sessions_cli/main.rs"]
 mod cli;
 
 fn main() -> std::process::ExitCode {

@@ -85,7 +85,7 @@ impl<'a> Plan<'a> {
                         && !history::is_compaction(m)
                         && !matches!(
                             m.finish.as_str(),
-                            history::FINISH_OVERFLOW | "retried" | "interrupted"
+                            crate::processor::FINISH_OVERFLOW | "retried" | "interrupted"
                         )
                 })
         });

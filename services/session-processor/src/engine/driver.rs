@@ -598,7 +598,7 @@ impl Engine {
             needs_work,
             overflowed: view
                 .last()
-                .is_some_and(|m| m.finish == history::FINISH_OVERFLOW),
+                .is_some_and(|m| m.finish == crate::processor::FINISH_OVERFLOW),
             open_client_calls: open_client_calls(&view),
             model: model.clone(),
         };

@@ -10,8 +10,8 @@ use pb::session_event::Event;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use super::{EventId, EventsConfig, codec, local_millis, lock, weight};
-use crate::store::{Fence, FlushWrites, Store, StoreError};
+use super::{EventId, EventsConfig, local_millis, lock, weight};
+use crate::store::{Fence, FlushWrites, Flushed, Store, StoreError};
 
 /// What followers watch: bumped on every event, and `true` once the channel closed.
 pub(super) type Signal = bool;
@@ -228,27 +228,8 @@ impl Channel {
                 extend(&mut t.part, &d.delta);
                 t.dirty = true;
             }
-            match write {
-                Some(Write::Part(part, fence)) => {
-                    s.fence = Some(fence.clone());
-                    let tracked = Tracked {
-                        part: part.clone(),
-                        dirty: true,
-                        open: open_text(part),
-                    };
-                    match s.parts.iter_mut().find(|t| t.part.id == part.id) {
-                        Some(t) => *t = tracked,
-                        None => s.parts.push(tracked),
-                    }
-                }
-                Some(Write::Message(head, fence)) => {
-                    s.fence = Some(fence.clone());
-                    match s.heads.iter_mut().find(|h| h.id == head.id) {
-                        Some(h) => h.clone_from(head),
-                        None => s.heads.push(head.clone()),
-                    }
-                }
-                None => {}
+            if let Some(write) = write {
+                track(&mut s, write);
             }
             s.ring.push_back((id, Arc::new(event)));
             s.pending_events += 1;
@@ -306,113 +287,139 @@ impl Channel {
     pub(super) async fn flush(&self) -> Result<(), StoreError> {
         let _serial = self.flushing.lock().await;
         let started = Instant::now();
-        let (batch, parts, heads, fence, listed, renew) = {
-            let mut s = lock(&self.state);
-            s.pending_events = 0;
-            s.pending_bytes = 0;
-            s.window_start = None;
-            s.asap = false;
-            let handed = s.handed;
-            let start = s.ring.partition_point(|(id, _)| *id <= handed);
-            let batch: Vec<_> = s.ring.range(start..).cloned().collect();
-            if let Some((last, _)) = batch.last() {
-                s.handed = *last;
-            }
-            let mut parts = Vec::new();
-            for t in s.parts.iter_mut().filter(|t| t.dirty) {
-                t.dirty = false;
-                parts.push(t.part.clone());
-            }
-            // Written parts that no delta extends any more are done with.
-            s.parts.retain(|t| t.open || t.dirty);
-            let heads = std::mem::take(&mut s.heads);
-            let listed = if parts.is_empty() && heads.is_empty() {
-                HashSet::new()
-            } else {
-                s.listed.clone()
-            };
-            // The lease is extended with a write when its last renewal is a sixth of its ttl old: every write of
-            // the long window while a step streams, so the loop's own renewal (due a third of the ttl after the
-            // last one) finds it done.
-            let renew = s.lease_ttl.filter(|ttl| {
-                s.fence.is_some() && s.renewed_at.is_none_or(|at| at.elapsed() >= *ttl / 6)
-            });
-            (batch, parts, heads, s.fence.clone(), listed, renew)
-        };
+        let Taken {
+            batch,
+            parts,
+            heads,
+            fence,
+            listed,
+            renew,
+        } = self.take_unwritten();
         if batch.is_empty() && parts.is_empty() && heads.is_empty() {
             return Ok(());
         }
         let last = batch.last().map(|(id, _)| *id);
-        let encoded = last.map(|last| (last, codec::encode_batch(&batch)));
+        let encoded = last.map(|last| (last, crate::event_wire::encode_batch(&batch)));
         drop(batch);
-        match self
+        let writes = FlushWrites {
+            parts: &parts,
+            heads: &heads,
+            listed: &listed,
+        };
+        let result = self
             .store
-            .flush_events(
-                &self.session_id,
-                encoded,
-                fence.as_ref(),
-                renew,
-                FlushWrites {
-                    parts: &parts,
-                    heads: &heads,
-                    listed: &listed,
-                },
-            )
-            .await
-        {
-            Ok(flushed) => {
-                let mut s = lock(&self.state);
-                if let (Some(last), Some(actual)) = (last, flushed.entry) {
-                    s.flushed = s.flushed.max(last);
-                    // The log moved past our ids (a foreign write): carry on after it.
-                    s.last = s.last.max(actual);
-                }
-                s.watched = flushed.watched;
-                if flushed.renewed {
-                    s.renewed_at = Some(s.renewed_at.map_or(started, |at| at.max(started)));
-                }
-                self.trim(&mut s);
-                if flushed.parts.is_ok() {
-                    for id in parts
-                        .iter()
-                        .map(|p| &p.message_id)
-                        .chain(heads.iter().map(|h| &h.id))
-                    {
-                        if !s.listed.contains(id) {
-                            s.listed.insert(id.clone());
-                        }
-                    }
-                }
-                flushed.parts
-            }
+            .flush_events(&self.session_id, encoded, fence.as_ref(), renew, writes)
+            .await;
+        match result {
+            Ok(flushed) => self.written(last, started, &parts, &heads, flushed),
             Err(e) => {
-                let mut s = lock(&self.state);
-                // Not written: the next write takes these events again, and these parts (in their latest state).
-                s.handed = s.flushed;
-                let flushed = s.flushed;
-                let start = s.ring.partition_point(|(id, _)| *id <= flushed);
-                s.pending_events = s.ring.len() - start;
-                for p in parts {
-                    match s.parts.iter_mut().find(|t| t.part.id == p.id) {
-                        Some(t) => t.dirty = true,
-                        None => s.parts.push(Tracked {
-                            part: p,
-                            dirty: true,
-                            open: false,
-                        }),
-                    }
-                }
-                // Heads handed to this write go back unless a newer state came meanwhile.
-                for h in heads {
-                    if !s.heads.iter().any(|n| n.id == h.id) {
-                        s.heads.push(h);
-                    }
-                }
-                if s.window_start.is_none() {
-                    s.window_start = Some(Instant::now());
-                }
+                self.not_written(parts, heads);
                 Err(e)
             }
+        }
+    }
+
+    /// Hands every event not yet handed to a write, and the dirty parts and heads, to the write starting now.
+    fn take_unwritten(&self) -> Taken {
+        let mut s = lock(&self.state);
+        s.pending_events = 0;
+        s.pending_bytes = 0;
+        s.window_start = None;
+        s.asap = false;
+        let handed = s.handed;
+        let start = s.ring.partition_point(|(id, _)| *id <= handed);
+        let batch: Vec<_> = s.ring.range(start..).cloned().collect();
+        if let Some((last, _)) = batch.last() {
+            s.handed = *last;
+        }
+        let mut parts = Vec::new();
+        for t in s.parts.iter_mut().filter(|t| t.dirty) {
+            t.dirty = false;
+            parts.push(t.part.clone());
+        }
+        // Written parts that no delta extends any more are done with.
+        s.parts.retain(|t| t.open || t.dirty);
+        let heads = std::mem::take(&mut s.heads);
+        let listed = if parts.is_empty() && heads.is_empty() {
+            HashSet::new()
+        } else {
+            s.listed.clone()
+        };
+        // The lease is extended with a write when its last renewal is a sixth of its ttl old: every write of the
+        // long window while a step streams, so the loop's own renewal (due a third of the ttl after the last one)
+        // finds it done.
+        let renew = s.lease_ttl.filter(|ttl| {
+            s.fence.is_some() && s.renewed_at.is_none_or(|at| at.elapsed() >= *ttl / 6)
+        });
+        Taken {
+            batch,
+            parts,
+            heads,
+            fence: s.fence.clone(),
+            listed,
+            renew,
+        }
+    }
+
+    /// Records a write Redis took: the log's position, the lease renewal, the messages now listed.
+    fn written(
+        &self,
+        last: Option<EventId>,
+        started: Instant,
+        parts: &[pb::Part],
+        heads: &[pb::Message],
+        flushed: Flushed,
+    ) -> Result<(), StoreError> {
+        let mut s = lock(&self.state);
+        if let (Some(last), Some(actual)) = (last, flushed.entry) {
+            s.flushed = s.flushed.max(last);
+            // The log moved past our ids (a foreign write): carry on after it.
+            s.last = s.last.max(actual);
+        }
+        s.watched = flushed.watched;
+        if flushed.renewed {
+            s.renewed_at = Some(s.renewed_at.map_or(started, |at| at.max(started)));
+        }
+        self.trim(&mut s);
+        if flushed.parts.is_ok() {
+            for id in parts
+                .iter()
+                .map(|p| &p.message_id)
+                .chain(heads.iter().map(|h| &h.id))
+            {
+                if !s.listed.contains(id) {
+                    s.listed.insert(id.clone());
+                }
+            }
+        }
+        flushed.parts
+    }
+
+    /// A write Redis refused: the next write takes these events again, and these parts (in their latest state).
+    fn not_written(&self, parts: Vec<pb::Part>, heads: Vec<pb::Message>) {
+        let mut s = lock(&self.state);
+        s.handed = s.flushed;
+        let flushed = s.flushed;
+        let start = s.ring.partition_point(|(id, _)| *id <= flushed);
+        s.pending_events = s.ring.len() - start;
+        for p in parts {
+            match s.parts.iter_mut().find(|t| t.part.id == p.id) {
+                Some(t) => t.dirty = true,
+                None => s.parts.push(Tracked {
+                    part: p,
+                    dirty: true,
+                    open: false,
+                }),
+            }
+        }
+        // Heads handed to this write go back unless a newer state came meanwhile.
+        for h in heads {
+            if !s.heads.iter().any(|n| n.id == h.id) {
+                s.heads.push(h);
+            }
+        }
+        if s.window_start.is_none() {
+            s.window_start = Some(Instant::now());
         }
     }
 
@@ -506,5 +513,40 @@ impl Channel {
     pub(super) fn covers(&self, position: EventId) -> (bool, bool) {
         let s = lock(&self.state);
         (position >= s.covered, s.closed)
+    }
+}
+
+/// What one write takes from the channel's state.
+struct Taken {
+    batch: Vec<(EventId, Arc<Event>)>,
+    parts: Vec<pb::Part>,
+    heads: Vec<pb::Message>,
+    fence: Option<Fence>,
+    listed: HashSet<String>,
+    renew: Option<Duration>,
+}
+
+/// Tracks the part or message head a publish hands over, in its latest state, for the next write.
+fn track(s: &mut State, write: Write<'_>) {
+    match write {
+        Write::Part(part, fence) => {
+            s.fence = Some(fence.clone());
+            let tracked = Tracked {
+                part: part.clone(),
+                dirty: true,
+                open: open_text(part),
+            };
+            match s.parts.iter_mut().find(|t| t.part.id == part.id) {
+                Some(t) => *t = tracked,
+                None => s.parts.push(tracked),
+            }
+        }
+        Write::Message(head, fence) => {
+            s.fence = Some(fence.clone());
+            match s.heads.iter_mut().find(|h| h.id == head.id) {
+                Some(h) => h.clone_from(head),
+                None => s.heads.push(head.clone()),
+            }
+        }
     }
 }

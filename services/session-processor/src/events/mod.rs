@@ -47,9 +47,7 @@
 //! (bounded) reads Redis until it catches up: a slow caller never grows the hub.
 
 mod channel;
-mod codec;
 mod follow;
-mod id;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -61,9 +59,8 @@ use tokio::time::Instant;
 
 use crate::store::{Fence, Store, StoreError};
 
-pub(crate) use codec::{BatchError, decode_batch};
+pub use crate::event_wire::{BadEventId, EventId};
 pub use follow::Follower;
-pub use id::{BadEventId, EventId};
 
 use channel::{Channel, Published, Write};
 

@@ -298,7 +298,7 @@ async fn ids_follow_the_log_and_a_foreign_write_never_fails_a_flush() {
         .append_events(
             &sid,
             foreign,
-            codec::encode_batch(&[(foreign, Arc::new(status()))]),
+            crate::event_wire::encode_batch(&[(foreign, Arc::new(status()))]),
         )
         .await
         .unwrap();
@@ -316,7 +316,7 @@ async fn ids_follow_the_log_and_a_foreign_write_never_fails_a_flush() {
         .append_events(
             &sid,
             foreign,
-            codec::encode_batch(&[(foreign, Arc::new(status()))]),
+            crate::event_wire::encode_batch(&[(foreign, Arc::new(status()))]),
         )
         .await
         .unwrap();
@@ -326,7 +326,11 @@ async fn ids_follow_the_log_and_a_foreign_write_never_fails_a_flush() {
     );
     let top: EventId = store.last_event_id(&sid).await.unwrap().parse().unwrap();
     let same = store
-        .append_events(&sid, top, codec::encode_batch(&[(top, Arc::new(status()))]))
+        .append_events(
+            &sid,
+            top,
+            crate::event_wire::encode_batch(&[(top, Arc::new(status()))]),
+        )
         .await
         .unwrap();
     assert_eq!(same, top);

@@ -17,42 +17,15 @@ pub(super) const NO_MESSAGE: i64 = -3;
 /// A compare-and-set found the record changed since it was read; nothing was written.
 pub(super) const CONFLICT: i64 = -4;
 
-/// Shared gate of every write: the session must exist (so a loop racing `delete_session` cannot recreate keys that
-/// nothing would ever delete) and, when a fence is given, the lease must still hold exactly that fence (so a replica
-/// whose lease expired cannot overwrite its successor's data). A fenced gate reads both keys with one MGET.
-macro_rules! gate {
-    () => {
-        r"
-local function gate(session_key, lease_key, fence)
-  if fence == '' then
-    if redis.call('EXISTS', session_key) == 0 then return -2 end
-    return 1
-  end
-  local v = redis.call('MGET', session_key, lease_key)
-  if not v[1] then return -2 end
-  if v[2] ~= fence then return -1 end
-  return 1
-end
-"
-    };
-}
-
-/// Appends a batch as one stream entry: `append(events key, cap, entry id, batch)`. Writes at the given id, or, when
-/// the stream is already at or past it, after the newest entry (an auto id), so it never fails on ids; a batch
-/// whose id is already the newest entry (a retried write that landed) is not written again. Returns the entry id.
-macro_rules! append {
-    () => {
-        r"
-local function append(events, cap, id, batch)
-  local written = redis.pcall('XADD', events, 'MAXLEN', '~', cap, id, 'b', batch)
-  if type(written) == 'string' then return written end
-  local top = redis.call('XREVRANGE', events, '+', '-', 'COUNT', 1)
-  if top[1] and top[1][1] == id then return id end
-  return redis.call('XADD', events, 'MAXLEN', '~', cap, '*', 'b', batch)
-end
-"
-    };
-}
+// `lua/gate.lua`, prepended to every write script, is the shared gate: the session must exist (so a loop racing
+// `delete_session` cannot recreate keys that nothing would ever delete) and, when a fence is given, the lease must
+// still hold exactly that fence (so a replica whose lease expired cannot overwrite its successor's data). A fenced
+// gate reads both keys with one MGET.
+//
+// `lua/append.lua`, prepended to the scripts that append, defines `append(events key, cap, entry id, batch)`: it
+// writes at the given id, or, when the stream is already at or past it, after the newest entry (an auto id), so it
+// never fails on ids; a batch whose id is already the newest entry (a retried write that landed) is not written
+// again. Returns the entry id.
 
 /// Every script the store runs, hashed once so calls go out as EVALSHA (redis::Script falls back to loading the
 /// body when the server answers NOSCRIPT, e.g. after a restart or a failover).
@@ -116,176 +89,35 @@ impl Scripts {
     pub(super) fn new() -> Self {
         Self {
             put_session: Script::new(concat!(
-                gate!(),
-                r"
-local g = gate(KEYS[1], KEYS[2], ARGV[1])
-if g ~= 1 then return g end
-redis.call('SET', KEYS[1], ARGV[2])
-return 1
-"
+                include_str!("lua/gate.lua"),
+                include_str!("lua/put_session.lua")
             )),
-            cas_session: Script::new(
-                r"
-local v = redis.call('MGET', KEYS[1], KEYS[2])
-if not v[1] then return -2 end
-if ARGV[1] ~= '' and v[2] ~= ARGV[1] then return -1 end
-if v[1] ~= ARGV[2] then return -4 end
-redis.call('SET', KEYS[1], ARGV[3])
-return 1
-",
-            ),
+            cas_session: Script::new(include_str!("lua/cas_session.lua")),
             put_message: Script::new(concat!(
-                gate!(),
-                r"
-local g = gate(KEYS[1], KEYS[2], ARGV[1])
-if g ~= 1 then return g end
-if ARGV[4] ~= '1' then redis.call('ZADD', KEYS[3], 0, ARGV[2]) end
-redis.call('SET', KEYS[4], ARGV[3])
-if ARGV[5] ~= '' then redis.call('SET', KEYS[6], ARGV[5]) end
-for i = 6, #ARGV, 2 do
-  redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 1])
-end
-return 1
-"
+                include_str!("lua/gate.lua"),
+                include_str!("lua/put_message.lua")
             )),
             put_parts: Script::new(concat!(
-                gate!(),
-                r"
-local g = gate(KEYS[1], KEYS[2], ARGV[1])
-if g ~= 1 then return g end
-local n = tonumber(ARGV[2])
-for i = 1, n do
-  if not redis.call('ZSCORE', KEYS[3], ARGV[2 + i]) then return -3 end
-end
-for i = 3 + n, #ARGV, 3 do
-  redis.call('HSET', KEYS[3 + tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2])
-end
-return 1
-"
+                include_str!("lua/gate.lua"),
+                include_str!("lua/put_parts.lua")
             )),
-            publish: Script::new(
-                r"
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*', 'e', ARGV[2])
-",
-            ),
+            publish: Script::new(include_str!("lua/publish.lua")),
             append_events: Script::new(concat!(
-                append!(),
-                r"
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-return append(KEYS[2], ARGV[1], ARGV[2], ARGV[3])
-"
+                include_str!("lua/append.lua"),
+                include_str!("lua/append_events.lua")
             )),
             flush: Script::new(concat!(
-                append!(),
-                r"
-local got = redis.call('MGET', KEYS[2], KEYS[3])
-local owned = ARGV[4] ~= '' and got[1] == ARGV[4]
-if not owned and redis.call('EXISTS', KEYS[1]) == 0 then return false end
-local renewed = 0
-if owned and ARGV[5] ~= '' then
-  redis.call('PEXPIRE', KEYS[2], ARGV[5])
-  renewed = 1
-end
-local n = tonumber(ARGV[6])
-local status = 1
-if n > 0 then
-  if not owned then
-    status = -1
-  else
-    local i = 7
-    for m = 1, n do
-      if ARGV[i + 1] == '1' and ARGV[i + 2] == '' and not redis.call('ZSCORE', KEYS[5], ARGV[i]) then
-        status = -3
-      end
-      i = i + 4 + 2 * tonumber(ARGV[i + 3])
-    end
-    if status == 1 then
-      i = 7
-      for m = 1, n do
-        local k = tonumber(ARGV[i + 3])
-        if ARGV[i + 2] ~= '' then
-          if ARGV[i + 1] == '1' then redis.call('ZADD', KEYS[5], 0, ARGV[i]) end
-          redis.call('SET', KEYS[4 + 2 * m], ARGV[i + 2])
-        end
-        if k > 0 then redis.call('HSET', KEYS[5 + 2 * m], unpack(ARGV, i + 4, i + 3 + 2 * k)) end
-        i = i + 4 + 2 * k
-      end
-    end
-  end
-end
-local entry = ''
-if ARGV[3] ~= '' then entry = append(KEYS[4], ARGV[1], ARGV[2], ARGV[3]) end
-local watched = 0
-if got[2] then watched = 1 end
-return {entry, watched, status, renewed}
-"
+                include_str!("lua/append.lua"),
+                include_str!("lua/flush.lua")
             )),
-            open_events: Script::new(
-                r"
-local t = redis.call('TIME')
-local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
-local last = '0-0'
-if top[1] then last = top[1][1] end
-return {tonumber(t[1]), tonumber(t[2]), last}
-",
-            ),
-            acquire: Script::new(
-                r"
-if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
-if redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
-local token = redis.call('INCR', KEYS[3])
-redis.call('SET', KEYS[2], ARGV[1] .. ':' .. token, 'PX', ARGV[2])
-return token
-",
-            ),
-            renew: Script::new(
-                r"
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 1
-",
-            ),
-            release: Script::new(
-                r"
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
-return 1
-",
-            ),
-            enqueue: Script::new(
-                r"
-if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
-redis.call('RPUSH', KEYS[2], ARGV[1])
-return 1
-",
-            ),
-            drain: Script::new(
-                r"
-local items = redis.call('LRANGE', KEYS[1], 0, -1)
-if #items > 0 then redis.call('DEL', KEYS[1]) end
-return items
-",
-            ),
-            submit: Script::new(
-                r"
-if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
-if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then return 0 end
-redis.call('RPUSH', KEYS[3], ARGV[2])
-redis.call('SADD', KEYS[4], KEYS[3])
-return 1
-",
-            ),
-            claim: Script::new(
-                r"
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-2, ''} end
-local existing = redis.call('GET', KEYS[2])
-if existing then return {0, existing} end
-redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
-redis.call('SADD', KEYS[3], KEYS[2])
-return {1, ''}
-",
-            ),
+            open_events: Script::new(include_str!("lua/open_events.lua")),
+            acquire: Script::new(include_str!("lua/acquire.lua")),
+            renew: Script::new(include_str!("lua/renew.lua")),
+            release: Script::new(include_str!("lua/release.lua")),
+            enqueue: Script::new(include_str!("lua/enqueue.lua")),
+            drain: Script::new(include_str!("lua/drain.lua")),
+            submit: Script::new(include_str!("lua/submit.lua")),
+            claim: Script::new(include_str!("lua/claim.lua")),
         }
     }
 }

@@ -1,11 +1,13 @@
 //! Tests against a real Redis (`REDIS_URL`, default `redis://127.0.0.1:6379`). Each test works under its own random
 //! key prefix, so tests run in parallel without seeing each other's keys, and removes its keys at the end.
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use llm_proto::sessions as pb;
 use tokio::sync::oneshot;
 
+use super::sessions::parse_session_cursor;
 use super::test_support::{cleanup, keys_under, redis_url, store};
 use super::*;
 use crate::ids;

@@ -21,7 +21,7 @@ use tonic::metadata::MetadataValue;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
-#[path = "sessions_cli/json.rs"]
+#[path = "json.rs"]
 mod json;
 
 #[derive(Parser)]
@@ -803,104 +803,5 @@ fn ask_line(question: &str) -> std::io::Result<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_part_published_again_in_the_same_state_prints_once() {
-        let finish = pb::Part {
-            id: "prt_1".into(),
-            kind: Some(pb::part::Kind::StepFinish(pb::StepFinishPart {
-                reason: "stop".into(),
-                model: "openai/gpt-4o".into(),
-                ..Default::default()
-            })),
-            ..Default::default()
-        };
-        let line = part_line(&finish).unwrap();
-        assert!(line.contains("(openai/gpt-4o)"), "{line}");
-        let mut shown = Shown::default();
-        let mut with_snapshot = finish.clone();
-        if let Some(pb::part::Kind::StepFinish(f)) = with_snapshot.kind.as_mut() {
-            f.snapshot = "abc".into();
-        }
-        shown.show(&SE::PartUpdated(finish)).unwrap();
-        shown.show(&SE::PartUpdated(with_snapshot)).unwrap();
-        assert_eq!(shown.lines.len(), 1, "one line for one part id");
-    }
-
-    #[test]
-    fn times_and_amounts_print_for_people() {
-        let t = |seconds| prost_types::Timestamp { seconds, nanos: 0 };
-        assert_eq!(rfc3339(t(0)), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(t(1_796_083_200 + 3_723)), "2026-12-01T01:02:03Z");
-        assert_eq!(rfc3339(t(951_782_400)), "2000-02-29T00:00:00Z");
-        assert_eq!(usd(1_500_000), "$0.001500");
-        assert_eq!(pretty_json("{\"a\":1}"), "{\n  \"a\": 1\n}");
-        assert_eq!(pretty_json("not json"), "not json");
-    }
-
-    #[test]
-    fn the_cli_parses_the_new_commands() {
-        let args = Args::try_parse_from([
-            "sessions",
-            "--token",
-            "t",
-            "diff",
-            "ses_1",
-            "--message",
-            "msg_1",
-            "--step",
-            "2",
-            "--patch",
-        ])
-        .unwrap();
-        assert!(matches!(
-            args.command,
-            Command::Diff {
-                step: Some(2),
-                patch: true,
-                ..
-            }
-        ));
-        // --step needs --message; --retry-count needs --format-schema.
-        assert!(
-            Args::try_parse_from(["sessions", "--token", "t", "diff", "ses_1", "--step", "1"])
-                .is_err()
-        );
-        assert!(
-            Args::try_parse_from([
-                "sessions",
-                "--token",
-                "t",
-                "prompt",
-                "s",
-                "hi",
-                "--retry-count",
-                "3"
-            ])
-            .is_err()
-        );
-        let args = Args::try_parse_from([
-            "sessions",
-            "--token",
-            "t",
-            "prompt",
-            "s",
-            "hi",
-            "--format-schema",
-            "schema.json",
-            "--retry-count",
-            "3",
-        ])
-        .unwrap();
-        assert!(matches!(
-            args.command,
-            Command::Prompt {
-                retry_count: Some(3),
-                format_schema: Some(_),
-                ..
-            }
-        ));
-    }
-}
+#[path = "tests.rs"]
+mod tests;

@@ -1,0 +1,40 @@
+local got = redis.call('MGET', KEYS[2], KEYS[3])
+local owned = ARGV[4] ~= '' and got[1] == ARGV[4]
+if not owned and redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local renewed = 0
+if owned and ARGV[5] ~= '' then
+  redis.call('PEXPIRE', KEYS[2], ARGV[5])
+  renewed = 1
+end
+local n = tonumber(ARGV[6])
+local status = 1
+if n > 0 then
+  if not owned then
+    status = -1
+  else
+    local i = 7
+    for m = 1, n do
+      if ARGV[i + 1] == '1' and ARGV[i + 2] == '' and not redis.call('ZSCORE', KEYS[5], ARGV[i]) then
+        status = -3
+      end
+      i = i + 4 + 2 * tonumber(ARGV[i + 3])
+    end
+    if status == 1 then
+      i = 7
+      for m = 1, n do
+        local k = tonumber(ARGV[i + 3])
+        if ARGV[i + 2] ~= '' then
+          if ARGV[i + 1] == '1' then redis.call('ZADD', KEYS[5], 0, ARGV[i]) end
+          redis.call('SET', KEYS[4 + 2 * m], ARGV[i + 2])
+        end
+        if k > 0 then redis.call('HSET', KEYS[5 + 2 * m], unpack(ARGV, i + 4, i + 3 + 2 * k)) end
+        i = i + 4 + 2 * k
+      end
+    end
+  end
+end
+local entry = ''
+if ARGV[3] ~= '' then entry = append(KEYS[4], ARGV[1], ARGV[2], ARGV[3]) end
+local watched = 0
+if got[2] then watched = 1 end
+return {entry, watched, status, renewed}

@@ -1,0 +1,222 @@
+//! Client tool results and permission replies: durable records plus a doorbell the waiting loop blocks on.
+
+use std::time::Duration;
+
+use llm_proto::sessions as pb;
+use prost::Message as _;
+
+use super::keys::SessionKeys;
+use super::keys::check_id;
+use super::{BLOCKING_GRACE, Store, StoreError, ceil_millis, scripts};
+
+impl Store {
+    /// Records the caller's result of a client tool call and wakes the loop waiting for it. The record is durable:
+    /// a loop that starts waiting later (or a successor replica after a crash) still gets it. The first answer to a
+    /// call wins; later ones are accepted and ignored, so a caller's retry is harmless.
+    pub async fn submit_tool_result(
+        &self,
+        session_id: &str,
+        call_id: &str,
+        output: &str,
+        is_error: bool,
+    ) -> Result<(), StoreError> {
+        check_id("call id", call_id)?;
+        let keys = self.keys(session_id)?;
+        let answer = pb::SubmitToolResultRequest {
+            session_id: session_id.to_string(),
+            call_id: call_id.to_string(),
+            output: output.to_string(),
+            is_error,
+        };
+        self.answer(
+            &keys,
+            session_id,
+            keys.tool_results(),
+            call_id,
+            keys.tool_mailbox(call_id),
+            answer.encode_to_vec(),
+        )
+        .await
+    }
+
+    /// Waits up to `timeout` for the result of a client tool call: `Some((output, is_error))`, or `None` on timeout.
+    /// Returns at once when the result was submitted before the wait began. A zero timeout only checks.
+    pub async fn wait_tool_result(
+        &self,
+        session_id: &str,
+        call_id: &str,
+        timeout: Duration,
+    ) -> Result<Option<(String, bool)>, StoreError> {
+        check_id("call id", call_id)?;
+        let keys = self.keys(session_id)?;
+        let bytes = self
+            .await_answer(
+                keys.tool_results(),
+                call_id,
+                keys.tool_mailbox(call_id),
+                timeout,
+            )
+            .await?;
+        bytes
+            .map(|b| {
+                pb::SubmitToolResultRequest::decode(b.as_slice())
+                    .map(|r| (r.output, r.is_error))
+                    .map_err(|e| {
+                        StoreError::decode(
+                            format!("tool result {call_id} of {}", keys.tool_results()),
+                            e,
+                        )
+                    })
+            })
+            .transpose()
+    }
+
+    /// Records the caller's reply to a permission request and wakes the loop waiting for it; durable and
+    /// first-answer-wins like [`Store::submit_tool_result`].
+    pub async fn reply_permission(
+        &self,
+        session_id: &str,
+        permission_id: &str,
+        allow: bool,
+    ) -> Result<(), StoreError> {
+        check_id("permission id", permission_id)?;
+        let keys = self.keys(session_id)?;
+        let answer = pb::ReplyPermissionRequest {
+            session_id: session_id.to_string(),
+            permission_id: permission_id.to_string(),
+            allow,
+        };
+        self.answer(
+            &keys,
+            session_id,
+            keys.permissions(),
+            permission_id,
+            keys.permission_mailbox(permission_id),
+            answer.encode_to_vec(),
+        )
+        .await
+    }
+
+    /// Waits up to `timeout` for the reply to a permission request: `Some(allow)`, or `None` on timeout (the caller
+    /// then denies). A zero timeout only checks.
+    pub async fn wait_permission(
+        &self,
+        session_id: &str,
+        permission_id: &str,
+        timeout: Duration,
+    ) -> Result<Option<bool>, StoreError> {
+        check_id("permission id", permission_id)?;
+        let keys = self.keys(session_id)?;
+        let bytes = self
+            .await_answer(
+                keys.permissions(),
+                permission_id,
+                keys.permission_mailbox(permission_id),
+                timeout,
+            )
+            .await?;
+        bytes
+            .map(|b| {
+                pb::ReplyPermissionRequest::decode(b.as_slice())
+                    .map(|r| r.allow)
+                    .map_err(|e| {
+                        StoreError::decode(
+                            format!("permission {permission_id} of {}", keys.permissions()),
+                            e,
+                        )
+                    })
+            })
+            .transpose()
+    }
+
+    /// Stores an answer in its record hash and rings the doorbell, atomically.
+    async fn answer(
+        &self,
+        keys: &SessionKeys,
+        session_id: &str,
+        records: String,
+        id: &str,
+        mailbox: String,
+        bytes: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        self.write_session(session_id, async {
+            let code: i64 = self
+                .scripts
+                .submit
+                .key(keys.session())
+                .key(records)
+                .key(mailbox)
+                .key(keys.aux())
+                .arg(id)
+                .arg(bytes)
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+            match code {
+                // 0: already answered; the first answer stands.
+                0 | scripts::OK => Ok(()),
+                other => Self::status(other, session_id, None, String::new),
+            }
+        })
+        .await
+    }
+
+    /// Waits for an answer. The record hash is the truth and the list only a doorbell: the record is checked
+    /// first (an answer given before the wait, or already consumed by a waiter that then crashed, is still
+    /// delivered), then BLPOP waits for the doorbell. The record and the doorbell are written in one script, so
+    /// an answer cannot slip between the check and the wait. The record is checked once more on timeout in case
+    /// another waiter took the doorbell.
+    async fn await_answer(
+        &self,
+        records: String,
+        id: &str,
+        mailbox: String,
+        timeout: Duration,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let mut conn = self.conn.clone();
+        let record: Option<Vec<u8>> = redis::cmd("HGET")
+            .arg(&records)
+            .arg(id)
+            .query_async(&mut conn)
+            .await?;
+        if record.is_some() {
+            self.clear_doorbell(&mailbox).await;
+            return Ok(record);
+        }
+        if timeout.is_zero() {
+            return Ok(None);
+        }
+        let mut blpop = redis::cmd("BLPOP");
+        // BLPOP takes seconds; fractional seconds keep millisecond timeouts (Redis >= 6).
+        blpop
+            .arg(&mailbox)
+            .arg(format!("{:.3}", ceil_millis(timeout) as f64 / 1000.0));
+        let rung: Option<(String, Vec<u8>)> = self
+            .blocking
+            .query(&blpop, timeout.saturating_add(BLOCKING_GRACE))
+            .await?;
+        if let Some((_, bytes)) = rung {
+            return Ok(Some(bytes));
+        }
+        let record: Option<Vec<u8>> = redis::cmd("HGET")
+            .arg(&records)
+            .arg(id)
+            .query_async(&mut conn)
+            .await?;
+        if record.is_some() {
+            self.clear_doorbell(&mailbox).await;
+        }
+        Ok(record)
+    }
+
+    /// Drops a doorbell nobody will pop, so answered calls leave no list behind. Best effort: a leftover doorbell
+    /// is harmless (the record decides) and is removed with the session anyway.
+    async fn clear_doorbell(&self, mailbox: &str) {
+        let result: Result<i64, _> = redis::cmd("DEL")
+            .arg(mailbox)
+            .query_async(&mut self.conn.clone())
+            .await;
+        if let Err(e) = result {
+            tracing::debug!(key = mailbox, error = %e, "could not clear answered doorbell");
+        }
+    }
+}

@@ -1,0 +1,380 @@
+//! Sessions: create, read, optimistic update, the run inputs a resumed loop needs, listing by scope and deletion.
+
+use llm_proto::sessions as pb;
+use prost::Message as _;
+
+use super::{
+    DELETE_CHUNK, Fence, Listed, Scope, Store, StoreError, UPDATE_ATTEMPTS, fence_arg, keys,
+    now_millis, scripts, timestamp_millis,
+};
+
+impl Store {
+    /// Creates a session; [`StoreError::Exists`] when the id is taken. The live `status` is not stored.
+    pub async fn create_session(&self, s: &pb::Session) -> Result<(), StoreError> {
+        self.write_session(&s.id, async {
+            let keys = self.keys(&s.id)?;
+            let mut stored = s.clone();
+            stored.status = None;
+            let score = timestamp_millis(s.created_at.as_ref()).unwrap_or_else(now_millis);
+            // Indexes first (ZADD NX leaves an existing entry alone): a crash in between leaves an index entry that
+            // listing skips, never a session that listing cannot find.
+            let (_, _, set): (i64, i64, redis::Value) = redis::pipe()
+                .cmd("ZADD")
+                .arg(keys::index(&self.prefix))
+                .arg("NX")
+                .arg(score)
+                .arg(&s.id)
+                .cmd("ZADD")
+                .arg(keys::tenant_sessions(&self.prefix, &s.tenant))
+                .arg("NX")
+                .arg(score)
+                .arg(&s.id)
+                .cmd("SET")
+                .arg(keys.session())
+                .arg(stored.encode_to_vec())
+                .arg("NX")
+                .query_async(&mut self.conn.clone())
+                .await?;
+            if matches!(set, redis::Value::Nil) {
+                return Err(StoreError::Exists(format!("session {}", s.id)));
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// The session, without live status (`status` is `None`: the caller knows it from the lease); `None` when
+    /// missing.
+    pub async fn get_session(&self, id: &str) -> Result<Option<pb::Session>, StoreError> {
+        Ok(self.get_session_record(id).await?.map(|(s, _)| s))
+    }
+
+    /// The session as [`Store::get_session`] reads it, with the stored bytes it was decoded from (what
+    /// [`Store::update_session_from`] compares against).
+    pub async fn get_session_record(
+        &self,
+        id: &str,
+    ) -> Result<Option<(pb::Session, Vec<u8>)>, StoreError> {
+        let keys = self.keys(id)?;
+        let bytes: Option<Vec<u8>> = redis::cmd("GET")
+            .arg(keys.session())
+            .query_async(&mut self.conn.clone())
+            .await?;
+        bytes
+            .map(|b| {
+                pb::Session::decode(b.as_slice())
+                    .map(|s| (s, b))
+                    .map_err(|e| StoreError::decode(keys.session(), e))
+            })
+            .transpose()
+    }
+
+    /// Replaces an existing session (title, totals, ...); [`StoreError::NotFound`] when it does not exist. Does not
+    /// move it in the index: the index orders by creation.
+    pub async fn put_session(
+        &self,
+        s: &pb::Session,
+        fence: Option<&Fence>,
+    ) -> Result<(), StoreError> {
+        self.write_session(&s.id, async {
+            let keys = self.keys(&s.id)?;
+            let mut stored = s.clone();
+            stored.status = None;
+            let code: i64 = self
+                .scripts
+                .put_session
+                .key(keys.session())
+                .key(keys.lease())
+                .arg(fence_arg(fence))
+                .arg(stored.encode_to_vec())
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+            Self::status(code, &s.id, fence, String::new)
+        })
+        .await
+    }
+
+    /// Changes a session with `change` and writes it back only if nobody wrote it in between (a compare-and-set on
+    /// the stored bytes, retried on conflict), so two writers of different fields (the loop's totals, the title)
+    /// never undo each other. Returns the session as written; `None` when it does not exist. With a fence, the
+    /// write also requires the lease ([`StoreError::Fenced`]).
+    pub async fn update_session(
+        &self,
+        id: &str,
+        fence: Option<&Fence>,
+        change: impl FnMut(&mut pb::Session),
+    ) -> Result<Option<pb::Session>, StoreError> {
+        Ok(self
+            .update_session_from(id, fence, None, change)
+            .await?
+            .map(|(s, _)| s))
+    }
+
+    /// [`Store::update_session`] starting from `known`, the stored bytes the caller last read or wrote
+    /// ([`Store::get_session_record`], or a previous call's result): the first attempt changes that record without
+    /// reading it, and the compare-and-set catches anything written since (then it reads and retries as usual).
+    /// Returns the session as written and its stored bytes.
+    pub async fn update_session_from(
+        &self,
+        id: &str,
+        fence: Option<&Fence>,
+        known: Option<Vec<u8>>,
+        mut change: impl FnMut(&mut pb::Session),
+    ) -> Result<Option<(pb::Session, Vec<u8>)>, StoreError> {
+        self.write_session(id, async {
+            let keys = self.keys(id)?;
+            let mut known = known;
+            for _ in 0..UPDATE_ATTEMPTS {
+                let bytes: Option<Vec<u8>> = match known.take() {
+                    Some(bytes) => Some(bytes),
+                    None => {
+                        redis::cmd("GET")
+                            .arg(keys.session())
+                            .query_async(&mut self.conn.clone())
+                            .await?
+                    }
+                };
+                let Some(bytes) = bytes else { return Ok(None) };
+                let mut session = pb::Session::decode(bytes.as_slice())
+                    .map_err(|e| StoreError::decode(keys.session(), e))?;
+                change(&mut session);
+                session.status = None;
+                let written = session.encode_to_vec();
+                let code: i64 = self
+                    .scripts
+                    .cas_session
+                    .key(keys.session())
+                    .key(keys.lease())
+                    .arg(fence_arg(fence))
+                    .arg(bytes)
+                    .arg(&written)
+                    .invoke_async(&mut self.conn.clone())
+                    .await?;
+                match code {
+                    scripts::CONFLICT => continue,
+                    scripts::NO_SESSION => return Ok(None),
+                    code => {
+                        Self::status(code, id, fence, String::new)?;
+                        return Ok(Some((session, written)));
+                    }
+                }
+            }
+            Err(StoreError::Unexpected(format!(
+                "session {id} kept changing during {UPDATE_ATTEMPTS} update attempts"
+            )))
+        })
+        .await
+    }
+
+    /// Stores the inputs of the session's current run (only `model`, `client_tools` and `system` of `inputs` are
+    /// kept), so a loop resumed after a crash, on any replica, runs with them.
+    pub async fn put_run_inputs(
+        &self,
+        session_id: &str,
+        inputs: &pb::PromptRequest,
+    ) -> Result<(), StoreError> {
+        let kept = pb::PromptRequest {
+            model: inputs.model.clone(),
+            client_tools: inputs.client_tools.clone(),
+            system: inputs.system.clone(),
+            ..Default::default()
+        };
+        self.write_session(session_id, async {
+            let keys = self.keys(session_id)?;
+            let _: () = redis::cmd("SET")
+                .arg(keys.run_inputs())
+                .arg(kept.encode_to_vec())
+                .query_async(&mut self.conn.clone())
+                .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The inputs [`put_run_inputs`](Store::put_run_inputs) stored last, if any.
+    pub async fn run_inputs(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<pb::PromptRequest>, StoreError> {
+        let keys = self.keys(session_id)?;
+        let bytes: Option<Vec<u8>> = redis::cmd("GET")
+            .arg(keys.run_inputs())
+            .query_async(&mut self.conn.clone())
+            .await?;
+        bytes
+            .map(|b| {
+                pb::PromptRequest::decode(b.as_slice())
+                    .map_err(|e| StoreError::decode(format!("run inputs of {session_id}"), e))
+            })
+            .transpose()
+    }
+
+    /// One page of the sessions in `scope`, newest first, each with its own cursor, and the cursor of the next
+    /// page (`None` on the last page). `after` is a cursor returned with an earlier page; it stays valid when
+    /// sessions are created or deleted meanwhile. A `page_size` of 0 is taken as 1. A tenant's listing reads that
+    /// tenant's index, never the others' sessions.
+    pub async fn list_sessions(
+        &self,
+        scope: Scope<'_>,
+        page_size: usize,
+        after: Option<&str>,
+    ) -> Result<(Vec<Listed>, Option<String>), StoreError> {
+        let page_size = page_size.max(1);
+        let index = scope.index(&self.prefix);
+        let batch = page_size.saturating_add(1).clamp(16, 512);
+        let mut conn = self.conn.clone();
+        // Keyset paging on (score, id) rather than ranks, so concurrent inserts and deletes neither repeat nor skip
+        // sessions. Equal scores come in descending id order, so "after the cursor" is: lower score, or the same
+        // score and a smaller id.
+        let mut cursor = after.map(parse_session_cursor).transpose()?;
+        let mut offset = 0usize;
+        let mut page: Vec<Listed> = Vec::new();
+        let mut last: Option<(i64, String)> = None;
+        loop {
+            let max = cursor
+                .as_ref()
+                .map_or_else(|| "+inf".to_string(), |(score, _)| score.to_string());
+            let entries: Vec<(String, f64)> = redis::cmd("ZREVRANGEBYSCORE")
+                .arg(&index)
+                .arg(max)
+                .arg("-inf")
+                .arg("WITHSCORES")
+                .arg("LIMIT")
+                .arg(offset)
+                .arg(batch)
+                .query_async(&mut conn)
+                .await?;
+            let exhausted = entries.len() < batch;
+            let seen = entries.len();
+            let fresh: Vec<(i64, String)> = entries
+                .into_iter()
+                .map(|(id, score)| (score as i64, id))
+                .filter(|(score, id)| match &cursor {
+                    Some((cursor_score, cursor_id)) => !(score == cursor_score && id >= cursor_id),
+                    None => true,
+                })
+                .collect();
+            if fresh.is_empty() {
+                if exhausted {
+                    return Ok((page, None));
+                }
+                // The whole batch tied with the cursor and was already listed: step over it.
+                offset += seen;
+                continue;
+            }
+            let sessions = self.fetch_sessions(&fresh).await?;
+            for (position, session) in fresh.iter().zip(sessions) {
+                // Index entries without a session are a creation in progress or a crashed one: not listed. Nor is
+                // a session of another tenant (a tenant's index never holds one; this keeps it so).
+                let Some(session) = session.filter(|s| scope.holds(s)) else {
+                    continue;
+                };
+                if page.len() == page_size {
+                    // A next cursor only when another session really exists, so the last page is never empty.
+                    return Ok((page, last.map(|(score, id)| format!("{score}:{id}"))));
+                }
+                page.push(Listed {
+                    cursor: format!("{}:{}", position.0, position.1),
+                    session,
+                });
+                last = Some(position.clone());
+            }
+            cursor = fresh.last().cloned();
+            offset = 0;
+            if exhausted {
+                return Ok((page, None));
+            }
+        }
+    }
+
+    /// Loads sessions by id in one round trip (a pipeline of GETs, not MGET: the keys live in different slots).
+    pub(super) async fn fetch_sessions(
+        &self,
+        ids: &[(i64, String)],
+    ) -> Result<Vec<Option<pb::Session>>, StoreError> {
+        let mut pipe = redis::pipe();
+        let mut names = Vec::with_capacity(ids.len());
+        for (_, id) in ids {
+            let key = self.keys(id)?.session();
+            pipe.cmd("GET").arg(&key);
+            names.push(key);
+        }
+        let values: Vec<Option<Vec<u8>>> = pipe.query_async(&mut self.conn.clone()).await?;
+        values
+            .into_iter()
+            .zip(names)
+            .map(|(bytes, key)| {
+                bytes
+                    .map(|b| {
+                        pb::Session::decode(b.as_slice()).map_err(|e| StoreError::decode(key, e))
+                    })
+                    .transpose()
+            })
+            .collect()
+    }
+
+    /// Deletes every key of a session; true when the session existed. Safe to repeat: a retry after a failure
+    /// finishes the cleanup even though the session is already gone.
+    pub async fn delete_session(&self, id: &str) -> Result<bool, StoreError> {
+        self.write_session(id, async {
+            let keys = self.keys(id)?;
+            let mut conn = self.conn.clone();
+            // `:session` goes first: from then on every write script refuses this session, so the key set read
+            // next cannot grow behind our back. Read just before, for its tenant (which never changes).
+            let (stored, existed): (Option<Vec<u8>>, i64) = redis::pipe()
+                .cmd("GET")
+                .arg(keys.session())
+                .cmd("DEL")
+                .arg(keys.session())
+                .query_async(&mut conn)
+                .await?;
+            let tenant = stored
+                .and_then(|b| pb::Session::decode(b.as_slice()).ok())
+                .map(|s| s.tenant);
+            let (message_ids, aux): (Vec<String>, Vec<String>) = redis::pipe()
+                .cmd("ZRANGE")
+                .arg(keys.messages())
+                .arg(0)
+                .arg(-1)
+                .cmd("SMEMBERS")
+                .arg(keys.aux())
+                .query_async(&mut conn)
+                .await?;
+            let mut all = keys.fixed();
+            for m in &message_ids {
+                all.push(keys.message(m));
+                all.push(keys.parts(m));
+            }
+            all.extend(aux);
+            let mut pipe = redis::pipe();
+            for chunk in all.chunks(DELETE_CHUNK) {
+                pipe.cmd("DEL").arg(chunk).ignore();
+            }
+            // The index entries go last (see the module docs). A retry after the session was already gone no longer
+            // knows its tenant: that index keeps an entry listing skips.
+            pipe.cmd("ZREM")
+                .arg(keys::index(&self.prefix))
+                .arg(id)
+                .ignore();
+            if let Some(tenant) = &tenant {
+                pipe.cmd("ZREM")
+                    .arg(keys::tenant_sessions(&self.prefix, tenant))
+                    .arg(id)
+                    .ignore();
+            }
+            let _: () = pipe.query_async(&mut conn).await?;
+            Ok(existed > 0)
+        })
+        .await
+    }
+}
+
+/// Parses a `list_sessions` cursor, `<score>:<session id>`.
+pub(super) fn parse_session_cursor(cursor: &str) -> Result<(i64, String), StoreError> {
+    cursor
+        .split_once(':')
+        .and_then(|(score, id)| Some((score.parse().ok()?, id)))
+        .filter(|(_, id)| !id.is_empty())
+        .map(|(score, id)| (score, id.to_string()))
+        .ok_or_else(|| StoreError::InvalidArgument(format!("page token {cursor:?}")))
+}
