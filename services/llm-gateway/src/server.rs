@@ -363,21 +363,11 @@ impl tonic::service::Interceptor for Auth {
             .metadata()
             .get("authorization")
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                // RFC 9110: the scheme is case-insensitive (`bearer`, `BEARER`), one or more spaces follow it.
-                let (scheme, token) = v.split_once(' ')?;
-                scheme
-                    .eq_ignore_ascii_case("bearer")
-                    .then(|| token.trim_start_matches(' '))
-            })
+            .and_then(bearer)
             .ok_or_else(|| {
                 Status::unauthenticated("missing `authorization: Bearer <token>` metadata")
             })?;
-        if config
-            .auth_tokens
-            .iter()
-            .any(|t| constant_time_eq(t.expose().as_bytes(), presented.as_bytes()))
-        {
+        if known_token(&config, presented) {
             Ok(request)
         } else {
             Err(Status::unauthenticated("invalid bearer token"))
@@ -385,8 +375,26 @@ impl tonic::service::Interceptor for Auth {
     }
 }
 
+/// The token of an `authorization: Bearer <token>` value. RFC 9110: the scheme is case-insensitive (`bearer`,
+/// `BEARER`) and one or more spaces follow it.
+pub(crate) fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches(' '))
+}
+
+/// Whether `presented` is one of the caller tokens in force, compared in constant time. The HTTP front door checks
+/// the same tokens.
+pub(crate) fn known_token(config: &crate::config::Config, presented: &str) -> bool {
+    config
+        .auth_tokens
+        .iter()
+        .any(|t| constant_time_eq(t.expose().as_bytes(), presented.as_bytes()))
+}
+
 /// Compares without an early exit, so response timing does not reveal how much of a token matched.
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

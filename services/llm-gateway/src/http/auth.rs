@@ -17,11 +17,7 @@ pub fn check(config: &Config, headers: &HeaderMap) -> Result<(), ApiError> {
             "missing `Authorization: Bearer <token>` or `x-api-key: <token>` header",
         )
     })?;
-    let known = config
-        .auth_tokens
-        .iter()
-        .any(|t| crate::server::constant_time_eq(t.expose().as_bytes(), presented.as_bytes()));
-    if known {
+    if crate::server::known_token(config, presented) {
         Ok(())
     } else {
         Err(ApiError::new(Class::Authentication, "invalid token"))
@@ -33,13 +29,7 @@ fn presented(headers: &HeaderMap) -> Option<&str> {
     let bearer = headers
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            // RFC 9110: the scheme is case-insensitive and one or more spaces follow it.
-            let (scheme, token) = v.split_once(' ')?;
-            scheme
-                .eq_ignore_ascii_case("bearer")
-                .then(|| token.trim_start_matches(' '))
-        });
+        .and_then(crate::server::bearer);
     bearer.or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
 }
 
