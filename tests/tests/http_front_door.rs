@@ -140,8 +140,29 @@ async fn unserved_paths_methods_and_missing_tokens_get_their_own_status() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_body_over_the_request_limit_is_413() {
+async fn a_large_body_is_served_and_one_over_the_request_limit_is_413() {
     let h = Harness::start().await;
+    h.openai.push(Reply::fixture("openai_chat/text.sse"));
+    // Above the size the front door parses off the async workers, under the harness's 1 MiB limit.
+    let large = format!(
+        r#"{{"model":"openai/gpt-4o","messages":[{{"role":"user","content":"{}"}}]}}"#,
+        "x".repeat(600_000)
+    );
+    let (status, _, body) = send(
+        &h,
+        false,
+        request("POST", "/v1/chat/completions", Some(TOKEN), &large),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""object":"chat.completion""#), "{body}");
+    assert_eq!(
+        h.openai.requests()[0].json()["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .len(),
+        600_000
+    );
     // The harness allows 1 MiB.
     let big = format!(
         r#"{{"model":"openai/gpt-4o","messages":[{{"role":"user","content":"{}"}}]}}"#,

@@ -51,14 +51,14 @@ where
     match (method, path.as_str()) {
         (Method::POST, "/v1/chat/completions") => {
             let (parts, body) = req.into_parts();
-            match read_json(body, config.max_request_bytes).await {
+            match read_body(body, config.max_request_bytes).await {
                 Ok(body) => openai_chat::handle(gateway, &parts.headers, body).await,
                 Err(e) => error(dialect, &e),
             }
         }
         (Method::POST, "/v1/messages") => {
             let (parts, body) = req.into_parts();
-            match read_json(body, config.max_request_bytes).await {
+            match read_body(body, config.max_request_bytes).await {
                 Ok(body) => anthropic::handle(gateway, &parts.headers, body).await,
                 Err(e) => error(dialect, &e),
             }
@@ -96,8 +96,8 @@ where
     }
 }
 
-/// The request body as JSON, refused when larger than `max` bytes.
-async fn read_json<B>(body: B, max: usize) -> Result<Value, ApiError>
+/// The request body, refused when larger than `max` bytes.
+async fn read_body<B>(body: B, max: usize) -> Result<Bytes, ApiError>
 where
     B: hyper::body::Body<Data = Bytes> + Send,
     B::Error: std::error::Error + Send + Sync + 'static,
@@ -121,8 +121,24 @@ where
             }
         })?
         .to_bytes();
-    serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::invalid("body", format!("not valid JSON: {e}")))
+    Ok(bytes)
+}
+
+/// Bodies above this many bytes are parsed and translated on the blocking pool, as large gRPC requests are
+/// prepared there ([`crate::offload`]): the work grows with the size and would hold an async worker.
+const LARGE_BODY_BYTES: usize = 256 * 1024;
+
+/// Parses `body` as JSON and translates it with `translate`, off the async workers when the body is large.
+pub async fn translate_body<T: Send + 'static>(
+    body: Bytes,
+    translate: fn(Value) -> Result<T, ApiError>,
+) -> Result<T, ApiError> {
+    crate::offload::run(body.len() > LARGE_BODY_BYTES, move || {
+        let json = serde_json::from_slice(&body)
+            .map_err(|e| ApiError::invalid("body", format!("not valid JSON: {e}")))?;
+        translate(json)
+    })
+    .await
 }
 
 /// A JSON response.

@@ -8,7 +8,6 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use http::{HeaderMap, Response, StatusCode};
-use serde_json::Value;
 
 use crate::generate::Gateway;
 use crate::http::errors::{ApiError, Dialect};
@@ -18,7 +17,7 @@ use crate::http::sse::{self, Body};
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// Answers one Chat Completions request.
-pub async fn handle(gateway: &Gateway, headers: &HeaderMap, body: Value) -> Response<Body> {
+pub async fn handle(gateway: &Gateway, headers: &HeaderMap, body: Bytes) -> Response<Body> {
     match run(gateway, headers, body).await {
         Ok(r) => r,
         Err(e) => crate::http::error(Dialect::OpenAi, &e),
@@ -28,9 +27,9 @@ pub async fn handle(gateway: &Gateway, headers: &HeaderMap, body: Value) -> Resp
 async fn run(
     gateway: &Gateway,
     headers: &HeaderMap,
-    body: Value,
+    body: Bytes,
 ) -> Result<Response<Body>, ApiError> {
-    let (generation, shape) = request::translate(body)?;
+    let (generation, shape) = crate::http::translate_body(body, request::translate).await?;
     let model = generation.model.clone();
     let events = crate::http::generation::start(gateway, headers, generation).await?;
     let id = crate::http::response_id("chatcmpl-");
