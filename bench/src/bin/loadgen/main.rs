@@ -17,7 +17,13 @@
 //!
 //! ```text
 //! loadgen --plan 1x10,100x1 --chunks 64 --interval-ms 20
-//! loadgen --plan 1x10,100x1 --paths direct,floor,gateway,litellm,portkey   # after scripts/peers.sh
+//! loadgen --plan 1x10,100x1 --paths direct,floor,gateway,gateway-http,litellm,portkey   # after scripts/peers.sh
+//! ```
+//!
+//! Path `gateway-http` is the same gateway process driven through its HTTP front door (OpenAI Chat Completions
+//! over SSE), the protocol the peers speak; its added TTFT is also reported as a multiple of the gRPC path's.
+//!
+//! ```text
 //! ```
 // A benchmark binary: its report goes to stdout, and a broken set-up (a missing binary, a port that will not bind)
 // should stop it loudly at start-up.
@@ -46,6 +52,8 @@ const TOKEN: &str = "bench-caller-token-0123456789abcdef";
 use bench::procs::PROMPT;
 /// The model name the HTTP paths send: the fake provider answers any, and LiteLLM's config lists this one.
 const HTTP_MODEL: &str = "paced";
+/// The same model through the gateway's HTTP front door: provider `bench` serves any name.
+const GATEWAY_HTTP_MODEL: &str = "bench/paced";
 /// The upstream API key the peers pass to the fake provider (which checks none).
 const UPSTREAM_KEY: &str = "bench-upstream-key";
 
@@ -64,8 +72,9 @@ struct Args {
     /// Milliseconds between chunks; 0 is burst mode (no pacing).
     #[arg(long, default_value_t = 20)]
     interval_ms: u64,
-    /// Which paths to run, comma-separated: direct, floor, gateway, and the peers litellm and portkey (installed by
-    /// `scripts/peers.sh`; loadgen starts them itself on loopback, pointed at the same fake provider).
+    /// Which paths to run, comma-separated: direct, floor, gateway, gateway-http (the gateway's HTTP front door), and
+    /// the peers litellm and portkey (installed by `scripts/peers.sh`; loadgen starts them itself on loopback, pointed
+    /// at the same fake provider).
     #[arg(long, default_value = "direct,floor,gateway")]
     paths: String,
     /// Folder `scripts/peers.sh` installed the peers into (default: `.tools/peers` here, or in the workspace this
@@ -102,6 +111,8 @@ enum Route {
     Floor,
     /// gRPC through llm-gateway.
     Gateway,
+    /// HTTP (OpenAI Chat Completions) through llm-gateway's front door.
+    GatewayHttp,
     /// HTTP through LiteLLM's proxy.
     Litellm,
     /// HTTP through Portkey's gateway.
@@ -117,6 +128,7 @@ impl Route {
             Route::Direct => "direct",
             Route::Floor => "floor",
             Route::Gateway => "gateway",
+            Route::GatewayHttp => "gateway-http",
             Route::Litellm => "litellm",
             Route::Portkey => "portkey",
         }
@@ -127,7 +139,7 @@ impl Route {
         match self {
             Route::Direct => None,
             Route::Floor => Some("floor-relay"),
-            Route::Gateway => Some("llm-gateway"),
+            Route::Gateway | Route::GatewayHttp => Some("llm-gateway"),
             Route::Litellm => Some("litellm"),
             Route::Portkey => Some("portkey"),
         }
@@ -138,14 +150,15 @@ impl Route {
     }
 }
 
-/// An OpenAI-compatible streaming endpoint and the headers each request carries.
+/// An OpenAI-compatible streaming endpoint, the headers each request carries and the request body.
 struct HttpTarget {
     url: String,
     headers: reqwest::header::HeaderMap,
+    body: Bytes,
 }
 
 impl HttpTarget {
-    fn new(url: String, headers: &[(&'static str, String)]) -> HttpTarget {
+    fn new(url: String, headers: &[(&'static str, String)], body: &Bytes) -> HttpTarget {
         let mut map = reqwest::header::HeaderMap::new();
         map.insert(
             reqwest::header::CONTENT_TYPE,
@@ -154,16 +167,19 @@ impl HttpTarget {
         for (name, value) in headers {
             map.insert(*name, value.parse().expect("header value"));
         }
-        HttpTarget { url, headers: map }
+        HttpTarget {
+            url,
+            headers: map,
+            body: body.clone(),
+        }
     }
 }
 
 /// What the streams need: clients and the request bodies.
 struct Ctx {
     http: reqwest::Client,
-    /// The same Chat Completions request for every HTTP route.
-    body: Bytes,
     direct: HttpTarget,
+    gateway_http: HttpTarget,
     litellm: Option<HttpTarget>,
     portkey: Option<HttpTarget>,
     floor: Vec<GatewayServiceClient<Channel>>,
@@ -276,7 +292,7 @@ async fn http_stream(ctx: &Ctx, target: &HttpTarget) -> Result<StreamRec, String
         .http
         .post(&target.url)
         .headers(target.headers.clone())
-        .body(ctx.body.clone())
+        .body(target.body.clone())
         .send()
         .await
         .map_err(|e| format!("request: {e}"))?;
@@ -354,6 +370,7 @@ async fn one_stream(ctx: &Ctx, path: Route, i: usize) -> Result<StreamRec, Strin
     let run = async {
         match path {
             Route::Direct => http_stream(ctx, &ctx.direct).await,
+            Route::GatewayHttp => http_stream(ctx, &ctx.gateway_http).await,
             Route::Litellm | Route::Portkey => {
                 let target = if path == Route::Litellm {
                     ctx.litellm.as_ref()
@@ -790,6 +807,7 @@ fn parse_paths(s: &str) -> Vec<Route> {
             "direct" => Route::Direct,
             "floor" => Route::Floor,
             "gateway" => Route::Gateway,
+            "gateway-http" => Route::GatewayHttp,
             "litellm" => Route::Litellm,
             "portkey" => Route::Portkey,
             other => panic!("unknown path {other:?} in --paths"),
@@ -853,12 +871,12 @@ fn added_ttft(path: &PathSums, direct: &PathSums) -> (f64, f64) {
     )
 }
 
-/// The best peer's added TTFT ÷ the gateway's, at p50 and p99 (each percentile's best peer separately), with the
-/// notes that qualify it (a peer with errors, one that completed nothing). `None` without the gateway, the direct
-/// path or any measured peer.
-fn peer_ratio(sums: &[PathSums]) -> Option<(Option<f64>, Option<f64>, Vec<String>)> {
+/// The best peer's added TTFT ÷ the gateway's on route `ours` (gRPC or HTTP), at p50 and p99 (each percentile's
+/// best peer separately), with the notes that qualify it (a peer with errors, one that completed nothing). `None`
+/// without that route, the direct path or any measured peer.
+fn peer_ratio(sums: &[PathSums], ours: Route) -> Option<(Option<f64>, Option<f64>, Vec<String>)> {
     let direct = sums.iter().find(|s| s.route == Route::Direct)?;
-    let gateway = sums.iter().find(|s| s.route == Route::Gateway)?;
+    let gateway = sums.iter().find(|s| s.route == ours)?;
     let mut notes = Vec::new();
     let mut best: Option<(f64, f64)> = None;
     for peer in sums.iter().filter(|s| s.route.is_peer()) {
@@ -1013,6 +1031,12 @@ fn report(
                     ratio_row("gateway ÷ floor (added)".into(), &g, &f)
                 );
             }
+            if let (Some(h), Some(g)) = (find(Route::GatewayHttp), find(Route::Gateway))
+                && h.completed > 0
+            {
+                let label = "gateway-http ÷ gateway (added; target ≤ 1.25×)".to_string();
+                let _ = writeln!(out, "{}", ratio_row(label, &h, &g));
+            }
             if let Some(g) = find(Route::Gateway) {
                 for peer in PEERS.iter().filter_map(|&r| find(r)) {
                     if peer.completed > 0 {
@@ -1021,10 +1045,16 @@ fn report(
                     }
                 }
             }
-            if let Some((p50, p99, notes)) = peer_ratio(&sums) {
+            for (ours, over) in [
+                (Route::Gateway, "gateway's"),
+                (Route::GatewayHttp, "gateway-http's"),
+            ] {
+                let Some((p50, p99, notes)) = peer_ratio(&sums, ours) else {
+                    continue;
+                };
                 let _ = writeln!(
                     out,
-                    "\n- best peer's added TTFT ÷ gateway's added TTFT at concurrency {}: p50 **{}**, p99 **{}** (target ≥ 30×){}",
+                    "\n- best peer's added TTFT ÷ {over} added TTFT at concurrency {}: p50 **{}**, p99 **{}** (target ≥ 30×){}",
                     level.c,
                     times(p50),
                     times(p99),
@@ -1142,9 +1172,13 @@ fn to_json(
                 .collect();
             let mut level =
                 serde_json::json!({"concurrency": l.c, "rounds": l.rounds, "paths": paths});
-            if let Some((p50, p99, notes)) = peer_ratio(&sums) {
-                level["best_peer_added_ttft_over_gateway"] =
-                    serde_json::json!({"p50": p50, "p99": p99, "notes": notes});
+            for (ours, key) in [
+                (Route::Gateway, "best_peer_added_ttft_over_gateway"),
+                (Route::GatewayHttp, "best_peer_added_ttft_over_gateway_http"),
+            ] {
+                if let Some((p50, p99, notes)) = peer_ratio(&sums, ours) {
+                    level[key] = serde_json::json!({"p50": p50, "p99": p99, "notes": notes});
+                }
             }
             level
         })
@@ -1215,7 +1249,7 @@ async fn main() {
     let mut floor_cmd = Command::new(bin_dir.join("floor-relay"));
     floor_cmd.args(["--listen", "127.0.0.1:0", "--upstream", &provider_url]);
     let (floor, floor_addr) = spawn_announcing(floor_cmd, &dir.join("floor-relay.log")).await;
-    let (gateway, gateway_addr) = bench::procs::start_gateway(
+    let (gateway, gateway_addr, gateway_http_addr) = bench::procs::start_gateway(
         &bin_dir.join("llm-gateway"),
         &provider_url,
         &dir,
@@ -1281,21 +1315,36 @@ async fn main() {
         .pool_max_idle_per_host(64)
         .build()
         .expect("http client");
-    let body = serde_json::json!({
-        "model": HTTP_MODEL,
-        "messages": [{"role": "user", "content": PROMPT}],
-        "stream": true,
-        "stream_options": {"include_usage": true},
-    })
-    .to_string();
+    // The same Chat Completions request on every HTTP route, naming the model as each one knows it.
+    let body = |model: &str| {
+        Bytes::from(
+            serde_json::json!({
+                "model": model,
+                "messages": [{"role": "user", "content": PROMPT}],
+                "stream": true,
+                "stream_options": {"include_usage": true},
+            })
+            .to_string(),
+        )
+    };
+    let peer_body = body(HTTP_MODEL);
     let ctx = Arc::new(Ctx {
         http,
-        body: Bytes::from(body),
-        direct: HttpTarget::new(format!("{provider_url}/v1/chat/completions"), &[]),
+        direct: HttpTarget::new(
+            format!("{provider_url}/v1/chat/completions"),
+            &[],
+            &peer_body,
+        ),
+        gateway_http: HttpTarget::new(
+            format!("http://{gateway_http_addr}/v1/chat/completions"),
+            &[("authorization", format!("Bearer {TOKEN}"))],
+            &body(GATEWAY_HTTP_MODEL),
+        ),
         litellm: litellm.as_ref().map(|(_, url, key)| {
             HttpTarget::new(
                 format!("{url}/v1/chat/completions"),
                 &[("authorization", format!("Bearer {key}"))],
+                &peer_body,
             )
         }),
         portkey: portkey.as_ref().map(|(_, url)| {
@@ -1306,6 +1355,7 @@ async fn main() {
                     ("x-portkey-custom-host", format!("{provider_url}/v1")),
                     ("authorization", format!("Bearer {UPSTREAM_KEY}")),
                 ],
+                &peer_body,
             )
         }),
         floor: channels(&floor_addr, args.grpc_conns).await,

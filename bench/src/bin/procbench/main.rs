@@ -1052,7 +1052,7 @@ async fn main() {
     let (provider, provider_url) = spawn_announcing(provider_cmd, &dir.join("fake-provider.log"))
         .await
         .unwrap_or_else(|e| panic!("fake-provider: {e}"));
-    let (gateway, gateway_addr) = bench::procs::start_gateway(
+    let (gateway, gateway_addr, _) = bench::procs::start_gateway(
         &bin_dir.join("llm-gateway"),
         &provider_url,
         &dir,
