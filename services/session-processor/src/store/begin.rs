@@ -13,6 +13,7 @@ use llm_proto::sessions as pb;
 use prost::Message as _;
 use redis::Script;
 
+use super::keys::SessionKeys;
 use super::{Fence, Store, StoreError, ceil_millis, check_id, keys};
 use crate::event_wire::EventId;
 
@@ -83,6 +84,41 @@ pub struct Begun {
     pub history: Vec<pb::Message>,
 }
 
+/// The begin script's call: the session's keys, the lease request, the message head and its parts, the inputs.
+fn begin_invocation(
+    keys: &SessionKeys,
+    message: &pb::Message,
+    owner: &str,
+    ttl: Duration,
+    inputs: Option<&pb::PromptRequest>,
+) -> Result<redis::ScriptInvocation<'static>, StoreError> {
+    let mut head = message.clone();
+    let parts = std::mem::take(&mut head.parts);
+    let mut script = BEGIN.prepare_invoke();
+    script
+        .key(keys.session())
+        .key(keys.lease())
+        .key(keys.fence())
+        .key(keys.messages())
+        .key(keys.message(&message.id))
+        .key(keys.parts(&message.id))
+        .key(keys.prompt_model())
+        .key(keys.events())
+        .key(keys.queue())
+        .key(keys.run_inputs())
+        .arg(owner)
+        .arg(ceil_millis(ttl))
+        .arg(&message.id)
+        .arg(head.encode_to_vec())
+        .arg(head.model.as_str())
+        .arg(inputs.map(|i| i.encode_to_vec()).unwrap_or_default());
+    for part in &parts {
+        check_id("part id", &part.id)?;
+        script.arg(&part.id).arg(part.encode_to_vec());
+    }
+    Ok(script)
+}
+
 impl Store {
     /// Takes the lease for `owner` and stores `message` (a user message with its parts), the prompt model it
     /// carries, and `inputs` (the run's inputs, when given), then reads the rest of what the loop starts from (see
@@ -102,30 +138,7 @@ impl Store {
             ));
         }
         let keys = self.keys(session_id)?;
-        let mut head = message.clone();
-        let parts = std::mem::take(&mut head.parts);
-        let mut script = BEGIN.prepare_invoke();
-        script
-            .key(keys.session())
-            .key(keys.lease())
-            .key(keys.fence())
-            .key(keys.messages())
-            .key(keys.message(&message.id))
-            .key(keys.parts(&message.id))
-            .key(keys.prompt_model())
-            .key(keys.events())
-            .key(keys.queue())
-            .key(keys.run_inputs())
-            .arg(owner)
-            .arg(ceil_millis(ttl))
-            .arg(&message.id)
-            .arg(head.encode_to_vec())
-            .arg(head.model.as_str())
-            .arg(inputs.map(|i| i.encode_to_vec()).unwrap_or_default());
-        for part in &parts {
-            check_id("part id", &part.id)?;
-            script.arg(&part.id).arg(part.encode_to_vec());
-        }
+        let script = begin_invocation(&keys, message, owner, ttl, inputs)?;
         let mut conn = self.conn.clone();
         let mut active_conn = self.conn.clone();
         let mark = redis::cmd("SADD")

@@ -8,7 +8,7 @@ use llm_proto::sessions as pb;
 use prost::Message as _;
 use redis::streams::{StreamRangeReply, StreamReadReply};
 
-use super::keys::check_id;
+use super::keys::{SessionKeys, check_id};
 use super::{BLOCKING_GRACE, Fence, Store, StoreError, ceil_millis, fence_arg};
 use crate::event_wire::EventId;
 
@@ -117,41 +117,7 @@ impl Store {
                 ));
             }
             let messages = group_by_message(session_id, parts, heads)?;
-            let (last, bytes) = match batch {
-                Some((last, bytes)) => (last.to_string(), bytes),
-                None => (String::new(), Vec::new()),
-            };
-            let mut script = self.scripts.flush.prepare_invoke();
-            script
-                .key(keys.session())
-                .key(keys.lease())
-                .key(keys.watched())
-                .key(keys.events())
-                .key(keys.messages());
-            for m in &messages {
-                script.key(keys.message(m.id)).key(keys.parts(m.id));
-            }
-            script
-                .arg(self.event_cap)
-                .arg(last)
-                .arg(bytes)
-                .arg(fence_arg(fence))
-                .arg(
-                    renew
-                        .map(|ttl| ceil_millis(ttl).to_string())
-                        .unwrap_or_default(),
-                )
-                .arg(messages.len());
-            for m in &messages {
-                script
-                    .arg(m.id)
-                    .arg(if listed.contains(m.id) { "0" } else { "1" })
-                    .arg(m.head.map(|h| h.encode_to_vec()).unwrap_or_default())
-                    .arg(m.parts.len());
-                for p in &m.parts {
-                    script.arg(&p.id).arg(p.encode_to_vec());
-                }
-            }
+            let script = self.flush_invocation(&keys, batch, fence, renew, &messages, listed);
             self.count_event_command();
             let reply: Option<(String, i64, i64, i64)> =
                 script.invoke_async(&mut self.conn.clone()).await?;
@@ -179,6 +145,51 @@ impl Store {
             })
         })
         .await
+    }
+
+    /// The flush script's call: the batch, the fence and renewal, and per message its head and parts.
+    fn flush_invocation(
+        &self,
+        keys: &SessionKeys,
+        batch: Option<(EventId, Vec<u8>)>,
+        fence: Option<&Fence>,
+        renew: Option<Duration>,
+        messages: &[MessageWrite<'_>],
+        listed: &HashSet<String>,
+    ) -> redis::ScriptInvocation<'_> {
+        let (last, bytes) = match batch {
+            Some((last, bytes)) => (last.to_string(), bytes),
+            None => (String::new(), Vec::new()),
+        };
+        let mut script = self.scripts.flush.prepare_invoke();
+        script
+            .key(keys.session())
+            .key(keys.lease())
+            .key(keys.watched())
+            .key(keys.events())
+            .key(keys.messages());
+        for m in messages {
+            script.key(keys.message(m.id)).key(keys.parts(m.id));
+        }
+        let renew_ms = renew.map(|ttl| ceil_millis(ttl).to_string());
+        script
+            .arg(self.event_cap)
+            .arg(last)
+            .arg(bytes)
+            .arg(fence_arg(fence))
+            .arg(renew_ms.unwrap_or_default())
+            .arg(messages.len());
+        for m in messages {
+            script
+                .arg(m.id)
+                .arg(if listed.contains(m.id) { "0" } else { "1" })
+                .arg(m.head.map(|h| h.encode_to_vec()).unwrap_or_default())
+                .arg(m.parts.len());
+            for p in &m.parts {
+                script.arg(&p.id).arg(p.encode_to_vec());
+            }
+        }
+        script
     }
 
     /// Marks the session as followed from a replica that does not run its loop, for `ttl`: while the mark exists,

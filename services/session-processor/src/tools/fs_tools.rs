@@ -383,7 +383,7 @@ fn grep(ws: &Workspace, input: GrepInput) -> Result<String, ToolError> {
     let mut matches: Vec<String> = Vec::new();
     let mut capped = false;
     let mut line = Vec::new();
-    'files: for file in &files {
+    for file in &files {
         // A file named explicitly is searched whatever the glob says; the glob selects within directories.
         if start_meta.is_dir() && filter.as_ref().is_some_and(|f| !f.accepts(ws, file)) {
             continue;
@@ -397,22 +397,9 @@ fn grep(ws: &Workspace, input: GrepInput) -> Result<String, ToolError> {
             continue;
         }
         let file_shown = ws.display(file);
-        let mut line_no = 0usize;
-        while let Ok(consumed) = read_line_bounded(&mut reader, &mut line) {
-            if consumed == 0 {
-                break;
-            }
-            line_no += 1;
-            let text = line_text(&line, usize::MAX);
-            if regex.is_match(&text) {
-                if matches.len() == MAX_GREP_MATCHES {
-                    capped = true;
-                    break 'files;
-                }
-                let mut shown_line = line_text(&line, MAX_GREP_LINE_CHARS);
-                shown_line = shown_line.trim_start().to_owned();
-                matches.push(format!("{file_shown}:{line_no}: {shown_line}"));
-            }
+        if !grep_file(&regex, &mut reader, &file_shown, &mut line, &mut matches) {
+            capped = true;
+            break;
         }
     }
 
@@ -435,6 +422,34 @@ fn grep(ws: &Workspace, input: GrepInput) -> Result<String, ToolError> {
         ));
     }
     Ok(out)
+}
+
+/// Appends `file`'s matching lines to `matches`; false when the cap was reached (the search stops there).
+fn grep_file(
+    regex: &regex::Regex,
+    reader: &mut BufReader<File>,
+    file_shown: &str,
+    line: &mut Vec<u8>,
+    matches: &mut Vec<String>,
+) -> bool {
+    let mut line_no = 0usize;
+    while let Ok(consumed) = read_line_bounded(reader, line) {
+        if consumed == 0 {
+            break;
+        }
+        line_no += 1;
+        if regex.is_match(&line_text(line, usize::MAX)) {
+            if matches.len() == MAX_GREP_MATCHES {
+                return false;
+            }
+            let shown_line = line_text(line, MAX_GREP_LINE_CHARS);
+            matches.push(format!(
+                "{file_shown}:{line_no}: {}",
+                shown_line.trim_start()
+            ));
+        }
+    }
+    true
 }
 
 /// Collects the regular files under `dir` in sorted path order, not following symlinks (they could lead outside

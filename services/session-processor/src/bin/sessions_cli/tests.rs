@@ -1,4 +1,7 @@
+use super::format::{pretty_json, rfc3339, usd};
+use super::watch::{Shown, part_line};
 use super::*;
+use pb::session_event::Event as SE;
 
 #[test]
 fn a_part_published_again_in_the_same_state_prints_once() {

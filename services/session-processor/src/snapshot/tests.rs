@@ -1,4 +1,6 @@
+use super::repo::cut_text;
 use super::*;
+use llm_proto::sessions as pb;
 use pb::file_change::Status;
 
 #[test]
