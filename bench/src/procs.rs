@@ -131,6 +131,24 @@ allow_unlisted_models = true
     Ok((child, addr, http_addr))
 }
 
+/// Starts the `fake-provider` binary serving `chunks` deltas per stream, `interval_ms` apart (0: a burst), and
+/// returns it with its base URL.
+pub async fn start_fake_provider(
+    binary: &Path,
+    chunks: usize,
+    interval_ms: u64,
+    log: &Path,
+) -> Result<(Child, String), String> {
+    let mut cmd = Command::new(binary);
+    let scenario = if interval_ms == 0 { "burst" } else { "paced" };
+    cmd.args(["--listen", "127.0.0.1:0", "--scenario", scenario])
+        .args(["--chunks", &chunks.to_string()])
+        .args(["--interval-ms", &interval_ms.to_string()]);
+    spawn_announcing(cmd, log)
+        .await
+        .map_err(|e| format!("fake-provider: {e}"))
+}
+
 /// Spawns `cmd` (stderr to `log`, killed when dropped) and returns it with the address its first stdout line
 /// announces as `listening on <addr>`.
 pub async fn spawn_announcing(mut cmd: Command, log: &Path) -> Result<(Child, String), String> {

@@ -195,6 +195,27 @@ impl Engine {
         Ok(start)
     }
 
+    /// Closes what the summary step left open (as interrupted when `interrupted`), persists it with `out`, and
+    /// settles the session's totals.
+    async fn close_summary(
+        &self,
+        processor: &mut Processor,
+        interrupted: bool,
+        mut out: Vec<Effect>,
+        c: &CompactRun<'_>,
+    ) -> Result<(), LoopError> {
+        processor.cleanup(now(), interrupted, &mut out);
+        self.apply(&out, c.fence, processor).await?;
+        self.settle_session(
+            &c.session.id,
+            processor.message(),
+            processor.parts(),
+            c.fence,
+        )
+        .await?;
+        Ok(())
+    }
+
     /// Runs one compaction of `c.view` (the history since the last compaction) with `c.model`.
     pub(super) async fn compact(&self, c: &CompactRun<'_>) -> Result<Compacted, LoopError> {
         let plan = Plan::of(c.view, c.cause);
@@ -229,15 +250,7 @@ impl Engine {
             .aborted;
         let mut out = Vec::new();
         if aborted || c.cancel.is_cancelled() {
-            processor.cleanup(now(), true, &mut out);
-            self.apply(&out, c.fence, &processor).await?;
-            self.settle_session(
-                &c.session.id,
-                processor.message(),
-                processor.parts(),
-                c.fence,
-            )
-            .await?;
+            self.close_summary(&mut processor, true, out, c).await?;
             return Ok(Compacted::Aborted(processor.message().clone()));
         }
         if let Some(error) = summary_failure(&processor, c.model) {
@@ -254,15 +267,7 @@ impl Engine {
                     .await?;
             }
         }
-        processor.cleanup(now(), false, &mut out);
-        self.apply(&out, c.fence, &processor).await?;
-        self.settle_session(
-            &c.session.id,
-            processor.message(),
-            processor.parts(),
-            c.fence,
-        )
-        .await?;
+        self.close_summary(&mut processor, false, out, c).await?;
         self.charge_tenant(c.session, processor.message().cost_nano_usd)
             .await;
         let m = processor.message().clone();

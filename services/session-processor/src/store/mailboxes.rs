@@ -49,26 +49,16 @@ impl Store {
     ) -> Result<Option<(String, bool)>, StoreError> {
         check_id("call id", call_id)?;
         let keys = self.keys(session_id)?;
-        let bytes = self
-            .await_answer(
+        let answer: Option<pb::SubmitToolResultRequest> = self
+            .await_decoded(
                 keys.tool_results(),
                 call_id,
                 keys.tool_mailbox(call_id),
                 timeout,
+                "tool result",
             )
             .await?;
-        bytes
-            .map(|b| {
-                pb::SubmitToolResultRequest::decode(b.as_slice())
-                    .map(|r| (r.output, r.is_error))
-                    .map_err(|e| {
-                        StoreError::decode(
-                            format!("tool result {call_id} of {}", keys.tool_results()),
-                            e,
-                        )
-                    })
-            })
-            .transpose()
+        Ok(answer.map(|r| (r.output, r.is_error)))
     }
 
     /// Records the caller's reply to a permission request and wakes the loop waiting for it; durable and
@@ -107,26 +97,16 @@ impl Store {
     ) -> Result<Option<bool>, StoreError> {
         check_id("permission id", permission_id)?;
         let keys = self.keys(session_id)?;
-        let bytes = self
-            .await_answer(
+        let answer: Option<pb::ReplyPermissionRequest> = self
+            .await_decoded(
                 keys.permissions(),
                 permission_id,
                 keys.permission_mailbox(permission_id),
                 timeout,
+                "permission",
             )
             .await?;
-        bytes
-            .map(|b| {
-                pb::ReplyPermissionRequest::decode(b.as_slice())
-                    .map(|r| r.allow)
-                    .map_err(|e| {
-                        StoreError::decode(
-                            format!("permission {permission_id} of {}", keys.permissions()),
-                            e,
-                        )
-                    })
-            })
-            .transpose()
+        Ok(answer.map(|r| r.allow))
     }
 
     /// Stores an answer in its record hash and rings the doorbell, atomically.
@@ -158,6 +138,26 @@ impl Store {
             }
         })
         .await
+    }
+
+    /// [`Store::await_answer`], decoded; `what` names the record in a decode error.
+    async fn await_decoded<M: prost::Message + Default>(
+        &self,
+        records: String,
+        id: &str,
+        mailbox: String,
+        timeout: Duration,
+        what: &str,
+    ) -> Result<Option<M>, StoreError> {
+        let bytes = self
+            .await_answer(records.clone(), id, mailbox, timeout)
+            .await?;
+        bytes
+            .map(|b| {
+                M::decode(b.as_slice())
+                    .map_err(|e| StoreError::decode(format!("{what} {id} of {records}"), e))
+            })
+            .transpose()
     }
 
     /// Waits for an answer. The record hash is the truth and the list only a doorbell: the record is checked

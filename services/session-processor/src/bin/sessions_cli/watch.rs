@@ -58,13 +58,7 @@ pub(super) async fn prompt(
     // The structured answer of each assistant message, from its `message_updated` events.
     let mut answers: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     while let Some(resp) = stream.message().await? {
-        let Some(event) = resp.event else {
-            continue;
-        };
-        if let Some(out) = json {
-            out.print("SessionEvent", &event)?;
-        }
-        let Some(ev) = event.event else {
+        let Some(ev) = unwrap_event(resp.event, json)? else {
             continue;
         };
         match &ev {
@@ -83,11 +77,7 @@ pub(super) async fn prompt(
             },
             _ => {}
         }
-        let done = match json {
-            Some(_) => matches!(ev, SE::Done(_)),
-            None => shown.show(&ev)?,
-        };
-        if done {
+        if shown.finished(&ev, json)? {
             break;
         }
     }
@@ -105,6 +95,14 @@ pub(super) struct Shown {
 }
 
 impl Shown {
+    /// Shows `ev` for people (JSON lines were printed already) and tells whether the run ended.
+    fn finished(&mut self, ev: &SE, json: Option<&json::Printer>) -> std::io::Result<bool> {
+        match json {
+            Some(_) => Ok(matches!(ev, SE::Done(_))),
+            None => self.show(ev),
+        }
+    }
+
     /// Prints one session event the way the CLI shows a running loop; true on `done`.
     pub(super) fn show(&mut self, ev: &SE) -> std::io::Result<bool> {
         match ev {
@@ -224,20 +222,10 @@ pub(super) async fn compact(
         .into_inner();
     let mut shown = Shown::default();
     while let Some(resp) = stream.message().await? {
-        let Some(event) = resp.event else {
+        let Some(ev) = unwrap_event(resp.event, json)? else {
             continue;
         };
-        if let Some(out) = json {
-            out.print("SessionEvent", &event)?;
-        }
-        let Some(ev) = event.event else {
-            continue;
-        };
-        let done = match json {
-            Some(_) => matches!(ev, SE::Done(_)),
-            None => shown.show(&ev)?,
-        };
-        if done {
+        if shown.finished(&ev, json)? {
             break;
         }
     }
@@ -295,4 +283,18 @@ pub(super) async fn answer_permission(
         })
         .await?;
     Ok(())
+}
+
+/// The event a stream message carries, printed first under `--json`.
+fn unwrap_event(
+    event: Option<pb::SessionEvent>,
+    json: Option<&json::Printer>,
+) -> CliResult<Option<SE>> {
+    let Some(event) = event else {
+        return Ok(None);
+    };
+    if let Some(out) = json {
+        out.print("SessionEvent", &event)?;
+    }
+    Ok(event.event)
 }
