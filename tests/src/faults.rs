@@ -10,39 +10,10 @@ use fake_provider::Reply;
 use fake_provider::openai_sse::ChatStream;
 
 use crate::Harness;
+pub use crate::processor::until_done_within as until_done;
 use crate::processor::{
     Processor, ProcessorSetup, SessionsClient, assert_healthy, messages, prompt, start_processor,
 };
-
-/// Reads a stream until its first `done` (within `bound`), returning every event.
-pub async fn until_done<T>(
-    stream: &mut tonic::Streaming<T>,
-    event: impl Fn(T) -> Option<spb::SessionEvent>,
-    bound: Duration,
-) -> Vec<SE> {
-    let mut events = Vec::new();
-    let ended = tokio::time::timeout(bound, async {
-        loop {
-            let Some(response) = stream.message().await.expect("stream stays readable") else {
-                panic!("the stream ended without a done: {events:?}");
-            };
-            let Some(ev) = event(response).and_then(|e| e.event) else {
-                continue;
-            };
-            let done = matches!(ev, SE::Done(_));
-            events.push(ev);
-            if done {
-                return;
-            }
-        }
-    })
-    .await;
-    assert!(
-        ended.is_ok(),
-        "the stream ends with a terminal event within {bound:?}; it had: {events:?}"
-    );
-    events
-}
 
 /// Waits (30 s at most) until the session is idle with no lease and its latest prompt has a completed answer, then
 /// checks that answer and Diagnose.

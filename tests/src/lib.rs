@@ -13,6 +13,8 @@ pub mod procs;
 pub mod raw;
 pub mod sdk;
 pub mod service;
+pub mod turns;
+pub mod vertex;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -212,6 +214,21 @@ impl Harness {
             self.channel().await,
             Bearer(token.map(String::from)),
         )
+    }
+
+    /// Opens a streamed generation and returns its events as they come (for tests that cancel it).
+    pub async fn open_stream(
+        &self,
+        generation: pb::Generation,
+    ) -> tonic::Streaming<pb::StreamResponse> {
+        let mut client = self.client().await;
+        client
+            .stream(pb::StreamRequest {
+                generation: Some(generation),
+            })
+            .await
+            .expect("stream starts")
+            .into_inner()
     }
 
     /// Runs a streamed generation to its end and returns every event.

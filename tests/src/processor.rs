@@ -397,28 +397,76 @@ pub fn prompt(session_id: &str, text: &str) -> spb::PromptRequest {
 }
 
 /// Reads a `Prompt` or `Compact` stream up to and including its `done` event (20 s at most), with `event` taking
-/// the session event out of each response.
+/// the session event out of each response; see [`until_done_within`].
 pub async fn until_done<T>(
     stream: &mut tonic::Streaming<T>,
     event: impl Fn(T) -> Option<spb::SessionEvent>,
 ) -> Vec<spb::session_event::Event> {
+    until_done_within(stream, event, std::time::Duration::from_secs(20)).await
+}
+
+/// Reads a stream until its first `done` (within `bound`), returning every event, and checks what every stream
+/// of the product promises: event ids strictly increase, and [`assert_stream_invariants`] holds. Panics when the
+/// stream ends without a `done` or does not reach one in time.
+pub async fn until_done_within<T>(
+    stream: &mut tonic::Streaming<T>,
+    event: impl Fn(T) -> Option<spb::SessionEvent>,
+    bound: std::time::Duration,
+) -> Vec<spb::session_event::Event> {
     let mut events = Vec::new();
-    let read = async {
-        while let Some(response) = stream.message().await.expect("stream") {
-            let Some(ev) = event(response).and_then(|e| e.event) else {
+    let mut last_id: Option<(u64, u64)> = None;
+    let ended = tokio::time::timeout(bound, async {
+        loop {
+            let Some(response) = stream.message().await.expect("stream stays readable") else {
+                panic!("the stream ended without a done: {events:?}");
+            };
+            let Some(session_event) = event(response) else {
+                continue;
+            };
+            if session_event.event_id.is_empty() {
+                // Only the terminal done of a stream whose log stayed unreadable is outside the log.
+                assert!(
+                    matches!(
+                        &session_event.event,
+                        Some(spb::session_event::Event::Done(d))
+                            if d.stopped_by() == spb::StopReason::StorageUnavailable
+                    ),
+                    "only a storage-unavailable done has no id: {session_event:?}"
+                );
+            } else {
+                let id = event_id(&session_event.event_id);
+                assert!(
+                    last_id < Some(id),
+                    "event ids increase: {} came after {last_id:?}",
+                    session_event.event_id
+                );
+                last_id = Some(id);
+            }
+            let Some(ev) = session_event.event else {
                 continue;
             };
             let done = matches!(ev, spb::session_event::Event::Done(_));
             events.push(ev);
             if done {
-                break;
+                return;
             }
         }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(20), read)
-        .await
-        .expect("the loop finishes within 20 s");
+    })
+    .await;
+    assert!(
+        ended.is_ok(),
+        "the stream ends with a terminal event within {bound:?}; it had: {events:?}"
+    );
+    assert_stream_invariants(&events);
     events
+}
+
+/// An event id, `<ms>-<seq>`, as a pair that orders like the ids.
+pub fn event_id(id: &str) -> (u64, u64) {
+    let parsed = id
+        .split_once('-')
+        .and_then(|(ms, seq)| Some((ms.parse().ok()?, seq.parse().ok()?)));
+    parsed.unwrap_or_else(|| panic!("event id {id:?} is not <ms>-<seq>"))
 }
 
 /// Sends `req` and reads its events up to `done`.

@@ -16,6 +16,7 @@
 //!    and its result alike, and every `tool_use` is answered in the next turn.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use e2e_tests::turns::{fold, results};
 use e2e_tests::*;
 use fake_provider::openai_sse::ChatStream;
 use fake_provider::{FakeProvider, Protocol, Reply};
@@ -31,97 +32,6 @@ const CODEX: &str = "openai/gpt-5-codex";
 
 /// The id a compatible server produced that Anthropic's `^[a-zA-Z0-9_-]+$` refuses.
 const WEIRD_ID: &str = "call:weird/id";
-
-/// What one step's events become in the conversation.
-struct Step {
-    /// The assistant turn, parts in stream order.
-    assistant: pb::Message,
-    /// The tool calls, in order.
-    calls: Vec<pb::ToolCall>,
-}
-
-/// Folds a step's events into its assistant turn the way the session-processor does: a part per text and reasoning
-/// block (reasoning with the metadata of its end), a part per tool call with its metadata.
-fn fold(events: &[pb::StreamResponse]) -> Step {
-    let mut parts: Vec<pb::Part> = Vec::new();
-    // Block id → index in `parts`.
-    let mut open: Vec<(String, usize)> = Vec::new();
-    let mut calls = Vec::new();
-    let find = |open: &[(String, usize)], id: &str| {
-        open.iter()
-            .find(|(o, _)| o == id)
-            .map(|(_, i)| *i)
-            .unwrap_or_else(|| panic!("delta for unknown block {id}"))
-    };
-    for ev in events {
-        match ev.event.as_ref().expect("event") {
-            E::TextStart(t) => {
-                open.push((t.id.clone(), parts.len()));
-                parts.push(pb::Part {
-                    kind: Some(Kind::Text(pb::TextPart::default())),
-                });
-            }
-            E::TextDelta(d) => {
-                if let Some(Kind::Text(t)) = &mut parts[find(&open, &d.id)].kind {
-                    t.text.push_str(&d.delta);
-                }
-            }
-            E::ReasoningStart(r) => {
-                open.push((r.id.clone(), parts.len()));
-                parts.push(pb::Part {
-                    kind: Some(Kind::Reasoning(pb::ReasoningPart::default())),
-                });
-            }
-            E::ReasoningDelta(d) => {
-                if let Some(Kind::Reasoning(r)) = &mut parts[find(&open, &d.id)].kind {
-                    r.text.push_str(&d.delta);
-                }
-            }
-            E::ReasoningEnd(end) => {
-                if let Some(Kind::Reasoning(r)) = &mut parts[find(&open, &end.id)].kind {
-                    r.provider_metadata = end.provider_metadata.clone();
-                }
-            }
-            E::ToolCall(c) => {
-                parts.push(pb::Part {
-                    kind: Some(Kind::ToolCall(pb::ToolCallPart {
-                        call_id: c.call_id.clone(),
-                        tool_name: c.tool_name.clone(),
-                        input_json: c.input_json.clone(),
-                        provider_metadata: c.provider_metadata.clone(),
-                    })),
-                });
-                calls.push(c.clone());
-            }
-            _ => {}
-        }
-    }
-    Step {
-        assistant: pb::Message {
-            role: pb::Role::Assistant as i32,
-            parts,
-        },
-        calls,
-    }
-}
-
-/// The tool turn answering `calls`, as the processor sends it after running the tools.
-fn results(calls: &[pb::ToolCall]) -> pb::Message {
-    pb::Message {
-        role: pb::Role::Tool as i32,
-        parts: calls
-            .iter()
-            .map(|c| pb::Part {
-                kind: Some(Kind::ToolResult(pb::ToolResultPart {
-                    call_id: c.call_id.clone(),
-                    tool_name: c.tool_name.clone(),
-                    output: format!("sunny at {}", c.input_json),
-                    is_error: false,
-                })),
-            })
-            .collect(),
-    }
-}
 
 /// One step on `model` with the conversation so far; the step must end with `step_finish` and the fake must have
 /// refused nothing.

@@ -351,14 +351,7 @@ async fn a_stalled_stream_ends_with_a_timeout_error() {
 async fn the_caller_cancelling_closes_the_provider_connection() {
     let h = Harness::start().await;
     h.gemini.push(crlf("text.sse").stall_after(2));
-    let mut client = h.client().await;
-    let stream = client
-        .stream(pb::StreamRequest {
-            generation: Some(generation(FLASH, "hi")),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let stream = h.open_stream(generation(FLASH, "hi")).await;
     let after = cancel_after_first_delta(stream, &h.gemini).await;
     assert!(
         after < CANCEL_NOTICED,

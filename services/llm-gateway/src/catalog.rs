@@ -40,6 +40,26 @@ pub struct ModelInfo {
 }
 
 /// What a model accepts; adapters drop what it rejects.
+#[cfg(test)]
+impl ModelInfo {
+    /// A model of provider `p` named `name` on `protocol`, with 100k context, 8k output, no capabilities and no
+    /// price: what decoder and adapter tests need.
+    pub(crate) fn for_tests(name: &str, protocol: Protocol) -> ModelInfo {
+        ModelInfo {
+            id: format!("p/{name}"),
+            provider: "p".into(),
+            name: name.into(),
+            display_name: name.into(),
+            protocol,
+            context_window: 100_000,
+            max_input_tokens: 0,
+            max_output_tokens: 8192,
+            capabilities: Capabilities::default(),
+            pricing: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Capabilities {

@@ -216,6 +216,10 @@ pub struct ProviderFile {
     /// Maximum output assumed for unlisted models.
     #[serde(default = "default_unlisted_output")]
     pub unlisted_max_output_tokens: u64,
+    /// Vertex AI (`vertex_gemini`, `vertex_anthropic`): project, location and credentials. `base_url`, when set,
+    /// replaces Google's host only.
+    #[serde(default)]
+    pub google: Option<crate::vertex_config::GoogleFile>,
 }
 
 fn default_unlisted_context() -> u64 {
@@ -236,6 +240,8 @@ pub struct Provider {
     pub base_url: String,
     /// API key (may be empty for local servers).
     pub api_key: Secret,
+    /// Access tokens for Vertex AI providers, used instead of `api_key`.
+    pub google: Option<std::sync::Arc<crate::google_auth::TokenSource>>,
     /// See [`ProviderFile::allow_unlisted_models`].
     pub allow_unlisted_models: bool,
     pub unlisted_context_window: u64,
@@ -521,6 +527,7 @@ impl Config {
                 allow_unlisted_models: false,
                 unlisted_context_window: default_unlisted_context(),
                 unlisted_max_output_tokens: default_unlisted_output(),
+                google: None,
             };
             providers.insert((*id).to_string(), provider_from_file(id, &p, env)?);
         }
@@ -596,11 +603,31 @@ fn provider_from_file(id: &str, p: &ProviderFile, env: &dyn Env) -> Result<Provi
         ));
     }
     let from_env = p.base_url_env.as_deref().and_then(|name| env.var(name));
-    let base_url = from_env
-        .or_else(|| p.base_url.clone())
-        .ok_or_else(|| ConfigError::new(key("base_url"), "required"))?;
-    let base_url =
-        validate_base_url(&base_url).map_err(|m| ConfigError::new(key("base_url"), m))?;
+    let base_url = from_env.or_else(|| p.base_url.clone());
+    let (base_url, google) = if p.protocol.uses_google_tokens() {
+        if p.api_key_env.is_some() {
+            return Err(ConfigError::new(
+                key("api_key_env"),
+                "Vertex AI authenticates with Google credentials; see providers.<id>.google",
+            ));
+        }
+        let host = base_url
+            .map(|u| validate_base_url(&u).map_err(|m| ConfigError::new(key("base_url"), m)))
+            .transpose()?;
+        let v = crate::vertex_config::build(id, p.google.as_ref(), host.as_deref(), env)?;
+        (v.base_url, Some(v.tokens))
+    } else {
+        if p.google.is_some() {
+            return Err(ConfigError::new(
+                key("google"),
+                "only for the Vertex AI protocols (vertex_gemini, vertex_anthropic)",
+            ));
+        }
+        let base_url = base_url.ok_or_else(|| ConfigError::new(key("base_url"), "required"))?;
+        let base_url =
+            validate_base_url(&base_url).map_err(|m| ConfigError::new(key("base_url"), m))?;
+        (base_url, None)
+    };
     let api_key = match &p.api_key_env {
         Some(name) => match env.var(name) {
             Some(v) => Secret::new(v),
@@ -624,6 +651,7 @@ fn provider_from_file(id: &str, p: &ProviderFile, env: &dyn Env) -> Result<Provi
         protocol: p.protocol,
         base_url,
         api_key,
+        google,
         allow_unlisted_models: p.allow_unlisted_models,
         unlisted_context_window: p.unlisted_context_window,
         unlisted_max_output_tokens: p.unlisted_max_output_tokens,

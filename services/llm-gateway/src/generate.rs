@@ -406,6 +406,30 @@ async fn prepare(
     .await
 }
 
+/// Opens one provider request: authenticated with the provider's API key, or with an access token from its token
+/// source (Vertex AI), fetched or taken from the cache here so a token failure is an attempt failure like any other
+/// (retried when it is transient).
+async fn open_attempt(
+    transport: &crate::adapter::transport::Transport,
+    provider: &Provider,
+    adapter: &'static dyn Adapter,
+    request: &HttpRequest,
+) -> Result<crate::adapter::transport::ProviderStream, ProviderError> {
+    let Some(tokens) = &provider.google else {
+        let auth = adapter.auth_headers(provider.api_key.expose());
+        return transport.open(&provider.base_url, &auth, request).await;
+    };
+    let token = tokens.token().await?;
+    let auth = adapter.auth_headers(token.expose());
+    let opened = transport.open(&provider.base_url, &auth, request).await;
+    if let Err(e) = &opened
+        && e.http_status == Some(401)
+    {
+        tokens.invalidate(&token).await;
+    }
+    opened
+}
+
 /// Error kinds another model may not share: fall back on these once the model's own retries are spent. Never on
 /// invalid_request, content_filter or context_overflow (the request itself is the problem, or the caller must act,
 /// e.g. compact), nor on cancelled.
@@ -522,16 +546,16 @@ impl Run {
                         self.attempt,
                     );
                     llm_telemetry::inject_headers(&span, &mut prepared.request.headers);
-                    let auth = prepared
-                        .adapter
-                        .auth_headers(candidate.provider.api_key.expose());
                     let waited = Instant::now();
                     // Boxed for the same reason: the request future is large and done once the headers arrive.
                     let opened = Box::pin(
-                        self.state
-                            .transport
-                            .open(&candidate.provider.base_url, &auth, &prepared.request)
-                            .instrument(span.clone()),
+                        open_attempt(
+                            &self.state.transport,
+                            &candidate.provider,
+                            prepared.adapter,
+                            &prepared.request,
+                        )
+                        .instrument(span.clone()),
                     )
                     .await;
                     self.clock.waiting += waited.elapsed();

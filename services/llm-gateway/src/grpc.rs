@@ -182,7 +182,7 @@ fn wrap(event: pb::stream_response::Event) -> pb::StreamResponse {
 
 fn metadata(json: Option<String>, model: &ModelInfo) -> Option<pb::ProviderMetadata> {
     json.map(|json| pb::ProviderMetadata {
-        protocol: model.protocol.as_str().to_string(),
+        protocol: model.protocol.wire().as_str().to_string(),
         model: model.id.clone(),
         json,
     })

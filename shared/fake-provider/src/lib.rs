@@ -31,12 +31,14 @@
 #![deny(missing_docs)]
 
 mod conn;
+pub mod google;
 pub mod openai_sse;
 mod reply;
 pub mod scenario;
 mod sse;
 pub mod validate;
 
+pub use google::GoogleTokens;
 pub use reply::Reply;
 pub use validate::{Protocol, Rejection};
 
@@ -89,6 +91,8 @@ pub(crate) struct State {
     validators: Mutex<Vec<Protocol>>,
     /// Requests validation refused, for the test to print.
     rejections: Mutex<Vec<Rejection>>,
+    /// Tokens a bearer header must carry ([`FakeProvider::require_google_token`]).
+    google: Mutex<Option<GoogleTokens>>,
 }
 
 #[derive(Default)]
@@ -162,6 +166,7 @@ impl FakeProvider {
             keep_log: std::sync::atomic::AtomicBool::new(true),
             validators: Mutex::new(Vec::new()),
             rejections: Mutex::new(Vec::new()),
+            google: Mutex::new(None),
         });
         let (shutdown, shutdown_rx) = watch::channel(false);
         tokio::spawn(accept_loop(listener, Arc::clone(&state), shutdown_rx));

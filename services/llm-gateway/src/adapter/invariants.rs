@@ -146,7 +146,7 @@ mod tests {
     fn every_fixture_decodes_to_a_well_formed_stream() {
         use crate::adapter::sse::{SseItem, SseParser};
         use crate::adapter::{Protocol, Target};
-        use crate::catalog::{Capabilities, ModelInfo};
+        use crate::catalog::ModelInfo;
         let root = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../shared/fake-provider/fixtures"
@@ -156,19 +156,10 @@ mod tests {
             Protocol::OpenaiResponses,
             Protocol::Anthropic,
             Protocol::Gemini,
+            Protocol::VertexGemini,
+            Protocol::VertexAnthropic,
         ] {
-            let model = ModelInfo {
-                id: "p/m".into(),
-                provider: "p".into(),
-                name: "gemini-2.5-flash".into(),
-                display_name: "m".into(),
-                protocol,
-                context_window: 100_000,
-                max_input_tokens: 0,
-                max_output_tokens: 8192,
-                capabilities: Capabilities::default(),
-                pricing: None,
-            };
+            let model = ModelInfo::for_tests("gemini-2.5-flash", protocol);
             let dir = format!("{root}/{}", protocol.as_str());
             let mut seen = 0;
             for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {

@@ -15,12 +15,15 @@ pub mod gemini;
 pub mod ids;
 pub mod invariants;
 mod json_scan;
+#[cfg(test)]
+mod no_nameless_tests;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod redact;
 pub mod sse;
 pub mod strict;
 pub mod transport;
+pub mod vertex;
 
 use llm_proto::gateway as pb;
 
@@ -39,6 +42,10 @@ pub enum Protocol {
     Anthropic,
     /// Google Gemini `streamGenerateContent?alt=sse`.
     Gemini,
+    /// Gemini models on Google Vertex AI (the Gemini wire, OAuth2 access tokens).
+    VertexGemini,
+    /// Anthropic models on Google Vertex AI (`streamRawPredict`, OAuth2 access tokens).
+    VertexAnthropic,
 }
 
 impl Protocol {
@@ -49,7 +56,25 @@ impl Protocol {
             Protocol::OpenaiResponses => "openai_responses",
             Protocol::Anthropic => "anthropic",
             Protocol::Gemini => "gemini",
+            Protocol::VertexGemini => "vertex_gemini",
+            Protocol::VertexAnthropic => "vertex_anthropic",
         }
+    }
+
+    /// The publisher wire format this protocol carries: Vertex's protocols speak Gemini's and Anthropic's. Replay
+    /// metadata is labelled with it, so a signature made on Vertex is recognised by the Gemini or Anthropic request
+    /// builder (still only for the model that made it).
+    pub fn wire(self) -> Protocol {
+        match self {
+            Protocol::VertexGemini => Protocol::Gemini,
+            Protocol::VertexAnthropic => Protocol::Anthropic,
+            other => other,
+        }
+    }
+
+    /// True for the protocols that authenticate with Google OAuth2 access tokens instead of an API key.
+    pub fn uses_google_tokens(self) -> bool {
+        matches!(self, Protocol::VertexGemini | Protocol::VertexAnthropic)
     }
 
     /// The adapter for this protocol.
@@ -59,6 +84,8 @@ impl Protocol {
             Protocol::OpenaiResponses => &openai_responses::OpenAiResponses,
             Protocol::Anthropic => &anthropic::Anthropic,
             Protocol::Gemini => &gemini::Gemini,
+            Protocol::VertexGemini => &vertex::VertexGemini,
+            Protocol::VertexAnthropic => &vertex::VertexAnthropic,
         }
     }
 }
@@ -113,7 +140,8 @@ pub trait Adapter: Send + Sync {
         target: &Target<'_>,
     ) -> Result<HttpRequest, BuildError>;
 
-    /// Authentication headers for `api_key` (the transport marks them sensitive).
+    /// Authentication headers for `api_key`, or for the access token of a provider that has a token source
+    /// (Vertex AI). The transport marks them sensitive.
     fn auth_headers(&self, api_key: &str) -> Vec<(&'static str, String)>;
 
     /// A fresh decoder for one response stream.

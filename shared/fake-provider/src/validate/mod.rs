@@ -22,6 +22,9 @@ mod gemini;
 mod openai;
 #[cfg(test)]
 mod tests;
+mod vertex;
+#[cfg(test)]
+mod vertex_tests;
 
 use serde_json::{Map, Value, json};
 
@@ -45,6 +48,10 @@ pub enum Protocol {
     Anthropic,
     /// Gemini `streamGenerateContent`.
     Gemini,
+    /// Gemini on Vertex AI: `/v1/projects/{p}/locations/{l}/publishers/google/models/{m}:streamGenerateContent`.
+    VertexGemini,
+    /// Anthropic on Vertex AI: `…/publishers/anthropic/models/{m}:streamRawPredict`.
+    VertexAnthropic,
 }
 
 impl Protocol {
@@ -57,7 +64,11 @@ impl Protocol {
             }
             Protocol::OpenaiResponses => path.ends_with("/responses"),
             Protocol::Anthropic => path.ends_with("/v1/messages"),
-            Protocol::Gemini => path.contains(":streamGenerateContent"),
+            Protocol::Gemini => {
+                path.contains(":streamGenerateContent") && !path.contains("/publishers/")
+            }
+            Protocol::VertexGemini => vertex::serves(path, "google", "streamGenerateContent"),
+            Protocol::VertexAnthropic => vertex::serves(path, "anthropic", "streamRawPredict"),
         }
     }
 }
@@ -81,14 +92,14 @@ impl Rejection {
     /// The error body the provider answers with.
     pub fn body(&self) -> String {
         match self.protocol {
-            Protocol::Anthropic => json!({
+            Protocol::Anthropic | Protocol::VertexAnthropic => json!({
                 "type": "error",
                 "error": {"type": "invalid_request_error", "message": self.message},
                 "request_id": "req_fake_provider_validation",
             })
             .to_string(),
             // Google pretty-prints its errors with two spaces.
-            Protocol::Gemini => serde_json::to_string_pretty(&json!({
+            Protocol::Gemini | Protocol::VertexGemini => serde_json::to_string_pretty(&json!({
                 "error": {"code": self.status, "message": self.message, "status": "INVALID_ARGUMENT"}
             }))
             .unwrap_or_default(),
@@ -188,6 +199,8 @@ pub fn check_body(protocol: Protocol, path: &str, body: &Value) -> Result<(), Re
     let result = match protocol {
         Protocol::Anthropic => anthropic::check(body),
         Protocol::Gemini => gemini::check(model_in_path(path), body),
+        Protocol::VertexGemini => vertex::check_gemini(path, model_in_path(path), body),
+        Protocol::VertexAnthropic => vertex::check_anthropic(body),
         Protocol::OpenaiChat => openai::check_chat(openai::Server::OpenAi, body),
         Protocol::MistralChat => openai::check_chat(openai::Server::Mistral, body),
         Protocol::DeepseekChat => openai::check_chat(openai::Server::DeepSeek, body),
@@ -245,6 +258,12 @@ impl State {
     /// The reply for `req`: a rejection when validation is on and refuses
     /// it, else the next scripted reply.
     pub(crate) fn reply_for(&self, req: &Recorded) -> Reply {
+        let google = lock(&self.google).clone();
+        if let Some(tokens) = google
+            && let Err(refused) = tokens.authenticate(req)
+        {
+            return *refused;
+        }
         let protocols = lock(&self.validators).clone();
         if !protocols.is_empty() {
             let verdict = match protocols.iter().find(|p| p.serves(&req.path)) {

@@ -8,6 +8,8 @@ use serde_json::{Value, json};
 use super::*;
 
 const GEMINI_FLASH: &str = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse";
+pub(super) const VERTEX_FLASH: &str = "/v1/projects/acme-llm-test/locations/global/publishers/google/models/gemini-2.5-flash:streamGenerateContent?alt=sse";
+pub(super) const VERTEX_SONNET: &str = "/v1/projects/acme-llm-test/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict";
 const GEMINI_3: &str = "/v1beta/models/gemini-3-pro-preview:streamGenerateContent?alt=sse";
 
 fn path_of(protocol: Protocol) -> &'static str {
@@ -18,6 +20,8 @@ fn path_of(protocol: Protocol) -> &'static str {
         Protocol::OpenaiResponses => "/v1/responses",
         Protocol::Anthropic => "/v1/messages",
         Protocol::Gemini => GEMINI_FLASH,
+        Protocol::VertexGemini => VERTEX_FLASH,
+        Protocol::VertexAnthropic => VERTEX_SONNET,
     }
 }
 

@@ -28,6 +28,8 @@ pub struct AnthropicDecoder {
     usage: WireTotals,
     stop_reason: Option<String>,
     saw_tool_call: bool,
+    /// Ids of the `tool_use` blocks so far: one used twice is refused, never passed on.
+    call_ids: Vec<String>,
     done: bool,
 }
 
@@ -243,6 +245,18 @@ impl AnthropicDecoder {
         }
     }
 
+    /// The no-nameless-call rule: a `tool_use` block needs a name and an id not used before in this stream.
+    fn new_call(&mut self, id: &str, name: &str) -> Result<(), String> {
+        if id.is_empty() || name.is_empty() {
+            return Err("a tool_use block without an id or a name".into());
+        }
+        if self.call_ids.iter().any(|used| used == id) {
+            return Err(format!("tool_use id `{id}` used twice"));
+        }
+        self.call_ids.push(id.to_string());
+        Ok(())
+    }
+
     fn start_block(&mut self, index: u64, b: WireBlock<'_>, out: &mut Vec<Event>) {
         let id = index.to_string();
         let block = match b.kind.as_ref() {
@@ -275,6 +289,12 @@ impl AnthropicDecoder {
                 Block::Other
             }
             "tool_use" => {
+                if let Err(what) = self.new_call(&b.id, &b.name) {
+                    let err =
+                        ProviderError::malformed(format!("malformed Anthropic stream: {what}"));
+                    self.fail(err, out);
+                    return;
+                }
                 out.push(Event::ToolInputStart {
                     call_id: b.id.to_string(),
                     tool: b.name.to_string(),

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::ReplayMetadata;
+use super::partial_args::PartialArg;
 use crate::adapter::Decoder;
 use crate::adapter::classify::{MAX_PROVIDER_BODY, classify, truncate};
 use crate::adapter::json_scan::{
@@ -17,6 +18,10 @@ use crate::adapter::json_scan::{
 };
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::{Event, Finish, FinishReason, Usage};
+
+#[path = "decode_calls.rs"]
+mod calls;
+use calls::StreamedCall;
 
 /// Decodes one Gemini stream.
 ///
@@ -42,6 +47,10 @@ pub struct GeminiDecoder {
     reasoning_blocks: u32,
     /// Function calls seen so far, for synthesized ids and the `STOP` → tool calls rule.
     calls: u32,
+    /// Ids of the calls handed out, so a provider id used twice is refused instead of passed on.
+    call_ids: Vec<String>,
+    /// The Vertex call whose arguments are still streaming in (`partialArgs`).
+    streamed: Option<Box<StreamedCall>>,
     /// The raw `finishReason` of the first candidate, once a chunk carried one.
     finish_reason: Option<String>,
     /// `promptFeedback.blockReason` of a chunk without candidates: the prompt itself was refused.
@@ -62,6 +71,8 @@ impl Default for GeminiDecoder {
             reasoning: None,
             reasoning_blocks: 0,
             calls: 0,
+            call_ids: Vec::new(),
+            streamed: None,
             finish_reason: None,
             block_reason: None,
             usage: None,
@@ -215,52 +226,6 @@ impl GeminiDecoder {
         }
     }
 
-    /// A whole function call: its four events at once, with the signature and Gemini's id as replay metadata.
-    fn function_call(
-        &mut self,
-        call: FunctionCall<'_>,
-        signature: Option<String>,
-        out: &mut Vec<Event>,
-    ) {
-        self.close_text(out);
-        self.close_reasoning(out);
-        let n = self.calls;
-        self.calls += 1;
-        let provider_id = call.id.filter(|id| !id.is_empty()).map(Cow::into_owned);
-        let call_id = match &provider_id {
-            Some(id) => id.clone(),
-            None if self.response.id.is_empty() => format!("call_{n}"),
-            None => format!("call_{}_{n}", self.response.id),
-        };
-        let tool = call.name.map(Cow::into_owned).unwrap_or_default();
-        // `args` is absent for a call without arguments (docs/providers.md §4 "Chunks").
-        let input_json = match call.args {
-            Some(serde_json::Value::Null) | None => "{}".to_string(),
-            Some(args) => args.to_string(),
-        };
-        out.push(Event::ToolInputStart {
-            call_id: call_id.clone(),
-            tool: tool.clone(),
-        });
-        out.push(Event::ToolInputDelta {
-            call_id: call_id.clone(),
-            delta: input_json.clone(),
-        });
-        out.push(Event::ToolInputEnd {
-            call_id: call_id.clone(),
-        });
-        out.push(Event::ToolCall {
-            call_id,
-            tool,
-            input_json,
-            metadata: ReplayMetadata {
-                thought_signature: signature,
-                function_call_id: provider_id,
-            }
-            .to_json(),
-        });
-    }
-
     fn chunk(&mut self, chunk: Chunk<'_>, data: &str, out: &mut Vec<Event>) {
         if chunk.error.is_some() {
             // Not seen from Google itself, but proxies re-frame the bare error object as a `data:` line.
@@ -281,6 +246,9 @@ impl GeminiDecoder {
         if let Some(candidate) = candidates.into_iter().find(|c| c.index.unwrap_or(0) == 0) {
             let parts = candidate.content.and_then(|c| c.parts).unwrap_or_default();
             for part in parts {
+                if self.done {
+                    return;
+                }
                 let signature = part
                     .thought_signature
                     .filter(|s| !s.is_empty())
@@ -288,6 +256,13 @@ impl GeminiDecoder {
                 let text = part.text.unwrap_or_default();
                 if let Some(call) = part.function_call {
                     self.function_call(call, signature, out);
+                } else if self.streamed.is_some() && (!text.is_empty() || signature.is_some()) {
+                    self.fail(
+                        ProviderError::malformed(
+                            "malformed Gemini function call: content inside a streamed call",
+                        ),
+                        out,
+                    );
                 } else if part.thought == Some(true) {
                     self.thought(&text, signature, out);
                 } else {
@@ -306,8 +281,18 @@ impl GeminiDecoder {
         }
     }
 
-    /// Ends the stream successfully: closes the open blocks, then `Finish`.
+    /// Ends the stream successfully: closes the open blocks, then `Finish`. A streamed call still open means its
+    /// arguments are incomplete: a typed error, never a call with half its arguments.
     fn finish(&mut self, out: &mut Vec<Event>) {
+        if self.streamed.is_some() {
+            self.fail(
+                ProviderError::malformed(
+                    "malformed Gemini function call: the stream finished inside a streamed call",
+                ),
+                out,
+            );
+            return;
+        }
         self.close_reasoning(out);
         self.close_text(out);
         let (reason, raw_reason) = match (self.finish_reason.take(), self.block_reason.take()) {
@@ -396,7 +381,9 @@ impl Decoder for GeminiDecoder {
         if data.is_empty() {
             return;
         }
+        // Inside a streamed call every part goes through the full parse, which refuses content there.
         if self.fast
+            && self.streamed.is_none()
             && let Some(fast) = TextChunk::recognise(data)
         {
             self.text_chunk(fast, out);
@@ -697,6 +684,12 @@ struct FunctionCall<'a> {
     name: Option<Cow<'a, str>>,
     #[serde(default)]
     args: Option<serde_json::Value>,
+    /// Vertex only: argument fragments of a streamed call.
+    #[serde(default, rename = "partialArgs")]
+    partial_args: Option<Vec<PartialArg>>,
+    /// Vertex only: more parts of this call follow.
+    #[serde(default, rename = "willContinue")]
+    will_continue: Option<bool>,
 }
 
 #[derive(Deserialize)]

@@ -27,6 +27,9 @@
 mod decode;
 #[cfg(test)]
 mod fast_tests;
+mod partial_args;
+#[cfg(test)]
+mod partial_args_tests;
 mod request;
 #[cfg(test)]
 mod request_tests;

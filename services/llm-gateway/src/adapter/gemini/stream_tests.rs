@@ -80,7 +80,7 @@ fn lf(sse: &str) -> String {
 
 /// Decodes `sse` whole, byte by byte and in pseudo-random reads, as recorded and converted to LF; checks that all
 /// agree and that the decoder's contract holds (exactly one terminal event, last).
-fn decode(sse: &str) -> Vec<Event> {
+pub(super) fn decode(sse: &str) -> Vec<Event> {
     let want = decode_reads(sse.as_bytes(), &[usize::MAX]);
     let lf = lf(sse);
     for body in [sse, lf.as_str()] {
@@ -106,7 +106,7 @@ fn decode(sse: &str) -> Vec<Event> {
 }
 
 /// Feeds synthetic `data:` payloads as frames, then ends the body.
-fn decode_chunks(chunks: &[&str]) -> Vec<Event> {
+pub(super) fn decode_chunks(chunks: &[&str]) -> Vec<Event> {
     let mut d = GeminiDecoder::new();
     let mut out = Vec::new();
     for c in chunks {
@@ -128,7 +128,7 @@ fn decode_chunks(chunks: &[&str]) -> Vec<Event> {
 }
 
 /// A chunk with one candidate holding `parts` (a JSON array) and an optional finish reason.
-fn candidate(parts: &str, finish: Option<&str>) -> String {
+pub(super) fn candidate(parts: &str, finish: Option<&str>) -> String {
     let finish = finish.map_or(String::new(), |f| format!(r#","finishReason": "{f}""#));
     format!(
         r#"{{"candidates": [{{"content": {{"parts": {parts},"role": "model"}}{finish},"index": 0}}],"modelVersion": "gemini-2.5-flash","responseId": "resp1"}}"#
@@ -144,16 +144,16 @@ fn bare_tail(sse: &str) -> String {
         .replace("\r\n", "\n")
 }
 
-fn ts(id: &str) -> Event {
+pub(super) fn ts(id: &str) -> Event {
     Event::TextStart { id: id.into() }
 }
-fn td(id: &str, delta: &str) -> Event {
+pub(super) fn td(id: &str, delta: &str) -> Event {
     Event::TextDelta {
         id: id.into(),
         delta: delta.into(),
     }
 }
-fn te(id: &str) -> Event {
+pub(super) fn te(id: &str) -> Event {
     Event::TextEnd { id: id.into() }
 }
 fn rs(id: &str) -> Event {
@@ -172,7 +172,7 @@ fn re(id: &str, signature: Option<&str>) -> Event {
     }
 }
 /// The four events of one whole function call.
-fn call(call_id: &str, tool: &str, args: &str, metadata: Option<String>) -> Vec<Event> {
+pub(super) fn call(call_id: &str, tool: &str, args: &str, metadata: Option<String>) -> Vec<Event> {
     vec![
         Event::ToolInputStart {
             call_id: call_id.into(),
@@ -193,7 +193,13 @@ fn call(call_id: &str, tool: &str, args: &str, metadata: Option<String>) -> Vec<
         },
     ]
 }
-fn finish(reason: FinishReason, raw: &str, usage: Usage, id: &str, model: &str) -> Event {
+pub(super) fn finish(
+    reason: FinishReason,
+    raw: &str,
+    usage: Usage,
+    id: &str,
+    model: &str,
+) -> Event {
     Event::Finish(Finish {
         reason,
         raw_reason: raw.into(),
@@ -202,7 +208,7 @@ fn finish(reason: FinishReason, raw: &str, usage: Usage, id: &str, model: &str) 
         response_model: model.into(),
     })
 }
-fn usage(input: u64, cache_read: u64, output: u64, reasoning: u64) -> Usage {
+pub(super) fn usage(input: u64, cache_read: u64, output: u64, reasoning: u64) -> Usage {
     Usage {
         input,
         cache_read,

@@ -331,6 +331,22 @@ impl ChatDecoder {
         if let Some(args) = &args {
             tool.args.push_str(args);
         }
+        if !tool.started && !tool.name.is_empty() && !tool.id.is_empty() {
+            let id = tool.id.clone();
+            if self
+                .tools
+                .iter()
+                .enumerate()
+                .any(|(i, t)| i != pos && t.started && t.id == id)
+            {
+                self.fail(
+                    ProviderError::malformed(format!("tool call id `{id}` used twice")),
+                    out,
+                );
+                return;
+            }
+        }
+        let tool = &mut self.tools[pos];
 
         if !tool.started {
             // The start waits for the name: callers dispatch on it. Arguments that came first are replayed as one
@@ -355,6 +371,10 @@ impl ChatDecoder {
         let had_tools = !self.tools.is_empty();
         // Stable: calls that share an index keep their order of appearance.
         self.tools.sort_by_key(|t| t.index);
+        if let Err(message) = check_calls(&self.tools) {
+            self.fail(ProviderError::malformed(message), out);
+            return;
+        }
         for mut tool in std::mem::take(&mut self.tools) {
             if !tool.started {
                 start_tool(&mut tool, out);
@@ -385,6 +405,26 @@ impl ChatDecoder {
         }));
         self.done = true;
     }
+}
+
+/// The no-nameless-call rule before the calls go out: every call has a name, and no id (the provider's, or the
+/// `call_<index>` synthesized for a call without one) is used twice.
+fn check_calls(tools: &[ToolState]) -> Result<(), String> {
+    let mut seen = std::collections::HashSet::new();
+    for tool in tools {
+        if tool.name.is_empty() {
+            return Err(format!("tool call {} has no name", tool.index));
+        }
+        let id = if tool.id.is_empty() {
+            format!("call_{}", tool.index)
+        } else {
+            tool.id.clone()
+        };
+        if !seen.insert(id.clone()) {
+            return Err(format!("tool call id `{id}` used twice"));
+        }
+    }
+    Ok(())
 }
 
 /// Pushes `ToolInputStart` (synthesizing `call_<index>` when the provider sent no id) and any buffered arguments.

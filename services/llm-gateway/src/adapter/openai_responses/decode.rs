@@ -41,6 +41,8 @@ pub struct ResponsesDecoder {
     items: Vec<Item>,
     /// A `function_call` item appeared, so a completed response finished with tool calls.
     saw_function_call: bool,
+    /// The `call_id`s handed out: one used twice is refused, never passed on.
+    call_ids: Vec<String>,
     /// The tools the request sent in strict mode, whose final arguments lose the nulls strict mode added.
     strict: StrictTools,
 }
@@ -160,6 +162,15 @@ impl ResponsesDecoder {
             return None;
         }
         let name = item.name.as_deref().unwrap_or_default();
+        if name.is_empty() {
+            self.malformed("function_call item without a name".into(), data, out);
+            return None;
+        }
+        if self.call_ids.iter().any(|used| used == call_id) {
+            self.malformed(format!("call_id `{call_id}` used twice"), data, out);
+            return None;
+        }
+        self.call_ids.push(call_id.to_string());
         self.saw_function_call = true;
         out.push(Event::ToolInputStart {
             call_id: call_id.to_string(),

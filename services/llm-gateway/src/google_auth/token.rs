@@ -1,0 +1,140 @@
+//! The token endpoint's and metadata server's answers, and when a cached token must be replaced. Pure.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::adapter::classify::truncate;
+use crate::error::{ErrorKind, ProviderError};
+
+/// `{"access_token": "…", "expires_in": 3599, "token_type": "Bearer"}`.
+#[derive(Debug, serde::Deserialize)]
+pub struct TokenResponse {
+    pub access_token: String,
+    pub expires_in: u64,
+    #[serde(default)]
+    pub token_type: Option<String>,
+}
+
+/// `{"error": "invalid_grant", "error_description": "Invalid JWT Signature."}`.
+#[derive(serde::Deserialize)]
+struct OAuthError {
+    error: Option<String>,
+    error_description: Option<String>,
+}
+
+/// Longest part of Google's error description quoted in an error.
+const MAX_DESCRIPTION: usize = 200;
+
+/// True when a token expiring at `expires_at` has less than `margin` left at `now` (or has expired).
+pub fn needs_refresh(expires_at: Instant, now: Instant, margin: Duration) -> bool {
+    expires_at.saturating_duration_since(now) <= margin
+}
+
+/// Reads the answer of `source`: the token on a 2xx, else a typed error. A refused grant (4xx) is `auth` and not
+/// retried; a 5xx is retried as the provider being unavailable. Only Google's `error` code and description are
+/// quoted, never the body, which could echo what was sent.
+pub(super) fn parse(status: u16, body: &str, source: &str) -> Result<TokenResponse, ProviderError> {
+    if (200..300).contains(&status) {
+        let token: TokenResponse = serde_json::from_str(body).map_err(|_| {
+            ProviderError::new(
+                ErrorKind::Auth,
+                format!("Google access token: {source} answered without a token"),
+            )
+        })?;
+        if token.access_token.is_empty()
+            || token
+                .token_type
+                .as_deref()
+                .is_some_and(|t| !t.eq_ignore_ascii_case("bearer"))
+        {
+            return Err(ProviderError::new(
+                ErrorKind::Auth,
+                format!("Google access token: {source} answered without a bearer token"),
+            ));
+        }
+        return Ok(token);
+    }
+    let detail = serde_json::from_str::<OAuthError>(body)
+        .ok()
+        .map(|e| {
+            let code = e.error.unwrap_or_default();
+            let description = e.error_description.unwrap_or_default();
+            format!(": {code} {}", truncate(&description, MAX_DESCRIPTION))
+        })
+        .unwrap_or_default();
+    let kind = if status >= 500 || status == 429 {
+        ErrorKind::Overloaded
+    } else {
+        ErrorKind::Auth
+    };
+    let mut err = ProviderError::new(
+        kind,
+        format!(
+            "Google access token: {source} answered {status}{}",
+            detail.trim_end()
+        ),
+    );
+    err.http_status = Some(status);
+    Err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn a_token_is_refreshed_once_less_than_the_margin_is_left() {
+        let now = Instant::now();
+        let margin = Duration::from_secs(300);
+        assert!(!needs_refresh(now + Duration::from_secs(301), now, margin));
+        assert!(needs_refresh(now + Duration::from_secs(300), now, margin));
+        assert!(needs_refresh(now, now + Duration::from_secs(5), margin));
+    }
+
+    #[test]
+    fn answers_become_a_token_or_a_typed_error_without_the_body() {
+        let ok = parse(
+            200,
+            r#"{"access_token": "ya29.abc","expires_in": 3599,"token_type": "Bearer"}"#,
+            "the token endpoint",
+        )
+        .unwrap();
+        assert_eq!(
+            (ok.access_token.as_str(), ok.expires_in),
+            ("ya29.abc", 3599)
+        );
+
+        let refused = parse(
+            400,
+            r#"{"error": "invalid_grant","error_description": "Invalid JWT Signature.","assertion": "eyJ.secret"}"#,
+            "the token endpoint",
+        )
+        .unwrap_err();
+        assert_eq!(refused.kind, ErrorKind::Auth);
+        assert!(!refused.retryable);
+        assert_eq!(
+            refused.message,
+            "Google access token: the token endpoint answered 400: invalid_grant Invalid JWT Signature."
+        );
+        assert!(refused.provider_body.is_empty());
+
+        let down = parse(503, "<html>busy</html>", "the metadata server").unwrap_err();
+        assert_eq!(down.kind, ErrorKind::Overloaded);
+        assert!(down.retryable);
+        assert!(!down.message.contains("html"));
+
+        for body in [
+            "{}",
+            r#"{"access_token": "","expires_in": 1}"#,
+            r#"{"access_token": "x","expires_in": 1,"token_type": "mac"}"#,
+        ] {
+            assert_eq!(
+                parse(200, body, "s").unwrap_err().kind,
+                ErrorKind::Auth,
+                "{body}"
+            );
+        }
+    }
+}
