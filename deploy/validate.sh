@@ -48,6 +48,7 @@ read_by_binaries() {
 llm-gateway        GATEWAY_CONFIG               read     services/llm-gateway/src/main.rs                    env = "GATEWAY_CONFIG"
 llm-gateway        GATEWAY_LISTEN               read     services/llm-gateway/src/config.rs                  .var("GATEWAY_LISTEN")
 llm-gateway        GATEWAY_METRICS_LISTEN       read     services/llm-gateway/src/config.rs                  .var("GATEWAY_METRICS_LISTEN")
+llm-gateway        GATEWAY_HTTP_LISTEN          read     services/llm-gateway/src/config.rs                  .var("GATEWAY_HTTP_LISTEN")
 llm-gateway        GATEWAY_AUTH_TOKENS          read     services/llm-gateway/src/config.rs                  env.var("GATEWAY_AUTH_TOKENS")
 llm-gateway        OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT read services/llm-gateway/src/config.rs  env.var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
 llm-gateway        OPENAI_API_KEY               read     services/llm-gateway/src/config.rs                  "OPENAI_API_KEY"

@@ -80,20 +80,24 @@ pub async fn wait_listening(
 /// Starts `llm-gateway` (`bin`) on a free loopback port with the benchmarks' configuration, written to `dir`: one
 /// `openai_chat` provider at `provider` that serves any model, no in-flight limit worth the name, `token` as the only
 /// caller token, `RUST_LOG=info` as in production, and no exporter or listen address inherited from the environment.
-/// `writer` names the benchmark in the config's first line. Fails naming the step that failed.
+/// `writer` names the benchmark in the config's first line. Returns the gRPC address and the HTTP front door's.
+/// Fails naming the step that failed.
 pub async fn start_gateway(
     bin: &Path,
     provider: &str,
     dir: &Path,
     token: &str,
     writer: &str,
-) -> Result<(Child, SocketAddr), String> {
+) -> Result<(Child, SocketAddr, SocketAddr), String> {
     let port = free_port().map_err(|e| format!("a free port: {e}"))?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let http_port = free_port().map_err(|e| format!("a free port: {e}"))?;
+    let http_addr = SocketAddr::from(([127, 0, 0, 1], http_port));
     let config = format!(
         r#"# Written by {writer}.
 [server]
 listen = "{addr}"
+http_listen = "{http_addr}"
 shutdown_grace_ms = 1000
 max_inflight_generations = 100000
 
@@ -113,10 +117,18 @@ allow_unlisted_models = true
         .env("RUST_LOG", "info")
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .env_remove("GATEWAY_LISTEN")
-        .env_remove("GATEWAY_METRICS_LISTEN");
+        .env_remove("GATEWAY_METRICS_LISTEN")
+        .env_remove("GATEWAY_HTTP_LISTEN");
     let child = spawn_logged(cmd, &log).map_err(|e| format!("spawning llm-gateway: {e}"))?;
     wait_listening(addr, Duration::from_secs(20), "llm-gateway", &log).await?;
-    Ok((child, addr))
+    wait_listening(
+        http_addr,
+        Duration::from_secs(20),
+        "llm-gateway (HTTP)",
+        &log,
+    )
+    .await?;
+    Ok((child, addr, http_addr))
 }
 
 /// Starts the `fake-provider` binary serving `chunks` deltas per stream, `interval_ms` apart (0: a burst), and

@@ -11,6 +11,7 @@ pub mod otlp;
 pub mod processor;
 pub mod procs;
 pub mod raw;
+pub mod sdk;
 pub mod service;
 pub mod turns;
 pub mod vertex;
@@ -68,6 +69,8 @@ pub struct Harness {
     pub addr: SocketAddr,
     /// Where the gateway's Prometheus `/metrics` listener is.
     pub metrics_addr: SocketAddr,
+    /// Where the gateway's HTTP front door (OpenAI- and Anthropic-compatible endpoints) listens.
+    pub http_addr: SocketAddr,
     /// The running gateway, e.g. to [`Gateway::reload`] it.
     pub gateway: Gateway,
     /// Fake OpenAI-compatible server behind provider `openai`.
@@ -79,6 +82,7 @@ pub struct Harness {
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
     metrics_server: Option<tokio::task::JoinHandle<()>>,
+    http_server: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// Config used by every harness: short retry delays so fault tests finish fast. The idle timeout (3 s) is long enough
@@ -147,6 +151,15 @@ impl Harness {
             metrics_listener,
             std::future::pending(),
         ));
+        let http_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind http");
+        let http_addr = http_listener.local_addr().expect("http addr");
+        let http_server = tokio::spawn(llm_gateway::http::serve(
+            gateway.clone(),
+            http_listener,
+            std::future::pending(),
+        ));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -164,6 +177,7 @@ impl Harness {
         Harness {
             addr,
             metrics_addr,
+            http_addr,
             gateway,
             openai,
             anthropic,
@@ -171,6 +185,7 @@ impl Harness {
             shutdown: Some(tx),
             server: Some(server),
             metrics_server: Some(metrics_server),
+            http_server: Some(http_server),
         }
     }
 
@@ -257,6 +272,9 @@ impl Drop for Harness {
             s.abort();
         }
         if let Some(s) = self.metrics_server.take() {
+            s.abort();
+        }
+        if let Some(s) = self.http_server.take() {
             s.abort();
         }
     }

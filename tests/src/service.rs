@@ -70,6 +70,32 @@ impl ServiceProcess {
     }
 }
 
+/// Polls the caught-signal mask of process `pid` (`/proc/<pid>/status`, Linux) until `signal` (1 = SIGHUP,
+/// 15 = SIGTERM, …) is in it: the process has installed its handler, so the signal will not kill it outright.
+/// Panics after [`crate::SHORT`].
+pub async fn wait_until_caught(pid: u32, signal: u32) {
+    let status = format!("/proc/{pid}/status");
+    let bit = 1u64 << (signal - 1);
+    let deadline = std::time::Instant::now() + crate::SHORT;
+    loop {
+        let text = std::fs::read_to_string(&status).expect("read the process status");
+        let caught = text
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .map(|mask| u64::from_str_radix(mask.trim(), 16).expect("hex signal mask"))
+            .expect("SigCgt line");
+        if caught & bit != 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "signal {signal} never caught: {text}"
+        );
+        // A poll: the mask has no notification of its own.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// A free loopback port (bound and released; the caller binds it next).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

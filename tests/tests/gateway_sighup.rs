@@ -94,24 +94,9 @@ impl Gateway {
         self.child.id().expect("the gateway is running")
     }
 
-    /// Polls the process's caught-signal mask until SIGHUP (signal 1, bit 0) is in it: the reload task has
-    /// installed its handler.
+    /// Waits until the reload task has installed its SIGHUP handler.
     async fn wait_for_sighup_handler(&self) {
-        let status = format!("/proc/{}/status", self.pid());
-        let deadline = Instant::now() + SHORT;
-        loop {
-            let text = std::fs::read_to_string(&status).expect("read the process status");
-            let caught = text
-                .lines()
-                .find_map(|l| l.strip_prefix("SigCgt:"))
-                .map(|mask| u64::from_str_radix(mask.trim(), 16).expect("hex signal mask"))
-                .expect("SigCgt line");
-            if caught & 1 == 1 {
-                return;
-            }
-            assert!(Instant::now() < deadline, "SIGHUP never caught: {text}");
-            tokio::time::sleep(POLL).await;
-        }
+        e2e_tests::service::wait_until_caught(self.pid(), 1).await;
     }
 
     /// Sends SIGHUP to the process.

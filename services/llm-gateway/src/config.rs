@@ -117,6 +117,9 @@ pub struct ServerFile {
     pub keepalive_timeout_ms: u64,
     /// Address of the Prometheus `/metrics` listener (env `GATEWAY_METRICS_LISTEN` overrides); off when unset.
     pub metrics_listen: Option<String>,
+    /// Address of the HTTP front door (OpenAI- and Anthropic-compatible endpoints; env `GATEWAY_HTTP_LISTEN`
+    /// overrides); off when unset.
+    pub http_listen: Option<String>,
     /// Generations in flight across all connections; more get `RESOURCE_EXHAUSTED`.
     pub max_inflight_generations: usize,
     /// Serve TLS (mutual TLS with `client_ca_file`); env `GATEWAY_TLS_CERT_FILE`, `GATEWAY_TLS_KEY_FILE` and
@@ -136,6 +139,7 @@ impl Default for ServerFile {
             keepalive_interval_ms: 30_000,
             keepalive_timeout_ms: 20_000,
             metrics_listen: None,
+            http_listen: None,
             max_inflight_generations: 4096,
             tls: None,
         }
@@ -283,6 +287,8 @@ pub struct Config {
     pub catalog: Catalog,
     /// Where `/metrics` is served; `None` turns the listener off.
     pub metrics_listen: Option<SocketAddr>,
+    /// Where the HTTP front door is served; `None` turns it off.
+    pub http_listen: Option<SocketAddr>,
     /// Global limit of generations in flight.
     pub max_inflight_generations: usize,
     /// Record message content on spans (`telemetry.capture_message_content`); reloadable.
@@ -423,18 +429,16 @@ impl Config {
             file.server.keepalive_timeout_ms,
         )
         .map_err(|(key, why)| ConfigError::new(format!("server.{key}"), why))?;
-        let metrics_listen = match env
-            .var("GATEWAY_METRICS_LISTEN")
-            .or(file.server.metrics_listen.clone())
-        {
-            Some(text) => Some(text.parse::<SocketAddr>().map_err(|e| {
-                ConfigError::new(
-                    "server.metrics_listen",
-                    format!("`{text}` is not an address: {e}"),
-                )
-            })?),
-            None => None,
-        };
+        let metrics_listen = optional_addr(
+            "server.metrics_listen",
+            env.var("GATEWAY_METRICS_LISTEN")
+                .or(file.server.metrics_listen.clone()),
+        )?;
+        let http_listen = optional_addr(
+            "server.http_listen",
+            env.var("GATEWAY_HTTP_LISTEN")
+                .or(file.server.http_listen.clone()),
+        )?;
         // The semaphore behind the limit holds at most `usize::MAX >> 3` permits.
         if file.server.max_inflight_generations == 0
             || file.server.max_inflight_generations > 1_000_000
@@ -572,6 +576,7 @@ impl Config {
             providers,
             catalog,
             metrics_listen,
+            http_listen,
             max_inflight_generations: file.server.max_inflight_generations,
             capture_message_content,
             hooks,
@@ -580,6 +585,15 @@ impl Config {
             limits,
         })
     }
+}
+
+/// An optional listen address, the error naming `key`.
+fn optional_addr(key: &str, text: Option<String>) -> Result<Option<SocketAddr>, ConfigError> {
+    text.map(|text| {
+        text.parse::<SocketAddr>()
+            .map_err(|e| ConfigError::new(key, format!("`{text}` is not an address: {e}")))
+    })
+    .transpose()
 }
 
 fn provider_from_file(id: &str, p: &ProviderFile, env: &dyn Env) -> Result<Provider, ConfigError> {
@@ -813,6 +827,31 @@ mod tests {
                 .unwrap_err()
                 .key,
             var
+        );
+    }
+
+    #[test]
+    fn the_http_front_door_is_off_unless_an_address_is_given() {
+        let env = [("GATEWAY_AUTH_TOKENS", TOKEN)];
+        assert_eq!(
+            Config::from_file(FileConfig::default(), &env)
+                .unwrap()
+                .http_listen,
+            None
+        );
+        let file = Config::parse("[server]\nhttp_listen = \"127.0.0.1:8080\"\n").unwrap();
+        let c = Config::from_file(file, &env).unwrap();
+        assert_eq!(c.http_listen, Some("127.0.0.1:8080".parse().unwrap()));
+        let env_over = [
+            ("GATEWAY_AUTH_TOKENS", TOKEN),
+            ("GATEWAY_HTTP_LISTEN", "0.0.0.0:8081"),
+        ];
+        let c = Config::from_file(FileConfig::default(), &env_over).unwrap();
+        assert_eq!(c.http_listen, Some("0.0.0.0:8081".parse().unwrap()));
+        let file = Config::parse("[server]\nhttp_listen = \"nope\"\n").unwrap();
+        assert_eq!(
+            Config::from_file(file, &env).unwrap_err().key,
+            "server.http_listen"
         );
     }
 

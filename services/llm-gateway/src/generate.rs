@@ -195,6 +195,7 @@ impl Gateway {
                 "server.metrics_listen",
                 old.metrics_listen != config.metrics_listen,
             ),
+            ("server.http_listen", old.http_listen != config.http_listen),
             (
                 "server.max_request_bytes",
                 old.max_request_bytes != config.max_request_bytes,

@@ -13,6 +13,7 @@
 //! - [`offload`]: large requests prepared on the blocking pool, off the async workers.
 //! - [`metrics`]: Prometheus metrics and the `/metrics` listener.
 //! - [`grpc`]: proto ↔ domain conversions and error statuses.
+//! - [`http`]: the HTTP front door: OpenAI Chat Completions and Anthropic Messages over the same core.
 //! - [`validate`]: request validation (shape, limits, and the rules that depend on the resolved model).
 //! - [`server`]: the tonic service, auth, health, reflection and graceful shutdown; `server::run` is the one entry
 //!   that both `main` and the tests call.
@@ -26,6 +27,7 @@ pub mod generate;
 pub mod google_auth;
 pub mod grpc;
 pub mod hooks;
+pub mod http;
 pub mod limits;
 pub mod metrics;
 pub mod offload;

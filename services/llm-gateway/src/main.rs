@@ -61,10 +61,20 @@ async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         Some(addr) => Some(tokio::net::TcpListener::bind(addr).await?),
         None => None,
     };
+    let http_listener = match config.http_listen {
+        Some(addr) => Some(tokio::net::TcpListener::bind(addr).await?),
+        None => None,
+    };
+    if http_listener.is_some() && config.tls.is_some() {
+        tracing::warn!(
+            message = "server.tls covers the gRPC listener only: the HTTP front door is plaintext, keep it on a private address or behind a TLS proxy"
+        );
+    }
     tracing::info!(
         message = "llm-gateway listening",
         addr = %listener.local_addr()?,
         metrics = ?metrics_listener.as_ref().and_then(|l| l.local_addr().ok()),
+        http = ?http_listener.as_ref().and_then(|l| l.local_addr().ok()),
         tls = config.tls.as_ref().map(|t| if t.mutual() { "mutual" } else { "server" }),
         providers = ?config.providers.keys().collect::<Vec<_>>(),
         models = config.catalog.iter().count(),
@@ -80,7 +90,27 @@ async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         ))
     });
     let reloader = tokio::spawn(reload_on_sighup(gateway.clone(), args.config.clone()));
-    let served = llm_gateway::server::run(gateway, listener, shutdown_signal()).await;
+    // One signal stops both listeners; each drains its in-flight streams for the grace period.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let http_task = http_listener.map(|l| {
+        tokio::spawn(llm_gateway::http::serve(
+            gateway.clone(),
+            l,
+            stop.clone().cancelled_owned(),
+        ))
+    });
+    let signal = {
+        let stop = stop.clone();
+        async move {
+            shutdown_signal().await;
+            stop.cancel();
+        }
+    };
+    let served = llm_gateway::server::run(gateway, listener, signal).await;
+    stop.cancel();
+    if let Some(task) = http_task {
+        let _ = task.await;
+    }
     reloader.abort();
     metrics_stop.cancel();
     if let Some(task) = metrics_task {

@@ -227,7 +227,7 @@ impl GatewayService for GatewayRpc {
 ///
 /// The size limits are counted here first, so an oversized request is refused at once; a large request that passes
 /// them is checked on the blocking pool ([`crate::offload`]).
-async fn validated(
+pub(crate) async fn validated(
     generation: Option<pb::Generation>,
     limits: &crate::limits::Limits,
 ) -> Result<pb::Generation, Status> {
@@ -242,7 +242,7 @@ async fn validated(
 }
 
 /// The caller's W3C trace context (`traceparent`, `tracestate`), when it sent a valid one.
-fn trace_context(metadata: &tonic::metadata::MetadataMap) -> Vec<(String, String)> {
+pub(crate) fn trace_context(metadata: &tonic::metadata::MetadataMap) -> Vec<(String, String)> {
     let get = |k: &str| {
         metadata
             .get(k)
@@ -274,13 +274,13 @@ fn valid_traceparent(t: &str) -> bool {
 
 /// Carries the caller's trace context on to the provider's HTTP request, so one trace id follows a generation from
 /// the caller to the provider call.
-fn propagate(generation: &mut pb::Generation, trace: Vec<(String, String)>) {
+pub(crate) fn propagate(generation: &mut pb::Generation, trace: Vec<(String, String)>) {
     for (k, v) in trace {
         generation.extra_headers.insert(k, v);
     }
 }
 
-fn log_start(g: &pb::Generation) {
+pub(crate) fn log_start(g: &pb::Generation) {
     let ctx = g.context.as_ref();
     tracing::debug!(
         message = "generation",
@@ -308,7 +308,7 @@ fn decode_page_token(token: &str) -> Option<String> {
     String::from_utf8(bytes?).ok()
 }
 
-fn model_to_pb(m: &crate::catalog::ModelInfo) -> pb::Model {
+pub(crate) fn model_to_pb(m: &crate::catalog::ModelInfo) -> pb::Model {
     let c = m.capabilities;
     pb::Model {
         id: m.id.clone(),
@@ -363,26 +363,34 @@ impl tonic::service::Interceptor for Auth {
             .metadata()
             .get("authorization")
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                // RFC 9110: the scheme is case-insensitive (`bearer`, `BEARER`), one or more spaces follow it.
-                let (scheme, token) = v.split_once(' ')?;
-                scheme
-                    .eq_ignore_ascii_case("bearer")
-                    .then(|| token.trim_start_matches(' '))
-            })
+            .and_then(bearer)
             .ok_or_else(|| {
                 Status::unauthenticated("missing `authorization: Bearer <token>` metadata")
             })?;
-        if config
-            .auth_tokens
-            .iter()
-            .any(|t| constant_time_eq(t.expose().as_bytes(), presented.as_bytes()))
-        {
+        if known_token(&config, presented) {
             Ok(request)
         } else {
             Err(Status::unauthenticated("invalid bearer token"))
         }
     }
+}
+
+/// The token of an `authorization: Bearer <token>` value. RFC 9110: the scheme is case-insensitive (`bearer`,
+/// `BEARER`) and one or more spaces follow it.
+pub(crate) fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches(' '))
+}
+
+/// Whether `presented` is one of the caller tokens in force, compared in constant time. The HTTP front door checks
+/// the same tokens.
+pub(crate) fn known_token(config: &crate::config::Config, presented: &str) -> bool {
+    config
+        .auth_tokens
+        .iter()
+        .any(|t| constant_time_eq(t.expose().as_bytes(), presented.as_bytes()))
 }
 
 /// Compares without an early exit, so response timing does not reveal how much of a token matched.

@@ -17,7 +17,13 @@
 //!
 //! ```text
 //! loadgen --plan 1x10,100x1 --chunks 64 --interval-ms 20
-//! loadgen --plan 1x10,100x1 --paths direct,floor,gateway,litellm,portkey   # after scripts/peers.sh
+//! loadgen --plan 1x10,100x1 --paths direct,floor,gateway,gateway-http,litellm,portkey   # after scripts/peers.sh
+//! ```
+//!
+//! Path `gateway-http` is the same gateway process driven through its HTTP front door (OpenAI Chat Completions
+//! over SSE), the protocol the peers speak; its added TTFT is also reported as a multiple of the gRPC path's.
+//!
+//! ```text
 //! ```
 // A benchmark binary: its report goes to stdout, and a broken set-up (a missing binary, a port that will not bind)
 // should stop it loudly at start-up.
@@ -56,6 +62,8 @@ use streams::*;
 use tree::*;
 /// The model name the HTTP paths send: the fake provider answers any, and LiteLLM's config lists this one.
 const HTTP_MODEL: &str = "paced";
+/// The same model through the gateway's HTTP front door: provider `bench` serves any name.
+const GATEWAY_HTTP_MODEL: &str = "bench/paced";
 /// The upstream API key the peers pass to the fake provider (which checks none).
 const UPSTREAM_KEY: &str = "bench-upstream-key";
 
@@ -74,8 +82,9 @@ struct Args {
     /// Milliseconds between chunks; 0 is burst mode (no pacing).
     #[arg(long, default_value_t = 20)]
     interval_ms: u64,
-    /// Which paths to run, comma-separated: direct, floor, gateway, and the peers litellm and portkey (installed by
-    /// `scripts/peers.sh`; loadgen starts them itself on loopback, pointed at the same fake provider).
+    /// Which paths to run, comma-separated: direct, floor, gateway, gateway-http (the gateway's HTTP front door), and
+    /// the peers litellm and portkey (installed by `scripts/peers.sh`; loadgen starts them itself on loopback, pointed
+    /// at the same fake provider).
     #[arg(long, default_value = "direct,floor,gateway")]
     paths: String,
     /// Folder `scripts/peers.sh` installed the peers into (default: `.tools/peers` here, or in the workspace this
@@ -112,6 +121,8 @@ enum Route {
     Floor,
     /// gRPC through llm-gateway.
     Gateway,
+    /// HTTP (OpenAI Chat Completions) through llm-gateway's front door.
+    GatewayHttp,
     /// HTTP through LiteLLM's proxy.
     Litellm,
     /// HTTP through Portkey's gateway.
@@ -127,6 +138,7 @@ impl Route {
             Route::Direct => "direct",
             Route::Floor => "floor",
             Route::Gateway => "gateway",
+            Route::GatewayHttp => "gateway-http",
             Route::Litellm => "litellm",
             Route::Portkey => "portkey",
         }
@@ -137,7 +149,7 @@ impl Route {
         match self {
             Route::Direct => None,
             Route::Floor => Some("floor-relay"),
-            Route::Gateway => Some("llm-gateway"),
+            Route::Gateway | Route::GatewayHttp => Some("llm-gateway"),
             Route::Litellm => Some("litellm"),
             Route::Portkey => Some("portkey"),
         }
@@ -154,6 +166,7 @@ fn parse_paths(s: &str) -> Vec<Route> {
             "direct" => Route::Direct,
             "floor" => Route::Floor,
             "gateway" => Route::Gateway,
+            "gateway-http" => Route::GatewayHttp,
             "litellm" => Route::Litellm,
             "portkey" => Route::Portkey,
             other => panic!("unknown path {other:?} in --paths"),
@@ -267,7 +280,8 @@ fn folders(args: &Args) -> (PathBuf, PathBuf) {
 struct Fleet {
     provider: (Child, String),
     floor: (Child, String),
-    gateway: (Child, std::net::SocketAddr),
+    /// The gateway, its gRPC address and its HTTP front door's.
+    gateway: (Child, std::net::SocketAddr, std::net::SocketAddr),
     litellm: Option<(Child, String, String)>,
     portkey: Option<(Child, String)>,
 }
@@ -355,21 +369,36 @@ impl Fleet {
             .pool_max_idle_per_host(64)
             .build()
             .expect("http client");
-        let body = serde_json::json!({
-            "model": HTTP_MODEL,
-            "messages": [{"role": "user", "content": PROMPT}],
-            "stream": true,
-            "stream_options": {"include_usage": true},
-        })
-        .to_string();
+        // The same Chat Completions request on every HTTP route, naming the model as each one knows it.
+        let body = |model: &str| {
+            Bytes::from(
+                serde_json::json!({
+                    "model": model,
+                    "messages": [{"role": "user", "content": PROMPT}],
+                    "stream": true,
+                    "stream_options": {"include_usage": true},
+                })
+                .to_string(),
+            )
+        };
+        let peer_body = body(HTTP_MODEL);
         Arc::new(Ctx {
             http,
-            body: Bytes::from(body),
-            direct: HttpTarget::new(format!("{provider_url}/v1/chat/completions"), &[]),
+            direct: HttpTarget::new(
+                format!("{provider_url}/v1/chat/completions"),
+                &[],
+                &peer_body,
+            ),
+            gateway_http: HttpTarget::new(
+                format!("http://{}/v1/chat/completions", self.gateway.2),
+                &[("authorization", format!("Bearer {TOKEN}"))],
+                &body(GATEWAY_HTTP_MODEL),
+            ),
             litellm: self.litellm.as_ref().map(|(_, url, key)| {
                 HttpTarget::new(
                     format!("{url}/v1/chat/completions"),
                     &[("authorization", format!("Bearer {key}"))],
+                    &peer_body,
                 )
             }),
             portkey: self.portkey.as_ref().map(|(_, url)| {
@@ -380,6 +409,7 @@ impl Fleet {
                         ("x-portkey-custom-host", format!("{provider_url}/v1")),
                         ("authorization", format!("Bearer {UPSTREAM_KEY}")),
                     ],
+                    &peer_body,
                 )
             }),
             floor: channels(&self.floor.1, args.grpc_conns).await,

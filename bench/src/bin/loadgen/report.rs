@@ -40,12 +40,15 @@ pub(super) fn added_ttft(path: &PathSums, direct: &PathSums) -> (f64, f64) {
     )
 }
 
-/// The best peer's added TTFT ÷ the gateway's, at p50 and p99 (each percentile's best peer separately), with the
-/// notes that qualify it (a peer with errors, one that completed nothing). `None` without the gateway, the direct
-/// path or any measured peer.
-pub(super) fn peer_ratio(sums: &[PathSums]) -> Option<(Option<f64>, Option<f64>, Vec<String>)> {
+/// The best peer's added TTFT ÷ the gateway's on route `ours` (gRPC or HTTP), at p50 and p99 (each percentile's
+/// best peer separately), with the notes that qualify it (a peer with errors, one that completed nothing). `None`
+/// without that route, the direct path or any measured peer.
+pub(super) fn peer_ratio(
+    sums: &[PathSums],
+    ours: Route,
+) -> Option<(Option<f64>, Option<f64>, Vec<String>)> {
     let direct = sums.iter().find(|s| s.route == Route::Direct)?;
-    let gateway = sums.iter().find(|s| s.route == Route::Gateway)?;
+    let gateway = sums.iter().find(|s| s.route == ours)?;
     let mut notes = Vec::new();
     let mut best: Option<(f64, f64)> = None;
     for peer in sums.iter().filter(|s| s.route.is_peer()) {
@@ -220,6 +223,12 @@ fn added_table(c: usize, sums: &[PathSums], out: &mut String) {
                 ratio_row("gateway ÷ floor (added)".into(), &g, &f)
             );
         }
+        if let (Some(h), Some(g)) = (find(Route::GatewayHttp), find(Route::Gateway))
+            && h.completed > 0
+        {
+            let label = "gateway-http ÷ gateway (added; target ≤ 1.25×)".to_string();
+            let _ = writeln!(out, "{}", ratio_row(label, &h, &g));
+        }
         if let Some(g) = find(Route::Gateway) {
             for peer in PEERS.iter().filter_map(|&r| find(r)) {
                 if peer.completed > 0 {
@@ -228,10 +237,16 @@ fn added_table(c: usize, sums: &[PathSums], out: &mut String) {
                 }
             }
         }
-        if let Some((p50, p99, notes)) = peer_ratio(sums) {
+        for (ours, over) in [
+            (Route::Gateway, "gateway's"),
+            (Route::GatewayHttp, "gateway-http's"),
+        ] {
+            let Some((p50, p99, notes)) = peer_ratio(sums, ours) else {
+                continue;
+            };
             let _ = writeln!(
                 out,
-                "\n- best peer's added TTFT ÷ gateway's added TTFT at concurrency {}: p50 **{}**, p99 **{}** (target ≥ 30×){}",
+                "\n- best peer's added TTFT ÷ {over} added TTFT at concurrency {}: p50 **{}**, p99 **{}** (target ≥ 30×){}",
                 c,
                 times(p50),
                 times(p99),
@@ -354,9 +369,13 @@ pub(super) fn to_json(
                 .collect();
             let mut level =
                 serde_json::json!({"concurrency": l.c, "rounds": l.rounds, "paths": paths});
-            if let Some((p50, p99, notes)) = peer_ratio(&sums) {
-                level["best_peer_added_ttft_over_gateway"] =
-                    serde_json::json!({"p50": p50, "p99": p99, "notes": notes});
+            for (ours, key) in [
+                (Route::Gateway, "best_peer_added_ttft_over_gateway"),
+                (Route::GatewayHttp, "best_peer_added_ttft_over_gateway_http"),
+            ] {
+                if let Some((p50, p99, notes)) = peer_ratio(&sums, ours) {
+                    level[key] = serde_json::json!({"p50": p50, "p99": p99, "notes": notes});
+                }
             }
             level
         })

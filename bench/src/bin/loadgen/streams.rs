@@ -2,14 +2,15 @@
 
 use super::*;
 
-/// An OpenAI-compatible streaming endpoint and the headers each request carries.
+/// An OpenAI-compatible streaming endpoint, the headers each request carries and the request body.
 pub(super) struct HttpTarget {
     pub(super) url: String,
     pub(super) headers: reqwest::header::HeaderMap,
+    pub(super) body: Bytes,
 }
 
 impl HttpTarget {
-    pub(super) fn new(url: String, headers: &[(&'static str, String)]) -> HttpTarget {
+    pub(super) fn new(url: String, headers: &[(&'static str, String)], body: &Bytes) -> HttpTarget {
         let mut map = reqwest::header::HeaderMap::new();
         map.insert(
             reqwest::header::CONTENT_TYPE,
@@ -18,16 +19,19 @@ impl HttpTarget {
         for (name, value) in headers {
             map.insert(*name, value.parse().expect("header value"));
         }
-        HttpTarget { url, headers: map }
+        HttpTarget {
+            url,
+            headers: map,
+            body: body.clone(),
+        }
     }
 }
 
 /// What the streams need: clients and the request bodies.
 pub(super) struct Ctx {
     pub(super) http: reqwest::Client,
-    /// The same Chat Completions request for every HTTP route.
-    pub(super) body: Bytes,
     pub(super) direct: HttpTarget,
+    pub(super) gateway_http: HttpTarget,
     pub(super) litellm: Option<HttpTarget>,
     pub(super) portkey: Option<HttpTarget>,
     pub(super) floor: Vec<GatewayServiceClient<Channel>>,
@@ -140,7 +144,7 @@ pub(super) async fn http_stream(ctx: &Ctx, target: &HttpTarget) -> Result<Stream
         .http
         .post(&target.url)
         .headers(target.headers.clone())
-        .body(ctx.body.clone())
+        .body(target.body.clone())
         .send()
         .await
         .map_err(|e| format!("request: {e}"))?;
@@ -218,6 +222,7 @@ pub(super) async fn one_stream(ctx: &Ctx, path: Route, i: usize) -> Result<Strea
     let run = async {
         match path {
             Route::Direct => http_stream(ctx, &ctx.direct).await,
+            Route::GatewayHttp => http_stream(ctx, &ctx.gateway_http).await,
             Route::Litellm | Route::Portkey => {
                 let target = if path == Route::Litellm {
                     ctx.litellm.as_ref()

@@ -88,14 +88,16 @@ fn peer_ratio_takes_the_best_peer_per_percentile() {
         sums(Route::Litellm, 41, 105, 0),
         sums(Route::Portkey, 11, 205, 2),
     ];
-    let (p50, p99, notes) = peer_ratio(&all).unwrap();
+    let (p50, p99, notes) = peer_ratio(&all, Route::Gateway).unwrap();
     assert_eq!(p50, Some(10.0));
     assert_eq!(p99, Some(50.0));
     assert_eq!(notes, vec!["portkey failed 2 of 10 streams".to_owned()]);
     // Without peers there is no ratio; with a gateway that adds nothing it is not a number.
-    assert!(peer_ratio(&all[..2]).is_none());
+    assert!(peer_ratio(&all[..2], Route::Gateway).is_none());
+    // Nor for a route that did not run.
+    assert!(peer_ratio(&all, Route::GatewayHttp).is_none());
     let flat = [all[0], sums(Route::Gateway, 1, 5, 0), all[2]];
-    assert_eq!(peer_ratio(&flat).unwrap().0, None);
+    assert_eq!(peer_ratio(&flat, Route::Gateway).unwrap().0, None);
 }
 
 #[test]

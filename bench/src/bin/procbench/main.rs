@@ -246,7 +246,7 @@ impl Services {
         )
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-        let (gateway, gateway_addr) = bench::procs::start_gateway(
+        let (gateway, gateway_addr, _) = bench::procs::start_gateway(
             &bin_dir.join("llm-gateway"),
             &provider_url,
             dir,

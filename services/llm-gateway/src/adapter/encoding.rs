@@ -35,6 +35,31 @@ pub(crate) fn base64_into(out: &mut String, data: &[u8]) {
     }
 }
 
+/// Decodes standard base64 (padding optional, no whitespace); `None` when `text` is not base64. The HTTP front door
+/// reads the images and documents callers send inline with it.
+pub(crate) fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let text = text.trim_end_matches('=');
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for b in text.bytes() {
+        let v = match b {
+            b'A'..=b'Z' => b - b'A',
+            b'a'..=b'z' => b - b'a' + 26,
+            b'0'..=b'9' => b - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push(((acc >> bits) & 0xff) as u8);
+        }
+    }
+    Some(out)
+}
+
 /// `data:<media type>;base64,<data>`.
 pub(crate) fn data_url(media_type: &str, data: &[u8]) -> String {
     let mut out = String::with_capacity(media_type.len() + 13 + data.len().div_ceil(3) * 4);
@@ -168,6 +193,23 @@ pub(crate) fn object_schema(t: &pb::Tool, i: usize) -> Result<serde_json::Value,
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn base64_decodes_what_it_encodes() {
+        for data in [
+            &b""[..],
+            b"f",
+            b"fo",
+            b"foo",
+            b"foob",
+            b"fooba",
+            b"foobar",
+            &[0, 255, 128, 7],
+        ] {
+            assert_eq!(base64_decode(&base64(data)).as_deref(), Some(data));
+        }
+        assert_eq!(base64_decode("Zm9v!"), None);
+    }
 
     #[test]
     fn base64_matches_rfc4648_vectors() {

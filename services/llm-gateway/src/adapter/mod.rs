@@ -11,7 +11,7 @@
 pub mod anthropic;
 pub mod bedrock;
 pub mod classify;
-mod encoding;
+pub(crate) mod encoding;
 pub mod eventstream;
 mod framing;
 pub mod gemini;

@@ -1,0 +1,446 @@
+//! Anthropic Messages request body → the unified request.
+//!
+//! What maps to what (docs/gateway.md "HTTP front door"):
+//! - `system` (a string or text blocks) → `system`; `user` turns → user messages (`text`, `image`, `document`),
+//!   their `tool_result` blocks → a tool message in front of them; `assistant` turns → assistant messages (`text`,
+//!   `tool_use`, and `thinking` / `redacted_thinking` with their signature kept as the reasoning's replay data, so
+//!   the adapter sends them back to the model that made them);
+//! - `tools` (custom tools) → tools; `tool_choice` → tool choice; `thinking.budget_tokens` → reasoning budget;
+//! - `max_tokens`, `temperature`, `top_p`, `top_k`, `stop_sequences` → sampling.
+//!
+//! `cache_control` markers are accepted and not copied: for models with prompt caching the Anthropic adapter places
+//! its own breakpoints (tools, system, the last two user turns), which covers what callers mark in practice.
+//! Server tools (`web_search`, `code_execution`, …) are refused naming the field.
+
+use std::collections::HashMap;
+
+use llm_proto::gateway as pb;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::adapter::Protocol;
+use crate::http::errors::ApiError;
+use crate::http::unified::{self, parse};
+
+#[derive(Deserialize)]
+struct Body {
+    model: String,
+    messages: Vec<Value>,
+    #[serde(default)]
+    system: Option<Content>,
+    max_tokens: Option<u32>,
+    #[serde(default)]
+    stream: bool,
+    #[serde(default)]
+    tools: Vec<Value>,
+    #[serde(default)]
+    tool_choice: Option<ToolChoice>,
+    #[serde(default)]
+    thinking: Option<Thinking>,
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    top_k: Option<u32>,
+    #[serde(default)]
+    stop_sequences: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Blocks(Vec<Value>),
+}
+
+#[derive(Deserialize)]
+struct Message {
+    role: Role,
+    content: Content,
+}
+
+#[derive(Deserialize, PartialEq)]
+#[serde(rename_all = "lowercase")]
+enum Role {
+    User,
+    Assistant,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block {
+    Text {
+        text: String,
+    },
+    Image {
+        source: Source,
+    },
+    Document {
+        source: Source,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: String,
+        #[serde(default)]
+        content: Option<Content>,
+        #[serde(default)]
+        is_error: bool,
+    },
+    Thinking {
+        thinking: String,
+        #[serde(default)]
+        signature: String,
+    },
+    RedactedThinking {
+        data: String,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Source {
+    Base64 { media_type: String, data: String },
+    Url { url: String },
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ToolChoice {
+    Auto,
+    Any,
+    None,
+    Tool { name: String },
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Thinking {
+    Enabled { budget_tokens: u32 },
+    Disabled,
+}
+
+#[derive(Deserialize)]
+struct Tool {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    name: String,
+    #[serde(default)]
+    description: String,
+    input_schema: Value,
+}
+
+/// Translates a Messages body into the unified request; the flag is `stream`.
+pub fn translate(body: Value) -> Result<(pb::Generation, bool), ApiError> {
+    let b: Body = parse("body", body)?;
+    let mut g = pb::Generation {
+        model: b.model,
+        ..Default::default()
+    };
+    g.system = match b.system {
+        None => Vec::new(),
+        Some(Content::Text(t)) => vec![t],
+        Some(Content::Blocks(blocks)) => blocks
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| text_of(&format!("system[{i}]"), v))
+            .collect::<Result<_, _>>()?,
+    };
+    let mut tool_names = HashMap::new();
+    for (i, m) in b.messages.into_iter().enumerate() {
+        let field = format!("messages[{i}]");
+        let m: Message = parse(&field, m)?;
+        message(&field, m, &mut g, &mut tool_names)?;
+    }
+    for (i, t) in b.tools.into_iter().enumerate() {
+        let field = format!("tools[{i}]");
+        let t: Tool = parse(&field, t)?;
+        if t.kind.as_deref().is_some_and(|k| k != "custom") {
+            return Err(ApiError::invalid(
+                &format!("{field}.type"),
+                "only custom tools are served",
+            ));
+        }
+        g.tools.push(pb::Tool {
+            name: t.name,
+            description: t.description,
+            input_schema_json: t.input_schema.to_string(),
+        });
+    }
+    g.tool_choice = b.tool_choice.map(tool_choice);
+    g.reasoning = b.thinking.map(|t| match t {
+        Thinking::Enabled { budget_tokens } => pb::Reasoning {
+            effort: 0,
+            budget_tokens,
+        },
+        Thinking::Disabled => pb::Reasoning {
+            effort: pb::reasoning::Effort::None as i32,
+            budget_tokens: 0,
+        },
+    });
+    g.sampling = Some(pb::Sampling {
+        temperature: b.temperature,
+        top_p: b.top_p,
+        top_k: b.top_k,
+        max_output_tokens: b.max_tokens,
+        stop_sequences: b.stop_sequences,
+        seed: None,
+    });
+    Ok((g, b.stream))
+}
+
+fn text_of(field: &str, v: Value) -> Result<String, ApiError> {
+    match parse(field, v)? {
+        Block::Text { text } => Ok(text),
+        _ => Err(ApiError::invalid(
+            field,
+            "only text blocks are accepted here",
+        )),
+    }
+}
+
+fn message(
+    field: &str,
+    m: Message,
+    g: &mut pb::Generation,
+    tool_names: &mut HashMap<String, String>,
+) -> Result<(), ApiError> {
+    let blocks = match m.content {
+        Content::Text(t) => vec![json!({"type": "text", "text": t})],
+        Content::Blocks(b) => b,
+    };
+    let (mut results, mut parts) = (Vec::new(), Vec::new());
+    for (j, v) in blocks.into_iter().enumerate() {
+        let field = format!("{field}.content[{j}]");
+        let block: Block = parse(&field, v)?;
+        match (&m.role, block) {
+            (_, Block::Text { text }) => parts.push(unified::text(text)),
+            (Role::User, Block::Image { source } | Block::Document { source }) => {
+                parts.push(match source {
+                    Source::Base64 { media_type, data } => {
+                        unified::file_data(&field, &media_type, &data)?
+                    }
+                    Source::Url { url } => unified::file_url(&field, &url, "")?,
+                });
+            }
+            (
+                Role::User,
+                Block::ToolResult {
+                    tool_use_id,
+                    content,
+                    is_error,
+                },
+            ) => {
+                let name = tool_names.get(&tool_use_id).cloned().ok_or_else(|| {
+                    ApiError::invalid(
+                        &format!("{field}.tool_use_id"),
+                        format!("`{tool_use_id}` answers no tool_use of an earlier assistant turn"),
+                    )
+                })?;
+                let output = match content {
+                    None => String::new(),
+                    Some(Content::Text(t)) => t,
+                    Some(Content::Blocks(b)) => b
+                        .into_iter()
+                        .enumerate()
+                        .map(|(k, v)| text_of(&format!("{field}.content[{k}]"), v))
+                        .collect::<Result<Vec<_>, _>>()?
+                        .join("\n"),
+                };
+                results.push(unified::tool_result(tool_use_id, name, output, is_error));
+            }
+            (Role::Assistant, Block::ToolUse { id, name, input }) => {
+                tool_names.insert(id.clone(), name.clone());
+                let input = if input.is_null() {
+                    "{}".to_string()
+                } else {
+                    input.to_string()
+                };
+                parts.push(unified::tool_call(id, name, input));
+            }
+            (
+                Role::Assistant,
+                Block::Thinking {
+                    thinking,
+                    signature,
+                },
+            ) => {
+                parts.push(reasoning(
+                    &g.model,
+                    thinking,
+                    json!({"signature": signature}),
+                ));
+            }
+            (Role::Assistant, Block::RedactedThinking { data }) => {
+                parts.push(reasoning(
+                    &g.model,
+                    String::new(),
+                    json!({"redacted_data": data}),
+                ));
+            }
+            _ => {
+                return Err(ApiError::invalid(
+                    &field,
+                    "this block type is not accepted in this role's turn",
+                ));
+            }
+        }
+    }
+    if !results.is_empty() {
+        g.messages.push(unified::message(pb::Role::Tool, results));
+    }
+    if !parts.is_empty() {
+        let role = if m.role == Role::User {
+            pb::Role::User
+        } else {
+            pb::Role::Assistant
+        };
+        g.messages.push(unified::message(role, parts));
+    }
+    Ok(())
+}
+
+/// A reasoning part carrying Anthropic's replay data, attributed to the requested model (the one that made it).
+fn reasoning(model: &str, text: String, replay: Value) -> pb::Part {
+    pb::Part {
+        kind: Some(pb::part::Kind::Reasoning(pb::ReasoningPart {
+            text,
+            provider_metadata: Some(pb::ProviderMetadata {
+                protocol: Protocol::Anthropic.as_str().to_string(),
+                model: model.to_string(),
+                json: replay.to_string(),
+            }),
+        })),
+    }
+}
+
+fn tool_choice(c: ToolChoice) -> pb::ToolChoice {
+    use pb::tool_choice::Mode;
+    let (mode, name) = match c {
+        ToolChoice::Auto => (Mode::Auto, String::new()),
+        ToolChoice::Any => (Mode::Required, String::new()),
+        ToolChoice::None => (Mode::None, String::new()),
+        ToolChoice::Tool { name } => (Mode::Tool, name),
+    };
+    pb::ToolChoice {
+        mode: mode as i32,
+        tool_name: name,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use pb::part::Kind;
+
+    #[test]
+    fn a_tool_loop_with_signed_thinking_translates_to_the_unified_request() {
+        let (g, stream) = translate(json!({
+            "model": "anthropic/claude-sonnet-4-5",
+            "max_tokens": 2048,
+            "stream": true,
+            "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+            "thinking": {"type": "enabled", "budget_tokens": 1024},
+            "tools": [{"name": "get_weather", "description": "Weather", "input_schema": {"type": "object"}}],
+            "tool_choice": {"type": "any"},
+            "messages": [
+                {"role": "user", "content": "Weather in Paris?"},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "Look it up.", "signature": "sig-1"},
+                    {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "18C"}]},
+                    {"type": "text", "text": "And tomorrow?"}
+                ]}
+            ]
+        }))
+        .unwrap();
+        assert!(stream);
+        assert_eq!(g.system, ["Be brief."]);
+        let roles: Vec<i32> = g.messages.iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            [
+                pb::Role::User as i32,
+                pb::Role::Assistant as i32,
+                pb::Role::Tool as i32,
+                pb::Role::User as i32
+            ]
+        );
+        let Some(Kind::Reasoning(r)) = &g.messages[1].parts[0].kind else {
+            panic!()
+        };
+        let meta = r.provider_metadata.as_ref().unwrap();
+        assert_eq!(
+            (
+                meta.protocol.as_str(),
+                meta.model.as_str(),
+                meta.json.as_str()
+            ),
+            (
+                "anthropic",
+                "anthropic/claude-sonnet-4-5",
+                r#"{"signature":"sig-1"}"#
+            )
+        );
+        let Some(Kind::ToolCall(c)) = &g.messages[1].parts[1].kind else {
+            panic!()
+        };
+        assert_eq!(c.input_json, r#"{"city":"Paris"}"#);
+        let Some(Kind::ToolResult(res)) = &g.messages[2].parts[0].kind else {
+            panic!()
+        };
+        assert_eq!(
+            (res.tool_name.as_str(), res.output.as_str()),
+            ("get_weather", "18C")
+        );
+        assert_eq!(g.reasoning.unwrap().budget_tokens, 1024);
+        assert_eq!(
+            g.tool_choice.unwrap().mode,
+            pb::tool_choice::Mode::Required as i32
+        );
+        assert_eq!(g.sampling.unwrap().max_output_tokens, Some(2048));
+    }
+
+    #[test]
+    fn mistakes_are_refused_naming_the_field() {
+        let base = |messages: Value| json!({"model": "m", "max_tokens": 10, "messages": messages});
+        let orphan = base(
+            json!([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9"}]}]),
+        );
+        assert_eq!(
+            translate(orphan).unwrap_err().param.as_deref(),
+            Some("messages[0].content[0].tool_use_id")
+        );
+        let misplaced = base(
+            json!([{"role": "user", "content": [{"type": "tool_use", "id": "t", "name": "n", "input": {}}]}]),
+        );
+        assert_eq!(
+            translate(misplaced).unwrap_err().param.as_deref(),
+            Some("messages[0].content[0]")
+        );
+        let mut server_tool = base(json!([{"role": "user", "content": "x"}]));
+        server_tool["tools"] =
+            json!([{"type": "web_search_20250305", "name": "web_search", "input_schema": {}}]);
+        assert_eq!(
+            translate(server_tool).unwrap_err().param.as_deref(),
+            Some("tools[0].type")
+        );
+    }
+
+    #[test]
+    fn images_arrive_as_file_parts() {
+        let (g, _) = translate(json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw=="}}
+        ]}]}))
+        .unwrap();
+        let Some(Kind::File(f)) = &g.messages[0].parts[0].kind else {
+            panic!()
+        };
+        assert_eq!(f.media_type, "image/png");
+    }
+}

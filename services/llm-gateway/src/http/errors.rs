@@ -1,0 +1,329 @@
+//! Errors of the HTTP front door: one [`ApiError`] built from whatever went wrong (a body that does not parse, a
+//! validation status, a start error, a provider error), rendered in the caller's dialect: OpenAI's
+//! `{"error": {"message", "type", "param", "code"}}` or Anthropic's `{"type": "error", "error": {"type", "message"}}`,
+//! with the status code each API uses for that class of failure.
+
+use std::time::Duration;
+
+use http::StatusCode;
+use serde_json::{Value, json};
+use tonic::Code;
+use tonic_types::StatusExt;
+
+use crate::error::{ErrorKind, ProviderError};
+use crate::generate::StartError;
+
+/// Which API's error shape and status codes a response uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// OpenAI Chat Completions (and `GET /v1/models`).
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
+/// The classes of failure both APIs distinguish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// The caller's request is wrong (400).
+    InvalidRequest,
+    /// No or a wrong token (401).
+    Authentication,
+    /// A policy (a hook) refused the request (403).
+    Permission,
+    /// Unknown model or path (404).
+    NotFound,
+    /// Method not allowed on this path (405).
+    MethodNotAllowed,
+    /// The request is larger than the gateway accepts (413).
+    TooLarge,
+    /// Rate limited, by the provider or by the gateway's in-flight limit (429).
+    RateLimited,
+    /// The provider is overloaded (OpenAI 503, Anthropic 529).
+    Overloaded,
+    /// A dependency (hook service, provider) cannot be reached now (503).
+    Unavailable,
+    /// The provider did not answer in time (504).
+    Timeout,
+    /// The provider failed in a way the caller cannot fix (502).
+    Upstream,
+    /// The gateway itself failed (500).
+    Internal,
+}
+
+/// One error response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    /// What kind of failure.
+    pub class: Class,
+    /// Human-readable message.
+    pub message: String,
+    /// The request field at fault, when there is one.
+    pub param: Option<String>,
+    /// Sent as `retry-after` (whole seconds, rounded up).
+    pub retry_after: Option<Duration>,
+}
+
+impl ApiError {
+    /// An error of `class` with `message`.
+    pub fn new(class: Class, message: impl Into<String>) -> ApiError {
+        ApiError {
+            class,
+            message: message.into(),
+            param: None,
+            retry_after: None,
+        }
+    }
+
+    /// A caller mistake in `field`.
+    pub fn invalid(field: &str, message: impl std::fmt::Display) -> ApiError {
+        ApiError {
+            param: Some(field.to_string()),
+            ..ApiError::new(Class::InvalidRequest, format!("{field}: {message}"))
+        }
+    }
+
+    /// From a validation status (`crate::validate`), keeping the field its `BadRequest` names.
+    pub fn from_status(status: &tonic::Status) -> ApiError {
+        let class = match status.code() {
+            Code::InvalidArgument | Code::OutOfRange => Class::InvalidRequest,
+            Code::NotFound => Class::NotFound,
+            Code::ResourceExhausted => Class::TooLarge,
+            Code::Unauthenticated => Class::Authentication,
+            Code::PermissionDenied | Code::FailedPrecondition => Class::Permission,
+            Code::Unavailable => Class::Unavailable,
+            Code::DeadlineExceeded => Class::Timeout,
+            _ => Class::Internal,
+        };
+        let param = status
+            .get_details_bad_request()
+            .and_then(|b| b.field_violations.into_iter().next())
+            .map(|v| v.field);
+        ApiError {
+            param,
+            ..ApiError::new(class, status.message())
+        }
+    }
+
+    /// From a generation that could not start.
+    pub fn from_start(e: &StartError) -> ApiError {
+        match e {
+            StartError::UnknownModel { .. } => ApiError {
+                param: Some("model".into()),
+                ..ApiError::new(Class::NotFound, e.to_string())
+            },
+            StartError::Invalid(b) => ApiError {
+                param: Some(b.field.clone()),
+                ..ApiError::new(Class::InvalidRequest, e.to_string())
+            },
+            StartError::Hook(h) if h.is_transient() => {
+                ApiError::new(Class::Unavailable, e.to_string())
+            }
+            StartError::Hook(_) => ApiError::new(Class::Permission, e.to_string()),
+            StartError::TooManyGenerations { .. } => ApiError {
+                // Slots free up as streams end; a short delay spreads the callers' retries.
+                retry_after: Some(Duration::from_secs(1)),
+                ..ApiError::new(Class::RateLimited, e.to_string())
+            },
+        }
+    }
+
+    /// From a generation that failed (before any output when it becomes a status; in a stream otherwise).
+    pub fn from_provider(e: &ProviderError) -> ApiError {
+        let class = match e.kind {
+            ErrorKind::RateLimited => Class::RateLimited,
+            ErrorKind::Overloaded => Class::Overloaded,
+            ErrorKind::ContextOverflow | ErrorKind::InvalidRequest | ErrorKind::ContentFilter => {
+                Class::InvalidRequest
+            }
+            ErrorKind::Timeout => Class::Timeout,
+            ErrorKind::Network | ErrorKind::Cancelled => Class::Unavailable,
+            ErrorKind::ProviderError if e.retryable => Class::Unavailable,
+            // The provider refused the gateway's own key: nothing the caller can fix.
+            ErrorKind::Auth | ErrorKind::ProviderError => Class::Upstream,
+        };
+        ApiError {
+            retry_after: e.retry_after,
+            ..ApiError::new(class, e.message.clone())
+        }
+    }
+
+    /// The HTTP status in `dialect`.
+    pub fn status(&self, dialect: Dialect) -> StatusCode {
+        match self.class {
+            Class::InvalidRequest => StatusCode::BAD_REQUEST,
+            Class::Authentication => StatusCode::UNAUTHORIZED,
+            Class::Permission => StatusCode::FORBIDDEN,
+            Class::NotFound => StatusCode::NOT_FOUND,
+            Class::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Class::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Class::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            Class::Overloaded if dialect == Dialect::Anthropic => OVERLOADED,
+            Class::Overloaded | Class::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Class::Timeout => StatusCode::GATEWAY_TIMEOUT,
+            Class::Upstream => StatusCode::BAD_GATEWAY,
+            Class::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The `retry-after` header value, in whole seconds rounded up.
+    pub fn retry_after_header(&self) -> Option<String> {
+        self.retry_after.map(|d| {
+            let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+            secs.max(1).to_string()
+        })
+    }
+
+    /// The error body in `dialect`.
+    pub fn body(&self, dialect: Dialect) -> Value {
+        match dialect {
+            Dialect::OpenAi => json!({
+                "error": {
+                    "message": self.message,
+                    "type": openai_type(self.class),
+                    "param": self.param,
+                    "code": openai_code(self.class),
+                }
+            }),
+            Dialect::Anthropic => json!({
+                "type": "error",
+                "error": {"type": anthropic_type(self.class), "message": self.message},
+            }),
+        }
+    }
+}
+
+/// Anthropic's status for `overloaded_error`.
+const OVERLOADED: StatusCode = match StatusCode::from_u16(529) {
+    Ok(s) => s,
+    Err(_) => StatusCode::SERVICE_UNAVAILABLE,
+};
+
+fn openai_type(class: Class) -> &'static str {
+    match class {
+        Class::InvalidRequest | Class::NotFound | Class::MethodNotAllowed | Class::TooLarge => {
+            "invalid_request_error"
+        }
+        Class::Authentication => "authentication_error",
+        Class::Permission => "permission_error",
+        Class::RateLimited => "rate_limit_error",
+        Class::Overloaded
+        | Class::Unavailable
+        | Class::Timeout
+        | Class::Upstream
+        | Class::Internal => "server_error",
+    }
+}
+
+fn openai_code(class: Class) -> Option<&'static str> {
+    match class {
+        Class::Authentication => Some("invalid_api_key"),
+        Class::NotFound => Some("model_not_found"),
+        Class::RateLimited => Some("rate_limit_exceeded"),
+        Class::TooLarge => Some("request_too_large"),
+        Class::Overloaded => Some("overloaded"),
+        Class::Timeout => Some("timeout"),
+        _ => None,
+    }
+}
+
+fn anthropic_type(class: Class) -> &'static str {
+    match class {
+        Class::InvalidRequest | Class::MethodNotAllowed => "invalid_request_error",
+        Class::Authentication => "authentication_error",
+        Class::Permission => "permission_error",
+        Class::NotFound => "not_found_error",
+        Class::TooLarge => "request_too_large",
+        Class::RateLimited => "rate_limit_error",
+        Class::Overloaded | Class::Unavailable => "overloaded_error",
+        Class::Timeout => "timeout_error",
+        Class::Upstream | Class::Internal => "api_error",
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn provider(kind: ErrorKind) -> ProviderError {
+        ProviderError::new(kind, "upstream said no")
+    }
+
+    #[test]
+    fn a_rate_limit_is_429_with_retry_after_in_both_dialects() {
+        let mut e = provider(ErrorKind::RateLimited);
+        e.retry_after = Some(Duration::from_millis(1500));
+        let api = ApiError::from_provider(&e);
+        assert_eq!(api.status(Dialect::OpenAi), 429);
+        assert_eq!(api.status(Dialect::Anthropic), 429);
+        assert_eq!(api.retry_after_header().as_deref(), Some("2"));
+        assert_eq!(
+            api.body(Dialect::OpenAi),
+            json!({"error": {"message": "upstream said no", "type": "rate_limit_error", "param": null, "code": "rate_limit_exceeded"}})
+        );
+        assert_eq!(
+            api.body(Dialect::Anthropic),
+            json!({"type": "error", "error": {"type": "rate_limit_error", "message": "upstream said no"}})
+        );
+    }
+
+    #[test]
+    fn overloaded_is_529_for_anthropic_and_503_for_openai() {
+        let api = ApiError::from_provider(&provider(ErrorKind::Overloaded));
+        assert_eq!(api.status(Dialect::Anthropic).as_u16(), 529);
+        assert_eq!(api.status(Dialect::OpenAi), 503);
+        assert_eq!(
+            api.body(Dialect::Anthropic)["error"]["type"],
+            "overloaded_error"
+        );
+    }
+
+    #[test]
+    fn provider_failures_the_caller_cannot_fix_are_5xx() {
+        for (kind, status) in [
+            (ErrorKind::Auth, 502),
+            (ErrorKind::Timeout, 504),
+            (ErrorKind::Network, 503),
+            (ErrorKind::InvalidRequest, 400),
+            (ErrorKind::ContextOverflow, 400),
+        ] {
+            let api = ApiError::from_provider(&provider(kind));
+            assert_eq!(api.status(Dialect::OpenAi), status, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn a_validation_status_keeps_its_field_as_param() {
+        let status = crate::grpc::invalid("generation.messages[0].role", "required");
+        let api = ApiError::from_status(&status);
+        assert_eq!(api.status(Dialect::OpenAi), 400);
+        assert_eq!(api.param.as_deref(), Some("generation.messages[0].role"));
+        assert_eq!(
+            api.body(Dialect::OpenAi)["error"]["param"],
+            "generation.messages[0].role"
+        );
+    }
+
+    #[test]
+    fn an_unknown_model_is_404_naming_the_model() {
+        let e = StartError::UnknownModel {
+            model: "openai/nope".into(),
+            close: vec![],
+        };
+        let api = ApiError::from_start(&e);
+        assert_eq!(api.status(Dialect::OpenAi), 404);
+        assert_eq!(
+            api.body(Dialect::Anthropic)["error"]["type"],
+            "not_found_error"
+        );
+        assert!(api.message.contains("openai/nope"), "{}", api.message);
+    }
+
+    #[test]
+    fn the_in_flight_limit_is_a_429_with_a_retry_after() {
+        let api = ApiError::from_start(&StartError::TooManyGenerations { limit: 4 });
+        assert_eq!(api.status(Dialect::Anthropic), 429);
+        assert_eq!(api.retry_after_header().as_deref(), Some("1"));
+    }
+}

@@ -1,0 +1,79 @@
+//! The one way the HTTP front door runs a generation: the same validation, tracing span, trace propagation and
+//! [`Gateway::stream`] as the gRPC `Stream` and `Generate` methods, so hooks, retries, fallbacks, timeouts, metrics
+//! and cost are the same whichever door a call came in by.
+
+use std::pin::Pin;
+
+use futures::{Stream, StreamExt};
+use http::HeaderMap;
+use llm_proto::gateway as pb;
+use tracing::Instrument;
+
+use crate::generate::Gateway;
+use crate::http::errors::{ApiError, Class};
+
+/// A started generation's events, `stream_start` first.
+pub type Events = Pin<Box<dyn Stream<Item = pb::StreamResponse> + Send>>;
+
+/// Validates and starts `generation`, and waits for its first event past `stream_start`, so a generation that
+/// failed before any output (every retry and fallback spent) is an error status rather than a stream that opens
+/// and fails at once. The first events are handed back in the stream.
+pub async fn start(
+    gateway: &Gateway,
+    headers: &HeaderMap,
+    generation: pb::Generation,
+) -> Result<Events, ApiError> {
+    use pb::stream_response::Event as E;
+    let config = gateway.config();
+    let mut generation = crate::server::validated(Some(generation), &config.limits)
+        .await
+        .map_err(|s| ApiError::from_status(&s))?;
+    let metadata = tonic::metadata::MetadataMap::from_headers(headers.clone());
+    let trace = crate::server::trace_context(&metadata);
+    let capture = config.capture_message_content;
+    let span = crate::tracing_spans::generation_span(&generation, &metadata, capture);
+    crate::server::propagate(&mut generation, trace);
+    crate::server::log_start(&generation);
+    let events = gateway
+        .stream(generation)
+        .instrument(span.clone())
+        .await
+        .map_err(|e| {
+            crate::tracing_spans::start_failed(&span, &e);
+            ApiError::from_start(&e)
+        })?;
+    let mut traced = crate::tracing_spans::Traced::new(Box::pin(events), span, capture);
+    let mut head = Vec::with_capacity(2);
+    loop {
+        let Some(ev) = traced.next().await else {
+            return Err(ApiError::new(
+                Class::Internal,
+                "the generation ended without a result",
+            ));
+        };
+        match &ev.event {
+            Some(E::StreamStart(_)) => head.push(ev),
+            Some(E::Error(e)) => {
+                return Err(ApiError::from_provider(&crate::grpc::error_from_pb(e)));
+            }
+            _ => {
+                head.push(ev);
+                break;
+            }
+        }
+    }
+    Ok(Box::pin(futures::stream::iter(head).chain(traced)))
+}
+
+/// Runs `events` to the end and folds them into one reply, or the error that ended them.
+pub async fn collect(mut events: Events) -> Result<pb::GenerateResponse, ApiError> {
+    use pb::stream_response::Event as E;
+    let mut collector = crate::grpc::Collector::default();
+    while let Some(ev) = events.next().await {
+        if let Some(E::Error(e)) = &ev.event {
+            return Err(ApiError::from_provider(&crate::grpc::error_from_pb(e)));
+        }
+        collector.push(ev).map_err(|s| ApiError::from_status(&s))?;
+    }
+    collector.finish().map_err(|s| ApiError::from_status(&s))
+}

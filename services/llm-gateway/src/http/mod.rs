@@ -1,0 +1,209 @@
+//! The HTTP front door: OpenAI- and Anthropic-compatible endpoints on their own listener (`server.http_listen`, off
+//! by default), so code written against either vendor's SDK reaches any provider the gateway serves by changing its
+//! base URL and key (docs/gateway.md "HTTP front door").
+//!
+//! Each endpoint is a pure translation at both ends around the same core as the gRPC API ([`generation`]):
+//! - [`openai_chat`]: `POST /v1/chat/completions`;
+//! - [`anthropic`]: `POST /v1/messages`;
+//! - [`models`]: `GET /v1/models` and `GET /v1/models/{id}` from the catalog.
+//!
+//! [`auth`] checks the caller's token, [`errors`] renders failures in each API's shape, [`sse`] frames streamed
+//! responses, [`listener`] accepts connections (HTTP/1.1 and HTTP/2 without TLS).
+
+pub mod anthropic;
+pub mod auth;
+pub mod errors;
+pub mod generation;
+pub mod listener;
+pub mod models;
+pub mod openai_chat;
+pub mod sse;
+pub mod unified;
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::Value;
+
+use crate::generate::Gateway;
+use errors::{ApiError, Class, Dialect};
+use sse::Body;
+
+pub use listener::serve;
+
+/// Answers one request.
+pub async fn handle<B>(gateway: &Gateway, req: Request<B>) -> Response<Body>
+where
+    B: hyper::body::Body<Data = Bytes> + Send,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    let path = req.uri().path().to_string();
+    let dialect = if path.starts_with("/v1/messages") {
+        Dialect::Anthropic
+    } else {
+        Dialect::OpenAi
+    };
+    let config = gateway.config();
+    if let Err(e) = auth::check(&config, req.headers()) {
+        return error(dialect, &e);
+    }
+    let method = req.method().clone();
+    match (method, path.as_str()) {
+        (Method::POST, "/v1/chat/completions") => {
+            let (parts, body) = req.into_parts();
+            match read_body(body, config.max_request_bytes).await {
+                Ok(body) => openai_chat::handle(gateway, &parts.headers, body).await,
+                Err(e) => error(dialect, &e),
+            }
+        }
+        (Method::POST, "/v1/messages") => {
+            let (parts, body) = req.into_parts();
+            match read_body(body, config.max_request_bytes).await {
+                Ok(body) => anthropic::handle(gateway, &parts.headers, body).await,
+                Err(e) => error(dialect, &e),
+            }
+        }
+        (Method::GET, "/v1/models") => json(StatusCode::OK, &models::list(&config)),
+        (Method::GET, p) if p.starts_with("/v1/models/") => {
+            match models::get(gateway, &p["/v1/models/".len()..]) {
+                Ok(m) => json(StatusCode::OK, &m),
+                Err(e) => error(dialect, &e),
+            }
+        }
+        (_, "/v1/chat/completions" | "/v1/messages" | "/v1/models") => error(
+            dialect,
+            &ApiError::new(
+                Class::MethodNotAllowed,
+                format!("{} is not served on {path}", req.method()),
+            ),
+        ),
+        (_, "/v1/responses") => error(
+            dialect,
+            &ApiError::new(
+                Class::NotFound,
+                "the Responses API is not served; use POST /v1/chat/completions or POST /v1/messages",
+            ),
+        ),
+        _ => error(
+            dialect,
+            &ApiError::new(
+                Class::NotFound,
+                format!(
+                    "no such endpoint: {path} (served: POST /v1/chat/completions, POST /v1/messages, GET /v1/models)"
+                ),
+            ),
+        ),
+    }
+}
+
+/// The request body, refused when larger than `max` bytes.
+async fn read_body<B>(body: B, max: usize) -> Result<Bytes, ApiError>
+where
+    B: hyper::body::Body<Data = Bytes> + Send,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    let bytes = http_body_util::Limited::new(body, max)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                ApiError::new(
+                    Class::TooLarge,
+                    format!("the request body is larger than {max} bytes"),
+                )
+            } else {
+                ApiError::new(
+                    Class::InvalidRequest,
+                    format!("the request body could not be read: {e}"),
+                )
+            }
+        })?
+        .to_bytes();
+    Ok(bytes)
+}
+
+/// Bodies above this many bytes are parsed and translated on the blocking pool, as large gRPC requests are
+/// prepared there ([`crate::offload`]): the work grows with the size and would hold an async worker.
+const LARGE_BODY_BYTES: usize = 256 * 1024;
+
+/// Parses `body` as JSON and translates it with `translate`, off the async workers when the body is large.
+pub async fn translate_body<T: Send + 'static>(
+    body: Bytes,
+    translate: fn(Value) -> Result<T, ApiError>,
+) -> Result<T, ApiError> {
+    crate::offload::run(body.len() > LARGE_BODY_BYTES, move || {
+        let json = serde_json::from_slice(&body)
+            .map_err(|e| ApiError::invalid("body", format!("not valid JSON: {e}")))?;
+        translate(json)
+    })
+    .await
+}
+
+/// A JSON response.
+pub fn json(status: StatusCode, body: &Value) -> Response<Body> {
+    let mut r = Response::new(sse::full(body.to_string()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// An error response in `dialect`, with `retry-after` when the error carries one.
+pub fn error(dialect: Dialect, e: &ApiError) -> Response<Body> {
+    let mut r = json(e.status(dialect), &e.body(dialect));
+    if let Some(v) = e
+        .retry_after_header()
+        .and_then(|s| HeaderValue::from_str(&s).ok())
+    {
+        r.headers_mut().insert(http::header::RETRY_AFTER, v);
+    }
+    if dialect == Dialect::OpenAi && e.class == Class::Authentication {
+        r.headers_mut().insert(
+            http::header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer"),
+        );
+    }
+    r
+}
+
+/// A streamed `text/event-stream` response.
+pub fn event_stream(body: Body) -> Response<Body> {
+    let mut r = Response::new(body);
+    let h = r.headers_mut();
+    h.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
+    // Tells reverse proxies (nginx) not to buffer the stream.
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    r
+}
+
+/// A fresh response id: `prefix` and 24 random letters and digits.
+pub fn response_id(prefix: &str) -> String {
+    use rand::Rng;
+    let mut id = String::with_capacity(prefix.len() + 24);
+    id.push_str(prefix);
+    id.extend(
+        rand::rng()
+            .sample_iter(rand::distr::Alphanumeric)
+            .take(24)
+            .map(char::from),
+    );
+    id
+}
+
+/// Now, in Unix seconds.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}

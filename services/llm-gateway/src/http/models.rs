@@ -1,0 +1,69 @@
+//! `GET /v1/models` and `GET /v1/models/{id}` from the catalog, in a shape both SDKs read: OpenAI's (`object`,
+//! `owned_by`, `created`) and Anthropic's (`type`, `display_name`, `created_at`, `has_more`) fields side by side.
+
+use serde_json::{Value, json};
+
+use crate::catalog::ModelInfo;
+use crate::config::Config;
+use crate::generate::Gateway;
+use crate::http::errors::ApiError;
+
+/// Every catalog model.
+pub fn list(config: &Config) -> Value {
+    let data: Vec<Value> = config.catalog.iter().map(model).collect();
+    let id = |v: Option<&Value>| v.map_or(Value::Null, |m| m["id"].clone());
+    json!({
+        "object": "list",
+        "first_id": id(data.first()),
+        "last_id": id(data.last()),
+        "has_more": false,
+        "data": data,
+    })
+}
+
+/// One model by id (`provider/model`; the `/` may come percent-encoded).
+pub fn get(gateway: &Gateway, id: &str) -> Result<Value, ApiError> {
+    let id = id.replace("%2F", "/").replace("%2f", "/");
+    let (m, _) = gateway.resolve(&id).map_err(|e| ApiError::from_start(&e))?;
+    Ok(model(&m))
+}
+
+fn model(m: &ModelInfo) -> Value {
+    json!({
+        "id": m.id,
+        "object": "model",
+        "type": "model",
+        "created": 0,
+        "created_at": "1970-01-01T00:00:00Z",
+        "owned_by": m.provider,
+        "display_name": m.display_name,
+        "context_window": m.context_window,
+        "max_output_tokens": m.max_output_tokens,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::config::FileConfig;
+
+    #[test]
+    fn the_list_is_the_catalog_in_both_shapes() {
+        let env = [
+            ("GATEWAY_AUTH_TOKENS", "a-caller-token-of-length"),
+            ("OPENAI_API_KEY", "sk-x"),
+        ];
+        let config = Config::from_file(FileConfig::default(), &env).unwrap();
+        let v = list(&config);
+        assert_eq!(v["object"], "list");
+        let data = v["data"].as_array().unwrap();
+        assert_eq!(data.len(), config.catalog.iter().count());
+        let gpt = data.iter().find(|m| m["id"] == "openai/gpt-4o").unwrap();
+        assert_eq!(
+            (&gpt["owned_by"], &gpt["type"]),
+            (&json!("openai"), &json!("model"))
+        );
+        assert_eq!(v["first_id"], data[0]["id"]);
+    }
+}

@@ -1,0 +1,609 @@
+//! OpenAI Chat Completions request body → the unified request.
+//!
+//! What maps to what (docs/gateway.md "HTTP front door"):
+//! - `system` / `developer` messages → `system` (in order); `user` → user turns (text, `image_url`, `file`);
+//!   `assistant` → assistant turns (`content`, `reasoning_content`, `tool_calls`); `tool` → tool results, named by
+//!   the call they answer;
+//! - `tools` (type `function`) → tools; `tool_choice` → tool choice; `response_format` `json_schema` → JSON Schema
+//!   output; `reasoning_effort` → reasoning effort;
+//! - `temperature`, `top_p`, `max_completion_tokens` (or `max_tokens`), `stop`, `seed` → sampling.
+//!
+//! Fields that would change the answer but cannot be honoured (`n` above 1, `logprobs`, `response_format`
+//! `json_object`, audio output) are refused naming the field; the rest (`user`, `metadata`, `store`,
+//! `parallel_tool_calls`, …) are accepted and ignored.
+
+use std::collections::HashMap;
+
+use llm_proto::gateway as pb;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::http::errors::ApiError;
+use crate::http::unified::{self, parse};
+
+/// The parts of the request that shape the response rather than the generation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shape {
+    /// `stream: true`.
+    pub stream: bool,
+    /// `stream_options.include_usage: true`: a last chunk carries the usage.
+    pub include_usage: bool,
+}
+
+#[derive(Deserialize)]
+struct Body {
+    model: String,
+    messages: Vec<Value>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    tools: Option<Vec<Value>>,
+    #[serde(default)]
+    tool_choice: Option<Value>,
+    #[serde(default)]
+    response_format: Option<Value>,
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    max_tokens: Option<u32>,
+    max_completion_tokens: Option<u32>,
+    stop: Option<Stop>,
+    seed: Option<i64>,
+    reasoning_effort: Option<String>,
+    n: Option<u32>,
+    logprobs: Option<bool>,
+    modalities: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Stop {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum Message {
+    System {
+        content: Content,
+    },
+    Developer {
+        content: Content,
+    },
+    User {
+        content: Content,
+    },
+    Assistant {
+        #[serde(default)]
+        content: Option<Content>,
+        #[serde(default)]
+        reasoning_content: Option<String>,
+        #[serde(default)]
+        tool_calls: Option<Vec<ToolCall>>,
+    },
+    Tool {
+        tool_call_id: String,
+        content: Content,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<Value>),
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ContentPart {
+    Text { text: String },
+    ImageUrl { image_url: ImageUrl },
+    File { file: FileRef },
+    Refusal { refusal: String },
+}
+
+#[derive(Deserialize)]
+struct ImageUrl {
+    url: String,
+}
+
+#[derive(Deserialize)]
+struct FileRef {
+    #[serde(default)]
+    file_data: Option<String>,
+    #[serde(default)]
+    filename: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ToolCall {
+    id: String,
+    function: FunctionCall,
+}
+
+#[derive(Deserialize)]
+struct FunctionCall {
+    name: String,
+    #[serde(default)]
+    arguments: String,
+}
+
+#[derive(Deserialize)]
+struct Tool {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    function: Function,
+}
+
+#[derive(Deserialize)]
+struct Function {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    parameters: Option<Value>,
+}
+
+/// Translates a Chat Completions body into the unified request and the response shape it asks for.
+pub fn translate(body: Value) -> Result<(pb::Generation, Shape), ApiError> {
+    let b: Body = parse("body", body)?;
+    refuse_unservable(&b)?;
+    let mut g = pb::Generation {
+        model: b.model,
+        ..Default::default()
+    };
+    // Tool results name only the call they answer; the unified request also names the tool.
+    let mut tool_names: HashMap<String, String> = HashMap::new();
+    for (i, m) in b.messages.into_iter().enumerate() {
+        let field = format!("messages[{i}]");
+        message(&field, parse(&field, m)?, &mut g, &mut tool_names)?;
+    }
+    for (i, t) in b.tools.unwrap_or_default().into_iter().enumerate() {
+        let field = format!("tools[{i}]");
+        g.tools.push(tool(&field, parse(&field, t)?)?);
+    }
+    g.tool_choice = b.tool_choice.map(tool_choice).transpose()?;
+    g.output_format = b
+        .response_format
+        .map(response_format)
+        .transpose()?
+        .flatten();
+    g.reasoning = b.reasoning_effort.as_deref().map(reasoning).transpose()?;
+    let stop_sequences = match b.stop {
+        None => Vec::new(),
+        Some(Stop::One(s)) => vec![s],
+        Some(Stop::Many(v)) => v,
+    };
+    g.sampling = Some(pb::Sampling {
+        temperature: b.temperature,
+        top_p: b.top_p,
+        top_k: None,
+        max_output_tokens: b.max_completion_tokens.or(b.max_tokens),
+        stop_sequences,
+        seed: b.seed,
+    });
+    let shape = Shape {
+        stream: b.stream.unwrap_or(false),
+        include_usage: b.stream_options.is_some_and(|o| o.include_usage),
+    };
+    Ok((g, shape))
+}
+
+fn refuse_unservable(b: &Body) -> Result<(), ApiError> {
+    if b.n.is_some_and(|n| n != 1) {
+        return Err(ApiError::invalid(
+            "n",
+            "only one choice per request is served",
+        ));
+    }
+    if b.logprobs == Some(true) {
+        return Err(ApiError::invalid(
+            "logprobs",
+            "log probabilities are not served",
+        ));
+    }
+    if b.modalities
+        .as_ref()
+        .is_some_and(|m| m.iter().any(|m| m != "text"))
+    {
+        return Err(ApiError::invalid(
+            "modalities",
+            "only text output is served",
+        ));
+    }
+    Ok(())
+}
+
+fn message(
+    field: &str,
+    m: Message,
+    g: &mut pb::Generation,
+    tool_names: &mut HashMap<String, String>,
+) -> Result<(), ApiError> {
+    match m {
+        Message::System { content } | Message::Developer { content } => {
+            g.system
+                .push(text_only(&format!("{field}.content"), content)?);
+        }
+        Message::User { content } => {
+            let parts = user_parts(&format!("{field}.content"), content)?;
+            g.messages.push(unified::message(pb::Role::User, parts));
+        }
+        Message::Assistant {
+            content,
+            reasoning_content,
+            tool_calls,
+        } => {
+            let mut parts = Vec::new();
+            if let Some(r) = reasoning_content.filter(|r| !r.is_empty()) {
+                parts.push(pb::Part {
+                    kind: Some(pb::part::Kind::Reasoning(pb::ReasoningPart {
+                        text: r,
+                        provider_metadata: None,
+                    })),
+                });
+            }
+            if let Some(c) = content {
+                let text = text_only(&format!("{field}.content"), c)?;
+                if !text.is_empty() {
+                    parts.push(unified::text(text));
+                }
+            }
+            for c in tool_calls.unwrap_or_default() {
+                tool_names.insert(c.id.clone(), c.function.name.clone());
+                parts.push(unified::tool_call(
+                    c.id,
+                    c.function.name,
+                    c.function.arguments,
+                ));
+            }
+            g.messages
+                .push(unified::message(pb::Role::Assistant, parts));
+        }
+        Message::Tool {
+            tool_call_id,
+            content,
+        } => {
+            let output = text_only(&format!("{field}.content"), content)?;
+            let name = tool_names.get(&tool_call_id).cloned().ok_or_else(|| {
+                ApiError::invalid(
+                    &format!("{field}.tool_call_id"),
+                    format!(
+                        "`{tool_call_id}` answers no tool call of an earlier assistant message"
+                    ),
+                )
+            })?;
+            let part = unified::tool_result(tool_call_id, name, output, false);
+            // Results of one step's parallel calls travel together in one tool message.
+            match g.messages.last_mut() {
+                Some(last) if last.role == pb::Role::Tool as i32 => last.parts.push(part),
+                _ => g
+                    .messages
+                    .push(unified::message(pb::Role::Tool, vec![part])),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The text of a content that may only hold text (system, assistant, tool), parts joined.
+fn text_only(field: &str, c: Content) -> Result<String, ApiError> {
+    match c {
+        Content::Text(t) => Ok(t),
+        Content::Parts(parts) => {
+            let mut out = String::new();
+            for (j, p) in parts.into_iter().enumerate() {
+                let field = format!("{field}[{j}]");
+                match parse(&field, p)? {
+                    ContentPart::Text { text } | ContentPart::Refusal { refusal: text } => {
+                        out.push_str(&text)
+                    }
+                    _ => {
+                        return Err(ApiError::invalid(
+                            &field,
+                            "only text parts are accepted here",
+                        ));
+                    }
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+fn user_parts(field: &str, c: Content) -> Result<Vec<pb::Part>, ApiError> {
+    let parts = match c {
+        Content::Text(t) => return Ok(vec![unified::text(t)]),
+        Content::Parts(parts) => parts,
+    };
+    let mut out = Vec::with_capacity(parts.len());
+    for (j, p) in parts.into_iter().enumerate() {
+        let field = format!("{field}[{j}]");
+        out.push(match parse(&field, p)? {
+            ContentPart::Text { text } => unified::text(text),
+            ContentPart::ImageUrl { image_url } => unified::file_url(&field, &image_url.url, "")?,
+            ContentPart::File { file } => {
+                let data = file.file_data.ok_or_else(|| {
+                    ApiError::invalid(
+                        &format!("{field}.file.file_data"),
+                        "required (uploaded file ids are not served)",
+                    )
+                })?;
+                let mut part = unified::file_url(&field, &data, "")?;
+                if let (Some(pb::part::Kind::File(f)), Some(name)) =
+                    (part.kind.as_mut(), file.filename)
+                {
+                    f.filename = name;
+                }
+                part
+            }
+            ContentPart::Refusal { .. } => {
+                return Err(ApiError::invalid(
+                    &field,
+                    "a refusal part belongs to an assistant message",
+                ));
+            }
+        });
+    }
+    Ok(out)
+}
+
+fn tool(field: &str, t: Tool) -> Result<pb::Tool, ApiError> {
+    if t.kind.as_deref().is_some_and(|k| k != "function") {
+        return Err(ApiError::invalid(
+            &format!("{field}.type"),
+            "only `function` tools are served",
+        ));
+    }
+    let schema = t
+        .function
+        .parameters
+        .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}));
+    Ok(pb::Tool {
+        name: t.function.name,
+        description: t.function.description,
+        input_schema_json: schema.to_string(),
+    })
+}
+
+fn tool_choice(v: Value) -> Result<pb::ToolChoice, ApiError> {
+    use pb::tool_choice::Mode;
+    let choice = |mode: Mode, name: &str| pb::ToolChoice {
+        mode: mode as i32,
+        tool_name: name.to_string(),
+    };
+    match &v {
+        Value::String(s) => match s.as_str() {
+            "auto" => Ok(choice(Mode::Auto, "")),
+            "none" => Ok(choice(Mode::None, "")),
+            "required" => Ok(choice(Mode::Required, "")),
+            other => Err(ApiError::invalid(
+                "tool_choice",
+                format!("unknown value `{other}`"),
+            )),
+        },
+        Value::Object(o) => match o
+            .get("function")
+            .and_then(|f| f.get("name"))
+            .and_then(Value::as_str)
+        {
+            Some(name) => Ok(choice(Mode::Tool, name)),
+            None => Err(ApiError::invalid("tool_choice.function.name", "required")),
+        },
+        _ => Err(ApiError::invalid(
+            "tool_choice",
+            "must be a string or an object",
+        )),
+    }
+}
+
+fn response_format(v: Value) -> Result<Option<pb::OutputFormat>, ApiError> {
+    use pb::output_format::Type;
+    match v.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(None),
+        Some("json_schema") => {
+            let spec = v
+                .get("json_schema")
+                .ok_or_else(|| ApiError::invalid("response_format.json_schema", "required"))?;
+            let schema = spec.get("schema").ok_or_else(|| {
+                ApiError::invalid("response_format.json_schema.schema", "required")
+            })?;
+            Ok(Some(pb::OutputFormat {
+                r#type: Type::JsonSchema as i32,
+                name: spec
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("output")
+                    .to_string(),
+                schema_json: schema.to_string(),
+            }))
+        }
+        Some("json_object") => Err(ApiError::invalid(
+            "response_format.type",
+            "`json_object` is not served; use `json_schema`",
+        )),
+        _ => Err(ApiError::invalid(
+            "response_format.type",
+            "must be `text` or `json_schema`",
+        )),
+    }
+}
+
+fn reasoning(effort: &str) -> Result<pb::Reasoning, ApiError> {
+    use pb::reasoning::Effort;
+    let effort = match effort {
+        "none" => Effort::None,
+        "minimal" => Effort::Minimal,
+        "low" => Effort::Low,
+        "medium" => Effort::Medium,
+        "high" => Effort::High,
+        other => {
+            return Err(ApiError::invalid(
+                "reasoning_effort",
+                format!("unknown value `{other}`"),
+            ));
+        }
+    };
+    Ok(pb::Reasoning {
+        effort: effort as i32,
+        budget_tokens: 0,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use pb::part::Kind;
+
+    #[test]
+    fn a_two_turn_tool_conversation_translates_to_the_unified_request() {
+        let (g, shape) = translate(json!({
+            "model": "anthropic/claude-sonnet-4-5",
+            "stream": true,
+            "stream_options": {"include_usage": true},
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"}]},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},
+                    {"id": "call_2", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}
+                ]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "18C"},
+                {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "noon"}]}
+            ],
+            "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": {"type": "object"}}}],
+            "tool_choice": "required",
+            "max_completion_tokens": 100,
+            "stop": "END",
+            "reasoning_effort": "low",
+            "user": "ignored"
+        }))
+        .unwrap();
+        assert_eq!(
+            shape,
+            Shape {
+                stream: true,
+                include_usage: true
+            }
+        );
+        assert_eq!(g.model, "anthropic/claude-sonnet-4-5");
+        assert_eq!(g.system, ["Be brief."]);
+        assert_eq!(g.messages.len(), 3);
+        assert_eq!(g.messages[1].role, pb::Role::Assistant as i32);
+        let Some(Kind::ToolCall(c)) = &g.messages[1].parts[0].kind else {
+            panic!()
+        };
+        assert_eq!(
+            (
+                c.call_id.as_str(),
+                c.tool_name.as_str(),
+                c.input_json.as_str()
+            ),
+            ("call_1", "get_weather", "{\"city\":\"Paris\"}")
+        );
+        let results = &g.messages[2];
+        assert_eq!(results.role, pb::Role::Tool as i32);
+        let Some(Kind::ToolResult(r)) = &results.parts[1].kind else {
+            panic!()
+        };
+        assert_eq!(
+            (r.call_id.as_str(), r.tool_name.as_str(), r.output.as_str()),
+            ("call_2", "get_time", "noon")
+        );
+        assert_eq!(g.tools[0].input_schema_json, r#"{"type":"object"}"#);
+        assert_eq!(
+            g.tool_choice.unwrap().mode,
+            pb::tool_choice::Mode::Required as i32
+        );
+        let s = g.sampling.unwrap();
+        assert_eq!(
+            (s.max_output_tokens, s.stop_sequences),
+            (Some(100), vec!["END".to_string()])
+        );
+        assert_eq!(
+            g.reasoning.unwrap().effort,
+            pb::reasoning::Effort::Low as i32
+        );
+    }
+
+    #[test]
+    fn a_json_schema_response_format_becomes_schema_output() {
+        let (g, shape) = translate(json!({
+            "model": "openai/gpt-4o",
+            "messages": [{"role": "user", "content": "x"}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "city", "strict": true, "schema": {"type": "object"}}}
+        }))
+        .unwrap();
+        assert!(!shape.stream);
+        let f = g.output_format.unwrap();
+        assert_eq!(
+            (f.r#type, f.name.as_str(), f.schema_json.as_str()),
+            (
+                pb::output_format::Type::JsonSchema as i32,
+                "city",
+                r#"{"type":"object"}"#
+            )
+        );
+    }
+
+    #[test]
+    fn what_cannot_be_honoured_is_refused_naming_the_field() {
+        let base =
+            || json!({"model": "openai/gpt-4o", "messages": [{"role": "user", "content": "x"}]});
+        for (key, value, field) in [
+            ("n", json!(2), "n"),
+            ("logprobs", json!(true), "logprobs"),
+            (
+                "response_format",
+                json!({"type": "json_object"}),
+                "response_format.type",
+            ),
+            ("tool_choice", json!("sometimes"), "tool_choice"),
+            ("reasoning_effort", json!("max"), "reasoning_effort"),
+        ] {
+            let mut body = base();
+            body[key] = value;
+            assert_eq!(
+                translate(body).unwrap_err().param.as_deref(),
+                Some(field),
+                "{key}"
+            );
+        }
+        let orphan = json!({"model": "m", "messages": [{"role": "tool", "tool_call_id": "call_9", "content": "x"}]});
+        assert_eq!(
+            translate(orphan).unwrap_err().param.as_deref(),
+            Some("messages[0].tool_call_id")
+        );
+        let bad_role = json!({"model": "m", "messages": [{"role": "wizard", "content": "x"}]});
+        assert_eq!(
+            translate(bad_role).unwrap_err().param.as_deref(),
+            Some("messages[0]")
+        );
+    }
+
+    #[test]
+    fn images_arrive_as_file_parts() {
+        let (g, _) = translate(
+            json!({"model": "m", "messages": [{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}}
+            ]}]}),
+        )
+        .unwrap();
+        let Some(Kind::File(f)) = &g.messages[0].parts[0].kind else {
+            panic!()
+        };
+        assert_eq!(f.media_type, "image/png");
+    }
+}

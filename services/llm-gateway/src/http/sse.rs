@@ -1,0 +1,146 @@
+//! Server-sent events framing for the HTTP front door, and the response bodies it sends.
+//!
+//! A streamed response body is the generation's event stream mapped frame by frame: each unified event is encoded
+//! into its SSE frames when it arrives and handed to hyper, which writes it out at once. Nothing is batched, and
+//! when the caller goes away hyper drops the body, which drops the generation and with it the provider request.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures::Stream;
+use http_body_util::BodyExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use serde_json::Value;
+
+/// The body of every front-door response.
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// A whole body.
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    http_body_util::Full::new(bytes.into()).boxed_unsync()
+}
+
+/// `data: <json>\n\n`.
+pub fn data(out: &mut BytesMut, json: &Value) {
+    out.put_slice(b"data: ");
+    write_json(out, json);
+    out.put_slice(b"\n\n");
+}
+
+/// `event: <name>\ndata: <json>\n\n`.
+pub fn event(out: &mut BytesMut, name: &str, json: &Value) {
+    out.put_slice(b"event: ");
+    out.put_slice(name.as_bytes());
+    out.put_slice(b"\ndata: ");
+    write_json(out, json);
+    out.put_slice(b"\n\n");
+}
+
+/// `data: [DONE]\n\n`, OpenAI's end of stream.
+pub fn done(out: &mut BytesMut) {
+    out.put_slice(b"data: [DONE]\n\n");
+}
+
+fn write_json(out: &mut BytesMut, json: &Value) {
+    // Serialising a `Value` into memory cannot fail; JSON never contains a raw newline, so one `data:` line holds it.
+    let mut w = out.writer();
+    let _ = serde_json::to_writer(&mut w, json);
+}
+
+/// Turns a stream of encoded frames into a response body, writing `keep_alive` whenever `idle` passes with nothing
+/// to send (so proxies and clients do not time out a long silence, such as a model thinking).
+pub fn body<S>(frames: S, keep_alive: Bytes, idle: Duration) -> Body
+where
+    S: Stream<Item = Bytes> + Send + 'static,
+{
+    let frames = KeepAlive {
+        inner: Box::pin(frames),
+        keep_alive,
+        idle,
+        timer: Box::pin(tokio::time::sleep(idle)),
+    };
+    http_body_util::StreamBody::new(futures::StreamExt::map(frames, |b| {
+        Ok::<_, Infallible>(hyper::body::Frame::data(b))
+    }))
+    .boxed_unsync()
+}
+
+/// Frames from `inner`, with `keep_alive` after every `idle` of silence.
+struct KeepAlive {
+    inner: Pin<Box<dyn Stream<Item = Bytes> + Send>>,
+    keep_alive: Bytes,
+    idle: Duration,
+    timer: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Stream for KeepAlive {
+    type Item = Bytes;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        let idle = self.idle;
+        let this = &mut *self;
+        loop {
+            match this.inner.as_mut().poll_next(cx) {
+                Poll::Ready(Some(b)) if b.is_empty() => continue,
+                Poll::Ready(item) => {
+                    this.timer
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + idle);
+                    return Poll::Ready(item);
+                }
+                Poll::Pending => break,
+            }
+        }
+        match this.timer.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                this.timer
+                    .as_mut()
+                    .reset(tokio::time::Instant::now() + idle);
+                Poll::Ready(Some(this.keep_alive.clone()))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use futures::StreamExt;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn frames_are_one_data_line_each() {
+        let mut out = BytesMut::new();
+        data(&mut out, &json!({"a": "line\nbreak"}));
+        event(&mut out, "ping", &json!({"type": "ping"}));
+        done(&mut out);
+        assert_eq!(
+            &out[..],
+            b"data: {\"a\":\"line\\nbreak\"}\n\nevent: ping\ndata: {\"type\":\"ping\"}\n\ndata: [DONE]\n\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn silence_gets_a_keep_alive_and_frames_pass_at_once() {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
+        let frames = tokio_stream::wrappers::UnboundedReceiverStream::new(rx);
+        let mut s = KeepAlive {
+            inner: Box::pin(frames),
+            keep_alive: Bytes::from_static(b": ping\n\n"),
+            idle: Duration::from_millis(10),
+            timer: Box::pin(tokio::time::sleep(Duration::from_millis(10))),
+        };
+        tx.send(Bytes::from_static(b"data: 1\n\n")).unwrap();
+        assert_eq!(s.next().await.unwrap(), &b"data: 1\n\n"[..]);
+        // Nothing more is sent, so the only thing that can come next is the keep-alive, once the timer fires.
+        assert_eq!(s.next().await.unwrap(), &b": ping\n\n"[..]);
+        drop(tx);
+        assert_eq!(s.next().await, None);
+    }
+}

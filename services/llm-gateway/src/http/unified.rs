@@ -1,0 +1,120 @@
+//! Small constructors of the unified request (`llm.gateway.v1.Generation`) the two request translations share.
+
+use llm_proto::gateway as pb;
+use pb::part::Kind;
+
+use crate::http::errors::ApiError;
+
+/// A message of `role` with `parts`.
+pub fn message(role: pb::Role, parts: Vec<pb::Part>) -> pb::Message {
+    pb::Message {
+        role: role as i32,
+        parts,
+    }
+}
+
+/// A text part.
+pub fn text(text: String) -> pb::Part {
+    pb::Part {
+        kind: Some(Kind::Text(pb::TextPart { text })),
+    }
+}
+
+/// A tool-call part (`input_json` as the caller sent it; the adapters parse it).
+pub fn tool_call(call_id: String, tool_name: String, input_json: String) -> pb::Part {
+    pb::Part {
+        kind: Some(Kind::ToolCall(pb::ToolCallPart {
+            call_id,
+            tool_name,
+            input_json,
+            provider_metadata: None,
+        })),
+    }
+}
+
+/// A tool-result part.
+pub fn tool_result(call_id: String, tool_name: String, output: String, is_error: bool) -> pb::Part {
+    pb::Part {
+        kind: Some(Kind::ToolResult(pb::ToolResultPart {
+            call_id,
+            tool_name,
+            output,
+            is_error,
+        })),
+    }
+}
+
+/// A file part from base64 `data` of `media_type`; `field` names it in the error when `data` is not base64.
+pub fn file_data(field: &str, media_type: &str, data: &str) -> Result<pb::Part, ApiError> {
+    let bytes = crate::adapter::encoding::base64_decode(data)
+        .ok_or_else(|| ApiError::invalid(field, "not valid base64"))?;
+    Ok(pb::Part {
+        kind: Some(Kind::File(pb::FilePart {
+            media_type: media_type.to_string(),
+            filename: String::new(),
+            source: Some(pb::file_part::Source::Data(bytes)),
+        })),
+    })
+}
+
+/// A file part from a URL: a `data:<type>;base64,<data>` URL is decoded, any other URL is passed on (with
+/// `media_type` when the caller gave one).
+pub fn file_url(field: &str, url: &str, media_type: &str) -> Result<pb::Part, ApiError> {
+    if let Some(rest) = url.strip_prefix("data:") {
+        let (media_type, data) = rest.split_once(";base64,").ok_or_else(|| {
+            ApiError::invalid(field, "a data URL must be `data:<type>;base64,<data>`")
+        })?;
+        return file_data(field, media_type, data);
+    }
+    Ok(pb::Part {
+        kind: Some(Kind::File(pb::FilePart {
+            media_type: media_type.to_string(),
+            filename: String::new(),
+            source: Some(pb::file_part::Source::Url(url.to_string())),
+        })),
+    })
+}
+
+/// `serde_json::from_value` with the error naming `field`.
+pub fn parse<T: serde::de::DeserializeOwned>(
+    field: &str,
+    value: serde_json::Value,
+) -> Result<T, ApiError> {
+    serde_json::from_value(value).map_err(|e| ApiError::invalid(field, e))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_urls_are_decoded_and_other_urls_passed_on() {
+        let part = file_url("f", "data:image/png;base64,iVBORw==", "").unwrap();
+        let Some(Kind::File(f)) = part.kind else {
+            panic!()
+        };
+        assert_eq!(f.media_type, "image/png");
+        assert_eq!(
+            f.source,
+            Some(pb::file_part::Source::Data(vec![0x89, b'P', b'N', b'G']))
+        );
+        let part = file_url("f", "https://example.com/cat.jpg", "").unwrap();
+        let Some(Kind::File(f)) = part.kind else {
+            panic!()
+        };
+        assert_eq!(
+            f.source,
+            Some(pb::file_part::Source::Url(
+                "https://example.com/cat.jpg".into()
+            ))
+        );
+        assert_eq!(
+            file_url("f", "data:image/png,raw", "")
+                .unwrap_err()
+                .param
+                .as_deref(),
+            Some("f")
+        );
+    }
+}

@@ -1,0 +1,147 @@
+//! Runs the vendor SDK scripts in tests/python/ and tests/node/ against a [`Harness`]'s HTTP front door, one
+//! scenario per run, and reads back the checks they passed (`ok: <name>` lines).
+
+use std::process::Stdio;
+use std::time::Instant;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use fake_provider::FakeProvider;
+
+use crate::{CANCEL_NOTICED, Harness, SHORT, TOKEN};
+
+/// One of the SDK scripts.
+#[derive(Clone, Copy)]
+pub enum Sdk {
+    /// tests/python/openai_sdk_test.py, the official `openai` package.
+    OpenAi,
+    /// tests/python/anthropic_sdk_test.py, the official `anthropic` package.
+    Anthropic,
+    /// tests/node/openai_sdk_test.mjs, the official `openai` npm package.
+    OpenAiNode,
+}
+
+impl Sdk {
+    /// The interpreter and the script.
+    fn script(self) -> (&'static str, &'static str) {
+        match self {
+            Sdk::OpenAi => (
+                "python3",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/python/openai_sdk_test.py"),
+            ),
+            Sdk::Anthropic => (
+                "python3",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/python/anthropic_sdk_test.py"),
+            ),
+            Sdk::OpenAiNode => (
+                "node",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/node/openai_sdk_test.mjs"),
+            ),
+        }
+    }
+
+    /// The base URL the SDK is given: OpenAI's includes `/v1`, Anthropic's does not (as with the vendors').
+    fn base_url(self, h: &Harness) -> String {
+        match self {
+            Sdk::OpenAi | Sdk::OpenAiNode => format!("http://{}/v1", h.http_addr),
+            Sdk::Anthropic => format!("http://{}", h.http_addr),
+        }
+    }
+
+    fn command(self, h: &Harness, scenario: &str, env: &[(&str, &str)]) -> tokio::process::Command {
+        let (interpreter, script) = self.script();
+        let mut cmd = tokio::process::Command::new(interpreter);
+        cmd.arg(script)
+            .arg(scenario)
+            .env("GATEWAY_HTTP_URL", self.base_url(h))
+            .env("GATEWAY_TOKEN", TOKEN)
+            .env("PYTHONOPTIMIZE", "2")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// Runs `scenario` to its end and returns the names of the checks that held, in order; panics with the script's
+    /// output if it failed.
+    pub async fn run(self, h: &Harness, scenario: &str, env: &[(&str, &str)]) -> Vec<String> {
+        let output = self
+            .command(h, scenario, env)
+            .output()
+            .await
+            .expect("the interpreter runs (install the SDKs as .ci/run does)");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "{scenario} failed:\n{stdout}\n{stderr}"
+        );
+        stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("ok: "))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Runs `scenario` and returns when it printed `ok: <signal>`, with that moment; the script then runs on to its
+    /// end, which the returned child's `wait` reports.
+    pub async fn run_until(
+        self,
+        h: &Harness,
+        scenario: &str,
+        env: &[(&str, &str)],
+        signal: &str,
+    ) -> (Instant, tokio::process::Child) {
+        let mut child = self
+            .command(h, scenario, env)
+            .spawn()
+            .expect("python3 runs");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let wanted = format!("ok: {signal}");
+        while let Some(line) = lines.next_line().await.expect("read script output") {
+            if line == wanted {
+                return (Instant::now(), child);
+            }
+        }
+        let out = child.wait_with_output().await.expect("script ends");
+        panic!(
+            "{scenario} ended without `{wanted}`:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Runs the `cancel` scenario on `model`: the script reads the first text delta and closes its stream, while
+    /// `fake` (queued with a reply that stalls) would otherwise keep the provider call open until the idle timeout.
+    /// Asserts the provider call was closed within [`CANCEL_NOTICED`] of the close.
+    pub async fn assert_cancel_ends_the_provider_call(
+        self,
+        h: &Harness,
+        fake: &FakeProvider,
+        model: &str,
+    ) {
+        let (closed, child) = self
+            .run_until(h, "cancel", &[("MODEL", model)], "closed_after_first_delta")
+            .await;
+        let upstream_closed = fake
+            .wait_closed(0, SHORT)
+            .await
+            .expect("provider connection closed");
+        let after = upstream_closed.saturating_duration_since(closed);
+        assert!(
+            after < CANCEL_NOTICED,
+            "the provider call outlived the client's close by {after:?}"
+        );
+        assert!(
+            child
+                .wait_with_output()
+                .await
+                .expect("script ends")
+                .status
+                .success()
+        );
+    }
+}

@@ -1,0 +1,178 @@
+//! The HTTP front door as a plain HTTP client sees it: HTTP/1.1 and HTTP/2 (prior knowledge) on one port, the
+//! same metrics as gRPC generations, and the answers for paths and methods it does not serve.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use bytes::Bytes;
+use e2e_tests::{Harness, TOKEN};
+use fake_provider::Reply;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+
+/// Sends one request over a fresh connection (HTTP/2 with prior knowledge when `h2`) and returns the status, the
+/// headers and the whole body.
+async fn send(
+    h: &Harness,
+    h2: bool,
+    req: http::Request<Full<Bytes>>,
+) -> (http::StatusCode, http::HeaderMap, String) {
+    let io = TokioIo::new(tokio::net::TcpStream::connect(h.http_addr).await.unwrap());
+    let resp = if h2 {
+        let (mut sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        sender.send_request(req).await.unwrap()
+    } else {
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+        tokio::spawn(conn);
+        sender.send_request(req).await.unwrap()
+    };
+    let (parts, body) = resp.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    (
+        parts.status,
+        parts.headers,
+        String::from_utf8_lossy(&body).into_owned(),
+    )
+}
+
+fn request(
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> http::Request<Full<Bytes>> {
+    let mut b = http::Request::builder()
+        .method(method)
+        .uri(format!("http://front-door{path}"))
+        .header("content-type", "application/json");
+    if let Some(t) = token {
+        b = b.header("authorization", format!("Bearer {t}"));
+    }
+    b.body(Full::new(Bytes::from(body.to_string()))).unwrap()
+}
+
+const CHAT: &str =
+    r#"{"model":"openai/gpt-4o","stream":true,"messages":[{"role":"user","content":"Hi"}]}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_http_versions_stream_on_one_port_and_count_in_the_metrics() {
+    let h = Harness::start().await;
+    h.openai.push(Reply::fixture("openai_chat/text.sse"));
+    h.openai.push(Reply::fixture("openai_chat/text.sse"));
+    for h2 in [false, true] {
+        let (status, headers, body) = send(
+            &h,
+            h2,
+            request("POST", "/v1/chat/completions", Some(TOKEN), CHAT),
+        )
+        .await;
+        assert_eq!(status, 200, "h2={h2} {body}");
+        assert_eq!(headers["content-type"], "text/event-stream");
+        assert!(body.contains(r#""content":"Hello""#), "h2={h2} {body}");
+        assert!(body.ends_with("data: [DONE]\n\n"), "h2={h2} {body}");
+    }
+    let metrics = h.scrape_metrics().await;
+    let line =
+        r#"llm_gateway_requests_total{provider="openai",model="openai/gpt-4o",outcome="ok"} 2"#;
+    assert!(
+        metrics.lines().any(|l| l == line),
+        "missing {line}\n{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unserved_paths_methods_and_missing_tokens_get_their_own_status() {
+    let h = Harness::start().await;
+    let (status, headers, body) = send(
+        &h,
+        false,
+        request("POST", "/v1/chat/completions", None, CHAT),
+    )
+    .await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(headers["www-authenticate"], "Bearer");
+    let (status, _, body) = send(
+        &h,
+        false,
+        request(
+            "POST",
+            "/v1/messages",
+            Some("wrong-token-wrong-token"),
+            "{}",
+        ),
+    )
+    .await;
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains(r#""type":"authentication_error""#), "{body}");
+    let (status, _, body) = send(
+        &h,
+        false,
+        request("POST", "/v1/responses", Some(TOKEN), "{}"),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("/v1/chat/completions"), "{body}");
+    let (status, _, _) = send(
+        &h,
+        false,
+        request("GET", "/v1/chat/completions", Some(TOKEN), ""),
+    )
+    .await;
+    assert_eq!(status, 405);
+    let (status, _, body) = send(
+        &h,
+        true,
+        request("POST", "/v1/chat/completions", Some(TOKEN), "{not json"),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains(r#""param":"body""#), "{body}");
+    let (status, _, body) = send(
+        &h,
+        false,
+        request("GET", "/v1/models/openai%2Fgpt-4o", Some(TOKEN), ""),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""id":"openai/gpt-4o""#), "{body}");
+    assert!(h.openai.requests().is_empty(), "nothing reached a provider");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_body_is_served_and_one_over_the_request_limit_is_413() {
+    let h = Harness::start().await;
+    h.openai.push(Reply::fixture("openai_chat/text.sse"));
+    // Above the size the front door parses off the async workers, under the harness's 1 MiB limit.
+    let large = format!(
+        r#"{{"model":"openai/gpt-4o","messages":[{{"role":"user","content":"{}"}}]}}"#,
+        "x".repeat(600_000)
+    );
+    let (status, _, body) = send(
+        &h,
+        false,
+        request("POST", "/v1/chat/completions", Some(TOKEN), &large),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""object":"chat.completion""#), "{body}");
+    assert_eq!(
+        h.openai.requests()[0].json()["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .len(),
+        600_000
+    );
+    // The harness allows 1 MiB.
+    let big = format!(
+        r#"{{"model":"openai/gpt-4o","messages":[{{"role":"user","content":"{}"}}]}}"#,
+        "x".repeat(1_100_000)
+    );
+    let (status, _, body) = send(
+        &h,
+        false,
+        request("POST", "/v1/chat/completions", Some(TOKEN), &big),
+    )
+    .await;
+    assert_eq!(status, 413, "{body}");
+}
