@@ -329,41 +329,8 @@ impl Config {
                 format!("`{listen_text}` is not an address: {e}"),
             )
         })?;
-
-        let mut auth_tokens: Vec<Secret> =
-            file.server.auth_tokens.iter().map(Secret::new).collect();
-        if let Some(list) = env.var("GATEWAY_AUTH_TOKENS") {
-            auth_tokens.extend(
-                list.split(',')
-                    .map(str::trim)
-                    .filter(|t| !t.is_empty())
-                    .map(Secret::new),
-            );
-        }
-        if auth_tokens.iter().any(|t| t.expose().len() < 16) {
-            return Err(ConfigError::new(
-                "server.auth_tokens",
-                "tokens must be at least 16 characters",
-            ));
-        }
-        if auth_tokens.is_empty() && !file.server.allow_unauthenticated {
-            return Err(ConfigError::new(
-                "server.auth_tokens",
-                "no caller tokens configured: set GATEWAY_AUTH_TOKENS (or server.allow_unauthenticated = true for local development)",
-            ));
-        }
-        if file.server.max_request_bytes < 1024 {
-            return Err(ConfigError::new(
-                "server.max_request_bytes",
-                "must be at least 1024",
-            ));
-        }
-        if file.server.max_concurrent_streams == 0 {
-            return Err(ConfigError::new(
-                "server.max_concurrent_streams",
-                "must be positive",
-            ));
-        }
+        let auth_tokens = auth_tokens(&file.server, env)?;
+        check_server_limits(&file.server)?;
         let keepalive = service_kit::grpc::Keepalive::from_millis(
             file.server.keepalive_interval_ms,
             file.server.keepalive_timeout_ms,
@@ -379,127 +346,12 @@ impl Config {
             env.var("GATEWAY_HTTP_LISTEN")
                 .or(file.server.http_listen.clone()),
         )?;
-        // The semaphore behind the limit holds at most `usize::MAX >> 3` permits.
-        if file.server.max_inflight_generations == 0
-            || file.server.max_inflight_generations > 1_000_000
-        {
-            return Err(ConfigError::new(
-                "server.max_inflight_generations",
-                "must be between 1 and 1000000",
-            ));
-        }
-
-        let tls = service_kit::tls::ServerTlsFiles::with_env(
-            file.server.tls.clone(),
-            "GATEWAY",
-            |name| env.var(name),
-        )
-        .and_then(|files| {
-            files
-                .as_ref()
-                .map(service_kit::tls::ServerTls::load)
-                .transpose()
-        })
-        .map_err(|e| ConfigError::new(format!("server.tls.{}", e.key), e.message))?;
-
-        let t = &file.timeouts;
-        for (k, v) in [
-            ("timeouts.connect_ms", t.connect_ms),
-            ("timeouts.first_byte_ms", t.first_byte_ms),
-            ("timeouts.idle_ms", t.idle_ms),
-            ("timeouts.total_ms", t.total_ms),
-        ] {
-            if v == 0 {
-                return Err(ConfigError::new(k, "must be positive"));
-            }
-        }
-        let timeouts = Timeouts {
-            connect: Duration::from_millis(t.connect_ms),
-            first_byte: Duration::from_millis(t.first_byte_ms),
-            idle: Duration::from_millis(t.idle_ms),
-            total: Duration::from_millis(t.total_ms),
-        };
-        let r = &file.retry;
-        if r.max_attempts == 0 || r.max_attempts > 10 {
-            return Err(ConfigError::new(
-                "retry.max_attempts",
-                "must be between 1 and 10",
-            ));
-        }
-        if r.base_delay_ms > r.max_delay_ms {
-            return Err(ConfigError::new(
-                "retry.base_delay_ms",
-                "must not exceed retry.max_delay_ms",
-            ));
-        }
-        let capture_message_content =
-            match env.var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT") {
-                None => file.telemetry.capture_message_content,
-                Some(v) => match v.trim().to_ascii_lowercase().as_str() {
-                    "true" | "1" => true,
-                    "false" | "0" | "" => false,
-                    _ => {
-                        return Err(ConfigError::new(
-                            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
-                            "must be true or false",
-                        ));
-                    }
-                },
-            };
-        let retry = RetryPolicy {
-            max_attempts: r.max_attempts,
-            base_delay: Duration::from_millis(r.base_delay_ms),
-            max_delay: Duration::from_millis(r.max_delay_ms),
-            max_retry_after: Duration::from_millis(r.max_retry_after_ms),
-        };
-
-        let mut providers = BTreeMap::new();
-        for (id, p) in &file.providers {
-            providers.insert(id.clone(), provider_from_file(id, p, env)?);
-        }
-        for (id, protocol, base_url, key_env, url_env) in BUILTIN {
-            if providers.contains_key(*id) {
-                continue;
-            }
-            if env.var(key_env).is_none() && env.var(url_env).is_none() {
-                continue;
-            }
-            let p = ProviderFile {
-                protocol: *protocol,
-                base_url: Some((*base_url).into()),
-                base_url_env: Some((*url_env).into()),
-                api_key_env: Some((*key_env).into()),
-                allow_unlisted_models: false,
-                unlisted_context_window: default_unlisted_context(),
-                unlisted_max_output_tokens: default_unlisted_output(),
-                google: None,
-                aws: None,
-            };
-            providers.insert((*id).to_string(), provider_from_file(id, &p, env)?);
-        }
-
-        let bundled: CatalogFile = toml::from_str(crate::catalog::BUNDLED)
-            .map_err(|e| ConfigError::new("catalog (bundled)", e.to_string()))?;
-        let overrides = CatalogFile {
-            models: file.models,
-        };
-        let protocols = providers
-            .iter()
-            .map(|(id, p)| (id.clone(), p.protocol))
-            .collect();
-        let catalog = Catalog::build(&[&bundled, &overrides], &protocols)
-            .map_err(|e| ConfigError::new("models", e.to_string()))?;
-        catalog
-            .check_fallbacks(|id| {
-                catalog.get(id).is_some()
-                    || id
-                        .split_once('/')
-                        .and_then(|(p, _)| providers.get(p))
-                        .is_some_and(|p| p.allow_unlisted_models)
-            })
-            .map_err(|e| {
-                ConfigError::new(format!("models.\"{}\".{}", e.model, e.field), e.message)
-            })?;
+        let tls = server_tls(&file.server, env)?;
+        let timeouts = timeouts(&file.timeouts)?;
+        let retry = retry(&file.retry)?;
+        let capture_message_content = capture_message_content(&file.telemetry, env)?;
+        let providers = providers(&file.providers, env)?;
+        let catalog = catalog(file.models, &providers)?;
         let (hooks, hook_services) = crate::hooks::compile(&file.hooks, &file.hook_services)?;
         let limits = file.limits.validate()?;
 
@@ -525,6 +377,194 @@ impl Config {
             limits,
         })
     }
+}
+
+/// `server.auth_tokens` plus `GATEWAY_AUTH_TOKENS` (comma-separated), each at least 16 characters; none only when
+/// `server.allow_unauthenticated` says so.
+fn auth_tokens(server: &ServerFile, env: &dyn Env) -> Result<Vec<Secret>, ConfigError> {
+    let mut auth_tokens: Vec<Secret> = server.auth_tokens.iter().map(Secret::new).collect();
+    if let Some(list) = env.var("GATEWAY_AUTH_TOKENS") {
+        auth_tokens.extend(
+            list.split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(Secret::new),
+        );
+    }
+    if auth_tokens.iter().any(|t| t.expose().len() < 16) {
+        return Err(ConfigError::new(
+            "server.auth_tokens",
+            "tokens must be at least 16 characters",
+        ));
+    }
+    if auth_tokens.is_empty() && !server.allow_unauthenticated {
+        return Err(ConfigError::new(
+            "server.auth_tokens",
+            "no caller tokens configured: set GATEWAY_AUTH_TOKENS (or server.allow_unauthenticated = true for local development)",
+        ));
+    }
+    Ok(auth_tokens)
+}
+
+/// The server's size and concurrency limits are in range.
+fn check_server_limits(server: &ServerFile) -> Result<(), ConfigError> {
+    if server.max_request_bytes < 1024 {
+        return Err(ConfigError::new(
+            "server.max_request_bytes",
+            "must be at least 1024",
+        ));
+    }
+    if server.max_concurrent_streams == 0 {
+        return Err(ConfigError::new(
+            "server.max_concurrent_streams",
+            "must be positive",
+        ));
+    }
+    // The semaphore behind the limit holds at most `usize::MAX >> 3` permits.
+    if server.max_inflight_generations == 0 || server.max_inflight_generations > 1_000_000 {
+        return Err(ConfigError::new(
+            "server.max_inflight_generations",
+            "must be between 1 and 1000000",
+        ));
+    }
+
+    Ok(())
+}
+
+/// `[server.tls]` (or the `GATEWAY_TLS_*` variables), files loaded and checked.
+fn server_tls(
+    server: &ServerFile,
+    env: &dyn Env,
+) -> Result<Option<service_kit::tls::ServerTls>, ConfigError> {
+    service_kit::tls::ServerTlsFiles::with_env(server.tls.clone(), "GATEWAY", |name| env.var(name))
+        .and_then(|files| {
+            files
+                .as_ref()
+                .map(service_kit::tls::ServerTls::load)
+                .transpose()
+        })
+        .map_err(|e| ConfigError::new(format!("server.tls.{}", e.key), e.message))
+}
+
+/// `[timeouts]`, every one positive.
+fn timeouts(t: &TimeoutsFile) -> Result<Timeouts, ConfigError> {
+    for (k, v) in [
+        ("timeouts.connect_ms", t.connect_ms),
+        ("timeouts.first_byte_ms", t.first_byte_ms),
+        ("timeouts.idle_ms", t.idle_ms),
+        ("timeouts.total_ms", t.total_ms),
+    ] {
+        if v == 0 {
+            return Err(ConfigError::new(k, "must be positive"));
+        }
+    }
+    Ok(Timeouts {
+        connect: Duration::from_millis(t.connect_ms),
+        first_byte: Duration::from_millis(t.first_byte_ms),
+        idle: Duration::from_millis(t.idle_ms),
+        total: Duration::from_millis(t.total_ms),
+    })
+}
+
+/// `[retry]`: 1 to 10 attempts, the base delay not above the maximum.
+fn retry(r: &RetryFile) -> Result<RetryPolicy, ConfigError> {
+    if r.max_attempts == 0 || r.max_attempts > 10 {
+        return Err(ConfigError::new(
+            "retry.max_attempts",
+            "must be between 1 and 10",
+        ));
+    }
+    if r.base_delay_ms > r.max_delay_ms {
+        return Err(ConfigError::new(
+            "retry.base_delay_ms",
+            "must not exceed retry.max_delay_ms",
+        ));
+    }
+    Ok(RetryPolicy {
+        max_attempts: r.max_attempts,
+        base_delay: Duration::from_millis(r.base_delay_ms),
+        max_delay: Duration::from_millis(r.max_delay_ms),
+        max_retry_after: Duration::from_millis(r.max_retry_after_ms),
+    })
+}
+
+/// Whether spans carry message content: `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` over
+/// `telemetry.capture_message_content`.
+fn capture_message_content(t: &TelemetryFile, env: &dyn Env) -> Result<bool, ConfigError> {
+    Ok(
+        match env.var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT") {
+            None => t.capture_message_content,
+            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "true" | "1" => true,
+                "false" | "0" | "" => false,
+                _ => {
+                    return Err(ConfigError::new(
+                        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+                        "must be true or false",
+                    ));
+                }
+            },
+        },
+    )
+}
+
+/// The configured providers, then the built-in ones whose environment variables are set.
+fn providers(
+    files: &BTreeMap<String, ProviderFile>,
+    env: &dyn Env,
+) -> Result<BTreeMap<String, Provider>, ConfigError> {
+    let mut providers = BTreeMap::new();
+    for (id, p) in files {
+        providers.insert(id.clone(), provider_from_file(id, p, env)?);
+    }
+    for (id, protocol, base_url, key_env, url_env) in BUILTIN {
+        if providers.contains_key(*id) {
+            continue;
+        }
+        if env.var(key_env).is_none() && env.var(url_env).is_none() {
+            continue;
+        }
+        let p = ProviderFile {
+            protocol: *protocol,
+            base_url: Some((*base_url).into()),
+            base_url_env: Some((*url_env).into()),
+            api_key_env: Some((*key_env).into()),
+            allow_unlisted_models: false,
+            unlisted_context_window: default_unlisted_context(),
+            unlisted_max_output_tokens: default_unlisted_output(),
+            google: None,
+            aws: None,
+        };
+        providers.insert((*id).to_string(), provider_from_file(id, &p, env)?);
+    }
+
+    Ok(providers)
+}
+
+/// The bundled catalog with the file's `[models]` over it; every fallback names a served model.
+fn catalog(
+    models: BTreeMap<String, ModelEntry>,
+    providers: &BTreeMap<String, Provider>,
+) -> Result<Catalog, ConfigError> {
+    let bundled: CatalogFile = toml::from_str(crate::catalog::BUNDLED)
+        .map_err(|e| ConfigError::new("catalog (bundled)", e.to_string()))?;
+    let overrides = CatalogFile { models };
+    let protocols = providers
+        .iter()
+        .map(|(id, p)| (id.clone(), p.protocol))
+        .collect();
+    let catalog = Catalog::build(&[&bundled, &overrides], &protocols)
+        .map_err(|e| ConfigError::new("models", e.to_string()))?;
+    catalog
+        .check_fallbacks(|id| {
+            catalog.get(id).is_some()
+                || id
+                    .split_once('/')
+                    .and_then(|(p, _)| providers.get(p))
+                    .is_some_and(|p| p.allow_unlisted_models)
+        })
+        .map_err(|e| ConfigError::new(format!("models.\"{}\".{}", e.model, e.field), e.message))?;
+    Ok(catalog)
 }
 
 /// An optional listen address, the error naming `key`.
