@@ -237,26 +237,32 @@ fn added_table(c: usize, sums: &[PathSums], out: &mut String) {
                 }
             }
         }
-        for (ours, over) in [
-            (Route::Gateway, "gateway's"),
-            (Route::GatewayHttp, "gateway-http's"),
-        ] {
-            let Some((p50, p99, notes)) = peer_ratio(sums, ours) else {
-                continue;
-            };
-            let _ = writeln!(
-                out,
-                "\n- best peer's added TTFT ÷ {over} added TTFT at concurrency {}: p50 **{}**, p99 **{}** (target ≥ 30×){}",
-                c,
-                times(p50),
-                times(p99),
-                if notes.is_empty() {
-                    String::new()
-                } else {
-                    format!("; {}", notes.join(", "))
-                }
-            );
-        }
+        best_peer_lines(c, sums, out);
+    }
+}
+
+/// The best peer's added TTFT over ours, for each of our routes that ran, against the ≥ 30× target.
+fn best_peer_lines(c: usize, sums: &[PathSums], out: &mut String) {
+    use std::fmt::Write as _;
+    for (ours, over) in [
+        (Route::Gateway, "gateway's"),
+        (Route::GatewayHttp, "gateway-http's"),
+    ] {
+        let Some((p50, p99, notes)) = peer_ratio(sums, ours) else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "\n- best peer's added TTFT ÷ {over} added TTFT at concurrency {}: p50 **{}**, p99 **{}** (target ≥ 30×){}",
+            c,
+            times(p50),
+            times(p99),
+            if notes.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", notes.join(", "))
+            }
+        );
     }
 }
 
