@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Validates everything under deploy/ (`make deploy-lint`, part of `make test`):
 #
-#  1. every Kubernetes manifest under deploy/k8s against the API schemas of pinned Kubernetes versions, in strict
-#     mode (unknown fields are errors), with kubernetes-validate; and the kustomize output too when kubectl is
-#     installed;
+#  1. every kustomization under deploy/k8s rendered with `kubectl kustomize` (kubectl's built-in kustomize; the
+#     machine image ships kubectl), and the rendered overlays (overlays/dev, overlays/production) plus the Secret
+#     template validated against the API schemas of pinned Kubernetes versions, in strict mode (unknown fields are
+#     errors), with kubernetes-validate. The ServiceMonitors (k8s/monitoring, a CRD kubernetes-validate has no
+#     schema for) and the Grafana dashboard are checked by validate_monitoring.py;
 #  2. deploy/compose.yaml against the Compose specification's JSON schema (check-jsonschema's bundled copy);
 #  3. the cross-file rules in deploy/validate.py: every environment variable that compose.yaml, the Kubernetes
 #     manifests and the Dockerfiles give llm-gateway or session-processor is one the binary reads (the table below),
 #     required variables are set, listen ports agree with container ports, probes, Services and EXPOSE, grace
-#     periods cover shutdown_grace_ms, Secret/ConfigMap references resolve, kustomization.yaml lists every
-#     manifest, and the Dockerfiles build binaries that exist;
+#     periods cover shutdown_grace_ms, Secret/ConfigMap references resolve, TLS files are keys of mounted Secrets,
+#     every kustomization lists every manifest beside it, and the Dockerfiles build binaries that exist;
 #  4. every llm-gateway and session-processor configuration the deployments use, with exactly their environment,
 #     through the real binaries' `--check` (every key and value, as a start would validate them; skipped when cargo
 #     is missing, or with DEPLOY_LINT_NO_CARGO=1).
@@ -104,26 +106,28 @@ if ! "$venv/bin/python" -c "import kubernetes_validate, check_jsonschema, yaml" 
 fi
 py="$venv/bin/python"
 
-manifests=()
-while IFS= read -r f; do manifests+=("$f"); done < <(find deploy/k8s -name '*.yaml' ! -name kustomization.yaml | sort)
-[ ${#manifests[@]} -gt 0 ] || { echo "deploy-lint: no manifests under deploy/k8s"; exit 1; }
-
-for v in "${K8S_VERSIONS[@]}"; do
-  echo "deploy-lint: kubernetes-validate --strict -k $v (${#manifests[@]} files)"
-  "$venv/bin/kubernetes-validate" --strict --quiet -k "$v" "${manifests[@]}"
-done
-
-if command -v kubectl >/dev/null 2>&1; then
-  rendered=$(mktemp --suffix=.yaml)
-  trap 'rm -f "$rendered"' EXIT
-  kubectl kustomize deploy/k8s >"$rendered"
+command -v kubectl >/dev/null 2>&1 || {
+  echo "deploy-lint: kubectl is needed to render the kustomize overlays (kubectl kustomize); install kubectl" >&2
+  exit 1
+}
+rendered_dir=$(mktemp -d)
+trap 'rm -rf "$rendered_dir"' EXIT
+rendered_args=()
+for k in base overlays/dev overlays/production monitoring; do
+  out="$rendered_dir/${k//\//-}.yaml"
+  echo "deploy-lint: kubectl kustomize deploy/k8s/$k"
+  kubectl kustomize "deploy/k8s/$k" >"$out"
+  [ "$k" = base ] || rendered_args+=(--rendered "$k=$out")
+  [ "$k" = monitoring ] && continue
   for v in "${K8S_VERSIONS[@]}"; do
-    echo "deploy-lint: kubernetes-validate --strict -k $v (kubectl kustomize deploy/k8s)"
-    "$venv/bin/kubernetes-validate" --strict --quiet -k "$v" "$rendered"
+    echo "deploy-lint: kubernetes-validate --strict -k $v (deploy/k8s/$k rendered)"
+    "$venv/bin/kubernetes-validate" --strict --quiet -k "$v" "$out"
   done
-else
-  echo "deploy-lint: kubectl not installed; kustomization.yaml is checked by validate.py only"
-fi
+done
+for v in "${K8S_VERSIONS[@]}"; do
+  echo "deploy-lint: kubernetes-validate --strict -k $v (deploy/k8s/base/secrets.example.yaml)"
+  "$venv/bin/kubernetes-validate" --strict --quiet -k "$v" deploy/k8s/base/secrets.example.yaml
+done
 
 echo "deploy-lint: compose.yaml against the Compose specification"
 "$venv/bin/check-jsonschema" --builtin-schema vendor.compose-spec deploy/compose.yaml
@@ -138,4 +142,4 @@ else
   echo "deploy-lint: skipping --check of the configurations (no cargo, or DEPLOY_LINT_NO_CARGO set)"
 fi
 
-"$py" deploy/validate.py --env-table <(read_by_binaries) "${check_bins[@]}"
+"$py" deploy/validate.py --env-table <(read_by_binaries) "${rendered_args[@]}" "${check_bins[@]}"
