@@ -26,6 +26,7 @@ except ModuleNotFoundError:  # Python < 3.11; validate.sh installs tomli there
     import tomli as tomllib
 
 import validate_monitoring
+from validate_docker import check_cargo_chef, dockerfile_final_stage, workspace_packages
 from validate_common import (
     DEFAULTS, DEPLOY, DOCKER, DUMMY_SECRET, GATEWAY, IMAGE_PORTS, K8S, MONITORING, OVERLAYS, PROCESSOR, ROOT,
     SECRETS_TEMPLATE, Instance, SecretRef, errors, fail, rel, warn, warnings,
@@ -275,40 +276,6 @@ def k8s_instances(label: str, objs: list[dict]) -> list[Instance]:
                     fail(where, f"{config_path} is not on a mounted ConfigMap")
             instances.append(inst)
     return instances
-
-
-def dockerfile_final_stage(path: Path) -> dict | None:
-    if not path.is_file():
-        return None
-    text = re.sub(r"\\\n", " ", path.read_text())
-    stages, current = [], None
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        word, _, rest = line.partition(" ")
-        word = word.upper()
-        if word == "FROM":
-            current = {"from": rest, "env": {}, "expose": set(), "copies": [], "runs": []}
-            stages.append(current)
-        elif current is None:
-            continue
-        elif word == "ENV":
-            for m in re.finditer(r"([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|\S+)", rest):
-                current["env"][m.group(1)] = m.group(2).strip('"')
-        elif word == "EXPOSE":
-            current["expose"] |= {int(p.split("/")[0]) for p in rest.split()}
-        elif word == "COPY" and "--from=" not in rest:
-            args = [a for a in rest.split() if not a.startswith("--")]
-            if len(args) == 2:
-                current["copies"].append((args[0], args[1]))
-        elif word == "RUN":
-            current["runs"].append(rest)
-    if not stages:
-        return None
-    final = stages[-1]
-    final["all_runs"] = [r for s in stages for r in s["runs"]]
-    return final
 
 
 def dockerfile_instances() -> list[Instance]:
@@ -651,30 +618,11 @@ def check_dockerfiles(table) -> list[Instance]:
                 for b in re.findall(r"--bin\s+(\S+)", cmd):
                     if b not in packages[pkg.group(1)]:
                         fail(rel(path), f"package {pkg.group(1)} has no binary {b}")
+        check_cargo_chef(path, final["all_runs"])
     instances = dockerfile_instances()
     for inst in instances:
         check_instance(inst, table)
     return instances
-
-
-def workspace_packages() -> dict[str, set[str]]:
-    """Workspace package name -> its binary target names, from the manifests."""
-    ws = tomllib.loads((ROOT / "Cargo.toml").read_text())
-    out = {}
-    for member in ws.get("workspace", {}).get("members", []):
-        manifest = ROOT / member / "Cargo.toml"
-        if not manifest.is_file():
-            continue
-        pkg = tomllib.loads(manifest.read_text())
-        name = pkg["package"]["name"]
-        explicit = pkg.get("bin", [])
-        bins = {b["name"] for b in explicit}
-        if pkg["package"].get("autobins", True):
-            if (ROOT / member / "src/main.rs").is_file() and not any(b.get("path") == "src/main.rs" for b in explicit):
-                bins.add(name)
-            bins |= {p.stem for p in (ROOT / member / "src/bin").glob("*.rs")}
-        out[name] = bins
-    return out
 
 
 # Dummy values of Secret keys that must look like what they hold (the rest get DUMMY_SECRET).
