@@ -3,9 +3,12 @@
 //!   at start-up, and tonic's server and client configurations built from them.
 //! - [`grpc`]: the gRPC conventions every server follows: gzip and zstd, reflection v1 and v1alpha listing only
 //!   the served services, health `Watch` per the protocol, HTTP/2 keepalive.
+//! - [`deadline`]: the caller's `grpc-timeout` honoured over the whole call, streams included, with
+//!   `DEADLINE_EXCEEDED`.
 //! - `test_certs` (feature `test-certs`): a small certificate authority with server and client certificates, for
 //!   tests.
 
+pub mod deadline;
 pub mod grpc;
 pub mod tls;
 
