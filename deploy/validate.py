@@ -28,7 +28,8 @@ except ModuleNotFoundError:  # Python < 3.11; validate.sh installs tomli there
 import validate_monitoring
 from validate_docker import check_cargo_chef, dockerfile_final_stage, workspace_packages
 from validate_common import (
-    DEFAULTS, DEPLOY, DOCKER, DUMMY_SECRET, GATEWAY, IMAGE_PORTS, K8S, MONITORING, OVERLAYS, PROCESSOR, ROOT,
+    DEFAULTS, DEPLOY, DOCKER, DUMMY_SECRET, GATEWAY, HELM_RENDERS, IMAGE_PORTS, K8S, MONITORING, OVERLAYS,
+    PROCESSOR, ROOT,
     SECRETS_TEMPLATE, Instance, SecretRef, errors, fail, rel, warn, warnings,
 )
 
@@ -545,7 +546,7 @@ def check_k8s(table, label: str, objs: list[dict]) -> tuple[list[Instance], dict
                 if secret is None:
                     fail(where, f"Secret {ref['name']} is not in secrets.example.yaml")
                 elif ref["key"] not in (secret.get("stringData") or {}) | (secret.get("data") or {}):
-                    mentioned = re.search(rf"^\s*#\s*{re.escape(ref['key'])}:.*required in {re.escape(label)}",
+                    mentioned = re.search(rf"^\s*#\s*{re.escape(ref['key'])}:.*required in[^\n]*{re.escape(label)}",
                                           template_text, re.M | re.I)
                     if not ref.get("optional") and not mentioned:
                         fail(where, f"required key {ref['key']} is missing from Secret {ref['name']} in the template "
@@ -717,16 +718,21 @@ def main() -> int:
     instances = []
     instances += check_compose(table)
     check_kustomizations()
-    services = {}
-    for overlay in OVERLAYS:
-        if overlay not in rendered:
-            fail("validate.sh", f"k8s/{overlay} was not rendered")
+    services, jobs = {}, set()
+    for label in OVERLAYS + HELM_RENDERS:
+        if label not in rendered:
+            fail("validate.sh", f"{label} was not rendered")
             continue
-        found, services[overlay] = check_k8s(table, overlay, load_rendered(rendered[overlay]))
+        docs = load_rendered(rendered[label])
+        monitors = [d for d in docs if str(d.get("apiVersion", "")).startswith("monitoring.coreos.com/")]
+        found, services[label] = check_k8s(table, label, [d for d in docs if d not in monitors])
         instances += found
+        if monitors:
+            jobs |= validate_monitoring.check_servicemonitors(monitors, {label: services[label]})
     if MONITORING not in rendered:
         fail("validate.sh", f"k8s/{MONITORING} was not rendered")
-    jobs = validate_monitoring.check_servicemonitors(load_rendered(rendered.get(MONITORING, "/dev/null")), services)
+    kustomized = {k: v for k, v in services.items() if k in OVERLAYS}
+    jobs |= validate_monitoring.check_servicemonitors(load_rendered(rendered.get(MONITORING, "/dev/null")), kustomized)
     validate_monitoring.check_dashboard(jobs)
     instances += check_dockerfiles(table)
     for service in DEFAULTS:

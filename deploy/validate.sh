@@ -23,7 +23,10 @@ cd "$(dirname "$0")/.."
 # Kubernetes versions the manifests must be valid for: the oldest supported (the preStop `sleep` action is on by
 # default from 1.30) and the newest the pinned kubernetes-validate knows.
 K8S_VERSIONS=(1.30.0 1.37.0)
-PY_TOOLS=(kubernetes-validate==1.37.0 check-jsonschema==0.39.0 PyYAML==6.0.3 'tomli==2.2.1; python_version < "3.11"')
+# helm-python-sdk: Helm's Go SDK (v4) behind a C ABI, the only way to run Helm's template engine from these
+# registries (no helm binary is packaged on PyPI, npm, Debian or crates.io); deploy/helm/render.py uses it.
+PY_TOOLS=(kubernetes-validate==1.37.0 check-jsonschema==0.39.0 PyYAML==6.0.3 helm-python-sdk==0.2.2
+          'tomli==2.2.1; python_version < "3.11"')
 
 # ---------------------------------------------------------------------------------------------------------------
 # The environment variables each binary reads, derived by hand from the code, one per line:
@@ -97,7 +100,7 @@ EOF
 # ---------------------------------------------------------------------------------------------------------------
 
 venv=.tools/deploy-venv
-if ! "$venv/bin/python" -c "import kubernetes_validate, check_jsonschema, yaml" 2>/dev/null \
+if ! "$venv/bin/python" -c "import kubernetes_validate, check_jsonschema, yaml, helm_python" 2>/dev/null \
    || ! "$venv/bin/python" -m pip freeze 2>/dev/null | grep -qx "${PY_TOOLS[0]}"; then
   echo "deploy-lint: installing ${PY_TOOLS[*]} into $venv"
   rm -rf "$venv"
@@ -122,6 +125,17 @@ for k in base overlays/dev overlays/production monitoring; do
   for v in "${K8S_VERSIONS[@]}"; do
     echo "deploy-lint: kubernetes-validate --strict -k $v (deploy/k8s/$k rendered)"
     "$venv/bin/kubernetes-validate" --strict --quiet -k "$v" "$out"
+  done
+done
+# The Helm chart, rendered and linted (strict) by Helm's engine, with its defaults and with production-like values.
+for values in - deploy/helm/tests/production.yaml; do
+  label=helm/default; [ "$values" = - ] || label=helm/production
+  out="$rendered_dir/${label//\//-}.yaml"
+  "$py" deploy/helm/render.py "$values" "$out" "$out.core"
+  rendered_args+=(--rendered "$label=$out")
+  for v in "${K8S_VERSIONS[@]}"; do
+    echo "deploy-lint: kubernetes-validate --strict -k $v ($label rendered)"
+    "$venv/bin/kubernetes-validate" --strict --quiet -k "$v" "$out.core"
   done
 done
 for v in "${K8S_VERSIONS[@]}"; do

@@ -16,6 +16,8 @@ SECRETS_TEMPLATE = K8S / "base" / "secrets.example.yaml"
 # the one that holds the ServiceMonitors.
 OVERLAYS = ("overlays/dev", "overlays/production")
 MONITORING = "monitoring"
+# The Helm chart (deploy/helm/llm-platform) rendered with its default values and with deploy/helm/tests/production.yaml.
+HELM_RENDERS = ("helm/default", "helm/production")
 # The configuration keys that name TLS files, by service.
 TLS_KEYS = {
     GATEWAY: [("server", "tls", ("cert_file", "key_file", "client_ca_file"))],

@@ -73,7 +73,9 @@ def check_servicemonitors(docs: list[dict], services: dict[str, dict[str, dict]]
                            and any(p.get("name") == ep.get("port") for p in s["spec"].get("ports") or [])]
                 if not scraped:
                     fail(where, f"in {overlay} no Service with labels {match} has a port named {ep.get('port')}")
-                jobs |= set(scraped)
+                # The Prometheus operator's job label: the Service's label named by jobLabel, else its name.
+                label = spec.get("jobLabel")
+                jobs |= {(svcs[n]["metadata"].get("labels") or {}).get(label, n) if label else n for n in scraped}
     return jobs
 
 

@@ -11,7 +11,7 @@ ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 
 # cargo-chef, pinned: `prepare` reduces the workspace to a recipe (manifests, the lockfile, target skeletons; the
 # workspace crates' own versions masked, so a version bump does not invalidate it), `cook` builds the dependencies
-# from it. That layer is reused until a dependency changes. docs/operations.md ("Images") says why it replaced the
+# from it. That layer is reused until a dependency changes. deploy/README.md ("Images") says why it replaced the
 # hand-written recipe script.
 ARG CARGO_CHEF_VERSION=0.1.78
 
