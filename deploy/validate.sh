@@ -109,10 +109,13 @@ if ! "$venv/bin/python" -c "import kubernetes_validate, check_jsonschema, yaml, 
 fi
 py="$venv/bin/python"
 
-command -v kubectl >/dev/null 2>&1 || {
-  echo "deploy-lint: kubectl is needed to render the kustomize overlays (kubectl kustomize); install kubectl" >&2
+# kubectl's built-in kustomize renders the overlays; `patches:` needs kustomize v4 or later (kubectl 1.21+; Debian's
+# kubernetes-client 1.20 is too old). The machine image ships kubectl with kustomize v5.
+kustomize_version=$(kubectl version --client 2>/dev/null | sed -n 's/^Kustomize Version: v\([0-9]*\).*/\1/p')
+if [ -z "$kustomize_version" ] || [ "$kustomize_version" -lt 4 ]; then
+  echo "deploy-lint: kubectl with kustomize v4 or later is needed to render deploy/k8s (kubectl kustomize)" >&2
   exit 1
-}
+fi
 rendered_dir=$(mktemp -d)
 trap 'rm -rf "$rendered_dir"' EXIT
 rendered_args=()
