@@ -142,16 +142,16 @@ async fn the_gateway_ends_calls_past_their_grpc_timeout_with_deadline_exceeded()
     let a = call(gw, GENERATE, TOKEN, &req, Some("20S")).await;
     assert_eq!((a.status.as_str(), a.messages), ("0", 1), "{a:?}");
 
-    // A stream of 40 chunks 100 ms apart with a 600 ms deadline: some events, then DEADLINE_EXCEEDED trailers.
+    // A stream of 40 chunks 100 ms apart (4 s) with a 1.5 s deadline: some events, then DEADLINE_EXCEEDED trailers.
     p.gateway.openai.push(paced(40, Duration::from_millis(100)));
     let req = gpb::StreamRequest {
         generation: Some(generation("openai/gpt-4o", "Hi")),
     };
-    let a = call(gw, STREAM, TOKEN, &req, Some("600m")).await;
+    let a = call(gw, STREAM, TOKEN, &req, Some("1500m")).await;
     assert_eq!(a.status, "4", "{a:?}");
     assert!(a.messages >= 1, "events before the deadline: {a:?}");
-    assert!(a.elapsed >= Duration::from_millis(600), "{a:?}");
-    assert!(a.elapsed < Duration::from_secs(3), "{a:?}");
+    assert!(a.elapsed >= Duration::from_millis(1500), "{a:?}");
+    assert!(a.elapsed < Duration::from_millis(3500), "{a:?}");
 
     // The generation stopped with the call: nothing stays in flight (the provider would stream for 4 s).
     let mut inflight = gauge(
@@ -188,7 +188,7 @@ async fn the_processor_ends_streams_past_their_grpc_timeout_with_deadline_exceed
     assert!(a.elapsed >= Duration::from_millis(300), "{a:?}");
     assert!(a.elapsed < Duration::from_secs(5), "{a:?}");
 
-    // A prompt answered over 2 s, read with a 500 ms deadline: its first events, then DEADLINE_EXCEEDED. The
+    // A prompt answered over 2 s, read with a 1 s deadline: its first events, then DEADLINE_EXCEEDED. The
     // prompt itself is the session's and goes on (the call was only its view), so it is answered all the same.
     p.gateway.openai.push(slow_answer());
     let path = "/llm.sessions.v1.SessionService/Prompt";
@@ -197,11 +197,11 @@ async fn the_processor_ends_streams_past_their_grpc_timeout_with_deadline_exceed
         path,
         PROCESSOR_TOKEN,
         &prompt(&id, "Take your time"),
-        Some("500m"),
+        Some("1S"),
     )
     .await;
     assert_eq!(a.status, "4", "{a:?}");
     assert!(a.messages >= 1, "events before the deadline: {a:?}");
-    assert!(a.elapsed < Duration::from_secs(2), "{a:?}");
+    assert!(a.elapsed >= Duration::from_secs(1), "{a:?}");
     assert_settled(&mut c, &id).await;
 }
