@@ -65,7 +65,7 @@ llm-gateway        GEMINI_BASE_URL              read     services/llm-gateway/sr
 llm-gateway        GATEWAY_TLS_CERT_FILE        read     services/llm-gateway/src/config.rs                  "GATEWAY",
 llm-gateway        GATEWAY_TLS_KEY_FILE         read     services/llm-gateway/src/config.rs                  "GATEWAY",
 llm-gateway        GATEWAY_TLS_CLIENT_CA_FILE   read     services/llm-gateway/src/config.rs                  "GATEWAY",
-llm-gateway        @llm-telemetry               read     services/llm-gateway/src/telemetry.rs               llm_telemetry
+llm-gateway        @llm-telemetry               read     services/llm-gateway/src/main.rs                    llm_telemetry::init(
 session-processor  PROCESSOR_CONFIG             read     services/session-processor/src/main.rs              env = "PROCESSOR_CONFIG"
 session-processor  PROCESSOR_LISTEN             read     services/session-processor/src/config.rs            .var("PROCESSOR_LISTEN")
 session-processor  PROCESSOR_METRICS_LISTEN     read     services/session-processor/src/config.rs            .var("PROCESSOR_METRICS_LISTEN")
