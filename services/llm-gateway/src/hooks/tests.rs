@@ -1,5 +1,7 @@
 use super::*;
 use crate::protocol::Protocol;
+use crate::settings::ConfigError;
+use serde::Deserialize;
 
 fn hooks(text: &str) -> Result<(Vec<DeclarativeHook>, Vec<HookService>), ConfigError> {
     #[derive(Deserialize)]

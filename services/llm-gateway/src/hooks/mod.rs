@@ -12,366 +12,27 @@
 //! Hooks act on the unified request, so they work the same for every protocol; they run once per model tried (a
 //! fallback model gets its own pass with its own matches).
 
-use std::collections::BTreeMap;
+mod rules;
+
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use llm_proto::gateway as pb;
 use llm_proto::gateway::hooks_service_client::HooksServiceClient;
-use serde::Deserialize;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::catalog::ModelInfo;
-use crate::headers;
 use crate::metrics::Metrics;
-use crate::settings::ConfigError;
+
+pub use rules::{
+    DeclarativeHook, HookFile, HookPolicy, HookService, HookServiceFile, ParamsFile,
+    SamplingValues, Transform, compile, glob_match,
+};
+use rules::{check_header, check_values};
 
 /// How early a service may answer `DEADLINE_EXCEEDED` / `CANCELLED` for its answer to still count as our timeout
 /// (the deadline it received was computed a little after our timer started).
 const DEADLINE_SLACK: Duration = Duration::from_millis(20);
-
-/// `[[hooks]]`: a declarative hook, as written.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct HookFile {
-    /// Name used in logs; defaults to `hooks[<index>]`.
-    #[serde(default)]
-    pub name: Option<String>,
-    /// Model ids (`provider/model`) the hook applies to; `*` matches any run of characters. Default `*`.
-    #[serde(rename = "match", default = "match_all")]
-    pub pattern: String,
-    /// Sampling defaults and overrides.
-    #[serde(default)]
-    pub params: Option<ParamsFile>,
-    /// Headers added to the provider request.
-    #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    /// A system section inserted before the caller's.
-    #[serde(default)]
-    pub system_prefix: Option<String>,
-}
-
-/// `[hooks.params]`.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct ParamsFile {
-    /// Values that replace whatever the caller (or an earlier hook) sent.
-    #[serde(default)]
-    pub set: SamplingValues,
-    /// Values used only where the caller (or an earlier hook) left the parameter unset.
-    #[serde(default)]
-    pub default: SamplingValues,
-}
-
-/// The sampling parameters a declarative hook can touch.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct SamplingValues {
-    /// 0 to 2.
-    pub temperature: Option<f64>,
-    /// 0 to 1.
-    pub top_p: Option<f64>,
-    /// Positive.
-    pub top_k: Option<u32>,
-    /// Positive.
-    pub max_output_tokens: Option<u32>,
-}
-
-impl SamplingValues {
-    fn is_empty(&self) -> bool {
-        *self == SamplingValues::default()
-    }
-}
-
-/// `[[hook_services]]`: an external `HooksService`, as written.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct HookServiceFile {
-    /// Unique name, `[A-Za-z0-9_-]`; used in logs, metrics and errors.
-    pub name: String,
-    /// `http://host:port` of the service (plaintext gRPC, so keep it on a trusted network or a sidecar).
-    pub url: String,
-    /// Model ids the service applies to, as for declarative hooks. Default `*`.
-    #[serde(rename = "match", default = "match_all")]
-    pub pattern: String,
-    /// Timeout of each call, 1 to 60000 ms. Default 1000.
-    #[serde(default = "default_hook_timeout_ms")]
-    pub timeout_ms: u64,
-    /// What a failed or slow call does to the generation.
-    pub policy: HookPolicy,
-    /// The RPCs the service implements; only these are called.
-    pub transforms: Vec<Transform>,
-}
-
-fn match_all() -> String {
-    "*".to_string()
-}
-
-fn default_hook_timeout_ms() -> u64 {
-    1000
-}
-
-/// What a hook service failure does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HookPolicy {
-    /// Log, count, and continue as if the hook had changed nothing.
-    FailOpen,
-    /// Fail the generation before it starts.
-    FailClosed,
-}
-
-impl HookPolicy {
-    /// The config spelling, also the metrics label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookPolicy::FailOpen => "fail_open",
-            HookPolicy::FailClosed => "fail_closed",
-        }
-    }
-}
-
-/// One transform of the hooks API.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Transform {
-    /// `TransformSystem`.
-    System,
-    /// `TransformParams`.
-    Params,
-    /// `TransformHeaders`.
-    Headers,
-}
-
-impl Transform {
-    /// The config spelling, also the metrics label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Transform::System => "system",
-            Transform::Params => "params",
-            Transform::Headers => "headers",
-        }
-    }
-}
-
-impl std::fmt::Display for Transform {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A validated declarative hook.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DeclarativeHook {
-    /// Name for logs.
-    pub name: String,
-    /// Model-id glob.
-    pub pattern: String,
-    /// Sampling defaults and overrides.
-    pub params: ParamsFile,
-    /// Lower-case header names and their values.
-    pub headers: Vec<(String, String)>,
-    /// System section inserted first.
-    pub system_prefix: Option<String>,
-}
-
-/// A validated hook service.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HookService {
-    /// Unique name.
-    pub name: Arc<str>,
-    /// `http://host:port`.
-    pub url: String,
-    /// Model-id glob.
-    pub pattern: String,
-    /// Per-call timeout.
-    pub timeout: Duration,
-    /// Failure policy.
-    pub policy: HookPolicy,
-    /// Implemented transforms.
-    pub transforms: Vec<Transform>,
-}
-
-/// Validates `[[hooks]]` and `[[hook_services]]`; errors name the key (`hooks[1].headers.authorization`).
-pub fn compile(
-    hooks: &[HookFile],
-    services: &[HookServiceFile],
-) -> Result<(Vec<DeclarativeHook>, Vec<HookService>), ConfigError> {
-    let err = |key: String, message: &str| ConfigError {
-        key,
-        message: message.to_string(),
-    };
-    let mut declarative = Vec::with_capacity(hooks.len());
-    for (i, h) in hooks.iter().enumerate() {
-        let key = |k: &str| format!("hooks[{i}].{k}");
-        check_pattern(&h.pattern).map_err(|m| err(key("match"), &m))?;
-        let params = h.params.unwrap_or_default();
-        check_values(&params.set).map_err(|(f, m)| err(key(&format!("params.set.{f}")), m))?;
-        check_values(&params.default)
-            .map_err(|(f, m)| err(key(&format!("params.default.{f}")), m))?;
-        let mut headers = Vec::with_capacity(h.headers.len());
-        for (name, value) in &h.headers {
-            check_header(name, value).map_err(|m| err(key(&format!("headers.{name}")), &m))?;
-            headers.push((name.to_ascii_lowercase(), value.clone()));
-        }
-        if h.system_prefix.as_deref().is_some_and(str::is_empty) {
-            return Err(err(key("system_prefix"), "must not be empty"));
-        }
-        if params.set.is_empty()
-            && params.default.is_empty()
-            && headers.is_empty()
-            && h.system_prefix.is_none()
-        {
-            return Err(err(
-                format!("hooks[{i}]"),
-                "does nothing: set params, headers or system_prefix",
-            ));
-        }
-        declarative.push(DeclarativeHook {
-            name: h.name.clone().unwrap_or_else(|| format!("hooks[{i}]")),
-            pattern: h.pattern.clone(),
-            params,
-            headers,
-            system_prefix: h.system_prefix.clone(),
-        });
-    }
-
-    let mut compiled = Vec::with_capacity(services.len());
-    for (i, s) in services.iter().enumerate() {
-        let key = |k: &str| format!("hook_services[{i}].{k}");
-        if s.name.is_empty()
-            || !s
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return Err(err(key("name"), "required, [A-Za-z0-9_-]"));
-        }
-        if services[..i].iter().any(|o| o.name == s.name) {
-            return Err(err(key("name"), "another hook service has this name"));
-        }
-        check_hook_url(&s.url).map_err(|m| err(key("url"), &m))?;
-        check_pattern(&s.pattern).map_err(|m| err(key("match"), &m))?;
-        if !(1..=60_000).contains(&s.timeout_ms) {
-            return Err(err(key("timeout_ms"), "must be between 1 and 60000"));
-        }
-        if s.transforms.is_empty() {
-            return Err(err(
-                key("transforms"),
-                "list at least one of \"system\", \"params\", \"headers\"",
-            ));
-        }
-        for (j, t) in s.transforms.iter().enumerate() {
-            if s.transforms[..j].contains(t) {
-                return Err(err(format!("{}[{j}]", key("transforms")), "listed twice"));
-            }
-        }
-        compiled.push(HookService {
-            name: Arc::from(s.name.as_str()),
-            url: s.url.trim_end_matches('/').to_string(),
-            pattern: s.pattern.clone(),
-            timeout: Duration::from_millis(s.timeout_ms),
-            policy: s.policy,
-            transforms: s.transforms.clone(),
-        });
-    }
-    Ok((declarative, compiled))
-}
-
-fn check_pattern(p: &str) -> Result<(), String> {
-    if p.is_empty() {
-        return Err("must not be empty (use \"*\" for every model)".into());
-    }
-    if p.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("`{p}` contains whitespace"));
-    }
-    Ok(())
-}
-
-fn check_values(v: &SamplingValues) -> Result<(), (&'static str, &'static str)> {
-    if v.temperature.is_some_and(|t| !(0.0..=2.0).contains(&t)) {
-        return Err(("temperature", "must be between 0 and 2"));
-    }
-    if v.top_p.is_some_and(|p| !(0.0..=1.0).contains(&p)) {
-        return Err(("top_p", "must be between 0 and 1"));
-    }
-    if v.top_k == Some(0) {
-        return Err(("top_k", "must be positive"));
-    }
-    if v.max_output_tokens == Some(0) {
-        return Err(("max_output_tokens", "must be positive"));
-    }
-    Ok(())
-}
-
-/// A header a hook may add: a valid name and value, and not one the gateway owns (auth, host, framing).
-fn check_header(name: &str, value: &str) -> Result<(), String> {
-    if headers::reserved_header(name) {
-        return Err(format!(
-            "`{name}` is set by the gateway (authentication, host or framing) and cannot be set by a hook"
-        ));
-    }
-    if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
-        return Err(format!("`{name}` is not a valid header name"));
-    }
-    if http::HeaderValue::from_str(value).is_err() {
-        // The value is not echoed: hook headers may carry tokens.
-        return Err(format!("the value of `{name}` is not a valid header value"));
-    }
-    Ok(())
-}
-
-/// Hook services are plaintext gRPC to an address the operator configured: `http://host[:port]`, nothing else.
-fn check_hook_url(url: &str) -> Result<(), String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a URL: {e}"))?;
-    if parsed.scheme() != "http" {
-        return Err(format!(
-            "`{url}` must be http:// (hook services are called over plaintext gRPC; run a sidecar for TLS)"
-        ));
-    }
-    if parsed.host_str().is_none() {
-        return Err(format!("`{url}` has no host"));
-    }
-    if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err("must not carry credentials".into());
-    }
-    if parsed.query().is_some() || parsed.fragment().is_some() || parsed.path() != "/" {
-        return Err(format!(
-            "`{url}` must be scheme, host and port only (no path, query or fragment)"
-        ));
-    }
-    Endpoint::from_shared(url.to_string()).map_err(|e| format!("`{url}`: {e}"))?;
-    Ok(())
-}
-
-/// `*` matches any run of characters (including `/`); everything else matches itself.
-pub fn glob_match(pattern: &str, text: &str) -> bool {
-    let (p, t) = (pattern.as_bytes(), text.as_bytes());
-    let (mut pi, mut ti) = (0, 0);
-    // Where the last `*` was and the text position it currently stands for, to backtrack into.
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        match p.get(pi) {
-            Some(b'*') => {
-                star = Some((pi, ti));
-                pi += 1;
-            }
-            Some(c) if *c == t[ti] => {
-                pi += 1;
-                ti += 1;
-            }
-            _ => match star {
-                Some((sp, st)) => {
-                    pi = sp + 1;
-                    ti = st + 1;
-                    star = Some((sp, st + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    p[pi..].iter().all(|c| *c == b'*')
-}
 
 /// Why a hook service call failed. Under `fail_closed` it fails the generation with the status
 /// [`crate::status::start_error_status`] gives it.
@@ -481,60 +142,96 @@ impl HookRunner {
         g: &mut pb::Generation,
         metrics: &Metrics,
     ) -> Result<HookHeaders, HookError> {
-        let id = model.id.as_str();
-        let declarative = || {
-            self.declarative
-                .iter()
-                .filter(move |h| glob_match(&h.pattern, id))
+        let mut pass = Pass {
+            runner: self,
+            model,
+            metrics,
+            failed: vec![false; self.services.len()],
+            context: g.context.clone(),
         };
         let mut headers = HookHeaders::new();
-        if declarative().next().is_none() && self.services.is_empty() {
+        if pass.declarative().next().is_none() && self.services.is_empty() {
             return Ok(headers);
         }
-        // A fail_open service that failed once is skipped for the rest of this pass: it is likely down or slow, and
-        // calling it for the next transform would only add another timeout to the caller's wait.
-        let mut failed = vec![false; self.services.len()];
-        let services = |t: Transform, failed: &[bool]| -> Vec<usize> {
-            (0..self.services.len())
-                .filter(|i| {
-                    let s = &self.services[*i].config;
-                    !failed[*i] && s.transforms.contains(&t) && glob_match(&s.pattern, id)
-                })
-                .collect()
-        };
-        let context = g.context.clone();
-        let target = || pb::HookTarget {
-            model: model.id.clone(),
-            provider: model.provider.clone(),
-            protocol: model.protocol.as_str().to_string(),
-            context: context.clone(),
-        };
+        pass.system(g).await?;
+        pass.params(g).await?;
+        pass.headers(g, &mut headers).await?;
+        Ok(headers)
+    }
+}
 
-        // System: prefixes in config order, as one block before the caller's sections.
-        let prefixes: Vec<String> = declarative()
+/// One pass of the hooks over one generation.
+struct Pass<'a> {
+    runner: &'a HookRunner,
+    model: &'a ModelInfo,
+    metrics: &'a Metrics,
+    /// A fail_open service that failed once is skipped for the rest of this pass: it is likely down or slow, and
+    /// calling it for the next transform would only add another timeout to the caller's wait.
+    failed: Vec<bool>,
+    context: Option<pb::RequestContext>,
+}
+
+impl Pass<'_> {
+    fn declarative(&self) -> impl Iterator<Item = &DeclarativeHook> {
+        let id = self.model.id.as_str();
+        self.runner
+            .declarative
+            .iter()
+            .filter(move |h| glob_match(&h.pattern, id))
+    }
+
+    /// The services, in config order, that implement `t` for this model and have not failed in this pass.
+    fn services(&self, t: Transform) -> Vec<usize> {
+        let id = self.model.id.as_str();
+        (0..self.runner.services.len())
+            .filter(|i| {
+                let s = &self.runner.services[*i].config;
+                !self.failed[*i] && s.transforms.contains(&t) && glob_match(&s.pattern, id)
+            })
+            .collect()
+    }
+
+    fn target(&self) -> pb::HookTarget {
+        pb::HookTarget {
+            model: self.model.id.clone(),
+            provider: self.model.provider.clone(),
+            protocol: self.model.protocol.as_str().to_string(),
+            context: self.context.clone(),
+        }
+    }
+
+    /// Records service `i`'s failure: skipped from now on, and an error if it is `fail_closed`.
+    fn record_failure(&mut self, i: usize, e: HookError) -> Result<(), HookError> {
+        self.failed[i] = true;
+        self.runner.services[i].failed(e, self.metrics)
+    }
+
+    /// System: prefixes in config order, as one block before the caller's sections; then the services.
+    async fn system(&mut self, g: &mut pb::Generation) -> Result<(), HookError> {
+        let prefixes: Vec<String> = self
+            .declarative()
             .filter_map(|h| h.system_prefix.clone())
             .collect();
         if !prefixes.is_empty() {
             g.system.splice(0..0, prefixes);
         }
-        for i in services(Transform::System, &failed) {
-            let svc = &self.services[i];
+        for i in self.services(Transform::System) {
             let request = pb::TransformSystemRequest {
-                target: Some(target()),
+                target: Some(self.target()),
                 system: g.system.clone(),
             };
-            match svc.transform_system(request).await {
+            match self.runner.services[i].transform_system(request).await {
                 Ok(system) if system.is_empty() => {}
                 Ok(system) => g.system = system,
-                Err(e) => {
-                    failed[i] = true;
-                    svc.failed(e, metrics)?;
-                }
+                Err(e) => self.record_failure(i, e)?,
             }
         }
+        Ok(())
+    }
 
-        // Params: each hook fills its defaults, then applies its overrides.
-        for h in declarative() {
+    /// Params: each hook fills its defaults, then applies its overrides; then the services.
+    async fn params(&mut self, g: &mut pb::Generation) -> Result<(), HookError> {
+        for h in self.declarative() {
             if h.params.default.is_empty() && h.params.set.is_empty() {
                 continue;
             }
@@ -542,14 +239,13 @@ impl HookRunner {
             fill(s, &h.params.default);
             set(s, &h.params.set);
         }
-        for i in services(Transform::Params, &failed) {
-            let svc = &self.services[i];
+        for i in self.services(Transform::Params) {
             let request = pb::TransformParamsRequest {
-                target: Some(target()),
+                target: Some(self.target()),
                 sampling: g.sampling.clone(),
                 provider_options_json: g.provider_options_json.clone(),
             };
-            match svc.transform_params(request).await {
+            match self.runner.services[i].transform_params(request).await {
                 Ok(reply) => {
                     if let Some(s) = reply.sampling {
                         g.sampling = Some(s);
@@ -558,21 +254,24 @@ impl HookRunner {
                         g.provider_options_json = o;
                     }
                 }
-                Err(e) => {
-                    failed[i] = true;
-                    svc.failed(e, metrics)?;
-                }
+                Err(e) => self.record_failure(i, e)?,
             }
         }
+        Ok(())
+    }
 
-        // Headers: later hooks replace earlier ones of the same name.
-        for h in declarative() {
+    /// Headers: later hooks replace earlier ones of the same name; services see the caller's and the hooks' so far.
+    async fn headers(
+        &mut self,
+        g: &pb::Generation,
+        headers: &mut HookHeaders,
+    ) -> Result<(), HookError> {
+        for h in self.declarative() {
             for (name, value) in &h.headers {
-                set_header(&mut headers, name, value);
+                set_header(headers, name, value);
             }
         }
-        for i in services(Transform::Headers, &failed) {
-            let svc = &self.services[i];
+        for i in self.services(Transform::Headers) {
             let mut current: std::collections::HashMap<String, String> = g
                 .extra_headers
                 .iter()
@@ -580,22 +279,19 @@ impl HookRunner {
                 .collect();
             current.extend(headers.iter().cloned());
             let request = pb::TransformHeadersRequest {
-                target: Some(target()),
+                target: Some(self.target()),
                 headers: current,
             };
-            match svc.transform_headers(request).await {
+            match self.runner.services[i].transform_headers(request).await {
                 Ok(added) => {
                     for (name, value) in added {
-                        set_header(&mut headers, &name, &value);
+                        set_header(headers, &name, &value);
                     }
                 }
-                Err(e) => {
-                    failed[i] = true;
-                    svc.failed(e, metrics)?;
-                }
+                Err(e) => self.record_failure(i, e)?,
             }
         }
-        Ok(headers)
+        Ok(())
     }
 }
 
@@ -815,5 +511,4 @@ impl ServiceClient {
 }
 
 #[cfg(test)]
-#[path = "hooks_tests.rs"]
 mod tests;
