@@ -61,7 +61,8 @@ $(BUF):
 proto-lint: $(BUF)
 	$(BUF) lint
 
-# Kubernetes manifests (schema, strict), compose.yaml, and the deploy files against what the binaries read.
+# The kustomize overlays and the Helm chart rendered and validated (schema, strict), the ServiceMonitors and the Grafana
+# dashboard, compose.yaml, and the deploy files against what the binaries read (deploy/README.md, "Validation").
 deploy-lint:
 	./deploy/validate.sh
 

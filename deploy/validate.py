@@ -16,7 +16,6 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import yaml
@@ -26,77 +25,13 @@ try:
 except ModuleNotFoundError:  # Python < 3.11; validate.sh installs tomli there
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parent.parent
-DEPLOY = ROOT / "deploy"
-K8S = DEPLOY / "k8s"
-DOCKER = DEPLOY / "docker"
-SECRETS_TEMPLATE = K8S / "secrets.example.yaml"
-
-GATEWAY, PROCESSOR = "llm-gateway", "session-processor"
-# What each binary does without a file or variable (config.rs defaults).
-DEFAULTS = {
-    GATEWAY: {"config_env": "GATEWAY_CONFIG", "listen_env": "GATEWAY_LISTEN", "listen": "127.0.0.1:50051",
-              "tokens_env": "GATEWAY_AUTH_TOKENS", "grace_ms": 30000},
-    PROCESSOR: {"config_env": "PROCESSOR_CONFIG", "listen_env": "PROCESSOR_LISTEN", "listen": "127.0.0.1:50052",
-                "tokens_env": "PROCESSOR_AUTH_TOKENS", "grace_ms": 30000},
-}
-# Ports of third-party images used in compose.yaml, by image name without tag.
-IMAGE_PORTS = {"redis": {6379}, "jaegertracing/all-in-one": {4317, 4318, 16686}}
-# Value given to secret-backed variables when a configuration is checked with the real binary.
-DUMMY_SECRET = "deploy-lint-dummy-token-0123456789"
-
-errors: list[str] = []
-warnings: list[str] = []
-
-
-def fail(where: str, message: str) -> None:
-    errors.append(f"{where}: {message}")
-
-
-def warn(where: str, message: str) -> None:
-    warnings.append(f"{where}: {message}")
-
-
-def rel(p: Path) -> str:
-    try:
-        return str(p.relative_to(ROOT))
-    except ValueError:
-        return str(p)
-
-
-@dataclass(frozen=True)
-class SecretRef:
-    name: str
-    key: str
-    optional: bool
-
-
-@dataclass
-class Instance:
-    """One deployed llm-gateway or session-processor."""
-
-    where: str
-    service: str
-    env: dict[str, object]  # value: str, or SecretRef, or None (set from a source we cannot see)
-    config: dict | None = None  # parsed TOML, None = the binary's defaults
-    config_text: str | None = None
-    config_where: str = ""
-    ports: set[int] | None = None  # ports the platform exposes for the container; None = not declared
-    grace_seconds: float | None = None  # how long the platform waits after SIGTERM
-    prestop_seconds: float = 0
-    probe_ports: list[tuple[str, int]] = field(default_factory=list)
-    named_ports: dict[str, int] = field(default_factory=dict)
-
-    def value(self, name: str) -> str | None:
-        v = self.env.get(name)
-        return v if isinstance(v, str) and v != "" else None
-
-    def is_set(self, name: str) -> bool:
-        v = self.env.get(name)
-        if isinstance(v, SecretRef):
-            return True
-        return v is not None and v != ""
-
+import validate_monitoring
+from validate_docker import check_cargo_chef, dockerfile_final_stage, workspace_packages
+from validate_common import (
+    DEFAULTS, DEPLOY, DOCKER, DUMMY_SECRET, GATEWAY, HELM_RENDERS, IMAGE_PORTS, K8S, MONITORING, OVERLAYS,
+    PROCESSOR, ROOT,
+    SECRETS_TEMPLATE, Instance, SecretRef, errors, fail, rel, warn, warnings,
+)
 
 # ----- the tables from validate.sh -----------------------------------------------------------------------------
 
@@ -277,20 +212,10 @@ def compose_instances(compose: dict) -> tuple[list[Instance], dict[str, set[int]
     return instances, service_ports
 
 
-def k8s_objects() -> list[tuple[Path, dict]]:
-    objs = []
-    for path in sorted(K8S.glob("*.yaml")):
-        if path.name == "kustomization.yaml":
-            continue
-        for doc in load_yaml_docs(path):
-            objs.append((path, doc))
-    return objs
-
-
-def k8s_instances(objs: list[tuple[Path, dict]]) -> list[Instance]:
-    configmaps = {d["metadata"]["name"]: d for _, d in objs if d.get("kind") == "ConfigMap"}
+def k8s_instances(label: str, objs: list[dict]) -> list[Instance]:
+    configmaps = {d["metadata"]["name"]: d for d in objs if d.get("kind") == "ConfigMap"}
     instances = []
-    for path, d in objs:
+    for d in objs:
         if d.get("kind") not in ("Deployment", "StatefulSet"):
             continue
         pod = d["spec"]["template"]["spec"]
@@ -298,7 +223,7 @@ def k8s_instances(objs: list[tuple[Path, dict]]) -> list[Instance]:
             if c["name"] not in DEFAULTS:
                 continue
             service = c["name"]
-            where = f"{path.name} {d['kind']}/{d['metadata']['name']} container {service}"
+            where = f"{label} {d['kind']}/{d['metadata']['name']} container {service}"
             env: dict[str, object] = {}
             for e in c.get("env") or []:
                 if "value" in e:
@@ -320,14 +245,21 @@ def k8s_instances(objs: list[tuple[Path, dict]]) -> list[Instance]:
                 probe = c.get(kind) or {}
                 if "grpc" in probe:
                     inst.probe_ports.append((kind, int(probe["grpc"]["port"])))
+                elif "tcpSocket" in probe:
+                    port = probe["tcpSocket"]["port"]
+                    inst.probe_ports.append((kind, inst.named_ports.get(port, -1) if isinstance(port, str) else port))
+                    inst.tcp_probes.append(kind)
                 elif kind != "startupProbe":
-                    fail(where, f"{kind} should be a grpc probe (the services serve grpc.health.v1 without a token)")
+                    fail(where, f"{kind} should be a grpc probe (the services serve grpc.health.v1 without a token), "
+                                f"or tcpSocket on a TLS port")
             config_path = inst.value(DEFAULTS[service]["config_env"])
             if config_path is None:
                 fail(where, f"set {DEFAULTS[service]['config_env']} to the mounted configuration file")
             else:
                 mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts") or []}
                 volumes = {v["name"]: v for v in pod.get("volumes") or []}
+                inst.secret_mounts = {mpath.rstrip("/"): volumes[v]["secret"]["secretName"]
+                                      for v, mpath in mounts.items() if "secret" in volumes.get(v, {})}
                 found = False
                 for vname, mpath in mounts.items():
                     cm_name = (volumes.get(vname, {}).get("configMap") or {}).get("name")
@@ -338,47 +270,13 @@ def k8s_instances(objs: list[tuple[Path, dict]]) -> list[Instance]:
                             fail(where, f"ConfigMap {cm_name} has no key {key} for {config_path}")
                         else:
                             inst.config_text = data[key]
-                            inst.config_where = f"{path.name} ConfigMap/{cm_name} {key}"
+                            inst.config_where = f"{label} ConfigMap/{cm_name} {key}"
                             inst.config = parse_toml(inst.config_text, inst.config_where)
                         found = True
                 if not found:
                     fail(where, f"{config_path} is not on a mounted ConfigMap")
             instances.append(inst)
     return instances
-
-
-def dockerfile_final_stage(path: Path) -> dict | None:
-    if not path.is_file():
-        return None
-    text = re.sub(r"\\\n", " ", path.read_text())
-    stages, current = [], None
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        word, _, rest = line.partition(" ")
-        word = word.upper()
-        if word == "FROM":
-            current = {"from": rest, "env": {}, "expose": set(), "copies": [], "runs": []}
-            stages.append(current)
-        elif current is None:
-            continue
-        elif word == "ENV":
-            for m in re.finditer(r"([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|\S+)", rest):
-                current["env"][m.group(1)] = m.group(2).strip('"')
-        elif word == "EXPOSE":
-            current["expose"] |= {int(p.split("/")[0]) for p in rest.split()}
-        elif word == "COPY" and "--from=" not in rest:
-            args = [a for a in rest.split() if not a.startswith("--")]
-            if len(args) == 2:
-                current["copies"].append((args[0], args[1]))
-        elif word == "RUN":
-            current["runs"].append(rest)
-    if not stages:
-        return None
-    final = stages[-1]
-    final["all_runs"] = [r for s in stages for r in s["runs"]]
-    return final
 
 
 def dockerfile_instances() -> list[Instance]:
@@ -499,7 +397,9 @@ def processor_urls(inst: Instance) -> list[tuple[str, str]]:
     redis_env = inst.env.get("REDIS_URL")
     if isinstance(redis_env, str) and redis_env:
         urls.append(("REDIS_URL", redis_env))
-    if not isinstance(redis_env, str) or not redis_env:
+    elif isinstance(redis_env, SecretRef) and not redis_env.optional:
+        pass  # always replaced by the Secret's value, which this check cannot see
+    else:
         urls.append(("redis.url", (cfg.get("redis") or {}).get("url") or "redis://127.0.0.1:6379"))
     return urls
 
@@ -555,33 +455,49 @@ def check_compose(table) -> list[Instance]:
     return instances
 
 
-def check_k8s(table) -> list[Instance]:
-    objs = k8s_objects()
-    listed = set()
-    kpath = K8S / "kustomization.yaml"
-    kust = (load_yaml_docs(kpath) or [{}])[0]
-    for r in kust.get("resources") or []:
-        listed.add(r)
-        if not (K8S / r).exists():
-            fail("kustomization.yaml", f"resource {r} does not exist")
-    for path in sorted(K8S.glob("*.yaml")):
-        if path.name in ("kustomization.yaml",):
-            continue
-        if path == SECRETS_TEMPLATE:
-            if path.name in listed:
-                fail("kustomization.yaml", "must not list the Secret template (placeholders only)")
-        elif path.name not in listed:
-            fail("kustomization.yaml", f"does not list {path.name}")
-    image_names = {i["name"] for i in kust.get("images") or []}
+def check_kustomizations() -> None:
+    """Every manifest under deploy/k8s is used: listed as a resource or patch of its directory's kustomization
+    (the Secret template excepted, which must not be), and everything listed exists."""
+    for kpath in sorted(K8S.rglob("kustomization.yaml")):
+        where = rel(kpath)
+        kust = (load_yaml_docs(kpath) or [{}])[0]
+        listed = set()
+        for r in kust.get("resources") or []:
+            listed.add(r)
+            if not (kpath.parent / r).exists():
+                fail(where, f"resource {r} does not exist")
+        for patch in kust.get("patches") or []:
+            if "path" in patch:
+                listed.add(patch["path"])
+                if not (kpath.parent / patch["path"]).is_file():
+                    fail(where, f"patch {patch['path']} does not exist")
+        for path in sorted(kpath.parent.glob("*.yaml")):
+            if path.name == "kustomization.yaml":
+                continue
+            if path == SECRETS_TEMPLATE:
+                if path.name in listed:
+                    fail(where, "must not list the Secret template (placeholders only)")
+            elif path.name not in listed:
+                fail(where, f"does not list {path.name}")
 
-    live = [(p, d) for p, d in objs if p != SECRETS_TEMPLATE]
-    secrets = {d["metadata"]["name"]: d for p, d in objs if p == SECRETS_TEMPLATE and d.get("kind") == "Secret"}
+
+def load_rendered(path: str) -> list[dict]:
+    return load_yaml_docs(Path(path))
+
+
+def check_k8s(table, label: str, objs: list[dict]) -> tuple[list[Instance], dict[str, dict]]:
+    """One rendered overlay (`kubectl kustomize` output): references, ports, probes, Secrets, TLS files and every
+    instance of the services in it. Returns its instances and its Services by name."""
+    template = load_yaml_docs(SECRETS_TEMPLATE) if SECRETS_TEMPLATE.is_file() else []
+    secrets = {d["metadata"]["name"]: d for d in template if d.get("kind") == "Secret"}
     template_text = SECRETS_TEMPLATE.read_text() if SECRETS_TEMPLATE.is_file() else ""
-    for p, d in live:
+    live = objs
+    for d in live:
         if d.get("kind") == "Secret":
-            fail(p.name, "Secrets belong in secrets.example.yaml (template) and out of the applied manifests")
+            fail(f"{label} Secret/{d['metadata']['name']}",
+                 "Secrets belong in base/secrets.example.yaml (template) and out of the applied manifests")
     by_kind: dict[str, dict[str, dict]] = {}
-    for _, d in live:
+    for d in live:
         by_kind.setdefault(d["kind"], {})[d["metadata"]["name"]] = d
 
     workloads = {**by_kind.get("Deployment", {}), **by_kind.get("StatefulSet", {})}
@@ -596,58 +512,89 @@ def check_k8s(table) -> list[Instance]:
         selector = svc["spec"].get("selector") or {}
         targets = selects(selector)
         if not targets:
-            fail(f"Service/{name}", f"selector {selector} matches no Deployment or StatefulSet")
+            fail(f"{label} Service/{name}", f"selector {selector} matches no Deployment or StatefulSet")
         service_ports[name] = {p["port"] for p in svc["spec"].get("ports") or []}
         for p in svc["spec"].get("ports") or []:
             tp = p.get("targetPort", p["port"])
             for w in targets:
                 cports = [cp for c in w["spec"]["template"]["spec"]["containers"] for cp in c.get("ports") or []]
                 if not any(cp.get("name") == tp or cp["containerPort"] == tp for cp in cports):
-                    fail(f"Service/{name}", f"targetPort {tp} is not a port of {w['metadata']['name']}")
+                    fail(f"{label} Service/{name}", f"targetPort {tp} is not a port of {w['metadata']['name']}")
     for name, w in workloads.items():
         if w["kind"] == "StatefulSet" and w["spec"].get("serviceName") not in service_ports:
-            fail(f"StatefulSet/{name}", f"serviceName {w['spec'].get('serviceName')} is not a Service")
+            fail(f"{label} StatefulSet/{name}", f"serviceName {w['spec'].get('serviceName')} is not a Service")
         pod = w["spec"]["template"]["spec"]
         for v in pod.get("volumes") or []:
             cm = (v.get("configMap") or {}).get("name")
             if cm and cm not in by_kind.get("ConfigMap", {}):
-                fail(f"{w['kind']}/{name}", f"volume {v['name']} uses ConfigMap {cm}, which no manifest defines")
+                fail(f"{label} {w['kind']}/{name}", f"volume {v['name']} uses ConfigMap {cm}, which no manifest defines")
+            secret = (v.get("secret") or {}).get("secretName")
+            if secret and secret not in secrets:
+                fail(f"{label} {w['kind']}/{name}", f"volume {v['name']} uses Secret {secret}, which "
+                                                     f"base/secrets.example.yaml does not describe")
         for c in pod["containers"]:
-            image = c["image"].rsplit(":", 1)[0]
-            if c["name"] in DEFAULTS and image not in image_names:
-                fail(f"{w['kind']}/{name}", f"image {image} has no entry under images: in kustomization.yaml")
+            image = c["image"].split("@")[0]
+            tag = image.rsplit(":", 1)[1] if ":" in image.split("/")[-1] else None
+            if c["name"] in DEFAULTS and tag in (None, "latest"):
+                fail(f"{label} {w['kind']}/{name}", f"image {c['image']} has no pinned tag (set one under images:)")
             for e in c.get("env") or []:
                 ref = (e.get("valueFrom") or {}).get("secretKeyRef")
                 if not ref:
                     continue
                 secret = secrets.get(ref["name"])
-                where = f"{w['kind']}/{name} env {e['name']}"
+                where = f"{label} {w['kind']}/{name} env {e['name']}"
                 if secret is None:
                     fail(where, f"Secret {ref['name']} is not in secrets.example.yaml")
                 elif ref["key"] not in (secret.get("stringData") or {}) | (secret.get("data") or {}):
-                    if not ref.get("optional"):
-                        fail(where, f"required key {ref['key']} is missing from Secret {ref['name']} in the template")
+                    mentioned = re.search(rf"^\s*#\s*{re.escape(ref['key'])}:.*required in[^\n]*{re.escape(label)}",
+                                          template_text, re.M | re.I)
+                    if not ref.get("optional") and not mentioned:
+                        fail(where, f"required key {ref['key']} is missing from Secret {ref['name']} in the template "
+                                    f"(or a `# {ref['key']}: ... required in {label}` line for a key only it needs)")
                     elif not re.search(rf"^\s*#\s*{re.escape(ref['key'])}:", template_text, re.M):
                         fail(where, f"optional key {ref['key']} is not even mentioned in secrets.example.yaml")
     for kind in ("HorizontalPodAutoscaler",):
         for name, h in by_kind.get(kind, {}).items():
             target = h["spec"]["scaleTargetRef"]
             if target["name"] not in by_kind.get(target["kind"], {}):
-                fail(f"{kind}/{name}", f"scaleTargetRef {target['kind']}/{target['name']} does not exist")
+                fail(f"{label} {kind}/{name}", f"scaleTargetRef {target['kind']}/{target['name']} does not exist")
             elif "replicas" in by_kind[target["kind"]][target["name"]]["spec"]:
-                warn(f"{kind}/{name}", f"{target['name']} sets spec.replicas; every apply resets the HPA's count")
+                warn(f"{label} {kind}/{name}", f"{target['name']} sets spec.replicas; every apply resets the HPA's count")
     for name, pdb in by_kind.get("PodDisruptionBudget", {}).items():
         if not selects(pdb["spec"]["selector"].get("matchLabels") or {}):
-            fail(f"PodDisruptionBudget/{name}", "selector matches no workload")
+            fail(f"{label} PodDisruptionBudget/{name}", "selector matches no workload")
 
-    instances = k8s_instances(live)
+    instances = k8s_instances(label, live)
     for inst in instances:
         check_instance(inst, table)
+        check_tls(inst, secrets, template_text)
         urls = [(k, v) for k, v in inst.env.items() if isinstance(v, str) and "://" in v]
         if inst.service == PROCESSOR:
             urls += processor_urls(inst)
         check_urls(inst, urls, service_ports, "Service")
-    return instances
+    return instances, by_kind.get("Service", {})
+
+
+def check_tls(inst: Instance, secrets: dict[str, dict], template_text: str) -> None:
+    """Every TLS file the configuration names is a key of a Secret mounted where it points; a TLS listener is probed
+    with TCP connects (Kubernetes' gRPC probe speaks plaintext only), a plaintext one with gRPC health."""
+    for key, path in inst.tls_files():
+        mount = str(PurePosixPath(path).parent)
+        secret = (inst.secret_mounts or {}).get(mount)
+        if secret is None:
+            fail(inst.where, f"{key} = {path}: no Secret is mounted at {mount}")
+            continue
+        doc = secrets.get(secret) or {}
+        name = PurePosixPath(path).name
+        if name not in (doc.get("stringData") or {}) | (doc.get("data") or {}) \
+                and not re.search(rf"^\s*#\s*{re.escape(name)}:", template_text, re.M):
+            fail(inst.where, f"{key} = {path}: Secret {secret} has no key {name} in base/secrets.example.yaml")
+    if inst.serves_tls():
+        grpc = [k for k, _ in inst.probe_ports if k not in inst.tcp_probes]
+        if grpc:
+            fail(inst.where, f"serves TLS, but {', '.join(grpc)} use gRPC probes, which cannot speak TLS: use tcpSocket")
+    elif inst.tcp_probes:
+        fail(inst.where, f"{', '.join(inst.tcp_probes)} only connect; a plaintext server should be probed with gRPC health")
 
 
 def check_dockerfiles(table) -> list[Instance]:
@@ -672,30 +619,11 @@ def check_dockerfiles(table) -> list[Instance]:
                 for b in re.findall(r"--bin\s+(\S+)", cmd):
                     if b not in packages[pkg.group(1)]:
                         fail(rel(path), f"package {pkg.group(1)} has no binary {b}")
+        check_cargo_chef(path, final["all_runs"])
     instances = dockerfile_instances()
     for inst in instances:
         check_instance(inst, table)
     return instances
-
-
-def workspace_packages() -> dict[str, set[str]]:
-    """Workspace package name -> its binary target names, from the manifests."""
-    ws = tomllib.loads((ROOT / "Cargo.toml").read_text())
-    out = {}
-    for member in ws.get("workspace", {}).get("members", []):
-        manifest = ROOT / member / "Cargo.toml"
-        if not manifest.is_file():
-            continue
-        pkg = tomllib.loads(manifest.read_text())
-        name = pkg["package"]["name"]
-        explicit = pkg.get("bin", [])
-        bins = {b["name"] for b in explicit}
-        if pkg["package"].get("autobins", True):
-            if (ROOT / member / "src/main.rs").is_file() and not any(b.get("path") == "src/main.rs" for b in explicit):
-                bins.add(name)
-            bins |= {p.stem for p in (ROOT / member / "src/bin").glob("*.rs")}
-        out[name] = bins
-    return out
 
 
 # Dummy values of Secret keys that must look like what they hold (the rest get DUMMY_SECRET).
@@ -709,6 +637,34 @@ IMAGE_DEFAULTS = {
     GATEWAY: {"GATEWAY_AUTH_TOKENS": DUMMY_SECRET},
     PROCESSOR: {"PROCESSOR_AUTH_TOKENS": DUMMY_SECRET, "GATEWAY_TOKEN": DUMMY_SECRET},
 }
+
+
+def with_test_certs(inst: Instance, tmp: Path) -> str:
+    """The instance's configuration text with every TLS file's directory replaced by `tmp`, where a CA, a
+    certificate for both services' names and its key are generated (tls.crt, tls.key, ca.crt, as the Secrets have
+    them), so `--check` reads real files of the names the deployment uses."""
+    text = inst.config_text or ""
+    files = inst.tls_files()
+    if not files:
+        return text
+    names = {PurePosixPath(path).name for _, path in files}
+    if not names <= {"tls.crt", "tls.key", "ca.crt"}:
+        fail(inst.where, f"TLS files {sorted(names)}: this check generates tls.crt, tls.key and ca.crt only")
+        return text
+
+    def openssl(*argv: str) -> None:
+        subprocess.run(["openssl", *argv], check=True, capture_output=True, cwd=tmp, timeout=60)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    openssl("req", "-x509", *ec, "-days", "1", "-subj", "/CN=deploy-lint CA", "-keyout", "ca.key", "-out", "ca.crt")
+    openssl("req", *ec, "-subj", "/CN=deploy-lint", "-keyout", "tls.key", "-out", "tls.csr")
+    (tmp / "ext").write_text("subjectAltName=DNS:llm-gateway,DNS:llm-gateway-headless,DNS:session-processor\n"
+                             "extendedKeyUsage=serverAuth,clientAuth\n")
+    openssl("x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-days", "1",
+            "-extfile", "ext", "-out", "tls.crt")
+    for _, path in files:
+        text = text.replace(path, str(tmp / PurePosixPath(path).name))
+    return text
 
 
 def binary_check(service: str, binary: Path, instances: list[Instance]) -> None:
@@ -735,14 +691,11 @@ def binary_check(service: str, binary: Path, instances: list[Instance]) -> None:
             env.pop("PROCESSOR_CONFIG", None)
             # Tracing does not affect the configuration; leaving it out keeps --check from dialling a collector.
             env = {k: v for k, v in env.items() if not k.startswith("OTEL_")}
-            with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
-                f.write(inst.config_text or "")
-                cfg = f.name
-            try:
-                r = subprocess.run([str(binary), "--check", "--config", cfg], env=env, capture_output=True,
+            with tempfile.TemporaryDirectory() as tmp:
+                cfg = Path(tmp) / "config.toml"
+                cfg.write_text(with_test_certs(inst, Path(tmp)))
+                r = subprocess.run([str(binary), "--check", "--config", str(cfg)], env=env, capture_output=True,
                                    text=True, timeout=60)
-            finally:
-                os.unlink(cfg)
             out = (r.stderr + r.stdout).strip().splitlines()
             what = inst.where + (" with every optional Secret key" if with_optional else "")
             if r.returncode != 0:
@@ -757,11 +710,30 @@ def main() -> int:
     ap.add_argument("--env-table", required=True)
     ap.add_argument("--gateway-bin")
     ap.add_argument("--processor-bin")
+    ap.add_argument("--rendered", action="append", default=[], metavar="DIR=FILE",
+                    help="`kubectl kustomize deploy/k8s/DIR` output, for every overlay and for monitoring")
     args = ap.parse_args()
     table = load_env_table(args.env_table)
+    rendered = dict(r.split("=", 1) for r in args.rendered)
     instances = []
     instances += check_compose(table)
-    instances += check_k8s(table)
+    check_kustomizations()
+    services, jobs = {}, set()
+    for label in OVERLAYS + HELM_RENDERS:
+        if label not in rendered:
+            fail("validate.sh", f"{label} was not rendered")
+            continue
+        docs = load_rendered(rendered[label])
+        monitors = [d for d in docs if str(d.get("apiVersion", "")).startswith("monitoring.coreos.com/")]
+        found, services[label] = check_k8s(table, label, [d for d in docs if d not in monitors])
+        instances += found
+        if monitors:
+            jobs |= validate_monitoring.check_servicemonitors(monitors, {label: services[label]})
+    if MONITORING not in rendered:
+        fail("validate.sh", f"k8s/{MONITORING} was not rendered")
+    kustomized = {k: v for k, v in services.items() if k in OVERLAYS}
+    jobs |= validate_monitoring.check_servicemonitors(load_rendered(rendered.get(MONITORING, "/dev/null")), kustomized)
+    validate_monitoring.check_dashboard(jobs)
     instances += check_dockerfiles(table)
     for service in DEFAULTS:
         if not any(i.service == service for i in instances):

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Validates everything under deploy/ (`make deploy-lint`, part of `make test`):
 #
-#  1. every Kubernetes manifest under deploy/k8s against the API schemas of pinned Kubernetes versions, in strict
-#     mode (unknown fields are errors), with kubernetes-validate; and the kustomize output too when kubectl is
-#     installed;
+#  1. every kustomization under deploy/k8s rendered with `kubectl kustomize` (kubectl's built-in kustomize; the
+#     machine image ships kubectl), and the rendered overlays (overlays/dev, overlays/production) plus the Secret
+#     template validated against the API schemas of pinned Kubernetes versions, in strict mode (unknown fields are
+#     errors), with kubernetes-validate. The ServiceMonitors (k8s/monitoring, a CRD kubernetes-validate has no
+#     schema for) and the Grafana dashboard are checked by validate_monitoring.py;
 #  2. deploy/compose.yaml against the Compose specification's JSON schema (check-jsonschema's bundled copy);
 #  3. the cross-file rules in deploy/validate.py: every environment variable that compose.yaml, the Kubernetes
 #     manifests and the Dockerfiles give llm-gateway or session-processor is one the binary reads (the table below),
 #     required variables are set, listen ports agree with container ports, probes, Services and EXPOSE, grace
-#     periods cover shutdown_grace_ms, Secret/ConfigMap references resolve, kustomization.yaml lists every
-#     manifest, and the Dockerfiles build binaries that exist;
+#     periods cover shutdown_grace_ms, Secret/ConfigMap references resolve, TLS files are keys of mounted Secrets,
+#     every kustomization lists every manifest beside it, and the Dockerfiles build binaries that exist;
 #  4. every llm-gateway and session-processor configuration the deployments use, with exactly their environment,
 #     through the real binaries' `--check` (every key and value, as a start would validate them; skipped when cargo
 #     is missing, or with DEPLOY_LINT_NO_CARGO=1).
@@ -21,7 +23,10 @@ cd "$(dirname "$0")/.."
 # Kubernetes versions the manifests must be valid for: the oldest supported (the preStop `sleep` action is on by
 # default from 1.30) and the newest the pinned kubernetes-validate knows.
 K8S_VERSIONS=(1.30.0 1.37.0)
-PY_TOOLS=(kubernetes-validate==1.37.0 check-jsonschema==0.39.0 PyYAML==6.0.3 'tomli==2.2.1; python_version < "3.11"')
+# helm-python-sdk: Helm's Go SDK (v4) behind a C ABI, the only way to run Helm's template engine from these
+# registries (no helm binary is packaged on PyPI, npm, Debian or crates.io); deploy/helm/render.py uses it.
+PY_TOOLS=(kubernetes-validate==1.37.0 check-jsonschema==0.39.0 PyYAML==6.0.3 helm-python-sdk==0.2.2
+          'tomli==2.2.1; python_version < "3.11"')
 
 # ---------------------------------------------------------------------------------------------------------------
 # The environment variables each binary reads, derived by hand from the code, one per line:
@@ -60,7 +65,7 @@ llm-gateway        GEMINI_BASE_URL              read     services/llm-gateway/sr
 llm-gateway        GATEWAY_TLS_CERT_FILE        read     services/llm-gateway/src/config.rs                  "GATEWAY",
 llm-gateway        GATEWAY_TLS_KEY_FILE         read     services/llm-gateway/src/config.rs                  "GATEWAY",
 llm-gateway        GATEWAY_TLS_CLIENT_CA_FILE   read     services/llm-gateway/src/config.rs                  "GATEWAY",
-llm-gateway        @llm-telemetry               read     services/llm-gateway/src/telemetry.rs               llm_telemetry
+llm-gateway        @llm-telemetry               read     services/llm-gateway/src/main.rs                    llm_telemetry::init(
 session-processor  PROCESSOR_CONFIG             read     services/session-processor/src/main.rs              env = "PROCESSOR_CONFIG"
 session-processor  PROCESSOR_LISTEN             read     services/session-processor/src/config.rs            .var("PROCESSOR_LISTEN")
 session-processor  PROCESSOR_METRICS_LISTEN     read     services/session-processor/src/config.rs            .var("PROCESSOR_METRICS_LISTEN")
@@ -95,7 +100,7 @@ EOF
 # ---------------------------------------------------------------------------------------------------------------
 
 venv=.tools/deploy-venv
-if ! "$venv/bin/python" -c "import kubernetes_validate, check_jsonschema, yaml" 2>/dev/null \
+if ! "$venv/bin/python" -c "import kubernetes_validate, check_jsonschema, yaml, helm_python" 2>/dev/null \
    || ! "$venv/bin/python" -m pip freeze 2>/dev/null | grep -qx "${PY_TOOLS[0]}"; then
   echo "deploy-lint: installing ${PY_TOOLS[*]} into $venv"
   rm -rf "$venv"
@@ -104,26 +109,42 @@ if ! "$venv/bin/python" -c "import kubernetes_validate, check_jsonschema, yaml" 
 fi
 py="$venv/bin/python"
 
-manifests=()
-while IFS= read -r f; do manifests+=("$f"); done < <(find deploy/k8s -name '*.yaml' ! -name kustomization.yaml | sort)
-[ ${#manifests[@]} -gt 0 ] || { echo "deploy-lint: no manifests under deploy/k8s"; exit 1; }
-
-for v in "${K8S_VERSIONS[@]}"; do
-  echo "deploy-lint: kubernetes-validate --strict -k $v (${#manifests[@]} files)"
-  "$venv/bin/kubernetes-validate" --strict --quiet -k "$v" "${manifests[@]}"
-done
-
-if command -v kubectl >/dev/null 2>&1; then
-  rendered=$(mktemp --suffix=.yaml)
-  trap 'rm -f "$rendered"' EXIT
-  kubectl kustomize deploy/k8s >"$rendered"
-  for v in "${K8S_VERSIONS[@]}"; do
-    echo "deploy-lint: kubernetes-validate --strict -k $v (kubectl kustomize deploy/k8s)"
-    "$venv/bin/kubernetes-validate" --strict --quiet -k "$v" "$rendered"
-  done
-else
-  echo "deploy-lint: kubectl not installed; kustomization.yaml is checked by validate.py only"
+# kubectl's built-in kustomize renders the overlays; `patches:` needs kustomize v4 or later (kubectl 1.21+; Debian's
+# kubernetes-client 1.20 is too old). The machine image ships kubectl with kustomize v5.
+kustomize_version=$(kubectl version --client 2>/dev/null | sed -n 's/^Kustomize Version: v\([0-9]*\).*/\1/p')
+if [ -z "$kustomize_version" ] || [ "$kustomize_version" -lt 4 ]; then
+  echo "deploy-lint: kubectl with kustomize v4 or later is needed to render deploy/k8s (kubectl kustomize)" >&2
+  exit 1
 fi
+rendered_dir=$(mktemp -d)
+trap 'rm -rf "$rendered_dir"' EXIT
+rendered_args=()
+for k in base overlays/dev overlays/production monitoring; do
+  out="$rendered_dir/${k//\//-}.yaml"
+  echo "deploy-lint: kubectl kustomize deploy/k8s/$k"
+  kubectl kustomize "deploy/k8s/$k" >"$out"
+  [ "$k" = base ] || rendered_args+=(--rendered "$k=$out")
+  [ "$k" = monitoring ] && continue
+  for v in "${K8S_VERSIONS[@]}"; do
+    echo "deploy-lint: kubernetes-validate --strict -k $v (deploy/k8s/$k rendered)"
+    "$venv/bin/kubernetes-validate" --strict --quiet -k "$v" "$out"
+  done
+done
+# The Helm chart, rendered and linted (strict) by Helm's engine, with its defaults and with production-like values.
+for values in - deploy/helm/tests/production.yaml; do
+  label=helm/default; [ "$values" = - ] || label=helm/production
+  out="$rendered_dir/${label//\//-}.yaml"
+  "$py" deploy/helm/render.py "$values" "$out" "$out.core"
+  rendered_args+=(--rendered "$label=$out")
+  for v in "${K8S_VERSIONS[@]}"; do
+    echo "deploy-lint: kubernetes-validate --strict -k $v ($label rendered)"
+    "$venv/bin/kubernetes-validate" --strict --quiet -k "$v" "$out.core"
+  done
+done
+for v in "${K8S_VERSIONS[@]}"; do
+  echo "deploy-lint: kubernetes-validate --strict -k $v (deploy/k8s/base/secrets.example.yaml)"
+  "$venv/bin/kubernetes-validate" --strict --quiet -k "$v" deploy/k8s/base/secrets.example.yaml
+done
 
 echo "deploy-lint: compose.yaml against the Compose specification"
 "$venv/bin/check-jsonschema" --builtin-schema vendor.compose-spec deploy/compose.yaml
@@ -138,4 +159,4 @@ else
   echo "deploy-lint: skipping --check of the configurations (no cargo, or DEPLOY_LINT_NO_CARGO set)"
 fi
 
-"$py" deploy/validate.py --env-table <(read_by_binaries) "${check_bins[@]}"
+"$py" deploy/validate.py --env-table <(read_by_binaries) "${rendered_args[@]}" "${check_bins[@]}"

@@ -9,18 +9,32 @@
 ARG RUST_IMAGE=rust:1-bookworm
 ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 
-FROM ${RUST_IMAGE} AS planner
-WORKDIR /src
-COPY . .
-RUN sh deploy/docker/recipe.sh /recipe
+# cargo-chef, pinned: `prepare` reduces the workspace to a recipe (manifests, the lockfile, target skeletons; the
+# workspace crates' own versions masked, so a version bump does not invalidate it), `cook` builds the dependencies
+# from it. That layer is reused until a dependency changes. deploy/README.md ("Images") says why it replaced the
+# hand-written recipe script.
+ARG CARGO_CHEF_VERSION=0.1.78
 
-FROM ${RUST_IMAGE} AS builder
+# 0. The Rust image with cargo-chef.
+FROM ${RUST_IMAGE} AS chef
+ARG CARGO_CHEF_VERSION
+RUN cargo install --locked "cargo-chef@${CARGO_CHEF_VERSION}"
 WORKDIR /src
-COPY --from=planner /recipe/ ./
-RUN cargo build --release --locked -p fake-provider --bin fake-provider
+
+# 1. The recipe, pruned to what fake-provider needs.
+FROM chef AS planner
 COPY . .
-RUN find . -path ./target -prune -o -name '*.rs' -exec touch {} + \
- && cargo build --release --locked -p fake-provider --bin fake-provider \
+RUN cargo chef prepare --recipe-path recipe.json --bin fake-provider
+
+# 2. The dependencies, from the recipe alone (the cached layer).
+FROM chef AS builder
+COPY --from=planner /src/recipe.json recipe.json
+RUN cargo chef cook --release --locked --recipe-path recipe.json -p fake-provider --bin fake-provider
+
+# 3. The real crates (cook removed its dummy builds of them, so they are rebuilt from the sources); debug info
+#    stripped (symbols stay, for backtraces).
+COPY . .
+RUN cargo build --release --locked -p fake-provider --bin fake-provider \
  && objcopy --strip-debug target/release/fake-provider /fake-provider
 
 FROM ${RUNTIME_IMAGE}

@@ -13,22 +13,32 @@
 ARG RUST_IMAGE=rust:1-bookworm
 ARG RUNTIME_IMAGE=debian:bookworm-slim
 
-# 1. Reduce the workspace to manifests, the lockfile and stub targets (deploy/docker/recipe.sh).
-FROM ${RUST_IMAGE} AS planner
-WORKDIR /src
-COPY . .
-RUN sh deploy/docker/recipe.sh /recipe
+# cargo-chef, pinned: `prepare` reduces the workspace to a recipe (manifests, the lockfile, target skeletons; the
+# workspace crates' own versions masked, so a version bump does not invalidate it), `cook` builds the dependencies
+# from it. That layer is reused until a dependency changes. deploy/README.md ("Images") says why it replaced the
+# hand-written recipe script.
+ARG CARGO_CHEF_VERSION=0.1.78
 
-# 2. Build the dependencies from the recipe: this layer is reused until a Cargo.toml or Cargo.lock changes.
-FROM ${RUST_IMAGE} AS builder
+# 0. The Rust image with cargo-chef.
+FROM ${RUST_IMAGE} AS chef
+ARG CARGO_CHEF_VERSION
+RUN cargo install --locked "cargo-chef@${CARGO_CHEF_VERSION}"
 WORKDIR /src
-COPY --from=planner /recipe/ ./
-RUN cargo build --release --locked -p session-processor --bin session-processor --bin sessions
 
-# 3. Build the real crate (sources touched: the stubs above are newer than their timestamps); strip debug info.
+# 1. The recipe.
+FROM chef AS planner
 COPY . .
-RUN find . -path ./target -prune -o -name '*.rs' -exec touch {} + \
- && cargo build --release --locked -p session-processor --bin session-processor --bin sessions \
+RUN cargo chef prepare --recipe-path recipe.json
+
+# 2. The dependencies, from the recipe alone (the cached layer).
+FROM chef AS builder
+COPY --from=planner /src/recipe.json recipe.json
+RUN cargo chef cook --release --locked --recipe-path recipe.json -p session-processor --bin session-processor --bin sessions
+
+# 3. The real crates (cook removed its dummy builds of them, so they are rebuilt from the sources); debug info
+#    stripped (symbols stay, for backtraces).
+COPY . .
+RUN cargo build --release --locked -p session-processor --bin session-processor --bin sessions \
  && mkdir /out \
  && objcopy --strip-debug target/release/session-processor /out/session-processor \
  && objcopy --strip-debug target/release/sessions /out/sessions

@@ -1,5 +1,6 @@
 //! Both services' `/metrics` endpoints after a two-step tool conversation run through two real service processes:
-//! the GenAI client metrics on both sides, and the processor's own steps, tool calls and Redis latency.
+//! the GenAI client metrics on both sides, and the processor's own steps, tool calls and Redis latency; and every
+//! metric the Grafana dashboard (deploy/grafana/llm-platform.json) queries is one these scrapes expose.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Stdio;
@@ -74,6 +75,168 @@ fn value(text: &str, series: &str, labels: &[&str]) -> f64 {
         })
         .map(|(_, v)| v.parse::<f64>().unwrap())
         .sum()
+}
+
+/// The metric names a PromQL expression reads: identifiers that are not functions, keywords, label names (inside
+/// `{}` or `by (...)`), ranges, numbers, strings or `$variables`.
+fn promql_metrics(expr: &str) -> Vec<String> {
+    // Followed by a parenthesised list of label names (optional for group_left / group_right).
+    const GROUPING: [&str; 6] = [
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+    ];
+    // Aggregations (`sum by (le) (...)` puts the grouping between the name and its parenthesis) and operators.
+    const KEYWORDS: [&str; 17] = [
+        "sum",
+        "avg",
+        "min",
+        "max",
+        "count",
+        "group",
+        "stddev",
+        "stdvar",
+        "topk",
+        "bottomk",
+        "quantile",
+        "count_values",
+        "bool",
+        "and",
+        "or",
+        "unless",
+        "offset",
+    ];
+    let chars: Vec<char> = expr.chars().collect();
+    let (mut out, mut i, mut skip_group) = (Vec::new(), 0, false);
+    while i < chars.len() {
+        let c = chars[i];
+        let close = match c {
+            '"' => Some('"'),
+            '{' => Some('}'),
+            '[' => Some(']'),
+            '(' if skip_group => Some(')'),
+            _ => None,
+        };
+        if let Some(close) = close {
+            skip_group = false;
+            i += chars[i + 1..].iter().position(|&x| x == close).unwrap() + 2;
+        } else if c == '$' || c.is_ascii_digit() {
+            // A variable or a number (1e9 included): skip the whole token.
+            i += 1;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || "_.{}".contains(chars[i]))
+            {
+                i += 1;
+            }
+        } else if c.is_ascii_alphabetic() || c == '_' || c == ':' {
+            let start = i;
+            while i < chars.len()
+                && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == ':')
+            {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            let next = chars[i..].iter().find(|c| !c.is_whitespace());
+            skip_group = GROUPING.contains(&word.as_str());
+            if !skip_group && next != Some(&'(') && !KEYWORDS.contains(&word.as_str()) {
+                out.push(word);
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Whether a scrape exposes `name`: as a sample, or as the `_total` of a counter or the `_bucket`, `_sum` or
+/// `_count` of a histogram family declared by a `# TYPE` line (families without samples yet included).
+fn exposes(scrape: &str, name: &str) -> bool {
+    let declared = |family: &str, kind: &str| {
+        scrape
+            .lines()
+            .any(|l| l == format!("# TYPE {family} {kind}"))
+    };
+    let histogram = ["_bucket", "_sum", "_count"].iter().any(|s| {
+        name.strip_suffix(s)
+            .is_some_and(|f| declared(f, "histogram"))
+    });
+    let counter = name
+        .strip_suffix("_total")
+        .is_some_and(|f| declared(f, "counter"));
+    histogram || counter || declared(name, "gauge")
+}
+
+#[test]
+fn promql_metric_names_are_found() {
+    let expr = r#"histogram_quantile(0.95, sum by (le, op) (rate(session_processor_redis_seconds_bucket{job="session-processor", namespace=~"$namespace"}[$__rate_interval]))) * 3600 / 1e9 + on (pod) group_left llm_gateway_inflight_generations"#;
+    assert_eq!(
+        promql_metrics(expr),
+        [
+            "session_processor_redis_seconds_bucket",
+            "llm_gateway_inflight_generations"
+        ]
+    );
+}
+
+/// The counters this conversation leaves without series: prometheus-client writes nothing, not even `# TYPE`, for
+/// a family without one, so their exported names are taken from the services' own constants (plus the `_total`
+/// a counter gets) instead of the scrape. The test checks that they are indeed absent from the scrapes, so a name
+/// the run does produce is always checked against the scrape.
+fn without_series() -> Vec<String> {
+    use llm_gateway::metrics as gw;
+    use session_processor::metrics as sp;
+    [
+        gw::ERRORS,
+        gw::PROVIDER_ERRORS,
+        gw::REJECTED,
+        gw::FALLBACKS,
+        sp::COMPACTIONS,
+    ]
+    .iter()
+    .map(|family| format!("{family}_total"))
+    .collect()
+}
+
+/// Every query of the dashboard, with the scrape of the service its `job` label names.
+fn check_dashboard(gw: &str, sp: &str) {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/grafana/llm-platform.json"
+    );
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let unproduced = without_series();
+    for name in &unproduced {
+        assert!(
+            !gw.contains(name.as_str()) && !sp.contains(name.as_str()),
+            "{name} has series now: drop it from without_series()"
+        );
+    }
+    let mut checked = 0;
+    for panel in dash["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"].as_str().unwrap();
+            let scrape = if expr.contains(r#"job="llm-gateway""#) {
+                gw
+            } else {
+                assert!(expr.contains(r#"job="session-processor""#), "{expr}");
+                sp
+            };
+            let names = promql_metrics(expr);
+            assert!(!names.is_empty(), "no metric in {expr}");
+            for name in names {
+                assert!(
+                    exposes(scrape, &name) || unproduced.contains(&name),
+                    "panel {}: {name} is not exported\n{expr}",
+                    panel["title"]
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 20, "{checked} metric references checked");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -255,4 +418,6 @@ async fn both_services_expose_their_metrics_after_a_tool_conversation() {
         let v = value(&sp, series, &labels);
         assert!(v >= min, "processor {series} {labels:?} = {v}\n{sp}");
     }
+
+    check_dashboard(&gw, &sp);
 }

@@ -67,6 +67,8 @@ pub async fn run(
     let server = builder
         .max_concurrent_streams(config.max_concurrent_streams)
         .layer(OversizeLayer)
+        // The caller's grpc-timeout bounds the whole call, streams included (DEADLINE_EXCEEDED).
+        .layer(service_kit::deadline::DeadlineLayer)
         .add_service(health_service)
         .add_service(reflection)
         .add_service(reflection_v1alpha)

@@ -54,6 +54,8 @@ pub async fn run(
         .layer(tower::util::MapResponseLayer::new(
             edge::rewrite::<tonic::body::Body>,
         ))
+        // The caller's grpc-timeout bounds the whole call, streams included (DEADLINE_EXCEEDED).
+        .layer(service_kit::deadline::DeadlineLayer)
         .add_service(health_service)
         .add_service(reflection)
         .add_service(reflection_v1alpha)

@@ -5,11 +5,14 @@
 //! - [`env`]: where configuration reads environment variables from (the process, or a fixed list in tests).
 //! - [`grpc`]: the gRPC conventions every server follows: gzip and zstd, reflection v1 and v1alpha listing only
 //!   the served services, health `Watch` per the protocol, HTTP/2 keepalive.
+//! - [`deadline`]: the caller's `grpc-timeout` honoured over the whole call, streams included, with
+//!   `DEADLINE_EXCEEDED`.
 //! - [`serve`]: the start-up error of a server and the SIGTERM/SIGINT shutdown signal.
 //! - `test_certs` (feature `test-certs`): a small certificate authority with server and client certificates, for
 //!   tests.
 
 pub mod auth;
+pub mod deadline;
 pub mod env;
 pub mod grpc;
 pub mod serve;
