@@ -114,7 +114,7 @@ case $mode in
       start=$(date +%s)
       # shellcheck disable=SC2086 # FUZZ_ARGS is a list of libFuzzer flags
       run "$t" -runs="$runs" ${FUZZ_ARGS:-} || failed+=("$t")
-      echo "fuzz: $t: $runs runs in $(($(date +%s) - start)) s, corpus $(find "fuzz/corpus/$t" -type f | wc -l) files"
+      echo "fuzz: $t: stopped after $(($(date +%s) - start)) s (at most $runs runs), corpus $(find "fuzz/corpus/$t" -type f | wc -l) files"
     done
     if [ ${#failed[@]} -gt 0 ]; then
       echo "fuzz: failed: ${failed[*]} (inputs in fuzz/artifacts/)" >&2

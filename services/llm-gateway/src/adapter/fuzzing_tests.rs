@@ -172,3 +172,26 @@ fn invalid_utf8_counts_at_its_decoded_size_whatever_the_reads() {
     input.extend_from_slice(&body);
     sse_target(&input);
 }
+
+/// Found by the `anthropic` target: a `content_block_start` for an index already used (here after the block was
+/// closed) reopened block id "0", a block id opened twice. It is now a typed `provider_error`.
+#[test]
+fn anthropic_refuses_a_block_index_started_twice() {
+    let start = r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#;
+    let delta = r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"}}"#;
+    let stop = r#"{"type":"content_block_stop","index":0}"#;
+    for frames in [vec![start, delta, stop, start], vec![start, start]] {
+        let mut d = decoder(Protocol::Anthropic);
+        let mut out = Vec::new();
+        for data in frames {
+            if !d.is_done() {
+                d.frame("", data, &mut out);
+            }
+        }
+        assert_eq!(invariants::check(&out), Ok(()), "{out:#?}");
+        match out.last() {
+            Some(Event::Error(e)) => assert!(e.message.contains("started twice"), "{e:?}"),
+            other => panic!("want the error, got {other:?}"),
+        }
+    }
+}
