@@ -147,7 +147,7 @@ fn run_whole_path(
         };
         parser.feed(frame.as_bytes(), &mut on).unwrap();
         for ev in out.drain(..) {
-            let msg = llm_gateway::grpc::event_to_pb(ev, info);
+            let msg = llm_gateway::convert::event_to_pb(ev, info);
             wire.clear();
             msg.encode(wire).unwrap();
             bytes += wire.len();

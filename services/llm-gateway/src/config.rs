@@ -10,50 +10,12 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::adapter::Protocol;
 use crate::adapter::transport::{RetryPolicy, Timeouts};
 use crate::catalog::{Catalog, CatalogFile, ModelEntry, ModelInfo};
 use crate::hooks::{DeclarativeHook, HookFile, HookService, HookServiceFile};
+use crate::protocol::Protocol;
 
-/// A configuration error, naming the key.
-#[derive(Debug, thiserror::Error)]
-#[error("{key}: {message}")]
-pub struct ConfigError {
-    /// Dotted path of the offending key (or `config` for the file as a whole).
-    pub key: String,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl ConfigError {
-    pub(crate) fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigError {
-            key: key.into(),
-            message: message.into(),
-        }
-    }
-}
-
-/// A credential. `Debug` and `Display` print `[REDACTED]`.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a value.
-    pub fn new(v: impl Into<String>) -> Self {
-        Secret(v.into())
-    }
-    /// The value, for the one place that sends it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("[REDACTED]")
-    }
-}
+pub use crate::settings::{ConfigError, Secret};
 
 /// The configuration file, as written.
 #[derive(Debug, Deserialize, Default)]
@@ -303,29 +265,7 @@ pub struct Config {
     pub limits: crate::limits::Limits,
 }
 
-/// Where the process environment comes from (a function so tests can pass their own).
-pub trait Env {
-    /// The variable's value, if set and not empty.
-    fn var(&self, name: &str) -> Option<String>;
-}
-
-/// The real process environment.
-pub struct ProcessEnv;
-
-impl Env for ProcessEnv {
-    fn var(&self, name: &str) -> Option<String> {
-        std::env::var(name).ok().filter(|v| !v.is_empty())
-    }
-}
-
-impl<const N: usize> Env for [(&str, &str); N] {
-    fn var(&self, name: &str) -> Option<String> {
-        self.iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.to_string())
-            .filter(|v| !v.is_empty())
-    }
-}
+pub use service_kit::env::{Env, ProcessEnv};
 
 /// Built-in providers, enabled by their environment variables when the file does not define them.
 const BUILTIN: &[(&str, Protocol, &str, &str, &str)] = &[
@@ -389,41 +329,8 @@ impl Config {
                 format!("`{listen_text}` is not an address: {e}"),
             )
         })?;
-
-        let mut auth_tokens: Vec<Secret> =
-            file.server.auth_tokens.iter().map(Secret::new).collect();
-        if let Some(list) = env.var("GATEWAY_AUTH_TOKENS") {
-            auth_tokens.extend(
-                list.split(',')
-                    .map(str::trim)
-                    .filter(|t| !t.is_empty())
-                    .map(Secret::new),
-            );
-        }
-        if auth_tokens.iter().any(|t| t.expose().len() < 16) {
-            return Err(ConfigError::new(
-                "server.auth_tokens",
-                "tokens must be at least 16 characters",
-            ));
-        }
-        if auth_tokens.is_empty() && !file.server.allow_unauthenticated {
-            return Err(ConfigError::new(
-                "server.auth_tokens",
-                "no caller tokens configured: set GATEWAY_AUTH_TOKENS (or server.allow_unauthenticated = true for local development)",
-            ));
-        }
-        if file.server.max_request_bytes < 1024 {
-            return Err(ConfigError::new(
-                "server.max_request_bytes",
-                "must be at least 1024",
-            ));
-        }
-        if file.server.max_concurrent_streams == 0 {
-            return Err(ConfigError::new(
-                "server.max_concurrent_streams",
-                "must be positive",
-            ));
-        }
+        let auth_tokens = auth_tokens(&file.server, env)?;
+        check_server_limits(&file.server)?;
         let keepalive = service_kit::grpc::Keepalive::from_millis(
             file.server.keepalive_interval_ms,
             file.server.keepalive_timeout_ms,
@@ -439,127 +346,12 @@ impl Config {
             env.var("GATEWAY_HTTP_LISTEN")
                 .or(file.server.http_listen.clone()),
         )?;
-        // The semaphore behind the limit holds at most `usize::MAX >> 3` permits.
-        if file.server.max_inflight_generations == 0
-            || file.server.max_inflight_generations > 1_000_000
-        {
-            return Err(ConfigError::new(
-                "server.max_inflight_generations",
-                "must be between 1 and 1000000",
-            ));
-        }
-
-        let tls = service_kit::tls::ServerTlsFiles::with_env(
-            file.server.tls.clone(),
-            "GATEWAY",
-            |name| env.var(name),
-        )
-        .and_then(|files| {
-            files
-                .as_ref()
-                .map(service_kit::tls::ServerTls::load)
-                .transpose()
-        })
-        .map_err(|e| ConfigError::new(format!("server.tls.{}", e.key), e.message))?;
-
-        let t = &file.timeouts;
-        for (k, v) in [
-            ("timeouts.connect_ms", t.connect_ms),
-            ("timeouts.first_byte_ms", t.first_byte_ms),
-            ("timeouts.idle_ms", t.idle_ms),
-            ("timeouts.total_ms", t.total_ms),
-        ] {
-            if v == 0 {
-                return Err(ConfigError::new(k, "must be positive"));
-            }
-        }
-        let timeouts = Timeouts {
-            connect: Duration::from_millis(t.connect_ms),
-            first_byte: Duration::from_millis(t.first_byte_ms),
-            idle: Duration::from_millis(t.idle_ms),
-            total: Duration::from_millis(t.total_ms),
-        };
-        let r = &file.retry;
-        if r.max_attempts == 0 || r.max_attempts > 10 {
-            return Err(ConfigError::new(
-                "retry.max_attempts",
-                "must be between 1 and 10",
-            ));
-        }
-        if r.base_delay_ms > r.max_delay_ms {
-            return Err(ConfigError::new(
-                "retry.base_delay_ms",
-                "must not exceed retry.max_delay_ms",
-            ));
-        }
-        let capture_message_content =
-            match env.var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT") {
-                None => file.telemetry.capture_message_content,
-                Some(v) => match v.trim().to_ascii_lowercase().as_str() {
-                    "true" | "1" => true,
-                    "false" | "0" | "" => false,
-                    _ => {
-                        return Err(ConfigError::new(
-                            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
-                            "must be true or false",
-                        ));
-                    }
-                },
-            };
-        let retry = RetryPolicy {
-            max_attempts: r.max_attempts,
-            base_delay: Duration::from_millis(r.base_delay_ms),
-            max_delay: Duration::from_millis(r.max_delay_ms),
-            max_retry_after: Duration::from_millis(r.max_retry_after_ms),
-        };
-
-        let mut providers = BTreeMap::new();
-        for (id, p) in &file.providers {
-            providers.insert(id.clone(), provider_from_file(id, p, env)?);
-        }
-        for (id, protocol, base_url, key_env, url_env) in BUILTIN {
-            if providers.contains_key(*id) {
-                continue;
-            }
-            if env.var(key_env).is_none() && env.var(url_env).is_none() {
-                continue;
-            }
-            let p = ProviderFile {
-                protocol: *protocol,
-                base_url: Some((*base_url).into()),
-                base_url_env: Some((*url_env).into()),
-                api_key_env: Some((*key_env).into()),
-                allow_unlisted_models: false,
-                unlisted_context_window: default_unlisted_context(),
-                unlisted_max_output_tokens: default_unlisted_output(),
-                google: None,
-                aws: None,
-            };
-            providers.insert((*id).to_string(), provider_from_file(id, &p, env)?);
-        }
-
-        let bundled: CatalogFile = toml::from_str(crate::catalog::BUNDLED)
-            .map_err(|e| ConfigError::new("catalog (bundled)", e.to_string()))?;
-        let overrides = CatalogFile {
-            models: file.models,
-        };
-        let protocols = providers
-            .iter()
-            .map(|(id, p)| (id.clone(), p.protocol))
-            .collect();
-        let catalog = Catalog::build(&[&bundled, &overrides], &protocols)
-            .map_err(|e| ConfigError::new("models", e.to_string()))?;
-        catalog
-            .check_fallbacks(|id| {
-                catalog.get(id).is_some()
-                    || id
-                        .split_once('/')
-                        .and_then(|(p, _)| providers.get(p))
-                        .is_some_and(|p| p.allow_unlisted_models)
-            })
-            .map_err(|e| {
-                ConfigError::new(format!("models.\"{}\".{}", e.model, e.field), e.message)
-            })?;
+        let tls = server_tls(&file.server, env)?;
+        let timeouts = timeouts(&file.timeouts)?;
+        let retry = retry(&file.retry)?;
+        let capture_message_content = capture_message_content(&file.telemetry, env)?;
+        let providers = providers(&file.providers, env)?;
+        let catalog = catalog(file.models, &providers)?;
         let (hooks, hook_services) = crate::hooks::compile(&file.hooks, &file.hook_services)?;
         let limits = file.limits.validate()?;
 
@@ -587,6 +379,194 @@ impl Config {
     }
 }
 
+/// `server.auth_tokens` plus `GATEWAY_AUTH_TOKENS` (comma-separated), each at least 16 characters; none only when
+/// `server.allow_unauthenticated` says so.
+fn auth_tokens(server: &ServerFile, env: &dyn Env) -> Result<Vec<Secret>, ConfigError> {
+    let mut auth_tokens: Vec<Secret> = server.auth_tokens.iter().map(Secret::new).collect();
+    if let Some(list) = env.var("GATEWAY_AUTH_TOKENS") {
+        auth_tokens.extend(
+            list.split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(Secret::new),
+        );
+    }
+    if auth_tokens.iter().any(|t| t.expose().len() < 16) {
+        return Err(ConfigError::new(
+            "server.auth_tokens",
+            "tokens must be at least 16 characters",
+        ));
+    }
+    if auth_tokens.is_empty() && !server.allow_unauthenticated {
+        return Err(ConfigError::new(
+            "server.auth_tokens",
+            "no caller tokens configured: set GATEWAY_AUTH_TOKENS (or server.allow_unauthenticated = true for local development)",
+        ));
+    }
+    Ok(auth_tokens)
+}
+
+/// The server's size and concurrency limits are in range.
+fn check_server_limits(server: &ServerFile) -> Result<(), ConfigError> {
+    if server.max_request_bytes < 1024 {
+        return Err(ConfigError::new(
+            "server.max_request_bytes",
+            "must be at least 1024",
+        ));
+    }
+    if server.max_concurrent_streams == 0 {
+        return Err(ConfigError::new(
+            "server.max_concurrent_streams",
+            "must be positive",
+        ));
+    }
+    // The semaphore behind the limit holds at most `usize::MAX >> 3` permits.
+    if server.max_inflight_generations == 0 || server.max_inflight_generations > 1_000_000 {
+        return Err(ConfigError::new(
+            "server.max_inflight_generations",
+            "must be between 1 and 1000000",
+        ));
+    }
+
+    Ok(())
+}
+
+/// `[server.tls]` (or the `GATEWAY_TLS_*` variables), files loaded and checked.
+fn server_tls(
+    server: &ServerFile,
+    env: &dyn Env,
+) -> Result<Option<service_kit::tls::ServerTls>, ConfigError> {
+    service_kit::tls::ServerTlsFiles::with_env(server.tls.clone(), "GATEWAY", |name| env.var(name))
+        .and_then(|files| {
+            files
+                .as_ref()
+                .map(service_kit::tls::ServerTls::load)
+                .transpose()
+        })
+        .map_err(|e| ConfigError::new(format!("server.tls.{}", e.key), e.message))
+}
+
+/// `[timeouts]`, every one positive.
+fn timeouts(t: &TimeoutsFile) -> Result<Timeouts, ConfigError> {
+    for (k, v) in [
+        ("timeouts.connect_ms", t.connect_ms),
+        ("timeouts.first_byte_ms", t.first_byte_ms),
+        ("timeouts.idle_ms", t.idle_ms),
+        ("timeouts.total_ms", t.total_ms),
+    ] {
+        if v == 0 {
+            return Err(ConfigError::new(k, "must be positive"));
+        }
+    }
+    Ok(Timeouts {
+        connect: Duration::from_millis(t.connect_ms),
+        first_byte: Duration::from_millis(t.first_byte_ms),
+        idle: Duration::from_millis(t.idle_ms),
+        total: Duration::from_millis(t.total_ms),
+    })
+}
+
+/// `[retry]`: 1 to 10 attempts, the base delay not above the maximum.
+fn retry(r: &RetryFile) -> Result<RetryPolicy, ConfigError> {
+    if r.max_attempts == 0 || r.max_attempts > 10 {
+        return Err(ConfigError::new(
+            "retry.max_attempts",
+            "must be between 1 and 10",
+        ));
+    }
+    if r.base_delay_ms > r.max_delay_ms {
+        return Err(ConfigError::new(
+            "retry.base_delay_ms",
+            "must not exceed retry.max_delay_ms",
+        ));
+    }
+    Ok(RetryPolicy {
+        max_attempts: r.max_attempts,
+        base_delay: Duration::from_millis(r.base_delay_ms),
+        max_delay: Duration::from_millis(r.max_delay_ms),
+        max_retry_after: Duration::from_millis(r.max_retry_after_ms),
+    })
+}
+
+/// Whether spans carry message content: `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` over
+/// `telemetry.capture_message_content`.
+fn capture_message_content(t: &TelemetryFile, env: &dyn Env) -> Result<bool, ConfigError> {
+    Ok(
+        match env.var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT") {
+            None => t.capture_message_content,
+            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "true" | "1" => true,
+                "false" | "0" | "" => false,
+                _ => {
+                    return Err(ConfigError::new(
+                        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+                        "must be true or false",
+                    ));
+                }
+            },
+        },
+    )
+}
+
+/// The configured providers, then the built-in ones whose environment variables are set.
+fn providers(
+    files: &BTreeMap<String, ProviderFile>,
+    env: &dyn Env,
+) -> Result<BTreeMap<String, Provider>, ConfigError> {
+    let mut providers = BTreeMap::new();
+    for (id, p) in files {
+        providers.insert(id.clone(), provider_from_file(id, p, env)?);
+    }
+    for (id, protocol, base_url, key_env, url_env) in BUILTIN {
+        if providers.contains_key(*id) {
+            continue;
+        }
+        if env.var(key_env).is_none() && env.var(url_env).is_none() {
+            continue;
+        }
+        let p = ProviderFile {
+            protocol: *protocol,
+            base_url: Some((*base_url).into()),
+            base_url_env: Some((*url_env).into()),
+            api_key_env: Some((*key_env).into()),
+            allow_unlisted_models: false,
+            unlisted_context_window: default_unlisted_context(),
+            unlisted_max_output_tokens: default_unlisted_output(),
+            google: None,
+            aws: None,
+        };
+        providers.insert((*id).to_string(), provider_from_file(id, &p, env)?);
+    }
+
+    Ok(providers)
+}
+
+/// The bundled catalog with the file's `[models]` over it; every fallback names a served model.
+fn catalog(
+    models: BTreeMap<String, ModelEntry>,
+    providers: &BTreeMap<String, Provider>,
+) -> Result<Catalog, ConfigError> {
+    let bundled: CatalogFile = toml::from_str(crate::catalog::BUNDLED)
+        .map_err(|e| ConfigError::new("catalog (bundled)", e.to_string()))?;
+    let overrides = CatalogFile { models };
+    let protocols = providers
+        .iter()
+        .map(|(id, p)| (id.clone(), p.protocol))
+        .collect();
+    let catalog = Catalog::build(&[&bundled, &overrides], &protocols)
+        .map_err(|e| ConfigError::new("models", e.to_string()))?;
+    catalog
+        .check_fallbacks(|id| {
+            catalog.get(id).is_some()
+                || id
+                    .split_once('/')
+                    .and_then(|(p, _)| providers.get(p))
+                    .is_some_and(|p| p.allow_unlisted_models)
+        })
+        .map_err(|e| ConfigError::new(format!("models.\"{}\".{}", e.model, e.field), e.message))?;
+    Ok(catalog)
+}
+
 /// An optional listen address, the error naming `key`.
 fn optional_addr(key: &str, text: Option<String>) -> Result<Option<SocketAddr>, ConfigError> {
     text.map(|text| {
@@ -608,7 +588,7 @@ fn provider_from_file(id: &str, p: &ProviderFile, env: &dyn Env) -> Result<Provi
             "provider ids use [A-Za-z0-9_-]",
         ));
     }
-    let signer = crate::adapter::bedrock::auth::provider_signer(id, p, env)?;
+    let signer = provider_signer(id, p, env)?;
     let from_env = p.base_url_env.as_deref().and_then(|name| env.var(name));
     let base_url = from_env.or_else(|| p.base_url.clone());
     let (base_url, google) = if p.protocol.uses_google_tokens() {
@@ -669,6 +649,35 @@ fn provider_from_file(id: &str, p: &ProviderFile, env: &dyn Env) -> Result<Provi
 }
 
 /// Base URLs are http(s) with a host, no credentials, query or fragment; the trailing `/` is dropped.
+/// The signer of a `bedrock` provider, from `[providers.<id>.aws]`, the AWS environment and shared files. Other
+/// protocols take no `aws` table, and `bedrock` takes no API key.
+fn provider_signer(
+    id: &str,
+    p: &ProviderFile,
+    env: &dyn Env,
+) -> Result<Option<crate::adapter::bedrock::auth::AwsSigner>, ConfigError> {
+    let key = |k: &str| format!("providers.{id}.{k}");
+    if p.protocol != Protocol::Bedrock {
+        if p.aws.is_some() {
+            return Err(ConfigError::new(
+                key("aws"),
+                "only a bedrock provider takes an aws table",
+            ));
+        }
+        return Ok(None);
+    }
+    if p.api_key_env.is_some() {
+        return Err(ConfigError::new(
+            key("api_key_env"),
+            "bedrock signs requests with AWS credentials; remove api_key_env",
+        ));
+    }
+    let file = p.aws.clone().unwrap_or_default();
+    crate::adapter::bedrock::auth::load(&file, env)
+        .map(Some)
+        .map_err(|m| ConfigError::new(key("aws"), m))
+}
+
 fn validate_base_url(url: &str) -> Result<String, String> {
     let parsed = reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a URL: {e}"))?;
     if !matches!(parsed.scheme(), "http" | "https") {
@@ -687,253 +696,5 @@ fn validate_base_url(url: &str) -> Result<String, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const TOKEN: &str = "a-caller-token-of-length";
-
-    #[test]
-    fn env_enables_builtin_providers_with_their_base_urls() {
-        let env = [
-            ("GATEWAY_AUTH_TOKENS", TOKEN),
-            ("OPENAI_API_KEY", "sk-test"),
-            ("ANTHROPIC_API_KEY", "sk-ant"),
-            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/"),
-        ];
-        let c = Config::from_file(FileConfig::default(), &env).unwrap();
-        assert_eq!(c.providers["openai"].base_url, "https://api.openai.com/v1");
-        assert_eq!(c.providers["anthropic"].base_url, "http://127.0.0.1:9");
-        assert_eq!(c.providers["anthropic"].api_key.expose(), "sk-ant");
-        assert!(c.catalog.get("openai/gpt-4o").is_some());
-        assert!(c.catalog.get("anthropic/claude-sonnet-4-5").is_some());
-        assert!(
-            c.catalog.get("demo/scripted").is_none(),
-            "unconfigured providers' models are left out"
-        );
-    }
-
-    #[test]
-    fn tls_files_are_checked_and_the_environment_overrides_them() {
-        let dir = tempfile::tempdir().unwrap();
-        let pki = service_kit::test_certs::generate(dir.path());
-        let (cert, key) = (
-            pki.server_cert.display().to_string(),
-            pki.server_key.display().to_string(),
-        );
-        struct Vars<'a>(&'a [(&'a str, &'a str)]);
-        impl Env for Vars<'_> {
-            fn var(&self, name: &str) -> Option<String> {
-                let token = (name == "GATEWAY_AUTH_TOKENS").then(|| TOKEN.to_owned());
-                token.or_else(|| {
-                    self.0
-                        .iter()
-                        .find(|(k, _)| *k == name)
-                        .map(|(_, v)| (*v).to_owned())
-                })
-            }
-        }
-        let load = |server: String, env: &[(&str, &str)]| {
-            let file = Config::parse(&format!("[server]\n{server}\n")).unwrap();
-            Config::from_file(file, &Vars(env))
-        };
-        assert!(load(String::new(), &[]).unwrap().tls.is_none());
-        let c = load(format!("tls = {}", pki.server_toml(true)), &[]).unwrap();
-        assert!(c.tls.unwrap().mutual());
-        let c = load(
-            String::new(),
-            &[
-                ("GATEWAY_TLS_CERT_FILE", &cert),
-                ("GATEWAY_TLS_KEY_FILE", &key),
-            ],
-        )
-        .unwrap();
-        assert!(!c.tls.unwrap().mutual());
-        let e = load(
-            format!("tls = {{ cert_file = \"{cert}\", key_file = \"/nope.key\" }}"),
-            &[],
-        )
-        .unwrap_err();
-        assert_eq!(e.key, "server.tls.key_file");
-        let e = load(String::new(), &[("GATEWAY_TLS_CERT_FILE", &cert)]).unwrap_err();
-        assert_eq!(e.key, "server.tls.key_file");
-    }
-
-    #[test]
-    fn no_tokens_is_refused_unless_explicitly_allowed() {
-        let err = Config::from_file(FileConfig::default(), &[("X", "")]).unwrap_err();
-        assert_eq!(err.key, "server.auth_tokens");
-        let file = Config::parse("[server]\nallow_unauthenticated = true\n").unwrap();
-        assert!(Config::from_file(file, &[("X", "")]).is_ok());
-    }
-
-    #[test]
-    fn errors_name_the_key() {
-        let env = [("GATEWAY_AUTH_TOKENS", TOKEN)];
-        let bad_url = Config::parse(
-            "[providers.local]\nprotocol = \"openai_chat\"\nbase_url = \"ftp://x\"\n",
-        )
-        .unwrap();
-        assert_eq!(
-            Config::from_file(bad_url, &env).unwrap_err().key,
-            "providers.local.base_url"
-        );
-        let missing_key =
-            Config::parse("[providers.local]\nprotocol = \"openai_chat\"\nbase_url = \"http://h/v1\"\napi_key_env = \"NOPE\"\n")
-                .unwrap();
-        assert_eq!(
-            Config::from_file(missing_key, &env).unwrap_err().key,
-            "providers.local.api_key_env"
-        );
-        assert!(
-            Config::parse("[server]\nlisten_typo = 1\n")
-                .unwrap_err()
-                .message
-                .contains("listen_typo")
-        );
-        let zero = Config::parse("[timeouts]\nidle_ms = 0\n").unwrap();
-        assert_eq!(
-            Config::from_file(zero, &env).unwrap_err().key,
-            "timeouts.idle_ms"
-        );
-    }
-
-    #[test]
-    fn message_content_capture_is_off_unless_opted_in() {
-        let env = [("GATEWAY_AUTH_TOKENS", TOKEN)];
-        let off = Config::from_file(FileConfig::default(), &env).unwrap();
-        assert!(!off.capture_message_content);
-        let file = || Config::parse("[telemetry]\ncapture_message_content = true\n").unwrap();
-        assert!(
-            Config::from_file(file(), &env)
-                .unwrap()
-                .capture_message_content
-        );
-        let var = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT";
-        let env_off = [("GATEWAY_AUTH_TOKENS", TOKEN), (var, "false")];
-        assert!(
-            !Config::from_file(file(), &env_off)
-                .unwrap()
-                .capture_message_content
-        );
-        let env_on = [("GATEWAY_AUTH_TOKENS", TOKEN), (var, "TRUE")];
-        assert!(
-            Config::from_file(FileConfig::default(), &env_on)
-                .unwrap()
-                .capture_message_content
-        );
-        let env_bad = [("GATEWAY_AUTH_TOKENS", TOKEN), (var, "yes please")];
-        assert_eq!(
-            Config::from_file(FileConfig::default(), &env_bad)
-                .unwrap_err()
-                .key,
-            var
-        );
-    }
-
-    #[test]
-    fn the_http_front_door_is_off_unless_an_address_is_given() {
-        let env = [("GATEWAY_AUTH_TOKENS", TOKEN)];
-        assert_eq!(
-            Config::from_file(FileConfig::default(), &env)
-                .unwrap()
-                .http_listen,
-            None
-        );
-        let file = Config::parse("[server]\nhttp_listen = \"127.0.0.1:8080\"\n").unwrap();
-        let c = Config::from_file(file, &env).unwrap();
-        assert_eq!(c.http_listen, Some("127.0.0.1:8080".parse().unwrap()));
-        let env_over = [
-            ("GATEWAY_AUTH_TOKENS", TOKEN),
-            ("GATEWAY_HTTP_LISTEN", "0.0.0.0:8081"),
-        ];
-        let c = Config::from_file(FileConfig::default(), &env_over).unwrap();
-        assert_eq!(c.http_listen, Some("0.0.0.0:8081".parse().unwrap()));
-        let file = Config::parse("[server]\nhttp_listen = \"nope\"\n").unwrap();
-        assert_eq!(
-            Config::from_file(file, &env).unwrap_err().key,
-            "server.http_listen"
-        );
-    }
-
-    #[test]
-    fn ops_keys_are_validated_and_fallbacks_must_resolve() {
-        let env = [("GATEWAY_AUTH_TOKENS", TOKEN), ("OPENAI_API_KEY", "sk-x")];
-        let c = Config::from_file(FileConfig::default(), &env).unwrap();
-        assert_eq!(c.metrics_listen, None);
-        assert_eq!(c.max_inflight_generations, 4096);
-        let file = Config::parse(
-            "[server]\nmetrics_listen = \"127.0.0.1:9464\"\nmax_inflight_generations = 8\n",
-        )
-        .unwrap();
-        let c = Config::from_file(file, &env).unwrap();
-        assert_eq!(c.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
-        assert_eq!(c.max_inflight_generations, 8);
-        let env_over = [
-            ("GATEWAY_AUTH_TOKENS", TOKEN),
-            ("GATEWAY_METRICS_LISTEN", "0.0.0.0:9100"),
-        ];
-        let c = Config::from_file(FileConfig::default(), &env_over).unwrap();
-        assert_eq!(c.metrics_listen, Some("0.0.0.0:9100".parse().unwrap()));
-
-        for (text, key) in [
-            (
-                "[server]\nmetrics_listen = \"nope\"\n",
-                "server.metrics_listen",
-            ),
-            (
-                "[server]\nmax_inflight_generations = 0\n",
-                "server.max_inflight_generations",
-            ),
-            (
-                "[models.\"openai/gpt-4o\"]\nfallbacks = [\"anthropic/claude-sonnet-4-5\"]\n",
-                "models.\"openai/gpt-4o\".fallbacks[0]",
-            ),
-            (
-                "[[hooks]]\nheaders = { \"x-api-key\" = \"k\" }\n",
-                "hooks[0].headers.x-api-key",
-            ),
-        ] {
-            let file = Config::parse(text).unwrap();
-            assert_eq!(
-                Config::from_file(file, &env).unwrap_err().key,
-                key,
-                "{text}"
-            );
-        }
-        let ok =
-            Config::parse("[models.\"openai/gpt-4o\"]\nfallbacks = [\"openai/gpt-4o-mini\"]\n")
-                .unwrap();
-        let c = Config::from_file(ok, &env).unwrap();
-        assert_eq!(c.catalog.fallbacks("openai/gpt-4o"), ["openai/gpt-4o-mini"]);
-    }
-
-    #[test]
-    fn the_example_config_is_valid() {
-        // The annotated example is the reference operators copy from: it must keep up with the schema.
-        let file = Config::parse(include_str!("../../../deploy/gateway.example.toml")).unwrap();
-        assert_eq!(file.hooks.len(), 2);
-        let env = [
-            ("GATEWAY_AUTH_TOKENS", TOKEN),
-            ("OPENAI_API_KEY", "sk-x"),
-            ("ANTHROPIC_API_KEY", "sk-ant-x"),
-            ("DEEPSEEK_API_KEY", "sk-d"),
-        ];
-        let c = Config::from_file(file, &env).unwrap();
-        assert_eq!(
-            c.catalog.fallbacks("openai/gpt-4o"),
-            ["anthropic/claude-sonnet-4-5"]
-        );
-    }
-
-    #[test]
-    fn secrets_never_print() {
-        let env = [
-            ("GATEWAY_AUTH_TOKENS", TOKEN),
-            ("OPENAI_API_KEY", "sk-very-secret"),
-        ];
-        let c = Config::from_file(FileConfig::default(), &env).unwrap();
-        let dump = format!("{c:?}");
-        assert!(!dump.contains("sk-very-secret"));
-        assert!(!dump.contains(TOKEN));
-    }
-}
+#[path = "config_tests.rs"]
+mod tests;

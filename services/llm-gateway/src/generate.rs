@@ -20,47 +20,16 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
 use crate::adapter::transport::{Opening, ProviderStream, RequestSigner, Transport};
-use crate::adapter::{Adapter, BuildError, Decoder, HttpRequest, Target, classify};
+use crate::adapter::{Adapter, Decoder, HttpRequest, Target, classify};
 use crate::catalog::ModelInfo;
 use crate::config::{Config, ConfigError, Env, Provider};
+use crate::convert;
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::{Event, FinishReason, Usage};
-use crate::grpc;
-use crate::hooks::{HookError, HookRunner};
+use crate::hooks::HookRunner;
 use crate::metrics::{Ended, Metrics, ModelLabels, Outcome, UNLISTED_MODEL};
 
-/// Why a generation could not start; mapped to a gRPC status by [`crate::grpc::start_error_status`].
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// The model (or a fallback model) is not served.
-    #[error("model `{model}` is not in the catalog{}", suggestions(.close))]
-    UnknownModel {
-        /// The id asked for.
-        model: String,
-        /// Close matches, for the message.
-        close: Vec<String>,
-    },
-    /// The request cannot be translated.
-    #[error(transparent)]
-    Invalid(#[from] BuildError),
-    /// A `fail_closed` hook service failed.
-    #[error(transparent)]
-    Hook(#[from] HookError),
-    /// `server.max_inflight_generations` generations are already running.
-    #[error("too many concurrent generations (limit {limit})")]
-    TooManyGenerations {
-        /// The configured limit.
-        limit: usize,
-    },
-}
-
-fn suggestions(close: &[String]) -> String {
-    if close.is_empty() {
-        String::new()
-    } else {
-        format!("; did you mean {}", close.join(", "))
-    }
-}
+pub use crate::start_error::{StartError, start_error_kind};
 
 /// Why a reload did not take effect; the running configuration stays in force.
 #[derive(Debug, thiserror::Error)]
@@ -661,11 +630,11 @@ impl Run {
                 p.request.body = serde_json::Value::Null;
             }
             let c = self.candidate();
-            let start = grpc::stream_start(&c.provider.id, &c.model.id, self.attempt);
+            let start = convert::stream_start(&c.provider.id, &c.model.id, self.attempt);
             self.metrics
                 .first_event(&c.labels, self.clock.started.elapsed());
             self.pending.push_back(start);
-            self.pending.push_back(grpc::step_start());
+            self.pending.push_back(convert::step_start());
         }
         let mut end: Option<(Outcome, Option<&'static str>, Option<Usage>)> = None;
         for mut ev in self.decoded.drain(..) {
@@ -688,7 +657,7 @@ impl Run {
             let model = &self.candidates[self.current].model;
             let pending = &mut self.pending;
             crate::limits::split_event(ev, self.state.config.limits.max_delta_bytes, |piece| {
-                pending.push_back(grpc::event_to_pb(piece, model));
+                pending.push_back(convert::event_to_pb(piece, model));
             });
             if end.is_some() {
                 break;
@@ -719,7 +688,7 @@ impl Run {
             .provider_error(&self.candidate().labels, err.kind.as_str());
         if self.started {
             let kind = err.kind.as_str();
-            self.pending.push_back(grpc::event_to_pb(
+            self.pending.push_back(convert::event_to_pb(
                 Event::Error(err),
                 &self.candidate().model,
             ));
@@ -793,14 +762,14 @@ impl Run {
         let c = &self.candidates[index];
         self.started = true;
         self.pristine = None;
-        self.pending.push_back(grpc::stream_start(
+        self.pending.push_back(convert::stream_start(
             &c.provider.id,
             &c.model.id,
             self.attempt,
         ));
         let kind = err.kind.as_str();
         self.pending
-            .push_back(grpc::event_to_pb(Event::Error(err), &c.model));
+            .push_back(convert::event_to_pb(Event::Error(err), &c.model));
         self.done = true;
         self.record_end(Outcome::Error, Some(kind), None);
     }
@@ -871,71 +840,6 @@ fn scrub(e: &mut ProviderError, secrets: &[String]) {
     e.provider_body = classify::redact(&e.provider_body, &refs);
 }
 
-/// `ErrorKind` for a start error, for metrics and logs.
-pub fn start_error_kind(e: &StartError) -> ErrorKind {
-    match e {
-        StartError::UnknownModel { .. } | StartError::Invalid(_) => ErrorKind::InvalidRequest,
-        StartError::Hook(_) => ErrorKind::ProviderError,
-        StartError::TooManyGenerations { .. } => ErrorKind::Overloaded,
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fallback_kinds_are_the_ones_another_model_can_fix() {
-        use ErrorKind::*;
-        for k in [
-            RateLimited,
-            Overloaded,
-            Timeout,
-            Network,
-            ProviderError,
-            Auth,
-        ] {
-            assert!(falls_back(k), "{k:?}");
-        }
-        for k in [InvalidRequest, ContentFilter, ContextOverflow, Cancelled] {
-            assert!(!falls_back(k), "{k:?}");
-        }
-    }
-
-    /// Every open stream keeps its whole state machine in one allocation (server.rs boxes it), so its size is part
-    /// of the memory per open stream. Rare, large awaits (fallback hooks, retry back-off, the request future) are
-    /// boxed separately; this keeps them from creeping back in.
-    #[tokio::test]
-    async fn an_open_stream_holds_a_small_state() {
-        let file = Config::parse(
-            "[server]\nallow_unauthenticated = true\n[providers.local]\nprotocol = \"openai_chat\"\nbase_url = \"http://127.0.0.1:9/v1\"\nallow_unlisted_models = true\n",
-        )
-        .unwrap();
-        let gateway = Gateway::new(Config::from_file(file, &[("X", "")]).unwrap()).unwrap();
-        let generation = pb::Generation {
-            model: "local/m".into(),
-            messages: vec![pb::Message {
-                role: pb::Role::User as i32,
-                parts: vec![pb::Part {
-                    kind: Some(pb::part::Kind::Text(pb::TextPart { text: "hi".into() })),
-                }],
-            }],
-            ..Default::default()
-        };
-        let stream = gateway.stream(generation).await.unwrap();
-        let size = std::mem::size_of_val(&stream);
-        assert!(size <= 2048, "an open stream's state is {size} bytes");
-    }
-
-    #[test]
-    fn summaries_name_the_model_kind_status_and_attempts() {
-        let mut e = crate::error::ProviderError::new(ErrorKind::RateLimited, "slow down");
-        e.http_status = Some(429);
-        assert_eq!(
-            summarize("openai/gpt-4o", &e, 3),
-            "openai/gpt-4o: rate_limited (429) after 3 attempts: slow down"
-        );
-        let e = crate::error::ProviderError::new(ErrorKind::Timeout, "");
-        assert_eq!(summarize("a/b", &e, 1), "a/b: timeout");
-    }
-}
+#[path = "generate_tests.rs"]
+mod tests;

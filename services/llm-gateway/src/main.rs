@@ -20,7 +20,7 @@ struct Args {
 #[tokio::main]
 pub(crate) async fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    let _telemetry = match llm_gateway::telemetry::init("llm-gateway") {
+    let _telemetry = match llm_telemetry::init("llm-gateway") {
         Ok(t) => t,
         Err(e) => {
             eprintln!("llm-gateway: telemetry: {e}");
@@ -102,7 +102,7 @@ async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let signal = {
         let stop = stop.clone();
         async move {
-            shutdown_signal().await;
+            service_kit::serve::shutdown_signal().await;
             stop.cancel();
         }
     };
@@ -147,28 +147,5 @@ async fn reload_on_sighup(gateway: llm_gateway::generate::Gateway, path: Option<
     #[cfg(not(unix))]
     {
         let _ = (gateway, path);
-    }
-}
-
-/// Resolves on SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
     }
 }

@@ -15,7 +15,7 @@ use llm_proto::gateway as pb;
 use llm_proto::gateway::gateway_service_server::{GatewayService, GatewayServiceServer};
 use tonic::{Request, Response, Status};
 
-use crate::server::{EventStream, GatewayRpc};
+use crate::rpc::{EventStream, GatewayRpc};
 
 const SERVICE: &str = "/llm.gateway.v1.GatewayService/";
 
@@ -208,7 +208,7 @@ impl<E, D: prost::Message + Default> tonic::codec::Decoder for GatewayCodec<E, D
     // The request's buffer keeps tonic's default size: it lives only until the request is decoded.
     fn decode(&mut self, src: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<D>, Status> {
         D::decode(src).map(Some).map_err(|e| {
-            crate::grpc::invalid(
+            crate::status::invalid(
                 "request",
                 &format!("not a valid protobuf message of this method: {e}"),
             )

@@ -9,28 +9,18 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use futures::{Stream, StreamExt};
-use llm_proto::gateway as pb;
-use llm_proto::gateway::gateway_service_server::{GatewayService, GatewayServiceServer};
+use llm_proto::gateway::gateway_service_server::GatewayServiceServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
-use tonic::{Request, Response, Status};
-use tracing::Instrument;
+use tonic::{Request, Status};
 
 use crate::generate::Gateway;
-use crate::grpc;
 use crate::routes::GatewayServer;
+use crate::rpc::GatewayRpc;
 
-/// Server start-up failures.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    #[error("reflection: {0}")]
-    Reflection(#[from] tonic_reflection::server::Error),
-    #[error("transport: {0}")]
-    Transport(#[from] tonic::transport::Error),
-}
+pub use service_kit::serve::ServeError;
 
 /// Serves `gateway` on `listener` (over TLS when `server.tls` is configured) until `shutdown` resolves, then drains
 /// in-flight streams for up to the configured grace period.
@@ -92,260 +82,6 @@ pub async fn run(
     Ok(())
 }
 
-/// The `GatewayService` implementation.
-pub struct GatewayRpc {
-    pub(crate) gateway: Gateway,
-}
-
-pub(crate) type EventStream =
-    Pin<Box<dyn Stream<Item = Result<pb::StreamResponse, Status>> + Send + 'static>>;
-
-#[tonic::async_trait]
-impl GatewayService for GatewayRpc {
-    type StreamStream = EventStream;
-
-    async fn stream(
-        &self,
-        request: Request<pb::StreamRequest>,
-    ) -> Result<Response<EventStream>, Status> {
-        let trace = trace_context(request.metadata());
-        let (metadata, _, message) = request.into_parts();
-        let mut generation = validated(message.generation, &self.gateway.config().limits).await?;
-        let capture = self.gateway.config().capture_message_content;
-        let span = crate::tracing_spans::generation_span(&generation, &metadata, capture);
-        propagate(&mut generation, trace);
-        log_start(&generation);
-        let events = self
-            .gateway
-            .stream(generation)
-            .instrument(span.clone())
-            .await
-            .map_err(|e| {
-                crate::tracing_spans::start_failed(&span, &e);
-                grpc::start_error_status(&e)
-            })?;
-        let mut traced = crate::tracing_spans::Traced::new(Box::pin(events), span, capture);
-        // The response headers go out when this returns. Returning only once the first event exists (the provider
-        // answered, or every attempt failed) sends the headers and the first events in one HTTP/2 write: one
-        // socket write and one wake-up of the caller instead of two before the first token. Nothing is lost by
-        // waiting: the caller could not do anything with the headers alone, and cancelling still drops the
-        // generation (and the provider request) at once.
-        let Some(first) = traced.next().await else {
-            // Never polled again after its end: the generation's stream is not fused.
-            return Ok(Response::new(Box::pin(futures::stream::empty())));
-        };
-        Ok(Response::new(Box::pin(
-            futures::stream::once(std::future::ready(first))
-                .chain(traced)
-                .map(Ok),
-        )))
-    }
-
-    async fn generate(
-        &self,
-        request: Request<pb::GenerateRequest>,
-    ) -> Result<Response<pb::GenerateResponse>, Status> {
-        let trace = trace_context(request.metadata());
-        let (metadata, _, message) = request.into_parts();
-        let mut generation = validated(message.generation, &self.gateway.config().limits).await?;
-        let capture = self.gateway.config().capture_message_content;
-        let span = crate::tracing_spans::generation_span(&generation, &metadata, capture);
-        propagate(&mut generation, trace);
-        log_start(&generation);
-        let events = self
-            .gateway
-            .stream(generation)
-            .instrument(span.clone())
-            .await
-            .map_err(|e| {
-                crate::tracing_spans::start_failed(&span, &e);
-                grpc::start_error_status(&e)
-            })?;
-        let mut events = crate::tracing_spans::Traced::new(Box::pin(events), span, capture);
-        let mut collector = grpc::Collector::default();
-        while let Some(ev) = events.next().await {
-            collector.push(ev)?;
-        }
-        Ok(Response::new(collector.finish()?))
-    }
-
-    async fn list_models(
-        &self,
-        request: Request<pb::ListModelsRequest>,
-    ) -> Result<Response<pb::ListModelsResponse>, Status> {
-        let req = request.into_inner();
-        let page_size = match req.page_size {
-            0 => 100,
-            n if n < 0 => return Err(grpc::invalid("page_size", "must not be negative")),
-            n => usize::try_from(n.min(1000)).unwrap_or(1000),
-        };
-        let after = if req.page_token.is_empty() {
-            None
-        } else {
-            Some(
-                decode_page_token(&req.page_token)
-                    .ok_or_else(|| grpc::invalid("page_token", "not a token from this API"))?,
-            )
-        };
-        let config = self.gateway.config();
-        let mut models = config
-            .catalog
-            .iter()
-            .filter(|m| req.provider.is_empty() || m.provider == req.provider)
-            .filter(|m| after.as_deref().is_none_or(|a| m.id.as_str() > a));
-        let page: Vec<pb::Model> = models.by_ref().take(page_size).map(model_to_pb).collect();
-        let next_page_token = match (models.next(), page.last()) {
-            (Some(_), Some(last)) => encode_page_token(&last.id),
-            _ => String::new(),
-        };
-        Ok(Response::new(pb::ListModelsResponse {
-            models: page,
-            next_page_token,
-        }))
-    }
-
-    async fn get_model(
-        &self,
-        request: Request<pb::GetModelRequest>,
-    ) -> Result<Response<pb::GetModelResponse>, Status> {
-        let id = &request.get_ref().model;
-        if id.is_empty() {
-            return Err(grpc::invalid("model", "required"));
-        }
-        let (model, _) = self
-            .gateway
-            .resolve(id)
-            .map_err(|e| grpc::start_error_status(&e))?;
-        Ok(Response::new(pb::GetModelResponse {
-            model: Some(model_to_pb(&model)),
-        }))
-    }
-}
-
-/// Validates the request's generation and hands it over by value: the gateway edits it in place (hooks) instead of
-/// copying a request that may be megabytes long.
-///
-/// The size limits are counted here first, so an oversized request is refused at once; a large request that passes
-/// them is checked on the blocking pool ([`crate::offload`]).
-pub(crate) async fn validated(
-    generation: Option<pb::Generation>,
-    limits: &crate::limits::Limits,
-) -> Result<pb::Generation, Status> {
-    let g = generation.ok_or_else(|| grpc::invalid("generation", "required"))?;
-    crate::validate::sizes(&g, limits)?;
-    let limits = *limits;
-    crate::offload::run(crate::offload::is_large(&g), move || {
-        crate::validate::validate(Some(&g), &limits)?;
-        Ok(g)
-    })
-    .await
-}
-
-/// The caller's W3C trace context (`traceparent`, `tracestate`), when it sent a valid one.
-pub(crate) fn trace_context(metadata: &tonic::metadata::MetadataMap) -> Vec<(String, String)> {
-    let get = |k: &str| {
-        metadata
-            .get(k)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    };
-    let Some(parent) = get("traceparent").filter(|t| valid_traceparent(t)) else {
-        return Vec::new();
-    };
-    let mut out = vec![("traceparent".to_string(), parent)];
-    if let Some(state) = get("tracestate").filter(|s| s.len() <= 512) {
-        out.push(("tracestate".to_string(), state));
-    }
-    out
-}
-
-/// `00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`, ids not all zero.
-fn valid_traceparent(t: &str) -> bool {
-    let parts: Vec<&str> = t.split('-').collect();
-    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
-    parts.len() == 4
-        && hex(parts[0], 2)
-        && hex(parts[1], 32)
-        && hex(parts[2], 16)
-        && hex(parts[3], 2)
-        && parts[1].bytes().any(|b| b != b'0')
-        && parts[2].bytes().any(|b| b != b'0')
-}
-
-/// Carries the caller's trace context on to the provider's HTTP request, so one trace id follows a generation from
-/// the caller to the provider call.
-pub(crate) fn propagate(generation: &mut pb::Generation, trace: Vec<(String, String)>) {
-    for (k, v) in trace {
-        generation.extra_headers.insert(k, v);
-    }
-}
-
-pub(crate) fn log_start(g: &pb::Generation) {
-    let ctx = g.context.as_ref();
-    tracing::debug!(
-        message = "generation",
-        model = %g.model,
-        session_id = %ctx.map_or("", |c| c.session_id.as_str()),
-        request_id = %ctx.map_or("", |c| c.request_id.as_str()),
-        messages = g.messages.len(),
-        tools = g.tools.len(),
-    );
-}
-
-/// Page tokens are opaque to callers: the last id of the page, hex-encoded.
-fn encode_page_token(last_id: &str) -> String {
-    last_id.bytes().map(|b| format!("{b:02x}")).collect()
-}
-
-fn decode_page_token(token: &str) -> Option<String> {
-    if !token.len().is_multiple_of(2) {
-        return None;
-    }
-    let bytes: Option<Vec<u8>> = (0..token.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(token.get(i..i + 2)?, 16).ok())
-        .collect();
-    String::from_utf8(bytes?).ok()
-}
-
-pub(crate) fn model_to_pb(m: &crate::catalog::ModelInfo) -> pb::Model {
-    let c = m.capabilities;
-    pb::Model {
-        id: m.id.clone(),
-        provider: m.provider.clone(),
-        protocol: m.protocol.as_str().to_string(),
-        display_name: m.display_name.clone(),
-        context_window: m.context_window,
-        max_input_tokens: m.max_input_tokens,
-        max_output_tokens: m.max_output_tokens,
-        capabilities: Some(pb::Capabilities {
-            tools: c.tools,
-            reasoning: c.reasoning,
-            vision: c.vision,
-            json_schema: c.json_schema,
-            temperature: c.temperature,
-            prompt_cache: c.prompt_cache,
-        }),
-        pricing: m.pricing.as_ref().map(|p| pb::Pricing {
-            input_nano_usd_per_mtok: p.base.input,
-            output_nano_usd_per_mtok: p.base.output,
-            cache_read_nano_usd_per_mtok: p.base.cache_read,
-            cache_write_nano_usd_per_mtok: p.base.cache_write,
-            tiers: p
-                .tiers
-                .iter()
-                .map(|(above, t)| pb::PriceTier {
-                    above_input_tokens: *above,
-                    input_nano_usd_per_mtok: t.input,
-                    output_nano_usd_per_mtok: t.output,
-                    cache_read_nano_usd_per_mtok: t.cache_read,
-                    cache_write_nano_usd_per_mtok: t.cache_write,
-                })
-                .collect(),
-        }),
-    }
-}
-
 /// Bearer-token check for every call of `GatewayService` (health and reflection are not wrapped). Tokens come from
 /// the configuration in force, so a reload rotates them.
 #[derive(Clone)]
@@ -363,7 +99,7 @@ impl tonic::service::Interceptor for Auth {
             .metadata()
             .get("authorization")
             .and_then(|v| v.to_str().ok())
-            .and_then(bearer)
+            .and_then(service_kit::auth::bearer)
             .ok_or_else(|| {
                 Status::unauthenticated("missing `authorization: Bearer <token>` metadata")
             })?;
@@ -375,30 +111,13 @@ impl tonic::service::Interceptor for Auth {
     }
 }
 
-/// The token of an `authorization: Bearer <token>` value. RFC 9110: the scheme is case-insensitive (`bearer`,
-/// `BEARER`) and one or more spaces follow it.
-pub(crate) fn bearer(value: &str) -> Option<&str> {
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim_start_matches(' '))
-}
-
 /// Whether `presented` is one of the caller tokens in force, compared in constant time. The HTTP front door checks
 /// the same tokens.
 pub(crate) fn known_token(config: &crate::config::Config, presented: &str) -> bool {
     config
         .auth_tokens
         .iter()
-        .any(|t| constant_time_eq(t.expose().as_bytes(), presented.as_bytes()))
-}
-
-/// Compares without an early exit, so response timing does not reveal how much of a token matched.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+        .any(|t| service_kit::auth::constant_time_eq(t.expose().as_bytes(), presented.as_bytes()))
 }
 
 /// tonic reports a request over `max_decoding_message_size` as `OUT_OF_RANGE`; the API promises
@@ -449,25 +168,5 @@ where
             }
             Ok(res)
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn page_tokens_round_trip() {
-        let t = encode_page_token("openai/gpt-4o");
-        assert_eq!(decode_page_token(&t).as_deref(), Some("openai/gpt-4o"));
-        assert_eq!(decode_page_token("zz"), None);
-        assert_eq!(decode_page_token("abc"), None);
-    }
-
-    #[test]
-    fn constant_time_eq_compares_whole_values() {
-        assert!(constant_time_eq(b"abcdef", b"abcdef"));
-        assert!(!constant_time_eq(b"abcdef", b"abcdeg"));
-        assert!(!constant_time_eq(b"abc", b"abcdef"));
     }
 }

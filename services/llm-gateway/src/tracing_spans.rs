@@ -20,7 +20,7 @@ use futures::Stream;
 use llm_proto::gateway as pb;
 use tracing::field::Empty;
 
-use crate::generate::StartError;
+use crate::start_error::StartError;
 
 /// Longest content attribute recorded, in bytes; longer JSON is cut at a character boundary and marked with a
 /// trailing `…[truncated]`, so a span never carries a whole long conversation.
@@ -187,7 +187,10 @@ impl OutputCapture {
 
 /// Records a generation that could not start (unknown model, invalid request, hook refusal).
 pub fn start_failed(span: &tracing::Span, e: &StartError) {
-    span.record("error.type", crate::generate::start_error_kind(e).as_str());
+    span.record(
+        "error.type",
+        crate::start_error::start_error_kind(e).as_str(),
+    );
     span.record("otel.status_code", "ERROR");
 }
 

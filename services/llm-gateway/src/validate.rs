@@ -11,8 +11,9 @@ use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::adapter::BuildError;
 use crate::catalog::ModelInfo;
-use crate::grpc::{ERROR_DOMAIN, invalid, reserved_header};
+use crate::headers::reserved_header;
 use crate::limits::Limits;
+use crate::status::{ERROR_DOMAIN, invalid};
 
 /// Longest `RequestContext` id accepted (session, request, agent), in bytes.
 pub const MAX_CONTEXT_ID_BYTES: usize = 1024;

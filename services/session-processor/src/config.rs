@@ -421,29 +421,7 @@ impl Config {
     }
 }
 
-/// Environment lookup, injectable for tests.
-pub trait Env {
-    /// The variable's value when set and not empty.
-    fn var(&self, name: &str) -> Option<String>;
-}
-
-/// The process environment.
-pub struct ProcessEnv;
-
-impl Env for ProcessEnv {
-    fn var(&self, name: &str) -> Option<String> {
-        std::env::var(name).ok().filter(|v| !v.is_empty())
-    }
-}
-
-impl<const N: usize> Env for [(&str, &str); N] {
-    fn var(&self, name: &str) -> Option<String> {
-        self.iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.to_string())
-            .filter(|v| !v.is_empty())
-    }
-}
+pub use service_kit::env::{Env, ProcessEnv};
 
 impl Config {
     /// Loads the file (optional) and the environment.

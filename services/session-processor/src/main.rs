@@ -44,20 +44,9 @@ async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync
         eprintln!("configuration OK: {summary}");
         return Ok(());
     }
-    session_processor::app::serve(args.config.as_deref(), shutdown_signal()).await
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = ctrl_c => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = ctrl_c.await;
-        }
-    }
+    session_processor::app::serve(
+        args.config.as_deref(),
+        service_kit::serve::shutdown_signal(),
+    )
+    .await
 }

@@ -24,14 +24,7 @@ use crate::engine::{Engine, LoopError};
 use crate::ids;
 use crate::store::Scope;
 
-/// Start-up failures.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    #[error("reflection: {0}")]
-    Reflection(#[from] tonic_reflection::server::Error),
-    #[error("transport: {0}")]
-    Transport(#[from] tonic::transport::Error),
-}
+pub use service_kit::serve::ServeError;
 
 /// Serves on `listener` (over TLS when `server.tls` is configured) until `shutdown` resolves.
 pub async fn run(

@@ -5,7 +5,7 @@
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let _telemetry = match llm_gateway::telemetry::init("llm-gateway") {
+    let _telemetry = match llm_telemetry::init("llm-gateway") {
         Ok(t) => t,
         Err(e) => {
             eprintln!("gateway_replica: telemetry: {e}");

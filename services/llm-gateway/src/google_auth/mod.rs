@@ -18,8 +18,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use crate::config::Secret;
 use crate::error::{ErrorKind, ProviderError};
+use crate::settings::Secret;
 
 pub use jwt::ServiceAccount;
 pub use token::{TokenResponse, needs_refresh};

@@ -25,15 +25,15 @@ pub async fn start(
 ) -> Result<Events, ApiError> {
     use pb::stream_response::Event as E;
     let config = gateway.config();
-    let mut generation = crate::server::validated(Some(generation), &config.limits)
+    let mut generation = crate::rpc::validated(Some(generation), &config.limits)
         .await
         .map_err(|s| ApiError::from_status(&s))?;
     let metadata = tonic::metadata::MetadataMap::from_headers(headers.clone());
-    let trace = crate::server::trace_context(&metadata);
+    let trace = crate::rpc::trace_context(&metadata);
     let capture = config.capture_message_content;
     let span = crate::tracing_spans::generation_span(&generation, &metadata, capture);
-    crate::server::propagate(&mut generation, trace);
-    crate::server::log_start(&generation);
+    crate::rpc::propagate(&mut generation, trace);
+    crate::rpc::log_start(&generation);
     let events = gateway
         .stream(generation)
         .instrument(span.clone())
@@ -54,7 +54,7 @@ pub async fn start(
         match &ev.event {
             Some(E::StreamStart(_)) => head.push(ev),
             Some(E::Error(e)) => {
-                return Err(ApiError::from_provider(&crate::grpc::error_from_pb(e)));
+                return Err(ApiError::from_provider(&crate::convert::error_from_pb(e)));
             }
             _ => {
                 head.push(ev);
@@ -68,10 +68,10 @@ pub async fn start(
 /// Runs `events` to the end and folds them into one reply, or the error that ended them.
 pub async fn collect(mut events: Events) -> Result<pb::GenerateResponse, ApiError> {
     use pb::stream_response::Event as E;
-    let mut collector = crate::grpc::Collector::default();
+    let mut collector = crate::convert::Collector::default();
     while let Some(ev) = events.next().await {
         if let Some(E::Error(e)) = &ev.event {
-            return Err(ApiError::from_provider(&crate::grpc::error_from_pb(e)));
+            return Err(ApiError::from_provider(&crate::convert::error_from_pb(e)));
         }
         collector.push(ev).map_err(|s| ApiError::from_status(&s))?;
     }

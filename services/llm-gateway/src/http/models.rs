@@ -44,26 +44,5 @@ fn model(m: &ModelInfo) -> Value {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::config::FileConfig;
-
-    #[test]
-    fn the_list_is_the_catalog_in_both_shapes() {
-        let env = [
-            ("GATEWAY_AUTH_TOKENS", "a-caller-token-of-length"),
-            ("OPENAI_API_KEY", "sk-x"),
-        ];
-        let config = Config::from_file(FileConfig::default(), &env).unwrap();
-        let v = list(&config);
-        assert_eq!(v["object"], "list");
-        let data = v["data"].as_array().unwrap();
-        assert_eq!(data.len(), config.catalog.iter().count());
-        let gpt = data.iter().find(|m| m["id"] == "openai/gpt-4o").unwrap();
-        assert_eq!(
-            (&gpt["owned_by"], &gpt["type"]),
-            (&json!("openai"), &json!("model"))
-        );
-        assert_eq!(v["first_id"], data[0]["id"]);
-    }
-}
+#[path = "models_tests.rs"]
+mod tests;

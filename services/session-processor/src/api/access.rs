@@ -13,16 +13,10 @@ use super::status;
 use crate::config::{Caller, Config};
 use crate::engine::Engine;
 
+pub use service_kit::auth::bearer;
+
 /// Log target of operator calls.
 pub const AUDIT_TARGET: &str = "session_processor::audit";
-
-/// The credentials of an `authorization` value: RFC 9110's `<scheme> <credentials>`, the `Bearer` scheme matched
-/// in any case, spaces after it skipped.
-pub fn bearer(value: &str) -> Option<&str> {
-    let (scheme, rest) = value.split_once(' ')?;
-    let token = rest.trim_start_matches(' ');
-    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
-}
 
 /// The bearer-token check: puts the [`Caller`] the token names into the request's extensions.
 #[derive(Clone)]

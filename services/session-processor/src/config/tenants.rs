@@ -173,7 +173,7 @@ impl Access {
 pub fn caller<'a>(tokens: &'a [(String, Caller)], token: &str) -> Option<&'a Caller> {
     let mut found = None;
     for (t, caller) in tokens {
-        if constant_time_eq(t.as_bytes(), token.as_bytes()) {
+        if service_kit::auth::constant_time_eq(t.as_bytes(), token.as_bytes()) {
             found = Some(caller);
         }
     }
@@ -190,11 +190,6 @@ pub fn agent_allowed(tenants: &BTreeMap<String, Tenant>, caller: &Caller, agent:
             .and_then(|t| t.agents.as_ref())
             .is_none_or(|list| list.contains(agent)),
     }
-}
-
-/// Compares without an early exit on the first differing byte.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]

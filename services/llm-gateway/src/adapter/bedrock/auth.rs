@@ -16,10 +16,10 @@ use std::time::SystemTime;
 use http::{HeaderName, HeaderValue};
 
 use super::sigv4;
-use crate::adapter::Protocol;
 use crate::adapter::transport::RequestSigner;
-use crate::config::{ConfigError, Env, ProviderFile, Secret};
 use crate::error::{ErrorKind, ProviderError};
+use crate::settings::Secret;
+use service_kit::env::Env;
 
 /// The SigV4 service name of the Bedrock runtime.
 pub const SERVICE: &str = "bedrock";
@@ -152,35 +152,6 @@ pub fn resolve(file: &AwsFile, env: &dyn Env, files: &SharedFiles) -> Result<Aws
         credentials,
         region,
     })
-}
-
-/// The signer of a `bedrock` provider, from `[providers.<id>.aws]`, the AWS environment and shared files. Other
-/// protocols take no `aws` table, and `bedrock` takes no API key.
-pub fn provider_signer(
-    id: &str,
-    p: &ProviderFile,
-    env: &dyn Env,
-) -> Result<Option<AwsSigner>, ConfigError> {
-    let key = |k: &str| format!("providers.{id}.{k}");
-    if p.protocol != Protocol::Bedrock {
-        if p.aws.is_some() {
-            return Err(ConfigError::new(
-                key("aws"),
-                "only a bedrock provider takes an aws table",
-            ));
-        }
-        return Ok(None);
-    }
-    if p.api_key_env.is_some() {
-        return Err(ConfigError::new(
-            key("api_key_env"),
-            "bedrock signs requests with AWS credentials; remove api_key_env",
-        ));
-    }
-    let file = p.aws.clone().unwrap_or_default();
-    load(&file, env)
-        .map(Some)
-        .map_err(|m| ConfigError::new(key("aws"), m))
 }
 
 /// One `key = value` of an INI file, with its section.

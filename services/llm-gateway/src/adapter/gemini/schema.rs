@@ -213,79 +213,15 @@ impl Lowering<'_> {
         depth: usize,
     ) -> Result<Map<String, Value>, BuildError> {
         let mut nullable = obj.get("nullable").and_then(Value::as_bool) == Some(true);
-
-        let mut types: Vec<&str> = match obj.get("type") {
-            None => Vec::new(),
-            Some(Value::String(t)) => vec![t.as_str()],
-            Some(Value::Array(ts)) => ts
-                .iter()
-                .map(|t| {
-                    t.as_str()
-                        .ok_or_else(|| self.error(path, "`type` entries must be strings"))
-                })
-                .collect::<Result<_, _>>()?,
-            Some(_) => {
-                return Err(self.error(path, "`type` must be a string or an array of strings"));
-            }
-        };
-        if types.contains(&"null") {
-            nullable = true;
-            types.retain(|t| *t != "null");
-        }
-
-        let enum_values = match (obj.get("enum"), obj.get("const")) {
-            (Some(Value::Array(values)), _) => Some(values.as_slice()),
-            (Some(_), _) => return Err(self.error(path, "`enum` must be an array")),
-            (None, Some(c)) => Some(std::slice::from_ref(c)),
-            (None, None) => None,
-        };
-        let enum_strings = enum_values.map(|values| {
-            if values.iter().any(Value::is_null) {
-                nullable = true;
-            }
-            values
-                .iter()
-                .filter(|v| !v.is_null())
-                .map(|v| match v {
-                    Value::String(s) => Value::String(s.clone()),
-                    other => Value::String(other.to_string()),
-                })
-                .collect::<Vec<_>>()
-        });
+        let mut types = self.types(obj, path, &mut nullable)?;
+        let enum_strings = self.enum_strings(obj, path, &mut nullable)?;
         if enum_strings.is_some() {
             types = vec!["string"];
         }
-
         // Several non-null types: one `anyOf` branch per type, each keeping the keywords that apply to it.
         if types.len() > 1 {
-            let mut out = Map::new();
-            for key in ["title", "description"] {
-                if let Some(v) = obj.get(key).filter(|v| v.is_string()) {
-                    out.insert(key.into(), v.clone());
-                }
-            }
-            if nullable {
-                out.insert("nullable".into(), Value::Bool(true));
-            }
-            let mut branches = Vec::with_capacity(types.len());
-            for (i, t) in types.iter().enumerate() {
-                let mut single: Map<String, Value> = obj
-                    .iter()
-                    .filter(|(k, _)| applies_to(k, t))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                single.insert("type".into(), Value::from(*t));
-                let lowered = self.schema(
-                    &Value::Object(single),
-                    &format!("{path}/type/{i}"),
-                    depth + 1,
-                )?;
-                branches.push(Value::Object(lowered));
-            }
-            out.insert("anyOf".into(), Value::Array(branches));
-            return Ok(out);
+            return self.one_branch_per_type(obj, &types, nullable, path, depth);
         }
-
         let mut out = Map::new();
         // JSON Schema lets `type` be implied by the keywords; Gemini wants it spelled out.
         let ty = types.first().copied().or_else(|| {
@@ -313,7 +249,117 @@ impl Lowering<'_> {
         if let Some(values) = enum_strings {
             out.insert("enum".into(), Value::Array(values));
         }
+        self.properties(obj, &mut out, path, depth)?;
+        self.items(obj, &mut out, path, depth)?;
+        self.branches(obj, &mut out, &mut nullable, path, depth)?;
+        if nullable {
+            out.insert("nullable".into(), Value::Bool(true));
+        }
+        Ok(out)
+    }
 
+    /// The non-null types of `type` (a string or an array); `null` among them sets `nullable`.
+    fn types<'o>(
+        &self,
+        obj: &'o Map<String, Value>,
+        path: &str,
+        nullable: &mut bool,
+    ) -> Result<Vec<&'o str>, BuildError> {
+        let mut types: Vec<&str> = match obj.get("type") {
+            None => Vec::new(),
+            Some(Value::String(t)) => vec![t.as_str()],
+            Some(Value::Array(ts)) => ts
+                .iter()
+                .map(|t| {
+                    t.as_str()
+                        .ok_or_else(|| self.error(path, "`type` entries must be strings"))
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => {
+                return Err(self.error(path, "`type` must be a string or an array of strings"));
+            }
+        };
+        if types.contains(&"null") {
+            *nullable = true;
+            types.retain(|t| *t != "null");
+        }
+
+        Ok(types)
+    }
+
+    /// `enum` (or `const`) as strings, the only enum Gemini takes; a `null` member sets `nullable`.
+    fn enum_strings(
+        &self,
+        obj: &Map<String, Value>,
+        path: &str,
+        nullable: &mut bool,
+    ) -> Result<Option<Vec<Value>>, BuildError> {
+        let enum_values = match (obj.get("enum"), obj.get("const")) {
+            (Some(Value::Array(values)), _) => Some(values.as_slice()),
+            (Some(_), _) => return Err(self.error(path, "`enum` must be an array")),
+            (None, Some(c)) => Some(std::slice::from_ref(c)),
+            (None, None) => None,
+        };
+        Ok(enum_values.map(|values| {
+            if values.iter().any(Value::is_null) {
+                *nullable = true;
+            }
+            values
+                .iter()
+                .filter(|v| !v.is_null())
+                .map(|v| match v {
+                    Value::String(s) => Value::String(s.clone()),
+                    other => Value::String(other.to_string()),
+                })
+                .collect::<Vec<_>>()
+        }))
+    }
+
+    /// A schema of several types as `anyOf` of one single-typed branch each.
+    fn one_branch_per_type(
+        &mut self,
+        obj: &Map<String, Value>,
+        types: &[&str],
+        nullable: bool,
+        path: &str,
+        depth: usize,
+    ) -> Result<Map<String, Value>, BuildError> {
+        let mut out = Map::new();
+        for key in ["title", "description"] {
+            if let Some(v) = obj.get(key).filter(|v| v.is_string()) {
+                out.insert(key.into(), v.clone());
+            }
+        }
+        if nullable {
+            out.insert("nullable".into(), Value::Bool(true));
+        }
+        let mut branches = Vec::with_capacity(types.len());
+        for (i, t) in types.iter().enumerate() {
+            let mut single: Map<String, Value> = obj
+                .iter()
+                .filter(|(k, _)| applies_to(k, t))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            single.insert("type".into(), Value::from(*t));
+            let lowered = self.schema(
+                &Value::Object(single),
+                &format!("{path}/type/{i}"),
+                depth + 1,
+            )?;
+            branches.push(Value::Object(lowered));
+        }
+        out.insert("anyOf".into(), Value::Array(branches));
+        Ok(out)
+    }
+
+    /// `properties`, each lowered, and the `required` names among them.
+    fn properties(
+        &mut self,
+        obj: &Map<String, Value>,
+        out: &mut Map<String, Value>,
+        path: &str,
+        depth: usize,
+    ) -> Result<(), BuildError> {
         if let Some(props) = obj.get("properties") {
             let Value::Object(props) = props else {
                 return Err(self.error(path, "`properties` must be an object"));
@@ -345,6 +391,17 @@ impl Lowering<'_> {
             }
         }
 
+        Ok(())
+    }
+
+    /// `items`: one schema, or a tuple (draft 4 `items` array, 2020-12 `prefixItems`) as the `anyOf` of its positions.
+    fn items(
+        &mut self,
+        obj: &Map<String, Value>,
+        out: &mut Map<String, Value>,
+        path: &str,
+        depth: usize,
+    ) -> Result<(), BuildError> {
         // `items` as an array (draft 4 tuples) or `prefixItems` (2020-12): Gemini has no tuples, so an item may be
         // any of the positions' schemas.
         let tuple = match (obj.get("items"), obj.get("prefixItems")) {
@@ -376,6 +433,18 @@ impl Lowering<'_> {
             out.insert("items".into(), Value::Object(lowered));
         }
 
+        Ok(())
+    }
+
+    /// `anyOf` and `oneOf`: null-only branches become `nullable`, a single branch left folds into the parent.
+    fn branches(
+        &mut self,
+        obj: &Map<String, Value>,
+        out: &mut Map<String, Value>,
+        nullable: &mut bool,
+        path: &str,
+        depth: usize,
+    ) -> Result<(), BuildError> {
         for key in ["anyOf", "oneOf"] {
             let Some(branches) = obj.get(key) else {
                 continue;
@@ -387,7 +456,7 @@ impl Lowering<'_> {
             for (i, branch) in branches.iter().enumerate() {
                 let lowered = self.schema(branch, &format!("{path}/{key}/{i}"), depth + 1)?;
                 if is_null_only(&lowered) {
-                    nullable = true;
+                    *nullable = true;
                 } else {
                     kept.push(lowered);
                 }
@@ -399,7 +468,7 @@ impl Lowering<'_> {
                     // own keywords (a description, say) win.
                     for (k, v) in kept.remove(0) {
                         if k == "nullable" {
-                            nullable |= v == Value::Bool(true);
+                            *nullable |= v == Value::Bool(true);
                         } else {
                             out.entry(k).or_insert(v);
                         }
@@ -419,10 +488,7 @@ impl Lowering<'_> {
             }
         }
 
-        if nullable {
-            out.insert("nullable".into(), Value::Bool(true));
-        }
-        Ok(out)
+        Ok(())
     }
 }
 

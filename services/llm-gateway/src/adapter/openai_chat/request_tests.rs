@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
-use crate::adapter::Protocol;
 use crate::catalog::{Capabilities, ModelInfo, ReasoningReplay, ToolCallIds};
+use crate::protocol::Protocol;
 
 fn model(provider: &str, name: &str, caps: Capabilities) -> ModelInfo {
     ModelInfo {

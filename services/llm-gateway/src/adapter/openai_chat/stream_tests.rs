@@ -885,7 +885,7 @@ fn strict_tools_lose_the_nulls_strict_mode_added_also_after_a_restart() {
         provider: "openai".into(),
         name: "gpt-4o".into(),
         display_name: "GPT-4o".into(),
-        protocol: crate::adapter::Protocol::OpenaiChat,
+        protocol: crate::protocol::Protocol::OpenaiChat,
         context_window: 128_000,
         max_input_tokens: 0,
         max_output_tokens: 16_384,

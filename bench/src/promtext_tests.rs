@@ -1,0 +1,22 @@
+use super::*;
+
+const TEXT: &str = "# TYPE session_processor_prompt_phase_seconds histogram\n\
+session_processor_prompt_phase_seconds_sum{phase=\"begun\"} 0.5\n\
+session_processor_prompt_phase_seconds_count{phase=\"begun\"} 100\n\
+session_processor_prompt_phase_seconds_bucket{le=\"0.001\",phase=\"begun\"} 90\n\
+session_processor_prompt_phase_seconds_sum{phase=\"first_event\"} 2.0\n\
+session_processor_prompt_phase_seconds_count{phase=\"first_event\"} 100\n\
+session_processor_redis_seconds_sum{op=\"put\"} 9.0\n";
+
+#[test]
+fn sums_and_counts_by_label_and_their_difference() {
+    let t = histogram_totals(TEXT, "session_processor_prompt_phase_seconds", "phase");
+    assert_eq!(t.len(), 2);
+    assert_eq!(t["begun"], (0.5, 100));
+    assert_eq!(t["first_event"], (2.0, 100));
+    let mut before = Totals::new();
+    before.insert("begun".into(), (0.25, 40));
+    let d = since(&t, &before);
+    assert_eq!(d["begun"], (0.25, 60));
+    assert_eq!(d["first_event"], (2.0, 100));
+}

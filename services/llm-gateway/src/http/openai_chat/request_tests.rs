@@ -1,0 +1,143 @@
+use serde_json::json;
+
+use super::*;
+use pb::part::Kind;
+
+#[test]
+fn a_two_turn_tool_conversation_translates_to_the_unified_request() {
+    let (g, shape) = translate(json!({
+            "model": "anthropic/claude-sonnet-4-5",
+            "stream": true,
+            "stream_options": {"include_usage": true},
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"}]},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},
+                    {"id": "call_2", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}
+                ]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "18C"},
+                {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "noon"}]}
+            ],
+            "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": {"type": "object"}}}],
+            "tool_choice": "required",
+            "max_completion_tokens": 100,
+            "stop": "END",
+            "reasoning_effort": "low",
+            "user": "ignored"
+        }))
+        .unwrap();
+    assert_eq!(
+        shape,
+        Shape {
+            stream: true,
+            include_usage: true
+        }
+    );
+    assert_eq!(g.model, "anthropic/claude-sonnet-4-5");
+    assert_eq!(g.system, ["Be brief."]);
+    assert_eq!(g.messages.len(), 3);
+    assert_eq!(g.messages[1].role, pb::Role::Assistant as i32);
+    let Some(Kind::ToolCall(c)) = &g.messages[1].parts[0].kind else {
+        panic!()
+    };
+    assert_eq!(
+        (
+            c.call_id.as_str(),
+            c.tool_name.as_str(),
+            c.input_json.as_str()
+        ),
+        ("call_1", "get_weather", "{\"city\":\"Paris\"}")
+    );
+    let results = &g.messages[2];
+    assert_eq!(results.role, pb::Role::Tool as i32);
+    let Some(Kind::ToolResult(r)) = &results.parts[1].kind else {
+        panic!()
+    };
+    assert_eq!(
+        (r.call_id.as_str(), r.tool_name.as_str(), r.output.as_str()),
+        ("call_2", "get_time", "noon")
+    );
+    assert_eq!(g.tools[0].input_schema_json, r#"{"type":"object"}"#);
+    assert_eq!(
+        g.tool_choice.unwrap().mode,
+        pb::tool_choice::Mode::Required as i32
+    );
+    let s = g.sampling.unwrap();
+    assert_eq!(
+        (s.max_output_tokens, s.stop_sequences),
+        (Some(100), vec!["END".to_string()])
+    );
+    assert_eq!(
+        g.reasoning.unwrap().effort,
+        pb::reasoning::Effort::Low as i32
+    );
+}
+
+#[test]
+fn a_json_schema_response_format_becomes_schema_output() {
+    let (g, shape) = translate(json!({
+            "model": "openai/gpt-4o",
+            "messages": [{"role": "user", "content": "x"}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "city", "strict": true, "schema": {"type": "object"}}}
+        }))
+        .unwrap();
+    assert!(!shape.stream);
+    let f = g.output_format.unwrap();
+    assert_eq!(
+        (f.r#type, f.name.as_str(), f.schema_json.as_str()),
+        (
+            pb::output_format::Type::JsonSchema as i32,
+            "city",
+            r#"{"type":"object"}"#
+        )
+    );
+}
+
+#[test]
+fn what_cannot_be_honoured_is_refused_naming_the_field() {
+    let base = || json!({"model": "openai/gpt-4o", "messages": [{"role": "user", "content": "x"}]});
+    for (key, value, field) in [
+        ("n", json!(2), "n"),
+        ("logprobs", json!(true), "logprobs"),
+        (
+            "response_format",
+            json!({"type": "json_object"}),
+            "response_format.type",
+        ),
+        ("tool_choice", json!("sometimes"), "tool_choice"),
+        ("reasoning_effort", json!("max"), "reasoning_effort"),
+    ] {
+        let mut body = base();
+        body[key] = value;
+        assert_eq!(
+            translate(body).unwrap_err().param.as_deref(),
+            Some(field),
+            "{key}"
+        );
+    }
+    let orphan = json!({"model": "m", "messages": [{"role": "tool", "tool_call_id": "call_9", "content": "x"}]});
+    assert_eq!(
+        translate(orphan).unwrap_err().param.as_deref(),
+        Some("messages[0].tool_call_id")
+    );
+    let bad_role = json!({"model": "m", "messages": [{"role": "wizard", "content": "x"}]});
+    assert_eq!(
+        translate(bad_role).unwrap_err().param.as_deref(),
+        Some("messages[0]")
+    );
+}
+
+#[test]
+fn images_arrive_as_file_parts() {
+    let (g, _) = translate(
+        json!({"model": "m", "messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}}
+        ]}]}),
+    )
+    .unwrap();
+    let Some(Kind::File(f)) = &g.messages[0].parts[0].kind else {
+        panic!()
+    };
+    assert_eq!(f.media_type, "image/png");
+}

@@ -1,0 +1,53 @@
+//! The wire protocols the gateway speaks: a leaf type the catalog, the configuration and the adapters share
+//! (each adapter is found with `Protocol::adapter`, defined beside the adapters).
+
+/// Wire protocols the gateway speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    /// OpenAI Chat Completions and every OpenAI-compatible server.
+    OpenaiChat,
+    /// OpenAI Responses.
+    OpenaiResponses,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Google Gemini `streamGenerateContent?alt=sse`.
+    Gemini,
+    /// Gemini models on Google Vertex AI (the Gemini wire, OAuth2 access tokens).
+    VertexGemini,
+    /// Anthropic models on Google Vertex AI (`streamRawPredict`, OAuth2 access tokens).
+    VertexAnthropic,
+    /// AWS Bedrock Converse (`/model/{modelId}/converse-stream`), SigV4-signed, eventstream-framed.
+    Bedrock,
+}
+
+impl Protocol {
+    /// The protocol's stable name, as used in config and `provider_options_json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::OpenaiChat => "openai_chat",
+            Protocol::OpenaiResponses => "openai_responses",
+            Protocol::Anthropic => "anthropic",
+            Protocol::Gemini => "gemini",
+            Protocol::VertexGemini => "vertex_gemini",
+            Protocol::VertexAnthropic => "vertex_anthropic",
+            Protocol::Bedrock => "bedrock",
+        }
+    }
+
+    /// The publisher wire format this protocol carries: Vertex's protocols speak Gemini's and Anthropic's. Replay
+    /// metadata is labelled with it, so a signature made on Vertex is recognised by the Gemini or Anthropic request
+    /// builder (still only for the model that made it).
+    pub fn wire(self) -> Protocol {
+        match self {
+            Protocol::VertexGemini => Protocol::Gemini,
+            Protocol::VertexAnthropic => Protocol::Anthropic,
+            other => other,
+        }
+    }
+
+    /// True for the protocols that authenticate with Google OAuth2 access tokens instead of an API key.
+    pub fn uses_google_tokens(self) -> bool {
+        matches!(self, Protocol::VertexGemini | Protocol::VertexAnthropic)
+    }
+}

@@ -1,0 +1,271 @@
+//! `GatewayService`'s handlers: each validates the request, hands it to the core ([`Gateway`]) and maps the result
+//! to the wire. Served through the codec in `routes`; the listener, authentication and shutdown are `server`'s.
+
+use std::pin::Pin;
+
+use futures::{Stream, StreamExt};
+use llm_proto::gateway as pb;
+use llm_proto::gateway::gateway_service_server::GatewayService;
+use tonic::{Request, Response, Status};
+use tracing::Instrument;
+
+use crate::generate::Gateway;
+use crate::{convert, status};
+
+/// The `GatewayService` implementation.
+pub struct GatewayRpc {
+    pub(crate) gateway: Gateway,
+}
+
+pub(crate) type EventStream =
+    Pin<Box<dyn Stream<Item = Result<pb::StreamResponse, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl GatewayService for GatewayRpc {
+    type StreamStream = EventStream;
+
+    async fn stream(
+        &self,
+        request: Request<pb::StreamRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        let trace = trace_context(request.metadata());
+        let (metadata, _, message) = request.into_parts();
+        let mut generation = validated(message.generation, &self.gateway.config().limits).await?;
+        let capture = self.gateway.config().capture_message_content;
+        let span = crate::tracing_spans::generation_span(&generation, &metadata, capture);
+        propagate(&mut generation, trace);
+        log_start(&generation);
+        let events = self
+            .gateway
+            .stream(generation)
+            .instrument(span.clone())
+            .await
+            .map_err(|e| {
+                crate::tracing_spans::start_failed(&span, &e);
+                status::start_error_status(&e)
+            })?;
+        let mut traced = crate::tracing_spans::Traced::new(Box::pin(events), span, capture);
+        // The response headers go out when this returns. Returning only once the first event exists (the provider
+        // answered, or every attempt failed) sends the headers and the first events in one HTTP/2 write: one
+        // socket write and one wake-up of the caller instead of two before the first token. Nothing is lost by
+        // waiting: the caller could not do anything with the headers alone, and cancelling still drops the
+        // generation (and the provider request) at once.
+        let Some(first) = traced.next().await else {
+            // Never polled again after its end: the generation's stream is not fused.
+            return Ok(Response::new(Box::pin(futures::stream::empty())));
+        };
+        Ok(Response::new(Box::pin(
+            futures::stream::once(std::future::ready(first))
+                .chain(traced)
+                .map(Ok),
+        )))
+    }
+
+    async fn generate(
+        &self,
+        request: Request<pb::GenerateRequest>,
+    ) -> Result<Response<pb::GenerateResponse>, Status> {
+        let trace = trace_context(request.metadata());
+        let (metadata, _, message) = request.into_parts();
+        let mut generation = validated(message.generation, &self.gateway.config().limits).await?;
+        let capture = self.gateway.config().capture_message_content;
+        let span = crate::tracing_spans::generation_span(&generation, &metadata, capture);
+        propagate(&mut generation, trace);
+        log_start(&generation);
+        let events = self
+            .gateway
+            .stream(generation)
+            .instrument(span.clone())
+            .await
+            .map_err(|e| {
+                crate::tracing_spans::start_failed(&span, &e);
+                status::start_error_status(&e)
+            })?;
+        let mut events = crate::tracing_spans::Traced::new(Box::pin(events), span, capture);
+        let mut collector = convert::Collector::default();
+        while let Some(ev) = events.next().await {
+            collector.push(ev)?;
+        }
+        Ok(Response::new(collector.finish()?))
+    }
+
+    async fn list_models(
+        &self,
+        request: Request<pb::ListModelsRequest>,
+    ) -> Result<Response<pb::ListModelsResponse>, Status> {
+        let req = request.into_inner();
+        let page_size = match req.page_size {
+            0 => 100,
+            n if n < 0 => return Err(status::invalid("page_size", "must not be negative")),
+            n => usize::try_from(n.min(1000)).unwrap_or(1000),
+        };
+        let after = if req.page_token.is_empty() {
+            None
+        } else {
+            Some(
+                decode_page_token(&req.page_token)
+                    .ok_or_else(|| status::invalid("page_token", "not a token from this API"))?,
+            )
+        };
+        let config = self.gateway.config();
+        let mut models = config
+            .catalog
+            .iter()
+            .filter(|m| req.provider.is_empty() || m.provider == req.provider)
+            .filter(|m| after.as_deref().is_none_or(|a| m.id.as_str() > a));
+        let page: Vec<pb::Model> = models.by_ref().take(page_size).map(model_to_pb).collect();
+        let next_page_token = match (models.next(), page.last()) {
+            (Some(_), Some(last)) => encode_page_token(&last.id),
+            _ => String::new(),
+        };
+        Ok(Response::new(pb::ListModelsResponse {
+            models: page,
+            next_page_token,
+        }))
+    }
+
+    async fn get_model(
+        &self,
+        request: Request<pb::GetModelRequest>,
+    ) -> Result<Response<pb::GetModelResponse>, Status> {
+        let id = &request.get_ref().model;
+        if id.is_empty() {
+            return Err(status::invalid("model", "required"));
+        }
+        let (model, _) = self
+            .gateway
+            .resolve(id)
+            .map_err(|e| status::start_error_status(&e))?;
+        Ok(Response::new(pb::GetModelResponse {
+            model: Some(model_to_pb(&model)),
+        }))
+    }
+}
+
+/// Validates the request's generation and hands it over by value: the gateway edits it in place (hooks) instead of
+/// copying a request that may be megabytes long.
+///
+/// The size limits are counted here first, so an oversized request is refused at once; a large request that passes
+/// them is checked on the blocking pool ([`crate::offload`]).
+pub(crate) async fn validated(
+    generation: Option<pb::Generation>,
+    limits: &crate::limits::Limits,
+) -> Result<pb::Generation, Status> {
+    let g = generation.ok_or_else(|| status::invalid("generation", "required"))?;
+    crate::validate::sizes(&g, limits)?;
+    let limits = *limits;
+    crate::offload::run(crate::offload::is_large(&g), move || {
+        crate::validate::validate(Some(&g), &limits)?;
+        Ok(g)
+    })
+    .await
+}
+
+/// The caller's W3C trace context (`traceparent`, `tracestate`), when it sent a valid one.
+pub(crate) fn trace_context(metadata: &tonic::metadata::MetadataMap) -> Vec<(String, String)> {
+    let get = |k: &str| {
+        metadata
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let Some(parent) = get("traceparent").filter(|t| valid_traceparent(t)) else {
+        return Vec::new();
+    };
+    let mut out = vec![("traceparent".to_string(), parent)];
+    if let Some(state) = get("tracestate").filter(|s| s.len() <= 512) {
+        out.push(("tracestate".to_string(), state));
+    }
+    out
+}
+
+/// `00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`, ids not all zero.
+fn valid_traceparent(t: &str) -> bool {
+    let parts: Vec<&str> = t.split('-').collect();
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    parts.len() == 4
+        && hex(parts[0], 2)
+        && hex(parts[1], 32)
+        && hex(parts[2], 16)
+        && hex(parts[3], 2)
+        && parts[1].bytes().any(|b| b != b'0')
+        && parts[2].bytes().any(|b| b != b'0')
+}
+
+/// Carries the caller's trace context on to the provider's HTTP request, so one trace id follows a generation from
+/// the caller to the provider call.
+pub(crate) fn propagate(generation: &mut pb::Generation, trace: Vec<(String, String)>) {
+    for (k, v) in trace {
+        generation.extra_headers.insert(k, v);
+    }
+}
+
+pub(crate) fn log_start(g: &pb::Generation) {
+    let ctx = g.context.as_ref();
+    tracing::debug!(
+        message = "generation",
+        model = %g.model,
+        session_id = %ctx.map_or("", |c| c.session_id.as_str()),
+        request_id = %ctx.map_or("", |c| c.request_id.as_str()),
+        messages = g.messages.len(),
+        tools = g.tools.len(),
+    );
+}
+
+/// Page tokens are opaque to callers: the last id of the page, hex-encoded.
+fn encode_page_token(last_id: &str) -> String {
+    last_id.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn decode_page_token(token: &str) -> Option<String> {
+    if !token.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..token.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(token.get(i..i + 2)?, 16).ok())
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
+
+pub(crate) fn model_to_pb(m: &crate::catalog::ModelInfo) -> pb::Model {
+    let c = m.capabilities;
+    pb::Model {
+        id: m.id.clone(),
+        provider: m.provider.clone(),
+        protocol: m.protocol.as_str().to_string(),
+        display_name: m.display_name.clone(),
+        context_window: m.context_window,
+        max_input_tokens: m.max_input_tokens,
+        max_output_tokens: m.max_output_tokens,
+        capabilities: Some(pb::Capabilities {
+            tools: c.tools,
+            reasoning: c.reasoning,
+            vision: c.vision,
+            json_schema: c.json_schema,
+            temperature: c.temperature,
+            prompt_cache: c.prompt_cache,
+        }),
+        pricing: m.pricing.as_ref().map(|p| pb::Pricing {
+            input_nano_usd_per_mtok: p.base.input,
+            output_nano_usd_per_mtok: p.base.output,
+            cache_read_nano_usd_per_mtok: p.base.cache_read,
+            cache_write_nano_usd_per_mtok: p.base.cache_write,
+            tiers: p
+                .tiers
+                .iter()
+                .map(|(above, t)| pb::PriceTier {
+                    above_input_tokens: *above,
+                    input_nano_usd_per_mtok: t.input,
+                    output_nano_usd_per_mtok: t.output,
+                    cache_read_nano_usd_per_mtok: t.cache_read,
+                    cache_write_nano_usd_per_mtok: t.cache_write,
+                })
+                .collect(),
+        }),
+    }
+}
+
+#[cfg(test)]
+#[path = "rpc_tests.rs"]
+mod tests;

@@ -1,0 +1,48 @@
+//! Why a generation could not start (before any provider byte): the model is unknown, the request cannot be
+//! translated, a `fail_closed` hook failed, or the gateway is at its concurrency limit.
+
+use crate::adapter::BuildError;
+use crate::error::ErrorKind;
+use crate::hooks::HookError;
+
+/// Why a generation could not start; mapped to a gRPC status by [`crate::status::start_error_status`].
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The model (or a fallback model) is not served.
+    #[error("model `{model}` is not in the catalog{}", suggestions(.close))]
+    UnknownModel {
+        /// The id asked for.
+        model: String,
+        /// Close matches, for the message.
+        close: Vec<String>,
+    },
+    /// The request cannot be translated.
+    #[error(transparent)]
+    Invalid(#[from] BuildError),
+    /// A `fail_closed` hook service failed.
+    #[error(transparent)]
+    Hook(#[from] HookError),
+    /// `server.max_inflight_generations` generations are already running.
+    #[error("too many concurrent generations (limit {limit})")]
+    TooManyGenerations {
+        /// The configured limit.
+        limit: usize,
+    },
+}
+
+fn suggestions(close: &[String]) -> String {
+    if close.is_empty() {
+        String::new()
+    } else {
+        format!("; did you mean {}", close.join(", "))
+    }
+}
+
+/// `ErrorKind` for a start error, for metrics and logs.
+pub fn start_error_kind(e: &StartError) -> ErrorKind {
+    match e {
+        StartError::UnknownModel { .. } | StartError::Invalid(_) => ErrorKind::InvalidRequest,
+        StartError::Hook(_) => ErrorKind::ProviderError,
+        StartError::TooManyGenerations { .. } => ErrorKind::Overloaded,
+    }
+}
