@@ -56,8 +56,9 @@ bench-processor:
 	./scripts/bench.sh processor
 
 # Fuzzing (docs/gateway.md "Fuzzing"; cargo-fuzz and nightly, outside the workspace; never part of `test`, which
-# replays the seed corpus on stable). `fuzz` runs every target for 10 million executions (about an hour on one
-# core); `fuzz-smoke` for FUZZ_SECONDS (default 20) each, after a release build of fuzz/ (~N min from clean).
+# replays the seed corpus on stable). `fuzz` runs every target for 10 million executions (a few hours on one idle
+# core); `fuzz-smoke` for FUZZ_SECONDS (default 20) each, after a release build of fuzz/ (16-17 CPU-minutes from
+# clean, about 6 wall-minutes after a gateway change on 2 shared cores; docs/benchmarks.md "Fuzzing").
 fuzz:
 	./scripts/fuzz.sh long $(FUZZ_RUNS)
 

@@ -4,7 +4,7 @@
 #
 #   scripts/fuzz.sh smoke [SECONDS]  # `make fuzz-smoke`: every target for SECONDS (default 20) each
 #   scripts/fuzz.sh long [RUNS]      # `make fuzz`: every target for RUNS executions (default 10 000 000) each;
-#                                    # about an hour on one core
+#                                    # a few hours on one idle core (docs/benchmarks.md "Fuzzing")
 #   scripts/fuzz.sh seed             # only (re)write the seed corpus under fuzz/corpus/<target>/
 #   FUZZ_TARGETS="sse bedrock" scripts/fuzz.sh long   # a subset
 #   FUZZ_ARGS="-max_len=1024 -max_total_time=600" scripts/fuzz.sh long   # more libFuzzer flags

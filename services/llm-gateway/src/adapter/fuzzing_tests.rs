@@ -177,8 +177,10 @@ fn invalid_utf8_counts_at_its_decoded_size_whatever_the_reads() {
 /// closed) reopened block id "0", a block id opened twice. It is now a typed `provider_error`.
 #[test]
 fn anthropic_refuses_a_block_index_started_twice() {
-    let start = r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#;
-    let delta = r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"}}"#;
+    let start =
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#;
+    let delta =
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"}}"#;
     let stop = r#"{"type":"content_block_stop","index":0}"#;
     for frames in [vec![start, delta, stop, start], vec![start, start]] {
         let mut d = decoder(Protocol::Anthropic);
