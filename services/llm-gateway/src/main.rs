@@ -44,16 +44,7 @@ async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         &llm_gateway::config::ProcessEnv,
     )?;
     if args.check {
-        let tls = match &config.tls {
-            None => "plaintext",
-            Some(tls) if tls.mutual() => "mutual TLS",
-            Some(_) => "TLS",
-        };
-        eprintln!(
-            "configuration OK: {} providers, {} models, {tls}",
-            config.providers.len(),
-            config.catalog.iter().count()
-        );
+        print_check(&config);
         return Ok(());
     }
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
@@ -119,6 +110,20 @@ async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     served?;
     tracing::info!(message = "llm-gateway stopped");
     Ok(())
+}
+
+/// `--check`: the configuration loaded and its files checked; a one-line summary.
+fn print_check(config: &llm_gateway::config::Config) {
+    let tls = match &config.tls {
+        None => "plaintext",
+        Some(tls) if tls.mutual() => "mutual TLS",
+        Some(_) => "TLS",
+    };
+    eprintln!(
+        "configuration OK: {} providers, {} models, {tls}",
+        config.providers.len(),
+        config.catalog.iter().count()
+    );
 }
 
 /// Reloads the configuration on every SIGHUP. A configuration that fails validation is logged (naming the key) and

@@ -17,7 +17,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::{Metric, Registry, Unit};
 use tokio::net::TcpListener;
 
 use crate::event::Usage;
@@ -204,92 +204,109 @@ impl Default for Metrics {
     }
 }
 
+/// Registers `metric` under `name` and returns it (the registry keeps a clone; both share the values).
+fn register<M: Metric + Clone>(r: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    r.register(name, help, metric.clone());
+    metric
+}
+
+/// [`register`] for a metric measured in seconds.
+fn register_seconds<M: Metric + Clone>(r: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    r.register_with_unit(name, help, Unit::Seconds, metric.clone());
+    metric
+}
+
+/// A latency histogram family.
+type Timing = Family<ModelLabels, Histogram, Buckets>;
+
+/// The three latency histograms: to the first event, to the end, and the gateway's own share.
+fn register_timings(r: &mut Registry) -> (Timing, Family<ModelAnd, Histogram, Buckets>, Timing) {
+    let time_to_first_event = register_seconds(
+        r,
+        TIME_TO_FIRST_EVENT,
+        "Time from the call to the first event sent to the caller",
+        Family::new_with_constructor(TTFE_BUCKETS),
+    );
+    let stream_duration = register_seconds(
+        r,
+        STREAM_DURATION,
+        "Time from the call to the terminal event or the cancel",
+        Family::new_with_constructor(DURATION_BUCKETS),
+    );
+    let overhead = register_seconds(
+        r,
+        OVERHEAD,
+        "Time the gateway spent on a generation itself (hooks, translation, decoding), excluding provider waits, retry delays and time the caller was not reading",
+        Family::new_with_constructor(OVERHEAD_BUCKETS),
+    );
+    (time_to_first_event, stream_duration, overhead)
+}
+
 impl Metrics {
     /// A fresh registry with every family registered.
     pub fn new() -> Metrics {
-        let mut registry = Registry::default();
-        let requests = Family::<ModelAnd, Counter>::default();
-        let errors = Family::<ModelAnd, Counter>::default();
-        let provider_errors = Family::<ModelAnd, Counter>::default();
-        let fallbacks = Family::<ModelLabels, Counter>::default();
-        let rejected = Family::<Fixed, Counter>::default();
-        let time_to_first_event = Family::new_with_constructor(TTFE_BUCKETS);
-        let stream_duration = Family::new_with_constructor(DURATION_BUCKETS);
-        let overhead = Family::new_with_constructor(OVERHEAD_BUCKETS);
-        let tokens = Family::<ModelAnd, Counter>::default();
-        let cost = Family::<ModelLabels, Counter>::default();
-        let inflight = Gauge::default();
-        let hook_failures = Family::<Fixed, Counter>::default();
-        let reloads = Family::<Fixed, Counter>::default();
-        registry.register(
+        let mut r = Registry::default();
+        let requests = register(
+            &mut r,
             REQUESTS,
             "Generations by the model that served them (or failed last) and outcome (ok, error, cancelled)",
-            requests.clone(),
+            Family::<ModelAnd, Counter>::default(),
         );
-        registry.register(
+        let errors = register(
+            &mut r,
             ERRORS,
             "Generations that ended with an error event, by the final error kind",
-            errors.clone(),
+            Family::<ModelAnd, Counter>::default(),
         );
-        registry.register(
+        let provider_errors = register(
+            &mut r,
             PROVIDER_ERRORS,
             "Failed provider attempts by error kind, including attempts that were retried or fell back",
-            provider_errors.clone(),
+            Family::<ModelAnd, Counter>::default(),
         );
-        registry.register(
+        let fallbacks = register(
+            &mut r,
             FALLBACKS,
             "Fallbacks to another model after a failure before any output, by the model fallen back to",
-            fallbacks.clone(),
+            Family::<ModelLabels, Counter>::default(),
         );
-        registry.register(
+        let rejected = register(
+            &mut r,
             REJECTED,
             "Calls refused before a generation started, by reason",
-            rejected.clone(),
+            Family::<Fixed, Counter>::default(),
         );
-        registry.register_with_unit(
-            TIME_TO_FIRST_EVENT,
-            "Time from the call to the first event sent to the caller",
-            Unit::Seconds,
-            time_to_first_event.clone(),
-        );
-        registry.register_with_unit(
-            STREAM_DURATION,
-            "Time from the call to the terminal event or the cancel",
-            Unit::Seconds,
-            stream_duration.clone(),
-        );
-        registry.register_with_unit(
-            OVERHEAD,
-            "Time the gateway spent on a generation itself (hooks, translation, decoding), excluding provider waits, retry delays and time the caller was not reading",
-            Unit::Seconds,
-            overhead.clone(),
-        );
-        registry.register(
+        let (time_to_first_event, stream_duration, overhead) = register_timings(&mut r);
+        let tokens = register(
+            &mut r,
             TOKENS,
             "Tokens of finished steps by type (input, cache_read, cache_write, output, reasoning)",
-            tokens.clone(),
+            Family::<ModelAnd, Counter>::default(),
         );
-        registry.register(
+        let cost = register(
+            &mut r,
             COST,
             "Cost of finished steps in nano-USD (1 USD = 1e9), from the catalog's prices",
-            cost.clone(),
+            Family::<ModelLabels, Counter>::default(),
         );
-        registry.register(INFLIGHT, "Generations in flight", inflight.clone());
-        registry.register(
+        let inflight = register(&mut r, INFLIGHT, "Generations in flight", Gauge::default());
+        let hook_failures = register(
+            &mut r,
             HOOK_FAILURES,
             "Hook service calls that failed or timed out, by hook, transform and policy",
-            hook_failures.clone(),
+            Family::<Fixed, Counter>::default(),
         );
-        registry.register(
+        let reloads = register(
+            &mut r,
             RELOADS,
             "Configuration reloads (SIGHUP) by result",
-            reloads.clone(),
+            Family::<Fixed, Counter>::default(),
         );
         // The GenAI client metrics repeat some of the gateway's own under the semantic conventions' names, so
         // dashboards built for those conventions work unchanged.
-        let gen_ai = GenAiMetrics::register(&mut registry);
+        let gen_ai = GenAiMetrics::register(&mut r);
         Metrics {
-            registry,
+            registry: r,
             gen_ai,
             requests,
             errors,

@@ -31,18 +31,25 @@ struct Args {
     prompt: String,
 }
 
+/// Adds `authorization: Bearer <token>` to every call.
+#[derive(Clone)]
+struct Bearer(MetadataValue<tonic::metadata::Ascii>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        req.metadata_mut().insert("authorization", self.0.clone());
+        Ok(req)
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let channel = tonic::transport::Endpoint::from_shared(args.addr.clone())?
         .connect()
         .await?;
-    let bearer: MetadataValue<_> = format!("Bearer {}", args.token).parse()?;
-    let mut client =
-        GatewayServiceClient::with_interceptor(channel, move |mut req: tonic::Request<()>| {
-            req.metadata_mut().insert("authorization", bearer.clone());
-            Ok(req)
-        });
+    let bearer = Bearer(format!("Bearer {}", args.token).parse()?);
+    let mut client = GatewayServiceClient::with_interceptor(channel, bearer);
 
     let mut messages = vec![pb::Message {
         role: pb::Role::User as i32,
@@ -51,80 +58,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("> {}", args.prompt);
     let mut total_cost = 0i64;
     for step in 1..=args.max_steps {
-        let generation = pb::Generation {
-            model: args.model.clone(),
-            system: vec!["You are a concise assistant. Use tools when they help.".into()],
-            messages: messages.clone(),
-            tools: vec![pb::Tool {
-                name: "get_time".into(),
-                description: "Current time in a timezone".into(),
-                input_schema_json: r#"{"type":"object","properties":{"timezone":{"type":"string"}},"required":["timezone"]}"#.into(),
-            }],
-            context: Some(pb::RequestContext { session_id: "demo".into(), request_id: format!("demo-{step}"), agent: "demo".into() }),
-            ..Default::default()
-        };
-        let mut stream = client
-            .stream(pb::StreamRequest {
-                generation: Some(generation),
-            })
-            .await?
-            .into_inner();
-        let mut assistant = pb::Message {
-            role: pb::Role::Assistant as i32,
-            parts: vec![],
-        };
-        let mut results = vec![];
-        let mut text = String::new();
-        let mut finish = None;
-        while let Some(ev) = stream.message().await? {
-            match ev.event {
-                Some(E::StreamStart(s)) => println!(
-                    "[step {step}: {} via {}, attempt {}]",
-                    s.model, s.provider, s.attempt
-                ),
-                Some(E::TextDelta(d)) => {
-                    text.push_str(&d.delta);
-                    print!("{}", d.delta);
-                    std::io::stdout().flush()?;
-                }
-                Some(E::TextEnd(_)) => println!(),
-                Some(E::ReasoningDelta(d)) => print!("\x1b[2m{}\x1b[0m", d.delta),
-                Some(E::ToolCall(c)) => {
-                    println!(
-                        "[tool call {} {}({})]",
-                        c.call_id, c.tool_name, c.input_json
-                    );
-                    let output = run_tool(&c.tool_name, &c.input_json);
-                    println!("[tool result {output}]");
-                    results.push(pb::Part {
-                        kind: Some(pb::part::Kind::ToolResult(pb::ToolResultPart {
-                            call_id: c.call_id.clone(),
-                            tool_name: c.tool_name.clone(),
-                            output,
-                            is_error: false,
-                        })),
-                    });
-                    assistant.parts.push(pb::Part {
-                        kind: Some(pb::part::Kind::ToolCall(pb::ToolCallPart {
-                            call_id: c.call_id,
-                            tool_name: c.tool_name,
-                            input_json: c.input_json,
-                            provider_metadata: c.provider_metadata,
-                        })),
-                    });
-                }
-                Some(E::StepFinish(f)) => finish = Some(f),
-                Some(E::Error(e)) => {
-                    println!(
-                        "\n[error {:?}: {}]",
-                        pb::ErrorKind::try_from(e.kind).unwrap_or_default(),
-                        e.message
-                    );
-                    return Err("generation failed".into());
-                }
-                _ => {}
-            }
-        }
+        let generation = generation(&args, step, &messages);
+        let (mut assistant, results, text, finish) =
+            run_step(&mut client, generation, step).await?;
         let Some(f) = finish else {
             return Err("stream ended without step_finish".into());
         };
@@ -154,6 +90,99 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("[done: total cost {total_cost} nano-USD]");
     Ok(())
+}
+
+/// Step `step`'s request: the conversation so far and the `get_time` tool.
+fn generation(args: &Args, step: u32, messages: &[pb::Message]) -> pb::Generation {
+    pb::Generation {
+        model: args.model.clone(),
+        system: vec!["You are a concise assistant. Use tools when they help.".into()],
+        messages: messages.to_vec(),
+        tools: vec![pb::Tool {
+            name: "get_time".into(),
+            description: "Current time in a timezone".into(),
+            input_schema_json: r#"{"type":"object","properties":{"timezone":{"type":"string"}},"required":["timezone"]}"#.into(),
+        }],
+        context: Some(pb::RequestContext { session_id: "demo".into(), request_id: format!("demo-{step}"), agent: "demo".into() }),
+        ..Default::default()
+    }
+}
+
+type Client = GatewayServiceClient<
+    tonic::service::interceptor::InterceptedService<tonic::transport::Channel, Bearer>,
+>;
+
+/// Streams one step, printing its events: the assistant's tool calls, the results of running them, its text and the
+/// step's finish.
+async fn run_step(
+    client: &mut Client,
+    generation: pb::Generation,
+    step: u32,
+) -> Result<(pb::Message, Vec<pb::Part>, String, Option<pb::StepFinish>), Box<dyn std::error::Error>>
+{
+    let mut stream = client
+        .stream(pb::StreamRequest {
+            generation: Some(generation),
+        })
+        .await?
+        .into_inner();
+    let mut assistant = pb::Message {
+        role: pb::Role::Assistant as i32,
+        parts: vec![],
+    };
+    let mut results = vec![];
+    let mut text = String::new();
+    let mut finish = None;
+    while let Some(ev) = stream.message().await? {
+        match ev.event {
+            Some(E::StreamStart(s)) => println!(
+                "[step {step}: {} via {}, attempt {}]",
+                s.model, s.provider, s.attempt
+            ),
+            Some(E::TextDelta(d)) => {
+                text.push_str(&d.delta);
+                print!("{}", d.delta);
+                std::io::stdout().flush()?;
+            }
+            Some(E::TextEnd(_)) => println!(),
+            Some(E::ReasoningDelta(d)) => print!("\x1b[2m{}\x1b[0m", d.delta),
+            Some(E::ToolCall(c)) => {
+                println!(
+                    "[tool call {} {}({})]",
+                    c.call_id, c.tool_name, c.input_json
+                );
+                let output = run_tool(&c.tool_name, &c.input_json);
+                println!("[tool result {output}]");
+                results.push(pb::Part {
+                    kind: Some(pb::part::Kind::ToolResult(pb::ToolResultPart {
+                        call_id: c.call_id.clone(),
+                        tool_name: c.tool_name.clone(),
+                        output,
+                        is_error: false,
+                    })),
+                });
+                assistant.parts.push(pb::Part {
+                    kind: Some(pb::part::Kind::ToolCall(pb::ToolCallPart {
+                        call_id: c.call_id,
+                        tool_name: c.tool_name,
+                        input_json: c.input_json,
+                        provider_metadata: c.provider_metadata,
+                    })),
+                });
+            }
+            Some(E::StepFinish(f)) => finish = Some(f),
+            Some(E::Error(e)) => {
+                println!(
+                    "\n[error {:?}: {}]",
+                    pb::ErrorKind::try_from(e.kind).unwrap_or_default(),
+                    e.message
+                );
+                return Err("generation failed".into());
+            }
+            _ => {}
+        }
+    }
+    Ok((assistant, results, text, finish))
 }
 
 fn text_part(text: &str) -> pb::Part {

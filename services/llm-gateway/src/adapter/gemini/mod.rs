@@ -27,6 +27,7 @@
 mod decode;
 #[cfg(test)]
 mod fast_tests;
+mod generation_config;
 mod partial_args;
 #[cfg(test)]
 mod partial_args_tests;
@@ -113,7 +114,7 @@ impl Adapter for Gemini {
     }
 
     fn min_thinking_budget(&self, target: &Target<'_>) -> u32 {
-        request::Family::of(&target.model.name).min_budget()
+        generation_config::Family::of(&target.model.name).min_budget()
     }
 }
 

@@ -4,7 +4,8 @@
 
 use serde_json::{Value, json};
 
-use super::request::{Family, build};
+use super::generation_config::Family;
+use super::request::build;
 use super::{ReplayMetadata, SKIP_THOUGHT_SIGNATURE};
 use crate::adapter::{BuildError, HttpRequest, Protocol, Target, pb};
 use crate::catalog::{Capabilities, ModelInfo};

@@ -37,12 +37,12 @@ fn fixture_text_chunks_take_the_fast_path() {
     let frames = data_lines(&fixture("text.sse"));
     let taken = frames
         .iter()
-        .filter(|f| super::decode::fast_path_takes(f))
+        .filter(|f| super::fast::fast_path_takes(f))
         .count();
     // Every content chunk; not the role chunk (its `refusal: null` is fine, but its content is "" with a role, still
     // fast) nor the finish and usage chunks.
     assert!(taken >= frames.len() - 3, "{taken} of {}", frames.len());
-    assert!(!super::decode::fast_path_takes(frames.last().unwrap()));
+    assert!(!super::fast::fast_path_takes(frames.last().unwrap()));
 }
 
 #[test]
@@ -202,5 +202,5 @@ proptest! {
 /// The generated chunks really exercise the fast path (not only the fallback), and the fallback too.
 #[test]
 fn generated_chunks_reach_both_paths() {
-    testgen::reaches_both_paths(chunk(), super::decode::fast_path_takes);
+    testgen::reaches_both_paths(chunk(), super::fast::fast_path_takes);
 }

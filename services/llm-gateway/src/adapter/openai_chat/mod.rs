@@ -15,6 +15,7 @@
 
 mod decode;
 mod details;
+mod fast;
 #[cfg(test)]
 mod fast_tests;
 #[cfg(test)]
@@ -22,6 +23,7 @@ mod openrouter_tests;
 mod request;
 #[cfg(test)]
 mod stream_tests;
+mod wire;
 
 use super::strict::StrictTools;
 use super::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};

@@ -12,14 +12,14 @@
 
 use std::borrow::Cow;
 
-use serde::Deserialize;
-
 use super::ReasoningMetadata;
 use crate::adapter::Decoder;
 use crate::adapter::classify::{classify, truncate};
 use crate::adapter::strict::StrictTools;
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::{Event, Finish, FinishReason, Usage};
+
+use super::wire::*;
 
 /// Longest part of a malformed frame kept in the error for diagnosis (a `response.completed` frame repeats the
 /// whole response and can be large).
@@ -724,120 +724,4 @@ impl Decoder for ResponsesDecoder {
     fn restart(&self) -> Box<dyn Decoder> {
         Box::new(ResponsesDecoder::with_strict(self.strict.clone()))
     }
-}
-
-// ---- Wire types ----------------------------------------------------------------------------------------------------
-// Only the fields the decoder reads; everything else (the whole `response` echo, logprobs, obfuscation padding) is
-// skipped by serde without being materialised. Strings that may be `null` are `Option`s.
-
-/// Every event's fields in one struct, so a frame is parsed in a single pass whatever its type.
-#[derive(Deserialize)]
-struct WireEvent<'a> {
-    #[serde(rename = "type", borrow, default)]
-    kind: Cow<'a, str>,
-    #[serde(borrow, default)]
-    response: Option<WireResponse<'a>>,
-    #[serde(borrow, default)]
-    item: Option<WireItem<'a>>,
-    #[serde(borrow, default)]
-    item_id: Option<Cow<'a, str>>,
-    // Content strings are owned: events own their text anyway, and JSON escapes would defeat borrowing.
-    #[serde(default)]
-    delta: Option<String>,
-    #[serde(default)]
-    arguments: Option<String>,
-    #[serde(default)]
-    summary_index: Option<u64>,
-    #[serde(default)]
-    content_index: Option<u64>,
-}
-
-/// Only `type` and the item's `type`, to tell an ignorable frame from a malformed one.
-#[derive(Deserialize)]
-struct WireHead<'a> {
-    #[serde(rename = "type", borrow, default)]
-    kind: Cow<'a, str>,
-    #[serde(borrow, default)]
-    item: Option<WireItemHead<'a>>,
-}
-
-#[derive(Deserialize)]
-struct WireItemHead<'a> {
-    #[serde(rename = "type", borrow, default)]
-    kind: Cow<'a, str>,
-}
-
-#[derive(Deserialize)]
-struct WireResponse<'a> {
-    #[serde(borrow, default)]
-    id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    model: Option<Cow<'a, str>>,
-    #[serde(default)]
-    usage: Option<WireUsage>,
-    #[serde(borrow, default)]
-    incomplete_details: Option<WireIncomplete<'a>>,
-}
-
-#[derive(Deserialize)]
-struct WireIncomplete<'a> {
-    #[serde(borrow, default)]
-    reason: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-struct WireItem<'a> {
-    #[serde(rename = "type", borrow, default)]
-    kind: Cow<'a, str>,
-    #[serde(borrow, default)]
-    id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    call_id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    name: Option<Cow<'a, str>>,
-    #[serde(default)]
-    arguments: Option<String>,
-    #[serde(default)]
-    encrypted_content: Option<String>,
-    /// Reasoning: `[{type:"summary_text",text}]`.
-    #[serde(default)]
-    summary: Option<Vec<WireText>>,
-    /// Message: `[{type:"output_text",text} | {type:"refusal",refusal}]`; reasoning: `[{type:"reasoning_text",text}]`.
-    #[serde(default)]
-    content: Option<Vec<WireText>>,
-}
-
-#[derive(Deserialize)]
-struct WireText {
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    refusal: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct WireUsage {
-    #[serde(default)]
-    input_tokens: Option<u64>,
-    #[serde(default)]
-    input_tokens_details: Option<WireInputDetails>,
-    #[serde(default)]
-    output_tokens: Option<u64>,
-    #[serde(default)]
-    output_tokens_details: Option<WireOutputDetails>,
-}
-
-#[derive(Deserialize)]
-struct WireInputDetails {
-    #[serde(default)]
-    cached_tokens: Option<u64>,
-    /// Newer responses report cache writes too (always 0 on OpenAI so far); counted so the five counts stay disjoint.
-    #[serde(default)]
-    cache_write_tokens: Option<u64>,
-}
-
-#[derive(Deserialize)]
-struct WireOutputDetails {
-    #[serde(default)]
-    reasoning_tokens: Option<u64>,
 }

@@ -13,6 +13,7 @@ mod decode;
 mod request;
 #[cfg(test)]
 mod stream_tests;
+mod wire;
 
 use serde::{Deserialize, Serialize};
 

@@ -1,4 +1,7 @@
 use super::*;
+use crate::error::ErrorKind;
+use attempt::falls_back;
+use run::summarize;
 
 #[test]
 fn fallback_kinds_are_the_ones_another_model_can_fix() {
