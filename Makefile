@@ -3,7 +3,7 @@ CARGO ?= cargo
 TOOLS := .tools
 BUF := $(TOOLS)/node_modules/.bin/buf
 
-.PHONY: demo demo-gateway up down run test test-rust lint fmt clippy proto-lint deploy-lint build bench bench-full bench-processor bench-peers clean
+.PHONY: demo demo-gateway up down run test test-rust lint fmt clippy proto-lint deploy-lint build bench bench-full bench-processor bench-peers fuzz fuzz-smoke clean
 
 demo run:
 	./scripts/demo.sh
@@ -54,6 +54,16 @@ bench-peers:
 # a private redis-server, which must be installed); `bench` and `bench-full` run a version of it too.
 bench-processor:
 	./scripts/bench.sh processor
+
+# Fuzzing (docs/gateway.md "Fuzzing"; cargo-fuzz and nightly, outside the workspace; never part of `test`, which
+# replays the seed corpus on stable). `fuzz` runs every target for 10 million executions (a few hours on one idle
+# core); `fuzz-smoke` for FUZZ_SECONDS (default 20) each, after a release build of fuzz/ (16-17 CPU-minutes from
+# clean, about 6 wall-minutes after a gateway change on 2 shared cores; docs/benchmarks.md "Fuzzing").
+fuzz:
+	./scripts/fuzz.sh long $(FUZZ_RUNS)
+
+fuzz-smoke:
+	./scripts/fuzz.sh smoke $(FUZZ_SECONDS)
 
 $(BUF):
 	mkdir -p $(TOOLS) && cd $(TOOLS) && npm install --silent --no-audit --no-fund --prefix . @bufbuild/buf@1.75.0

@@ -14,6 +14,7 @@ pub mod classify;
 pub(crate) mod encoding;
 pub mod eventstream;
 mod framing;
+pub mod fuzzing;
 pub mod gemini;
 pub mod ids;
 pub mod invariants;

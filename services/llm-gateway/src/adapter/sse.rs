@@ -327,7 +327,7 @@ impl SseParser {
         }
         if self.capturing {
             // Inside a bare JSON value every line belongs to it, whatever it looks like.
-            if self.over(self.json.len() + 1 + line.len()) {
+            if self.over(self.json.len() + 1 + lossy_len(line)) {
                 return Ok(());
             }
             self.json.push('\n');
@@ -363,6 +363,7 @@ impl SseParser {
         let value = &line[value_start..];
         match field {
             b"data" => match (self.data_state, at) {
+                (Data::None, _) if self.over(lossy_len(value)) => {}
                 (Data::None, Some(at)) => {
                     self.data_state = Data::InInput {
                         start: at + value_start,
@@ -374,8 +375,11 @@ impl SseParser {
                     push_lossy(&mut self.data, value);
                     self.data_state = Data::Buffered;
                 }
-                (Data::InInput { start, end }, _) if self.over(end - start + 1 + value.len()) => {}
-                (Data::Buffered, _) if self.over(self.data.len() + 1 + value.len()) => {}
+                (Data::InInput { start, end }, _)
+                    if self.over(
+                        lossy_len(input.get(start..end).unwrap_or_default()) + 1 + lossy_len(value),
+                    ) => {}
+                (Data::Buffered, _) if self.over(self.data.len() + 1 + lossy_len(value)) => {}
                 (Data::InInput { start, end }, _) => {
                     self.data.clear();
                     push_lossy(&mut self.data, input.get(start..end).unwrap_or_default());
@@ -404,6 +408,9 @@ impl SseParser {
         line: &[u8],
         on: &mut impl FnMut(SseItem<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
+        if self.over(lossy_len(line)) {
+            return Ok(());
+        }
         self.scan = JsonScan::default();
         self.scan.scan(line);
         if self.scan.balanced()
@@ -487,6 +494,16 @@ fn find_eol(bytes: &[u8]) -> Option<usize> {
         .iter()
         .position(|&b| b == b'\n' || b == b'\r')
         .map(|i| at + i)
+}
+
+/// The bytes `bytes` take once appended by [`push_lossy`] (each invalid sequence becomes a 3-byte U+FFFD): what the
+/// size cap counts, so a value never grows past the limit in memory and the count does not depend on whether a line
+/// was still in the read or already copied out.
+fn lossy_len(bytes: &[u8]) -> usize {
+    match std::str::from_utf8(bytes) {
+        Ok(_) => bytes.len(),
+        Err(_) => String::from_utf8_lossy(bytes).len(),
+    }
 }
 
 /// Appends `bytes` as text; invalid UTF-8 becomes U+FFFD rather than an error, since one bad byte from a provider

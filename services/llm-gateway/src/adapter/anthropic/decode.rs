@@ -5,7 +5,7 @@
 //! stands in when `data` has no `type`.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
@@ -30,6 +30,8 @@ pub struct AnthropicDecoder {
     saw_tool_call: bool,
     /// Ids of the `tool_use` blocks so far: one used twice is refused, never passed on.
     call_ids: Vec<String>,
+    /// Every block index started so far: a second start of one would reuse its block id.
+    started: BTreeSet<u64>,
     done: bool,
 }
 
@@ -243,6 +245,12 @@ impl AnthropicDecoder {
     }
 
     fn start_block(&mut self, index: u64, b: WireBlock<'_>, out: &mut Vec<Event>) {
+        if !self.started.insert(index) {
+            let what = format!("content block {index} started twice");
+            let err = ProviderError::malformed(format!("malformed Anthropic stream: {what}"));
+            self.fail(err, out);
+            return;
+        }
         let id = index.to_string();
         let block = match b.kind.as_ref() {
             "text" => {
