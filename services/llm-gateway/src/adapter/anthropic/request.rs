@@ -78,18 +78,7 @@ pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, Bui
     let model = target.model;
     let caps = model.capabilities;
 
-    if g.output_format
-        .as_ref()
-        .is_some_and(|f| f.r#type() == pb::output_format::Type::JsonSchema)
-    {
-        // The Messages API has no native JSON Schema output; the processor asks for structured output through a
-        // forced tool instead, which works on every provider.
-        return Err(BuildError::new(
-            "generation.output_format",
-            "json_schema output is not supported on the Anthropic protocol; use a tool",
-        ));
-    }
-
+    refuse_json_schema(g)?;
     let mut tools = tools(g)?;
     let choice = tool_choice(g)?;
     let mut system: Vec<Block> = g
@@ -130,16 +119,7 @@ pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, Bui
     if !system.is_empty() {
         body.insert("system".into(), blocks_value(system));
     }
-    let messages: Vec<Value> = turns
-        .into_iter()
-        .map(|t| {
-            json!({
-                "role": match t.role { Role::User => "user", Role::Assistant => "assistant" },
-                "content": blocks_value(t.blocks),
-            })
-        })
-        .collect();
-    body.insert("messages".into(), Value::Array(messages));
+    body.insert("messages".into(), messages_value(turns));
     if !tools.is_empty() {
         body.insert("tools".into(), blocks_value(tools));
         if let Some(c) = choice.value {
@@ -157,6 +137,34 @@ pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, Bui
 
     merge_provider_options(g, &mut body)?;
     Ok(Value::Object(body))
+}
+
+/// The Messages API has no native JSON Schema output; the processor asks for structured output through a forced
+/// tool instead, which works on every provider.
+fn refuse_json_schema(g: &pb::Generation) -> Result<(), BuildError> {
+    if g.output_format
+        .as_ref()
+        .is_some_and(|f| f.r#type() == pb::output_format::Type::JsonSchema)
+    {
+        return Err(BuildError::new(
+            "generation.output_format",
+            "json_schema output is not supported on the Anthropic protocol; use a tool",
+        ));
+    }
+    Ok(())
+}
+
+fn messages_value(turns: Vec<Turn>) -> Value {
+    let messages = turns
+        .into_iter()
+        .map(|t| {
+            json!({
+                "role": match t.role { Role::User => "user", Role::Assistant => "assistant" },
+                "content": blocks_value(t.blocks),
+            })
+        })
+        .collect();
+    Value::Array(messages)
 }
 
 fn blocks_value(blocks: Vec<Block>) -> Value {
@@ -379,30 +387,10 @@ fn file_block(
             return Err(BuildError::new(file_field(), "the file has no data or url"));
         }
     };
-    let mut b = Block::new();
     if media.starts_with("image/") {
-        if !caps.vision {
-            return Err(BuildError::new(
-                file_field(),
-                "this model does not accept images",
-            ));
-        }
-        let src = match source {
-            Source::Data(d) if IMAGE_TYPES.contains(&media.as_str()) => {
-                json!({"type": "base64", "media_type": media, "data": base64(d)})
-            }
-            Source::Data(_) => {
-                return Err(BuildError::new(
-                    format!("{field}.file.media_type"),
-                    format!("`{media}` is not accepted; images must be jpeg, png, gif or webp"),
-                ));
-            }
-            Source::Url(u) => json!({"type": "url", "url": u}),
-        };
-        b.insert("type".into(), Value::from("image"));
-        b.insert("source".into(), src);
-        return Ok(Some(b));
+        return image_block(&media, source, caps, field).map(Some);
     }
+    let mut b = Block::new();
     let src = match (media.as_str(), source) {
         ("application/pdf", Source::Data(d)) => {
             json!({"type": "base64", "media_type": "application/pdf", "data": base64(d)})
@@ -436,6 +424,37 @@ fn file_block(
         b.insert("title".into(), Value::from(f.filename.as_str()));
     }
     Ok(Some(b))
+}
+
+/// An image file as an `image` block: base64 data of the types the API takes, or a URL it fetches.
+fn image_block(
+    media: &str,
+    source: &Source,
+    caps: &Capabilities,
+    field: &str,
+) -> Result<Block, BuildError> {
+    if !caps.vision {
+        return Err(BuildError::new(
+            format!("{field}.file"),
+            "this model does not accept images",
+        ));
+    }
+    let mut b = Block::new();
+    let src = match source {
+        Source::Data(d) if IMAGE_TYPES.contains(&media) => {
+            json!({"type": "base64", "media_type": media, "data": base64(d)})
+        }
+        Source::Data(_) => {
+            return Err(BuildError::new(
+                format!("{field}.file.media_type"),
+                format!("`{media}` is not accepted; images must be jpeg, png, gif or webp"),
+            ));
+        }
+        Source::Url(u) => json!({"type": "url", "url": u}),
+    };
+    b.insert("type".into(), Value::from("image"));
+    b.insert("source".into(), src);
+    Ok(b)
 }
 
 fn tools(g: &pb::Generation) -> Result<Vec<Block>, BuildError> {
