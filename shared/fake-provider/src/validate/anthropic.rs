@@ -178,73 +178,8 @@ fn message(i: usize, m: &Value, last: bool) -> Check {
     let blocks = blocks(m);
     let mut seen_other = false;
     for (j, b) in blocks.iter().enumerate() {
-        let at = format!("messages.{i}.content.{j}");
         let ty = block_type(b);
-        match (ty, role) {
-            ("text", _) => {
-                let text = string(b, "text").unwrap_or("");
-                if text.is_empty() {
-                    return Err(Fail::new("messages: text content blocks must be non-empty"));
-                }
-                if text.trim().is_empty() {
-                    return Err(Fail::new(
-                        "messages: text content blocks must contain non-whitespace text",
-                    ));
-                }
-            }
-            ("image" | "document", "user") => {}
-            ("tool_use", "assistant") => {
-                if !string(b, "id").is_some_and(|id| word_chars(id, usize::MAX)) {
-                    return Err(Fail::new(format!(
-                        "{at}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
-                    )));
-                }
-                if !string(b, "name").is_some_and(|n| word_chars(n, 200)) {
-                    return Err(Fail::new(format!(
-                        "{at}.tool_use.name: String should match pattern '^[a-zA-Z0-9_-]{{1,200}}$'"
-                    )));
-                }
-                if !b.get("input").is_some_and(Value::is_object) {
-                    return Err(Fail::new(format!(
-                        "{at}.tool_use.input: Input should be a valid dictionary"
-                    )));
-                }
-            }
-            ("tool_result", "user") => {
-                if !string(b, "tool_use_id").is_some_and(|id| word_chars(id, usize::MAX)) {
-                    return Err(Fail::new(format!(
-                        "{at}.tool_result.tool_use_id: String should match pattern '^[a-zA-Z0-9_-]+$'"
-                    )));
-                }
-                if seen_other {
-                    return Err(Fail::new(format!(
-                        "messages.{i}: `tool_result` blocks must come before any other content in the message"
-                    )));
-                }
-            }
-            ("thinking", "assistant") => {
-                if !filled(b, "signature") {
-                    return Err(Fail::new(format!(
-                        "{at}.thinking.signature: Field required"
-                    )));
-                }
-                if string(b, "thinking").is_none() {
-                    return Err(Fail::new(format!("{at}.thinking.thinking: Field required")));
-                }
-            }
-            ("redacted_thinking", "assistant") => {
-                if !filled(b, "data") {
-                    return Err(Fail::new(format!(
-                        "{at}.redacted_thinking.data: Field required"
-                    )));
-                }
-            }
-            (ty, role) => {
-                return Err(Fail::new(format!(
-                    "{at}.type: `{ty}` blocks are not allowed in `{role}` messages"
-                )));
-            }
-        }
+        block(i, j, b, ty, role, seen_other)?;
         if ty != "tool_result" {
             seen_other = true;
         }
@@ -261,6 +196,77 @@ fn message(i: usize, m: &Value, last: bool) -> Check {
         return Err(Fail::new(
             "messages: final assistant content cannot end with trailing whitespace",
         ));
+    }
+    Ok(())
+}
+
+/// Block `j` of message `i`: allowed in its role, with the fields the API requires; tool results before all else.
+fn block(i: usize, j: usize, b: &Value, ty: &str, role: &str, seen_other: bool) -> Check {
+    let at = format!("messages.{i}.content.{j}");
+    match (ty, role) {
+        ("text", _) => {
+            let text = string(b, "text").unwrap_or("");
+            if text.is_empty() {
+                return Err(Fail::new("messages: text content blocks must be non-empty"));
+            }
+            if text.trim().is_empty() {
+                return Err(Fail::new(
+                    "messages: text content blocks must contain non-whitespace text",
+                ));
+            }
+        }
+        ("image" | "document", "user") => {}
+        ("tool_use", "assistant") => {
+            if !string(b, "id").is_some_and(|id| word_chars(id, usize::MAX)) {
+                return Err(Fail::new(format!(
+                    "{at}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+                )));
+            }
+            if !string(b, "name").is_some_and(|n| word_chars(n, 200)) {
+                return Err(Fail::new(format!(
+                    "{at}.tool_use.name: String should match pattern '^[a-zA-Z0-9_-]{{1,200}}$'"
+                )));
+            }
+            if !b.get("input").is_some_and(Value::is_object) {
+                return Err(Fail::new(format!(
+                    "{at}.tool_use.input: Input should be a valid dictionary"
+                )));
+            }
+        }
+        ("tool_result", "user") => {
+            if !string(b, "tool_use_id").is_some_and(|id| word_chars(id, usize::MAX)) {
+                return Err(Fail::new(format!(
+                    "{at}.tool_result.tool_use_id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+                )));
+            }
+            if seen_other {
+                return Err(Fail::new(format!(
+                    "messages.{i}: `tool_result` blocks must come before any other content in the message"
+                )));
+            }
+        }
+        ("thinking", "assistant") => {
+            if !filled(b, "signature") {
+                return Err(Fail::new(format!(
+                    "{at}.thinking.signature: Field required"
+                )));
+            }
+            if string(b, "thinking").is_none() {
+                return Err(Fail::new(format!("{at}.thinking.thinking: Field required")));
+            }
+        }
+        ("redacted_thinking", "assistant") => {
+            if !filled(b, "data") {
+                return Err(Fail::new(format!(
+                    "{at}.redacted_thinking.data: Field required"
+                )));
+            }
+        }
+        (ty, role) => {
+            return Err(Fail::new(format!(
+                "{at}.type: `{ty}` blocks are not allowed in `{role}` messages"
+            )));
+        }
     }
     Ok(())
 }
@@ -352,6 +358,34 @@ fn pairing(messages: &[Value]) -> Check {
     Ok(())
 }
 
+/// The sampling parameters thinking allows: temperature 1, no top_k, top_p at least 0.95.
+fn thinking_sampling(body: &Value) -> Check {
+    if body
+        .get("temperature")
+        .and_then(Value::as_f64)
+        .is_some_and(|t| t != 1.0)
+    {
+        return Err(Fail::new(
+            "`temperature` may only be set to 1 when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility",
+        ));
+    }
+    if body.get("top_k").is_some() {
+        return Err(Fail::new(
+            "`top_k` is not supported when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility",
+        ));
+    }
+    if body
+        .get("top_p")
+        .and_then(Value::as_f64)
+        .is_some_and(|p| p < 0.95)
+    {
+        return Err(Fail::new(
+            "`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility",
+        ));
+    }
+    Ok(())
+}
+
 /// Extended thinking: the budget, the sampling it excludes, and the thinking
 /// block that must open the assistant turn of the current tool loop (or
 /// must not be there when thinking is off).
@@ -400,29 +434,7 @@ fn thinking(body: &Value, messages: &[Value]) -> Check {
             "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size",
         ));
     }
-    if body
-        .get("temperature")
-        .and_then(Value::as_f64)
-        .is_some_and(|t| t != 1.0)
-    {
-        return Err(Fail::new(
-            "`temperature` may only be set to 1 when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility",
-        ));
-    }
-    if body.get("top_k").is_some() {
-        return Err(Fail::new(
-            "`top_k` is not supported when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility",
-        ));
-    }
-    if body
-        .get("top_p")
-        .and_then(Value::as_f64)
-        .is_some_and(|p| p < 0.95)
-    {
-        return Err(Fail::new(
-            "`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility",
-        ));
-    }
+    thinking_sampling(body)?;
     if object(body, "tool_choice")
         .and_then(|c| c.get("type"))
         .and_then(Value::as_str)

@@ -135,41 +135,47 @@ fn content(i: usize, c: &Value) -> Check {
                 )));
             }
         }
-        if let Some(call) = p.get("functionCall") {
-            if !string(call, "name").is_some_and(valid_function_name) {
-                return Err(Fail::new(format!(
-                    "* GenerateContentRequest.contents[{i}].parts[{j}].function_call.name: Invalid function name. Must start with a letter or an underscore. Must be alphameric (a-z, A-Z, 0-9), underscores (_), dots (.), colons (:), or dashes (-), with a maximum length of 64.\n"
-                )));
-            }
-            if call.get("args").is_some_and(|a| !a.is_object()) {
-                return Err(Fail::new(format!(
-                    "Invalid value at 'contents[{i}].parts[{j}].function_call.args' (type.googleapis.com/google.protobuf.Struct), {}",
-                    call["args"]
-                )));
-            }
-        }
-        if let Some(response) = p.get("functionResponse") {
-            if !string(response, "name").is_some_and(valid_function_name) {
-                return Err(Fail::new(format!(
-                    "* GenerateContentRequest.contents[{i}].parts[{j}].function_response.name: Invalid function name. Must start with a letter or an underscore. Must be alphameric (a-z, A-Z, 0-9), underscores (_), dots (.), colons (:), or dashes (-), with a maximum length of 64.\n"
-                )));
-            }
-            match response.get("response") {
-                Some(Value::Object(_)) => {}
-                other => {
-                    return Err(Fail::new(format!(
-                        "Invalid value at 'contents[{i}].parts[{j}].function_response.response' (type.googleapis.com/google.protobuf.Struct), {}",
-                        other.cloned().unwrap_or(Value::Null)
-                    )));
-                }
-            }
-        }
+        function_fields(i, j, p)?;
         if let Some(text) = p.get("text")
             && !text.is_string()
         {
             return Err(Fail::new(format!(
                 "Invalid value at 'contents[{i}].parts[{j}].text' (TYPE_STRING), {text}"
             )));
+        }
+    }
+    Ok(())
+}
+
+/// A part's `functionCall` and `functionResponse`: valid names, object arguments and responses.
+fn function_fields(i: usize, j: usize, p: &Value) -> Check {
+    if let Some(call) = p.get("functionCall") {
+        if !string(call, "name").is_some_and(valid_function_name) {
+            return Err(Fail::new(format!(
+                "* GenerateContentRequest.contents[{i}].parts[{j}].function_call.name: Invalid function name. Must start with a letter or an underscore. Must be alphameric (a-z, A-Z, 0-9), underscores (_), dots (.), colons (:), or dashes (-), with a maximum length of 64.\n"
+            )));
+        }
+        if call.get("args").is_some_and(|a| !a.is_object()) {
+            return Err(Fail::new(format!(
+                "Invalid value at 'contents[{i}].parts[{j}].function_call.args' (type.googleapis.com/google.protobuf.Struct), {}",
+                call["args"]
+            )));
+        }
+    }
+    if let Some(response) = p.get("functionResponse") {
+        if !string(response, "name").is_some_and(valid_function_name) {
+            return Err(Fail::new(format!(
+                "* GenerateContentRequest.contents[{i}].parts[{j}].function_response.name: Invalid function name. Must start with a letter or an underscore. Must be alphameric (a-z, A-Z, 0-9), underscores (_), dots (.), colons (:), or dashes (-), with a maximum length of 64.\n"
+            )));
+        }
+        match response.get("response") {
+            Some(Value::Object(_)) => {}
+            other => {
+                return Err(Fail::new(format!(
+                    "Invalid value at 'contents[{i}].parts[{j}].function_response.response' (type.googleapis.com/google.protobuf.Struct), {}",
+                    other.cloned().unwrap_or(Value::Null)
+                )));
+            }
         }
     }
     Ok(())

@@ -326,6 +326,17 @@ pub(super) fn check_responses(body: &Value) -> Check {
         .param(*key)
         .code("unsupported_parameter"));
     }
+    responses_tools(body)?;
+    let input = match body.get("input") {
+        Some(Value::Array(items)) => items,
+        Some(Value::String(_)) => return Ok(()),
+        _ => return Err(Fail::new("Missing required parameter: 'input'.").param("input")),
+    };
+    responses_input(body, input)
+}
+
+/// Responses' function tools (strict unless told otherwise) and its strict `text.format` schema.
+fn responses_tools(body: &Value) -> Check {
     for (i, t) in array(body, "tools").iter().enumerate() {
         if string(t, "type") != Some("function") {
             continue;
@@ -361,11 +372,11 @@ pub(super) fn check_responses(body: &Value) -> Check {
         )
         .map_err(|f| f.param("text.format.schema"))?;
     }
-    let input = match body.get("input") {
-        Some(Value::Array(items)) => items,
-        Some(Value::String(_)) => return Ok(()),
-        _ => return Err(Fail::new("Missing required parameter: 'input'.").param("input")),
-    };
+    Ok(())
+}
+
+/// Responses' `input` items: calls and outputs paired by `call_id`, reasoning replayable, no empty messages.
+fn responses_input(body: &Value, input: &[Value]) -> Check {
     let stored = body.get("store") != Some(&Value::Bool(false));
     let mut calls: Vec<&str> = Vec::new();
     let mut outputs: Vec<&str> = Vec::new();
