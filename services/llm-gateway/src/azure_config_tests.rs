@@ -182,3 +182,31 @@ max_output_tokens = 4096
         .unwrap();
     assert_eq!(err.key, "providers.o.azure", "{err}");
 }
+
+#[test]
+fn the_commented_azure_example_operators_copy_is_valid() {
+    let example = include_str!("../../../deploy/gateway.example.toml");
+    let start = example.find("# [providers.azure]").unwrap();
+    // Uncommented, without the Entra line (an alternative to the key).
+    let block: String = example[start..]
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .filter(|l| !l.starts_with("# entra"))
+        .map(|l| format!("{}\n", &l[2..]))
+        .collect();
+    let env = [
+        ("GATEWAY_AUTH_TOKENS", TOKEN),
+        ("AZURE_OPENAI_ENDPOINT", "https://acme.openai.azure.com"),
+        ("AZURE_OPENAI_API_KEY", "k"),
+    ];
+    let c = Config::from_file(Config::parse(&block).unwrap(), &env).unwrap();
+    let m = c.catalog.get("azure/prod-4o").unwrap();
+    assert!(m.pricing.is_some());
+    assert!(
+        c.catalog
+            .get("azure/reasoner")
+            .unwrap()
+            .capabilities
+            .reasoning
+    );
+}
