@@ -703,7 +703,6 @@ fn address(
     })
 }
 
-/// Base URLs are http(s) with a host, no credentials, query or fragment; the trailing `/` is dropped.
 /// The signer of a `bedrock` provider, from `[providers.<id>.aws]`, the AWS environment and shared files. Other
 /// protocols take no `aws` table, and `bedrock` takes no API key.
 fn provider_signer(
@@ -733,6 +732,7 @@ fn provider_signer(
         .map_err(|m| ConfigError::new(key("aws"), m))
 }
 
+/// Base URLs are http(s) with a host, no credentials, query or fragment; the trailing `/` is dropped.
 fn validate_base_url(url: &str) -> Result<String, String> {
     let parsed = reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a URL: {e}"))?;
     if !matches!(parsed.scheme(), "http" | "https") {

@@ -214,7 +214,13 @@ impl Transport {
             sign(signer, &url, &body, &mut headers)?;
         }
 
-        let (wait, total_bound) = bounded(self.timeouts.first_byte, deadline, Instant::now());
+        // A whole JSON answer (Bedrock's non-streaming Converse) has no headers until the model has finished: its
+        // wait is the total budget, not the first-byte timeout meant for streams.
+        let first_byte = match opening.framing {
+            Framing::Json => self.timeouts.total,
+            Framing::Sse | Framing::EventStream => self.timeouts.first_byte,
+        };
+        let (wait, total_bound) = bounded(first_byte, deadline, Instant::now());
         let send = self.client.post(&url).headers(headers).body(body).send();
         let mut response = match tokio::time::timeout(wait, send).await {
             Ok(Ok(response)) => response,
