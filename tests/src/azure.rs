@@ -10,10 +10,11 @@ pub const AZURE_KEY_ENV: &str = "E2E_AZURE_KEY";
 /// The harness variable holding the application's client secret ([`fake_provider::azure::TEST_CLIENT_SECRET`]).
 pub const ENTRA_SECRET_ENV: &str = "E2E_ENTRA_SECRET";
 /// The deployments of the test resource and the models they run.
-pub const DEPLOYMENTS: [(&str, &str); 3] = [
+pub const DEPLOYMENTS: [(&str, &str); 4] = [
     ("prod-4o", "gpt-4o"),
     ("prod-41", "gpt-4.1"),
     ("reasoner", "o4-mini"),
+    ("codex", "gpt-5-codex"),
 ];
 
 /// The fakes behind the Azure providers of a test.

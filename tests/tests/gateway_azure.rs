@@ -7,7 +7,8 @@
 //! tokens, their results accepted; Responses reasoning whose encrypted content is replayed; a 429 retried after
 //! `retry-after-ms`; an error mid-stream; a context overflow and content-filter refusals classified and not retried;
 //! the caller cancelling; Entra tokens cached, refreshed before expiry and dropped on a 401; a refused grant; an
-//! unknown deployment.
+//! unknown deployment; and a conversation that moves from Claude to an Azure reasoning deployment and on to a
+//! Responses-only one, every request accepted by the providers' validators.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use e2e_tests::azure::AzureFakes;
@@ -408,4 +409,83 @@ async fn a_deployment_the_resource_does_not_have_is_an_invalid_request() {
     let refused = a.azure.rejections();
     assert_eq!(refused.len(), 1);
     assert_eq!(refused[0].code.as_deref(), Some("DeploymentNotFound"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_moving_from_claude_to_azure_deployments_passes_every_validator() {
+    let a = AzureFakes::start().await;
+    let h = start(&a, "").await;
+    h.anthropic
+        .validate_requests(fake_provider::Protocol::Anthropic);
+    h.anthropic
+        .push(Reply::fixture("anthropic/thinking_tool_use.sse"));
+    a.azure.push(fixture("parallel_tools"));
+    a.azure
+        .push(Reply::fixture("openai_responses/parallel_tools.sse"));
+    let step = |model: &str, messages: &[pb::Message]| pb::Generation {
+        model: model.into(),
+        system: vec!["You are a travel assistant.".into()],
+        messages: messages.to_vec(),
+        tools: vec![weather_tool()],
+        reasoning: Some(reasoning(pb::reasoning::Effort::Medium)),
+        ..Default::default()
+    };
+    let mut messages = vec![user("What's the weather in Paris and Tokyo?")];
+
+    // Claude thinks, signs and calls a tool.
+    let first = turns::fold(
+        &h.stream(step("anthropic/claude-sonnet-4-5", &messages))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(first.calls.len(), 1);
+    messages.push(first.assistant);
+    messages.push(turns::results(&first.calls));
+
+    // An o4-mini deployment on Chat Completions: the reasoning rules hold whatever the deployment is called.
+    let events = h.stream(step("aoai/reasoner", &messages)).await.unwrap();
+    assert!(
+        matches!(terminal(&events), pb::stream_response::Event::StepFinish(_)),
+        "{:#?}",
+        render(&events)
+    );
+    let body = a.azure.requests()[0].json();
+    let text = body.to_string();
+    assert!(
+        !text.contains("The user wants the weather") && !text.contains("\"signature\""),
+        "{body:#}"
+    );
+    let roles: Vec<&str> = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["developer", "user", "assistant", "tool"]);
+    assert!(body.get("temperature").is_none() && body.get("max_tokens").is_none());
+    let second = turns::fold(&events);
+    messages.push(second.assistant);
+    messages.push(turns::results(&second.calls));
+
+    // `codex` runs gpt-5-codex, which Azure serves over Responses only: the same provider sends it there.
+    let events = h.stream(step("aoai/codex", &messages)).await.unwrap();
+    assert!(
+        matches!(terminal(&events), pb::stream_response::Event::StepFinish(_)),
+        "{:#?}",
+        render(&events)
+    );
+    let req = &a.azure.requests()[1];
+    assert_eq!(req.path, "/openai/v1/responses");
+    let input = req.json()["input"].as_array().unwrap().clone();
+    let ids = |kind: &str| -> Vec<String> {
+        input
+            .iter()
+            .filter(|i| i["type"] == kind)
+            .map(|i| i["call_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids("function_call"), ids("function_call_output"));
+    assert_eq!(ids("function_call").len(), 3);
+    assert!(h.anthropic.rejections().is_empty());
+    assert_accepted(&a);
 }
