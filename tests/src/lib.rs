@@ -10,7 +10,7 @@ pub mod logs;
 pub mod otlp;
 pub mod processor;
 pub mod procs;
-pub mod raw;
+pub use service_kit::raw;
 pub mod sdk;
 pub mod service;
 pub mod turns;
