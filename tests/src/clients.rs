@@ -89,3 +89,30 @@ pub fn which(tool: &str) -> Option<PathBuf> {
             .find(|p| p.is_file())
     })
 }
+
+/// What every example prints after `make up`'s prompt (`What time is it in UTC?`, offering `get_time`): the tool call
+/// as it arrives, then the stored conversation: the question, the demo provider's preamble, the call answered with
+/// the time, and the answer quoting it.
+pub fn assert_example_conversation(stdout: &str) {
+    assert!(
+        stdout.contains("[tool call get_time {\"timezone\":\"UTC\"}]"),
+        "{stdout}"
+    );
+    let stored = stdout
+        .split_once("--- the conversation, as stored:\n")
+        .map(|(_, s)| s)
+        .unwrap_or_default();
+    let lines: Vec<&str> = stored.lines().collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    assert_eq!(lines[0], "user: What time is it in UTC?");
+    assert_eq!(lines[1], "assistant: Let me check the time for you.");
+    let answered = lines[2]
+        .strip_prefix("tool get_time({\"timezone\":\"UTC\"}) -> ")
+        .unwrap_or_else(|| panic!("no answered get_time call: {stdout}"));
+    assert!(answered.ends_with(" UTC"), "{stdout}");
+    assert_eq!(
+        lines[3],
+        format!("assistant: The tool says: {answered}. That's all from the demo provider."),
+        "{stdout}"
+    );
+}

@@ -3,7 +3,9 @@
 //! Redis with the demo provider behind them. Both run under PYTHONOPTIMIZE, so no check may be an `assert`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use e2e_tests::clients::{client_env, demo_product, repo, run_ok, unittest_passed};
+use e2e_tests::clients::{
+    assert_example_conversation, client_env, demo_product, repo, run_ok, unittest_passed,
+};
 
 const HINT: &str =
     "needs python3 with pip, setuptools, grpcio and grpcio-tools (.ci/run installs them)";
@@ -73,26 +75,5 @@ async fn the_python_package_installs_from_the_repo_passes_its_tests_and_runs_the
 
     let example = repo().join("examples/python/conversation.py");
     let out = run_ok(&mut python(&[example.to_str().unwrap()]), HINT).await;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains("[tool call get_time {\"timezone\":\"UTC\"}]"),
-        "{stdout}"
-    );
-    let stored = stdout
-        .split_once("--- the conversation, as stored:\n")
-        .map(|(_, s)| s)
-        .unwrap_or_default();
-    let lines: Vec<&str> = stored.lines().collect();
-    assert_eq!(lines.len(), 4, "{stdout}");
-    assert_eq!(lines[0], "user: What time is it in UTC?");
-    assert_eq!(lines[1], "assistant: Let me check the time for you.");
-    assert!(
-        lines[2].starts_with("tool get_time({\"timezone\":\"UTC\"}) -> ")
-            && lines[2].ends_with(" UTC"),
-        "{stdout}"
-    );
-    assert!(
-        lines[3].starts_with("assistant: The tool says: "),
-        "{stdout}"
-    );
+    assert_example_conversation(&String::from_utf8_lossy(&out.stdout));
 }
