@@ -4,6 +4,7 @@
 //! Test kit code: failing loudly on a broken set-up is the point, hence `expect`.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
+pub mod clients;
 pub mod cluster;
 pub mod faults;
 pub mod logs;
