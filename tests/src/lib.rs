@@ -5,6 +5,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 pub mod azure;
+pub mod clients;
 pub mod cluster;
 pub mod faults;
 pub mod leaks;
@@ -12,7 +13,7 @@ pub mod logs;
 pub mod otlp;
 pub mod processor;
 pub mod procs;
-pub mod raw;
+pub use service_kit::raw;
 pub mod sdk;
 pub mod service;
 pub mod turns;

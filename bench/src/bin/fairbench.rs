@@ -12,9 +12,10 @@
 //! - **refused**: a request with `--refuse-tools` tools, over the gateway's `max_tools`: the time until the caller
 //!   holds its `RESOURCE_EXHAUSTED`, and, apart, what encoding such a request costs the caller itself.
 //!
-//! The heavy requests are built and cloned before the clock starts. Each heavy request's own stream is dropped once
-//! its first event arrives (its provider answers like any other). The gateway's CPU time over the heavy rounds is
-//! read from `/proc`.
+//! The heavy requests are built and cloned before the clock starts and go to a second fake provider process (model
+//! `heavy/paced`), so reading a 4 MB body never delays the provider pacing the measured stream: what moves is the
+//! gateway's doing. Each heavy request's own stream is dropped once its first event arrives. The gateway's CPU time
+//! over the heavy rounds is read from `/proc`.
 //!
 //! ```text
 //! fairbench --rounds 20 --tools 40000 --refuse-tools 100000
@@ -25,7 +26,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use bench::procs::{self, MODEL, PROMPT};
+use bench::procs::{self, PROMPT};
 use bench::stats::{Summary, ms, summarize};
 use clap::Parser;
 use llm_proto::gateway as pb;
@@ -38,7 +39,9 @@ use tonic::transport::Channel;
 const TOKEN: &str = "fairbench-caller-token-0123456789abcdef";
 /// The gateway's limits for the run: the heavy request fits under them, the refused one does not.
 const LIMITS: &str = "[limits]\nmax_tools = 50000\nmax_tool_schema_bytes = 67108864\n";
-/// Room for a 40 000-tool request (about 3 MB encoded) and a 100 000-tool one (about 7 MB).
+/// The model of the heavy and refused requests: the second provider.
+const HEAVY_MODEL: &str = "heavy/paced";
+/// Room for a 40 000-tool request (about 4 MB encoded) and a 100 000-tool one (about 11 MB).
 const SERVER: &str = "max_request_bytes = 67108864";
 
 #[derive(Parser, Debug)]
@@ -78,12 +81,12 @@ struct Paced {
 async fn paced(
     channel: &Channel,
     auth: &MetadataValue<Ascii>,
-    heavy: Option<(pb::StreamRequest, HeavyAt)>,
+    heavy: Option<(Vec<u8>, HeavyAt)>,
 ) -> (Paced, Option<Duration>) {
     let mut client = GatewayServiceClient::new(channel.clone());
     let mut heavy = heavy.map(|(request, at)| (Some(request), at));
     let mut heavy_task = None;
-    let mut launch = |heavy: &mut Option<(Option<pb::StreamRequest>, HeavyAt)>, now: HeavyAt| {
+    let mut launch = |heavy: &mut Option<(Option<Vec<u8>>, HeavyAt)>, now: HeavyAt| {
         if let Some((request, at)) = heavy
             && *at == now
             && let Some(request) = request.take()
@@ -135,23 +138,36 @@ enum HeavyAt {
     Third,
 }
 
-/// Sends the heavy request and returns the time until its first event arrived; its stream is then dropped.
-async fn send_heavy(
-    channel: Channel,
-    auth: MetadataValue<Ascii>,
-    request: pb::StreamRequest,
-) -> Duration {
-    let mut client = GatewayServiceClient::new(channel).max_encoding_message_size(usize::MAX);
-    let mut request = tonic::Request::new(request);
-    request.metadata_mut().insert("authorization", auth);
+/// Sends the heavy request (already encoded) and returns the time until its first event arrived; its stream is then
+/// dropped.
+async fn send_heavy(channel: Channel, auth: MetadataValue<Ascii>, request: Vec<u8>) -> Duration {
     let started = Instant::now();
-    let mut stream = client
-        .stream(request)
+    let mut stream = raw_call(channel, &auth, request)
         .await
         .expect("the heavy request is accepted")
         .into_inner();
     stream.message().await.expect("heavy request's first event");
     started.elapsed()
+}
+
+/// A `Stream` call whose request was encoded ahead of time: the caller's connection only copies its bytes, so the
+/// caller's own encoding cannot delay the measured stream sharing the connection.
+async fn raw_call(
+    channel: Channel,
+    auth: &MetadataValue<Ascii>,
+    request: Vec<u8>,
+) -> Result<tonic::Response<tonic::codec::Streaming<()>>, tonic::Status> {
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready()
+        .await
+        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+    let mut request = tonic::Request::new(request);
+    request.metadata_mut().insert("authorization", auth.clone());
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static(
+        "/llm.gateway.v1.GatewayService/Stream",
+    );
+    grpc.server_streaming(request, path, service_kit::raw::RawCodec)
+        .await
 }
 
 /// A `Stream` request for the benchmark prompt offering `n` small tools.
@@ -166,7 +182,7 @@ fn with_tools(n: usize) -> pb::StreamRequest {
         .collect();
     pb::StreamRequest {
         generation: Some(pb::Generation {
-            model: MODEL.into(),
+            model: HEAVY_MODEL.into(),
             messages: vec![pb::Message {
                 role: pb::Role::User as i32,
                 parts: vec![pb::Part {
@@ -181,18 +197,12 @@ fn with_tools(n: usize) -> pb::StreamRequest {
     }
 }
 
-/// Sends `request` (over `max_tools`) and returns the time until the caller holds the refusal.
-async fn refused(
-    channel: &Channel,
-    auth: &MetadataValue<Ascii>,
-    request: pb::StreamRequest,
-) -> Duration {
-    let mut client =
-        GatewayServiceClient::new(channel.clone()).max_encoding_message_size(usize::MAX);
-    let mut request = tonic::Request::new(request);
-    request.metadata_mut().insert("authorization", auth.clone());
+/// Sends `request` (encoded, over `max_tools`) and returns the time until the caller holds the refusal.
+async fn refused(channel: &Channel, auth: &MetadataValue<Ascii>, request: Vec<u8>) -> Duration {
     let started = Instant::now();
-    let status = client.stream(request).await.expect_err("refused");
+    let status = raw_call(channel.clone(), auth, request)
+        .await
+        .expect_err("refused");
     let took = started.elapsed();
     assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
     took
@@ -230,8 +240,8 @@ async fn run(
     auth: &MetadataValue<Ascii>,
     gateway_pid: u32,
 ) -> Samples {
-    let heavy = with_tools(args.tools);
-    let refuse = with_tools(args.refuse_tools);
+    let heavy = with_tools(args.tools).encode_to_vec();
+    let refuse = with_tools(args.refuse_tools).encode_to_vec();
     let mut s = Samples::default();
     for _ in 0..3 {
         paced(channel, auth, None).await; // warm-up: connections to the provider, caches
@@ -294,7 +304,7 @@ fn report(args: &Args, s: &Samples, encode: Duration, heavy_bytes: usize, refuse
     let heavy_n = s.heavy_first_event.len().max(1) as u64;
     println!(
         "gateway CPU per heavy round (the heavy request and the paced stream beside it): {} ms; the caller's own \
-         encoding of one refused request: {} ms",
+         encoding of one refused request (done before the runs; requests go out pre-encoded): {} ms",
         ms(s.heavy_cpu_ns / heavy_n),
         ms(encode.as_nanos() as u64)
     );
@@ -314,6 +324,17 @@ async fn main() {
     )
     .await
     .unwrap_or_else(|e| panic!("{e}"));
+    let (_heavy_provider, heavy_url) = procs::start_fake_provider(
+        &bin_dir.join("fake-provider"),
+        args.chunks,
+        args.interval_ms,
+        &dir.join("fake-provider-heavy.log"),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let heavy_provider = format!(
+        "[providers.heavy]\nprotocol = \"openai_chat\"\nbase_url = \"{heavy_url}/v1\"\nallow_unlisted_models = true\n\n{LIMITS}"
+    );
     let (gateway, addr, _) = procs::start_gateway_with(
         &bin_dir.join("llm-gateway"),
         &provider_url,
@@ -321,7 +342,7 @@ async fn main() {
         TOKEN,
         "fairbench",
         SERVER,
-        LIMITS,
+        &heavy_provider,
     )
     .await
     .unwrap_or_else(|e| panic!("{e}"));
