@@ -118,8 +118,8 @@ general_settings:
 
 /// Loaded before Portkey's `start-server.js`, whose server listens on every interface: binds it to loopback only.
 pub(super) const LOOPBACK_PRELOAD: &str = r#"// Written by loadgen: bind the server to loopback only.
-pub(super) const net = require('net');
-pub(super) const listen = net.Server.prototype.listen;
+const net = require('net');
+const listen = net.Server.prototype.listen;
 net.Server.prototype.listen = function (...args) {
   if (typeof args[0] === 'number') {
     if (args[1] === undefined) args[1] = '127.0.0.1';
