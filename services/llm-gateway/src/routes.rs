@@ -2,17 +2,17 @@
 //!
 //! Two reasons. A `Stream` response gets a small encode buffer (it lives as long as the stream). And a request that is
 //! not the message it claims to be (bytes that do not decode, a string field that is not UTF-8) is the caller's
-//! mistake: [`GatewayCodec`] reports it as `INVALID_ARGUMENT`, where tonic's own codec says `INTERNAL`.
+//! mistake: [`codec`] reports it as `INVALID_ARGUMENT`, where tonic's own codec says `INTERNAL`.
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use llm_proto::gateway as pb;
 use llm_proto::gateway::gateway_service_server::{GatewayService, GatewayServiceServer};
+use service_kit::codec::ProstCodec;
 use tonic::{Request, Response, Status};
 
 use crate::rpc::{EventStream, GatewayRpc};
@@ -25,14 +25,10 @@ const SERVICE: &str = "/llm.gateway.v1.GatewayService/";
 /// larger). Saves ~7 KiB per open stream.
 const STREAM_ENCODE_BUFFER: usize = 1024;
 
-/// Messages encoded before a `Stream` response yields its buffer to HTTP/2 even though more are ready: tonic's
-/// default, which matters only for bursts.
-const STREAM_YIELD_THRESHOLD: usize = 32 * 1024;
-
 /// tonic's default encode buffer, for the unary methods.
-const UNARY_ENCODE_BUFFER: usize = 8 * 1024;
+const UNARY_ENCODE_BUFFER: usize = service_kit::codec::DEFAULT_BUFFER;
 
-/// `GatewayService` with every method served through [`GatewayCodec`]; anything else (an unknown method) goes to the
+/// `GatewayService` with every method served through [`codec`]; anything else (an unknown method) goes to the
 /// generated router, which answers `UNIMPLEMENTED`.
 #[derive(Clone)]
 pub(crate) struct GatewayServer {
@@ -82,10 +78,8 @@ impl tower::Service<http::Request<tonic::body::Body>> for GatewayServer {
         match method {
             "Stream" => Box::pin(async move {
                 let mut grpc = service_kit::compressed!(
-                    tonic::server::Grpc::new(GatewayCodec::<_, pb::StreamRequest>::new(
-                        STREAM_ENCODE_BUFFER,
-                    ))
-                    .apply_max_message_size_config(Some(max), Some(usize::MAX))
+                    tonic::server::Grpc::new(codec::<_, pb::StreamRequest>(STREAM_ENCODE_BUFFER))
+                        .apply_max_message_size_config(Some(max), Some(usize::MAX))
                 );
                 Ok(grpc.server_streaming(StreamMethod(rpc), req).await)
             }),
@@ -115,7 +109,7 @@ where
 {
     Box::pin(async move {
         let mut grpc = service_kit::compressed!(
-            tonic::server::Grpc::new(GatewayCodec::<Resp, Req>::new(UNARY_ENCODE_BUFFER))
+            tonic::server::Grpc::new(codec::<Resp, Req>(UNARY_ENCODE_BUFFER))
                 .apply_max_message_size_config(Some(max), Some(usize::MAX))
         );
         Ok(grpc.unary(UnaryMethod { rpc, handler }, req).await)
@@ -151,67 +145,16 @@ impl tonic::server::ServerStreamingService<pb::StreamRequest> for StreamMethod {
     }
 }
 
-/// Protobuf codec encoding `E` and decoding `D`, with an encode buffer of `buffer` bytes; a request that does not
-/// decode is `INVALID_ARGUMENT`.
-pub(crate) struct GatewayCodec<E, D> {
-    buffer: usize,
-    types: PhantomData<fn(E) -> D>,
-}
-
-impl<E, D> GatewayCodec<E, D> {
-    fn new(buffer: usize) -> Self {
-        GatewayCodec {
-            buffer,
-            types: PhantomData,
-        }
-    }
-}
-
-impl<E, D> tonic::codec::Codec for GatewayCodec<E, D>
-where
-    E: prost::Message + Send + 'static,
-    D: prost::Message + Default + Send + 'static,
-{
-    type Encode = E;
-    type Decode = D;
-    type Encoder = Self;
-    type Decoder = Self;
-
-    fn encoder(&mut self) -> Self {
-        GatewayCodec::new(self.buffer)
-    }
-
-    fn decoder(&mut self) -> Self {
-        GatewayCodec::new(self.buffer)
-    }
-}
-
-impl<E: prost::Message, D> tonic::codec::Encoder for GatewayCodec<E, D> {
-    type Item = E;
-    type Error = Status;
-
-    fn encode(&mut self, item: E, dst: &mut tonic::codec::EncodeBuf<'_>) -> Result<(), Status> {
-        // `EncodeBuf` grows as needed, so encoding cannot run out of room.
-        item.encode(dst)
-            .map_err(|e| Status::internal(e.to_string()))
-    }
-
-    fn buffer_settings(&self) -> tonic::codec::BufferSettings {
-        tonic::codec::BufferSettings::new(self.buffer, STREAM_YIELD_THRESHOLD)
-    }
-}
-
-impl<E, D: prost::Message + Default> tonic::codec::Decoder for GatewayCodec<E, D> {
-    type Item = D;
-    type Error = Status;
-
-    // The request's buffer keeps tonic's default size: it lives only until the request is decoded.
-    fn decode(&mut self, src: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<D>, Status> {
-        D::decode(src).map(Some).map_err(|e| {
+/// The codec of every `GatewayService` method: encode buffers of `encode_buffer` bytes; a request that does not
+/// decode is `INVALID_ARGUMENT`, the caller's mistake. The request's buffer keeps tonic's default size: it lives
+/// only until the request is decoded.
+fn codec<E, D>(encode_buffer: usize) -> ProstCodec<E, D> {
+    ProstCodec::new()
+        .encode_buffer(encode_buffer)
+        .decode_error(|e| {
             crate::status::invalid(
                 "request",
                 &format!("not a valid protobuf message of this method: {e}"),
             )
         })
-    }
 }

@@ -10,6 +10,8 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::generate::Gateway;
+use crate::start_error::StartError;
+use crate::tracing_spans::Traced;
 use crate::{convert, status};
 
 /// The `GatewayService` implementation.
@@ -28,23 +30,8 @@ impl GatewayService for GatewayRpc {
         &self,
         request: Request<pb::StreamRequest>,
     ) -> Result<Response<EventStream>, Status> {
-        let trace = trace_context(request.metadata());
         let (metadata, _, message) = request.into_parts();
-        let mut generation = validated(message.generation, &self.gateway.config().limits).await?;
-        let capture = self.gateway.config().capture_message_content;
-        let span = crate::tracing_spans::generation_span(&generation, &metadata, capture);
-        propagate(&mut generation, trace);
-        log_start(&generation);
-        let events = self
-            .gateway
-            .stream(generation)
-            .instrument(span.clone())
-            .await
-            .map_err(|e| {
-                crate::tracing_spans::start_failed(&span, &e);
-                status::start_error_status(&e)
-            })?;
-        let mut traced = crate::tracing_spans::Traced::new(Box::pin(events), span, capture);
+        let mut traced = self.start(&metadata, message.generation).await?;
         // The response headers go out when this returns. Returning only once the first event exists (the provider
         // answered, or every attempt failed) sends the headers and the first events in one HTTP/2 write: one
         // socket write and one wake-up of the caller instead of two before the first token. Nothing is lost by
@@ -65,23 +52,8 @@ impl GatewayService for GatewayRpc {
         &self,
         request: Request<pb::GenerateRequest>,
     ) -> Result<Response<pb::GenerateResponse>, Status> {
-        let trace = trace_context(request.metadata());
         let (metadata, _, message) = request.into_parts();
-        let mut generation = validated(message.generation, &self.gateway.config().limits).await?;
-        let capture = self.gateway.config().capture_message_content;
-        let span = crate::tracing_spans::generation_span(&generation, &metadata, capture);
-        propagate(&mut generation, trace);
-        log_start(&generation);
-        let events = self
-            .gateway
-            .stream(generation)
-            .instrument(span.clone())
-            .await
-            .map_err(|e| {
-                crate::tracing_spans::start_failed(&span, &e);
-                status::start_error_status(&e)
-            })?;
-        let mut events = crate::tracing_spans::Traced::new(Box::pin(events), span, capture);
+        let mut events = self.start(&metadata, message.generation).await?;
         let mut collector = convert::Collector::default();
         while let Some(ev) = events.next().await {
             collector.push(ev)?;
@@ -142,12 +114,65 @@ impl GatewayService for GatewayRpc {
     }
 }
 
+impl GatewayRpc {
+    /// What `Stream` and `Generate` share: [`start`], a refusal answered with its status.
+    async fn start(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+        generation: Option<pb::Generation>,
+    ) -> Result<Traced<Pin<Box<impl Stream<Item = pb::StreamResponse> + Send + use<>>>>, Status>
+    {
+        start(&self.gateway, metadata, generation)
+            .await
+            .map_err(|refused| match refused {
+                Refused::Invalid(status) => status,
+                Refused::Start(e) => status::start_error_status(&e),
+            })
+    }
+}
+
+/// Why a generation did not start.
+pub(crate) enum Refused {
+    /// The request is not valid: the status says why.
+    Invalid(Status),
+    /// The gateway could not start it (unknown model, a hook's refusal, too many generations).
+    Start(StartError),
+}
+
+/// The one way every door (gRPC `Stream` and `Generate`, the HTTP front door) starts a generation, so hooks,
+/// retries, fallbacks, timeouts, metrics and cost are the same whichever it came in by: the generation validated,
+/// its span opened, the caller's trace context (from `metadata`) carried on to the provider, and
+/// [`Gateway::stream`] started; a start failure is recorded on the span.
+pub(crate) async fn start(
+    gateway: &Gateway,
+    metadata: &tonic::metadata::MetadataMap,
+    generation: Option<pb::Generation>,
+) -> Result<Traced<Pin<Box<impl Stream<Item = pb::StreamResponse> + Send + use<>>>>, Refused> {
+    let config = gateway.config();
+    let mut generation = validated(generation, &config.limits)
+        .await
+        .map_err(Refused::Invalid)?;
+    let capture = config.capture_message_content;
+    let span = crate::tracing_spans::generation_span(&generation, metadata, capture);
+    propagate(&mut generation, trace_context(metadata));
+    log_start(&generation);
+    let events = gateway
+        .stream(generation)
+        .instrument(span.clone())
+        .await
+        .map_err(|e| {
+            crate::tracing_spans::start_failed(&span, &e);
+            Refused::Start(e)
+        })?;
+    Ok(Traced::new(Box::pin(events), span, capture))
+}
+
 /// Validates the request's generation and hands it over by value: the gateway edits it in place (hooks) instead of
 /// copying a request that may be megabytes long.
 ///
 /// The size limits are counted here first, so an oversized request is refused at once; a large request that passes
 /// them is checked on the blocking pool ([`crate::offload`]).
-pub(crate) async fn validated(
+async fn validated(
     generation: Option<pb::Generation>,
     limits: &crate::limits::Limits,
 ) -> Result<pb::Generation, Status> {
@@ -162,7 +187,7 @@ pub(crate) async fn validated(
 }
 
 /// The caller's W3C trace context (`traceparent`, `tracestate`), when it sent a valid one.
-pub(crate) fn trace_context(metadata: &tonic::metadata::MetadataMap) -> Vec<(String, String)> {
+fn trace_context(metadata: &tonic::metadata::MetadataMap) -> Vec<(String, String)> {
     let get = |k: &str| {
         metadata
             .get(k)
@@ -194,13 +219,13 @@ fn valid_traceparent(t: &str) -> bool {
 
 /// Carries the caller's trace context on to the provider's HTTP request, so one trace id follows a generation from
 /// the caller to the provider call.
-pub(crate) fn propagate(generation: &mut pb::Generation, trace: Vec<(String, String)>) {
+fn propagate(generation: &mut pb::Generation, trace: Vec<(String, String)>) {
     for (k, v) in trace {
         generation.extra_headers.insert(k, v);
     }
 }
 
-pub(crate) fn log_start(g: &pb::Generation) {
+fn log_start(g: &pb::Generation) {
     let ctx = g.context.as_ref();
     tracing::debug!(
         message = "generation",

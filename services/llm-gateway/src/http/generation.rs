@@ -1,16 +1,16 @@
-//! The one way the HTTP front door runs a generation: the same validation, tracing span, trace propagation and
-//! [`Gateway::stream`] as the gRPC `Stream` and `Generate` methods, so hooks, retries, fallbacks, timeouts, metrics
-//! and cost are the same whichever door a call came in by.
+//! The one way the HTTP front door runs a generation: started by [`crate::rpc::start`] like the gRPC `Stream` and
+//! `Generate` methods, so hooks, retries, fallbacks, timeouts, metrics and cost are the same whichever door a call
+//! came in by.
 
 use std::pin::Pin;
 
 use futures::{Stream, StreamExt};
 use http::HeaderMap;
 use llm_proto::gateway as pb;
-use tracing::Instrument;
 
 use crate::generate::Gateway;
 use crate::http::errors::{ApiError, Class};
+use crate::rpc::Refused;
 
 /// A started generation's events, `stream_start` first.
 pub type Events = Pin<Box<dyn Stream<Item = pb::StreamResponse> + Send>>;
@@ -24,25 +24,13 @@ pub async fn start(
     generation: pb::Generation,
 ) -> Result<Events, ApiError> {
     use pb::stream_response::Event as E;
-    let config = gateway.config();
-    let mut generation = crate::rpc::validated(Some(generation), &config.limits)
-        .await
-        .map_err(|s| ApiError::from_status(&s))?;
     let metadata = tonic::metadata::MetadataMap::from_headers(headers.clone());
-    let trace = crate::rpc::trace_context(&metadata);
-    let capture = config.capture_message_content;
-    let span = crate::tracing_spans::generation_span(&generation, &metadata, capture);
-    crate::rpc::propagate(&mut generation, trace);
-    crate::rpc::log_start(&generation);
-    let events = gateway
-        .stream(generation)
-        .instrument(span.clone())
+    let mut traced = crate::rpc::start(gateway, &metadata, Some(generation))
         .await
-        .map_err(|e| {
-            crate::tracing_spans::start_failed(&span, &e);
-            ApiError::from_start(&e)
+        .map_err(|refused| match refused {
+            Refused::Invalid(status) => ApiError::from_status(&status),
+            Refused::Start(e) => ApiError::from_start(&e),
         })?;
-    let mut traced = crate::tracing_spans::Traced::new(Box::pin(events), span, capture);
     let mut head = Vec::with_capacity(2);
     loop {
         let Some(ev) = traced.next().await else {
