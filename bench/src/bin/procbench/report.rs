@@ -4,7 +4,7 @@ use super::*;
 
 /// The processor's prompt-phase histogram totals, from its `/metrics`.
 pub(super) async fn prompt_phases(metrics: SocketAddr) -> promtext::Totals {
-    let text = promtext::scrape(metrics)
+    let text = llm_telemetry::metrics_http::scrape(metrics)
         .await
         .unwrap_or_else(|e| panic!("scrape the processor's metrics: {e}"));
     promtext::histogram_totals(&text, "session_processor_prompt_phase_seconds", "phase")
