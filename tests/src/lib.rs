@@ -4,13 +4,14 @@
 //! Test kit code: failing loudly on a broken set-up is the point, hence `expect`.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
+pub mod clients;
 pub mod cluster;
 pub mod faults;
 pub mod logs;
 pub mod otlp;
 pub mod processor;
 pub mod procs;
-pub mod raw;
+pub use service_kit::raw;
 pub mod sdk;
 pub mod service;
 pub mod stack;

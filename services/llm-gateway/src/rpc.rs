@@ -10,7 +10,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::generate::Gateway;
-use crate::start_error::StartError;
+use crate::offload::{self, Incoming};
 use crate::tracing_spans::Traced;
 use crate::{convert, status};
 
@@ -18,6 +18,9 @@ use crate::{convert, status};
 pub struct GatewayRpc {
     pub(crate) gateway: Gateway,
 }
+
+/// A generation's events, as the core yields them.
+pub(crate) type Events = Pin<Box<dyn Stream<Item = pb::StreamResponse> + Send + 'static>>;
 
 pub(crate) type EventStream =
     Pin<Box<dyn Stream<Item = Result<pb::StreamResponse, Status>> + Send + 'static>>;
@@ -30,35 +33,14 @@ impl GatewayService for GatewayRpc {
         &self,
         request: Request<pb::StreamRequest>,
     ) -> Result<Response<EventStream>, Status> {
-        let (metadata, _, message) = request.into_parts();
-        let mut traced = self.start(&metadata, message.generation).await?;
-        // The response headers go out when this returns. Returning only once the first event exists (the provider
-        // answered, or every attempt failed) sends the headers and the first events in one HTTP/2 write: one
-        // socket write and one wake-up of the caller instead of two before the first token. Nothing is lost by
-        // waiting: the caller could not do anything with the headers alone, and cancelling still drops the
-        // generation (and the provider request) at once.
-        let Some(first) = traced.next().await else {
-            // Never polled again after its end: the generation's stream is not fused.
-            return Ok(Response::new(Box::pin(futures::stream::empty())));
-        };
-        Ok(Response::new(Box::pin(
-            futures::stream::once(std::future::ready(first))
-                .chain(traced)
-                .map(Ok),
-        )))
+        self.stream_incoming(request.map(Incoming::Decoded)).await
     }
 
     async fn generate(
         &self,
         request: Request<pb::GenerateRequest>,
     ) -> Result<Response<pb::GenerateResponse>, Status> {
-        let (metadata, _, message) = request.into_parts();
-        let mut events = self.start(&metadata, message.generation).await?;
-        let mut collector = convert::Collector::default();
-        while let Some(ev) = events.next().await {
-            collector.push(ev)?;
-        }
-        Ok(Response::new(collector.finish()?))
+        self.generate_incoming(request.map(Incoming::Decoded)).await
     }
 
     async fn list_models(
@@ -115,44 +97,63 @@ impl GatewayService for GatewayRpc {
 }
 
 impl GatewayRpc {
-    /// What `Stream` and `Generate` share: [`start`], a refusal answered with its status.
-    async fn start(
+    /// `Stream`, from a request as the codec hands it over (decoded, or still encoded when large).
+    pub(crate) async fn stream_incoming(
         &self,
-        metadata: &tonic::metadata::MetadataMap,
-        generation: Option<pb::Generation>,
-    ) -> Result<Traced<Pin<Box<impl Stream<Item = pb::StreamResponse> + Send + use<>>>>, Status>
-    {
-        start(&self.gateway, metadata, generation)
+        request: Request<Incoming<pb::StreamRequest>>,
+    ) -> Result<Response<EventStream>, Status> {
+        let mut traced = self.begin(request).await?;
+        // The response headers go out when this returns. Returning only once the first event exists (the provider
+        // answered, or every attempt failed) sends the headers and the first events in one HTTP/2 write: one
+        // socket write and one wake-up of the caller instead of two before the first token. Nothing is lost by
+        // waiting: the caller could not do anything with the headers alone, and cancelling still drops the
+        // generation (and the provider request) at once.
+        let Some(first) = traced.next().await else {
+            // Never polled again after its end: the generation's stream is not fused.
+            return Ok(Response::new(Box::pin(futures::stream::empty())));
+        };
+        Ok(Response::new(Box::pin(
+            futures::stream::once(std::future::ready(first))
+                .chain(traced)
+                .map(Ok),
+        )))
+    }
+
+    /// `Generate`, from a request as the codec hands it over: the same generation, collected into one response.
+    pub(crate) async fn generate_incoming(
+        &self,
+        request: Request<Incoming<pb::GenerateRequest>>,
+    ) -> Result<Response<pb::GenerateResponse>, Status> {
+        let mut events = self.begin(request).await?;
+        let mut collector = convert::Collector::default();
+        while let Some(ev) = events.next().await {
+            collector.push(ev)?;
+        }
+        Ok(Response::new(collector.finish()?))
+    }
+
+    /// What `Stream` and `Generate` share: the generation validated and started under its span.
+    async fn begin<M: offload::CarriesGeneration>(
+        &self,
+        request: Request<Incoming<M>>,
+    ) -> Result<Traced<Events>, Status> {
+        let (metadata, _, message) = request.into_parts();
+        let generation = offload::generation(message, &self.gateway.config().limits).await?;
+        start_traced(&self.gateway, generation, &metadata)
             .await
-            .map_err(|refused| match refused {
-                Refused::Invalid(status) => status,
-                Refused::Start(e) => status::start_error_status(&e),
-            })
+            .map_err(|e| status::start_error_status(&e))
     }
 }
 
-/// Why a generation did not start.
-pub(crate) enum Refused {
-    /// The request is not valid: the status says why.
-    Invalid(Status),
-    /// The gateway could not start it (unknown model, a hook's refusal, too many generations).
-    Start(StartError),
-}
-
-/// The one way every door (gRPC `Stream` and `Generate`, the HTTP front door) starts a generation, so hooks,
-/// retries, fallbacks, timeouts, metrics and cost are the same whichever it came in by: the generation validated,
-/// its span opened, the caller's trace context (from `metadata`) carried on to the provider, and
-/// [`Gateway::stream`] started; a start failure is recorded on the span.
-pub(crate) async fn start(
+/// Starts a validated generation under its span, with the caller's trace context (from `metadata`) carried on to
+/// the provider: the one start of both doors (gRPC here, HTTP in `http::generation`), which map a start error each
+/// to their own wire.
+pub(crate) async fn start_traced(
     gateway: &Gateway,
+    mut generation: pb::Generation,
     metadata: &tonic::metadata::MetadataMap,
-    generation: Option<pb::Generation>,
-) -> Result<Traced<Pin<Box<impl Stream<Item = pb::StreamResponse> + Send + use<>>>>, Refused> {
-    let config = gateway.config();
-    let mut generation = validated(generation, &config.limits)
-        .await
-        .map_err(Refused::Invalid)?;
-    let capture = config.capture_message_content;
+) -> Result<Traced<Events>, crate::start_error::StartError> {
+    let capture = gateway.config().capture_message_content;
     let span = crate::tracing_spans::generation_span(&generation, metadata, capture);
     propagate(&mut generation, trace_context(metadata));
     log_start(&generation);
@@ -160,34 +161,13 @@ pub(crate) async fn start(
         .stream(generation)
         .instrument(span.clone())
         .await
-        .map_err(|e| {
-            crate::tracing_spans::start_failed(&span, &e);
-            Refused::Start(e)
-        })?;
-    Ok(Traced::new(Box::pin(events), span, capture))
-}
-
-/// Validates the request's generation and hands it over by value: the gateway edits it in place (hooks) instead of
-/// copying a request that may be megabytes long.
-///
-/// The size limits are counted here first, so an oversized request is refused at once; a large request that passes
-/// them is checked on the blocking pool ([`crate::offload`]).
-async fn validated(
-    generation: Option<pb::Generation>,
-    limits: &crate::limits::Limits,
-) -> Result<pb::Generation, Status> {
-    let g = generation.ok_or_else(|| status::invalid("generation", "required"))?;
-    crate::validate::sizes(&g, limits)?;
-    let limits = *limits;
-    crate::offload::run(crate::offload::is_large(&g), move || {
-        crate::validate::validate(Some(&g), &limits)?;
-        Ok(g)
-    })
-    .await
+        .inspect_err(|e| crate::tracing_spans::start_failed(&span, e))?;
+    let events: Events = Box::pin(events);
+    Ok(Traced::new(events, span, capture))
 }
 
 /// The caller's W3C trace context (`traceparent`, `tracestate`), when it sent a valid one.
-fn trace_context(metadata: &tonic::metadata::MetadataMap) -> Vec<(String, String)> {
+pub(crate) fn trace_context(metadata: &tonic::metadata::MetadataMap) -> Vec<(String, String)> {
     let get = |k: &str| {
         metadata
             .get(k)
@@ -219,13 +199,13 @@ fn valid_traceparent(t: &str) -> bool {
 
 /// Carries the caller's trace context on to the provider's HTTP request, so one trace id follows a generation from
 /// the caller to the provider call.
-fn propagate(generation: &mut pb::Generation, trace: Vec<(String, String)>) {
+pub(crate) fn propagate(generation: &mut pb::Generation, trace: Vec<(String, String)>) {
     for (k, v) in trace {
         generation.extra_headers.insert(k, v);
     }
 }
 
-fn log_start(g: &pb::Generation) {
+pub(crate) fn log_start(g: &pb::Generation) {
     let ctx = g.context.as_ref();
     tracing::debug!(
         message = "generation",

@@ -3,8 +3,9 @@
 //!
 //! A long stream holds its buffer as long as it is open, and a stream of events is many small messages (a text
 //! delta is tens of bytes): a 1 KiB buffer that grows when a large message comes saves ~7 KiB per open stream over
-//! tonic's 8 KiB. A server decoding a caller's request wants bytes that are not the message to be the caller's
-//! mistake (`INVALID_ARGUMENT`); a client reading its peer's answer wants them to be `INTERNAL`, as tonic says.
+//! tonic's 8 KiB. And the decoding is the user's to choose: a server decoding a caller's request wants bytes that are
+//! not the message to be the caller's mistake (`INVALID_ARGUMENT`), or may keep a large request encoded for later;
+//! a client reading its peer's answer wants them to be `INTERNAL`, as tonic says.
 
 use std::marker::PhantomData;
 
@@ -18,12 +19,15 @@ pub const DEFAULT_BUFFER: usize = 8 * 1024;
 /// which matters only for bursts.
 const YIELD_THRESHOLD: usize = 32 * 1024;
 
+/// How a codec makes its message out of the received bytes (all of `src`).
+pub type DecodeFn<D> = fn(&mut DecodeBuf<'_>) -> Result<D, Status>;
+
 /// Protobuf codec encoding `E` and decoding `D`, with set starting sizes for the encode and decode buffers.
 pub struct ProstCodec<E, D> {
     encode_buffer: usize,
     decode_buffer: usize,
-    decode_error: fn(prost::DecodeError) -> Status,
-    types: PhantomData<fn(E) -> D>,
+    decode: DecodeFn<D>,
+    types: PhantomData<fn(E)>,
 }
 
 impl<E, D> Clone for ProstCodec<E, D> {
@@ -34,21 +38,28 @@ impl<E, D> Clone for ProstCodec<E, D> {
 
 impl<E, D> Copy for ProstCodec<E, D> {}
 
-impl<E, D> Default for ProstCodec<E, D> {
+impl<E, D: prost::Message + Default> Default for ProstCodec<E, D> {
     fn default() -> Self {
-        ProstCodec {
-            encode_buffer: DEFAULT_BUFFER,
-            decode_buffer: DEFAULT_BUFFER,
-            decode_error: |e| Status::internal(e.to_string()),
-            types: PhantomData,
-        }
+        Self::decoding_with(|src| D::decode(src).map_err(|e| Status::internal(e.to_string())))
+    }
+}
+
+impl<E, D: prost::Message + Default> ProstCodec<E, D> {
+    /// tonic's buffers; a message that does not decode is `INTERNAL`.
+    pub fn new() -> Self {
+        Self::default()
     }
 }
 
 impl<E, D> ProstCodec<E, D> {
-    /// tonic's buffers; a message that does not decode is `INTERNAL`.
-    pub fn new() -> Self {
-        Self::default()
+    /// tonic's buffers; messages are decoded by `decode`.
+    pub fn decoding_with(decode: DecodeFn<D>) -> Self {
+        ProstCodec {
+            encode_buffer: DEFAULT_BUFFER,
+            decode_buffer: DEFAULT_BUFFER,
+            decode,
+            types: PhantomData,
+        }
     }
 
     /// The encode buffer starts at `bytes`.
@@ -62,18 +73,12 @@ impl<E, D> ProstCodec<E, D> {
         self.decode_buffer = bytes;
         self
     }
-
-    /// A message that does not decode becomes `status(error)`.
-    pub fn decode_error(mut self, status: fn(prost::DecodeError) -> Status) -> Self {
-        self.decode_error = status;
-        self
-    }
 }
 
 impl<E, D> Codec for ProstCodec<E, D>
 where
     E: prost::Message + Send + 'static,
-    D: prost::Message + Default + Send + 'static,
+    D: Send + 'static,
 {
     type Encode = E;
     type Decode = D;
@@ -104,12 +109,12 @@ impl<E: prost::Message, D> Encoder for ProstCodec<E, D> {
     }
 }
 
-impl<E, D: prost::Message + Default> Decoder for ProstCodec<E, D> {
+impl<E, D> Decoder for ProstCodec<E, D> {
     type Item = D;
     type Error = Status;
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<D>, Status> {
-        D::decode(src).map(Some).map_err(self.decode_error)
+        (self.decode)(src).map(Some)
     }
 
     fn buffer_settings(&self) -> BufferSettings {

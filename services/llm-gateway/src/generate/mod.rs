@@ -229,7 +229,7 @@ impl Gateway {
     pub async fn stream(
         &self,
         generation: pb::Generation,
-    ) -> Result<impl Stream<Item = pb::StreamResponse> + Send + use<>, StartError> {
+    ) -> Result<impl Stream<Item = pb::StreamResponse> + Send + 'static, StartError> {
         let started = Instant::now();
         let run = self.start(generation, started).await;
         let run = match run {

@@ -1,6 +1,6 @@
-//! The one way the HTTP front door runs a generation: started by [`crate::rpc::start`] like the gRPC `Stream` and
-//! `Generate` methods, so hooks, retries, fallbacks, timeouts, metrics and cost are the same whichever door a call
-//! came in by.
+//! The one way the HTTP front door runs a generation: the same validation, tracing span, trace propagation and
+//! [`Gateway::stream`] as the gRPC `Stream` and `Generate` methods, so hooks, retries, fallbacks, timeouts, metrics
+//! and cost are the same whichever door a call came in by.
 
 use std::pin::Pin;
 
@@ -10,7 +10,6 @@ use llm_proto::gateway as pb;
 
 use crate::generate::Gateway;
 use crate::http::errors::{ApiError, Class};
-use crate::rpc::Refused;
 
 /// A started generation's events, `stream_start` first.
 pub type Events = Pin<Box<dyn Stream<Item = pb::StreamResponse> + Send>>;
@@ -24,13 +23,14 @@ pub async fn start(
     generation: pb::Generation,
 ) -> Result<Events, ApiError> {
     use pb::stream_response::Event as E;
-    let metadata = tonic::metadata::MetadataMap::from_headers(headers.clone());
-    let mut traced = crate::rpc::start(gateway, &metadata, Some(generation))
+    let config = gateway.config();
+    let generation = crate::offload::validated(Some(generation), &config.limits)
         .await
-        .map_err(|refused| match refused {
-            Refused::Invalid(status) => ApiError::from_status(&status),
-            Refused::Start(e) => ApiError::from_start(&e),
-        })?;
+        .map_err(|s| ApiError::from_status(&s))?;
+    let metadata = tonic::metadata::MetadataMap::from_headers(headers.clone());
+    let mut traced = crate::rpc::start_traced(gateway, generation, &metadata)
+        .await
+        .map_err(|e| ApiError::from_start(&e))?;
     let mut head = Vec::with_capacity(2);
     loop {
         let Some(ev) = traced.next().await else {
