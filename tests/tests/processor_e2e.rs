@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use e2e_tests::processor::{Product, prompt, text_reply as text, tool_call_reply as tool_call};
+use e2e_tests::processor::{
+    Product, messages, prompt, prompt_until_done, text_reply as text, tool_call_reply as tool_call,
+};
 use fake_provider::Reply;
 use llm_proto::sessions as spb;
 use spb::session_event::Event as SE;
@@ -208,25 +210,8 @@ async fn a_workspace_escape_is_refused_and_the_model_sees_the_error() {
     ));
     fake.push(text("c2", &["Cannot read that."], (20, 5)));
     let mut client = p.client().await;
-    let mut stream = client
-        .prompt(prompt(&session.id, "read ../secret.txt"))
-        .await
-        .unwrap()
-        .into_inner();
-    while let Some(ev) = stream.message().await.unwrap() {
-        if matches!(ev.event.and_then(|e| e.event), Some(SE::Done(_))) {
-            break;
-        }
-    }
-    let messages = client
-        .list_messages(spb::ListMessagesRequest {
-            session_id: session.id.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .messages;
+    prompt_until_done(&mut client, prompt(&session.id, "read ../secret.txt")).await;
+    let messages = messages(&mut client, &session.id).await;
     let state = tool_parts(&messages[1])[0].state.clone().unwrap();
     assert_eq!(state.status(), spb::tool_state::Status::Error);
     assert!(!state.error.contains("top secret") && !state.output.contains("top secret"));
@@ -335,25 +320,8 @@ async fn a_doom_loop_is_refused_under_the_deny_policy() {
         .openai
         .push(text("c9", &["never reached"], (10, 5)));
     let mut client = p.client().await;
-    let mut stream = client
-        .prompt(prompt(&session.id, "loop"))
-        .await
-        .unwrap()
-        .into_inner();
-    while let Some(ev) = stream.message().await.unwrap() {
-        if matches!(ev.event.and_then(|e| e.event), Some(SE::Done(_))) {
-            break;
-        }
-    }
-    let messages = client
-        .list_messages(spb::ListMessagesRequest {
-            session_id: session.id.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .messages;
+    prompt_until_done(&mut client, prompt(&session.id, "loop")).await;
+    let messages = messages(&mut client, &session.id).await;
     assert_eq!(
         messages.len(),
         4,
