@@ -21,7 +21,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::adapter::encoding::{LEADING_USER_TEXT, base64, object_schema, tool_input};
+use crate::adapter::encoding::{LEADING_USER_TEXT, base64, media_type, object_schema, tool_input};
 use crate::adapter::turns::{self, Role};
 use crate::adapter::{BuildError, Protocol, Target, ids, options, pb};
 use crate::catalog::{Capabilities, ModelInfo};
@@ -277,13 +277,7 @@ fn file_block(
     field: &str,
 ) -> Result<Option<Block>, BuildError> {
     let file_field = || format!("{field}.file");
-    let media = f
-        .media_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
+    let media = media_type(f);
     let source = match &f.source {
         Some(Source::Data(d)) if d.is_empty() => return Ok(None),
         Some(Source::Url(u)) if u.trim().is_empty() => {

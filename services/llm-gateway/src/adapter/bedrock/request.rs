@@ -16,7 +16,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::adapter::encoding::{LEADING_USER_TEXT, base64, object_schema, tool_input};
+use crate::adapter::encoding::{LEADING_USER_TEXT, base64, media_type, object_schema, tool_input};
 use crate::adapter::turns::{self, Role};
 use crate::adapter::{BuildError, Protocol, Target, anthropic, ids, options, pb};
 use crate::catalog::ModelInfo;
@@ -236,13 +236,7 @@ fn file_block(
     field: &str,
 ) -> Result<Option<Value>, BuildError> {
     let file_field = || format!("{field}.file");
-    let media = f
-        .media_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
+    let media = media_type(f);
     let data = match &f.source {
         Some(Source::Data(d)) if d.is_empty() => return Ok(None),
         Some(Source::Data(d)) => d,

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::{ReplayMetadata, SKIP_THOUGHT_SIGNATURE, schema};
-use crate::adapter::encoding::{LEADING_USER_TEXT, base64};
+use crate::adapter::encoding::{LEADING_USER_TEXT, base64, media_type};
 use crate::adapter::turns::{self, Role};
 use crate::adapter::{BuildError, HttpRequest, Protocol, Target, pb};
 use crate::catalog::ModelInfo;
@@ -257,13 +257,7 @@ fn file_part(
     model: &ModelInfo,
     field: &str,
 ) -> Result<Option<Map<String, Value>>, BuildError> {
-    let media = f
-        .media_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
+    let media = media_type(f);
     if media.starts_with("image/") && !model.capabilities.vision {
         return Err(BuildError::new(
             format!("{field}.file"),
