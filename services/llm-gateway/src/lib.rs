@@ -20,6 +20,7 @@
 //!   that both `main` and the tests call.
 
 pub mod adapter;
+pub mod azure_config;
 pub mod catalog;
 pub mod census;
 pub mod config;
@@ -27,12 +28,12 @@ pub mod convert;
 pub mod error;
 pub mod event;
 pub mod generate;
-pub mod google_auth;
 pub mod headers;
 pub mod hooks;
 pub mod http;
 pub mod limits;
 pub mod metrics;
+pub mod oauth;
 pub mod offload;
 pub mod protocol;
 mod routes;

@@ -42,7 +42,7 @@ fn uncached() -> ModelInfo {
 }
 
 fn request(g: &pb::Generation, m: &ModelInfo) -> HttpRequest {
-    Anthropic.build(g, &Target { model: m }).unwrap()
+    Anthropic.build(g, &Target::new(m)).unwrap()
 }
 
 fn body(g: &pb::Generation, m: &ModelInfo) -> Value {
@@ -50,7 +50,7 @@ fn body(g: &pb::Generation, m: &ModelInfo) -> Value {
 }
 
 fn error(g: &pb::Generation, m: &ModelInfo) -> BuildError {
-    Anthropic.build(g, &Target { model: m }).unwrap_err()
+    Anthropic.build(g, &Target::new(m)).unwrap_err()
 }
 
 fn reasoning(t: &str, protocol: &str, model: &str, json: &str) -> pb::Part {

@@ -20,7 +20,7 @@ use crate::event::{Event, Finish, FinishReason, Usage};
 /// Decoder state for one ConverseStream response.
 #[derive(Debug)]
 pub struct BedrockDecoder {
-    blocks: OpenBlocks,
+    pub(super) blocks: OpenBlocks,
     stop_reason: Option<String>,
     done: bool,
 }
@@ -53,59 +53,59 @@ struct WireEvent<'a> {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireStart<'a> {
+pub(super) struct WireStart<'a> {
     #[serde(borrow, default)]
-    tool_use: Option<WireToolStart<'a>>,
+    pub(super) tool_use: Option<WireToolStart<'a>>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireToolStart<'a> {
+pub(super) struct WireToolStart<'a> {
     #[serde(borrow, default)]
-    tool_use_id: Cow<'a, str>,
+    pub(super) tool_use_id: Cow<'a, str>,
     #[serde(borrow, default)]
-    name: Cow<'a, str>,
+    pub(super) name: Cow<'a, str>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireDelta {
+pub(super) struct WireDelta {
     #[serde(default)]
-    text: Option<String>,
+    pub(super) text: Option<String>,
     #[serde(default)]
-    tool_use: Option<WireToolDelta>,
+    pub(super) tool_use: Option<WireToolDelta>,
     #[serde(default)]
-    reasoning_content: Option<WireReasoning>,
+    pub(super) reasoning_content: Option<WireReasoning>,
 }
 
 #[derive(Deserialize)]
-struct WireToolDelta {
+pub(super) struct WireToolDelta {
     #[serde(default)]
-    input: String,
+    pub(super) input: String,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireReasoning {
+pub(super) struct WireReasoning {
     #[serde(default)]
-    text: Option<String>,
+    pub(super) text: Option<String>,
     #[serde(default)]
-    signature: Option<String>,
+    pub(super) signature: Option<String>,
     #[serde(default)]
-    redacted_content: Option<String>,
+    pub(super) redacted_content: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-struct WireUsage {
+pub(super) struct WireUsage {
     #[serde(default)]
-    input_tokens: u64,
+    pub(super) input_tokens: u64,
     #[serde(default)]
-    output_tokens: u64,
+    pub(super) output_tokens: u64,
     #[serde(default)]
-    cache_read_input_tokens: u64,
+    pub(super) cache_read_input_tokens: u64,
     #[serde(default)]
-    cache_write_input_tokens: u64,
+    pub(super) cache_write_input_tokens: u64,
 }
 
 /// Maps `stopReason` to the unified reason.
@@ -156,13 +156,19 @@ impl BedrockDecoder {
         out.push(Event::Error(err));
     }
 
-    fn malformed(&mut self, what: String, data: &str, out: &mut Vec<Event>) {
+    pub(super) fn malformed(&mut self, what: String, data: &str, out: &mut Vec<Event>) {
         let mut err = ProviderError::malformed(format!("malformed Bedrock stream: {what}"));
         err.provider_body = data.to_string();
         self.fail(err, out);
     }
 
-    fn start(&mut self, index: u64, start: WireStart<'_>, data: &str, out: &mut Vec<Event>) {
+    pub(super) fn start(
+        &mut self,
+        index: u64,
+        start: WireStart<'_>,
+        data: &str,
+        out: &mut Vec<Event>,
+    ) {
         let Some(tool) = start.tool_use else {
             return;
         };
@@ -186,7 +192,7 @@ impl BedrockDecoder {
         );
     }
 
-    fn delta(&mut self, index: u64, d: WireDelta, data: &str, out: &mut Vec<Event>) {
+    pub(super) fn delta(&mut self, index: u64, d: WireDelta, data: &str, out: &mut Vec<Event>) {
         let id = || index.to_string();
         if let Some(text) = d.text {
             let block = self.blocks.get_or_open(index, || {
@@ -240,7 +246,13 @@ impl BedrockDecoder {
         }
     }
 
-    fn finish(&mut self, usage: WireUsage, out: &mut Vec<Event>) {
+    /// The message stopped for `reason` (`messageStop`); the finish follows with the usage.
+    pub(super) fn stopped(&mut self, reason: String, out: &mut Vec<Event>) {
+        self.blocks.close_all(out);
+        self.stop_reason = Some(reason);
+    }
+
+    pub(super) fn finish(&mut self, usage: WireUsage, out: &mut Vec<Event>) {
         self.blocks.close_all(out);
         let raw_reason = self.stop_reason.take().unwrap_or_default();
         let mut reason = finish_reason(&raw_reason);
@@ -295,14 +307,19 @@ impl Decoder for BedrockDecoder {
             ("contentBlockStart" | "contentBlockDelta" | "contentBlockStop", None) => {
                 self.malformed(format!("`{event}` without contentBlockIndex"), data, out);
             }
-            ("messageStop", _) => {
-                self.blocks.close_all(out);
-                self.stop_reason = Some(ev.stop_reason.unwrap_or_default());
-            }
+            ("messageStop", _) => self.stopped(ev.stop_reason.unwrap_or_default(), out),
             ("metadata", _) => self.finish(ev.usage.unwrap_or_default(), out),
             // Event types newer than this adapter.
             _ => {}
         }
+    }
+
+    /// The one JSON answer of the non-streaming `Converse`.
+    fn bare_json(&mut self, json: &str, out: &mut Vec<Event>) {
+        if self.done {
+            return;
+        }
+        super::converse::decode(self, json, out);
     }
 
     fn message(&mut self, message: &Message<'_>, out: &mut Vec<Event>) {

@@ -60,7 +60,7 @@ fn gemini_3() -> ModelInfo {
 }
 
 fn request(g: &pb::Generation, m: &ModelInfo) -> HttpRequest {
-    build(g, &Target { model: m }).unwrap()
+    build(g, &Target::new(m)).unwrap()
 }
 
 fn body(g: &pb::Generation, m: &ModelInfo) -> Value {
@@ -68,7 +68,7 @@ fn body(g: &pb::Generation, m: &ModelInfo) -> Value {
 }
 
 fn error(g: &pb::Generation, m: &ModelInfo) -> BuildError {
-    build(g, &Target { model: m }).unwrap_err()
+    build(g, &Target::new(m)).unwrap_err()
 }
 
 fn meta(model: &str, json: &str) -> Option<pb::ProviderMetadata> {
