@@ -3,7 +3,7 @@ CARGO ?= cargo
 TOOLS := .tools
 BUF := $(TOOLS)/node_modules/.bin/buf
 
-.PHONY: demo demo-gateway up down run test test-rust lint fmt clippy proto-lint proto-release deploy-lint build bench bench-full bench-processor bench-peers fuzz fuzz-smoke clean
+.PHONY: demo demo-gateway up down run test test-rust shape lint fmt clippy proto-lint proto-release deploy-lint build bench bench-full bench-processor bench-peers fuzz fuzz-smoke clean
 
 demo run:
 	./scripts/demo.sh
@@ -22,12 +22,17 @@ down:
 build:
 	$(CARGO) build --workspace --all-targets
 
-test: proto-lint deploy-lint test-rust
+test: shape proto-lint deploy-lint test-rust
+
+# The shape rules (docs/architecture.md, "Shape"): no source file over 800 lines, no function over 80, no import
+# cycle between a crate's modules (tests exempt). A second or so; first, so a breach fails before the long suite.
+shape:
+	python3 scripts/shape.py
 
 test-rust:
 	$(CARGO) nextest run --workspace --no-fail-fast
 
-lint: proto-lint clippy
+lint: shape proto-lint clippy
 	$(CARGO) fmt --all -- --check
 
 clippy:

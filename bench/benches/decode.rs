@@ -16,8 +16,9 @@
 // Benchmark start-up: a broken fixture should stop the run loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+mod common;
+
 use std::hint::black_box;
-use std::time::Duration;
 
 use bench::fixtures::{Proto, Scaled, scaled};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
@@ -291,21 +292,9 @@ fn bedrock(c: &mut Criterion) {
     group.finish();
 }
 
-fn config() -> Criterion {
-    // BENCH_QUICK=1 (make bench): short runs, enough for a figure; the full mode keeps criterion's defaults.
-    if std::env::var_os("BENCH_QUICK").is_some() {
-        Criterion::default()
-            .warm_up_time(Duration::from_millis(300))
-            .measurement_time(Duration::from_secs(1))
-            .sample_size(20)
-    } else {
-        Criterion::default()
-    }
-}
-
 criterion_group! {
     name = benches;
-    config = config();
+    config = common::config();
     targets = sse_parser, decoders, whole_path, bedrock
 }
 

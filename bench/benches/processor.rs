@@ -3,8 +3,9 @@
 // Benchmark start-up.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::hint::black_box;
-use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use llm_proto::gateway as gw;
@@ -86,20 +87,9 @@ fn handle_text_deltas(c: &mut Criterion) {
     group.finish();
 }
 
-fn config() -> Criterion {
-    if std::env::var_os("BENCH_QUICK").is_some() {
-        Criterion::default()
-            .warm_up_time(Duration::from_millis(300))
-            .measurement_time(Duration::from_secs(1))
-            .sample_size(20)
-    } else {
-        Criterion::default()
-    }
-}
-
 criterion_group! {
     name = benches;
-    config = config();
+    config = common::config();
     targets = handle_text_deltas
 }
 criterion_main!(benches);

@@ -240,6 +240,27 @@ pub fn machine() -> String {
     format!("{cpu}, {cores} cores, Linux {kernel}")
 }
 
+/// The opening lines of a run's report: its title, the machine, and the load average at its start and end (other
+/// work on the machine shows there).
+pub fn run_header(out: &mut String, title: &str, load_start: &str, load_end: &str) {
+    use std::fmt::Write as _;
+    let _ = writeln!(out, "\n## {title} results\n");
+    let _ = writeln!(out, "- machine: {}", machine());
+    let _ = writeln!(
+        out,
+        "- load average (1, 5, 15 min) at start: {load_start}; at end: {load_end}"
+    );
+}
+
+/// The fake provider's schedule in a report: `chunks` text chunks, one every `interval_ms` (0: all at once).
+pub fn schedule(chunks: usize, interval_ms: u64) -> String {
+    if interval_ms == 0 {
+        format!("{chunks} chunks in a burst (no pacing)")
+    } else {
+        format!("{chunks} chunks at {interval_ms} ms")
+    }
+}
+
 /// Parses a plan of `CxR` pairs (`1x10,100x1`: 10 rounds at concurrency 1, one round at 100); a bare `C` is one
 /// round.
 pub fn parse_plan(plan: &str) -> Result<Vec<(usize, usize)>, String> {

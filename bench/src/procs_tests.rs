@@ -26,3 +26,25 @@ async fn waits_for_a_listener_and_times_out_without_one() {
         .unwrap_err();
     assert!(err.contains("nobody did not listen"), "{err}");
 }
+
+#[test]
+fn the_schedule_says_paced_or_burst() {
+    assert_eq!(schedule(64, 20), "64 chunks at 20 ms");
+    assert_eq!(schedule(8, 0), "8 chunks in a burst (no pacing)");
+}
+
+#[test]
+fn the_run_header_names_the_run_the_machine_and_the_load() {
+    let mut out = String::new();
+    run_header(&mut out, "loadgen", "0.10 0.20 0.30", "1.00 0.50 0.40");
+    assert!(
+        out.starts_with("\n## loadgen results\n\n- machine: "),
+        "{out}"
+    );
+    assert!(
+        out.ends_with(
+            "- load average (1, 5, 15 min) at start: 0.10 0.20 0.30; at end: 1.00 0.50 0.40\n"
+        ),
+        "{out}"
+    );
+}

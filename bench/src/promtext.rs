@@ -1,26 +1,8 @@
-//! A Prometheus `/metrics` listener read over plain HTTP/1.1, and the `_sum` / `_count` of a histogram family per
-//! label value in its text, so a benchmark can take the mean of what a service timed itself between two scrapes.
+//! The `_sum` / `_count` of a histogram family per label value in a Prometheus `/metrics` text (read with
+//! `llm_telemetry::metrics_http::scrape`), so a benchmark can take the mean of what a service timed itself between
+//! two scrapes.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// The body of `GET /metrics` at `addr`.
-pub async fn scrape(addr: SocketAddr) -> std::io::Result<String> {
-    let mut sock = tokio::net::TcpStream::connect(addr).await?;
-    sock.write_all(b"GET /metrics HTTP/1.1\r\nhost: metrics\r\nconnection: close\r\n\r\n")
-        .await?;
-    let mut reply = String::new();
-    sock.read_to_string(&mut reply).await?;
-    match reply.split_once("\r\n\r\n") {
-        Some((head, body)) if head.starts_with("HTTP/1.1 200") => Ok(body.to_string()),
-        _ => Err(std::io::Error::other(format!(
-            "not a 200 from {addr}: {}",
-            reply.lines().next().unwrap_or("")
-        ))),
-    }
-}
 
 /// Sum (seconds) and count of one histogram family, by the value of `label`.
 pub type Totals = BTreeMap<String, (f64, u64)>;

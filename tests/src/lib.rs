@@ -16,6 +16,7 @@ pub mod procs;
 pub use service_kit::raw;
 pub mod sdk;
 pub mod service;
+pub mod stack;
 pub mod turns;
 pub mod vertex;
 
@@ -511,18 +512,7 @@ pub const CANCEL_NOTICED: Duration = Duration::from_secs(2);
 
 /// The body of `GET /metrics` from a Prometheus listener at `addr` (asserted to be a 200 in OpenMetrics text).
 pub async fn scrape_metrics(addr: SocketAddr) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut sock = tokio::net::TcpStream::connect(addr)
+    llm_telemetry::metrics_http::scrape(addr)
         .await
-        .expect("connect to metrics");
-    sock.write_all(b"GET /metrics HTTP/1.1\r\nhost: metrics\r\nconnection: close\r\n\r\n")
-        .await
-        .expect("send scrape");
-    let mut reply = String::new();
-    sock.read_to_string(&mut reply).await.expect("read scrape");
-    let (head, body) = reply.split_once("\r\n\r\n").expect("HTTP response");
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(head.contains("application/openmetrics-text"), "{head}");
-    // hyper answers a whole-body response with content-length, so the body is the text as is.
-    body.to_string()
+        .expect("scrape /metrics")
 }

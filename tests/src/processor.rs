@@ -354,6 +354,15 @@ impl Product {
         self.client_with_token(PROCESSOR_TOKEN).await
     }
 
+    /// A new session of the default agent on workspace `workspace` (`""`: none).
+    pub async fn session_on(&self, workspace: &str) -> spb::Session {
+        let req = spb::CreateSessionRequest {
+            workspace: workspace.into(),
+            ..Default::default()
+        };
+        create_session(&mut self.client().await, req).await
+    }
+
     /// The directory of `tenant`'s workspace `name` (`""`: the unnamed tenant's, directly under the root).
     pub fn workspace(&self, tenant: &str, name: &str) -> std::path::PathBuf {
         session_processor::tools::workspace_dir(self.workspaces.path(), tenant, name)
@@ -566,6 +575,31 @@ pub async fn diagnose(client: &mut SessionsClient, session_id: &str) -> spb::Dia
         .await
         .expect("diagnose")
         .into_inner()
+}
+
+/// A gpt-4o chat reply calling `name` (call id `call`) with its arguments streamed in `args` fragments, then
+/// finishing with `tool_calls` and `usage` (input, output tokens).
+pub fn tool_call_reply(
+    id: &str,
+    call: &str,
+    name: &str,
+    args: &[&str],
+    usage: (u64, u64),
+) -> fake_provider::Reply {
+    fake_provider::Reply::sse(
+        fake_provider::openai_sse::ChatStream::new("gpt-4o-2024-08-06", id)
+            .tool_call(call, name, args)
+            .finish("tool_calls", Some(usage)),
+    )
+}
+
+/// A gpt-4o chat reply streaming `words`, then finishing with `stop` and `usage` (input, output tokens).
+pub fn text_reply(id: &str, words: &[&str], usage: (u64, u64)) -> fake_provider::Reply {
+    fake_provider::Reply::sse(
+        fake_provider::openai_sse::ChatStream::new("gpt-4o-2024-08-06", id)
+            .text(words)
+            .finish("stop", Some(usage)),
+    )
 }
 
 /// An OpenAI chat reply of `(call id, tool, input)` tool calls.

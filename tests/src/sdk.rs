@@ -10,6 +10,17 @@ use fake_provider::FakeProvider;
 
 use crate::{CANCEL_NOTICED, Harness, SHORT, TOKEN};
 
+/// What the OpenAI text fixture (`openai_chat/text.sse`) says.
+pub const GREETING: &str = "Hello! How can I help you today?";
+/// What the Anthropic and Gemini text fixtures say.
+pub const FILE_SAYS: &str = "Hello! The file says \"done\".\nAnything else?";
+
+/// Queues the `fixture` reply twice on `fake`: a `text` scenario asks twice, streamed then whole.
+pub fn twice(fake: &FakeProvider, fixture: &str) {
+    fake.push(fake_provider::Reply::fixture(fixture));
+    fake.push(fake_provider::Reply::fixture(fixture));
+}
+
 /// One of the SDK scripts.
 #[derive(Clone, Copy)]
 pub enum Sdk {

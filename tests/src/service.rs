@@ -13,35 +13,51 @@ use tokio::sync::Notify;
 pub struct ServiceProcess {
     /// The process.
     pub child: Child,
-    /// What followed `ready_prefix` on the ready line (the listening address).
+    /// What followed the first ready prefix on its line (the listening address).
     pub addr: String,
+    /// What followed each further ready prefix of [`start_all`] (e.g. the metrics address), in order.
+    pub also: Vec<String>,
     lines: Arc<Mutex<Vec<String>>>,
 }
 
 /// Starts `cmd` (stderr piped, killed on drop) and waits up to 20 s for a stderr line containing `ready_prefix`.
 /// `Err` carries everything the process printed when it exited (or stalled) before that line.
-pub async fn start(mut cmd: Command, ready_prefix: &str) -> Result<ServiceProcess, String> {
+pub async fn start(cmd: Command, ready_prefix: &str) -> Result<ServiceProcess, String> {
+    start_all(cmd, &[ready_prefix]).await
+}
+
+/// [`start`], waiting for a line containing each of `ready` (at least one), in any order.
+pub async fn start_all(mut cmd: Command, ready: &[&str]) -> Result<ServiceProcess, String> {
     let mut child = cmd
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| format!("spawn: {e}"))?;
     let lines = Arc::new(Mutex::new(Vec::new()));
-    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+    let (found_tx, found_rx) = tokio::sync::oneshot::channel();
     let ended = Arc::new(Notify::new());
     let Some(stderr) = child.stderr.take() else {
         return Err("stderr not piped".into());
     };
     let mut reader = BufReader::new(stderr).lines();
-    let (collected, prefix, done) = (lines.clone(), ready_prefix.to_owned(), ended.clone());
+    let prefixes: Vec<String> = ready.iter().map(|p| (*p).to_owned()).collect();
+    let (collected, done) = (lines.clone(), ended.clone());
     // Keeps draining stderr for the process's whole life, so it never blocks on a full pipe.
     tokio::spawn(async move {
-        let mut addr_tx = Some(addr_tx);
+        let mut found_tx = Some(found_tx);
+        let mut found: Vec<Option<String>> = vec![None; prefixes.len()];
         while let Ok(Some(line)) = reader.next_line().await {
-            if let Some((_, addr)) = line.split_once(&prefix)
-                && let Some(tx) = addr_tx.take()
+            for (slot, prefix) in found.iter_mut().zip(&prefixes) {
+                if let Some((_, rest)) = line.split_once(prefix.as_str())
+                    && slot.is_none()
+                {
+                    *slot = Some(rest.to_owned());
+                }
+            }
+            if found.iter().all(Option::is_some)
+                && let Some(tx) = found_tx.take()
             {
-                let _ = tx.send(addr.to_owned());
+                let _ = tx.send(found.iter().flatten().cloned().collect::<Vec<_>>());
             }
             collected.lock().map(|mut l| l.push(line)).ok();
         }
@@ -49,16 +65,24 @@ pub async fn start(mut cmd: Command, ready_prefix: &str) -> Result<ServiceProces
     });
     let waited = tokio::time::timeout(Duration::from_secs(20), async {
         tokio::select! {
-            addr = addr_rx => addr.ok(),
+            found = found_rx => found.ok(),
             () = ended.notified() => None,
         }
     })
     .await;
     match waited {
-        Ok(Some(addr)) => Ok(ServiceProcess { child, addr, lines }),
+        Ok(Some(mut found)) if !found.is_empty() => {
+            let addr = found.remove(0);
+            Ok(ServiceProcess {
+                child,
+                addr,
+                also: found,
+                lines,
+            })
+        }
         _ => {
             let printed = lines.lock().map(|l| l.join("\n")).unwrap_or_default();
-            Err(format!("no `{ready_prefix}` line; it printed:\n{printed}"))
+            Err(format!("no {ready:?} lines; it printed:\n{printed}"))
         }
     }
 }

@@ -56,14 +56,7 @@ pub fn fold(events: &[pb::StreamResponse]) -> Step {
                 }
             }
             E::ToolCall(c) => {
-                parts.push(pb::Part {
-                    kind: Some(Kind::ToolCall(pb::ToolCallPart {
-                        call_id: c.call_id.clone(),
-                        tool_name: c.tool_name.clone(),
-                        input_json: c.input_json.clone(),
-                        provider_metadata: c.provider_metadata.clone(),
-                    })),
-                });
+                parts.push(call_part(c));
                 calls.push(c.clone());
             }
             _ => {}
@@ -78,7 +71,39 @@ pub fn fold(events: &[pb::StreamResponse]) -> Step {
     }
 }
 
-/// The tool turn answering `calls`, as the processor sends it after running the tools.
+/// A tool call as the part of an assistant turn, with its metadata.
+fn call_part(c: &pb::ToolCall) -> pb::Part {
+    pb::Part {
+        kind: Some(Kind::ToolCall(pb::ToolCallPart {
+            call_id: c.call_id.clone(),
+            tool_name: c.tool_name.clone(),
+            input_json: c.input_json.clone(),
+            provider_metadata: c.provider_metadata.clone(),
+        })),
+    }
+}
+
+/// The tool calls among a step's events, in order.
+pub fn calls(events: &[pb::StreamResponse]) -> Vec<pb::ToolCall> {
+    events
+        .iter()
+        .filter_map(|ev| match &ev.event {
+            Some(E::ToolCall(c)) => Some(c.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The assistant turn of `calls` alone, each with its metadata: what a caller that keeps only the calls sends back.
+pub fn calls_turn(calls: &[pb::ToolCall]) -> pb::Message {
+    pb::Message {
+        role: pb::Role::Assistant as i32,
+        parts: calls.iter().map(call_part).collect(),
+    }
+}
+
+/// The tool turn answering `calls` (each output `sunny at <arguments>`), as the processor sends it after running
+/// the tools.
 pub fn results(calls: &[pb::ToolCall]) -> pb::Message {
     pb::Message {
         role: pb::Role::Tool as i32,

@@ -108,32 +108,6 @@ async fn text_with_usage_from_a_signed_request() {
     );
 }
 
-fn calls_and_results(events: &[pb::StreamResponse]) -> (Vec<pb::Part>, Vec<pb::Part>) {
-    let mut calls = Vec::new();
-    let mut results = Vec::new();
-    for ev in events {
-        if let Some(pb::stream_response::Event::ToolCall(c)) = &ev.event {
-            calls.push(pb::Part {
-                kind: Some(pb::part::Kind::ToolCall(pb::ToolCallPart {
-                    call_id: c.call_id.clone(),
-                    tool_name: c.tool_name.clone(),
-                    input_json: c.input_json.clone(),
-                    provider_metadata: c.provider_metadata.clone(),
-                })),
-            });
-            results.push(pb::Part {
-                kind: Some(pb::part::Kind::ToolResult(pb::ToolResultPart {
-                    call_id: c.call_id.clone(),
-                    tool_name: c.tool_name.clone(),
-                    output: format!("sunny, from {}", c.input_json),
-                    is_error: false,
-                })),
-            });
-        }
-    }
-    (calls, results)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parallel_tool_calls_with_fragmented_arguments_then_their_results() {
     let (h, fake) = start().await;
@@ -168,16 +142,10 @@ async fn parallel_tool_calls_with_fragmented_arguments_then_their_results() {
         "{lines:#?}"
     );
 
-    let (calls, results) = calls_and_results(&first);
+    let calls = turns::calls(&first);
     let mut next = tools_generation(CLAUDE);
-    next.messages.push(pb::Message {
-        role: pb::Role::Assistant as i32,
-        parts: calls,
-    });
-    next.messages.push(pb::Message {
-        role: pb::Role::Tool as i32,
-        parts: results,
-    });
+    next.messages.push(turns::calls_turn(&calls));
+    next.messages.push(turns::results(&calls));
     let lines = run(&h, next).await;
     assert!(
         lines.last().unwrap().starts_with("step_finish Stop"),

@@ -119,39 +119,13 @@ async fn tool_results_go_back_paired_with_the_signature_and_without_synthesized_
     h.gemini.push(crlf("parallel_tools.sse"));
     h.gemini.push(crlf("text.sse"));
     let first = h.stream(tools_generation(FLASH)).await.unwrap();
-    let mut calls = Vec::new();
-    let mut results = Vec::new();
-    for ev in &first {
-        if let Some(pb::stream_response::Event::ToolCall(c)) = &ev.event {
-            calls.push(pb::Part {
-                kind: Some(pb::part::Kind::ToolCall(pb::ToolCallPart {
-                    call_id: c.call_id.clone(),
-                    tool_name: c.tool_name.clone(),
-                    input_json: c.input_json.clone(),
-                    provider_metadata: c.provider_metadata.clone(),
-                })),
-            });
-            results.push(pb::Part {
-                kind: Some(pb::part::Kind::ToolResult(pb::ToolResultPart {
-                    call_id: c.call_id.clone(),
-                    tool_name: c.tool_name.clone(),
-                    output: format!("weather for {}", c.input_json),
-                    is_error: false,
-                })),
-            });
-        }
-    }
+    let calls = turns::calls(&first);
+    let mut results = turns::results(&calls);
     // Results in reverse order: the gateway puts them back in call order.
-    results.reverse();
+    results.parts.reverse();
     let mut next = tools_generation(FLASH);
-    next.messages.push(pb::Message {
-        role: pb::Role::Assistant as i32,
-        parts: calls,
-    });
-    next.messages.push(pb::Message {
-        role: pb::Role::Tool as i32,
-        parts: results,
-    });
+    next.messages.push(turns::calls_turn(&calls));
+    next.messages.push(results);
     let lines = run(&h, next).await;
     assert!(
         lines.last().unwrap().starts_with("step_finish Stop"),
@@ -176,8 +150,8 @@ async fn tool_results_go_back_paired_with_the_signature_and_without_synthesized_
     assert_eq!(
         contents[2],
         serde_json::json!({"role": "user", "parts": [
-            {"functionResponse": {"name": "get_weather", "response": {"output": "weather for {\"city\":\"Paris\"}"}}},
-            {"functionResponse": {"name": "get_weather", "response": {"output": "weather for {\"city\":\"Tokyo\",\"unit\":\"celsius\"}"}}},
+            {"functionResponse": {"name": "get_weather", "response": {"output": "sunny at {\"city\":\"Paris\"}"}}},
+            {"functionResponse": {"name": "get_weather", "response": {"output": "sunny at {\"city\":\"Tokyo\",\"unit\":\"celsius\"}"}}},
         ]})
     );
     assert!(!body.to_string().contains("call_3GXPaOKvDcmV7M8P6YbA2QQ"));

@@ -3,11 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use e2e_tests::Harness;
-use e2e_tests::sdk::Sdk;
+use e2e_tests::sdk::{FILE_SAYS, GREETING, Sdk, twice};
 use fake_provider::Reply;
-
-const GREETING: &str = "Hello! How can I help you today?";
-const FILE_SAYS: &str = "Hello! The file says \"done\".\nAnything else?";
 
 const TEXT_CHECKS: [&str; 6] = [
     "stream_text",
@@ -21,8 +18,7 @@ const TEXT_CHECKS: [&str; 6] = [
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_streamed_and_whole_from_an_anthropic_model_with_cache_usage() {
     let h = Harness::start().await;
-    h.anthropic.push(Reply::fixture("anthropic/text.sse"));
-    h.anthropic.push(Reply::fixture("anthropic/text.sse"));
+    twice(&h.anthropic, "anthropic/text.sse");
     // input, cache creation, cache read, output, as the provider reported them.
     let env = [
         ("MODEL", "anthropic/claude-sonnet-4-5"),
@@ -41,8 +37,7 @@ async fn text_streamed_and_whole_from_an_anthropic_model_with_cache_usage() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_from_an_openai_model_reports_its_cached_tokens_apart() {
     let h = Harness::start().await;
-    h.openai.push(Reply::fixture("openai_chat/text.sse"));
-    h.openai.push(Reply::fixture("openai_chat/text.sse"));
+    twice(&h.openai, "openai_chat/text.sse");
     // OpenAI's 1234 prompt tokens, 1024 of them cached: 210 uncached, 0 written, 1024 read.
     let env = [
         ("MODEL", "openai/gpt-4o"),
@@ -57,8 +52,7 @@ async fn text_from_an_openai_model_reports_its_cached_tokens_apart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_from_a_gemini_model() {
     let h = Harness::start().await;
-    h.gemini.push(Reply::fixture("gemini/text.sse"));
-    h.gemini.push(Reply::fixture("gemini/text.sse"));
+    twice(&h.gemini, "gemini/text.sse");
     let env = [
         ("MODEL", "gemini/gemini-2.5-flash"),
         ("EXPECT_TEXT", FILE_SAYS),

@@ -3,17 +3,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use e2e_tests::Harness;
-use e2e_tests::sdk::Sdk;
+use e2e_tests::sdk::{FILE_SAYS, GREETING, Sdk, twice};
 use fake_provider::Reply;
-
-const GREETING: &str = "Hello! How can I help you today?";
-const FILE_SAYS: &str = "Hello! The file says \"done\".\nAnything else?";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_streamed_and_whole_from_an_anthropic_model() {
     let h = Harness::start().await;
-    h.anthropic.push(Reply::fixture("anthropic/text.sse"));
-    h.anthropic.push(Reply::fixture("anthropic/text.sse"));
+    twice(&h.anthropic, "anthropic/text.sse");
     let env = [
         ("MODEL", "anthropic/claude-sonnet-4-5"),
         ("EXPECT_TEXT", FILE_SAYS),

@@ -3,18 +3,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use e2e_tests::Harness;
-use e2e_tests::sdk::Sdk;
+use e2e_tests::sdk::{FILE_SAYS, GREETING, Sdk, twice};
 use fake_provider::Reply;
 use fake_provider::openai_sse::ChatStream;
-
-const GREETING: &str = "Hello! How can I help you today?";
-const FILE_SAYS: &str = "Hello! The file says \"done\".\nAnything else?";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_streamed_and_whole_from_an_openai_model() {
     let h = Harness::start().await;
-    h.openai.push(Reply::fixture("openai_chat/text.sse"));
-    h.openai.push(Reply::fixture("openai_chat/text.sse"));
+    twice(&h.openai, "openai_chat/text.sse");
     let ran = Sdk::OpenAi
         .run(
             &h,
@@ -37,8 +33,7 @@ async fn text_streamed_and_whole_from_an_openai_model() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_from_an_anthropic_model_reports_cached_prompt_tokens() {
     let h = Harness::start().await;
-    h.anthropic.push(Reply::fixture("anthropic/text.sse"));
-    h.anthropic.push(Reply::fixture("anthropic/text.sse"));
+    twice(&h.anthropic, "anthropic/text.sse");
     // 25 uncached + 1210 written to the cache + 3840 read from it.
     let env = [
         ("MODEL", "anthropic/claude-sonnet-4-5"),
@@ -52,8 +47,7 @@ async fn text_from_an_anthropic_model_reports_cached_prompt_tokens() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_from_a_gemini_model() {
     let h = Harness::start().await;
-    h.gemini.push(Reply::fixture("gemini/text.sse"));
-    h.gemini.push(Reply::fixture("gemini/text.sse"));
+    twice(&h.gemini, "gemini/text.sse");
     let env = [
         ("MODEL", "gemini/gemini-2.5-flash"),
         ("EXPECT_TEXT", FILE_SAYS),

@@ -3,65 +3,12 @@
 //! metric the Grafana dashboard (deploy/grafana/llm-platform.json) queries is one these scrapes expose.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Stdio;
 use std::time::Duration;
 
-use e2e_tests::processor::{PROCESSOR_TOKEN, prompt, redis_url};
-use e2e_tests::{Bearer, TOKEN};
-use fake_provider::openai_sse::ChatStream;
-use fake_provider::{FakeProvider, Reply};
-use llm_proto::sessions as spb;
-use llm_proto::sessions::session_service_client::SessionServiceClient;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
-
-/// Starts `bin` and waits for every line prefix in `ready` on its stderr; returns the rest of each line, in order.
-async fn spawn(
-    bin: &str,
-    config: &std::path::Path,
-    envs: &[(&str, String)],
-    ready: &[&str],
-) -> (Child, Vec<String>) {
-    let mut cmd = Command::new(bin);
-    cmd.arg(config).stderr(Stdio::piped()).kill_on_drop(true);
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addrs = tokio::time::timeout(Duration::from_secs(20), async {
-        let mut found: Vec<Option<String>> = vec![None; ready.len()];
-        while found.iter().any(Option::is_none) {
-            let line = lines
-                .next_line()
-                .await
-                .unwrap()
-                .expect("service exited before listening");
-            for (i, prefix) in ready.iter().enumerate() {
-                if let Some(a) = line.strip_prefix(prefix) {
-                    found[i] = Some(a.to_string());
-                }
-            }
-        }
-        found.into_iter().map(Option::unwrap).collect::<Vec<_>>()
-    })
-    .await
-    .unwrap();
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, addrs)
-}
-
-/// `GET /metrics` over a raw connection; the body of a 200 reply.
-async fn scrape(addr: &str) -> String {
-    let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
-    sock.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut reply = String::new();
-    sock.read_to_string(&mut reply).await.unwrap();
-    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
-    reply
-}
+use e2e_tests::TOKEN;
+use e2e_tests::processor::PROCESSOR_TOKEN;
+use e2e_tests::stack::{Stack, StackSetup, push_list_files};
+use fake_provider::FakeProvider;
 
 /// The value of the sample whose name and labels start with `prefix` (labels in encoding order), summed over
 /// every matching series.
@@ -242,103 +189,35 @@ fn check_dashboard(gw: &str, sp: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_services_expose_their_metrics_after_a_tool_conversation() {
     let fake = FakeProvider::start().await.unwrap();
-    fake.push(Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-m1")
-            .tool_call("call_l1", "list", &["{}"])
-            .finish("tool_calls", Some((100, 10))),
-    ));
-    fake.push(Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-m2")
-            .text(&["Two ", "files."])
-            .finish("stop", Some((200, 5))),
-    ));
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("ws/w")).unwrap();
-    std::fs::write(dir.path().join("ws/w/a.txt"), "a").unwrap();
-    let gw_config = dir.path().join("gateway.toml");
-    std::fs::write(
-        &gw_config,
-        format!("[server]\nlisten = \"127.0.0.1:0\"\nmetrics_listen = \"127.0.0.1:0\"\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\n", fake.base_url()),
-    )
-    .unwrap();
-    let gw_env = vec![
-        ("RUST_LOG", "warn".to_string()),
-        ("GATEWAY_AUTH_TOKENS", TOKEN.to_string()),
-    ];
-    let (_gw, gw_addrs) = spawn(
+    push_list_files(&fake);
+    let log = vec![("RUST_LOG", "warn".to_string())];
+    // The gateway's metrics listener comes from its file, the processor's from the environment: both paths covered.
+    let stack = Stack::start(
+        StackSetup {
+            label: "metrics",
+            gateway_toml: format!(
+                "[server]\nlisten = \"127.0.0.1:0\"\nmetrics_listen = \"127.0.0.1:0\"\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\n",
+                fake.base_url()
+            ),
+            gateway_token: TOKEN,
+            processor_token: PROCESSOR_TOKEN,
+            gateway_env: log.clone(),
+            processor_env: [
+                log,
+                vec![("PROCESSOR_METRICS_LISTEN", "127.0.0.1:0".to_string())],
+            ]
+            .concat(),
+            gateway_ready: &["llm-gateway metrics on "],
+            processor_ready: &["session-processor metrics on "],
+        },
         env!("CARGO_BIN_EXE_gateway_replica"),
-        &gw_config,
-        &gw_env,
-        &["llm-gateway listening on ", "llm-gateway metrics on "],
-    )
-    .await;
-    let (gw_addr, gw_metrics) = (&gw_addrs[0], &gw_addrs[1]);
-
-    let sp_config = dir.path().join("processor.toml");
-    let prefix = format!("e2e:{}:", session_processor::ids::new("metrics"));
-    std::fs::write(
-        &sp_config,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[gateway]\nurl = \"http://{gw_addr}\"\n[redis]\nprefix = \"{prefix}\"\n[titles]\nenabled = false\n[agents.default]\nmodel = \"openai/gpt-4o\"\ntools = [\"list\"]\n"
-        ),
-    )
-    .unwrap();
-    // The processor's listener comes from the environment, to cover that path too.
-    let sp_env = vec![
-        ("RUST_LOG", "warn".to_string()),
-        ("PROCESSOR_METRICS_LISTEN", "127.0.0.1:0".to_string()),
-        ("PROCESSOR_AUTH_TOKENS", PROCESSOR_TOKEN.to_string()),
-        ("GATEWAY_TOKEN", TOKEN.to_string()),
-        ("REDIS_URL", redis_url()),
-        (
-            "PROCESSOR_WORKSPACE_ROOT",
-            dir.path().join("ws").to_string_lossy().to_string(),
-        ),
-    ];
-    let (_sp, sp_addrs) = spawn(
         env!("CARGO_BIN_EXE_processor_replica"),
-        &sp_config,
-        &sp_env,
-        &[
-            "session-processor listening on ",
-            "session-processor metrics on ",
-        ],
     )
     .await;
-    let (sp_addr, sp_metrics) = (&sp_addrs[0], &sp_addrs[1]);
+    stack.ask_how_many_files(None).await;
+    let (gw_metrics, sp_metrics) = (&stack.gateway.also[0], &stack.processor.also[0]);
 
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{sp_addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut c =
-        SessionServiceClient::with_interceptor(channel, Bearer(Some(PROCESSOR_TOKEN.into())));
-    let s = c
-        .create_session(spb::CreateSessionRequest {
-            workspace: "w".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .session
-        .unwrap();
-    let mut stream = c
-        .prompt(prompt(&s.id, "How many files?"))
-        .await
-        .unwrap()
-        .into_inner();
-    while let Some(ev) = stream.message().await.unwrap() {
-        if matches!(
-            ev.event.and_then(|e| e.event),
-            Some(spb::session_event::Event::Done(_))
-        ) {
-            break;
-        }
-    }
-
-    let gw = scrape(gw_metrics).await;
+    let gw = e2e_tests::scrape_metrics(gw_metrics.parse().unwrap()).await;
     let model = [
         "gen_ai_operation_name=\"chat\"",
         "gen_ai_provider_name=\"openai\"",
@@ -374,13 +253,13 @@ async fn both_services_expose_their_metrics_after_a_tool_conversation() {
 
     // The loop's last writes (status, done) race the `Done` event on the caller's stream: wait for the gauge to
     // fall back before reading the rest.
-    let mut sp = scrape(sp_metrics).await;
+    let mut sp = e2e_tests::scrape_metrics(sp_metrics.parse().unwrap()).await;
     for _ in 0..50 {
         if value(&sp, "session_processor_active_sessions", &[]) == 0.0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-        sp = scrape(sp_metrics).await;
+        sp = e2e_tests::scrape_metrics(sp_metrics.parse().unwrap()).await;
     }
     assert_eq!(
         value(&sp, "session_processor_active_sessions", &[]),

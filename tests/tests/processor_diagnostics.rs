@@ -8,27 +8,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use e2e_tests::processor::{
     PROCESSOR_TOKEN, Product, SessionsClient, get_session, messages, prompt, prompt_until_done,
+    text_reply as text, tool_call_reply as tool_call,
 };
 use fake_provider::Reply;
 use fake_provider::openai_sse::ChatStream;
 use llm_proto::sessions as spb;
 use session_processor::diagnostics::CHECKS;
-
-fn tool_call(id: &str, call: &str, name: &str, args: &[&str], usage: (u64, u64)) -> Reply {
-    Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", id)
-            .tool_call(call, name, args)
-            .finish("tool_calls", Some(usage)),
-    )
-}
-
-fn text(id: &str, words: &[&str], usage: (u64, u64)) -> Reply {
-    Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", id)
-            .text(words)
-            .finish("stop", Some(usage)),
-    )
-}
 
 async fn create(c: &mut SessionsClient, workspace: &str) -> spb::Session {
     c.create_session(spb::CreateSessionRequest {

@@ -3,41 +3,12 @@
 
 use std::time::Duration;
 
-use e2e_tests::processor::{Product, prompt};
+use e2e_tests::processor::{
+    Product, messages, prompt, prompt_until_done, text_reply as text, tool_call_reply as tool_call,
+};
 use fake_provider::Reply;
-use fake_provider::openai_sse::ChatStream;
 use llm_proto::sessions as spb;
 use spb::session_event::Event as SE;
-
-fn tool_call(id: &str, call: &str, name: &str, args: &[&str], usage: (u64, u64)) -> Reply {
-    Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", id)
-            .tool_call(call, name, args)
-            .finish("tool_calls", Some(usage)),
-    )
-}
-
-fn text(id: &str, words: &[&str], usage: (u64, u64)) -> Reply {
-    Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", id)
-            .text(words)
-            .finish("stop", Some(usage)),
-    )
-}
-
-async fn create(p: &Product, workspace: &str) -> spb::Session {
-    p.client()
-        .await
-        .create_session(spb::CreateSessionRequest {
-            workspace: workspace.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .session
-        .unwrap()
-}
 
 fn tool_parts(m: &spb::Message) -> Vec<&spb::ToolPart> {
     m.parts
@@ -62,7 +33,7 @@ fn step_costs(m: &spb::Message) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_multi_step_conversation_with_a_builtin_and_a_client_tool_is_persisted_exactly() {
     let p = Product::start("").await;
-    let session = create(&p, "ws1").await;
+    let session = p.session_on("ws1").await;
     std::fs::write(
         p.workspaces.path().join("ws1/notes.txt"),
         "the answer is 42\n",
@@ -226,7 +197,7 @@ async fn a_multi_step_conversation_with_a_builtin_and_a_client_tool_is_persisted
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workspace_escape_is_refused_and_the_model_sees_the_error() {
     let p = Product::start("").await;
-    let session = create(&p, "ws2").await;
+    let session = p.session_on("ws2").await;
     let outside = p.workspaces.path().join("secret.txt");
     std::fs::write(&outside, "top secret").unwrap();
     let fake = &p.gateway.openai;
@@ -239,25 +210,8 @@ async fn a_workspace_escape_is_refused_and_the_model_sees_the_error() {
     ));
     fake.push(text("c2", &["Cannot read that."], (20, 5)));
     let mut client = p.client().await;
-    let mut stream = client
-        .prompt(prompt(&session.id, "read ../secret.txt"))
-        .await
-        .unwrap()
-        .into_inner();
-    while let Some(ev) = stream.message().await.unwrap() {
-        if matches!(ev.event.and_then(|e| e.event), Some(SE::Done(_))) {
-            break;
-        }
-    }
-    let messages = client
-        .list_messages(spb::ListMessagesRequest {
-            session_id: session.id.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .messages;
+    prompt_until_done(&mut client, prompt(&session.id, "read ../secret.txt")).await;
+    let messages = messages(&mut client, &session.id).await;
     let state = tool_parts(&messages[1])[0].state.clone().unwrap();
     assert_eq!(state.status(), spb::tool_state::Status::Error);
     assert!(!state.error.contains("top secret") && !state.output.contains("top secret"));
@@ -275,7 +229,7 @@ async fn a_workspace_escape_is_refused_and_the_model_sees_the_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_mid_stream_leaves_closed_parts_and_an_aborted_message() {
     let p = Product::start("").await;
-    let session = create(&p, "").await;
+    let session = p.session_on("").await;
     p.gateway
         .openai
         .push(Reply::fixture("openai_chat/text.sse").stall_after(4));
@@ -351,7 +305,7 @@ async fn abort_mid_stream_leaves_closed_parts_and_an_aborted_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_doom_loop_is_refused_under_the_deny_policy() {
     let p = Product::start("").await;
-    let session = create(&p, "ws3").await;
+    let session = p.session_on("ws3").await;
     std::fs::write(p.workspaces.path().join("ws3/a.txt"), "a").unwrap();
     for i in 0..3 {
         p.gateway.openai.push(tool_call(
@@ -366,25 +320,8 @@ async fn a_doom_loop_is_refused_under_the_deny_policy() {
         .openai
         .push(text("c9", &["never reached"], (10, 5)));
     let mut client = p.client().await;
-    let mut stream = client
-        .prompt(prompt(&session.id, "loop"))
-        .await
-        .unwrap()
-        .into_inner();
-    while let Some(ev) = stream.message().await.unwrap() {
-        if matches!(ev.event.and_then(|e| e.event), Some(SE::Done(_))) {
-            break;
-        }
-    }
-    let messages = client
-        .list_messages(spb::ListMessagesRequest {
-            session_id: session.id.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .messages;
+    prompt_until_done(&mut client, prompt(&session.id, "loop")).await;
+    let messages = messages(&mut client, &session.id).await;
     assert_eq!(
         messages.len(),
         4,

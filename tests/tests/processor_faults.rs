@@ -11,7 +11,7 @@ use e2e_tests::faults::{
     until_done,
 };
 use e2e_tests::processor::{
-    Processor, ProcessorSetup, assert_healthy, messages, prompt, start_processor,
+    Processor, ProcessorSetup, assert_healthy, create_session, messages, prompt, start_processor,
 };
 use e2e_tests::procs::RedisServer;
 use e2e_tests::service::{ServiceProcess, free_port};
@@ -42,13 +42,7 @@ async fn redis_fault_mid_prompt(fault: Fault) {
     })
     .await;
     let mut c = p.client().await;
-    let s = c
-        .create_session(spb::CreateSessionRequest::default())
-        .await
-        .unwrap()
-        .into_inner()
-        .session
-        .unwrap();
+    let s = create_session(&mut c, Default::default()).await;
     gateway.openai.push(slow_answer());
     gateway.openai.set_fallback(short_answer());
     // A second replica of the same deployment: its Subscribe reads the event log in Redis.
@@ -190,13 +184,7 @@ async fn a_gateway_restart_of_two_seconds_mid_step_does_not_fail_the_prompt() {
     })
     .await;
     let mut c = p.client().await;
-    let s = c
-        .create_session(spb::CreateSessionRequest::default())
-        .await
-        .unwrap()
-        .into_inner()
-        .session
-        .unwrap();
+    let s = create_session(&mut c, Default::default()).await;
     let mut stream = c.prompt(prompt(&s.id, "talk")).await.unwrap().into_inner();
     until_deltas(&mut stream, 3).await;
     gateway.child.start_kill().unwrap();

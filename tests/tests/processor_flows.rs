@@ -4,18 +4,16 @@
 
 use std::time::Duration;
 
-use e2e_tests::processor::{Product, SessionsClient, assert_stream_invariants, done_of, prompt};
+use e2e_tests::processor::{
+    Product, SessionsClient, assert_stream_invariants, done_of, prompt, text_reply,
+};
 use fake_provider::Reply;
 use fake_provider::openai_sse::ChatStream;
 use llm_proto::sessions as spb;
 use spb::session_event::Event as SE;
 
 fn text(id: &str, words: &[&str]) -> Reply {
-    Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", id)
-            .text(words)
-            .finish("stop", Some((10, 3))),
-    )
+    text_reply(id, words, (10, 3))
 }
 
 fn read_call(id: &str, call: &str) -> Reply {
@@ -24,20 +22,6 @@ fn read_call(id: &str, call: &str) -> Reply {
             .tool_call(call, "read", &["{\"path\":\"a.txt\"}"])
             .finish("tool_calls", Some((10, 3))),
     )
-}
-
-async fn session(p: &Product, workspace: &str) -> spb::Session {
-    p.client()
-        .await
-        .create_session(spb::CreateSessionRequest {
-            workspace: workspace.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .session
-        .unwrap()
 }
 
 async fn until_done(stream: &mut tonic::Streaming<spb::PromptResponse>) -> Vec<SE> {
@@ -81,7 +65,7 @@ fn texts(m: &spb::Message) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_sent_while_busy_is_queued_and_answered_in_the_same_loop() {
     let p = Product::start("").await;
-    let s = session(&p, "").await;
+    let s = p.session_on("").await;
     // The first answer is slow, so the second prompt arrives while the loop is busy.
     p.gateway.openai.push(
         text("c1", &["first ", "answer ", "streams ", "slowly."]).pace(Duration::from_millis(60)),
@@ -153,7 +137,7 @@ async fn a_prompt_sent_while_busy_is_queued_and_answered_in_the_same_loop() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribe_resumes_after_a_disconnect_without_loss_or_duplicates() {
     let p = Product::start("").await;
-    let s = session(&p, "").await;
+    let s = p.session_on("").await;
     p.gateway
         .openai
         .push(text("c1", &["a", "b", "c", "d", "e", "f"]).pace(Duration::from_millis(20)));
@@ -314,7 +298,7 @@ async fn a_doom_loop_under_ask_is_denied_when_the_caller_denies_or_never_answers
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_prompt_with_the_same_idempotency_key_runs_once() {
     let p = Product::start("").await;
-    let s = session(&p, "").await;
+    let s = p.session_on("").await;
     p.gateway.openai.push(text("c1", &["once."]));
     let mut c = p.client().await;
     let mut req = prompt(&s.id, "hello");
@@ -381,7 +365,7 @@ async fn a_prompt_sent_the_moment_the_last_one_finished_is_never_lost() {
         .set_fallback(text("chatcmpl-any", &["Quick ", "answer."]));
     let mut tasks = Vec::new();
     for i in 0..24 {
-        let s = session(&p, "").await;
+        let s = p.session_on("").await;
         let mut c = p.client().await;
         tasks.push(tokio::spawn(async move {
             for n in 0..3 {

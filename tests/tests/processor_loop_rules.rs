@@ -6,7 +6,7 @@
 
 use e2e_tests::processor::{
     ProcessorSetup, Product, SessionsClient, assert_healthy, assert_stream_invariants, done_of,
-    messages, prompt, prompt_until_done,
+    messages, prompt, prompt_until_done, text_reply,
 };
 use fake_provider::Reply;
 use fake_provider::openai_sse::ChatStream;
@@ -15,11 +15,7 @@ use llm_proto::sessions as spb;
 use spb::session_event::Event as SE;
 
 fn text(id: &str, words: &[&str]) -> Reply {
-    Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", id)
-            .text(words)
-            .finish("stop", Some((10, 3))),
-    )
+    text_reply(id, words, (10, 3))
 }
 
 fn call(id: &str, call: &str, tool: &str, args: &str) -> Reply {

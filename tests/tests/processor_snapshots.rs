@@ -3,7 +3,7 @@
 //! tools changed, a session summary with per-file line counts, and `GetDiff` over a step, a message and the session.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use e2e_tests::processor::{Product, get_session, messages, prompt, prompt_until_done};
+use e2e_tests::processor::{Product, get_session, messages, prompt, prompt_until_done, text_reply};
 use fake_provider::Reply;
 use fake_provider::openai_sse::ChatStream;
 use llm_proto::sessions as spb;
@@ -35,11 +35,7 @@ fn calls(id: &str, calls: &[(&str, &str, serde_json::Value)]) -> Reply {
 }
 
 fn text(id: &str, words: &[&str]) -> Reply {
-    Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", id)
-            .text(words)
-            .finish("stop", Some((60, 5))),
-    )
+    text_reply(id, words, (60, 5))
 }
 
 async fn create(p: &Product, agent: &str, workspace: &str) -> spb::Session {

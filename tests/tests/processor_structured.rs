@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use e2e_tests::processor::{
-    Product, SessionsClient, get_session, messages, prompt, prompt_until_done,
+    Product, SessionsClient, get_session, messages, prompt, prompt_until_done, text_reply,
 };
 use fake_provider::Reply;
 use fake_provider::openai_sse::ChatStream;
@@ -22,11 +22,7 @@ fn answer_call(id: &str, call: &str, args: &str) -> Reply {
 }
 
 fn text(id: &str, words: &[&str]) -> Reply {
-    Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", id)
-            .text(words)
-            .finish("stop", Some((20, 4))),
-    )
+    text_reply(id, words, (20, 4))
 }
 
 fn structured_prompt(session_id: &str, retry_count: Option<u32>) -> spb::PromptRequest {

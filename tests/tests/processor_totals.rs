@@ -6,19 +6,13 @@
 
 use std::time::Duration;
 
-use e2e_tests::processor::{Product, get_session, messages, prompt, prompt_until_done};
+use e2e_tests::processor::{
+    Product, get_session, messages, prompt, prompt_until_done, text_reply as text,
+};
 use fake_provider::Reply;
 use fake_provider::openai_sse::ChatStream;
 use llm_proto::sessions as spb;
 use spb::session_event::Event as SE;
-
-fn text(id: &str, words: &[&str], usage: (u64, u64)) -> Reply {
-    Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", id)
-            .text(words)
-            .finish("stop", Some(usage)),
-    )
-}
 
 /// The sum of the assistant messages' costs and of their step-finish tokens, as stored.
 fn summed(history: &[spb::Message]) -> (i64, spb::Tokens) {

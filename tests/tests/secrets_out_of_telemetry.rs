@@ -7,10 +7,9 @@
 use std::time::Duration;
 
 use e2e_tests::otlp::OtlpReceiver;
-use e2e_tests::processor::{prompt, redis_url};
-use e2e_tests::service::{ServiceProcess, free_port};
+use e2e_tests::service::free_port;
+use e2e_tests::stack::{Stack, StackSetup, otel_env, push_list_files};
 use e2e_tests::{Bearer, scrape_metrics};
-use fake_provider::openai_sse::ChatStream;
 use fake_provider::{FakeProvider, Reply};
 use llm_proto::sessions as spb;
 use llm_proto::sessions::session_service_client::SessionServiceClient;
@@ -34,22 +33,6 @@ fn leaks(text: &str) -> Vec<String> {
     cores().into_iter().filter(|c| lower.contains(c)).collect()
 }
 
-async fn spawn(
-    bin: &str,
-    config: &std::path::Path,
-    envs: &[(&str, String)],
-    ready: &str,
-) -> ServiceProcess {
-    let mut cmd = tokio::process::Command::new(bin);
-    cmd.arg(config);
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    e2e_tests::service::start(cmd, ready)
-        .await
-        .expect("the service starts")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_key_or_token_appears_in_logs_spans_or_metrics() {
     let otlp = OtlpReceiver::start().await;
@@ -64,115 +47,42 @@ async fn no_key_or_token_appears_in_logs_spans_or_metrics() {
         )
         .header("retry-after-ms", "10"),
     );
-    fake.push(Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-s1")
-            .tool_call("call_s1", "list", &["{}"])
-            .finish("tool_calls", Some((100, 10))),
-    ));
-    fake.push(Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-s2")
-            .text(&["One ", "file."])
-            .finish("stop", Some((200, 5))),
-    ));
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("ws/w")).unwrap();
-    std::fs::write(dir.path().join("ws/w/a.txt"), "a").unwrap();
-    let common = |name: &str| {
-        vec![
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.endpoint()),
-            ("OTEL_BSP_SCHEDULE_DELAY", "50".to_string()),
-            ("OTEL_SERVICE_NAME", name.to_string()),
-            ("RUST_LOG", "debug".to_string()),
-        ]
+    push_list_files(&fake);
+    let env = |name: &str, metrics: (&'static str, String)| {
+        let mut env = otel_env(otlp.endpoint(), name);
+        env.extend([("RUST_LOG", "debug".to_string()), metrics]);
+        env
     };
-
-    let gw_config = dir.path().join("gateway.toml");
-    std::fs::write(
-        &gw_config,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[retry]\nbase_delay_ms = 5\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\napi_key_env = \"SECRET_TEST_OPENAI_KEY\"\n",
-            fake.base_url()
-        ),
-    )
-    .unwrap();
     let gw_metrics = format!("127.0.0.1:{}", free_port());
-    let mut gw_env = common("llm-gateway");
-    gw_env.extend([
-        ("GATEWAY_AUTH_TOKENS", GATEWAY_TOKEN.to_string()),
-        ("SECRET_TEST_OPENAI_KEY", PROVIDER_KEY.to_string()),
-        ("GATEWAY_METRICS_LISTEN", gw_metrics.clone()),
-    ]);
-    let gw = spawn(
-        env!("CARGO_BIN_EXE_gateway_replica"),
-        &gw_config,
-        &gw_env,
-        "llm-gateway listening on ",
-    )
-    .await;
-
-    let sp_config = dir.path().join("processor.toml");
-    let prefix = format!("e2e:{}:", session_processor::ids::new("secrets"));
-    std::fs::write(
-        &sp_config,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[gateway]\nurl = \"http://{}\"\n[redis]\nprefix = \"{prefix}\"\n[titles]\nenabled = false\n[agents.default]\nmodel = \"openai/gpt-4o\"\ntools = [\"list\"]\n",
-            gw.addr
-        ),
-    )
-    .unwrap();
     let sp_metrics = format!("127.0.0.1:{}", free_port());
-    let mut sp_env = common("session-processor");
-    sp_env.extend([
-        ("PROCESSOR_AUTH_TOKENS", PROCESSOR_TOKEN.to_string()),
-        ("GATEWAY_TOKEN", GATEWAY_TOKEN.to_string()),
-        ("REDIS_URL", redis_url()),
-        ("PROCESSOR_METRICS_LISTEN", sp_metrics.clone()),
-        (
-            "PROCESSOR_WORKSPACE_ROOT",
-            dir.path().join("ws").to_string_lossy().to_string(),
-        ),
-    ]);
-    let sp = spawn(
+    let stack = Stack::start(
+        StackSetup {
+            label: "secrets",
+            gateway_toml: format!(
+                "[server]\nlisten = \"127.0.0.1:0\"\n[retry]\nbase_delay_ms = 5\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\napi_key_env = \"SECRET_TEST_OPENAI_KEY\"\n",
+                fake.base_url()
+            ),
+            gateway_token: GATEWAY_TOKEN,
+            processor_token: PROCESSOR_TOKEN,
+            gateway_env: [
+                env("llm-gateway", ("GATEWAY_METRICS_LISTEN", gw_metrics.clone())),
+                vec![("SECRET_TEST_OPENAI_KEY", PROVIDER_KEY.to_string())],
+            ]
+            .concat(),
+            processor_env: env(
+                "session-processor",
+                ("PROCESSOR_METRICS_LISTEN", sp_metrics.clone()),
+            ),
+            gateway_ready: &[],
+            processor_ready: &[],
+        },
+        env!("CARGO_BIN_EXE_gateway_replica"),
         env!("CARGO_BIN_EXE_processor_replica"),
-        &sp_config,
-        &sp_env,
-        "session-processor listening on ",
     )
     .await;
-
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", sp.addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut c =
-        SessionServiceClient::with_interceptor(channel, Bearer(Some(PROCESSOR_TOKEN.into())));
-    let s = c
-        .create_session(spb::CreateSessionRequest {
-            workspace: "w".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .session
-        .unwrap();
-    let mut stream = c
-        .prompt(prompt(&s.id, "How many files?"))
-        .await
-        .unwrap()
-        .into_inner();
-    let mut replies = Vec::new();
-    while let Some(ev) = stream.message().await.unwrap() {
-        let done = matches!(
-            ev.event.as_ref().and_then(|e| e.event.as_ref()),
-            Some(spb::session_event::Event::Done(_))
-        );
-        replies.push(format!("{ev:?}"));
-        if done {
-            break;
-        }
-    }
+    let (gw, sp) = (&stack.gateway, &stack.processor);
+    let (session_id, responses) = stack.ask_how_many_files(None).await;
+    let mut replies: Vec<String> = responses.iter().map(|r| format!("{r:?}")).collect();
     // A call with a wrong token is refused without echoing what was sent or what was expected.
     let wrong = SessionServiceClient::with_interceptor(
         tonic::transport::Endpoint::from_shared(format!("http://{}", sp.addr))
@@ -183,9 +93,7 @@ async fn no_key_or_token_appears_in_logs_spans_or_metrics() {
         Bearer(Some(format!("{PROCESSOR_TOKEN}x"))),
     )
     .clone()
-    .get_session(spb::GetSessionRequest {
-        session_id: s.id.clone(),
-    })
+    .get_session(spb::GetSessionRequest { session_id })
     .await
     .unwrap_err();
     replies.push(format!("{wrong:?}"));

@@ -2,29 +2,15 @@
 //! request, so one trace id joins all three hops.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use e2e_tests::processor::{Product, prompt};
-use fake_provider::Reply;
-use fake_provider::openai_sse::ChatStream;
-use llm_proto::sessions as spb;
+use e2e_tests::processor::{Product, prompt, text_reply, until_done};
 
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_callers_traceparent_reaches_the_provider_request() {
     let p = Product::start("").await;
-    p.gateway.openai.push(Reply::sse(
-        ChatStream::new("gpt-4o", "c1")
-            .text(&["hi"])
-            .finish("stop", Some((5, 1))),
-    ));
-    let mut c = p.client().await;
-    let s = c
-        .create_session(spb::CreateSessionRequest::default())
-        .await
-        .unwrap()
-        .into_inner()
-        .session
-        .unwrap();
+    p.gateway.openai.push(text_reply("c1", &["hi"], (5, 1)));
+    let s = p.session_on("").await;
     let mut req = tonic::Request::new(prompt(&s.id, "hello"));
     req.metadata_mut().insert(
         "traceparent",
@@ -34,15 +20,8 @@ async fn the_callers_traceparent_reaches_the_provider_request() {
     );
     req.metadata_mut()
         .insert("tracestate", "vendor=value".parse().unwrap());
-    let mut stream = c.prompt(req).await.unwrap().into_inner();
-    while let Some(ev) = stream.message().await.unwrap() {
-        if matches!(
-            ev.event.and_then(|e| e.event),
-            Some(spb::session_event::Event::Done(_))
-        ) {
-            break;
-        }
-    }
+    let mut stream = p.client().await.prompt(req).await.unwrap().into_inner();
+    until_done(&mut stream, |r| r.event).await;
     let sent = &p.gateway.openai.requests()[0];
     let parent = sent
         .header("traceparent")
@@ -54,30 +33,12 @@ async fn the_callers_traceparent_reaches_the_provider_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_traceparent_is_not_forwarded() {
     let p = Product::start("").await;
-    p.gateway.openai.push(Reply::sse(
-        ChatStream::new("gpt-4o", "c1")
-            .text(&["hi"])
-            .finish("stop", Some((5, 1))),
-    ));
-    let mut c = p.client().await;
-    let s = c
-        .create_session(spb::CreateSessionRequest::default())
-        .await
-        .unwrap()
-        .into_inner()
-        .session
-        .unwrap();
+    p.gateway.openai.push(text_reply("c1", &["hi"], (5, 1)));
+    let s = p.session_on("").await;
     let mut req = tonic::Request::new(prompt(&s.id, "hello"));
     req.metadata_mut()
         .insert("traceparent", "not-a-trace".parse().unwrap());
-    let mut stream = c.prompt(req).await.unwrap().into_inner();
-    while let Some(ev) = stream.message().await.unwrap() {
-        if matches!(
-            ev.event.and_then(|e| e.event),
-            Some(spb::session_event::Event::Done(_))
-        ) {
-            break;
-        }
-    }
+    let mut stream = p.client().await.prompt(req).await.unwrap().into_inner();
+    until_done(&mut stream, |r| r.event).await;
     assert_eq!(p.gateway.openai.requests()[0].header("traceparent"), None);
 }

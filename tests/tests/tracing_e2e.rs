@@ -2,153 +2,48 @@
 //! gateway (`chat {model}`) → provider request, collected by a real OTLP receiver from two service processes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Stdio;
 use std::time::Duration;
 
+use e2e_tests::TOKEN;
 use e2e_tests::otlp::{OtlpReceiver, Span};
-use e2e_tests::processor::{PROCESSOR_TOKEN, prompt, redis_url};
-use e2e_tests::{Bearer, TOKEN};
-use fake_provider::openai_sse::ChatStream;
-use fake_provider::{FakeProvider, Reply};
-use llm_proto::sessions as spb;
-use llm_proto::sessions::session_service_client::SessionServiceClient;
+use e2e_tests::processor::PROCESSOR_TOKEN;
+use e2e_tests::stack::{Stack, StackSetup, otel_env, push_list_files};
+use fake_provider::FakeProvider;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
 
 const TRACE_ID: &str = "5b8aa5a2d2c872e8321cf37308d69df2";
 const CALLER_SPAN: &str = "051581bf3cb55c13";
-
-async fn spawn(
-    bin: &str,
-    config: &std::path::Path,
-    envs: &[(&str, String)],
-    ready: &str,
-) -> (Child, String) {
-    let mut cmd = Command::new(bin);
-    cmd.arg(config).stderr(Stdio::piped()).kill_on_drop(true);
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            let line = lines
-                .next_line()
-                .await
-                .unwrap()
-                .expect("service exited before listening");
-            if let Some(a) = line.strip_prefix(ready) {
-                return a.to_string();
-            }
-        }
-    })
-    .await
-    .unwrap();
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, addr)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_two_step_tool_conversation_is_one_trace_across_both_services() {
     let otlp = OtlpReceiver::start().await;
     let fake = FakeProvider::start().await.unwrap();
-    fake.push(Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-t1")
-            .tool_call("call_l1", "list", &["{}"])
-            .finish("tool_calls", Some((100, 10))),
-    ));
-    fake.push(Reply::sse(
-        ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-t2")
-            .text(&["Two ", "files."])
-            .finish("stop", Some((200, 5))),
-    ));
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("ws/w")).unwrap();
-    std::fs::write(dir.path().join("ws/w/a.txt"), "a").unwrap();
-    let common = |name: &str| {
-        vec![
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.endpoint()),
-            ("OTEL_BSP_SCHEDULE_DELAY", "50".to_string()),
-            ("OTEL_SERVICE_NAME", name.to_string()),
-            ("RUST_LOG", "warn".to_string()),
-        ]
+    push_list_files(&fake);
+    let env = |name: &str| {
+        let mut env = otel_env(otlp.endpoint(), name);
+        env.push(("RUST_LOG", "warn".to_string()));
+        env
     };
-    let gw_config = dir.path().join("gateway.toml");
-    std::fs::write(
-        &gw_config,
-        format!("[server]\nlisten = \"127.0.0.1:0\"\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\n", fake.base_url()),
-    )
-    .unwrap();
-    let mut gw_env = common("llm-gateway");
-    gw_env.push(("GATEWAY_AUTH_TOKENS", TOKEN.to_string()));
-    let (_gw, gw_addr) = spawn(
+    let stack = Stack::start(
+        StackSetup {
+            label: "trace",
+            gateway_toml: format!(
+                "[server]\nlisten = \"127.0.0.1:0\"\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\n",
+                fake.base_url()
+            ),
+            gateway_token: TOKEN,
+            processor_token: PROCESSOR_TOKEN,
+            gateway_env: env("llm-gateway"),
+            processor_env: env("session-processor"),
+            gateway_ready: &[],
+            processor_ready: &[],
+        },
         env!("CARGO_BIN_EXE_gateway_replica"),
-        &gw_config,
-        &gw_env,
-        "llm-gateway listening on ",
-    )
-    .await;
-
-    let sp_config = dir.path().join("processor.toml");
-    let prefix = format!("e2e:{}:", session_processor::ids::new("trace"));
-    std::fs::write(
-        &sp_config,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[gateway]\nurl = \"http://{gw_addr}\"\n[redis]\nprefix = \"{prefix}\"\n[titles]\nenabled = false\n[agents.default]\nmodel = \"openai/gpt-4o\"\ntools = [\"list\"]\n"
-        ),
-    )
-    .unwrap();
-    let mut sp_env = common("session-processor");
-    sp_env.extend([
-        ("PROCESSOR_AUTH_TOKENS", PROCESSOR_TOKEN.to_string()),
-        ("GATEWAY_TOKEN", TOKEN.to_string()),
-        ("REDIS_URL", redis_url()),
-        (
-            "PROCESSOR_WORKSPACE_ROOT",
-            dir.path().join("ws").to_string_lossy().to_string(),
-        ),
-    ]);
-    let (_sp, sp_addr) = spawn(
         env!("CARGO_BIN_EXE_processor_replica"),
-        &sp_config,
-        &sp_env,
-        "session-processor listening on ",
     )
     .await;
-
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{sp_addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut c =
-        SessionServiceClient::with_interceptor(channel, Bearer(Some(PROCESSOR_TOKEN.into())));
-    let s = c
-        .create_session(spb::CreateSessionRequest {
-            workspace: "w".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .session
-        .unwrap();
-    let mut req = tonic::Request::new(prompt(&s.id, "How many files?"));
-    req.metadata_mut().insert(
-        "traceparent",
-        format!("00-{TRACE_ID}-{CALLER_SPAN}-01").parse().unwrap(),
-    );
-    let mut stream = c.prompt(req).await.unwrap().into_inner();
-    while let Some(ev) = stream.message().await.unwrap() {
-        if matches!(
-            ev.event.and_then(|e| e.event),
-            Some(spb::session_event::Event::Done(_))
-        ) {
-            break;
-        }
-    }
+    let traceparent = format!("00-{TRACE_ID}-{CALLER_SPAN}-01");
+    let (session_id, _) = stack.ask_how_many_files(Some(&traceparent)).await;
 
     let spans = otlp
         .wait_until(Duration::from_secs(20), |s| {
@@ -219,7 +114,7 @@ async fn a_two_step_tool_conversation_is_one_trace_across_both_services() {
     );
     assert_eq!(
         chat1.attr("gen_ai.conversation.id").as_deref(),
-        Some(s.id.as_str())
+        Some(session_id.as_str())
     );
     let chat2 = chats.iter().find(|c| c.span_id != chat1.span_id).unwrap();
     assert_eq!(finish_reasons(chat1), ["tool_calls"]);

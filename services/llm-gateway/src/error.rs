@@ -79,6 +79,12 @@ impl ProviderError {
     pub fn malformed(message: impl Into<String>) -> Self {
         ProviderError::new(ErrorKind::ProviderError, message)
     }
+
+    /// A stream that ended before `what` (the provider's last word: `message_stop`, a finish reason, …): the
+    /// connection was cut, so it is a network error and retryable.
+    pub fn cut_before(what: &str) -> Self {
+        ProviderError::new(ErrorKind::Network, format!("stream ended before {what}"))
+    }
 }
 
 impl std::fmt::Display for ProviderError {

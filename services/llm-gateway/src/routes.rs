@@ -2,19 +2,19 @@
 //!
 //! Two reasons. A `Stream` response gets a small encode buffer (it lives as long as the stream). And a request that is
 //! not the message it claims to be (bytes that do not decode, a string field that is not UTF-8) is the caller's
-//! mistake: [`GatewayCodec`] reports it as `INVALID_ARGUMENT`, where tonic's own codec says `INTERNAL`. And a large
+//! mistake: [`codec`] reports it as `INVALID_ARGUMENT`, where tonic's own codec says `INTERNAL`. And a large
 //! `Stream` or `Generate` request is handed over still encoded ([`Incoming`]), so its decoding runs off the async
 //! worker that serves the connection's other streams.
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use llm_proto::gateway as pb;
 use llm_proto::gateway::gateway_service_server::{GatewayService, GatewayServiceServer};
+use service_kit::codec::ProstCodec;
 use tonic::{Request, Response, Status};
 
 use crate::offload::Incoming;
@@ -28,14 +28,10 @@ const SERVICE: &str = "/llm.gateway.v1.GatewayService/";
 /// larger). Saves ~7 KiB per open stream.
 const STREAM_ENCODE_BUFFER: usize = 1024;
 
-/// Messages encoded before a `Stream` response yields its buffer to HTTP/2 even though more are ready: tonic's
-/// default, which matters only for bursts.
-const STREAM_YIELD_THRESHOLD: usize = 32 * 1024;
-
 /// tonic's default encode buffer, for the unary methods.
-const UNARY_ENCODE_BUFFER: usize = 8 * 1024;
+const UNARY_ENCODE_BUFFER: usize = service_kit::codec::DEFAULT_BUFFER;
 
-/// `GatewayService` with every method served through [`GatewayCodec`]; anything else (an unknown method) goes to the
+/// `GatewayService` with every method served through [`codec`]; anything else (an unknown method) goes to the
 /// generated router, which answers `UNIMPLEMENTED`.
 #[derive(Clone)]
 pub(crate) struct GatewayServer {
@@ -85,8 +81,8 @@ impl tower::Service<http::Request<tonic::body::Body>> for GatewayServer {
         match method {
             "Stream" => Box::pin(async move {
                 let mut grpc = service_kit::compressed!(
-                    tonic::server::Grpc::new(GatewayCodec::<_, Incoming<pb::StreamRequest>>::new(
-                        STREAM_ENCODE_BUFFER,
+                    tonic::server::Grpc::new(codec::<_, Incoming<pb::StreamRequest>>(
+                        STREAM_ENCODE_BUFFER
                     ))
                     .apply_max_message_size_config(Some(max), Some(usize::MAX))
                 );
@@ -118,7 +114,7 @@ where
 {
     Box::pin(async move {
         let mut grpc = service_kit::compressed!(
-            tonic::server::Grpc::new(GatewayCodec::<Resp, Req>::new(UNARY_ENCODE_BUFFER))
+            tonic::server::Grpc::new(codec::<Resp, Req>(UNARY_ENCODE_BUFFER))
                 .apply_max_message_size_config(Some(max), Some(usize::MAX))
         );
         Ok(grpc.unary(UnaryMethod { rpc, handler }, req).await)
@@ -154,64 +150,10 @@ impl tonic::server::ServerStreamingService<Incoming<pb::StreamRequest>> for Stre
     }
 }
 
-/// Protobuf codec encoding `E` and decoding `D`, with an encode buffer of `buffer` bytes; a request that does not
-/// decode is `INVALID_ARGUMENT`.
-pub(crate) struct GatewayCodec<E, D> {
-    buffer: usize,
-    types: PhantomData<fn(E) -> D>,
-}
-
-impl<E, D> GatewayCodec<E, D> {
-    fn new(buffer: usize) -> Self {
-        GatewayCodec {
-            buffer,
-            types: PhantomData,
-        }
-    }
-}
-
-impl<E, D> tonic::codec::Codec for GatewayCodec<E, D>
-where
-    E: prost::Message + Send + 'static,
-    D: FromWire,
-{
-    type Encode = E;
-    type Decode = D;
-    type Encoder = Self;
-    type Decoder = Self;
-
-    fn encoder(&mut self) -> Self {
-        GatewayCodec::new(self.buffer)
-    }
-
-    fn decoder(&mut self) -> Self {
-        GatewayCodec::new(self.buffer)
-    }
-}
-
-impl<E: prost::Message, D> tonic::codec::Encoder for GatewayCodec<E, D> {
-    type Item = E;
-    type Error = Status;
-
-    fn encode(&mut self, item: E, dst: &mut tonic::codec::EncodeBuf<'_>) -> Result<(), Status> {
-        // `EncodeBuf` grows as needed, so encoding cannot run out of room.
-        item.encode(dst)
-            .map_err(|e| Status::internal(e.to_string()))
-    }
-
-    fn buffer_settings(&self) -> tonic::codec::BufferSettings {
-        tonic::codec::BufferSettings::new(self.buffer, STREAM_YIELD_THRESHOLD)
-    }
-}
-
-impl<E, D: FromWire> tonic::codec::Decoder for GatewayCodec<E, D> {
-    type Item = D;
-    type Error = Status;
-
-    // The request's buffer keeps tonic's default size: it lives only until the request is decoded.
-    fn decode(&mut self, src: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<D>, Status> {
-        D::from_wire(src).map(Some)
-    }
+/// The codec of every `GatewayService` method: encode buffers of `encode_buffer` bytes, requests made by
+/// [`FromWire`]. The request's buffer keeps tonic's default size: it lives only until the request is decoded.
+fn codec<E, D: FromWire>(encode_buffer: usize) -> ProstCodec<E, D> {
+    ProstCodec::decoding_with(D::from_wire).encode_buffer(encode_buffer)
 }
 
 /// What the codec makes of a request's bytes.

@@ -97,14 +97,8 @@ impl tonic::service::Interceptor for Auth {
         if config.allow_unauthenticated && config.auth_tokens.is_empty() {
             return Ok(request);
         }
-        let presented = request
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(service_kit::auth::bearer)
-            .ok_or_else(|| {
-                Status::unauthenticated("missing `authorization: Bearer <token>` metadata")
-            })?;
+        let presented = service_kit::auth::bearer_metadata(request.metadata())
+            .ok_or_else(|| Status::unauthenticated(service_kit::auth::MISSING_BEARER))?;
         if known_token(&config, presented) {
             Ok(request)
         } else {
@@ -113,13 +107,11 @@ impl tonic::service::Interceptor for Auth {
     }
 }
 
-/// Whether `presented` is one of the caller tokens in force, compared in constant time. The HTTP front door checks
-/// the same tokens.
+/// Whether `presented` is one of the caller tokens in force, each compared in constant time. The HTTP front door
+/// checks the same tokens.
 pub(crate) fn known_token(config: &crate::config::Config, presented: &str) -> bool {
-    config
-        .auth_tokens
-        .iter()
-        .any(|t| service_kit::auth::constant_time_eq(t.expose().as_bytes(), presented.as_bytes()))
+    let tokens = config.auth_tokens.iter().map(|t| t.expose().as_bytes());
+    service_kit::auth::find_token(tokens, presented).is_some()
 }
 
 /// tonic reports a request over `max_decoding_message_size` as `OUT_OF_RANGE`; the API promises

@@ -20,22 +20,7 @@ pub const ERROR_DOMAIN: &str = "llm-gateway";
 /// Both are cut to [`crate::limits::MAX_ECHO_BYTES`]: a field path can hold a caller's header name, and an error
 /// must stay well inside the metadata size gRPC clients read.
 pub fn invalid(field: &str, message: &str) -> Status {
-    let field = echo(field);
-    let field = field.as_ref();
-    let message = echo(message);
-    let message = message.as_ref();
-    let mut details = ErrorDetails::new();
-    details.add_bad_request_violation(field, message);
-    details.set_error_info(
-        "INVALID_ARGUMENT",
-        ERROR_DOMAIN,
-        [("field".to_string(), field.to_string())],
-    );
-    Status::with_error_details(
-        Code::InvalidArgument,
-        format!("{field}: {message}"),
-        details,
-    )
+    service_kit::status::invalid(ERROR_DOMAIN, &echo(field), &echo(message))
 }
 
 /// Maps a start error to its status: `NOT_FOUND` for unknown models, `INVALID_ARGUMENT` naming the field otherwise.
@@ -82,13 +67,13 @@ pub fn hook_error_status(e: &HookError) -> Status {
     } else {
         (Code::FailedPrecondition, "HOOK_FAILED")
     };
-    let mut details = ErrorDetails::new();
-    details.set_error_info(
-        reason,
+    service_kit::status::with_info(
+        code,
+        bounded(&e.to_string()),
         ERROR_DOMAIN,
-        [("hook".to_string(), e.hook().to_string())],
-    );
-    Status::with_error_details(code, bounded(&e.to_string()), details)
+        reason,
+        &[("hook", e.hook())],
+    )
 }
 
 /// The gRPC status a generation error becomes when the caller asked for one reply (`Generate`).

@@ -7,7 +7,6 @@ use std::collections::HashSet;
 
 use llm_proto::gateway as pb;
 use tonic::{Code, Status};
-use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::adapter::BuildError;
 use crate::catalog::ModelInfo;
@@ -23,19 +22,12 @@ pub const MAX_MODEL_ID_BYTES: usize = 512;
 
 /// A `RESOURCE_EXHAUSTED` status for a request over the `[limits]` key `limit`.
 pub fn too_large(field: &str, limit: &str, message: &str) -> Status {
-    let mut details = ErrorDetails::new();
-    details.set_error_info(
-        "REQUEST_TOO_LARGE",
-        ERROR_DOMAIN,
-        [
-            ("field".to_string(), field.to_string()),
-            ("limit".to_string(), limit.to_string()),
-        ],
-    );
-    Status::with_error_details(
+    service_kit::status::with_info(
         Code::ResourceExhausted,
         format!("{field}: {message} ({limit})"),
-        details,
+        ERROR_DOMAIN,
+        "REQUEST_TOO_LARGE",
+        &[("field", field), ("limit", limit)],
     )
 }
 

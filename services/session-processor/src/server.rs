@@ -18,6 +18,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
+use crate::api::access::NamesSession;
 use crate::api::{access, catalog, edge, paging, status, validate};
 use crate::config::{Caller, usd_to_nano};
 use crate::engine::{Engine, LoopError};
@@ -74,15 +75,47 @@ pub struct Sessions {
 }
 
 impl Sessions {
-    /// The session `session_id` names, validated, if the caller may see it.
-    async fn session(
+    /// The first steps of every handler on one session: the caller, the request checked by `check` (an
+    /// [`api::validate`] function), and the session the request names if the caller may see it (`NOT_FOUND`
+    /// otherwise, whether it does not exist or is another tenant's).
+    async fn open<T: NamesSession>(
         &self,
-        caller: &Caller,
+        request: Request<T>,
         rpc: &str,
-        session_id: &str,
-    ) -> Result<pb::Session, Status> {
-        validate::session_id(session_id)?;
-        access::session(&self.engine, caller, rpc, session_id).await
+        check: fn(&T) -> Result<(), Status>,
+    ) -> Result<(Caller, T, pb::Session), Status> {
+        let caller = access::caller(&request)?;
+        let req = request.into_inner();
+        check(&req)?;
+        let session = access::session(&self.engine, &caller, rpc, req.session_id()).await?;
+        Ok((caller, req, session))
+    }
+}
+
+/// The check of a request that holds nothing but the session's id.
+fn session_id<T: NamesSession>(req: &T) -> Result<(), Status> {
+    validate::session_id(req.session_id())
+}
+
+/// A new idle session of `tenant` for a validated request, running `agent`.
+fn new_session(req: pb::CreateSessionRequest, agent: String, tenant: String) -> pb::Session {
+    let now = prost_types::Timestamp::from(SystemTime::now());
+    pb::Session {
+        id: ids::new("ses"),
+        agent,
+        default_model: req.default_model,
+        workspace: req.workspace,
+        metadata: req.metadata,
+        created_at: Some(now),
+        updated_at: Some(now),
+        budget_nano_usd: usd_to_nano(req.budget_usd).unwrap_or_default(),
+        tenant,
+        tokens: Some(pb::Tokens::default()),
+        status: Some(pb::SessionStatus {
+            kind: pb::session_status::Kind::Idle as i32,
+            ..Default::default()
+        }),
+        ..Default::default()
     }
 }
 
@@ -197,25 +230,7 @@ impl SessionService for Sessions {
         if !req.default_model.is_empty() {
             catalog::check_model(&self.engine, "default_model", &req.default_model).await?;
         }
-        let tenant = caller.owner().to_string();
-        let now = prost_types::Timestamp::from(SystemTime::now());
-        let session = pb::Session {
-            id: ids::new("ses"),
-            agent,
-            default_model: req.default_model,
-            workspace: req.workspace,
-            metadata: req.metadata,
-            created_at: Some(now),
-            updated_at: Some(now),
-            budget_nano_usd: usd_to_nano(req.budget_usd).unwrap_or_default(),
-            tenant,
-            tokens: Some(pb::Tokens::default()),
-            status: Some(pb::SessionStatus {
-                kind: pb::session_status::Kind::Idle as i32,
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let session = new_session(req, agent, caller.owner().to_string());
         if !session.workspace.is_empty() {
             crate::tools::Workspace::for_session(
                 &config.workspace_root,
@@ -242,10 +257,7 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::GetSessionRequest>,
     ) -> Result<Response<pb::GetSessionResponse>, Status> {
-        let caller = access::caller(&request)?;
-        let mut session = self
-            .session(&caller, "GetSession", &request.get_ref().session_id)
-            .await?;
+        let (_, _, mut session) = self.open(request, "GetSession", session_id).await?;
         // RETRY (attempt, next attempt, error) while the loop waits to retry a step, BUSY under a live lease, IDLE.
         session.status = Some(
             self.engine
@@ -300,10 +312,7 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::DeleteSessionRequest>,
     ) -> Result<Response<pb::DeleteSessionResponse>, Status> {
-        let caller = access::caller(&request)?;
-        let session = self
-            .session(&caller, "DeleteSession", &request.get_ref().session_id)
-            .await?;
+        let (_, _, session) = self.open(request, "DeleteSession", session_id).await?;
         let id = &session.id;
         self.engine.abort(id);
         if !self
@@ -393,10 +402,7 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::SubscribeRequest>,
     ) -> Result<Response<Self::SubscribeStream>, Status> {
-        let caller = access::caller(&request)?;
-        let req = request.into_inner();
-        validate::subscribe(&req)?;
-        access::session(&self.engine, &caller, "Subscribe", &req.session_id).await?;
+        let (_, req, _) = self.open(request, "Subscribe", validate::subscribe).await?;
         let after = if req.after_event_id.is_empty() {
             self.engine
                 .events
@@ -454,10 +460,7 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::AbortRequest>,
     ) -> Result<Response<pb::AbortResponse>, Status> {
-        let caller = access::caller(&request)?;
-        let session = self
-            .session(&caller, "Abort", &request.get_ref().session_id)
-            .await?;
+        let (_, _, session) = self.open(request, "Abort", session_id).await?;
         Ok(Response::new(pb::AbortResponse {
             aborted: self.engine.abort(&session.id),
         }))
@@ -467,10 +470,9 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::SubmitToolResultRequest>,
     ) -> Result<Response<pb::SubmitToolResultResponse>, Status> {
-        let caller = access::caller(&request)?;
-        let r = request.into_inner();
-        validate::submit_tool_result(&r)?;
-        access::session(&self.engine, &caller, "SubmitToolResult", &r.session_id).await?;
+        let (_, r, _) = self
+            .open(request, "SubmitToolResult", validate::submit_tool_result)
+            .await?;
         self.engine
             .store
             .submit_tool_result(&r.session_id, &r.call_id, &r.output, r.is_error)
@@ -483,10 +485,7 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::CompactRequest>,
     ) -> Result<Response<Self::CompactStream>, Status> {
-        let caller = access::caller(&request)?;
-        let req = request.into_inner();
-        validate::compact(&req)?;
-        access::session(&self.engine, &caller, "Compact", &req.session_id).await?;
+        let (_, req, _) = self.open(request, "Compact", validate::compact).await?;
         let start = self
             .engine
             .compact_now(&req.session_id, &req.model)
@@ -548,10 +547,7 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::GetDiffRequest>,
     ) -> Result<Response<pb::GetDiffResponse>, Status> {
-        let caller = access::caller(&request)?;
-        let req = request.into_inner();
-        validate::get_diff(&req)?;
-        let session = access::session(&self.engine, &caller, "GetDiff", &req.session_id).await?;
+        let (_, req, session) = self.open(request, "GetDiff", validate::get_diff).await?;
         crate::diff_api::get_diff(&self.engine, session, req).await
     }
 
@@ -559,10 +555,7 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::DiagnoseRequest>,
     ) -> Result<Response<pb::DiagnoseResponse>, Status> {
-        let caller = access::caller(&request)?;
-        let session = self
-            .session(&caller, "Diagnose", &request.get_ref().session_id)
-            .await?;
+        let (_, _, session) = self.open(request, "Diagnose", session_id).await?;
         crate::diagnostics::diagnose(&self.engine, session).await
     }
 
@@ -570,10 +563,9 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::ReplyPermissionRequest>,
     ) -> Result<Response<pb::ReplyPermissionResponse>, Status> {
-        let caller = access::caller(&request)?;
-        let r = request.into_inner();
-        validate::reply_permission(&r)?;
-        access::session(&self.engine, &caller, "ReplyPermission", &r.session_id).await?;
+        let (_, r, _) = self
+            .open(request, "ReplyPermission", validate::reply_permission)
+            .await?;
         self.engine
             .store
             .reply_permission(&r.session_id, &r.permission_id, r.allow)

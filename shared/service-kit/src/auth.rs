@@ -9,6 +9,32 @@ pub fn bearer(value: &str) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
+/// What a gRPC call without a bearer token is told.
+pub const MISSING_BEARER: &str = "missing `authorization: Bearer <token>` metadata";
+
+/// The bearer token of a gRPC call's `authorization` metadata; `None` when it has none.
+pub fn bearer_metadata(metadata: &tonic::metadata::MetadataMap) -> Option<&str> {
+    metadata
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer)
+}
+
+/// The position in `tokens` of the one `presented` equals. Every token is compared, each in constant time, so the
+/// time taken does not tell which token, if any, matched or how much of one did.
+pub fn find_token<T: AsRef<[u8]>>(
+    tokens: impl IntoIterator<Item = T>,
+    presented: &str,
+) -> Option<usize> {
+    let mut found = None;
+    for (i, token) in tokens.into_iter().enumerate() {
+        if constant_time_eq(token.as_ref(), presented.as_bytes()) {
+            found = Some(i);
+        }
+    }
+    found
+}
+
 /// Compares without an early exit on the first differing byte (a length difference is not hidden: token lengths
 /// are not secret).
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

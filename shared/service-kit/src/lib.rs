@@ -1,7 +1,8 @@
 //! Plumbing both services share, one concern per module:
 //! - [`tls`]: TLS and mutual TLS from certificate files: the configuration keys, loading and validating the files
 //!   at start-up, and tonic's server and client configurations built from them.
-//! - [`auth`]: the `authorization: Bearer` value parsed per RFC 9110, and the constant-time token comparison.
+//! - [`auth`]: the `authorization: Bearer` value parsed per RFC 9110 (from gRPC metadata too), and the constant-time
+//!   token comparison and lookup.
 //! - [`env`]: where configuration reads environment variables from (the process, or a fixed list in tests).
 //! - [`grpc`]: the gRPC conventions every server follows: gzip and zstd, reflection v1 and v1alpha listing only
 //!   the served services, health `Watch` per the protocol, HTTP/2 keepalive.
@@ -9,15 +10,19 @@
 //! - [`deadline`]: the caller's `grpc-timeout` honoured over the whole call, streams included, with
 //!   `DEADLINE_EXCEEDED`.
 //! - [`serve`]: the start-up error of a server and the SIGTERM/SIGINT shutdown signal.
+//! - [`status`]: error statuses with `google.rpc.ErrorInfo` and `BadRequest` details.
+//! - [`codec`]: a protobuf codec with set buffer sizes and decode-error status, for hand-wired calls.
 //! - `test_certs` (feature `test-certs`): a small certificate authority with server and client certificates, for
 //!   tests.
 
 pub mod auth;
+pub mod codec;
 pub mod deadline;
 pub mod env;
 pub mod grpc;
 pub mod raw;
 pub mod serve;
+pub mod status;
 pub mod tls;
 
 #[cfg(any(test, feature = "test-certs"))]

@@ -1,7 +1,9 @@
-//! The `/metrics` endpoint both services serve on their own listener.
+//! The `/metrics` endpoint both services serve on their own listener, and [`scrape`], the client the tests and
+//! benchmarks read it with.
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,6 +11,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// Something that renders the OpenMetrics text exposition on every scrape.
@@ -79,13 +82,12 @@ pub async fn serve<E: Exposition>(
     }
 }
 
+/// The content type of a scrape's answer.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
 fn respond<E: Exposition, B>(registry: &E, req: &Request<B>) -> Response<Full<Bytes>> {
     let (status, content_type, body) = match (req.method(), req.uri().path()) {
-        (&Method::GET, "/metrics") => (
-            StatusCode::OK,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            Bytes::from(registry.encode()),
-        ),
+        (&Method::GET, "/metrics") => (StatusCode::OK, OPENMETRICS, Bytes::from(registry.encode())),
         (_, "/metrics") => (
             StatusCode::METHOD_NOT_ALLOWED,
             "text/plain; charset=utf-8",
@@ -105,3 +107,32 @@ fn respond<E: Exposition, B>(registry: &E, req: &Request<B>) -> Response<Full<By
     );
     response
 }
+
+/// Reads the `/metrics` listener at `addr` as a scraper does (one `GET /metrics` over HTTP/1.1, the connection
+/// closed after it): the body of a 200 in OpenMetrics text. Anything else is an error naming what came back.
+pub async fn scrape(addr: SocketAddr) -> std::io::Result<String> {
+    let mut sock = tokio::net::TcpStream::connect(addr).await?;
+    sock.write_all(b"GET /metrics HTTP/1.1\r\nhost: metrics\r\nconnection: close\r\n\r\n")
+        .await?;
+    let mut reply = String::new();
+    sock.read_to_string(&mut reply).await?;
+    let not_metrics = || {
+        std::io::Error::other(format!(
+            "not an OpenMetrics 200 from {addr}: {}",
+            reply.lines().next().unwrap_or("")
+        ))
+    };
+    let (head, body) = reply.split_once("\r\n\r\n").ok_or_else(not_metrics)?;
+    let openmetrics = head
+        .lines()
+        .any(|l| l.eq_ignore_ascii_case(&format!("content-type: {OPENMETRICS}")));
+    if !head.starts_with("HTTP/1.1 200") || !openmetrics {
+        return Err(not_metrics());
+    }
+    // The listener answers with a whole body and its content-length, so the body is the text as is.
+    Ok(body.to_string())
+}
+
+#[cfg(test)]
+#[path = "metrics_http_tests.rs"]
+mod tests;

@@ -190,7 +190,7 @@ fn parse_plan(plan: &str) -> Vec<(usize, usize)> {
     bench::procs::parse_plan(plan).unwrap_or_else(|e| panic!("--plan: {e}"))
 }
 
-use bench::procs::{loadavg, machine, raise_nofile};
+use bench::procs::{loadavg, machine, raise_nofile, run_header, schedule};
 
 #[tokio::main]
 async fn main() {

@@ -94,22 +94,11 @@ pub(super) fn report(
     out: &mut String,
 ) {
     use std::fmt::Write as _;
-    let _ = writeln!(out, "\n## loadgen results\n");
-    let _ = writeln!(out, "- machine: {}", machine());
+    run_header(out, "loadgen", &load.0, &load.1);
     let _ = writeln!(
         out,
-        "- load average (1, 5, 15 min) at start: {}; at end: {}",
-        load.0, load.1
-    );
-    let _ = writeln!(
-        out,
-        "- provider: {} chunks{}; gRPC connections per relay: {}; {} streams back to back per worker; worker starts spread over max(stream length, C × {} µs)",
-        args.chunks,
-        if args.interval_ms == 0 {
-            " in a burst (no pacing)".to_owned()
-        } else {
-            format!(" at {} ms", args.interval_ms)
-        },
+        "- provider: {}; gRPC connections per relay: {}; {} streams back to back per worker; worker starts spread over max(stream length, C × {} µs)",
+        schedule(args.chunks, args.interval_ms),
         args.grpc_conns,
         args.per_worker,
         args.ramp_us

@@ -29,7 +29,8 @@ use std::time::{Duration, Instant};
 
 use bench::procfs;
 use bench::procs::{
-    free_port, loadavg, machine, parse_plan, raise_nofile, spawn_logged, wait_listening,
+    free_port, loadavg, machine, parse_plan, raise_nofile, run_header, schedule, spawn_logged,
+    wait_listening,
 };
 use bench::promtext;
 use bench::redisinfo::{self, CommandStats};

@@ -4,7 +4,7 @@ use super::*;
 
 /// The processor's prompt-phase histogram totals, from its `/metrics`.
 pub(super) async fn prompt_phases(metrics: SocketAddr) -> promtext::Totals {
-    let text = promtext::scrape(metrics)
+    let text = llm_telemetry::metrics_http::scrape(metrics)
         .await
         .unwrap_or_else(|e| panic!("scrape the processor's metrics: {e}"));
     promtext::histogram_totals(&text, "session_processor_prompt_phase_seconds", "phase")
@@ -59,22 +59,11 @@ pub(super) fn summaries(agg: &mut Agg) -> (Summary, Summary, Summary) {
 
 pub(super) fn report(levels: &mut [Level], args: &Args, run: &RunInfo, out: &mut String) {
     use std::fmt::Write as _;
-    let _ = writeln!(out, "\n## procbench results\n");
-    let _ = writeln!(out, "- machine: {}", machine());
+    run_header(out, "procbench", &run.load_start, &run.load_end);
     let _ = writeln!(
         out,
-        "- load average (1, 5, 15 min) at start: {}; at end: {}",
-        run.load_start, run.load_end
-    );
-    let _ = writeln!(
-        out,
-        "- provider: {} chunks{}; {} prompts (session workers) or streams (direct workers) back to back per worker; {} gRPC connections per client; worker starts spread over max(stream length, 2·S × {} µs)",
-        args.chunks,
-        if args.interval_ms == 0 {
-            " in a burst (no pacing)".to_owned()
-        } else {
-            format!(" at {} ms", args.interval_ms)
-        },
+        "- provider: {}; {} prompts (session workers) or streams (direct workers) back to back per worker; {} gRPC connections per client; worker starts spread over max(stream length, 2·S × {} µs)",
+        schedule(args.chunks, args.interval_ms),
         args.per_worker,
         args.grpc_conns,
         args.ramp_us

@@ -13,6 +13,17 @@ use pb::file_part::Source;
 /// and with it the provider's prompt cache, stays stable from one step to the next.
 pub(crate) const LEADING_USER_TEXT: &str = ".";
 
+/// A file part's media type without its parameters, lower-cased (`Image/PNG; q=1` is `image/png`): what the
+/// Anthropic, Bedrock and Gemini builders choose a block by.
+pub(crate) fn media_type(f: &pb::FilePart) -> String {
+    f.media_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+}
+
 /// Standard base64 with padding (RFC 4648 §4): Anthropic's `source.data`, Gemini's `inlineData.data`, and the payload
 /// of a data URL. Written here rather than pulled in as a crate: a dozen lines.
 pub(crate) fn base64(data: &[u8]) -> String {

@@ -93,3 +93,14 @@ fn openai_files_are_classified_by_media_type_and_source() {
         "generation.messages[1].parts[2].file"
     );
 }
+
+#[test]
+fn a_media_type_loses_its_parameters_and_case() {
+    let file = |media_type: &str| pb::FilePart {
+        media_type: media_type.into(),
+        ..Default::default()
+    };
+    assert_eq!(media_type(&file("Image/PNG; q=1")), "image/png");
+    assert_eq!(media_type(&file(" text/plain;charset=utf-8")), "text/plain");
+    assert_eq!(media_type(&file("")), "");
+}

@@ -11,6 +11,7 @@
 pub mod anthropic;
 pub mod azure;
 pub mod bedrock;
+pub(crate) mod blocks;
 pub mod classify;
 pub(crate) mod encoding;
 pub mod eventstream;
@@ -24,10 +25,14 @@ mod json_scan;
 mod no_nameless_tests;
 pub mod openai_chat;
 pub mod openai_responses;
+pub(crate) mod options;
 pub mod redact;
 pub mod sse;
 pub mod strict;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod transport;
+pub(crate) mod turns;
 pub mod vertex;
 
 use llm_proto::gateway as pb;
@@ -187,4 +192,19 @@ pub trait Decoder: Send {
 
     /// A decoder for a retry of the same request: the same configuration, none of this stream's state.
     fn restart(&self) -> Box<dyn Decoder>;
+}
+
+/// The type of a frame whose body the decoder could not parse as one of its events: the body's `type` field when it
+/// has a non-empty one (what names events on the Anthropic and Responses streams, whatever the `event:` line says),
+/// else the `event:` name. Lets a decoder tell a broken known event from an unknown one it may skip.
+pub(crate) fn frame_type<'a>(event: &'a str, data: &'a str) -> std::borrow::Cow<'a, str> {
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(rename = "type", borrow, default)]
+        kind: std::borrow::Cow<'a, str>,
+    }
+    match serde_json::from_str::<Head<'_>>(data) {
+        Ok(head) if !head.kind.is_empty() => head.kind,
+        _ => std::borrow::Cow::Borrowed(event),
+    }
 }

@@ -326,20 +326,7 @@ impl SseParser {
             }
         }
         if self.capturing {
-            // Inside a bare JSON value every line belongs to it, whatever it looks like.
-            if self.over(self.json.len() + 1 + lossy_len(line)) {
-                return Ok(());
-            }
-            self.json.push('\n');
-            push_lossy(&mut self.json, line);
-            self.scan.scan(line);
-            if self.scan.balanced() {
-                self.capturing = false;
-                let result = on(SseItem::BareJson(&self.json));
-                self.json.clear();
-                return result;
-            }
-            return Ok(());
+            return self.continue_capture(line, on);
         }
         let Some(&first) = line.first() else {
             return self.dispatch(input, on);
@@ -362,42 +349,72 @@ impl SseParser {
         };
         let value = &line[value_start..];
         match field {
-            b"data" => match (self.data_state, at) {
-                (Data::None, _) if self.over(lossy_len(value)) => {}
-                (Data::None, Some(at)) => {
-                    self.data_state = Data::InInput {
-                        start: at + value_start,
-                        end: at + line.len(),
-                    };
-                }
-                (Data::None, None) => {
-                    self.data.clear();
-                    push_lossy(&mut self.data, value);
-                    self.data_state = Data::Buffered;
-                }
-                (Data::InInput { start, end }, _)
-                    if self.over(
-                        lossy_len(input.get(start..end).unwrap_or_default()) + 1 + lossy_len(value),
-                    ) => {}
-                (Data::Buffered, _) if self.over(self.data.len() + 1 + lossy_len(value)) => {}
-                (Data::InInput { start, end }, _) => {
-                    self.data.clear();
-                    push_lossy(&mut self.data, input.get(start..end).unwrap_or_default());
-                    self.data.push('\n');
-                    push_lossy(&mut self.data, value);
-                    self.data_state = Data::Buffered;
-                }
-                (Data::Buffered, _) => {
-                    self.data.push('\n');
-                    push_lossy(&mut self.data, value);
-                }
-            },
+            b"data" => self.data_line(input, line, value_start, at),
             b"event" => {
                 self.event.clear();
                 push_lossy(&mut self.event, value);
             }
             // `id:` and `retry:` matter only to browsers reconnecting; unknown fields are ignored per spec.
             _ => {}
+        }
+        Ok(())
+    }
+
+    /// A `data:` line, its value from `value_start` (`at` and `input` as for [`Self::line`]): kept as a range of the
+    /// read while it is the event's only data line, buffered once a second line joins it or when the line was
+    /// assembled from several reads.
+    fn data_line(&mut self, input: &[u8], line: &[u8], value_start: usize, at: Option<usize>) {
+        let value = &line[value_start..];
+        match (self.data_state, at) {
+            (Data::None, _) if self.over(lossy_len(value)) => {}
+            (Data::None, Some(at)) => {
+                self.data_state = Data::InInput {
+                    start: at + value_start,
+                    end: at + line.len(),
+                };
+            }
+            (Data::None, None) => {
+                self.data.clear();
+                push_lossy(&mut self.data, value);
+                self.data_state = Data::Buffered;
+            }
+            (Data::InInput { start, end }, _)
+                if self.over(
+                    lossy_len(input.get(start..end).unwrap_or_default()) + 1 + lossy_len(value),
+                ) => {}
+            (Data::Buffered, _) if self.over(self.data.len() + 1 + lossy_len(value)) => {}
+            (Data::InInput { start, end }, _) => {
+                self.data.clear();
+                push_lossy(&mut self.data, input.get(start..end).unwrap_or_default());
+                self.data.push('\n');
+                push_lossy(&mut self.data, value);
+                self.data_state = Data::Buffered;
+            }
+            (Data::Buffered, _) => {
+                self.data.push('\n');
+                push_lossy(&mut self.data, value);
+            }
+        }
+    }
+
+    /// A line inside a bare JSON value: every line belongs to it, whatever it looks like. Dispatches the value once
+    /// its brackets balance.
+    fn continue_capture<E>(
+        &mut self,
+        line: &[u8],
+        on: &mut impl FnMut(SseItem<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if self.over(self.json.len() + 1 + lossy_len(line)) {
+            return Ok(());
+        }
+        self.json.push('\n');
+        push_lossy(&mut self.json, line);
+        self.scan.scan(line);
+        if self.scan.balanced() {
+            self.capturing = false;
+            let result = on(SseItem::BareJson(&self.json));
+            self.json.clear();
+            return result;
         }
         Ok(())
     }

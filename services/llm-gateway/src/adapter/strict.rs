@@ -128,18 +128,7 @@ fn lower_object(s: &Map<String, Value>, depth: usize, is_root: bool) -> Option<M
         out.insert("enum".into(), json!([c]));
     }
 
-    let mut ty = s.get("type").cloned();
-    if ty.is_none() && s.contains_key("properties") {
-        ty = Some(Value::from("object"));
-    }
-    match &ty {
-        Some(Value::Array(types)) if types.is_empty() => return None,
-        Some(Value::String(_)) | Some(Value::Array(_)) | None => {}
-        Some(_) => return None,
-    }
-    if s.get("nullable") == Some(&Value::Bool(true)) {
-        ty = ty.map(with_null);
-    }
+    let ty = lower_type(s)?;
     let has_type = |name: &str| match &ty {
         Some(Value::String(t)) => t == name,
         Some(Value::Array(ts)) => ts.iter().any(|t| t == name),
@@ -155,26 +144,9 @@ fn lower_object(s: &Map<String, Value>, depth: usize, is_root: bool) -> Option<M
         out.insert("items".into(), Value::Object(items));
     }
 
-    let branches = match (s.get("anyOf"), s.get("oneOf")) {
-        (Some(_), Some(_)) => return None,
-        (Some(b), None) | (None, Some(b)) => Some(b),
-        (None, None) => None,
-    };
-    if let Some(branches) = branches {
-        let Value::Array(branches) = branches else {
-            return None;
-        };
-        let lowered: Option<Vec<Value>> = branches
-            .iter()
-            .map(|b| lower_value(b, depth + 1).map(Value::Object))
-            .collect();
-        let lowered = lowered?;
-        if lowered.is_empty() {
-            return None;
-        }
-        out.insert("anyOf".into(), Value::Array(lowered));
+    if let Some(any_of) = lower_branches(s, depth)? {
+        out.insert("anyOf".into(), any_of);
     }
-
     for defs in ["$defs", "definitions"] {
         if let Some(Value::Object(d)) = s.get(defs) {
             let mut lowered = Map::new();
@@ -196,6 +168,45 @@ fn lower_object(s: &Map<String, Value>, depth: usize, is_root: bool) -> Option<M
         return None;
     }
     Some(out)
+}
+
+/// The schema's `type` as strict mode writes it (`object` where only `properties` says so, `null` added for
+/// OpenAPI's `nullable: true`); `Some(None)` for a schema without a type, `None` for a type that cannot be lowered.
+fn lower_type(s: &Map<String, Value>) -> Option<Option<Value>> {
+    let mut ty = s.get("type").cloned();
+    if ty.is_none() && s.contains_key("properties") {
+        ty = Some(Value::from("object"));
+    }
+    match &ty {
+        Some(Value::Array(types)) if types.is_empty() => return None,
+        Some(Value::String(_)) | Some(Value::Array(_)) | None => {}
+        Some(_) => return None,
+    }
+    if s.get("nullable") == Some(&Value::Bool(true)) {
+        ty = ty.map(with_null);
+    }
+    Some(ty)
+}
+
+/// The schema's `anyOf` or `oneOf` branches lowered, as one `anyOf` (strict mode has no `oneOf`); `Some(None)`
+/// without either, `None` when both are given, a branch cannot be lowered or there is none.
+fn lower_branches(s: &Map<String, Value>, depth: usize) -> Option<Option<Value>> {
+    let branches = match (s.get("anyOf"), s.get("oneOf")) {
+        (Some(_), Some(_)) => return None,
+        (Some(b), None) | (None, Some(b)) => b,
+        (None, None) => return Some(None),
+    };
+    let Value::Array(branches) = branches else {
+        return None;
+    };
+    let lowered: Vec<Value> = branches
+        .iter()
+        .map(|b| lower_value(b, depth + 1).map(Value::Object))
+        .collect::<Option<_>>()?;
+    if lowered.is_empty() {
+        return None;
+    }
+    Some(Some(Value::Array(lowered)))
 }
 
 /// `properties`, `required` (all of them) and `additionalProperties: false` of an object schema.

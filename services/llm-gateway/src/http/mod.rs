@@ -49,19 +49,16 @@ where
     }
     let method = req.method().clone();
     match (method, path.as_str()) {
-        (Method::POST, "/v1/chat/completions") => {
+        (Method::POST, "/v1/chat/completions" | "/v1/messages") => {
             let (parts, body) = req.into_parts();
-            match read_body(body, config.max_request_bytes).await {
-                Ok(body) => openai_chat::handle(gateway, &parts.headers, body).await,
-                Err(e) => error(dialect, &e),
-            }
-        }
-        (Method::POST, "/v1/messages") => {
-            let (parts, body) = req.into_parts();
-            match read_body(body, config.max_request_bytes).await {
-                Ok(body) => anthropic::handle(gateway, &parts.headers, body).await,
-                Err(e) => error(dialect, &e),
-            }
+            let answer = match read_body(body, config.max_request_bytes).await {
+                Ok(body) if dialect == Dialect::Anthropic => {
+                    anthropic::run(gateway, &parts.headers, body).await
+                }
+                Ok(body) => openai_chat::run(gateway, &parts.headers, body).await,
+                Err(e) => Err(e),
+            };
+            answer.unwrap_or_else(|e| error(dialect, &e))
         }
         (Method::GET, "/v1/models") => json(StatusCode::OK, &models::list(&config)),
         (Method::GET, p) if p.starts_with("/v1/models/") => {

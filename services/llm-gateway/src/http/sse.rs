@@ -13,6 +13,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use futures::Stream;
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
+use llm_proto::gateway as pb;
 use serde_json::Value;
 
 /// The body of every front-door response.
@@ -66,6 +67,27 @@ where
         Ok::<_, Infallible>(hyper::body::Frame::data(b))
     }))
     .boxed_unsync()
+}
+
+/// Silence after which a streamed response gets its dialect's keep-alive frame.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// A streamed response body: each of the generation's `events` written by `encode` into its dialect's frames as it
+/// arrives, and `keep_alive` after [`KEEP_ALIVE`] of silence.
+pub fn encoded<S>(
+    events: S,
+    mut encode: impl FnMut(pb::StreamResponse, &mut BytesMut) + Send + 'static,
+    keep_alive: &'static [u8],
+) -> Body
+where
+    S: Stream<Item = pb::StreamResponse> + Send + 'static,
+{
+    let frames = futures::StreamExt::map(events, move |ev| {
+        let mut out = BytesMut::new();
+        encode(ev, &mut out);
+        out.freeze()
+    });
+    body(frames, Bytes::from_static(keep_alive), KEEP_ALIVE)
 }
 
 /// Frames from `inner`, with `keep_alive` after every `idle` of silence.

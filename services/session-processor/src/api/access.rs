@@ -13,8 +13,6 @@ use super::status;
 use crate::config::{Caller, Config};
 use crate::engine::Engine;
 
-pub use service_kit::auth::bearer;
-
 /// Log target of operator calls.
 pub const AUDIT_TARGET: &str = "session_processor::audit";
 
@@ -40,14 +38,8 @@ impl tonic::service::Interceptor for Auth {
                 .insert(Caller::Tenant(String::new()));
             return Ok(request);
         }
-        let presented = request
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(bearer)
-            .ok_or_else(|| {
-                status::unauthenticated("missing `authorization: Bearer <token>` metadata")
-            })?;
+        let presented = service_kit::auth::bearer_metadata(request.metadata())
+            .ok_or_else(|| status::unauthenticated(service_kit::auth::MISSING_BEARER))?;
         let caller = self
             .config
             .caller(presented)
@@ -73,6 +65,33 @@ pub fn audit(caller: &Caller, rpc: &str, session_id: &str, tenant: &str) {
         tracing::info!(target: AUDIT_TARGET, message = "operator access", rpc, session_id, tenant);
     }
 }
+
+/// A request that names one session by its `session_id`.
+pub trait NamesSession {
+    fn session_id(&self) -> &str;
+}
+
+macro_rules! names_session {
+    ($($request:ty),* $(,)?) => {
+        $(impl NamesSession for $request {
+            fn session_id(&self) -> &str {
+                &self.session_id
+            }
+        })*
+    };
+}
+
+names_session!(
+    pb::GetSessionRequest,
+    pb::DeleteSessionRequest,
+    pb::SubscribeRequest,
+    pb::AbortRequest,
+    pb::SubmitToolResultRequest,
+    pb::CompactRequest,
+    pb::GetDiffRequest,
+    pb::DiagnoseRequest,
+    pb::ReplyPermissionRequest,
+);
 
 /// The session `session_id` (already validated) if `caller` may see it: `NOT_FOUND` when it does not exist or is
 /// another tenant's, the same status either way. Logs operator calls.
@@ -126,7 +145,3 @@ pub fn agent<'a>(
     }
     Ok(name)
 }
-
-#[cfg(test)]
-#[path = "access_tests.rs"]
-mod tests;

@@ -21,31 +21,12 @@ use crate::store::StoreError;
 pub const ERROR_DOMAIN: &str = "session-processor";
 
 fn info(code: Code, message: String, reason: &str, meta: &[(&str, &str)]) -> Status {
-    let mut details = ErrorDetails::new();
-    details.set_error_info(
-        reason,
-        ERROR_DOMAIN,
-        meta.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect::<std::collections::HashMap<_, _>>(),
-    );
-    Status::with_error_details(code, message, details)
+    service_kit::status::with_info(code, message, ERROR_DOMAIN, reason, meta)
 }
 
 /// `INVALID_ARGUMENT` naming `field`.
 pub fn invalid(field: &str, message: &str) -> Status {
-    let mut details = ErrorDetails::new();
-    details.add_bad_request_violation(field, message);
-    details.set_error_info(
-        "INVALID_ARGUMENT",
-        ERROR_DOMAIN,
-        [("field".to_string(), field.to_string())],
-    );
-    Status::with_error_details(
-        Code::InvalidArgument,
-        format!("{field}: {message}"),
-        details,
-    )
+    service_kit::status::invalid(ERROR_DOMAIN, field, message)
 }
 
 /// `RESOURCE_EXHAUSTED`: `field` is over its size limit (`limit`, as documented, e.g. `16384 bytes`).

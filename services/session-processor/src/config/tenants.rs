@@ -171,13 +171,8 @@ impl Access {
 /// Who presents `token`, compared in constant time against every accepted token (the time taken does not depend
 /// on which token, if any, matched or how much of one did).
 pub fn caller<'a>(tokens: &'a [(String, Caller)], token: &str) -> Option<&'a Caller> {
-    let mut found = None;
-    for (t, caller) in tokens {
-        if service_kit::auth::constant_time_eq(t.as_bytes(), token.as_bytes()) {
-            found = Some(caller);
-        }
-    }
-    found
+    let found = service_kit::auth::find_token(tokens.iter().map(|(t, _)| t), token)?;
+    tokens.get(found).map(|(_, caller)| caller)
 }
 
 /// Whether `caller` may select `agent` (which exists): operators and the unnamed tenant any, a tenant those of its

@@ -5,13 +5,14 @@
 //! stands in when `data` has no `type`.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
-use crate::adapter::Decoder;
+use crate::adapter::blocks::{Block, OpenBlocks};
 use crate::adapter::classify::classify;
-use crate::error::{ErrorKind, ProviderError};
+use crate::adapter::{Decoder, frame_type};
+use crate::error::ProviderError;
 use crate::event::{Event, Finish, FinishReason, Usage};
 
 /// Decoder state for one Anthropic Messages stream.
@@ -19,36 +20,19 @@ use crate::event::{Event, Finish, FinishReason, Usage};
 /// Block ids are the API's content-block `index` as a string (reasoning and text alike); tool calls keep the API's
 /// `toolu_…` id. Tool arguments are emitted as they stream and finalised only at their block's stop (or at
 /// `message_stop`), never because the buffer happens to parse as JSON.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct AnthropicDecoder {
-    /// Open content blocks by index; ordered so a flush at `message_stop` closes them in stream order.
-    blocks: BTreeMap<u64, Block>,
+    /// Open content blocks by index; a flush at `message_stop` closes them in stream order.
+    blocks: OpenBlocks,
     response_id: String,
     response_model: String,
     usage: WireTotals,
     stop_reason: Option<String>,
-    saw_tool_call: bool,
     /// Ids of the `tool_use` blocks so far: one used twice is refused, never passed on.
     call_ids: Vec<String>,
     /// Every block index started so far: a second start of one would reuse its block id.
     started: BTreeSet<u64>,
     done: bool,
-}
-
-/// An open content block.
-#[derive(Debug)]
-enum Block {
-    Text,
-    Thinking {
-        signature: String,
-    },
-    Tool {
-        id: String,
-        name: String,
-        input: String,
-    },
-    /// A block type this adapter does not translate (server tools, future types): its deltas are ignored.
-    Other,
 }
 
 /// Usage as the API reports it; later reports override earlier ones field by field.
@@ -109,13 +93,6 @@ struct WireEvent<'a> {
     delta: Option<WireDelta<'a>>,
     #[serde(default)]
     usage: Option<WireUsage>,
-}
-
-/// Only `type`, to tell an unknown event (ignored) from a malformed known one.
-#[derive(Deserialize)]
-struct WireHead<'a> {
-    #[serde(rename = "type", borrow, default)]
-    kind: Cow<'a, str>,
 }
 
 #[derive(Deserialize)]
@@ -193,6 +170,22 @@ fn finish_reason(raw: &str) -> FinishReason {
     }
 }
 
+impl Default for AnthropicDecoder {
+    fn default() -> Self {
+        AnthropicDecoder {
+            // What the request builder reads back from a redacted block's metadata.
+            blocks: OpenBlocks::new("redacted_data"),
+            response_id: String::new(),
+            response_model: String::new(),
+            usage: WireTotals::default(),
+            stop_reason: None,
+            call_ids: Vec::new(),
+            started: BTreeSet::new(),
+            done: false,
+        }
+    }
+}
+
 impl AnthropicDecoder {
     /// A decoder at the start of a stream.
     pub fn new() -> Self {
@@ -208,28 +201,6 @@ impl AnthropicDecoder {
         let mut err = ProviderError::malformed(format!("malformed Anthropic stream: {what}"));
         err.provider_body = data.to_string();
         self.fail(err, out);
-    }
-
-    /// Closes block `index`: the end event, plus the complete call for a tool block.
-    fn close(&mut self, index: u64, out: &mut Vec<Event>) {
-        let Some(block) = self.blocks.remove(&index) else {
-            return;
-        };
-        let id = index.to_string();
-        match block {
-            Block::Text => out.push(Event::TextEnd { id }),
-            Block::Thinking { signature } => out.push(Event::ReasoningEnd {
-                id,
-                // Without a signature the block cannot be replayed, so there is nothing to hand back.
-                metadata: (!signature.is_empty())
-                    .then(|| serde_json::json!({ "signature": signature }).to_string()),
-            }),
-            Block::Tool { id, name, input } => {
-                self.saw_tool_call = true;
-                Event::end_tool_call(id, name, input, out);
-            }
-            Block::Other => {}
-        }
     }
 
     /// The no-nameless-call rule: a `tool_use` block needs a name and an id not used before in this stream.
@@ -268,9 +239,7 @@ impl AnthropicDecoder {
                         delta: b.thinking,
                     });
                 }
-                Block::Thinking {
-                    signature: String::new(),
-                }
+                Block::reasoning()
             }
             "redacted_thinking" => {
                 // No deltas follow: the block is complete as it starts.
@@ -304,7 +273,7 @@ impl AnthropicDecoder {
     }
 
     fn delta(&mut self, index: u64, d: WireDelta<'_>, data: &str, out: &mut Vec<Event>) {
-        let Some(block) = self.blocks.get_mut(&index) else {
+        let Some(block) = self.blocks.get_mut(index) else {
             // Dropping it would silently lose content; a delta without its block start is a broken stream.
             self.malformed(
                 format!("delta for content block {index}, which is not open"),
@@ -322,7 +291,7 @@ impl AnthropicDecoder {
                     });
                 }
             }
-            (Block::Thinking { .. }, "thinking_delta") => {
+            (Block::Reasoning { .. }, "thinking_delta") => {
                 if let Some(delta) = d.thinking.filter(|t| !t.is_empty()) {
                     out.push(Event::ReasoningDelta {
                         id: index.to_string(),
@@ -330,7 +299,7 @@ impl AnthropicDecoder {
                     });
                 }
             }
-            (Block::Thinking { signature }, "signature_delta") => {
+            (Block::Reasoning { signature, .. }, "signature_delta") => {
                 if let Some(s) = d.signature {
                     signature.push_str(&s);
                 }
@@ -351,13 +320,10 @@ impl AnthropicDecoder {
 
     fn finish(&mut self, out: &mut Vec<Event>) {
         // A block left open at `message_stop` is closed here, so a complete tool call is never lost.
-        let open: Vec<u64> = self.blocks.keys().copied().collect();
-        for index in open {
-            self.close(index, out);
-        }
+        self.blocks.close_all(out);
         let raw_reason = self.stop_reason.take().unwrap_or_default();
         let mut reason = finish_reason(&raw_reason);
-        if reason == FinishReason::Stop && self.saw_tool_call {
+        if reason == FinishReason::Stop && self.blocks.saw_tool_call() {
             // docs/architecture.md "Unified events": a stop that carries tool calls is reported as tool calls.
             reason = FinishReason::ToolCalls;
         }
@@ -381,12 +347,8 @@ impl Decoder for AnthropicDecoder {
             Ok(ev) => ev,
             Err(e) => {
                 // A field of an unknown event type may have any shape; only known events must parse.
-                let head: Option<WireHead<'_>> = serde_json::from_str(data).ok();
-                let kind = head
-                    .as_ref()
-                    .map(|h| h.kind.as_ref())
-                    .filter(|k| !k.is_empty())
-                    .unwrap_or(event);
+                let kind = frame_type(event, data);
+                let kind = kind.as_ref();
                 if kind == "error" {
                     // Whatever its shape, an error event is the provider's error: classify reads any body.
                     self.fail(classify(None, None, data), out);
@@ -432,7 +394,7 @@ impl Decoder for AnthropicDecoder {
                 ),
             },
             "content_block_stop" => match ev.index {
-                Some(index) => self.close(index, out),
+                Some(index) => self.blocks.close(index, out),
                 None => self.malformed("`content_block_stop` without index".into(), data, out),
             },
             "message_delta" => {
@@ -455,10 +417,7 @@ impl Decoder for AnthropicDecoder {
         if self.done {
             return;
         }
-        self.fail(
-            ProviderError::new(ErrorKind::Network, "stream ended before message_stop"),
-            out,
-        );
+        self.fail(ProviderError::cut_before("message_stop"), out);
     }
 
     fn is_done(&self) -> bool {

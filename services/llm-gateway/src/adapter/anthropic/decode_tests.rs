@@ -1,4 +1,5 @@
 use super::*;
+use crate::error::ErrorKind;
 
 macro_rules! fixture {
     ($name:literal) => {

@@ -10,7 +10,7 @@ mod decode;
 mod request;
 
 pub use decode::AnthropicDecoder;
-pub(crate) use request::{thinking_budget, token_plan};
+pub(crate) use request::{ClaudeSampling, thinking_budget, token_plan};
 
 use super::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
 

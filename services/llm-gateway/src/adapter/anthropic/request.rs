@@ -21,8 +21,9 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::adapter::encoding::{LEADING_USER_TEXT, base64, object_schema, tool_input};
-use crate::adapter::{BuildError, Protocol, Target, ids, pb};
+use crate::adapter::encoding::{LEADING_USER_TEXT, base64, media_type, object_schema, tool_input};
+use crate::adapter::turns::{self, Role};
+use crate::adapter::{BuildError, Protocol, Target, ids, options, pb};
 use crate::catalog::{Capabilities, ModelInfo};
 
 use pb::file_part::Source;
@@ -51,18 +52,8 @@ const IMAGE_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/w
 /// One content block of the request (`{"type": …, …}`).
 type Block = Map<String, Value>;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
-    User,
-    Assistant,
-}
-
 /// One turn of `messages`, before it is serialised.
-#[derive(Debug)]
-struct Turn {
-    role: Role,
-    blocks: Vec<Block>,
-}
+type Turn = turns::Turn<Block>;
 
 /// The replay data an `anthropic` reasoning part carries (what the decoder put in `ReasoningEnd.metadata`).
 #[derive(Deserialize)]
@@ -198,115 +189,31 @@ fn turns(
     caps: &Capabilities,
     replay_reasoning: bool,
 ) -> Result<Vec<Turn>, BuildError> {
-    let mut turns: Vec<Turn> = Vec::new();
-    for (i, m) in g.messages.iter().enumerate() {
-        let role = match m.role() {
-            pb::Role::User | pb::Role::Tool => Role::User,
-            pb::Role::Assistant => Role::Assistant,
-            pb::Role::Unspecified => {
-                return Err(BuildError::new(
-                    format!("generation.messages[{i}].role"),
-                    "the role must be set",
-                ));
+    let mut turns = turns::merged(g, |role, kind, field| {
+        Ok(match (role, kind) {
+            (pb::Role::User | pb::Role::Assistant, Kind::Text(t)) => {
+                (!t.text.trim().is_empty()).then(|| text_block(&t.text))
             }
-        };
-        let mut blocks = Vec::with_capacity(m.parts.len());
-        for (j, p) in m.parts.iter().enumerate() {
-            let field = format!("generation.messages[{i}].parts[{j}]");
-            // A part with no content is dropped like an empty text: never send a bare block.
-            let Some(kind) = &p.kind else { continue };
-            let block = match (m.role(), kind) {
-                (pb::Role::User | pb::Role::Assistant, Kind::Text(t)) => {
-                    (!t.text.trim().is_empty()).then(|| text_block(&t.text))
-                }
-                (pb::Role::User, Kind::File(f)) => file_block(f, caps, &field)?,
-                (pb::Role::Assistant, Kind::Reasoning(r)) if replay_reasoning => {
-                    reasoning_block(r, model)
-                }
-                (pb::Role::Assistant, Kind::Reasoning(_)) => None,
-                (pb::Role::Assistant, Kind::ToolCall(c)) => Some(tool_use_block(c, &field)?),
-                (pb::Role::Tool | pb::Role::User, Kind::ToolResult(r)) => {
-                    Some(tool_result_block(r))
-                }
-                (role, _) => {
-                    return Err(BuildError::new(
-                        field,
-                        format!(
-                            "this kind of part is not allowed in a {} message",
-                            role.as_str_name()
-                        ),
-                    ));
-                }
-            };
-            blocks.extend(block);
-        }
-        if blocks.is_empty() {
-            continue;
-        }
-        match turns.last_mut() {
-            Some(last) if last.role == role => last.blocks.append(&mut blocks),
-            _ => turns.push(Turn { role, blocks }),
-        }
-    }
-    for t in turns.iter_mut().filter(|t| t.role == Role::User) {
-        // Stable: keeps the order of the results and of the other blocks.
-        t.blocks.sort_by_key(|b| !is_tool_result(b));
-    }
-    trim_prefill(&mut turns);
-    lead_with_user(&mut turns);
+            (pb::Role::User, Kind::File(f)) => file_block(f, caps, field)?,
+            (pb::Role::Assistant, Kind::Reasoning(r)) if replay_reasoning => {
+                reasoning_block(r, model)
+            }
+            (pb::Role::Assistant, Kind::Reasoning(_)) => None,
+            (pb::Role::Assistant, Kind::ToolCall(c)) => Some(tool_use_block(c, field)?),
+            (pb::Role::Tool | pb::Role::User, Kind::ToolResult(r)) => Some(tool_result_block(r)),
+            (role, _) => return Err(turns::not_allowed(field, role)),
+        })
+    })?;
+    turns::results_first(&mut turns, is_tool_result);
+    turns::trim_prefill(&mut turns, |b| turns::string(b.get_mut("text")));
+    turns::lead_with_user(&mut turns, || text_block(LEADING_USER_TEXT));
     Ok(turns)
 }
 
-/// The API refuses a conversation whose first message is not the user's (`messages: first message must use the
-/// "user" role`): a history that opens with the assistant (a greeting, a resumed or truncated conversation, or a
-/// first user turn that had only empty text) gets a [`LEADING_USER_TEXT`] user turn in front. Nothing is dropped.
-fn lead_with_user(turns: &mut Vec<Turn>) {
-    if turns.first().is_some_and(|t| t.role == Role::Assistant) {
-        turns.insert(
-            0,
-            Turn {
-                role: Role::User,
-                blocks: vec![text_block(LEADING_USER_TEXT)],
-            },
-        );
-    }
-}
-
-/// The API rejects trailing whitespace at the end of a final assistant turn (a prefill).
-fn trim_prefill(turns: &mut Vec<Turn>) {
-    let Some(last) = turns.last_mut() else { return };
-    if last.role != Role::Assistant {
-        return;
-    }
-    let Some(block) = last.blocks.last_mut() else {
-        return;
-    };
-    if block_type(block) != "text" {
-        return;
-    }
-    if let Some(Value::String(text)) = block.get_mut("text") {
-        let trimmed = text.trim_end().len();
-        text.truncate(trimmed);
-        if text.is_empty() {
-            last.blocks.pop();
-        }
-    }
-    if last.blocks.is_empty() {
-        turns.pop();
-    }
-}
-
-/// With thinking on, the assistant turn that opens the current tool loop (the first assistant turn after the last
-/// user turn that is more than tool results) must start with a thinking or redacted-thinking block.
+/// With thinking on, the assistant turn that opens the current tool loop must start with a thinking or
+/// redacted-thinking block.
 fn thinking_fits_history(turns: &[Turn]) -> bool {
-    let loop_start = turns
-        .iter()
-        .rposition(|t| t.role == Role::User && !t.blocks.iter().all(is_tool_result))
-        .map_or(0, |i| i + 1);
-    match turns.get(loop_start..).and_then(|rest| rest.first()) {
-        Some(t) if t.role == Role::Assistant => t.blocks.first().is_some_and(is_thinking),
-        _ => true,
-    }
+    turns::loop_opens_with(turns, is_tool_result, is_thinking)
 }
 
 /// Replays a reasoning part as `thinking` / `redacted_thinking`, or drops it when it cannot be replayed: produced by
@@ -370,13 +277,7 @@ fn file_block(
     field: &str,
 ) -> Result<Option<Block>, BuildError> {
     let file_field = || format!("{field}.file");
-    let media = f
-        .media_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
+    let media = media_type(f);
     let source = match &f.source {
         Some(Source::Data(d)) if d.is_empty() => return Ok(None),
         Some(Source::Url(u)) if u.trim().is_empty() => {
@@ -483,35 +384,14 @@ struct Choice {
 }
 
 fn tool_choice(g: &pb::Generation) -> Result<Choice, BuildError> {
-    use pb::tool_choice::Mode;
-    let Some(tc) = &g.tool_choice else {
-        return Ok(Choice {
-            value: None,
-            forces_tool: false,
-        });
-    };
-    let has_tools = !g.tools.is_empty();
-    let (value, forces_tool) = match tc.mode() {
+    use turns::ToolChoice;
+    let (value, forces_tool) = match turns::tool_choice(g)? {
         // The API's default is `auto`; sending nothing keeps the body minimal.
-        Mode::Unspecified => (None, false),
-        Mode::Auto => (Some(json!({"type": "auto"})), false),
-        Mode::None => (Some(json!({"type": "none"})), false),
-        Mode::Required if has_tools => (Some(json!({"type": "any"})), true),
-        Mode::Required => {
-            return Err(BuildError::new(
-                "generation.tool_choice.mode",
-                "REQUIRED needs at least one tool in generation.tools",
-            ));
-        }
-        Mode::Tool => {
-            if !g.tools.iter().any(|t| t.name == tc.tool_name) {
-                return Err(BuildError::new(
-                    "generation.tool_choice.tool_name",
-                    format!("`{}` is not in generation.tools", tc.tool_name),
-                ));
-            }
-            (Some(json!({"type": "tool", "name": tc.tool_name})), true)
-        }
+        ToolChoice::Default => (None, false),
+        ToolChoice::Auto => (Some(json!({"type": "auto"})), false),
+        ToolChoice::None => (Some(json!({"type": "none"})), false),
+        ToolChoice::Required => (Some(json!({"type": "any"})), true),
+        ToolChoice::Tool(name) => (Some(json!({"type": "tool", "name": name})), true),
     };
     Ok(Choice { value, forces_tool })
 }
@@ -578,40 +458,61 @@ fn sampling(
     body: &mut Map<String, Value>,
 ) {
     let Some(s) = &g.sampling else { return };
-    // The API's range is 0..=1 (OpenAI's is 0..=2): clamp rather than fail a request another provider accepts.
-    let mut temperature = s
-        .temperature
-        .filter(|t| t.is_finite() && caps.temperature)
-        .map(|t| t.clamp(0.0, 1.0));
-    let mut top_p = s.top_p.filter(|p| p.is_finite()).map(|p| p.clamp(0.0, 1.0));
-    let mut top_k = s.top_k.filter(|&k| k > 0);
-    if thinking {
-        // With thinking on the API refuses temperature and top_k, and accepts top_p only in 0.95..=1.
-        temperature = None;
-        top_k = None;
-        top_p = top_p.filter(|p| (0.95..=1.0).contains(p));
-    }
-    if caps.exclusive_temperature_top_p && temperature.is_some() {
-        top_p = None;
-    }
-    if let Some(t) = temperature {
+    let s = ClaudeSampling::new(s, caps, thinking, true);
+    if let Some(t) = s.temperature {
         body.insert("temperature".into(), Value::from(t));
     }
-    if let Some(p) = top_p {
+    if let Some(p) = s.top_p {
         body.insert("top_p".into(), Value::from(p));
     }
-    if let Some(k) = top_k {
+    if let Some(k) = s.top_k {
         body.insert("top_k".into(), Value::from(k));
     }
-    // The API refuses stop sequences made only of whitespace.
-    let stops: Vec<Value> = s
-        .stop_sequences
-        .iter()
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| Value::from(s.as_str()))
-        .collect();
-    if !stops.is_empty() {
-        body.insert("stop_sequences".into(), Value::Array(stops));
+    if !s.stop_sequences.is_empty() {
+        body.insert("stop_sequences".into(), Value::Array(s.stop_sequences));
+    }
+}
+
+/// The sampling parameters Claude accepts, on the Messages API and through Bedrock's Converse alike.
+pub(crate) struct ClaudeSampling {
+    pub(crate) temperature: Option<f64>,
+    pub(crate) top_p: Option<f64>,
+    pub(crate) top_k: Option<u32>,
+    pub(crate) stop_sequences: Vec<Value>,
+}
+
+impl ClaudeSampling {
+    /// `s` minus what the model or thinking mode rejects; `top_k` only where the model takes it.
+    pub(crate) fn new(s: &pb::Sampling, caps: &Capabilities, thinking: bool, top_k: bool) -> Self {
+        // The API's range is 0..=1 (OpenAI's is 0..=2): clamp rather than fail a request another provider accepts.
+        let mut temperature = s
+            .temperature
+            .filter(|t| t.is_finite() && caps.temperature)
+            .map(|t| t.clamp(0.0, 1.0));
+        let mut top_p = s.top_p.filter(|p| p.is_finite()).map(|p| p.clamp(0.0, 1.0));
+        let mut top_k = s.top_k.filter(|&k| k > 0 && top_k);
+        if thinking {
+            // With thinking on the API refuses temperature and top_k, and accepts top_p only in 0.95..=1.
+            temperature = None;
+            top_k = None;
+            top_p = top_p.filter(|p| (0.95..=1.0).contains(p));
+        }
+        if caps.exclusive_temperature_top_p && temperature.is_some() {
+            top_p = None;
+        }
+        // The API refuses stop sequences made only of whitespace.
+        let stop_sequences = s
+            .stop_sequences
+            .iter()
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| Value::from(s.as_str()))
+            .collect();
+        ClaudeSampling {
+            temperature,
+            top_p,
+            top_k,
+            stop_sequences,
+        }
     }
 }
 
@@ -657,34 +558,13 @@ fn merge_provider_options(
     g: &pb::Generation,
     body: &mut Map<String, Value>,
 ) -> Result<(), BuildError> {
-    const FIELD: &str = "generation.provider_options_json";
-    if g.provider_options_json.trim().is_empty() {
-        return Ok(());
+    if let Some(options) = options::for_protocol(
+        &g.provider_options_json,
+        Protocol::Anthropic,
+        &RESERVED_FIELDS,
+    )? {
+        body.extend(options);
     }
-    let all: Value = serde_json::from_str(&g.provider_options_json)
-        .map_err(|e| BuildError::new(FIELD, format!("not valid JSON: {e}")))?;
-    let Value::Object(mut all) = all else {
-        return Err(BuildError::new(
-            FIELD,
-            "must be a JSON object keyed by protocol",
-        ));
-    };
-    let Some(options) = all.remove(Protocol::Anthropic.as_str()) else {
-        return Ok(());
-    };
-    let Value::Object(options) = options else {
-        return Err(BuildError::new(FIELD, "`anthropic` must be a JSON object"));
-    };
-    if let Some(k) = options
-        .keys()
-        .find(|k| RESERVED_FIELDS.contains(&k.as_str()))
-    {
-        return Err(BuildError::new(
-            FIELD,
-            format!("`anthropic.{k}` is set by the gateway and cannot be overridden"),
-        ));
-    }
-    body.extend(options);
     Ok(())
 }
 

@@ -2,6 +2,9 @@ use serde_json::json;
 
 use super::*;
 use crate::adapter::anthropic::Anthropic;
+use crate::adapter::testkit::{
+    self, assistant, call, file, message, metadata, result, text, tool, user,
+};
 use crate::adapter::{Adapter, HttpRequest};
 
 const SONNET: &str = "anthropic/claude-sonnet-4-5";
@@ -50,68 +53,8 @@ fn error(g: &pb::Generation, m: &ModelInfo) -> BuildError {
     Anthropic.build(g, &Target::new(m)).unwrap_err()
 }
 
-fn part(kind: Kind) -> pb::Part {
-    pb::Part { kind: Some(kind) }
-}
-
-fn text(t: &str) -> pb::Part {
-    part(Kind::Text(pb::TextPart { text: t.into() }))
-}
-
-fn call(id: &str, tool: &str, input: &str) -> pb::Part {
-    part(Kind::ToolCall(pb::ToolCallPart {
-        call_id: id.into(),
-        tool_name: tool.into(),
-        input_json: input.into(),
-        provider_metadata: None,
-    }))
-}
-
-fn result(id: &str, tool: &str, output: &str, is_error: bool) -> pb::Part {
-    part(Kind::ToolResult(pb::ToolResultPart {
-        call_id: id.into(),
-        tool_name: tool.into(),
-        output: output.into(),
-        is_error,
-    }))
-}
-
 fn reasoning(t: &str, protocol: &str, model: &str, json: &str) -> pb::Part {
-    part(Kind::Reasoning(pb::ReasoningPart {
-        text: t.into(),
-        provider_metadata: Some(pb::ProviderMetadata {
-            protocol: protocol.into(),
-            model: model.into(),
-            json: json.into(),
-        }),
-    }))
-}
-
-fn file(media_type: &str, filename: &str, source: Source) -> pb::Part {
-    part(Kind::File(pb::FilePart {
-        media_type: media_type.into(),
-        filename: filename.into(),
-        source: Some(source),
-    }))
-}
-
-fn message(role: pb::Role, parts: Vec<pb::Part>) -> pb::Message {
-    pb::Message {
-        role: role.into(),
-        parts,
-    }
-}
-
-fn user(parts: Vec<pb::Part>) -> pb::Message {
-    message(pb::Role::User, parts)
-}
-
-fn assistant(parts: Vec<pb::Part>) -> pb::Message {
-    message(pb::Role::Assistant, parts)
-}
-
-fn tool(parts: Vec<pb::Part>) -> pb::Message {
-    message(pb::Role::Tool, parts)
+    testkit::reasoning(t, metadata(protocol, model, json))
 }
 
 fn generation(messages: Vec<pb::Message>) -> pb::Generation {

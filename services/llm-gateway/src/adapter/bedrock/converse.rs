@@ -101,7 +101,7 @@ pub(super) fn decode(decoder: &mut BedrockDecoder, json: &str, out: &mut Vec<Eve
         if decoder.is_done() {
             return;
         }
-        decoder.close(index, out);
+        decoder.blocks.close(index, out);
     }
     decoder.stopped(stop_reason, out);
     decoder.finish(response.usage.unwrap_or_default(), out);

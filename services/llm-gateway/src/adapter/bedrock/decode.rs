@@ -7,37 +7,33 @@
 //! stream ends with `messageStop` (the stop reason) then `metadata` (usage), where the `Finish` goes out.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
 use crate::adapter::Decoder;
+use crate::adapter::blocks::{Block, OpenBlocks};
 use crate::adapter::classify::classify;
 use crate::adapter::eventstream::Message;
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::{Event, Finish, FinishReason, Usage};
 
 /// Decoder state for one ConverseStream response.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct BedrockDecoder {
-    blocks: BTreeMap<u64, Block>,
+    pub(super) blocks: OpenBlocks,
     stop_reason: Option<String>,
-    saw_tool_call: bool,
     done: bool,
 }
 
-#[derive(Debug)]
-enum Block {
-    Text,
-    Reasoning {
-        signature: String,
-        redacted: String,
-    },
-    Tool {
-        id: String,
-        name: String,
-        input: String,
-    },
+impl Default for BedrockDecoder {
+    fn default() -> Self {
+        BedrockDecoder {
+            // What the request builder reads back from a redacted block's metadata.
+            blocks: OpenBlocks::new("redacted"),
+            stop_reason: None,
+            done: false,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -166,32 +162,6 @@ impl BedrockDecoder {
         self.fail(err, out);
     }
 
-    pub(super) fn close(&mut self, index: u64, out: &mut Vec<Event>) {
-        let Some(block) = self.blocks.remove(&index) else {
-            return;
-        };
-        let id = index.to_string();
-        match block {
-            Block::Text => out.push(Event::TextEnd { id }),
-            Block::Reasoning {
-                signature,
-                redacted,
-            } => {
-                let metadata = if !redacted.is_empty() {
-                    Some(serde_json::json!({ "redacted": redacted }).to_string())
-                } else {
-                    (!signature.is_empty())
-                        .then(|| serde_json::json!({ "signature": signature }).to_string())
-                };
-                out.push(Event::ReasoningEnd { id, metadata });
-            }
-            Block::Tool { id, name, input } => {
-                self.saw_tool_call = true;
-                Event::end_tool_call(id, name, input, out);
-            }
-        }
-    }
-
     pub(super) fn start(
         &mut self,
         index: u64,
@@ -205,7 +175,7 @@ impl BedrockDecoder {
         if tool.tool_use_id.is_empty() || tool.name.is_empty() {
             return self.malformed("a toolUse start without id or name".into(), data, out);
         }
-        if self.blocks.contains_key(&index) {
+        if self.blocks.contains(index) {
             return self.malformed(format!("content block {index} started twice"), data, out);
         }
         out.push(Event::ToolInputStart {
@@ -225,7 +195,7 @@ impl BedrockDecoder {
     pub(super) fn delta(&mut self, index: u64, d: WireDelta, data: &str, out: &mut Vec<Event>) {
         let id = || index.to_string();
         if let Some(text) = d.text {
-            let block = self.blocks.entry(index).or_insert_with(|| {
+            let block = self.blocks.get_or_open(index, || {
                 out.push(Event::TextStart { id: id() });
                 Block::Text
             });
@@ -239,12 +209,9 @@ impl BedrockDecoder {
                 });
             }
         } else if let Some(r) = d.reasoning_content {
-            let block = self.blocks.entry(index).or_insert_with(|| {
+            let block = self.blocks.get_or_open(index, || {
                 out.push(Event::ReasoningStart { id: id() });
-                Block::Reasoning {
-                    signature: String::new(),
-                    redacted: String::new(),
-                }
+                Block::reasoning()
             });
             let Block::Reasoning {
                 signature,
@@ -262,7 +229,7 @@ impl BedrockDecoder {
                 });
             }
         } else if let Some(t) = d.tool_use {
-            let Some(Block::Tool { id, input, .. }) = self.blocks.get_mut(&index) else {
+            let Some(Block::Tool { id, input, .. }) = self.blocks.get_mut(index) else {
                 return self.malformed(
                     format!("toolUse delta for block {index}, which is not an open tool block"),
                     data,
@@ -281,22 +248,15 @@ impl BedrockDecoder {
 
     /// The message stopped for `reason` (`messageStop`); the finish follows with the usage.
     pub(super) fn stopped(&mut self, reason: String, out: &mut Vec<Event>) {
-        self.close_all(out);
+        self.blocks.close_all(out);
         self.stop_reason = Some(reason);
     }
 
-    fn close_all(&mut self, out: &mut Vec<Event>) {
-        let open: Vec<u64> = self.blocks.keys().copied().collect();
-        for index in open {
-            self.close(index, out);
-        }
-    }
-
     pub(super) fn finish(&mut self, usage: WireUsage, out: &mut Vec<Event>) {
-        self.close_all(out);
+        self.blocks.close_all(out);
         let raw_reason = self.stop_reason.take().unwrap_or_default();
         let mut reason = finish_reason(&raw_reason);
-        if reason == FinishReason::Stop && self.saw_tool_call {
+        if reason == FinishReason::Stop && self.blocks.saw_tool_call() {
             reason = FinishReason::ToolCalls;
         }
         self.done = true;
@@ -343,7 +303,7 @@ impl Decoder for BedrockDecoder {
                     self.delta(i, d, data, out);
                 }
             }
-            ("contentBlockStop", Some(i)) => self.close(i, out),
+            ("contentBlockStop", Some(i)) => self.blocks.close(i, out),
             ("contentBlockStart" | "contentBlockDelta" | "contentBlockStop", None) => {
                 self.malformed(format!("`{event}` without contentBlockIndex"), data, out);
             }
@@ -395,10 +355,7 @@ impl Decoder for BedrockDecoder {
             // `metadata` (usage) is missing but the message did stop: a complete answer without usage.
             return self.finish(WireUsage::default(), out);
         }
-        self.fail(
-            ProviderError::new(ErrorKind::Network, "stream ended before messageStop"),
-            out,
-        );
+        self.fail(ProviderError::cut_before("messageStop"), out);
     }
 
     fn is_done(&self) -> bool {

@@ -16,8 +16,9 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::adapter::encoding::{LEADING_USER_TEXT, base64, object_schema, tool_input};
-use crate::adapter::{BuildError, Protocol, Target, anthropic, ids, pb};
+use crate::adapter::encoding::{LEADING_USER_TEXT, base64, media_type, object_schema, tool_input};
+use crate::adapter::turns::{self, Role};
+use crate::adapter::{BuildError, Protocol, Target, anthropic, ids, options, pb};
 use crate::catalog::ModelInfo;
 
 use pb::file_part::Source;
@@ -35,16 +36,8 @@ pub(super) fn is_claude(model_name: &str) -> bool {
     model_name.contains("anthropic.")
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
-    User,
-    Assistant,
-}
-
-struct Turn {
-    role: Role,
-    content: Vec<Value>,
-}
+/// One turn of `messages`, its content blocks before they are serialised.
+type Turn = turns::Turn<Value>;
 
 /// The replay data of a `bedrock` reasoning part (what the decoder put in `ReasoningEnd.metadata`).
 #[derive(Deserialize)]
@@ -104,7 +97,7 @@ pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, Bui
                         Role::User => "user",
                         Role::Assistant => "assistant",
                     };
-                    json!({"role": role, "content": t.content})
+                    json!({"role": role, "content": t.blocks})
                 })
                 .collect(),
         ),
@@ -164,89 +157,34 @@ fn insert_tool_config(
 
 /// Translates the conversation into alternating turns.
 fn turns(g: &pb::Generation, model: &ModelInfo, replay: bool) -> Result<Vec<Turn>, BuildError> {
-    let mut turns: Vec<Turn> = Vec::new();
-    for (i, m) in g.messages.iter().enumerate() {
-        let role = match m.role() {
-            pb::Role::User | pb::Role::Tool => Role::User,
-            pb::Role::Assistant => Role::Assistant,
-            pb::Role::Unspecified => {
-                return Err(BuildError::new(
-                    format!("generation.messages[{i}].role"),
-                    "the role must be set",
-                ));
+    let mut turns = turns::merged(g, |role, kind, field| {
+        Ok(match (role, kind) {
+            (pb::Role::User | pb::Role::Assistant, Kind::Text(t)) => {
+                (!t.text.trim().is_empty()).then(|| json!({"text": t.text}))
             }
-        };
-        let mut content = Vec::with_capacity(m.parts.len());
-        for (j, p) in m.parts.iter().enumerate() {
-            let field = format!("generation.messages[{i}].parts[{j}]");
-            let Some(kind) = &p.kind else { continue };
-            let block = match (m.role(), kind) {
-                (pb::Role::User | pb::Role::Assistant, Kind::Text(t)) => {
-                    (!t.text.trim().is_empty()).then(|| json!({"text": t.text}))
-                }
-                (pb::Role::User, Kind::File(f)) => file_block(f, model, &field)?,
-                (pb::Role::Assistant, Kind::Reasoning(r)) if replay => reasoning_block(r, model),
-                (pb::Role::Assistant, Kind::Reasoning(_)) => None,
-                (pb::Role::Assistant, Kind::ToolCall(c)) => Some(tool_use_block(c, &field)?),
-                (pb::Role::Tool | pb::Role::User, Kind::ToolResult(r)) => {
-                    Some(tool_result_block(r))
-                }
-                (role, _) => {
-                    return Err(BuildError::new(
-                        field,
-                        format!(
-                            "this kind of part is not allowed in a {} message",
-                            role.as_str_name()
-                        ),
-                    ));
-                }
-            };
-            content.extend(block);
-        }
-        if content.is_empty() {
-            continue;
-        }
-        match turns.last_mut() {
-            Some(last) if last.role == role => last.content.append(&mut content),
-            _ => turns.push(Turn { role, content }),
-        }
-    }
-    for t in turns.iter_mut().filter(|t| t.role == Role::User) {
-        t.content.sort_by_key(|b| b.get("toolResult").is_none());
-    }
-    if let Some(last) = turns.last_mut().filter(|t| t.role == Role::Assistant) {
-        // A final assistant turn is a prefill; the API refuses one that ends in whitespace.
-        if let Some(Value::String(text)) = last.content.last_mut().and_then(|b| b.get_mut("text")) {
-            let keep = text.trim_end().len();
-            text.truncate(keep);
-        }
-    }
-    if turns.first().is_some_and(|t| t.role == Role::Assistant) {
-        turns.insert(
-            0,
-            Turn {
-                role: Role::User,
-                content: vec![json!({"text": LEADING_USER_TEXT})],
-            },
-        );
-    }
+            (pb::Role::User, Kind::File(f)) => file_block(f, model, field)?,
+            (pb::Role::Assistant, Kind::Reasoning(r)) if replay => reasoning_block(r, model),
+            (pb::Role::Assistant, Kind::Reasoning(_)) => None,
+            (pb::Role::Assistant, Kind::ToolCall(c)) => Some(tool_use_block(c, field)?),
+            (pb::Role::Tool | pb::Role::User, Kind::ToolResult(r)) => Some(tool_result_block(r)),
+            (role, _) => return Err(turns::not_allowed(field, role)),
+        })
+    })?;
+    turns::results_first(&mut turns, is_tool_result);
+    turns::trim_prefill(&mut turns, |b| turns::string(b.get_mut("text")));
+    turns::lead_with_user(&mut turns, || json!({"text": LEADING_USER_TEXT}));
     Ok(turns)
+}
+
+fn is_tool_result(b: &Value) -> bool {
+    b.get("toolResult").is_some()
 }
 
 /// With thinking on, the assistant turn opening the current tool loop must start with a reasoning block.
 fn thinking_fits_history(turns: &[Turn]) -> bool {
-    let is_result = |b: &Value| b.get("toolResult").is_some();
-    let start = turns
-        .iter()
-        .rposition(|t| t.role == Role::User && !t.content.iter().all(is_result))
-        .map_or(0, |i| i + 1);
-    match turns.get(start) {
-        Some(t) if t.role == Role::Assistant => t
-            .content
-            .first()
-            .is_some_and(|b| b.get("reasoningContent").is_some()),
-        _ => true,
-    }
+    turns::loop_opens_with(turns, is_tool_result, |b| {
+        b.get("reasoningContent").is_some()
+    })
 }
 
 fn reasoning_block(r: &pb::ReasoningPart, model: &ModelInfo) -> Option<Value> {
@@ -298,13 +236,7 @@ fn file_block(
     field: &str,
 ) -> Result<Option<Value>, BuildError> {
     let file_field = || format!("{field}.file");
-    let media = f
-        .media_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
+    let media = media_type(f);
     let data = match &f.source {
         Some(Source::Data(d)) if d.is_empty() => return Ok(None),
         Some(Source::Data(d)) => d,
@@ -376,7 +308,7 @@ fn document_name(filename: &str) -> String {
 
 /// The tool specs and the translated tool choice (`None` for auto-by-default or NONE).
 fn tool_config(g: &pb::Generation) -> Result<(Vec<Value>, Option<Value>), BuildError> {
-    use pb::tool_choice::Mode;
+    use turns::ToolChoice;
     let mut tools = Vec::with_capacity(g.tools.len());
     for (i, t) in g.tools.iter().enumerate() {
         let schema = object_schema(t, i)?;
@@ -388,28 +320,11 @@ fn tool_config(g: &pb::Generation) -> Result<(Vec<Value>, Option<Value>), BuildE
         spec.insert("inputSchema".into(), json!({"json": schema}));
         tools.push(json!({"toolSpec": spec}));
     }
-    let Some(tc) = &g.tool_choice else {
-        return Ok((tools, None));
-    };
-    let choice = match tc.mode() {
-        Mode::Unspecified | Mode::None => None,
-        Mode::Auto => Some(json!({"auto": {}})),
-        Mode::Required if !g.tools.is_empty() => Some(json!({"any": {}})),
-        Mode::Required => {
-            return Err(BuildError::new(
-                "generation.tool_choice.mode",
-                "REQUIRED needs at least one tool in generation.tools",
-            ));
-        }
-        Mode::Tool => {
-            if !g.tools.iter().any(|t| t.name == tc.tool_name) {
-                return Err(BuildError::new(
-                    "generation.tool_choice.tool_name",
-                    format!("`{}` is not in generation.tools", tc.tool_name),
-                ));
-            }
-            Some(json!({"tool": {"name": tc.tool_name}}))
-        }
+    let choice = match turns::tool_choice(g)? {
+        ToolChoice::Default | ToolChoice::None => None,
+        ToolChoice::Auto => Some(json!({"auto": {}})),
+        ToolChoice::Required => Some(json!({"any": {}})),
+        ToolChoice::Tool(name) => Some(json!({"tool": {"name": name}})),
     };
     Ok((tools, choice))
 }
@@ -437,37 +352,18 @@ fn inference_config(
     let Some(s) = &g.sampling else {
         return Value::Object(config);
     };
-    let mut temperature = s
-        .temperature
-        .filter(|t| t.is_finite() && caps.temperature)
-        .map(|t| t.clamp(0.0, 1.0));
-    let mut top_p = s.top_p.filter(|p| p.is_finite()).map(|p| p.clamp(0.0, 1.0));
-    let mut top_k = s.top_k.filter(|&k| k > 0 && is_claude(&model.name));
-    if thinking {
-        temperature = None;
-        top_k = None;
-        top_p = top_p.filter(|p| (0.95..=1.0).contains(p));
-    }
-    if caps.exclusive_temperature_top_p && temperature.is_some() {
-        top_p = None;
-    }
-    if let Some(t) = temperature {
+    let s = anthropic::ClaudeSampling::new(s, &caps, thinking, is_claude(&model.name));
+    if let Some(t) = s.temperature {
         config.insert("temperature".into(), Value::from(t));
     }
-    if let Some(p) = top_p {
+    if let Some(p) = s.top_p {
         config.insert("topP".into(), Value::from(p));
     }
-    if let Some(k) = top_k {
+    if let Some(k) = s.top_k {
         additional.insert("top_k".into(), Value::from(k));
     }
-    let stops: Vec<Value> = s
-        .stop_sequences
-        .iter()
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| Value::from(s.as_str()))
-        .collect();
-    if !stops.is_empty() {
-        config.insert("stopSequences".into(), Value::Array(stops));
+    if !s.stop_sequences.is_empty() {
+        config.insert("stopSequences".into(), Value::Array(s.stop_sequences));
     }
     Value::Object(config)
 }
@@ -491,7 +387,7 @@ fn place_cache_points(tools: &mut Vec<Value>, system: &mut Vec<Value>, turns: &m
         .filter(|t| t.role == Role::User)
         .take(left.min(2))
     {
-        t.content.push(point());
+        t.blocks.push(point());
     }
 }
 
@@ -501,35 +397,20 @@ fn merge_provider_options(
     g: &pb::Generation,
     body: &mut Map<String, Value>,
 ) -> Result<(), BuildError> {
-    const FIELD: &str = "generation.provider_options_json";
-    if g.provider_options_json.trim().is_empty() {
+    let Some(options) =
+        options::for_protocol(&g.provider_options_json, Protocol::Bedrock, &RESERVED)?
+    else {
         return Ok(());
-    }
-    let all: Value = serde_json::from_str(&g.provider_options_json)
-        .map_err(|e| BuildError::new(FIELD, format!("not valid JSON: {e}")))?;
-    let Some(options) = all.get(Protocol::Bedrock.as_str()) else {
-        return Ok(());
-    };
-    let Some(options) = options.as_object() else {
-        return Err(BuildError::new(FIELD, "`bedrock` must be a JSON object"));
     };
     for (key, value) in options {
-        if RESERVED.contains(&key.as_str()) {
-            return Err(BuildError::new(
-                FIELD,
-                format!("`bedrock.{key}` is set by the gateway and cannot be overridden"),
-            ));
-        }
-        match (body.get_mut(key), value) {
+        match (body.get_mut(&key), value) {
             (Some(Value::Object(have)), Value::Object(add))
                 if key == "additionalModelRequestFields" =>
             {
-                for (k, v) in add {
-                    have.insert(k.clone(), v.clone());
-                }
+                have.extend(add);
             }
-            _ => {
-                body.insert(key.clone(), value.clone());
+            (_, value) => {
+                body.insert(key, value);
             }
         }
     }

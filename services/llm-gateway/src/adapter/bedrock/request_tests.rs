@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use super::body;
+use crate::adapter::testkit::{message, part, text};
 use crate::adapter::{Protocol, Target, pb};
 use crate::catalog::{Capabilities, ModelInfo};
 
@@ -41,18 +42,6 @@ fn build(g: &pb::Generation, m: &ModelInfo) -> Value {
     body(g, &Target::new(m)).unwrap()
 }
 
-fn part(kind: Kind) -> pb::Part {
-    pb::Part { kind: Some(kind) }
-}
-fn text(t: &str) -> pb::Part {
-    part(Kind::Text(pb::TextPart { text: t.into() }))
-}
-fn message(role: pb::Role, parts: Vec<pb::Part>) -> pb::Message {
-    pb::Message {
-        role: role.into(),
-        parts,
-    }
-}
 fn generation(messages: Vec<pb::Message>) -> pb::Generation {
     pb::Generation {
         model: format!("bedrock/{CLAUDE}"),

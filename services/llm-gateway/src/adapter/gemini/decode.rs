@@ -16,7 +16,7 @@ use crate::adapter::classify::{MAX_PROVIDER_BODY, classify, truncate};
 use crate::adapter::json_scan::{
     Cursor, ResponseIdentity, decode_opt, frame_object, once, once_decode,
 };
-use crate::error::{ErrorKind, ProviderError};
+use crate::error::ProviderError;
 use crate::event::{Event, Finish, FinishReason, Usage};
 
 #[path = "decode_calls.rs"]
@@ -436,13 +436,7 @@ impl Decoder for GeminiDecoder {
         } else {
             // Gemini ends every stream by closing the connection, so only a missing `finishReason` tells a cut
             // stream from a complete one.
-            self.fail(
-                ProviderError::new(
-                    ErrorKind::Network,
-                    "stream ended before the provider finished",
-                ),
-                out,
-            );
+            self.fail(ProviderError::cut_before("the provider finished"), out);
         }
     }
 

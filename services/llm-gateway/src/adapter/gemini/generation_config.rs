@@ -2,7 +2,7 @@
 //! body.
 
 use super::schema;
-use crate::adapter::{BuildError, Protocol, pb};
+use crate::adapter::{BuildError, Protocol, options, pb};
 use crate::catalog::ModelInfo;
 use serde_json::{Map, Value, json};
 
@@ -224,30 +224,9 @@ pub(super) fn merge_provider_options(
     body: &mut Map<String, Value>,
     json: &str,
 ) -> Result<(), BuildError> {
-    const FIELD: &str = "generation.provider_options_json";
-    if json.trim().is_empty() {
-        return Ok(());
-    }
-    let root: Value = serde_json::from_str(json)
-        .map_err(|e| BuildError::new(FIELD, format!("not valid JSON: {e}")))?;
-    let Value::Object(mut root) = root else {
-        return Err(BuildError::new(
-            FIELD,
-            "must be a JSON object keyed by protocol",
-        ));
-    };
-    let Some(options) = root.remove(Protocol::Gemini.as_str()) else {
+    let Some(options) = options::for_protocol(json, Protocol::Gemini, &RESERVED)? else {
         return Ok(());
     };
-    let Value::Object(options) = options else {
-        return Err(BuildError::new(FIELD, "`gemini` must be a JSON object"));
-    };
-    if let Some(key) = options.keys().find(|k| RESERVED.contains(&k.as_str())) {
-        return Err(BuildError::new(
-            FIELD,
-            format!("`gemini.{key}` is set by the gateway and cannot be overridden"),
-        ));
-    }
     merge_objects(body, options);
     Ok(())
 }

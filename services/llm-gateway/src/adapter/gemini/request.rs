@@ -24,7 +24,8 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::{ReplayMetadata, SKIP_THOUGHT_SIGNATURE, schema};
-use crate::adapter::encoding::{LEADING_USER_TEXT, base64};
+use crate::adapter::encoding::{LEADING_USER_TEXT, base64, media_type};
+use crate::adapter::turns::{self, Role};
 use crate::adapter::{BuildError, HttpRequest, Protocol, Target, pb};
 use crate::catalog::ModelInfo;
 
@@ -115,17 +116,8 @@ fn join_non_empty<'a>(pieces: impl Iterator<Item = &'a str>, sep: &str) -> Strin
     out
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
-    User,
-    Model,
-}
-
-/// One turn of `contents`, before it is serialised.
-struct Turn {
-    role: Role,
-    parts: Vec<Part>,
-}
+/// One turn of `contents`, before it is serialised (the assistant's turns are Gemini's `model` turns).
+type Turn = turns::Turn<Part>;
 
 /// One part of a turn, before it is serialised.
 struct Part {
@@ -165,9 +157,59 @@ fn contents(
     model: &ModelInfo,
     family: Family,
 ) -> Result<Vec<Value>, BuildError> {
-    // Results are paired with calls by id across the whole conversation: a result needs its call's function name
-    // (when the caller left it out) and Gemini's own id for the call.
-    let mut calls: HashMap<&str, CallInfo<'_>> = HashMap::new();
+    let calls = calls(g);
+    let mut turns = turns::merged(g, |role, kind, field| {
+        Ok(match (role, kind) {
+            (pb::Role::User | pb::Role::Assistant, Kind::Text(t)) => {
+                (!t.text.is_empty()).then(|| Part::plain(text_part(&t.text)))
+            }
+            (pb::Role::User | pb::Role::Assistant, Kind::File(f)) => {
+                file_part(f, model, field)?.map(Part::plain)
+            }
+            (pb::Role::Assistant, Kind::Reasoning(r)) => reasoning_part(r, model).map(Part::plain),
+            (pb::Role::Assistant, Kind::ToolCall(c)) => {
+                Some(Part::call(call_part(c, model, field)?, &c.call_id))
+            }
+            (pb::Role::User | pb::Role::Tool, Kind::ToolResult(r)) => {
+                Some(Part::call(response_part(r, &calls, field)?, &r.call_id))
+            }
+            // Tool messages hold results only; an empty text there is harmless and dropped.
+            (pb::Role::Tool, Kind::Text(t)) if t.text.is_empty() => None,
+            (role, _) => return Err(turns::not_allowed(field, role)),
+        })
+    })?;
+    // Gemini refuses `contents` that open with a model turn (and a function call turn that follows no user turn).
+    turns::lead_with_user(&mut turns, || Part::plain(text_part(LEADING_USER_TEXT)));
+    for k in 1..turns.len() {
+        if turns[k].role == Role::User && turns[k - 1].role == Role::Assistant {
+            let called: Vec<(Option<String>, String)> = called_functions(&turns[k - 1])
+                .into_iter()
+                .map(|(id, name)| (id.map(String::from), name.to_string()))
+                .collect();
+            order_responses(&mut turns[k], &called);
+        }
+    }
+    if family == Family::Gemini3 {
+        for turn in turns.iter_mut().filter(|t| t.role == Role::Assistant) {
+            sign_first_call(turn);
+        }
+    }
+
+    Ok(turns
+        .into_iter()
+        .map(|t| {
+            json!({
+                "role": match t.role { Role::User => "user", Role::Assistant => "model" },
+                "parts": t.blocks.into_iter().map(|p| Value::Object(p.value)).collect::<Vec<_>>(),
+            })
+        })
+        .collect())
+}
+
+/// The assistant's tool calls by call id, across the whole conversation: a result needs its call's function name
+/// (when the caller left it out) and Gemini's own id for the call.
+fn calls(g: &pb::Generation) -> HashMap<&str, CallInfo<'_>> {
+    let mut calls = HashMap::new();
     for m in g
         .messages
         .iter()
@@ -188,98 +230,7 @@ fn contents(
             }
         }
     }
-
-    let mut turns: Vec<Turn> = Vec::new();
-    for (i, m) in g.messages.iter().enumerate() {
-        let role = match m.role() {
-            pb::Role::User | pb::Role::Tool => Role::User,
-            pb::Role::Assistant => Role::Model,
-            pb::Role::Unspecified => {
-                return Err(BuildError::new(
-                    format!("generation.messages[{i}].role"),
-                    "the role must be user, assistant or tool",
-                ));
-            }
-        };
-        let mut parts = Vec::with_capacity(m.parts.len());
-        for (j, p) in m.parts.iter().enumerate() {
-            let field = format!("generation.messages[{i}].parts[{j}]");
-            // A part with no content is dropped like an empty text: Gemini refuses a part with no data field.
-            let Some(kind) = &p.kind else { continue };
-            let part = match (m.role(), kind) {
-                (pb::Role::User | pb::Role::Assistant, Kind::Text(t)) => {
-                    (!t.text.is_empty()).then(|| Part::plain(text_part(&t.text)))
-                }
-                (pb::Role::User | pb::Role::Assistant, Kind::File(f)) => {
-                    file_part(f, model, &field)?.map(Part::plain)
-                }
-                (pb::Role::Assistant, Kind::Reasoning(r)) => {
-                    reasoning_part(r, model).map(Part::plain)
-                }
-                (pb::Role::Assistant, Kind::ToolCall(c)) => {
-                    Some(Part::call(call_part(c, model, &field)?, &c.call_id))
-                }
-                (pb::Role::User | pb::Role::Tool, Kind::ToolResult(r)) => {
-                    Some(Part::call(response_part(r, &calls, &field)?, &r.call_id))
-                }
-                // Tool messages hold results only; an empty text there is harmless and dropped.
-                (pb::Role::Tool, Kind::Text(t)) if t.text.is_empty() => None,
-                (role, _) => {
-                    return Err(BuildError::new(
-                        field,
-                        format!(
-                            "this kind of part is not allowed in a {} message",
-                            role.as_str_name()
-                        ),
-                    ));
-                }
-            };
-            parts.extend(part);
-        }
-        if parts.is_empty() {
-            continue;
-        }
-        match turns.last_mut() {
-            Some(last) if last.role == role => last.parts.append(&mut parts),
-            _ => turns.push(Turn { role, parts }),
-        }
-    }
-
-    // Gemini refuses `contents` that open with a model turn (and a function call turn that follows no user turn):
-    // a history that opens with the assistant gets a minimal user turn in front. Nothing is dropped.
-    if turns.first().is_some_and(|t| t.role == Role::Model) {
-        turns.insert(
-            0,
-            Turn {
-                role: Role::User,
-                parts: vec![Part::plain(text_part(LEADING_USER_TEXT))],
-            },
-        );
-    }
-    for k in 1..turns.len() {
-        if turns[k].role == Role::User && turns[k - 1].role == Role::Model {
-            let called: Vec<(Option<String>, String)> = called_functions(&turns[k - 1])
-                .into_iter()
-                .map(|(id, name)| (id.map(String::from), name.to_string()))
-                .collect();
-            order_responses(&mut turns[k], &called);
-        }
-    }
-    if family == Family::Gemini3 {
-        for turn in turns.iter_mut().filter(|t| t.role == Role::Model) {
-            sign_first_call(turn);
-        }
-    }
-
-    Ok(turns
-        .into_iter()
-        .map(|t| {
-            json!({
-                "role": match t.role { Role::User => "user", Role::Model => "model" },
-                "parts": t.parts.into_iter().map(|p| Value::Object(p.value)).collect::<Vec<_>>(),
-            })
-        })
-        .collect())
+    calls
 }
 
 fn text_part(text: &str) -> Map<String, Value> {
@@ -306,13 +257,7 @@ fn file_part(
     model: &ModelInfo,
     field: &str,
 ) -> Result<Option<Map<String, Value>>, BuildError> {
-    let media = f
-        .media_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
+    let media = media_type(f);
     if media.starts_with("image/") && !model.capabilities.vision {
         return Err(BuildError::new(
             format!("{field}.file"),
@@ -446,7 +391,7 @@ fn function_name<'p>(part: &'p Part, kind: &str) -> Option<&'p str> {
 
 /// `(caller's call id, name)` of every `functionCall` in a model turn, in order.
 fn called_functions(turn: &Turn) -> Vec<(Option<&str>, &str)> {
-    turn.parts
+    turn.blocks
         .iter()
         .filter_map(|p| Some((p.call_id.as_deref(), function_name(p, "functionCall")?)))
         .collect()
@@ -457,8 +402,8 @@ fn called_functions(turn: &Turn) -> Vec<(Option<&str>, &str)> {
 /// original order.
 fn order_responses(turn: &mut Turn, called: &[(Option<String>, String)]) {
     let mut used = vec![false; called.len()];
-    let mut keyed: Vec<((u8, usize), Part)> = Vec::with_capacity(turn.parts.len());
-    for (pos, part) in std::mem::take(&mut turn.parts).into_iter().enumerate() {
+    let mut keyed: Vec<((u8, usize), Part)> = Vec::with_capacity(turn.blocks.len());
+    for (pos, part) in std::mem::take(&mut turn.blocks).into_iter().enumerate() {
         let key = match function_name(&part, "functionResponse") {
             Some(name) => {
                 let by_id = part.call_id.as_deref().and_then(|id| {
@@ -479,7 +424,7 @@ fn order_responses(turn: &mut Turn, called: &[(Option<String>, String)]) {
         keyed.push((key, part));
     }
     keyed.sort_by_key(|(key, _)| *key);
-    turn.parts = keyed.into_iter().map(|(_, p)| p).collect();
+    turn.blocks = keyed.into_iter().map(|(_, p)| p).collect();
 }
 
 /// Gemini 3 validates the signature of the first function call of each model turn ("Function call is missing a
@@ -487,7 +432,7 @@ fn order_responses(turn: &mut Turn, called: &[(Option<String>, String)]) {
 /// calls of the turn are left as they are: Gemini signs only the first of parallel calls.
 fn sign_first_call(turn: &mut Turn) {
     if let Some(first) = turn
-        .parts
+        .blocks
         .iter_mut()
         .find(|p| p.value.contains_key("functionCall"))
     {
@@ -539,30 +484,13 @@ fn tools(tools: &[pb::Tool]) -> Result<Value, BuildError> {
 /// `toolConfig`, `None` for Gemini's default (AUTO). Validated even without tools, so a bad choice is reported
 /// whatever else the request holds.
 fn tool_config(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
-    use pb::tool_choice::Mode;
-    let Some(tc) = &g.tool_choice else {
-        return Ok(None);
-    };
-    let config = match tc.mode() {
-        Mode::Unspecified => return Ok(None),
-        Mode::Auto => json!({ "mode": "AUTO" }),
-        Mode::None => json!({ "mode": "NONE" }),
-        Mode::Required if g.tools.is_empty() => {
-            return Err(BuildError::new(
-                "generation.tool_choice.mode",
-                "REQUIRED needs at least one tool in generation.tools",
-            ));
-        }
-        Mode::Required => json!({ "mode": "ANY" }),
-        Mode::Tool => {
-            if !g.tools.iter().any(|t| t.name == tc.tool_name) {
-                return Err(BuildError::new(
-                    "generation.tool_choice.tool_name",
-                    format!("`{}` is not in generation.tools", tc.tool_name),
-                ));
-            }
-            json!({ "mode": "ANY", "allowedFunctionNames": [tc.tool_name] })
-        }
+    use turns::ToolChoice;
+    let config = match turns::tool_choice(g)? {
+        ToolChoice::Default => return Ok(None),
+        ToolChoice::Auto => json!({ "mode": "AUTO" }),
+        ToolChoice::None => json!({ "mode": "NONE" }),
+        ToolChoice::Required => json!({ "mode": "ANY" }),
+        ToolChoice::Tool(name) => json!({ "mode": "ANY", "allowedFunctionNames": [name] }),
     };
     Ok(Some(json!({ "functionCallingConfig": config })))
 }

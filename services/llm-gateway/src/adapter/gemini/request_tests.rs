@@ -7,11 +7,13 @@ use serde_json::{Value, json};
 use super::generation_config::Family;
 use super::request::build;
 use super::{ReplayMetadata, SKIP_THOUGHT_SIGNATURE};
+use crate::adapter::testkit::{
+    self, assistant, call_with as call, message, metadata, reasoning, result, text, tool, user,
+};
 use crate::adapter::{BuildError, HttpRequest, Protocol, Target, pb};
 use crate::catalog::{Capabilities, ModelInfo};
 
 use pb::file_part::Source;
-use pb::part::Kind;
 use pb::reasoning::Effort;
 
 fn model(name: &str, reasoning: bool) -> ModelInfo {
@@ -69,62 +71,11 @@ fn error(g: &pb::Generation, m: &ModelInfo) -> BuildError {
     build(g, &Target::new(m)).unwrap_err()
 }
 
-fn part(kind: Kind) -> pb::Part {
-    pb::Part { kind: Some(kind) }
-}
-fn text(t: &str) -> pb::Part {
-    part(Kind::Text(pb::TextPart { text: t.into() }))
-}
 fn meta(model: &str, json: &str) -> Option<pb::ProviderMetadata> {
-    Some(pb::ProviderMetadata {
-        protocol: "gemini".into(),
-        model: model.into(),
-        json: json.into(),
-    })
-}
-fn call(id: &str, tool: &str, input: &str, metadata: Option<pb::ProviderMetadata>) -> pb::Part {
-    part(Kind::ToolCall(pb::ToolCallPart {
-        call_id: id.into(),
-        tool_name: tool.into(),
-        input_json: input.into(),
-        provider_metadata: metadata,
-    }))
-}
-fn result(id: &str, tool: &str, output: &str, is_error: bool) -> pb::Part {
-    part(Kind::ToolResult(pb::ToolResultPart {
-        call_id: id.into(),
-        tool_name: tool.into(),
-        output: output.into(),
-        is_error,
-    }))
-}
-fn reasoning(t: &str, metadata: Option<pb::ProviderMetadata>) -> pb::Part {
-    part(Kind::Reasoning(pb::ReasoningPart {
-        text: t.into(),
-        provider_metadata: metadata,
-    }))
+    metadata("gemini", model, json)
 }
 fn file(media_type: &str, source: Source) -> pb::Part {
-    part(Kind::File(pb::FilePart {
-        media_type: media_type.into(),
-        filename: String::new(),
-        source: Some(source),
-    }))
-}
-fn message(role: pb::Role, parts: Vec<pb::Part>) -> pb::Message {
-    pb::Message {
-        role: role.into(),
-        parts,
-    }
-}
-fn user(parts: Vec<pb::Part>) -> pb::Message {
-    message(pb::Role::User, parts)
-}
-fn assistant(parts: Vec<pb::Part>) -> pb::Message {
-    message(pb::Role::Assistant, parts)
-}
-fn tool(parts: Vec<pb::Part>) -> pb::Message {
-    message(pb::Role::Tool, parts)
+    testkit::file(media_type, "", source)
 }
 fn generation(messages: Vec<pb::Message>) -> pb::Generation {
     pb::Generation {

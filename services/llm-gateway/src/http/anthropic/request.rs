@@ -201,6 +201,8 @@ fn text_of(field: &str, v: Value) -> Result<String, ApiError> {
     }
 }
 
+/// One message of the request as unified messages: its `tool_result` blocks as a tool message, then the rest as a
+/// message of its role.
 fn message(
     field: &str,
     m: Message,
@@ -211,19 +213,37 @@ fn message(
         Content::Text(t) => vec![json!({"type": "text", "text": t})],
         Content::Blocks(b) => b,
     };
+    let (results, parts) = parts(field, &m.role, blocks, &g.model, tool_names)?;
+    if !results.is_empty() {
+        g.messages.push(unified::message(pb::Role::Tool, results));
+    }
+    if !parts.is_empty() {
+        let role = match m.role {
+            Role::User => pb::Role::User,
+            Role::Assistant => pb::Role::Assistant,
+        };
+        g.messages.push(unified::message(role, parts));
+    }
+    Ok(())
+}
+
+/// A message's blocks as unified parts: (tool results, everything else). `tool_names` learns each `tool_use` so a
+/// later `tool_result` can name its tool.
+fn parts(
+    field: &str,
+    role: &Role,
+    blocks: Vec<Value>,
+    model: &str,
+    tool_names: &mut HashMap<String, String>,
+) -> Result<(Vec<pb::Part>, Vec<pb::Part>), ApiError> {
     let (mut results, mut parts) = (Vec::new(), Vec::new());
     for (j, v) in blocks.into_iter().enumerate() {
         let field = format!("{field}.content[{j}]");
         let block: Block = parse(&field, v)?;
-        match (&m.role, block) {
+        match (role, block) {
             (_, Block::Text { text }) => parts.push(unified::text(text)),
             (Role::User, Block::Image { source } | Block::Document { source }) => {
-                parts.push(match source {
-                    Source::Base64 { media_type, data } => {
-                        unified::file_data(&field, &media_type, &data)?
-                    }
-                    Source::Url { url } => unified::file_url(&field, &url, "")?,
-                });
+                parts.push(file(&field, source)?);
             }
             (
                 Role::User,
@@ -232,27 +252,16 @@ fn message(
                     content,
                     is_error,
                 },
-            ) => {
-                let name = tool_names.get(&tool_use_id).cloned().ok_or_else(|| {
-                    ApiError::invalid(
-                        &format!("{field}.tool_use_id"),
-                        format!("`{tool_use_id}` answers no tool_use of an earlier assistant turn"),
-                    )
-                })?;
-                let output = match content {
-                    None => String::new(),
-                    Some(Content::Text(t)) => t,
-                    Some(Content::Blocks(b)) => b
-                        .into_iter()
-                        .enumerate()
-                        .map(|(k, v)| text_of(&format!("{field}.content[{k}]"), v))
-                        .collect::<Result<Vec<_>, _>>()?
-                        .join("\n"),
-                };
-                results.push(unified::tool_result(tool_use_id, name, output, is_error));
-            }
+            ) => results.push(tool_result(
+                &field,
+                tool_use_id,
+                content,
+                is_error,
+                tool_names,
+            )?),
             (Role::Assistant, Block::ToolUse { id, name, input }) => {
                 tool_names.insert(id.clone(), name.clone());
+                // A call without input is a call without arguments.
                 let input = if input.is_null() {
                     "{}".to_string()
                 } else {
@@ -267,15 +276,11 @@ fn message(
                     signature,
                 },
             ) => {
-                parts.push(reasoning(
-                    &g.model,
-                    thinking,
-                    json!({"signature": signature}),
-                ));
+                parts.push(reasoning(model, thinking, json!({"signature": signature})));
             }
             (Role::Assistant, Block::RedactedThinking { data }) => {
                 parts.push(reasoning(
-                    &g.model,
+                    model,
                     String::new(),
                     json!({"redacted_data": data}),
                 ));
@@ -288,18 +293,43 @@ fn message(
             }
         }
     }
-    if !results.is_empty() {
-        g.messages.push(unified::message(pb::Role::Tool, results));
+    Ok((results, parts))
+}
+
+/// An `image` or `document` block's source as a unified file part.
+fn file(field: &str, source: Source) -> Result<pb::Part, ApiError> {
+    match source {
+        Source::Base64 { media_type, data } => unified::file_data(field, &media_type, &data),
+        Source::Url { url } => unified::file_url(field, &url, ""),
     }
-    if !parts.is_empty() {
-        let role = if m.role == Role::User {
-            pb::Role::User
-        } else {
-            pb::Role::Assistant
-        };
-        g.messages.push(unified::message(role, parts));
-    }
-    Ok(())
+}
+
+/// A `tool_result` block as a unified result, named after the `tool_use` it answers (an earlier assistant turn's);
+/// block content is joined into one text.
+fn tool_result(
+    field: &str,
+    tool_use_id: String,
+    content: Option<Content>,
+    is_error: bool,
+    tool_names: &HashMap<String, String>,
+) -> Result<pb::Part, ApiError> {
+    let name = tool_names.get(&tool_use_id).cloned().ok_or_else(|| {
+        ApiError::invalid(
+            &format!("{field}.tool_use_id"),
+            format!("`{tool_use_id}` answers no tool_use of an earlier assistant turn"),
+        )
+    })?;
+    let output = match content {
+        None => String::new(),
+        Some(Content::Text(t)) => t,
+        Some(Content::Blocks(b)) => b
+            .into_iter()
+            .enumerate()
+            .map(|(k, v)| text_of(&format!("{field}.content[{k}]"), v))
+            .collect::<Result<Vec<_>, _>>()?
+            .join("\n"),
+    };
+    Ok(unified::tool_result(tool_use_id, name, output, is_error))
 }
 
 /// A reasoning part carrying Anthropic's replay data, attributed to the requested model (the one that made it).

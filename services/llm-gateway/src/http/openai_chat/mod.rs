@@ -3,28 +3,18 @@
 pub mod request;
 pub mod response;
 
-use std::time::Duration;
-
-use bytes::{Bytes, BytesMut};
-use futures::StreamExt;
+use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
 
 use crate::generate::Gateway;
-use crate::http::errors::{ApiError, Dialect};
+use crate::http::errors::ApiError;
 use crate::http::sse::{self, Body};
 
-/// Silence after which a streamed response gets an SSE comment, so idle proxies keep the connection.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// What a streamed response sends after a silence: an SSE comment, so idle proxies keep the connection.
+const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
 
 /// Answers one Chat Completions request.
-pub async fn handle(gateway: &Gateway, headers: &HeaderMap, body: Bytes) -> Response<Body> {
-    match run(gateway, headers, body).await {
-        Ok(r) => r,
-        Err(e) => crate::http::error(Dialect::OpenAi, &e),
-    }
-}
-
-async fn run(
+pub async fn run(
     gateway: &Gateway,
     headers: &HeaderMap,
     body: Bytes,
@@ -36,12 +26,7 @@ async fn run(
     let created = crate::http::unix_now();
     if shape.stream {
         let mut encoder = response::ChunkEncoder::new(id, created, model, shape.include_usage);
-        let frames = events.map(move |ev| {
-            let mut out = BytesMut::new();
-            encoder.push(ev, &mut out);
-            out.freeze()
-        });
-        let body = sse::body(frames, Bytes::from_static(b": keep-alive\n\n"), KEEP_ALIVE);
+        let body = sse::encoded(events, move |ev, out| encoder.push(ev, out), KEEP_ALIVE);
         Ok(crate::http::event_stream(body))
     } else {
         let reply = crate::http::generation::collect(events).await?;
