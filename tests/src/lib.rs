@@ -7,6 +7,7 @@
 pub mod cluster;
 pub mod faults;
 pub mod logs;
+pub mod monitor;
 pub mod otlp;
 pub mod processor;
 pub mod procs;
