@@ -27,7 +27,7 @@ pub struct Follower {
     buf: VecDeque<pb::SessionEvent>,
     live: Option<(Arc<Channel>, watch::Receiver<Signal>)>,
     /// How long one blocking read of Redis waits.
-    block: Duration,
+    pub(super) block: Duration,
     /// Blocking reads of Redis since the follower started or last read a local channel.
     remote_reads: u32,
     /// When this follower last set the session's watched mark.
