@@ -3,7 +3,7 @@ CARGO ?= cargo
 TOOLS := .tools
 BUF := $(TOOLS)/node_modules/.bin/buf
 
-.PHONY: demo demo-gateway up down run test test-rust lint fmt clippy proto-lint deploy-lint build bench bench-full bench-processor bench-peers fuzz fuzz-smoke clean
+.PHONY: demo demo-gateway up down run test test-rust lint fmt clippy proto-lint proto-release deploy-lint build bench bench-full bench-processor bench-peers fuzz fuzz-smoke clean
 
 demo run:
 	./scripts/demo.sh
@@ -68,8 +68,19 @@ fuzz-smoke:
 $(BUF):
 	mkdir -p $(TOOLS) && cd $(TOOLS) && npm install --silent --no-audit --no-fund --prefix . @bufbuild/buf@1.75.0
 
+# The API as last released (docs/operations.md, "API compatibility"): `buf breaking` compares proto/ with it, and
+# scripts/proto-breaking-check.sh proves the comparison catches breaking edits. `make proto-release` refreshes it,
+# as the last step of a release.
+RELEASED_API := release/api-image.json
+
 proto-lint: $(BUF)
 	$(BUF) lint
+	$(BUF) breaking --against $(RELEASED_API)
+	./scripts/proto-breaking-check.sh $(BUF) $(RELEASED_API)
+
+proto-release: $(BUF)
+	$(BUF) build --exclude-source-info -o -#format=json | python3 -m json.tool --indent 1 >$(RELEASED_API).new
+	mv $(RELEASED_API).new $(RELEASED_API)
 
 # The kustomize overlays and the Helm chart rendered and validated (schema, strict), the ServiceMonitors and the Grafana
 # dashboard, compose.yaml, and the deploy files against what the binaries read (deploy/README.md, "Validation").

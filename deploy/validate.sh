@@ -90,8 +90,8 @@ llm-telemetry      LOG_FORMAT                   read     shared/telemetry/src/li
 llm-telemetry      OTEL_EXPORTER_OTLP_ENDPOINT  read     shared/telemetry/src/lib.rs                         var_os("OTEL_EXPORTER_OTLP_ENDPOINT")
 llm-telemetry      OTEL_EXPORTER_OTLP_HEADERS   read     shared/telemetry/src/lib.rs                         SpanExporter::builder()
 llm-telemetry      OTEL_EXPORTER_OTLP_TIMEOUT   read     shared/telemetry/src/lib.rs                         SpanExporter::builder()
-llm-telemetry      OTEL_SERVICE_NAME            read     shared/telemetry/src/lib.rs                         Resource::builder()
-llm-telemetry      OTEL_RESOURCE_ATTRIBUTES     read     shared/telemetry/src/lib.rs                         Resource::builder()
+llm-telemetry      OTEL_SERVICE_NAME            read     shared/telemetry/src/lib.rs                         EnvResourceDetector::new()
+llm-telemetry      OTEL_RESOURCE_ATTRIBUTES     read     shared/telemetry/src/lib.rs                         EnvResourceDetector::new()
 llm-telemetry      OTEL_TRACES_SAMPLER          read     shared/telemetry/src/lib.rs                         SdkTracerProvider::builder()
 llm-telemetry      OTEL_TRACES_SAMPLER_ARG      read     shared/telemetry/src/lib.rs                         SdkTracerProvider::builder()
 llm-telemetry      OTEL_BSP_SCHEDULE_DELAY      read     shared/telemetry/src/lib.rs                         with_batch_exporter

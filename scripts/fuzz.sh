@@ -32,13 +32,13 @@ FIX=shared/fake-provider/fixtures
 
 dirs_of() {
   case $1 in
-    openai_chat) echo openai_chat ;;
-    openai_responses) echo openai_responses ;;
+    openai_chat) echo openai_chat azure_chat ;;
+    openai_responses) echo openai_responses azure_responses ;;
     anthropic) echo anthropic vertex_anthropic ;;
     gemini) echo gemini ;;
     vertex_gemini) echo vertex_gemini gemini ;;
     bedrock) echo bedrock ;;
-    sse) echo openai_chat openai_responses anthropic vertex_anthropic gemini vertex_gemini selftest ;;
+    sse) echo openai_chat azure_chat openai_responses azure_responses anthropic vertex_anthropic gemini vertex_gemini selftest ;;
   esac
 }
 

@@ -65,5 +65,8 @@ For a client, in your shell:
 $(sed 's/^/  /' "$state/env")
   (or: source $state/env)
 Try: target/debug/sessions prompt "\$(target/debug/sessions create --model demo/scripted)" "What time is it?" --time-tool
+Or an example client (examples/README.md), after 'source $state/env':
+  pip install ./clients/python && python3 examples/python/conversation.py
+  (cd clients/node && npm install) && (cd examples/node && npm install) && node examples/node/conversation.mjs
 Stop everything with: make down
 MSG

@@ -41,6 +41,17 @@ pub fn stream_request(
     request
 }
 
+/// The folder holding the benchmarked binaries: `arg` when given, else the folder of the running binary (they are
+/// built together).
+pub fn bin_dir(arg: Option<&Path>) -> std::path::PathBuf {
+    arg.map(Path::to_path_buf).unwrap_or_else(|| {
+        std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(Path::to_path_buf))
+            .unwrap_or_default()
+    })
+}
+
 /// A free TCP port on 127.0.0.1 (bound, read, released: a tiny race with other binders is accepted).
 pub fn free_port() -> std::io::Result<u16> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
@@ -89,6 +100,20 @@ pub async fn start_gateway(
     token: &str,
     writer: &str,
 ) -> Result<(Child, SocketAddr, SocketAddr), String> {
+    start_gateway_with(bin, provider, dir, token, writer, "", "").await
+}
+
+/// [`start_gateway`] with `server` appended to the config's `[server]` table and `extra` (whole tables, such as
+/// `[limits]`) after the provider.
+pub async fn start_gateway_with(
+    bin: &Path,
+    provider: &str,
+    dir: &Path,
+    token: &str,
+    writer: &str,
+    server: &str,
+    extra: &str,
+) -> Result<(Child, SocketAddr, SocketAddr), String> {
     let port = free_port().map_err(|e| format!("a free port: {e}"))?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let http_port = free_port().map_err(|e| format!("a free port: {e}"))?;
@@ -100,11 +125,14 @@ listen = "{addr}"
 http_listen = "{http_addr}"
 shutdown_grace_ms = 1000
 max_inflight_generations = 100000
+{server}
 
 [providers.bench]
 protocol = "openai_chat"
 base_url = "{provider}/v1"
 allow_unlisted_models = true
+
+{extra}
 "#
     );
     let path = dir.join("gateway.toml");

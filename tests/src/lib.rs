@@ -4,14 +4,17 @@
 //! Test kit code: failing loudly on a broken set-up is the point, hence `expect`.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
+pub mod azure;
+pub mod clients;
 pub mod cluster;
 pub mod faults;
+pub mod leaks;
 pub mod logs;
 pub mod monitor;
 pub mod otlp;
 pub mod processor;
 pub mod procs;
-pub mod raw;
+pub use service_kit::raw;
 pub mod sdk;
 pub mod service;
 pub mod turns;
@@ -311,6 +314,11 @@ fn config_for(
         ("AWS_SECRET_ACCESS_KEY", AWS_SECRET_ACCESS_KEY),
         ("AWS_SESSION_TOKEN", AWS_SESSION_TOKEN),
         ("AWS_REGION", fake_provider::validate::bedrock::TEST_REGION),
+        (azure::AZURE_KEY_ENV, fake_provider::azure::TEST_API_KEY),
+        (
+            azure::ENTRA_SECRET_ENV,
+            fake_provider::azure::TEST_CLIENT_SECRET,
+        ),
     ];
     Config::from_file(file, &env)
 }
@@ -412,6 +420,26 @@ pub async fn cancel_after_first_delta(
         .await
         .expect("provider connection closed");
     closed_at.saturating_duration_since(cancelled_at)
+}
+
+/// [`cancel_after_first_delta`], asserting the provider connection closed within [`CANCEL_NOTICED`].
+pub async fn assert_cancel_closes_upstream(
+    stream: tonic::Streaming<pb::StreamResponse>,
+    fake: &fake_provider::FakeProvider,
+) {
+    let after = cancel_after_first_delta(stream, fake).await;
+    assert!(
+        after < CANCEL_NOTICED,
+        "upstream closed {after:?} after the cancel"
+    );
+}
+
+/// Reasoning at `effort`, with the provider's default budget.
+pub fn reasoning(effort: pb::reasoning::Effort) -> pb::Reasoning {
+    pb::Reasoning {
+        effort: effort as i32,
+        budget_tokens: 0,
+    }
 }
 
 /// One compact line per event, so tests compare whole sequences at a glance.

@@ -10,6 +10,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
+use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::trace::v1::Span as OtlpSpan;
 use tokio::sync::watch;
@@ -29,6 +30,8 @@ pub struct Span {
     pub name: String,
     /// The raw span, for attributes and status.
     pub raw: OtlpSpan,
+    /// The exporting resource's attributes (`service.name`, `service.version`, `service.instance.id`, ...).
+    pub resource: Vec<KeyValue>,
 }
 
 impl Span {
@@ -48,6 +51,40 @@ impl Span {
                 })
             })
     }
+}
+
+impl Span {
+    /// An attribute's value with its OTLP type (string, int, double, bool, array), for asserting types.
+    pub fn value(&self, key: &str) -> Option<&Value> {
+        find(&self.raw.attributes, key)
+    }
+
+    /// A string-array attribute (such as `gen_ai.response.finish_reasons`); None when absent or of another type.
+    pub fn strings(&self, key: &str) -> Option<Vec<String>> {
+        match self.value(key)? {
+            Value::ArrayValue(a) => a
+                .values
+                .iter()
+                .map(|v| match &v.value {
+                    Some(Value::StringValue(s)) => Some(s.clone()),
+                    _ => None,
+                })
+                .collect(),
+            _ => None,
+        }
+    }
+
+    /// A resource attribute's value with its OTLP type.
+    pub fn resource_value(&self, key: &str) -> Option<&Value> {
+        find(&self.resource, key)
+    }
+}
+
+fn find<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a Value> {
+    attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.as_ref()?.value.as_ref())
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -77,6 +114,7 @@ impl TraceService for Collector {
                     _ => None,
                 })
                 .unwrap_or_default();
+            let resource = rs.resource.map(|r| r.attributes).unwrap_or_default();
             for ss in rs.scope_spans {
                 for s in ss.spans {
                     spans.push(Span {
@@ -86,6 +124,7 @@ impl TraceService for Collector {
                         parent_id: hex(&s.parent_span_id),
                         name: s.name.clone(),
                         raw: s,
+                        resource: resource.clone(),
                     });
                 }
             }

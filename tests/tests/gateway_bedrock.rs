@@ -4,7 +4,8 @@
 //! `scripts/bedrock_fixtures.py`): text with usage and cache counts; parallel tool calls with fragmented arguments
 //! and their results sent back; reasoning whose signature is replayed on the next request; throttles before output
 //! retried (HTTP 429, then an exception frame); an exception mid-stream; context overflows classified; the caller
-//! cancelling; and the AWS secret and session token never reaching an error.
+//! cancelling; the AWS secret and session token never reaching an error; and a model without streaming tool use
+//! (Llama) answered through the non-streaming Converse when tools are sent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -15,6 +16,7 @@ use llm_proto::gateway as pb;
 
 const NOVA: &str = "bedrock/us.amazon.nova-lite-v1:0";
 const CLAUDE: &str = "bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0";
+const LLAMA: &str = "bedrock/us.meta.llama3-3-70b-instruct-v1:0";
 /// The signature in `reasoning.jsonl`.
 const SIGNATURE: &str = "EqQBCkYIBhgCIkB3wI6b0oFakeSignatureForTestsOnlyAAAA==";
 
@@ -405,4 +407,69 @@ fn exception_frame(payload: &str) -> Vec<u8> {
         ],
         payload.as_bytes(),
     )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_on_a_model_without_streaming_tool_use_go_through_converse() {
+    let (h, fake) = start().await;
+    fake.push(Reply::json_fixture(200, "bedrock/converse_tools.json"));
+    fake.push(fixture("text"));
+    let lines = run(&h, tools_generation(LLAMA)).await;
+    assert_well_formed(&lines);
+    let call = |id: &str, city: &str| {
+        [
+            format!("tool_input_start {id} get_weather"),
+            format!("tool_input_delta {id} \"{{\\\"city\\\":\\\"{city}\\\"}}\""),
+            format!("tool_input_end {id}"),
+            format!("tool_call {id} get_weather {{\"city\":\"{city}\"}}"),
+        ]
+    };
+    let mut want = vec![
+        format!("stream_start bedrock {LLAMA} attempt=1"),
+        "step_start".into(),
+        "text_start 0".into(),
+        "text_delta 0 \"I will look up the weather in both cities.\"".into(),
+        "text_end 0".into(),
+    ];
+    want.extend(call("tooluse_Q3f8sKxUTNe0pYw1bH2aJg", "Paris"));
+    want.extend(call("tooluse_m7LrV2dXQcWk9Zt4yFhN5A", "Tokyo"));
+    // 470 tokens at Llama 3.3's $0.72 per MTok either way.
+    want.push("step_finish ToolCalls raw=tool_use in=412 cr=0 cw=0 out=58 rs=0 total=470 cost=338400 id= model=".into());
+    assert_eq!(lines, want, "{lines:#?}");
+    // Without tools the same model streams.
+    let lines = run(&h, generation(LLAMA, "hi")).await;
+    assert!(
+        lines.last().unwrap().starts_with("step_finish Stop"),
+        "{lines:#?}"
+    );
+    assert_accepted(&fake);
+    let reqs = fake.requests();
+    assert_eq!(
+        reqs[0].path,
+        "/model/us.meta.llama3-3-70b-instruct-v1%3A0/converse"
+    );
+    assert_eq!(reqs[0].header("accept"), Some("application/json"));
+    assert!(reqs[0].json().get("toolConfig").is_some());
+    assert_eq!(
+        reqs[1].path,
+        "/model/us.meta.llama3-3-70b-instruct-v1%3A0/converse-stream"
+    );
+
+    // Told the model streams tools, the gateway would send them to ConverseStream, which Bedrock refuses.
+    let fake2 = FakeProvider::start().await.unwrap();
+    fake2.validate_requests(Protocol::Bedrock);
+    let config = format!(
+        "[providers.bedrock]\nprotocol = \"bedrock\"\nbase_url = \"{}\"\n[models.\"{LLAMA}\"]\ncapabilities = {{ streaming_tool_use = true }}\n",
+        fake2.base_url()
+    );
+    let h2 = Harness::start_with(&config).await;
+    let lines = run(&h2, tools_generation(LLAMA)).await;
+    assert_eq!(
+        lines.last().unwrap(),
+        "error InvalidRequest retryable=false status=400 retry_after_ms=-1"
+    );
+    assert_eq!(
+        fake2.rejections()[0].message,
+        "This model doesn't support tool use in streaming mode."
+    );
 }

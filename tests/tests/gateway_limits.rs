@@ -169,9 +169,26 @@ async fn a_hundred_thousand_tools_are_refused_fast_before_any_provider_work() {
 async fn bytes_that_are_not_a_request_are_invalid_argument() {
     let h = Harness::start().await;
     // Field 1 (`generation`) holding field 1 (`model`) with bytes that are not UTF-8; then a message cut short.
+    // Each again at 100 kB, past the size at which the codec hands a request over undecoded.
+    let varint = |mut n: usize| {
+        let mut out = Vec::new();
+        while n >= 0x80 {
+            out.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+        out
+    };
+    let large_not_utf8 = {
+        let model = [vec![0x0a], varint(100_000), vec![0xff; 100_000]].concat();
+        [vec![0x0a], varint(model.len()), model].concat()
+    };
+    let large_cut_short = [vec![0x0a], varint(200_000), vec![0x0a; 100_000]].concat();
     let bodies = [
         vec![0x0a, 0x04, 0x0a, 0x02, 0xff, 0xfe],
         vec![0x0a, 0x10, b'x'],
+        large_not_utf8,
+        large_cut_short,
     ];
     for path in ["Stream", "Generate", "GetModel"] {
         for body in &bodies {
@@ -196,7 +213,12 @@ async fn bytes_that_are_not_a_request_are_invalid_argument() {
                     .map(|_| ())
                     .unwrap_err()
             };
-            assert_eq!(e.code(), Code::InvalidArgument, "{body:?}: {e:?}");
+            assert_eq!(
+                e.code(),
+                Code::InvalidArgument,
+                "{} bytes: {e:?}",
+                body.len()
+            );
         }
     }
 }

@@ -340,6 +340,7 @@ async fn both_services_expose_their_metrics_after_a_tool_conversation() {
 
     let gw = scrape(gw_metrics).await;
     let model = [
+        "gen_ai_operation_name=\"chat\"",
         "gen_ai_provider_name=\"openai\"",
         "gen_ai_request_model=\"openai/gpt-4o\"",
     ];
@@ -417,6 +418,26 @@ async fn both_services_expose_their_metrics_after_a_tool_conversation() {
     ] {
         let v = value(&sp, series, &labels);
         assert!(v >= min, "processor {series} {labels:?} = {v}\n{sp}");
+    }
+
+    // The standard process metrics, on both scrapes.
+    for (service, text) in [("gateway", &gw), ("processor", &sp)] {
+        for (series, min) in [
+            ("process_resident_memory_bytes", 1.0),
+            ("process_virtual_memory_bytes", 1.0),
+            ("process_start_time_seconds", 1.0e9),
+            ("process_open_fds", 1.0),
+            ("process_max_fds", 1.0),
+            ("process_threads", 1.0),
+            ("process_cpu_seconds_total", 0.0),
+        ] {
+            assert!(
+                text.lines().any(|l| l.starts_with(&format!("{series} "))),
+                "{service} has no {series}\n{text}"
+            );
+            let v = value(text, series, &[]);
+            assert!(v >= min, "{service} {series} = {v}");
+        }
     }
 
     check_dashboard(&gw, &sp);

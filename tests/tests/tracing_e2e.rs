@@ -5,13 +5,14 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use e2e_tests::otlp::OtlpReceiver;
+use e2e_tests::otlp::{OtlpReceiver, Span};
 use e2e_tests::processor::{PROCESSOR_TOKEN, prompt, redis_url};
 use e2e_tests::{Bearer, TOKEN};
 use fake_provider::openai_sse::ChatStream;
 use fake_provider::{FakeProvider, Reply};
 use llm_proto::sessions as spb;
 use llm_proto::sessions::session_service_client::SessionServiceClient;
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -220,4 +221,98 @@ async fn a_two_step_tool_conversation_is_one_trace_across_both_services() {
         chat1.attr("gen_ai.conversation.id").as_deref(),
         Some(s.id.as_str())
     );
+    let chat2 = chats.iter().find(|c| c.span_id != chat1.span_id).unwrap();
+    assert_eq!(finish_reasons(chat1), ["tool_calls"]);
+    assert_eq!(finish_reasons(chat2), ["stop"]);
+    assert_semconv_types(&of_trace);
+}
+
+/// `gen_ai.response.finish_reasons`, which must be an array of strings.
+fn finish_reasons(span: &Span) -> Vec<String> {
+    span.strings("gen_ai.response.finish_reasons")
+        .unwrap_or_else(|| {
+            panic!(
+                "finish_reasons is not an array of strings: {:?}",
+                span.value("gen_ai.response.finish_reasons")
+            )
+        })
+}
+
+/// The attribute types of the GenAI and OpenTelemetry conventions, as the receiver got them: counts and costs as
+/// integers, durations as doubles, names as strings; no attribute an empty string (absent ones are left out); the
+/// agent's name on the loop's span; the resource's version and per-process instance id.
+fn assert_semconv_types(spans: &[&Span]) {
+    let is_int = |s: &Span, key: &str| matches!(s.value(key), Some(Value::IntValue(_)));
+    let string = |s: &Span, key: &str| match s.value(key) {
+        Some(Value::StringValue(v)) => v.clone(),
+        other => panic!("{key} on {} is not a string: {other:?}", s.name),
+    };
+    for span in spans {
+        let name = &span.name;
+        if name.starts_with("chat ") {
+            for key in [
+                "gen_ai.usage.input_tokens",
+                "gen_ai.usage.output_tokens",
+                "gen_ai.usage.cache_read.input_tokens",
+                "gen_ai.usage.cache_creation.input_tokens",
+                "gen_ai.usage.reasoning.output_tokens",
+                "llm.cost_nano_usd",
+                "llm.attempts",
+            ] {
+                assert!(is_int(span, key), "{key} on {name}: {:?}", span.value(key));
+            }
+            assert!(
+                matches!(
+                    span.value("gen_ai.client.time_to_first_chunk"),
+                    Some(Value::DoubleValue(_))
+                ),
+                "{name}"
+            );
+            assert_eq!(string(span, "gen_ai.agent.name"), "default");
+            assert_eq!(string(span, "gen_ai.operation.name"), "chat");
+        } else if name.starts_with("step ") {
+            for key in [
+                "llm.step",
+                "gen_ai.usage.input_tokens",
+                "gen_ai.usage.output_tokens",
+                "llm.cost_nano_usd",
+            ] {
+                assert!(is_int(span, key), "{key} on {name}: {:?}", span.value(key));
+            }
+        } else if name == "invoke_agent" {
+            assert_eq!(string(span, "gen_ai.agent.name"), "default");
+            assert_eq!(string(span, "gen_ai.operation.name"), "invoke_agent");
+        } else if name.starts_with("POST ") {
+            assert!(is_int(span, "llm.attempt"), "{name}");
+        }
+        for kv in &span.raw.attributes {
+            let value = kv.value.as_ref().and_then(|v| v.value.as_ref());
+            assert!(
+                !matches!(value, Some(Value::StringValue(v)) if v.is_empty()),
+                "{} on {name} is an empty string: leave it out instead",
+                kv.key
+            );
+        }
+        assert!(
+            matches!(span.resource_value("service.version"), Some(Value::StringValue(v)) if v == env!("CARGO_PKG_VERSION")),
+            "{:?}",
+            span.resource
+        );
+    }
+    let instance = |service: &str| -> Vec<String> {
+        let mut ids: Vec<String> = spans
+            .iter()
+            .filter(|s| s.service == service)
+            .map(|s| match s.resource_value("service.instance.id") {
+                Some(Value::StringValue(v)) if !v.is_empty() => v.clone(),
+                other => panic!("service.instance.id: {other:?}"),
+            })
+            .collect();
+        ids.dedup();
+        ids
+    };
+    let (gateway, processor) = (instance("llm-gateway"), instance("session-processor"));
+    assert_eq!(gateway.len(), 1, "one instance id per process: {gateway:?}");
+    assert_eq!(processor.len(), 1, "{processor:?}");
+    assert_ne!(gateway, processor, "each process has its own instance id");
 }

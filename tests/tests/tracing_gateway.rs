@@ -59,8 +59,9 @@ async fn a_generation_is_one_trace_from_the_caller_to_each_provider_attempt() {
         Some("gpt-4.1-mini-2025-04-14")
     );
     assert_eq!(
-        chat.attr("gen_ai.response.finish_reasons").as_deref(),
-        Some("stop")
+        chat.strings("gen_ai.response.finish_reasons"),
+        Some(vec!["stop".to_string()]),
+        "a string array"
     );
     assert_eq!(
         chat.attr("gen_ai.conversation.id").as_deref(),

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
+use e2e_tests::leaks::{found_in, replica_config, scan, traced_gateway};
 use e2e_tests::otlp::OtlpReceiver;
-use e2e_tests::service::free_port;
 use e2e_tests::vertex::{GoogleFakes, key_file};
 use e2e_tests::{Bearer, generation, scrape_metrics};
 use fake_provider::{GoogleTokens, Reply};
@@ -54,25 +54,16 @@ async fn no_google_credential_appears_in_logs_spans_metrics_or_replies() {
     fake.push(Reply::fixture("gemini/text.sse"));
 
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("gateway.toml");
     let provider = g.provider("vertex", "global", &g.key_settings("service_account.json"));
-    std::fs::write(
+    let config = replica_config(dir.path(), &provider);
+    let (gw, metrics_addr) = traced_gateway(
+        env!("CARGO_BIN_EXE_gateway_replica"),
         &config,
-        format!("[server]\nlisten = \"127.0.0.1:0\"\n[retry]\nbase_delay_ms = 5\n{provider}"),
+        &otlp,
+        GATEWAY_TOKEN,
+        &[],
     )
-    .unwrap();
-    let metrics_addr = format!("127.0.0.1:{}", free_port());
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_gateway_replica"));
-    cmd.arg(&config)
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.endpoint())
-        .env("OTEL_BSP_SCHEDULE_DELAY", "50")
-        .env("OTEL_SERVICE_NAME", "llm-gateway")
-        .env("RUST_LOG", "debug")
-        .env("GATEWAY_AUTH_TOKENS", GATEWAY_TOKEN)
-        .env("GATEWAY_METRICS_LISTEN", &metrics_addr);
-    let gw = e2e_tests::service::start(cmd, "llm-gateway listening on ")
-        .await
-        .expect("the gateway starts");
+    .await;
 
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", gw.addr))
         .unwrap()
@@ -106,41 +97,11 @@ async fn no_google_credential_appears_in_logs_spans_metrics_or_replies() {
         .await;
     let metrics = scrape_metrics(metrics_addr.parse().unwrap()).await;
     let cores = cores(tokens);
-    let leaks = |text: &str| -> Vec<String> {
-        let lower = text.to_lowercase();
-        cores
-            .iter()
-            .filter(|c| lower.contains(c.as_str()))
-            .cloned()
-            .collect()
-    };
+    let leaks = |text: &str| found_in(&cores, text);
     // The pieces searched for are the real ones: the provider saw the token, the token endpoint the JWT.
     assert!(!leaks(requests[0].header("authorization").unwrap()).is_empty());
     assert!(!leaks(&String::from_utf8_lossy(&oauth.requests()[0].body)).is_empty());
-    let mut found = Vec::new();
-    let lines = gw.lines();
-    assert!(
-        lines.iter().any(|l| l.contains("DEBUG")),
-        "the log was not at debug level"
-    );
-    for line in &lines {
-        for leak in leaks(line) {
-            found.push(format!("log: {leak} in {line}"));
-        }
-    }
-    for span in &spans {
-        for leak in leaks(&format!("{} {:?}", span.name, span.raw)) {
-            found.push(format!("span {}: {leak}", span.name));
-        }
-    }
-    for leak in leaks(&metrics) {
-        found.push(format!("metrics: {leak}"));
-    }
-    for reply in &replies {
-        for leak in leaks(reply) {
-            found.push(format!("reply: {leak} in {reply}"));
-        }
-    }
+    let found = scan(&cores, &gw.lines(), &spans, &metrics, &replies);
     assert!(
         found.is_empty(),
         "credentials leaked:\n{}",

@@ -87,6 +87,10 @@ pub struct Capabilities {
     pub strict_schemas: bool,
     /// How an OpenAI Chat server wants earlier reasoning back on assistant turns.
     pub reasoning_replay: ReasoningReplay,
+    /// Bedrock: the model takes tools on the streaming `ConverseStream` API (AWS's "streaming tool use"). Off for
+    /// the models that use tools only through the non-streaming `Converse` (Llama, Mistral): their requests with
+    /// tools go there, and the whole answer is decoded into the same events at once.
+    pub streaming_tool_use: bool,
 }
 
 impl Default for Capabilities {
@@ -102,6 +106,7 @@ impl Default for Capabilities {
             tool_call_ids: ToolCallIds::Standard,
             strict_schemas: false,
             reasoning_replay: ReasoningReplay::None,
+            streaming_tool_use: true,
         }
     }
 }
@@ -300,6 +305,8 @@ pub struct CapabilitiesEntry {
     pub strict_schemas: Option<bool>,
     /// `"none"`, `"reasoning_content"` or `"reasoning"`; see [`Capabilities::reasoning_replay`].
     pub reasoning_replay: Option<ReasoningReplay>,
+    /// See [`Capabilities::streaming_tool_use`].
+    pub streaming_tool_use: Option<bool>,
 }
 
 /// Prices in a catalog file, USD per million tokens.
@@ -524,6 +531,18 @@ impl Catalog {
     }
 }
 
+/// The entry `id` has once `layers` are merged in order (later layers override single fields), or `None` when no
+/// layer has it.
+pub fn merged_entry(layers: &[&CatalogFile], id: &str) -> Option<ModelEntry> {
+    let mut found: Option<ModelEntry> = None;
+    for layer in layers {
+        if let Some(e) = layer.models.get(id) {
+            merge_entry(found.get_or_insert_with(ModelEntry::default), e);
+        }
+    }
+    found
+}
+
 fn merge_entry(slot: &mut ModelEntry, e: &ModelEntry) {
     if e.display_name.is_some() {
         slot.display_name.clone_from(&e.display_name);
@@ -547,6 +566,7 @@ fn merge_entry(slot: &mut ModelEntry, e: &ModelEntry) {
             tool_call_ids: c.tool_call_ids.or(base.tool_call_ids),
             strict_schemas: c.strict_schemas.or(base.strict_schemas),
             reasoning_replay: c.reasoning_replay.or(base.reasoning_replay),
+            streaming_tool_use: c.streaming_tool_use.or(base.streaming_tool_use),
         });
     }
     if let Some(d) = e.defaults {
@@ -603,6 +623,7 @@ fn apply_capabilities(mut c: Capabilities, e: Option<CapabilitiesEntry>) -> Capa
     c.tool_call_ids = e.tool_call_ids.unwrap_or(c.tool_call_ids);
     c.strict_schemas = e.strict_schemas.unwrap_or(c.strict_schemas);
     c.reasoning_replay = e.reasoning_replay.unwrap_or(c.reasoning_replay);
+    c.streaming_tool_use = e.streaming_tool_use.unwrap_or(c.streaming_tool_use);
     c
 }
 

@@ -5,6 +5,7 @@ fn providers() -> BTreeMap<String, Protocol> {
         ("openai".to_string(), Protocol::OpenaiChat),
         ("anthropic".to_string(), Protocol::Anthropic),
         ("bedrock".to_string(), Protocol::Bedrock),
+        ("azure".to_string(), Protocol::AzureChat),
     ]
     .into_iter()
     .collect()
@@ -148,6 +149,20 @@ fn compatibility_capabilities_parse_and_layer() {
     assert_eq!(c.tool_call_ids, ToolCallIds::Standard);
     assert!(!c.strict_schemas);
     assert_eq!(c.reasoning_replay, ReasoningReplay::None);
+    assert!(c.streaming_tool_use);
+    // Bedrock's Llama models take tools only on the non-streaming Converse; Azure's Responses-only model says so.
+    let llama = catalog
+        .get("bedrock/us.meta.llama3-3-70b-instruct-v1:0")
+        .unwrap();
+    assert!(!llama.capabilities.streaming_tool_use);
+    assert_eq!(
+        catalog.get("azure/gpt-5-codex").unwrap().protocol,
+        Protocol::AzureResponses
+    );
+    assert_eq!(
+        catalog.get("azure/gpt-4o").unwrap().protocol,
+        Protocol::AzureChat
+    );
 
     let over: CatalogFile = toml::from_str(
         r#"

@@ -185,6 +185,10 @@ pub struct ProviderFile {
     /// `[providers.<id>.aws]`: region and profile of a `bedrock` provider (docs/gateway.md "AWS Bedrock").
     #[serde(default)]
     pub aws: Option<crate::adapter::bedrock::auth::AwsFile>,
+    /// `[providers.<id>.azure]`: surface, `api-version`, deployments and Entra ID credentials of an Azure OpenAI
+    /// provider (docs/gateway.md "Azure OpenAI").
+    #[serde(default)]
+    pub azure: Option<crate::azure_config::AzureFile>,
 }
 
 fn default_unlisted_context() -> u64 {
@@ -205,8 +209,10 @@ pub struct Provider {
     pub base_url: String,
     /// API key (may be empty for local servers).
     pub api_key: Secret,
-    /// Access tokens for Vertex AI providers, used instead of `api_key`.
-    pub google: Option<std::sync::Arc<crate::google_auth::TokenSource>>,
+    /// OAuth2 access tokens (Vertex AI; Azure with Entra ID), used instead of `api_key`.
+    pub tokens: Option<std::sync::Arc<crate::oauth::TokenSource>>,
+    /// An Azure OpenAI provider's REST surface and `api-version`.
+    pub azure: Option<crate::adapter::azure::AzureApi>,
     /// See [`ProviderFile::allow_unlisted_models`].
     pub allow_unlisted_models: bool,
     pub unlisted_context_window: u64,
@@ -351,7 +357,7 @@ impl Config {
         let retry = retry(&file.retry)?;
         let capture_message_content = capture_message_content(&file.telemetry, env)?;
         let providers = providers(&file.providers, env)?;
-        let catalog = catalog(file.models, &providers)?;
+        let catalog = catalog(file.models, &file.providers, &providers)?;
         let (hooks, hook_services) = crate::hooks::compile(&file.hooks, &file.hook_services)?;
         let limits = file.limits.validate()?;
 
@@ -534,6 +540,7 @@ fn providers(
             unlisted_max_output_tokens: default_unlisted_output(),
             google: None,
             aws: None,
+            azure: None,
         };
         providers.insert((*id).to_string(), provider_from_file(id, &p, env)?);
     }
@@ -541,19 +548,25 @@ fn providers(
     Ok(providers)
 }
 
-/// The bundled catalog with the file's `[models]` over it; every fallback names a served model.
+/// The bundled catalog, the Azure deployments' entries (their models' entries under their names) and the file's
+/// `[models]` over them; every fallback names a served model.
 fn catalog(
     models: BTreeMap<String, ModelEntry>,
+    files: &BTreeMap<String, ProviderFile>,
     providers: &BTreeMap<String, Provider>,
 ) -> Result<Catalog, ConfigError> {
     let bundled: CatalogFile = toml::from_str(crate::catalog::BUNDLED)
         .map_err(|e| ConfigError::new("catalog (bundled)", e.to_string()))?;
     let overrides = CatalogFile { models };
+    let azure = files
+        .iter()
+        .filter_map(|(id, p)| p.azure.as_ref().map(|a| (id.as_str(), a)));
+    let deployments = crate::azure_config::deployment_models(azure, &[&bundled, &overrides])?;
     let protocols = providers
         .iter()
         .map(|(id, p)| (id.clone(), p.protocol))
         .collect();
-    let catalog = Catalog::build(&[&bundled, &overrides], &protocols)
+    let catalog = Catalog::build(&[&bundled, &deployments, &overrides], &protocols)
         .map_err(|e| ConfigError::new("models", e.to_string()))?;
     catalog
         .check_fallbacks(|id| {
@@ -589,34 +602,7 @@ fn provider_from_file(id: &str, p: &ProviderFile, env: &dyn Env) -> Result<Provi
         ));
     }
     let signer = provider_signer(id, p, env)?;
-    let from_env = p.base_url_env.as_deref().and_then(|name| env.var(name));
-    let base_url = from_env.or_else(|| p.base_url.clone());
-    let (base_url, google) = if p.protocol.uses_google_tokens() {
-        if p.api_key_env.is_some() {
-            return Err(ConfigError::new(
-                key("api_key_env"),
-                "Vertex AI authenticates with Google credentials; see providers.<id>.google",
-            ));
-        }
-        let host = base_url
-            .map(|u| validate_base_url(&u).map_err(|m| ConfigError::new(key("base_url"), m)))
-            .transpose()?;
-        let v = crate::vertex_config::build(id, p.google.as_ref(), host.as_deref(), env)?;
-        (v.base_url, Some(v.tokens))
-    } else {
-        if p.google.is_some() {
-            return Err(ConfigError::new(
-                key("google"),
-                "only for the Vertex AI protocols (vertex_gemini, vertex_anthropic)",
-            ));
-        }
-        let base_url = base_url
-            .or_else(|| signer.as_ref().map(|s| s.default_endpoint()))
-            .ok_or_else(|| ConfigError::new(key("base_url"), "required"))?;
-        let base_url =
-            validate_base_url(&base_url).map_err(|m| ConfigError::new(key("base_url"), m))?;
-        (base_url, None)
-    };
+    let address = address(id, p, signer.as_ref(), env)?;
     let api_key = match &p.api_key_env {
         Some(name) => match env.var(name) {
             Some(v) => Secret::new(v),
@@ -638,9 +624,10 @@ fn provider_from_file(id: &str, p: &ProviderFile, env: &dyn Env) -> Result<Provi
     Ok(Provider {
         id: id.to_string(),
         protocol: p.protocol,
-        base_url,
+        base_url: address.base_url,
         api_key,
-        google,
+        tokens: address.tokens,
+        azure: address.azure,
         allow_unlisted_models: p.allow_unlisted_models,
         unlisted_context_window: p.unlisted_context_window,
         unlisted_max_output_tokens: p.unlisted_max_output_tokens,
@@ -648,7 +635,74 @@ fn provider_from_file(id: &str, p: &ProviderFile, env: &dyn Env) -> Result<Provi
     })
 }
 
-/// Base URLs are http(s) with a host, no credentials, query or fragment; the trailing `/` is dropped.
+/// Where a provider's requests go and the tokens they carry, by protocol family.
+struct Address {
+    base_url: String,
+    tokens: Option<std::sync::Arc<crate::oauth::TokenSource>>,
+    azure: Option<crate::adapter::azure::AzureApi>,
+}
+
+/// The base URL (Vertex AI: built from `google`; Azure: the endpoint's `/openai`; Bedrock: the region's endpoint by
+/// default; the others: as configured), the token source of Vertex and Entra ID providers and Azure's addressing.
+/// The `google` and `azure` tables are refused on the other protocols.
+fn address(
+    id: &str,
+    p: &ProviderFile,
+    signer: Option<&crate::adapter::bedrock::auth::AwsSigner>,
+    env: &dyn Env,
+) -> Result<Address, ConfigError> {
+    let key = |k: &str| format!("providers.{id}.{k}");
+    let from_env = p.base_url_env.as_deref().and_then(|name| env.var(name));
+    let base_url = from_env.or_else(|| p.base_url.clone());
+    let validated =
+        |url: String| validate_base_url(&url).map_err(|m| ConfigError::new(key("base_url"), m));
+    if p.google.is_some() && !p.protocol.uses_google_tokens() {
+        return Err(ConfigError::new(
+            key("google"),
+            "only for the Vertex AI protocols (vertex_gemini, vertex_anthropic)",
+        ));
+    }
+    if p.azure.is_some() && !p.protocol.is_azure() {
+        return Err(ConfigError::new(
+            key("azure"),
+            "only for the Azure OpenAI protocols (azure_chat, azure_responses)",
+        ));
+    }
+    if p.protocol.uses_google_tokens() {
+        if p.api_key_env.is_some() {
+            return Err(ConfigError::new(
+                key("api_key_env"),
+                "Vertex AI authenticates with Google credentials; see providers.<id>.google",
+            ));
+        }
+        let host = base_url.map(validated).transpose()?;
+        let v = crate::vertex_config::build(id, p.google.as_ref(), host.as_deref(), env)?;
+        return Ok(Address {
+            base_url: v.base_url,
+            tokens: Some(v.tokens),
+            azure: None,
+        });
+    }
+    let base_url = base_url
+        .or_else(|| signer.map(|s| s.default_endpoint()))
+        .ok_or_else(|| ConfigError::new(key("base_url"), "required"))?;
+    let base_url = validated(base_url)?;
+    if p.protocol.is_azure() {
+        let has_key = p.api_key_env.is_some();
+        let a = crate::azure_config::build(id, p.azure.as_ref(), &base_url, has_key, env)?;
+        return Ok(Address {
+            base_url: a.base_url,
+            tokens: a.tokens,
+            azure: Some(a.api),
+        });
+    }
+    Ok(Address {
+        base_url,
+        tokens: None,
+        azure: None,
+    })
+}
+
 /// The signer of a `bedrock` provider, from `[providers.<id>.aws]`, the AWS environment and shared files. Other
 /// protocols take no `aws` table, and `bedrock` takes no API key.
 fn provider_signer(
@@ -678,6 +732,7 @@ fn provider_signer(
         .map_err(|m| ConfigError::new(key("aws"), m))
 }
 
+/// Base URLs are http(s) with a host, no credentials, query or fragment; the trailing `/` is dropped.
 fn validate_base_url(url: &str) -> Result<String, String> {
     let parsed = reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a URL: {e}"))?;
     if !matches!(parsed.scheme(), "http" | "https") {

@@ -8,7 +8,8 @@
 //! - [`adapter`]: one pure translation per wire protocol, over the shared SSE parser and HTTP transport.
 //! - [`generate`]: one generation end to end: resolve, hooks, build, send, retry and fall back before the first
 //!   event, decode, cost; and the reloadable state ([`generate::Gateway::reload`]).
-//! - [`limits`]: the `[limits]` table (request and provider-stream sizes) and the helpers that enforce them.
+//! - [`limits`]: the `[limits]` table (request and provider-stream sizes) and the helpers that enforce them;
+//!   [`census`] counts what they bound in a request still encoded.
 //! - [`hooks`]: declarative hooks and external `HooksService` calls that transform a request before it is built.
 //! - [`offload`]: large requests prepared on the blocking pool, off the async workers.
 //! - [`metrics`]: Prometheus metrics and the `/metrics` listener.
@@ -19,18 +20,20 @@
 //!   that both `main` and the tests call.
 
 pub mod adapter;
+pub mod azure_config;
 pub mod catalog;
+pub mod census;
 pub mod config;
 pub mod convert;
 pub mod error;
 pub mod event;
 pub mod generate;
-pub mod google_auth;
 pub mod headers;
 pub mod hooks;
 pub mod http;
 pub mod limits;
 pub mod metrics;
+pub mod oauth;
 pub mod offload;
 pub mod protocol;
 mod routes;

@@ -246,6 +246,7 @@ impl Metrics {
     /// A fresh registry with every family registered.
     pub fn new() -> Metrics {
         let mut r = Registry::default();
+        llm_telemetry::process_metrics::register(&mut r);
         let requests = register(
             &mut r,
             REQUESTS,

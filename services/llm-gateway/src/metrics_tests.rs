@@ -40,10 +40,10 @@ fn a_generation_is_recorded_with_bounded_labels() {
         "llm_gateway_overhead_seconds_count{provider=\"openai\",model=\"openai/gpt-4o\"} 1",
         "llm_gateway_inflight_generations 0",
         "llm_gateway_rejected_total{reason=\"invalid_argument\"} 1",
-        "gen_ai_client_token_usage_sum{gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\",gen_ai_token_type=\"input\"} 30.0",
-        "gen_ai_client_token_usage_sum{gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\",gen_ai_token_type=\"output\"} 6.0",
-        "gen_ai_client_operation_duration_seconds_count{gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\"} 1",
-        "gen_ai_client_time_to_first_chunk_seconds_count{gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\"} 1",
+        "gen_ai_client_token_usage_sum{gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\",gen_ai_token_type=\"input\"} 30.0",
+        "gen_ai_client_token_usage_sum{gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\",gen_ai_token_type=\"output\"} 6.0",
+        "gen_ai_client_operation_duration_seconds_count{gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\"} 1",
+        "gen_ai_client_time_to_first_chunk_seconds_count{gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\"} 1",
     ] {
         assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
     }

@@ -3,8 +3,19 @@
 //! worker serves (all the sessions a processor multiplexes over one connection among them) would wait. A request
 //! above [`LARGE_REQUEST_ITEMS`] tools and parts therefore runs that work on tokio's blocking pool; smaller ones stay
 //! inline, where a thread hop would cost more than the work.
+//!
+//! Decoding is part of that work: a request of 40 000 tools is 3 MB of protobuf and some 120 000 strings to
+//! allocate. The gRPC codec therefore hands a request of [`LARGE_REQUEST_BYTES`] or more over still encoded
+//! ([`Incoming::Encoded`]); [`generation`] counts it against `[limits]` from its bytes ([`crate::census`]), so a
+//! request over a limit is refused without being decoded, and decodes and validates one within the limits on the
+//! blocking pool.
 
+use bytes::Bytes;
 use llm_proto::gateway as pb;
+use tonic::Status;
+
+use crate::limits::Limits;
+use crate::status;
 
 /// Tools plus parts above which preparation leaves the async workers.
 pub const LARGE_REQUEST_ITEMS: usize = 256;
@@ -13,6 +24,88 @@ pub const LARGE_REQUEST_ITEMS: usize = 256;
 pub fn is_large(g: &pb::Generation) -> bool {
     let parts: usize = g.messages.iter().map(|m| m.parts.len()).sum();
     g.tools.len() + parts > LARGE_REQUEST_ITEMS
+}
+
+/// Encoded requests of this many bytes or more leave the codec undecoded (a request of a few hundred tools and a
+/// short history stays under it and is decoded inline, where a thread hop would cost more).
+pub const LARGE_REQUEST_BYTES: usize = 64 * 1024;
+
+/// A request as the gRPC codec hands it over: decoded when small, its bytes when large.
+#[derive(Debug)]
+pub enum Incoming<M> {
+    /// Decoded by the codec.
+    Decoded(M),
+    /// [`LARGE_REQUEST_BYTES`] or more, decoded by [`generation`] once counted.
+    Encoded(Bytes),
+}
+
+/// A request message whose payload is one generation (`StreamRequest`, `GenerateRequest`).
+pub trait CarriesGeneration: prost::Message + Default + Send + 'static {
+    /// The generation, if the caller sent one.
+    fn into_generation(self) -> Option<pb::Generation>;
+}
+
+impl CarriesGeneration for pb::StreamRequest {
+    fn into_generation(self) -> Option<pb::Generation> {
+        self.generation
+    }
+}
+
+impl CarriesGeneration for pb::GenerateRequest {
+    fn into_generation(self) -> Option<pb::Generation> {
+        self.generation
+    }
+}
+
+/// The request's generation, decoded if it came encoded, and validated; an encoded one is first counted against
+/// the size limits from its bytes, so an oversized request is refused before anything is decoded.
+pub async fn generation<M: CarriesGeneration>(
+    incoming: Incoming<M>,
+    limits: &Limits,
+) -> Result<pb::Generation, Status> {
+    let bytes = match incoming {
+        Incoming::Decoded(m) => return validated(m.into_generation(), limits).await,
+        Incoming::Encoded(bytes) => bytes,
+    };
+    let census = crate::census::of_request(&bytes).map_err(|e| not_the_message(&e))?;
+    crate::validate::counts(&census, limits)?;
+    let limits = *limits;
+    run(true, move || {
+        let m = M::decode(bytes).map_err(|e| not_the_message(&e))?;
+        let g = m
+            .into_generation()
+            .ok_or_else(|| status::invalid("generation", "required"))?;
+        crate::validate::validate(Some(&g), &limits)?;
+        Ok(g)
+    })
+    .await
+}
+
+/// Validates a decoded request's generation and hands it over by value: the gateway edits it in place (hooks)
+/// instead of copying a request that may be megabytes long.
+///
+/// The size limits are counted here first, so an oversized request is refused at once; a large request that passes
+/// them is checked on the blocking pool.
+pub async fn validated(
+    generation: Option<pb::Generation>,
+    limits: &Limits,
+) -> Result<pb::Generation, Status> {
+    let g = generation.ok_or_else(|| status::invalid("generation", "required"))?;
+    crate::validate::sizes(&g, limits)?;
+    let limits = *limits;
+    run(is_large(&g), move || {
+        crate::validate::validate(Some(&g), &limits)?;
+        Ok(g)
+    })
+    .await
+}
+
+/// The status of a request whose bytes are not the method's message: the caller's mistake.
+pub fn not_the_message(e: &dyn std::fmt::Display) -> Status {
+    status::invalid(
+        "request",
+        &format!("not a valid protobuf message of this method: {e}"),
+    )
 }
 
 /// Runs `work` on the blocking pool when `large`, else here. A panic in `work` is resumed on the caller's task, as

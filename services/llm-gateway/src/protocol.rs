@@ -19,6 +19,10 @@ pub enum Protocol {
     VertexAnthropic,
     /// AWS Bedrock Converse (`/model/{modelId}/converse-stream`), SigV4-signed, eventstream-framed.
     Bedrock,
+    /// OpenAI Chat Completions on Azure OpenAI (a deployment's `chat/completions`, `api-key` or Entra ID tokens).
+    AzureChat,
+    /// OpenAI Responses on Azure OpenAI.
+    AzureResponses,
 }
 
 impl Protocol {
@@ -32,16 +36,21 @@ impl Protocol {
             Protocol::VertexGemini => "vertex_gemini",
             Protocol::VertexAnthropic => "vertex_anthropic",
             Protocol::Bedrock => "bedrock",
+            Protocol::AzureChat => "azure_chat",
+            Protocol::AzureResponses => "azure_responses",
         }
     }
 
-    /// The publisher wire format this protocol carries: Vertex's protocols speak Gemini's and Anthropic's. Replay
-    /// metadata is labelled with it, so a signature made on Vertex is recognised by the Gemini or Anthropic request
-    /// builder (still only for the model that made it).
+    /// The publisher wire format this protocol carries: Vertex's protocols speak Gemini's and Anthropic's, Azure's
+    /// OpenAI's. Replay metadata is labelled with it, so a signature made on Vertex (or encrypted reasoning made on
+    /// Azure) is recognised by the Gemini, Anthropic or OpenAI request builder (still only for the model that made
+    /// it).
     pub fn wire(self) -> Protocol {
         match self {
             Protocol::VertexGemini => Protocol::Gemini,
             Protocol::VertexAnthropic => Protocol::Anthropic,
+            Protocol::AzureChat => Protocol::OpenaiChat,
+            Protocol::AzureResponses => Protocol::OpenaiResponses,
             other => other,
         }
     }
@@ -49,5 +58,10 @@ impl Protocol {
     /// True for the protocols that authenticate with Google OAuth2 access tokens instead of an API key.
     pub fn uses_google_tokens(self) -> bool {
         matches!(self, Protocol::VertexGemini | Protocol::VertexAnthropic)
+    }
+
+    /// True for the Azure OpenAI protocols, whose providers take an `azure` table.
+    pub fn is_azure(self) -> bool {
+        matches!(self, Protocol::AzureChat | Protocol::AzureResponses)
     }
 }

@@ -2,7 +2,9 @@
 //!
 //! Two reasons. A `Stream` response gets a small encode buffer (it lives as long as the stream). And a request that is
 //! not the message it claims to be (bytes that do not decode, a string field that is not UTF-8) is the caller's
-//! mistake: [`GatewayCodec`] reports it as `INVALID_ARGUMENT`, where tonic's own codec says `INTERNAL`.
+//! mistake: [`GatewayCodec`] reports it as `INVALID_ARGUMENT`, where tonic's own codec says `INTERNAL`. And a large
+//! `Stream` or `Generate` request is handed over still encoded ([`Incoming`]), so its decoding runs off the async
+//! worker that serves the connection's other streams.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -15,6 +17,7 @@ use llm_proto::gateway as pb;
 use llm_proto::gateway::gateway_service_server::{GatewayService, GatewayServiceServer};
 use tonic::{Request, Response, Status};
 
+use crate::offload::Incoming;
 use crate::rpc::{EventStream, GatewayRpc};
 
 const SERVICE: &str = "/llm.gateway.v1.GatewayService/";
@@ -82,7 +85,7 @@ impl tower::Service<http::Request<tonic::body::Body>> for GatewayServer {
         match method {
             "Stream" => Box::pin(async move {
                 let mut grpc = service_kit::compressed!(
-                    tonic::server::Grpc::new(GatewayCodec::<_, pb::StreamRequest>::new(
+                    tonic::server::Grpc::new(GatewayCodec::<_, Incoming<pb::StreamRequest>>::new(
                         STREAM_ENCODE_BUFFER,
                     ))
                     .apply_max_message_size_config(Some(max), Some(usize::MAX))
@@ -90,7 +93,7 @@ impl tower::Service<http::Request<tonic::body::Body>> for GatewayServer {
                 Ok(grpc.server_streaming(StreamMethod(rpc), req).await)
             }),
             "Generate" => unary(rpc, max, req, |rpc, r| {
-                Box::pin(async move { rpc.generate(r).await })
+                Box::pin(async move { rpc.generate_incoming(r).await })
             }),
             "ListModels" => unary(rpc, max, req, |rpc, r| {
                 Box::pin(async move { rpc.list_models(r).await })
@@ -110,7 +113,7 @@ fn unary<Req, Resp>(
     handler: Handler<Req, Resp>,
 ) -> BoxFuture<Result<HttpResponse, Infallible>>
 where
-    Req: prost::Message + Default + Send + 'static,
+    Req: FromWire,
     Resp: prost::Message + Send + 'static,
 {
     Box::pin(async move {
@@ -140,14 +143,14 @@ impl<Req, Resp> tonic::server::UnaryService<Req> for UnaryMethod<Req, Resp> {
 /// The `Stream` method, handed to tonic's server-streaming machinery.
 struct StreamMethod(Arc<GatewayRpc>);
 
-impl tonic::server::ServerStreamingService<pb::StreamRequest> for StreamMethod {
+impl tonic::server::ServerStreamingService<Incoming<pb::StreamRequest>> for StreamMethod {
     type Response = pb::StreamResponse;
     type ResponseStream = EventStream;
     type Future = BoxFuture<Result<Response<EventStream>, Status>>;
 
-    fn call(&mut self, request: Request<pb::StreamRequest>) -> Self::Future {
+    fn call(&mut self, request: Request<Incoming<pb::StreamRequest>>) -> Self::Future {
         let rpc = Arc::clone(&self.0);
-        Box::pin(async move { <GatewayRpc as GatewayService>::stream(&rpc, request).await })
+        Box::pin(async move { rpc.stream_incoming(request).await })
     }
 }
 
@@ -170,7 +173,7 @@ impl<E, D> GatewayCodec<E, D> {
 impl<E, D> tonic::codec::Codec for GatewayCodec<E, D>
 where
     E: prost::Message + Send + 'static,
-    D: prost::Message + Default + Send + 'static,
+    D: FromWire,
 {
     type Encode = E;
     type Decode = D;
@@ -201,17 +204,37 @@ impl<E: prost::Message, D> tonic::codec::Encoder for GatewayCodec<E, D> {
     }
 }
 
-impl<E, D: prost::Message + Default> tonic::codec::Decoder for GatewayCodec<E, D> {
+impl<E, D: FromWire> tonic::codec::Decoder for GatewayCodec<E, D> {
     type Item = D;
     type Error = Status;
 
     // The request's buffer keeps tonic's default size: it lives only until the request is decoded.
     fn decode(&mut self, src: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<D>, Status> {
-        D::decode(src).map(Some).map_err(|e| {
-            crate::status::invalid(
-                "request",
-                &format!("not a valid protobuf message of this method: {e}"),
-            )
-        })
+        D::from_wire(src).map(Some)
+    }
+}
+
+/// What the codec makes of a request's bytes.
+pub(crate) trait FromWire: Sized + Send + 'static {
+    /// The request from its bytes (all of `src`); bytes that are not the message are `INVALID_ARGUMENT`.
+    fn from_wire(src: &mut tonic::codec::DecodeBuf<'_>) -> Result<Self, Status>;
+}
+
+impl<M: prost::Message + Default + Send + 'static> FromWire for M {
+    fn from_wire(src: &mut tonic::codec::DecodeBuf<'_>) -> Result<Self, Status> {
+        M::decode(src).map_err(|e| crate::offload::not_the_message(&e))
+    }
+}
+
+/// A large request leaves the codec undecoded (the bytes are split off tonic's buffer, not copied), to be counted and
+/// decoded off the async workers ([`crate::offload::generation`]).
+impl<M: prost::Message + Default + Send + 'static> FromWire for Incoming<M> {
+    fn from_wire(src: &mut tonic::codec::DecodeBuf<'_>) -> Result<Self, Status> {
+        use bytes::Buf as _;
+        let len = src.remaining();
+        if len >= crate::offload::LARGE_REQUEST_BYTES {
+            return Ok(Incoming::Encoded(src.copy_to_bytes(len)));
+        }
+        M::from_wire(src).map(Incoming::Decoded)
     }
 }

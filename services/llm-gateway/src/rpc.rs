@@ -10,12 +10,17 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::generate::Gateway;
+use crate::offload::{self, Incoming};
+use crate::tracing_spans::Traced;
 use crate::{convert, status};
 
 /// The `GatewayService` implementation.
 pub struct GatewayRpc {
     pub(crate) gateway: Gateway,
 }
+
+/// A generation's events, as the core yields them.
+pub(crate) type Events = Pin<Box<dyn Stream<Item = pb::StreamResponse> + Send + 'static>>;
 
 pub(crate) type EventStream =
     Pin<Box<dyn Stream<Item = Result<pb::StreamResponse, Status>> + Send + 'static>>;
@@ -28,65 +33,14 @@ impl GatewayService for GatewayRpc {
         &self,
         request: Request<pb::StreamRequest>,
     ) -> Result<Response<EventStream>, Status> {
-        let trace = trace_context(request.metadata());
-        let (metadata, _, message) = request.into_parts();
-        let mut generation = validated(message.generation, &self.gateway.config().limits).await?;
-        let capture = self.gateway.config().capture_message_content;
-        let span = crate::tracing_spans::generation_span(&generation, &metadata, capture);
-        propagate(&mut generation, trace);
-        log_start(&generation);
-        let events = self
-            .gateway
-            .stream(generation)
-            .instrument(span.clone())
-            .await
-            .map_err(|e| {
-                crate::tracing_spans::start_failed(&span, &e);
-                status::start_error_status(&e)
-            })?;
-        let mut traced = crate::tracing_spans::Traced::new(Box::pin(events), span, capture);
-        // The response headers go out when this returns. Returning only once the first event exists (the provider
-        // answered, or every attempt failed) sends the headers and the first events in one HTTP/2 write: one
-        // socket write and one wake-up of the caller instead of two before the first token. Nothing is lost by
-        // waiting: the caller could not do anything with the headers alone, and cancelling still drops the
-        // generation (and the provider request) at once.
-        let Some(first) = traced.next().await else {
-            // Never polled again after its end: the generation's stream is not fused.
-            return Ok(Response::new(Box::pin(futures::stream::empty())));
-        };
-        Ok(Response::new(Box::pin(
-            futures::stream::once(std::future::ready(first))
-                .chain(traced)
-                .map(Ok),
-        )))
+        self.stream_incoming(request.map(Incoming::Decoded)).await
     }
 
     async fn generate(
         &self,
         request: Request<pb::GenerateRequest>,
     ) -> Result<Response<pb::GenerateResponse>, Status> {
-        let trace = trace_context(request.metadata());
-        let (metadata, _, message) = request.into_parts();
-        let mut generation = validated(message.generation, &self.gateway.config().limits).await?;
-        let capture = self.gateway.config().capture_message_content;
-        let span = crate::tracing_spans::generation_span(&generation, &metadata, capture);
-        propagate(&mut generation, trace);
-        log_start(&generation);
-        let events = self
-            .gateway
-            .stream(generation)
-            .instrument(span.clone())
-            .await
-            .map_err(|e| {
-                crate::tracing_spans::start_failed(&span, &e);
-                status::start_error_status(&e)
-            })?;
-        let mut events = crate::tracing_spans::Traced::new(Box::pin(events), span, capture);
-        let mut collector = convert::Collector::default();
-        while let Some(ev) = events.next().await {
-            collector.push(ev)?;
-        }
-        Ok(Response::new(collector.finish()?))
+        self.generate_incoming(request.map(Incoming::Decoded)).await
     }
 
     async fn list_models(
@@ -142,23 +96,74 @@ impl GatewayService for GatewayRpc {
     }
 }
 
-/// Validates the request's generation and hands it over by value: the gateway edits it in place (hooks) instead of
-/// copying a request that may be megabytes long.
-///
-/// The size limits are counted here first, so an oversized request is refused at once; a large request that passes
-/// them is checked on the blocking pool ([`crate::offload`]).
-pub(crate) async fn validated(
-    generation: Option<pb::Generation>,
-    limits: &crate::limits::Limits,
-) -> Result<pb::Generation, Status> {
-    let g = generation.ok_or_else(|| status::invalid("generation", "required"))?;
-    crate::validate::sizes(&g, limits)?;
-    let limits = *limits;
-    crate::offload::run(crate::offload::is_large(&g), move || {
-        crate::validate::validate(Some(&g), &limits)?;
-        Ok(g)
-    })
-    .await
+impl GatewayRpc {
+    /// `Stream`, from a request as the codec hands it over (decoded, or still encoded when large).
+    pub(crate) async fn stream_incoming(
+        &self,
+        request: Request<Incoming<pb::StreamRequest>>,
+    ) -> Result<Response<EventStream>, Status> {
+        let mut traced = self.begin(request).await?;
+        // The response headers go out when this returns. Returning only once the first event exists (the provider
+        // answered, or every attempt failed) sends the headers and the first events in one HTTP/2 write: one
+        // socket write and one wake-up of the caller instead of two before the first token. Nothing is lost by
+        // waiting: the caller could not do anything with the headers alone, and cancelling still drops the
+        // generation (and the provider request) at once.
+        let Some(first) = traced.next().await else {
+            // Never polled again after its end: the generation's stream is not fused.
+            return Ok(Response::new(Box::pin(futures::stream::empty())));
+        };
+        Ok(Response::new(Box::pin(
+            futures::stream::once(std::future::ready(first))
+                .chain(traced)
+                .map(Ok),
+        )))
+    }
+
+    /// `Generate`, from a request as the codec hands it over: the same generation, collected into one response.
+    pub(crate) async fn generate_incoming(
+        &self,
+        request: Request<Incoming<pb::GenerateRequest>>,
+    ) -> Result<Response<pb::GenerateResponse>, Status> {
+        let mut events = self.begin(request).await?;
+        let mut collector = convert::Collector::default();
+        while let Some(ev) = events.next().await {
+            collector.push(ev)?;
+        }
+        Ok(Response::new(collector.finish()?))
+    }
+
+    /// What `Stream` and `Generate` share: the generation validated and started under its span.
+    async fn begin<M: offload::CarriesGeneration>(
+        &self,
+        request: Request<Incoming<M>>,
+    ) -> Result<Traced<Events>, Status> {
+        let (metadata, _, message) = request.into_parts();
+        let generation = offload::generation(message, &self.gateway.config().limits).await?;
+        start_traced(&self.gateway, generation, &metadata)
+            .await
+            .map_err(|e| status::start_error_status(&e))
+    }
+}
+
+/// Starts a validated generation under its span, with the caller's trace context (from `metadata`) carried on to
+/// the provider: the one start of both doors (gRPC here, HTTP in `http::generation`), which map a start error each
+/// to their own wire.
+pub(crate) async fn start_traced(
+    gateway: &Gateway,
+    mut generation: pb::Generation,
+    metadata: &tonic::metadata::MetadataMap,
+) -> Result<Traced<Events>, crate::start_error::StartError> {
+    let capture = gateway.config().capture_message_content;
+    let span = crate::tracing_spans::generation_span(&generation, metadata, capture);
+    propagate(&mut generation, trace_context(metadata));
+    log_start(&generation);
+    let events = gateway
+        .stream(generation)
+        .instrument(span.clone())
+        .await
+        .inspect_err(|e| crate::tracing_spans::start_failed(&span, e))?;
+    let events: Events = Box::pin(events);
+    Ok(Traced::new(events, span, capture))
 }
 
 /// The caller's W3C trace context (`traceparent`, `tracestate`), when it sent a valid one.

@@ -2,6 +2,8 @@
 //! generation (parented on the caller's W3C trace context) and, inside it, one span per provider HTTP request, so
 //! retries and fallbacks show as separate attempts.
 //!
+//! Integer attributes are recorded as `i64` (tracing-opentelemetry exports unsigned fields as strings).
+//!
 //! Token attributes follow the conventions' meaning: `gen_ai.usage.input_tokens` counts every prompt token (cached
 //! or not) and `gen_ai.usage.output_tokens` every output token (reasoning included); the cache and reasoning parts
 //! are also given on their own. `llm.cost_nano_usd` is the step's exact cost.
@@ -45,24 +47,27 @@ pub fn generation_span(
         "gen_ai.request.model" = %g.model,
         "gen_ai.response.model" = Empty,
         "gen_ai.response.id" = Empty,
-        "gen_ai.response.finish_reasons" = Empty,
         "gen_ai.usage.input_tokens" = Empty,
         "gen_ai.usage.output_tokens" = Empty,
         "gen_ai.usage.cache_read.input_tokens" = Empty,
         "gen_ai.usage.cache_creation.input_tokens" = Empty,
         "gen_ai.usage.reasoning.output_tokens" = Empty,
-        "gen_ai.conversation.id" = %context(|c| &c.session_id),
-        "gen_ai.agent.name" = %context(|c| &c.agent),
+        "gen_ai.conversation.id" = Empty,
+        "gen_ai.agent.name" = Empty,
         "gen_ai.client.time_to_first_chunk" = Empty,
         "llm.model" = Empty,
         "llm.attempts" = Empty,
         "llm.cost_nano_usd" = Empty,
-        "llm.request_id" = %context(|c| &c.request_id),
+        "llm.request_id" = Empty,
         "error.type" = Empty,
         "gen_ai.system_instructions" = Empty,
         "gen_ai.input.messages" = Empty,
         "gen_ai.output.messages" = Empty,
     );
+    // Context the caller did not give is left out, never recorded as an empty string.
+    llm_telemetry::record_present(&span, "gen_ai.conversation.id", context(|c| &c.session_id));
+    llm_telemetry::record_present(&span, "gen_ai.agent.name", context(|c| &c.agent));
+    llm_telemetry::record_present(&span, "llm.request_id", context(|c| &c.request_id));
     llm_telemetry::set_parent_from_metadata(&span, metadata);
     if capture_content {
         if !g.system.is_empty() {
@@ -210,7 +215,7 @@ pub fn attempt_span(provider: &str, base_url: &str, path: &str, attempt: u32) ->
         "url.path" = %path,
         "server.address" = %host,
         "gen_ai.provider.name" = %provider,
-        "llm.attempt" = attempt,
+        "llm.attempt" = i64::from(attempt),
         "http.response.status_code" = Empty,
         "error.type" = Empty,
     )
@@ -309,11 +314,13 @@ fn record(span: &tracing::Span, started: Instant, first_chunk: &mut bool, ev: &p
                     "gen_ai.usage.reasoning.output_tokens",
                     as_i64(u.reasoning_tokens),
                 );
-                span.record("gen_ai.response.id", f.response_id.as_str());
-                span.record("gen_ai.response.model", f.response_model.as_str());
-                span.record(
+                llm_telemetry::record_present(span, "gen_ai.response.id", &f.response_id);
+                llm_telemetry::record_present(span, "gen_ai.response.model", &f.response_model);
+                // A string array, as the conventions define it (a tracing field can only hold a scalar).
+                llm_telemetry::set_string_array(
+                    span,
                     "gen_ai.response.finish_reasons",
-                    finish_name(f.finish_reason()),
+                    &[finish_name(f.finish_reason())],
                 );
                 span.record(
                     "llm.cost_nano_usd",

@@ -11,6 +11,7 @@ use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::adapter::BuildError;
 use crate::catalog::ModelInfo;
+use crate::census::Census;
 use crate::headers::reserved_header;
 use crate::limits::Limits;
 use crate::status::{ERROR_DOMAIN, invalid};
@@ -83,36 +84,39 @@ pub fn validate<'g>(
 
 /// The `[limits]` on counts and sizes, checked before anything is parsed.
 pub fn sizes(g: &pb::Generation, limits: &Limits) -> Result<(), Status> {
-    if g.messages.len() > limits.max_messages {
+    counts(&Census::of(g), limits)
+}
+
+/// The `[limits]` on counts and sizes, over a request's census (decoded or still encoded).
+pub fn counts(c: &Census, limits: &Limits) -> Result<(), Status> {
+    if c.messages > limits.max_messages {
         return Err(too_large(
             "generation.messages",
             "limits.max_messages",
             &format!("at most {} messages", limits.max_messages),
         ));
     }
-    let parts: usize = g.messages.iter().map(|m| m.parts.len()).sum();
-    if parts > limits.max_parts {
+    if c.parts > limits.max_parts {
         return Err(too_large(
             "generation.messages",
             "limits.max_parts",
             &format!("at most {} parts over all messages", limits.max_parts),
         ));
     }
-    if g.tools.len() > limits.max_tools {
+    if c.tools > limits.max_tools {
         return Err(too_large(
             "generation.tools",
             "limits.max_tools",
             &format!("at most {} tools", limits.max_tools),
         ));
     }
-    let schema_bytes: usize = g.tools.iter().map(|t| t.input_schema_json.len()).sum();
-    if schema_bytes > limits.max_tool_schema_bytes {
+    if c.schema_bytes > limits.max_tool_schema_bytes {
         return Err(too_large(
             "generation.tools",
             "limits.max_tool_schema_bytes",
             &format!(
-                "tool schemas hold {schema_bytes} bytes, at most {}",
-                limits.max_tool_schema_bytes
+                "tool schemas hold {} bytes, at most {}",
+                c.schema_bytes, limits.max_tool_schema_bytes
             ),
         ));
     }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::google_auth::{
+use crate::oauth::{
     CREDENTIALS_ENV, Credentials, DEFAULT_REFRESH_MARGIN, METADATA_HOST, METADATA_HOST_ENV,
     ServiceAccount, TokenSource,
 };

@@ -133,6 +133,7 @@ impl Metrics {
     /// A fresh registry with every family registered.
     pub fn new() -> Metrics {
         let mut registry = Registry::default();
+        llm_telemetry::process_metrics::register(&mut registry);
         let active_sessions = Gauge::default();
         let steps = Family::<Labels, Counter>::default();
         let compactions = Family::<Labels, Counter>::default();

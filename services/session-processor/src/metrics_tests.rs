@@ -23,8 +23,8 @@ fn steps_tools_and_store_calls_are_recorded() {
         "session_processor_tool_calls_total{kind=\"builtin\",outcome=\"completed\"} 1",
         "session_processor_redis_seconds_count{op=\"put_part\"} 1",
         "session_processor_prompt_phase_seconds_count{phase=\"first_event\"} 1",
-        "gen_ai_client_token_usage_sum{gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\",gen_ai_token_type=\"input\"} 10.0",
-        "gen_ai_client_operation_duration_seconds_count{gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\"} 1",
+        "gen_ai_client_token_usage_sum{gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\",gen_ai_token_type=\"input\"} 10.0",
+        "gen_ai_client_operation_duration_seconds_count{gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"openai\",gen_ai_request_model=\"openai/gpt-4o\"} 1",
     ] {
         assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
     }

@@ -16,16 +16,15 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use aws_lc_rs::signature::{RSA_PKCS1_2048_8192_SHA256, UnparsedPublicKey};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use serde_json::{Value, json};
 
+use crate::ledger::IssuedTokens;
 use crate::{FakeProvider, Recorded, Reply, lock};
 
 /// The test service account of `fixtures/vertex/service_account.json`.
@@ -55,13 +54,7 @@ struct Inner {
     /// PKCS#1 `RSAPublicKey` DER of the service account.
     public_key: Vec<u8>,
     client_email: String,
-    /// Tokens that are valid, with their expiry.
-    issued: Mutex<Vec<(String, Instant)>>,
-    /// Every token ever issued, in order.
-    history: Mutex<Vec<String>>,
-    lifetimes: Mutex<VecDeque<u64>>,
-    refusals: Mutex<Vec<String>>,
-    counter: AtomicU64,
+    ledger: IssuedTokens,
 }
 
 /// How long issued tokens live unless [`GoogleTokens::next_lifetime`] says otherwise (Google's own value).
@@ -81,11 +74,7 @@ impl GoogleTokens {
             inner: Arc::new(Inner {
                 public_key,
                 client_email: client_email.to_string(),
-                issued: Mutex::new(Vec::new()),
-                history: Mutex::new(Vec::new()),
-                lifetimes: Mutex::new(VecDeque::new()),
-                refusals: Mutex::new(Vec::new()),
-                counter: AtomicU64::new(0),
+                ledger: IssuedTokens::new(DEFAULT_LIFETIME_SECS),
             }),
         })
     }
@@ -103,35 +92,6 @@ impl GoogleTokens {
         }
     }
 
-    /// The next token issued lives `secs` seconds (`expires_in`); later ones
-    /// use the next queued lifetime, then Google's default of 3599.
-    pub fn next_lifetime(&self, secs: u64) {
-        lock(&self.inner.lifetimes).push_back(secs);
-    }
-
-    /// Every token issued so far, in order (revoked ones included).
-    pub fn issued(&self) -> Vec<String> {
-        lock(&self.inner.history).clone()
-    }
-
-    /// Why each refused token request or bearer token was refused.
-    pub fn refusals(&self) -> Vec<String> {
-        lock(&self.inner.refusals).clone()
-    }
-
-    /// Revokes every token issued so far: requests carrying one get the 401 from now on.
-    pub fn revoke_all(&self) {
-        lock(&self.inner.issued).clear();
-    }
-
-    /// Whether `bearer` is a token this fake issued that has not expired.
-    pub fn accepts(&self, bearer: &str) -> bool {
-        let now = Instant::now();
-        lock(&self.inner.issued)
-            .iter()
-            .any(|(t, until)| t == bearer && *until > now)
-    }
-
     /// The reply of a server that is both a token endpoint (`POST` with a
     /// JWT bearer grant, any path) and a metadata server (`GET`
     /// [`METADATA_TOKEN_PATH`] with `Metadata-Flavor: Google`).
@@ -146,7 +106,7 @@ impl GoogleTokens {
             match verdict {
                 Ok(()) => tokens.issue(),
                 Err((status, body, why)) => {
-                    lock(&tokens.inner.refusals).push(why);
+                    tokens.inner.ledger.refuse(why);
                     Reply::json(status, body)
                 }
             }
@@ -154,15 +114,11 @@ impl GoogleTokens {
     }
 
     fn issue(&self) -> Reply {
-        let n = self.inner.counter.fetch_add(1, Ordering::Relaxed) + 1;
-        let lifetime = lock(&self.inner.lifetimes)
-            .pop_front()
-            .unwrap_or(DEFAULT_LIFETIME_SECS);
         // Shaped like Google's, never a real one: `ya29.` then a marker of the fake.
-        let token = format!("ya29.fake-provider-token-{n:04}-c0ffee");
-        let until = Instant::now() + Duration::from_secs(lifetime);
-        lock(&self.inner.issued).push((token.clone(), until));
-        lock(&self.inner.history).push(token.clone());
+        let (token, lifetime) = self
+            .inner
+            .ledger
+            .issue(|n| format!("ya29.fake-provider-token-{n:04}-c0ffee"));
         Reply::json(
             200,
             json!({"access_token": token, "expires_in": lifetime, "token_type": "Bearer"})
@@ -272,14 +228,25 @@ impl GoogleTokens {
         match bearer {
             Some(token) if self.accepts(token) => Ok(()),
             Some(_) => {
-                lock(&self.inner.refusals).push("an unknown or expired bearer token".into());
+                self.inner
+                    .ledger
+                    .refuse("an unknown or expired bearer token".into());
                 Err(Box::new(Reply::json(401, UNAUTHENTICATED)))
             }
             None => {
-                lock(&self.inner.refusals).push("no bearer token".into());
+                self.inner.ledger.refuse("no bearer token".into());
                 Err(Box::new(Reply::json(401, UNAUTHENTICATED)))
             }
         }
+    }
+}
+
+impl std::ops::Deref for GoogleTokens {
+    type Target = IssuedTokens;
+
+    /// The tokens issued, their lifetimes, the refusals.
+    fn deref(&self) -> &IssuedTokens {
+        &self.inner.ledger
     }
 }
 

@@ -30,15 +30,20 @@
 
 #![deny(missing_docs)]
 
+pub mod azure;
 mod conn;
 pub mod google;
+pub mod ledger;
 pub mod openai_sse;
+mod percent;
 mod reply;
 pub mod scenario;
 mod sse;
 pub mod validate;
 
+pub use azure::{AzureResource, EntraTokens};
 pub use google::GoogleTokens;
+pub use ledger::IssuedTokens;
 pub use reply::Reply;
 pub use validate::{Protocol, Rejection};
 
@@ -93,6 +98,8 @@ pub(crate) struct State {
     rejections: Mutex<Vec<Rejection>>,
     /// Tokens a bearer header must carry ([`FakeProvider::require_google_token`]).
     google: Mutex<Option<GoogleTokens>>,
+    /// The Azure OpenAI resource this fake is ([`FakeProvider::serve_azure`]).
+    azure: Mutex<Option<AzureResource>>,
 }
 
 #[derive(Default)]
@@ -167,6 +174,7 @@ impl FakeProvider {
             validators: Mutex::new(Vec::new()),
             rejections: Mutex::new(Vec::new()),
             google: Mutex::new(None),
+            azure: Mutex::new(None),
         });
         let (shutdown, shutdown_rx) = watch::channel(false);
         tokio::spawn(accept_loop(listener, Arc::clone(&state), shutdown_rx));

@@ -5,6 +5,7 @@
 //! - [`env`]: where configuration reads environment variables from (the process, or a fixed list in tests).
 //! - [`grpc`]: the gRPC conventions every server follows: gzip and zstd, reflection v1 and v1alpha listing only
 //!   the served services, health `Watch` per the protocol, HTTP/2 keepalive.
+//! - [`raw`]: a codec that sends bytes as they are (requests no typed client can build, or encoded ahead of time).
 //! - [`deadline`]: the caller's `grpc-timeout` honoured over the whole call, streams included, with
 //!   `DEADLINE_EXCEEDED`.
 //! - [`serve`]: the start-up error of a server and the SIGTERM/SIGINT shutdown signal.
@@ -15,6 +16,7 @@ pub mod auth;
 pub mod deadline;
 pub mod env;
 pub mod grpc;
+pub mod raw;
 pub mod serve;
 pub mod tls;
 

@@ -19,6 +19,11 @@ pub const OPERATION_DURATION: &str = "gen_ai_client_operation_duration";
 /// Time to the first streamed chunk, in seconds.
 pub const TIME_TO_FIRST_CHUNK: &str = "gen_ai_client_time_to_first_chunk";
 
+/// Label `gen_ai.operation.name`, which the conventions require on every GenAI metric: always [`OPERATION_CHAT`]
+/// here, since every generation either service makes is a chat completion.
+pub const LABEL_OPERATION_NAME: &str = "gen_ai_operation_name";
+/// The operation of every generation: `chat`.
+pub const OPERATION_CHAT: &str = "chat";
 /// Label `gen_ai.token.type`: [`TOKEN_INPUT`] or [`TOKEN_OUTPUT`].
 pub const LABEL_TOKEN_TYPE: &str = "gen_ai_token_type";
 /// Label `gen_ai.provider.name`: the provider id.
@@ -48,6 +53,7 @@ pub struct GenAiLabels {
 
 impl EncodeLabelSet for GenAiLabels {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        (LABEL_OPERATION_NAME, OPERATION_CHAT).encode(encoder.encode_label())?;
         (LABEL_PROVIDER_NAME, &*self.provider).encode(encoder.encode_label())?;
         (LABEL_REQUEST_MODEL, &*self.model).encode(encoder.encode_label())?;
         if let Some(t) = self.token_type {

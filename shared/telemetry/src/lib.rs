@@ -5,6 +5,7 @@
 
 pub mod gen_ai_metrics;
 pub mod metrics_http;
+pub mod process_metrics;
 
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
 use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
@@ -55,9 +56,7 @@ pub fn init(
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_tonic()
             .build()?;
-        let resource = opentelemetry_sdk::Resource::builder()
-            .with_service_name(service_name)
-            .build();
+        let resource = resource(service_name);
         Some(
             opentelemetry_sdk::trace::SdkTracerProvider::builder()
                 .with_batch_exporter(exporter)
@@ -76,6 +75,41 @@ pub fn init(
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     tracing_subscriber::registry().with(layers).try_init()?;
     Ok(Telemetry { provider })
+}
+
+/// The resource of both services' spans: `service.name`, `service.version` (the workspace's version, which every
+/// crate shares) and `service.instance.id` (a random UUID per process); `OTEL_RESOURCE_ATTRIBUTES` may set others
+/// and replace these two.
+fn resource(service_name: &'static str) -> opentelemetry_sdk::Resource {
+    use opentelemetry_sdk::resource::{
+        EnvResourceDetector, SdkProvidedResourceDetector, TelemetryResourceDetector,
+    };
+    opentelemetry_sdk::Resource::builder_empty()
+        .with_attributes([
+            opentelemetry::KeyValue::new("service.version", env!("CARGO_PKG_VERSION")),
+            opentelemetry::KeyValue::new("service.instance.id", instance_id()),
+        ])
+        .with_detectors(&[
+            Box::new(SdkProvidedResourceDetector),
+            Box::new(TelemetryResourceDetector),
+            Box::new(EnvResourceDetector::new()),
+        ])
+        .with_service_name(service_name)
+        .build()
+}
+
+/// A random UUID (the kernel's), or, where that cannot be read, the host name, process id and start time.
+fn instance_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/uuid")
+        .map(|u| u.trim().to_string())
+        .unwrap_or_else(|_| {
+            let host = std::env::var("HOSTNAME").unwrap_or_default();
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            format!("{host}-{}-{nanos}", std::process::id())
+        })
 }
 
 struct MetadataExtractor<'a>(&'a tonic::metadata::MetadataMap);
@@ -123,6 +157,22 @@ pub fn set_parent_from_metadata(span: &tracing::Span, metadata: &tonic::metadata
     if cx.span().span_context().is_valid() {
         let _ = span.set_parent(cx);
     }
+}
+
+/// Records `value` in `span`'s declared (`Empty`) field `field` unless it is empty: an attribute the caller did not
+/// give is left out of the span, never exported as an empty string.
+pub fn record_present(span: &tracing::Span, field: &'static str, value: &str) {
+    if !value.is_empty() {
+        span.record(field, value);
+    }
+}
+
+/// Sets a string-array attribute on `span`'s OpenTelemetry span (such as `gen_ai.response.finish_reasons`); a
+/// tracing field can only carry a scalar, so the key must not be declared as a field of the span.
+pub fn set_string_array(span: &tracing::Span, key: &'static str, values: &[&str]) {
+    let values: Vec<opentelemetry::StringValue> =
+        values.iter().map(|v| v.to_string().into()).collect();
+    span.set_attribute(key, opentelemetry::Value::Array(values.into()));
 }
 
 /// True when `span` is recorded by an OpenTelemetry exporter (so its context can be propagated).

@@ -257,13 +257,7 @@ fn warn_if_few_files(plan: &[(usize, usize)]) {
 
 /// The folder of the binaries (loadgen's own by default) and of the peers' installation.
 fn folders(args: &Args) -> (PathBuf, PathBuf) {
-    let bin_dir = args.bin_dir.clone().unwrap_or_else(|| {
-        std::env::current_exe()
-            .expect("current exe")
-            .parent()
-            .expect("exe folder")
-            .to_path_buf()
-    });
+    let bin_dir = bench::procs::bin_dir(args.bin_dir.as_deref());
     let peers_dir = args.peers_dir.clone().unwrap_or_else(|| {
         let here = PathBuf::from(".tools/peers");
         // target/release/loadgen → the workspace root.

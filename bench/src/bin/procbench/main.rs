@@ -121,13 +121,7 @@ async fn main() {
     let args = Args::parse();
     let plan = parse_plan(&args.plan).unwrap_or_else(|e| panic!("--plan: {e}"));
     warn_if_few_files(&plan);
-    let bin_dir = args.bin_dir.clone().unwrap_or_else(|| {
-        std::env::current_exe()
-            .expect("current exe")
-            .parent()
-            .expect("exe folder")
-            .to_path_buf()
-    });
+    let bin_dir = bench::procs::bin_dir(args.bin_dir.as_deref());
     let dir = std::env::temp_dir().join(format!("procbench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let (redis, redis_url) = match &args.redis_url {

@@ -1,5 +1,6 @@
-//! Response-stream framings: SSE (every protocol but Bedrock) and the binary AWS eventstream, behind one
-//! [`Parser`] the transport feeds body reads into and that hands each complete frame or message to the decoder.
+//! Response-stream framings: SSE (every protocol but Bedrock), the binary AWS eventstream, and a whole JSON body
+//! (Bedrock's non-streaming `Converse`), behind one [`Parser`] the transport feeds body reads into and that hands
+//! each complete frame, message or body to the decoder.
 
 use std::convert::Infallible;
 
@@ -17,12 +18,16 @@ pub enum Framing {
     Sse,
     /// The binary `application/vnd.amazon.eventstream` (Bedrock), see [`crate::adapter::eventstream`].
     EventStream,
+    /// One JSON document, not a stream (Bedrock's `Converse`): collected whole, handed to
+    /// [`Decoder::bare_json`] when the body ends.
+    Json,
 }
 
 /// The framing parser of an open stream.
 pub(crate) enum Parser {
     Sse(SseParser),
     EventStream(EventStreamDecoder),
+    Json { body: Vec<u8>, limit: usize },
 }
 
 impl Parser {
@@ -31,6 +36,10 @@ impl Parser {
         match framing {
             Framing::Sse => Parser::Sse(SseParser::with_limit(limit)),
             Framing::EventStream => Parser::EventStream(EventStreamDecoder::with_limit(limit)),
+            Framing::Json => Parser::Json {
+                body: Vec::new(),
+                limit,
+            },
         }
     }
 }
@@ -66,6 +75,20 @@ impl Parser {
                 });
                 fed.map_err(|e| ProviderError::malformed(e.to_string()))
             }
+            Parser::Json { body, limit } => {
+                if body.len().saturating_add(chunk.len()) > *limit {
+                    // The body is dropped with the parser: memory stays bounded by the limit.
+                    *body = Vec::new();
+                    return Err(ProviderError::new(
+                        ErrorKind::ProviderError,
+                        format!(
+                            "the provider sent a response body over {limit} bytes (limits.max_sse_event_bytes)"
+                        ),
+                    ));
+                }
+                body.extend_from_slice(chunk);
+                Ok(())
+            }
         }
     }
 
@@ -84,6 +107,15 @@ impl Parser {
             Parser::EventStream(parser) => parser
                 .finish()
                 .map_err(|e| ProviderError::malformed(e.to_string())),
+            Parser::Json { body, .. } => {
+                let body = std::mem::take(body);
+                let text = String::from_utf8(body)
+                    .map_err(|_| ProviderError::malformed("the response body is not UTF-8"))?;
+                if !decoder.is_done() {
+                    decoder.bare_json(&text, out);
+                }
+                Ok(())
+            }
         }
     }
 }

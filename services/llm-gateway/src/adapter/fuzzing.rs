@@ -76,7 +76,7 @@ pub fn decoder(protocol: Protocol) -> Box<dyn Decoder> {
         capabilities: Capabilities::default(),
         pricing: None,
     };
-    protocol.adapter().decoder(&Target { model: &model })
+    protocol.adapter().decoder(&Target::new(&model))
 }
 
 /// Decodes `reads` with `decoder` through `protocol`'s framing capped at `limit`, as the transport does.
@@ -186,7 +186,8 @@ pub fn sse_target(data: &[u8]) {
 }
 
 /// The protocols with a fuzz target of their own, by target name. Vertex's Anthropic models use the Anthropic
-/// decoder unchanged, so `anthropic` covers them; `vertex_gemini` is the Gemini decoder again, seeded with Vertex's
+/// decoder unchanged, so `anthropic` covers them, as `openai_chat` and `openai_responses` cover Azure OpenAI's
+/// (seeded with its fixtures too); `vertex_gemini` is the Gemini decoder again, seeded with Vertex's
 /// streamed function-call arguments (`partialArgs`).
 pub const TARGETS: [(&str, Protocol); 6] = [
     ("openai_chat", Protocol::OpenaiChat),

@@ -15,8 +15,8 @@ const PLANS: [u8; 12] = [0, 1, 2, 3, 7, 64, 127, 0x80, 0x81, 0x83, 0x90, 0xff];
 /// The fixture directories seeding each target, and the file extension of their bodies.
 fn seeds_of(target: &str) -> (&'static [&'static str], &'static str) {
     match target {
-        "openai_chat" => (&["openai_chat"], "sse"),
-        "openai_responses" => (&["openai_responses"], "sse"),
+        "openai_chat" => (&["openai_chat", "azure_chat"], "sse"),
+        "openai_responses" => (&["openai_responses", "azure_responses"], "sse"),
         "anthropic" => (&["anthropic", "vertex_anthropic"], "sse"),
         "gemini" => (&["gemini"], "sse"),
         "vertex_gemini" => (&["vertex_gemini", "gemini"], "sse"),
@@ -24,7 +24,9 @@ fn seeds_of(target: &str) -> (&'static [&'static str], &'static str) {
         "sse" => (
             &[
                 "openai_chat",
+                "azure_chat",
                 "openai_responses",
+                "azure_responses",
                 "anthropic",
                 "vertex_anthropic",
                 "gemini",

@@ -97,7 +97,7 @@ fn every_fixture_decodes_to_a_well_formed_stream() {
                 continue;
             }
             let body = std::fs::read(&path).unwrap_or_default();
-            let mut decoder = protocol.adapter().decoder(&Target { model: &model });
+            let mut decoder = protocol.adapter().decoder(&Target::new(&model));
             let mut parser = SseParser::new();
             let mut out = Vec::new();
             let mut on = |item: SseItem<'_>| -> Result<(), ()> {

@@ -9,6 +9,7 @@
 //! The only place that talks HTTP to providers is [`transport`]; the SSE framing is [`sse`].
 
 pub mod anthropic;
+pub mod azure;
 pub mod bedrock;
 pub mod classify;
 pub(crate) mod encoding;
@@ -47,6 +48,8 @@ impl Protocol {
             Protocol::VertexGemini => &vertex::VertexGemini,
             Protocol::VertexAnthropic => &vertex::VertexAnthropic,
             Protocol::Bedrock => &bedrock::Bedrock,
+            Protocol::AzureChat => &azure::AzureChat,
+            Protocol::AzureResponses => &azure::AzureResponses,
         }
     }
 }
@@ -56,6 +59,16 @@ impl Protocol {
 pub struct Target<'a> {
     /// The catalog entry of the model (provider model name, limits, capabilities).
     pub model: &'a ModelInfo,
+    /// An Azure OpenAI provider's REST surface and `api-version`; `None` for every other provider (and an Azure
+    /// adapter then addresses the v1 surface).
+    pub azure: Option<&'a azure::AzureApi>,
+}
+
+impl<'a> Target<'a> {
+    /// The target of `model` on a provider with no addressing settings of its own.
+    pub fn new(model: &'a ModelInfo) -> Self {
+        Target { model, azure: None }
+    }
 }
 
 /// A provider HTTP request, ready for the transport. Authentication is added by the transport, never here.
@@ -101,9 +114,14 @@ pub trait Adapter: Send + Sync {
         target: &Target<'_>,
     ) -> Result<HttpRequest, BuildError>;
 
-    /// Authentication headers for `api_key`, or for the access token of a provider that has a token source
-    /// (Vertex AI). The transport marks them sensitive.
+    /// Authentication headers for `api_key`. The transport marks them sensitive.
     fn auth_headers(&self, api_key: &str) -> Vec<(&'static str, String)>;
+
+    /// Authentication headers for an OAuth2 access token, for providers with a token source (Vertex AI, Azure with
+    /// Entra ID): `authorization: Bearer <token>`.
+    fn token_headers(&self, token: &str) -> Vec<(&'static str, String)> {
+        vec![("authorization", format!("Bearer {token}"))]
+    }
 
     /// A fresh decoder for one response stream.
     fn decoder(&self, target: &Target<'_>) -> Box<dyn Decoder>;
@@ -118,6 +136,13 @@ pub trait Adapter: Send + Sync {
     /// How the provider frames its response stream.
     fn framing(&self) -> transport::Framing {
         transport::Framing::Sse
+    }
+
+    /// How the provider frames the response to `request`, a request [`build`](Adapter::build) made. The default is
+    /// [`framing`](Adapter::framing); Bedrock answers its non-streaming `Converse` with one JSON document.
+    fn framing_of(&self, request: &HttpRequest) -> transport::Framing {
+        let _ = request;
+        self.framing()
     }
 
     /// A fresh decoder for the response to the request [`build`](Adapter::build) made from `generation`. Adapters

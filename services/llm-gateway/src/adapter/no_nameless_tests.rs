@@ -12,7 +12,7 @@ use crate::event::Event;
 
 fn decode(protocol: Protocol, frames: &[(&str, &str)]) -> Vec<Event> {
     let model = ModelInfo::for_tests("m", protocol);
-    let mut d = protocol.adapter().decoder(&Target { model: &model });
+    let mut d = protocol.adapter().decoder(&Target::new(&model));
     let mut out = Vec::new();
     for (event, data) in frames {
         if !d.is_done() {

@@ -214,7 +214,13 @@ impl Transport {
             sign(signer, &url, &body, &mut headers)?;
         }
 
-        let (wait, total_bound) = bounded(self.timeouts.first_byte, deadline, Instant::now());
+        // A whole JSON answer (Bedrock's non-streaming Converse) has no headers until the model has finished: its
+        // wait is the total budget, not the first-byte timeout meant for streams.
+        let first_byte = match opening.framing {
+            Framing::Json => self.timeouts.total,
+            Framing::Sse | Framing::EventStream => self.timeouts.first_byte,
+        };
+        let (wait, total_bound) = bounded(first_byte, deadline, Instant::now());
         let send = self.client.post(&url).headers(headers).body(body).send();
         let mut response = match tokio::time::timeout(wait, send).await {
             Ok(Ok(response)) => response,
@@ -251,6 +257,7 @@ impl Transport {
         Ok(ProviderStream {
             response,
             parser,
+            secrets: secrets.iter().map(|s| s.to_string()).collect(),
             idle: self.timeouts.idle,
             total: self.timeouts.total,
             deadline,
@@ -271,6 +278,9 @@ fn after(now: Instant, wait: Duration) -> Instant {
 pub struct ProviderStream {
     response: reqwest::Response,
     parser: Parser,
+    /// The request's credential values (its auth headers, a signer's secrets), scrubbed from errors the stream
+    /// carries: a short-lived access token is in no configuration-wide list.
+    secrets: Vec<String>,
     idle: Duration,
     total: Duration,
     /// `None` when `total` is too large to add to the clock, i.e. effectively unbounded.
@@ -298,6 +308,13 @@ impl ProviderStream {
     /// The response status (always 2xx).
     pub fn status(&self) -> u16 {
         self.response.status().as_u16()
+    }
+
+    /// Removes this request's credentials from `err` (a mid-stream error echoing what was sent).
+    pub fn scrub(&self, err: &mut ProviderError) {
+        let secrets: Vec<&str> = self.secrets.iter().map(String::as_str).collect();
+        err.message = redact(&err.message, &secrets);
+        err.provider_body = redact(&err.provider_body, &secrets);
     }
 
     /// Reads the next chunk of the body and feeds every complete SSE frame to `decoder`, which pushes events to
@@ -393,6 +410,7 @@ fn build_headers(
     let accept = match framing {
         Framing::Sse => "text/event-stream",
         Framing::EventStream => "application/vnd.amazon.eventstream",
+        Framing::Json => "application/json",
     };
     headers.insert(ACCEPT, HeaderValue::from_static(accept));
     for (name, value) in &req.headers {

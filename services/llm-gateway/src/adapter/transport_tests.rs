@@ -430,6 +430,48 @@ async fn first_byte_timeout_when_headers_never_come() {
 }
 
 #[tokio::test]
+async fn a_whole_json_answer_may_take_longer_than_the_first_byte_timeout() {
+    // Headers 300 ms after the request, first-byte timeout 100 ms: a stream times out, a whole answer (Converse)
+    // is bounded by the total timeout (10 s) instead.
+    let late = || {
+        serve(|mut sock, _| async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let body = r#"{"ok":true}"#;
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = sock.write_all(reply.as_bytes()).await;
+        })
+    };
+    let transport = Transport::new(Timeouts {
+        first_byte: Duration::from_millis(100),
+        ..timeouts(1000, 10_000)
+    })
+    .unwrap();
+    let base = late().await;
+    let json = Opening {
+        framing: Framing::Json,
+        signer: None,
+    };
+    let mut stream = transport
+        .open_with(&base, &auth(), &request(), json)
+        .await
+        .unwrap();
+    let mut decoder = Recorder::default();
+    let mut out = Vec::new();
+    while stream.pump(&mut decoder, &mut out).await.unwrap() {}
+    assert_eq!(decoder.bare, [r#"{"ok":true}"#]);
+
+    let base = late().await;
+    let err = transport
+        .open(&base, &auth(), &request())
+        .await
+        .unwrap_err();
+    assert_eq!(err.message, "first byte timeout after 100ms");
+}
+
+#[tokio::test]
 async fn connection_lost_mid_stream_is_network() {
     let base = serve(|mut sock, _| async move {
         sock.write_all(SSE_HEAD.as_bytes()).await.unwrap();

@@ -11,8 +11,7 @@
 //!
 //! Paths are relative to the provider's base URL, which the configuration builds as
 //! `https://{host}/v1/projects/{project}/locations/{location}` (see `config`). Authentication is a bearer access
-//! token from the provider's [`TokenSource`](crate::google_auth::TokenSource), handed to
-//! [`Adapter::auth_headers`] in place of an API key.
+//! token from the provider's [`TokenSource`](crate::oauth::TokenSource), sent by [`Adapter::token_headers`].
 
 use super::anthropic::Anthropic;
 use super::gemini::Gemini;

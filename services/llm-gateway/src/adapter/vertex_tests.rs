@@ -24,7 +24,7 @@ fn generation(model: &str) -> pb::Generation {
 #[test]
 fn gemini_on_vertex_is_the_gemini_body_at_the_publisher_path_with_a_bearer_token() {
     let m = model("gemini-2.5-flash", Protocol::VertexGemini);
-    let t = Target { model: &m };
+    let t = Target::new(&m);
     let g = generation("vertex/gemini-2.5-flash");
     let vertex = VertexGemini.build(&g, &t).unwrap();
     let plain = Gemini.build(&g, &t).unwrap();
@@ -44,7 +44,7 @@ fn gemini_on_vertex_is_the_gemini_body_at_the_publisher_path_with_a_bearer_token
 #[test]
 fn anthropic_on_vertex_moves_the_model_to_the_path_and_the_version_into_the_body() {
     let m = model("claude-sonnet-4-5@20250929", Protocol::VertexAnthropic);
-    let t = Target { model: &m };
+    let t = Target::new(&m);
     let g = generation("vertex/claude-sonnet-4-5@20250929");
     let vertex = VertexAnthropic.build(&g, &t).unwrap();
     let plain = Anthropic.build(&g, &t).unwrap();
@@ -66,7 +66,7 @@ fn names_that_could_leave_the_model_path_are_refused_naming_the_field() {
     for name in ["../../secrets", "a/b", "m?x=1", "", ".hidden"] {
         for protocol in [Protocol::VertexGemini, Protocol::VertexAnthropic] {
             let m = model(name, protocol);
-            let t = Target { model: &m };
+            let t = Target::new(&m);
             let err = protocol.adapter().build(&generation("vertex/x"), &t);
             let err = err.unwrap_err();
             assert_eq!(err.field, "generation.model", "{name}: {err}");

@@ -34,9 +34,7 @@ pub(super) async fn prepare(
     mut generation: pb::Generation,
 ) -> Result<Prepared, StartError> {
     let adapter = candidate.model.protocol.adapter();
-    let target = Target {
-        model: &candidate.model,
-    };
+    let target = Target::new(&candidate.model);
     let min_budget = if candidate.model.capabilities.reasoning {
         adapter.min_thinking_budget(&target)
     } else {
@@ -52,10 +50,14 @@ pub(super) async fn prepare(
         .apply(&candidate.model, &mut generation, metrics)
         .await?;
     let model = candidate.model.clone();
+    let azure = candidate.provider.azure.clone();
     let large = crate::offload::is_large(&generation);
     // Building (schema lowering, the body) is the CPU-heavy part of a large request: off the async workers.
     crate::offload::run(large, move || {
-        let target = Target { model: &model };
+        let target = Target {
+            model: &model,
+            azure: azure.as_ref(),
+        };
         let mut request = adapter.build(&generation, &target)?;
         // Hook headers are operator policy: they replace the adapter's (whose reserved ones hooks cannot name).
         for (name, value) in &hook_headers {
@@ -80,8 +82,8 @@ pub(super) async fn prepare(
 }
 
 /// Opens one provider request: authenticated with the provider's API key, or with an access token from its token
-/// source (Vertex AI), fetched or taken from the cache here so a token failure is an attempt failure like any other
-/// (retried when it is transient).
+/// source (Vertex AI, Azure with Entra ID), fetched or taken from the cache here so a token failure is an attempt
+/// failure like any other (retried when it is transient).
 pub(super) async fn open_attempt(
     transport: &crate::adapter::transport::Transport,
     provider: &Provider,
@@ -89,14 +91,14 @@ pub(super) async fn open_attempt(
     request: &HttpRequest,
     opening: Opening<'_>,
 ) -> Result<crate::adapter::transport::ProviderStream, ProviderError> {
-    let Some(tokens) = &provider.google else {
+    let Some(tokens) = &provider.tokens else {
         let auth = adapter.auth_headers(provider.api_key.expose());
         return transport
             .open_with(&provider.base_url, &auth, request, opening)
             .await;
     };
     let token = tokens.token().await?;
-    let auth = adapter.auth_headers(token.expose());
+    let auth = adapter.token_headers(token.expose());
     let opened = transport
         .open_with(&provider.base_url, &auth, request, opening)
         .await;

@@ -65,7 +65,8 @@ struct Inner {
 struct State {
     pub(super) config: Arc<Config>,
     pub(super) transport: Transport,
-    /// Every provider key, so error text from providers can be scrubbed before it reaches a caller or a log.
+    /// Every provider key (and signing secret, and Entra client secret), so error text from providers can be
+    /// scrubbed before it reaches a caller or a log.
     pub(super) secrets: Vec<String>,
     pub(super) hooks: HookRunner,
 }
@@ -79,7 +80,10 @@ impl State {
             .values()
             .flat_map(|p| {
                 let signer = p.signer.as_ref().map(|s| s.secrets()).unwrap_or_default();
-                std::iter::once(p.api_key.expose().to_string()).chain(signer)
+                let tokens = p.tokens.as_ref().map(|t| t.secrets()).unwrap_or_default();
+                std::iter::once(p.api_key.expose().to_string())
+                    .chain(signer)
+                    .chain(tokens)
             })
             .filter(|k| !k.is_empty())
             .collect();

@@ -144,7 +144,7 @@ impl Run {
             llm_telemetry::inject_headers(&span, &mut prepared.request.headers);
             let waited = Instant::now();
             let opening = Opening {
-                framing: prepared.adapter.framing(),
+                framing: prepared.adapter.framing_of(&prepared.request),
                 signer: candidate
                     .provider
                     .signer
@@ -247,6 +247,9 @@ impl Run {
                     end = Some((Outcome::Ok, None, Some(f.usage)));
                 }
                 Event::Error(e) => {
+                    if let Some(stream) = &self.stream {
+                        stream.scrub(e);
+                    }
                     scrub(e, &self.state.secrets);
                     self.metrics
                         .provider_error(&self.candidates[self.current].labels, e.kind.as_str());
@@ -278,8 +281,10 @@ impl Run {
     /// Retries `err` when nothing reached the caller yet and the policy allows, else falls back to the next model
     /// when the error kind allows, else ends with it.
     async fn fail_or_retry(&mut self, mut err: ProviderError) {
-        self.stream = None;
-        // Before anything records it (span, logs, the caller): a decoded error frame may echo a key.
+        // Before anything records it (span, logs, the caller): a decoded error frame may echo a key or a token.
+        if let Some(stream) = self.stream.take() {
+            stream.scrub(&mut err);
+        }
         scrub(&mut err, &self.state.secrets);
         if let Some(span) = self.attempt_span.take() {
             crate::tracing_spans::attempt_failed(&span, &err);

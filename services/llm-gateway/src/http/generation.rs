@@ -7,7 +7,6 @@ use std::pin::Pin;
 use futures::{Stream, StreamExt};
 use http::HeaderMap;
 use llm_proto::gateway as pb;
-use tracing::Instrument;
 
 use crate::generate::Gateway;
 use crate::http::errors::{ApiError, Class};
@@ -25,24 +24,13 @@ pub async fn start(
 ) -> Result<Events, ApiError> {
     use pb::stream_response::Event as E;
     let config = gateway.config();
-    let mut generation = crate::rpc::validated(Some(generation), &config.limits)
+    let generation = crate::offload::validated(Some(generation), &config.limits)
         .await
         .map_err(|s| ApiError::from_status(&s))?;
     let metadata = tonic::metadata::MetadataMap::from_headers(headers.clone());
-    let trace = crate::rpc::trace_context(&metadata);
-    let capture = config.capture_message_content;
-    let span = crate::tracing_spans::generation_span(&generation, &metadata, capture);
-    crate::rpc::propagate(&mut generation, trace);
-    crate::rpc::log_start(&generation);
-    let events = gateway
-        .stream(generation)
-        .instrument(span.clone())
+    let mut traced = crate::rpc::start_traced(gateway, generation, &metadata)
         .await
-        .map_err(|e| {
-            crate::tracing_spans::start_failed(&span, &e);
-            ApiError::from_start(&e)
-        })?;
-    let mut traced = crate::tracing_spans::Traced::new(Box::pin(events), span, capture);
+        .map_err(|e| ApiError::from_start(&e))?;
     let mut head = Vec::with_capacity(2);
     loop {
         let Some(ev) = traced.next().await else {

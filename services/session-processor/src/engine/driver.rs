@@ -115,6 +115,7 @@ impl Engine {
             "session.prompt",
             "otel.name" = "invoke_agent",
             "gen_ai.operation.name" = "invoke_agent",
+            "gen_ai.agent.name" = tracing::field::Empty,
             "gen_ai.conversation.id" = %session_id,
             "session.id" = %session_id,
         );
@@ -351,6 +352,8 @@ impl Engine {
             .agent(&session.agent)
             .cloned()
             .ok_or_else(|| LoopError::NotFound(format!("agent {}", session.agent)))?;
+        // On the loop's `invoke_agent` span, the current one here.
+        llm_telemetry::record_present(&tracing::Span::current(), "gen_ai.agent.name", &agent.name);
         self.status(session_id, pb::session_status::Kind::Busy)
             .await?;
         let workspace = self.workspace(&session);

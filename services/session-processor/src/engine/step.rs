@@ -89,7 +89,7 @@ impl Engine {
             "session.step",
             "otel.name" = %format!("step {}", input.number),
             "session.id" = %input.session.id,
-            "llm.step" = input.number,
+            "llm.step" = i64::from(input.number),
             "gen_ai.request.model" = %input.model,
             "gen_ai.usage.input_tokens" = tracing::field::Empty,
             "gen_ai.usage.output_tokens" = tracing::field::Empty,

@@ -18,7 +18,7 @@ pub(super) fn record_step(span: &tracing::Span, message: &pb::Message) {
     );
     span.record("gen_ai.usage.output_tokens", as_i64(t.output + t.reasoning));
     span.record("llm.cost_nano_usd", message.cost_nano_usd);
-    span.record("llm.finish", message.finish.as_str());
+    llm_telemetry::record_present(span, "llm.finish", &message.finish);
 }
 
 /// The metrics outcome of a finished tool call.

@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 
 use super::{Check, Fail, array, object, string, word_chars};
 use crate::Recorded;
+use crate::percent::percent_decode;
 
 /// The access key id the fake accepts (AWS's documented example id).
 pub const TEST_ACCESS_KEY_ID: &str = "AKIDEXAMPLE";
@@ -43,7 +44,28 @@ pub(super) fn check(req: &Recorded, body: &Value) -> Check {
             Fail::new("The provided model identifier is invalid.").code("ValidationException")
         );
     }
+    if req
+        .path
+        .split('?')
+        .next()
+        .unwrap_or("")
+        .ends_with("/converse-stream")
+        && body.get("toolConfig").is_some()
+        && !streams_tool_use(&model)
+    {
+        return Err(
+            Fail::new("This model doesn't support tool use in streaming mode.")
+                .code("ValidationException"),
+        );
+    }
     converse(body).map_err(|f| f.code("ValidationException"))
+}
+
+/// Whether the model takes tools on ConverseStream: Bedrock's Meta Llama and Mistral models take them only on the
+/// non-streaming Converse (AWS's "streaming tool use: no"), whatever the inference-profile prefix.
+fn streams_tool_use(model: &str) -> bool {
+    let family = model.rsplit('/').next().unwrap_or(model);
+    !(family.contains("meta.llama") || family.contains("mistral."))
 }
 
 /// The decoded model id of `/model/{id}/converse-stream` (or `/converse`).
@@ -57,23 +79,6 @@ fn model_id(path: &str) -> Option<String> {
         return None;
     }
     Some(percent_decode(id))
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |j: usize| b.get(j).and_then(|c| (*c as char).to_digit(16));
-        if let (b'%', Some(h), Some(l)) = (b[i], hex(i + 1), hex(i + 2)) {
-            out.push((h * 16 + l) as u8);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn denied(message: &str) -> Fail {

@@ -98,3 +98,22 @@ fn the_canonical_request_signs_the_path_encoded_twice() {
         "{c}"
     );
 }
+
+#[test]
+fn llama_and_mistral_take_tools_only_outside_the_stream() {
+    for model in [
+        "us.meta.llama3-3-70b-instruct-v1:0",
+        "meta.llama3-1-8b-instruct-v1:0",
+        "us.meta.llama4-maverick-17b-instruct-v1:0",
+        "mistral.mistral-large-2407-v1:0",
+        "arn:aws:bedrock:us-east-1:1:inference-profile/us.meta.llama3-3-70b-instruct-v1:0",
+    ] {
+        assert!(!streams_tool_use(model), "{model}");
+    }
+    for model in [
+        "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "us.amazon.nova-lite-v1:0",
+    ] {
+        assert!(streams_tool_use(model), "{model}");
+    }
+}

@@ -18,6 +18,7 @@
 //! - [`Reply::validate`]: one scripted reply checks the request it answers.
 
 mod anthropic;
+pub(crate) mod azure;
 pub mod bedrock;
 mod gemini;
 mod openai;
@@ -56,6 +57,12 @@ pub enum Protocol {
     /// AWS Bedrock Converse: the SigV4 signature (verified with
     /// [`bedrock::TEST_SECRET_ACCESS_KEY`]) and the body.
     Bedrock,
+    /// Chat Completions on Azure OpenAI (`/openai/deployments/{d}/chat/completions`,
+    /// `/openai/v1/chat/completions`). Through [`FakeProvider::serve_azure`]
+    /// the resource's checks come first; on their own, OpenAI's body rules.
+    AzureChat,
+    /// Responses on Azure OpenAI (`/openai/responses`, `/openai/v1/responses`).
+    AzureResponses,
 }
 
 impl Protocol {
@@ -76,6 +83,12 @@ impl Protocol {
             Protocol::Bedrock => {
                 path.starts_with("/model/")
                     && (path.ends_with("/converse-stream") || path.ends_with("/converse"))
+            }
+            Protocol::AzureChat => {
+                path.starts_with("/openai/") && path.ends_with("/chat/completions")
+            }
+            Protocol::AzureResponses => {
+                path.starts_with("/openai/") && path.ends_with("/responses")
             }
         }
     }
@@ -120,7 +133,14 @@ impl Rejection {
                 "code": self.code,
             })
             .to_string(),
-            Protocol::OpenaiChat | Protocol::DeepseekChat | Protocol::OpenaiResponses => {
+            Protocol::AzureChat | Protocol::AzureResponses if azure::is_service_error(self) => {
+                json!({"error": {"code": self.code, "message": self.message}}).to_string()
+            }
+            Protocol::OpenaiChat
+            | Protocol::DeepseekChat
+            | Protocol::OpenaiResponses
+            | Protocol::AzureChat
+            | Protocol::AzureResponses => {
                 serde_json::to_string_pretty(&json!({
                     "error": {
                         "message": self.message,
@@ -233,7 +253,8 @@ pub fn check_body(protocol: Protocol, path: &str, body: &Value) -> Result<(), Re
         Protocol::OpenaiChat => openai::check_chat(openai::Server::OpenAi, body),
         Protocol::MistralChat => openai::check_chat(openai::Server::Mistral, body),
         Protocol::DeepseekChat => openai::check_chat(openai::Server::DeepSeek, body),
-        Protocol::OpenaiResponses => openai::check_responses(body),
+        Protocol::OpenaiResponses | Protocol::AzureResponses => openai::check_responses(body),
+        Protocol::AzureChat => openai::check_chat(openai::Server::OpenAi, body),
         Protocol::Bedrock => bedrock::check_body(body),
     };
     result.map_err(|f| Rejection {
@@ -293,6 +314,14 @@ impl State {
             && let Err(refused) = tokens.authenticate(req)
         {
             return *refused;
+        }
+        let resource = lock(&self.azure).clone();
+        if let Some(resource) = resource
+            && let Err(rejection) = azure::check(&resource, req)
+        {
+            let reply = rejection.reply();
+            lock(&self.rejections).push(rejection);
+            return reply;
         }
         let protocols = lock(&self.validators).clone();
         if !protocols.is_empty() {

@@ -23,6 +23,8 @@ fn path_of(protocol: Protocol) -> &'static str {
         Protocol::VertexGemini => VERTEX_FLASH,
         Protocol::VertexAnthropic => VERTEX_SONNET,
         Protocol::Bedrock => "/model/us.amazon.nova-lite-v1%3A0/converse-stream",
+        Protocol::AzureChat => "/openai/v1/chat/completions",
+        Protocol::AzureResponses => "/openai/v1/responses",
     }
 }
 

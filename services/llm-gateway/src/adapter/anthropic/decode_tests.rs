@@ -585,7 +585,7 @@ fn adapter_hands_out_fresh_decoders() {
         capabilities: Capabilities::default(),
         pricing: None,
     };
-    let mut decoder = Anthropic.decoder(&Target { model: &model });
+    let mut decoder = Anthropic.decoder(&Target::new(&model));
     let mut out = Vec::new();
     for (event, data) in frames(fixture!("text.sse")) {
         decoder.frame(event, &data, &mut out);

@@ -39,7 +39,7 @@ fn uncached() -> ModelInfo {
 }
 
 fn request(g: &pb::Generation, m: &ModelInfo) -> HttpRequest {
-    Anthropic.build(g, &Target { model: m }).unwrap()
+    Anthropic.build(g, &Target::new(m)).unwrap()
 }
 
 fn body(g: &pb::Generation, m: &ModelInfo) -> Value {
@@ -47,7 +47,7 @@ fn body(g: &pb::Generation, m: &ModelInfo) -> Value {
 }
 
 fn error(g: &pb::Generation, m: &ModelInfo) -> BuildError {
-    Anthropic.build(g, &Target { model: m }).unwrap_err()
+    Anthropic.build(g, &Target::new(m)).unwrap_err()
 }
 
 fn part(kind: Kind) -> pb::Part {

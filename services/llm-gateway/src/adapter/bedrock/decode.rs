@@ -57,59 +57,59 @@ struct WireEvent<'a> {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireStart<'a> {
+pub(super) struct WireStart<'a> {
     #[serde(borrow, default)]
-    tool_use: Option<WireToolStart<'a>>,
+    pub(super) tool_use: Option<WireToolStart<'a>>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireToolStart<'a> {
+pub(super) struct WireToolStart<'a> {
     #[serde(borrow, default)]
-    tool_use_id: Cow<'a, str>,
+    pub(super) tool_use_id: Cow<'a, str>,
     #[serde(borrow, default)]
-    name: Cow<'a, str>,
+    pub(super) name: Cow<'a, str>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireDelta {
+pub(super) struct WireDelta {
     #[serde(default)]
-    text: Option<String>,
+    pub(super) text: Option<String>,
     #[serde(default)]
-    tool_use: Option<WireToolDelta>,
+    pub(super) tool_use: Option<WireToolDelta>,
     #[serde(default)]
-    reasoning_content: Option<WireReasoning>,
+    pub(super) reasoning_content: Option<WireReasoning>,
 }
 
 #[derive(Deserialize)]
-struct WireToolDelta {
+pub(super) struct WireToolDelta {
     #[serde(default)]
-    input: String,
+    pub(super) input: String,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireReasoning {
+pub(super) struct WireReasoning {
     #[serde(default)]
-    text: Option<String>,
+    pub(super) text: Option<String>,
     #[serde(default)]
-    signature: Option<String>,
+    pub(super) signature: Option<String>,
     #[serde(default)]
-    redacted_content: Option<String>,
+    pub(super) redacted_content: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-struct WireUsage {
+pub(super) struct WireUsage {
     #[serde(default)]
-    input_tokens: u64,
+    pub(super) input_tokens: u64,
     #[serde(default)]
-    output_tokens: u64,
+    pub(super) output_tokens: u64,
     #[serde(default)]
-    cache_read_input_tokens: u64,
+    pub(super) cache_read_input_tokens: u64,
     #[serde(default)]
-    cache_write_input_tokens: u64,
+    pub(super) cache_write_input_tokens: u64,
 }
 
 /// Maps `stopReason` to the unified reason.
@@ -160,13 +160,13 @@ impl BedrockDecoder {
         out.push(Event::Error(err));
     }
 
-    fn malformed(&mut self, what: String, data: &str, out: &mut Vec<Event>) {
+    pub(super) fn malformed(&mut self, what: String, data: &str, out: &mut Vec<Event>) {
         let mut err = ProviderError::malformed(format!("malformed Bedrock stream: {what}"));
         err.provider_body = data.to_string();
         self.fail(err, out);
     }
 
-    fn close(&mut self, index: u64, out: &mut Vec<Event>) {
+    pub(super) fn close(&mut self, index: u64, out: &mut Vec<Event>) {
         let Some(block) = self.blocks.remove(&index) else {
             return;
         };
@@ -192,7 +192,13 @@ impl BedrockDecoder {
         }
     }
 
-    fn start(&mut self, index: u64, start: WireStart<'_>, data: &str, out: &mut Vec<Event>) {
+    pub(super) fn start(
+        &mut self,
+        index: u64,
+        start: WireStart<'_>,
+        data: &str,
+        out: &mut Vec<Event>,
+    ) {
         let Some(tool) = start.tool_use else {
             return;
         };
@@ -216,7 +222,7 @@ impl BedrockDecoder {
         );
     }
 
-    fn delta(&mut self, index: u64, d: WireDelta, data: &str, out: &mut Vec<Event>) {
+    pub(super) fn delta(&mut self, index: u64, d: WireDelta, data: &str, out: &mut Vec<Event>) {
         let id = || index.to_string();
         if let Some(text) = d.text {
             let block = self.blocks.entry(index).or_insert_with(|| {
@@ -273,6 +279,12 @@ impl BedrockDecoder {
         }
     }
 
+    /// The message stopped for `reason` (`messageStop`); the finish follows with the usage.
+    pub(super) fn stopped(&mut self, reason: String, out: &mut Vec<Event>) {
+        self.close_all(out);
+        self.stop_reason = Some(reason);
+    }
+
     fn close_all(&mut self, out: &mut Vec<Event>) {
         let open: Vec<u64> = self.blocks.keys().copied().collect();
         for index in open {
@@ -280,7 +292,7 @@ impl BedrockDecoder {
         }
     }
 
-    fn finish(&mut self, usage: WireUsage, out: &mut Vec<Event>) {
+    pub(super) fn finish(&mut self, usage: WireUsage, out: &mut Vec<Event>) {
         self.close_all(out);
         let raw_reason = self.stop_reason.take().unwrap_or_default();
         let mut reason = finish_reason(&raw_reason);
@@ -335,14 +347,19 @@ impl Decoder for BedrockDecoder {
             ("contentBlockStart" | "contentBlockDelta" | "contentBlockStop", None) => {
                 self.malformed(format!("`{event}` without contentBlockIndex"), data, out);
             }
-            ("messageStop", _) => {
-                self.close_all(out);
-                self.stop_reason = Some(ev.stop_reason.unwrap_or_default());
-            }
+            ("messageStop", _) => self.stopped(ev.stop_reason.unwrap_or_default(), out),
             ("metadata", _) => self.finish(ev.usage.unwrap_or_default(), out),
             // Event types newer than this adapter.
             _ => {}
         }
+    }
+
+    /// The one JSON answer of the non-streaming `Converse`.
+    fn bare_json(&mut self, json: &str, out: &mut Vec<Event>) {
+        if self.done {
+            return;
+        }
+        super::converse::decode(self, json, out);
     }
 
     fn message(&mut self, message: &Message<'_>, out: &mut Vec<Event>) {

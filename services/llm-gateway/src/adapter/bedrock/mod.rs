@@ -4,6 +4,9 @@
 //!   `additionalModelRequestFields`) with the fixes the API needs;
 //! - [`decode`] turns the eventstream messages (`messageStart` … `metadata`, and exception messages) into unified
 //!   events;
+//! - [`converse`] decodes the one JSON answer of the non-streaming `POST /model/{modelId}/converse`, which a model
+//!   without streaming tool use (the catalog's `streaming_tool_use = false`) gets for every request carrying a
+//!   `toolConfig`: the same events, all at once;
 //! - [`auth`] resolves the AWS credentials and signs each request with [`sigv4`] once its body bytes are known (the
 //!   transport calls it: the signature covers the exact body).
 //!
@@ -11,6 +14,7 @@
 //! inference-profile ids (`us.anthropic.…`, `eu.…`, `global.…`) and ARNs work unchanged.
 
 pub mod auth;
+mod converse;
 mod decode;
 mod request;
 pub mod sigv4;
@@ -32,6 +36,17 @@ pub fn stream_path(model_id: &str) -> String {
     )
 }
 
+/// `/model/{modelId}/converse`: the non-streaming operation, answered with one JSON document.
+pub fn converse_path(model_id: &str) -> String {
+    format!("/model/{}/converse", sigv4::uri_encode(model_id, true))
+}
+
+/// Whether a request with this body goes to the non-streaming `Converse`: it carries tools (or tool blocks, which
+/// need `toolConfig` too) and the model takes tools only there.
+fn needs_converse(target: &Target<'_>, body: &serde_json::Value) -> bool {
+    !target.model.capabilities.streaming_tool_use && body.get("toolConfig").is_some()
+}
+
 impl Adapter for Bedrock {
     fn protocol(&self) -> Protocol {
         Protocol::Bedrock
@@ -42,10 +57,16 @@ impl Adapter for Bedrock {
         generation: &pb::Generation,
         target: &Target<'_>,
     ) -> Result<HttpRequest, BuildError> {
+        let body = request::body(generation, target)?;
+        let path = if needs_converse(target, &body) {
+            converse_path(&target.model.name)
+        } else {
+            stream_path(&target.model.name)
+        };
         Ok(HttpRequest {
-            path: stream_path(&target.model.name),
+            path,
             headers: Vec::new(),
-            body: request::body(generation, target)?,
+            body,
         })
     }
 
@@ -60,6 +81,14 @@ impl Adapter for Bedrock {
 
     fn framing(&self) -> Framing {
         Framing::EventStream
+    }
+
+    fn framing_of(&self, request: &HttpRequest) -> Framing {
+        if request.path.ends_with("/converse") {
+            Framing::Json
+        } else {
+            Framing::EventStream
+        }
     }
 
     fn min_thinking_budget(&self, target: &Target<'_>) -> u32 {

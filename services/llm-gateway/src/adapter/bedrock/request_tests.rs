@@ -38,7 +38,7 @@ fn claude() -> ModelInfo {
 }
 
 fn build(g: &pb::Generation, m: &ModelInfo) -> Value {
-    body(g, &Target { model: m }).unwrap()
+    body(g, &Target::new(m)).unwrap()
 }
 
 fn part(kind: Kind) -> pb::Part {
@@ -249,11 +249,11 @@ fn files_and_errors_name_their_fields() {
         pb::Role::User,
         vec![file("image/png", Source::Url("https://x/y.png".into()))],
     )]);
-    let e = body(&g, &Target { model: &claude() }).unwrap_err();
+    let e = body(&g, &Target::new(&claude())).unwrap_err();
     assert_eq!(e.field, "generation.messages[0].parts[0].file");
     let mut g = generation(vec![message(pb::Role::User, vec![text("x")])]);
     g.provider_options_json = r#"{"bedrock":{"messages":[]}}"#.into();
-    let e = body(&g, &Target { model: &claude() }).unwrap_err();
+    let e = body(&g, &Target::new(&claude())).unwrap_err();
     assert_eq!(e.field, "generation.provider_options_json");
     g.provider_options_json = r#"{"bedrock":{"additionalModelRequestFields":{"anthropic_beta":["x"]},"performanceConfig":{"latency":"optimized"}}}"#.into();
     let b = build(&g, &claude());
@@ -264,7 +264,7 @@ fn files_and_errors_name_their_fields() {
     assert_eq!(b["performanceConfig"], json!({"latency": "optimized"}));
     let e = body(
         &generation(vec![message(pb::Role::User, vec![text(" ")])]),
-        &Target { model: &claude() },
+        &Target::new(&claude()),
     )
     .unwrap_err();
     assert_eq!(e.field, "generation.messages");

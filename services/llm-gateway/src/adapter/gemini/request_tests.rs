@@ -58,7 +58,7 @@ fn gemini_3() -> ModelInfo {
 }
 
 fn request(g: &pb::Generation, m: &ModelInfo) -> HttpRequest {
-    build(g, &Target { model: m }).unwrap()
+    build(g, &Target::new(m)).unwrap()
 }
 
 fn body(g: &pb::Generation, m: &ModelInfo) -> Value {
@@ -66,7 +66,7 @@ fn body(g: &pb::Generation, m: &ModelInfo) -> Value {
 }
 
 fn error(g: &pb::Generation, m: &ModelInfo) -> BuildError {
-    build(g, &Target { model: m }).unwrap_err()
+    build(g, &Target::new(m)).unwrap_err()
 }
 
 fn part(kind: Kind) -> pb::Part {

@@ -764,7 +764,7 @@ fn adapter_hands_out_fresh_decoders() {
         pricing: None,
     };
     for _ in 0..2 {
-        let mut decoder = Gemini.decoder(&Target { model: &model });
+        let mut decoder = Gemini.decoder(&Target::new(&model));
         let mut out = Vec::new();
         decoder.frame(
             "",

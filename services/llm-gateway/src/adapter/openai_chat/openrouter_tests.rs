@@ -150,7 +150,7 @@ fn the_details_are_replayed_to_the_same_model_and_dropped_for_another() {
         ],
         ..Default::default()
     };
-    let body = super::request::build(&history(&model.id), &Target { model: &model })
+    let body = super::request::build(&history(&model.id), &Target::new(&model))
         .unwrap()
         .body;
     let assistant = &body["messages"][1];
@@ -159,7 +159,7 @@ fn the_details_are_replayed_to_the_same_model_and_dropped_for_another() {
     assert_eq!(assistant["tool_calls"][0]["id"], call_id.as_str());
     let other = super::request::build(
         &history("openrouter/some/other-model"),
-        &Target { model: &model },
+        &Target::new(&model),
     )
     .unwrap()
     .body;

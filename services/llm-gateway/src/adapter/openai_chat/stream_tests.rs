@@ -912,7 +912,7 @@ fn strict_tools_lose_the_nulls_strict_mode_added_also_after_a_restart() {
         "[DONE]",
     ];
     let strict = model(true);
-    let mut d = super::OpenAiChat.decoder_for(&Target { model: &strict }, &g);
+    let mut d = super::OpenAiChat.decoder_for(&Target::new(&strict), &g);
     assert_eq!(tool_inputs(d.as_mut(), &frames), [r#"{"city":"Paris"}"#]);
     // A retry decodes with the same cleaning.
     let mut again = d.restart();
@@ -923,7 +923,7 @@ fn strict_tools_lose_the_nulls_strict_mode_added_also_after_a_restart() {
     );
     // Without strict schemas the provider's arguments are passed through untouched.
     let plain = model(false);
-    let mut d = super::OpenAiChat.decoder_for(&Target { model: &plain }, &g);
+    let mut d = super::OpenAiChat.decoder_for(&Target::new(&plain), &g);
     assert_eq!(
         tool_inputs(d.as_mut(), &frames),
         [r#"{"city":"Paris","unit":null}"#]

@@ -40,14 +40,14 @@ fn gpt41() -> ModelInfo {
 }
 
 fn body(g: &pb::Generation, m: &ModelInfo) -> Value {
-    let req = build(g, &Target { model: m }).unwrap();
+    let req = build(g, &Target::new(m)).unwrap();
     assert_eq!(req.path, "/responses");
     assert!(req.headers.is_empty());
     req.body
 }
 
 fn err(g: &pb::Generation, m: &ModelInfo) -> BuildError {
-    build(g, &Target { model: m }).unwrap_err()
+    build(g, &Target::new(m)).unwrap_err()
 }
 
 fn msg(role: pb::Role, parts: Vec<Kind>) -> pb::Message {

@@ -1,4 +1,6 @@
-//! A gRPC codec for requests no typed client can build (bytes that are not the message they claim to be).
+//! A gRPC codec that sends bytes as they are: for requests no typed client can build (bytes that are not the message
+//! they claim to be, in tests) or that were encoded ahead of time (a benchmark that must not pay for encoding on the
+//! connection it measures). Answers are counted, not decoded.
 
 use tonic::Status;
 

@@ -1,15 +1,20 @@
-//! Google OAuth2 access tokens for Vertex AI (docs/gateway.md "Vertex AI", "Authentication").
+//! OAuth2 access tokens for the providers that take them instead of an API key: Google's for Vertex AI
+//! (docs/gateway.md "Vertex AI", "Authentication") and Microsoft Entra ID's for Azure OpenAI (docs/gateway.md
+//! "Azure OpenAI", "Authentication").
 //!
-//! Two sources, as Google's own client libraries resolve them:
-//! - a service-account key file (the provider's `credentials_file`, else `GOOGLE_APPLICATION_CREDENTIALS`): a JWT
-//!   signed RS256 with the account's key ([`jwt`]) is exchanged at the token URI (the JWT bearer grant);
-//! - the metadata server, when the gateway runs on Google Cloud with an attached service account.
+//! Three sources:
+//! - a Google service-account key file (the provider's `credentials_file`, else `GOOGLE_APPLICATION_CREDENTIALS`): a
+//!   JWT signed RS256 with the account's key ([`jwt`]) is exchanged at the token URI (the JWT bearer grant);
+//! - the Google metadata server, when the gateway runs on Google Cloud with an attached service account;
+//! - an Entra ID application's client id and secret, exchanged at its tenant's token endpoint (the
+//!   client-credentials grant, [`client_credentials`]).
 //!
 //! [`TokenSource::token`] caches the token and fetches a new one when less than the refresh margin is left, one
-//! fetch at a time (callers wait for the fetch in progress instead of starting their own). Tokens, keys and
-//! assertions are held as [`Secret`]s and never enter an error message: a refused grant reports Google's error
-//! code and description only.
+//! fetch at a time (callers wait for the fetch in progress instead of starting their own). Tokens, keys, secrets
+//! and assertions are held as [`Secret`]s and never enter an error message: a refused grant reports the
+//! authority's error code and description only.
 
+pub mod client_credentials;
 pub mod jwt;
 mod token;
 
@@ -21,6 +26,7 @@ use tokio::time::Instant;
 use crate::error::{ErrorKind, ProviderError};
 use crate::settings::Secret;
 
+pub use client_credentials::ClientCredentials;
 pub use jwt::ServiceAccount;
 pub use token::{TokenResponse, needs_refresh};
 
@@ -42,6 +48,20 @@ pub enum Credentials {
     },
     /// The metadata server at `host` (`host[:port]`, plain HTTP as on GCP).
     MetadataServer { host: String },
+    /// An Entra ID application's client credentials.
+    ClientCredentials(Box<ClientCredentials>),
+}
+
+impl Credentials {
+    /// What the tokens are, for error messages: `Google access token` or `Entra ID access token`.
+    fn label(&self) -> &'static str {
+        match self {
+            Credentials::ServiceAccount { .. } | Credentials::MetadataServer { .. } => {
+                "Google access token"
+            }
+            Credentials::ClientCredentials(_) => "Entra ID access token",
+        }
+    }
 }
 
 /// A cached access token.
@@ -107,6 +127,15 @@ impl TokenSource {
         Ok(token)
     }
 
+    /// The long-lived secrets of these credentials (an Entra client secret), which must be scrubbed from anything a
+    /// provider or token endpoint echoes back. Tokens are short-lived and scrubbed where they are used.
+    pub fn secrets(&self) -> Vec<String> {
+        match &self.credentials {
+            Credentials::ClientCredentials(c) => vec![c.client_secret.expose().to_string()],
+            Credentials::ServiceAccount { .. } | Credentials::MetadataServer { .. } => Vec::new(),
+        }
+    }
+
     /// Forgets `refused` if it is the cached token, so the next request fetches a fresh one: the provider answered
     /// 401 to it (revoked, or the server's clock disagrees with ours about its expiry).
     pub async fn invalidate(&self, refused: &Secret) {
@@ -117,12 +146,15 @@ impl TokenSource {
     }
 
     async fn fetch(&self) -> Result<TokenResponse, ProviderError> {
+        let label = self.credentials.label();
         let (request, source) = match &self.credentials {
             Credentials::ServiceAccount { account, token_uri } => {
                 let now = SystemTime::now()
                     .duration_since(UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs());
-                let assertion = account.assertion(now, token_uri).map_err(auth_error)?;
+                let assertion = account
+                    .assertion(now, token_uri)
+                    .map_err(|m| ProviderError::new(ErrorKind::Auth, format!("{label}: {m}")))?;
                 let request = self
                     .client
                     .post(token_uri)
@@ -137,6 +169,14 @@ impl TokenSource {
                 let request = self.client.get(url).header("metadata-flavor", "Google");
                 (request, "the metadata server")
             }
+            Credentials::ClientCredentials(c) => {
+                let request = self
+                    .client
+                    .post(&c.token_uri)
+                    .header("content-type", "application/x-www-form-urlencoded")
+                    .body(c.grant_body());
+                (request, "the token endpoint")
+            }
         };
         let response = request.send().await.map_err(|e| {
             // The error text of a failed send can include the URL, never the body; the URL holds no secret.
@@ -145,19 +185,15 @@ impl TokenSource {
             } else {
                 ErrorKind::Network
             };
-            ProviderError::new(kind, format!("Google access token: {source} unreachable"))
+            ProviderError::new(kind, format!("{label}: {source} unreachable"))
         })?;
         let status = response.status().as_u16();
         let body = response.text().await.map_err(|_| {
             ProviderError::new(
                 ErrorKind::Network,
-                format!("Google access token: reading the answer of {source} failed"),
+                format!("{label}: reading the answer of {source} failed"),
             )
         })?;
-        token::parse(status, &body, source)
+        token::parse(status, &body, label, source)
     }
-}
-
-fn auth_error(message: String) -> ProviderError {
-    ProviderError::new(ErrorKind::Auth, format!("Google access token: {message}"))
 }

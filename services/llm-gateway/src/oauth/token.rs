@@ -7,13 +7,29 @@ use tokio::time::Instant;
 use crate::error::truncate;
 use crate::error::{ErrorKind, ProviderError};
 
-/// `{"access_token": "…", "expires_in": 3599, "token_type": "Bearer"}`.
+/// `{"access_token": "…", "expires_in": 3599, "token_type": "Bearer"}` (Entra's v1 endpoint writes `expires_in` as a
+/// string of digits; both forms are read).
 #[derive(Debug, serde::Deserialize)]
 pub struct TokenResponse {
     pub access_token: String,
+    #[serde(deserialize_with = "seconds")]
     pub expires_in: u64,
     #[serde(default)]
     pub token_type: Option<String>,
+}
+
+/// `3599` or `"3599"`.
+fn seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Seconds {
+        Number(u64),
+        Text(String),
+    }
+    match <Seconds as serde::Deserialize>::deserialize(d)? {
+        Seconds::Number(n) => Ok(n),
+        Seconds::Text(t) => t.trim().parse().map_err(serde::de::Error::custom),
+    }
 }
 
 /// `{"error": "invalid_grant", "error_description": "Invalid JWT Signature."}`.
@@ -31,15 +47,20 @@ pub fn needs_refresh(expires_at: Instant, now: Instant, margin: Duration) -> boo
     expires_at.saturating_duration_since(now) <= margin
 }
 
-/// Reads the answer of `source`: the token on a 2xx, else a typed error. A refused grant (4xx) is `auth` and not
-/// retried; a 5xx is retried as the provider being unavailable. Only Google's `error` code and description are
-/// quoted, never the body, which could echo what was sent.
-pub(super) fn parse(status: u16, body: &str, source: &str) -> Result<TokenResponse, ProviderError> {
+/// Reads the answer of `source`: the token on a 2xx, else a typed error whose message begins with `label`. A
+/// refused grant (4xx) is `auth` and not retried; a 5xx is retried as the provider being unavailable. Only the
+/// OAuth `error` code and description are quoted, never the body, which could echo what was sent.
+pub(super) fn parse(
+    status: u16,
+    body: &str,
+    label: &str,
+    source: &str,
+) -> Result<TokenResponse, ProviderError> {
     if (200..300).contains(&status) {
         let token: TokenResponse = serde_json::from_str(body).map_err(|_| {
             ProviderError::new(
                 ErrorKind::Auth,
-                format!("Google access token: {source} answered without a token"),
+                format!("{label}: {source} answered without a token"),
             )
         })?;
         if token.access_token.is_empty()
@@ -50,7 +71,7 @@ pub(super) fn parse(status: u16, body: &str, source: &str) -> Result<TokenRespon
         {
             return Err(ProviderError::new(
                 ErrorKind::Auth,
-                format!("Google access token: {source} answered without a bearer token"),
+                format!("{label}: {source} answered without a bearer token"),
             ));
         }
         return Ok(token);
@@ -70,10 +91,7 @@ pub(super) fn parse(status: u16, body: &str, source: &str) -> Result<TokenRespon
     };
     let mut err = ProviderError::new(
         kind,
-        format!(
-            "Google access token: {source} answered {status}{}",
-            detail.trim_end()
-        ),
+        format!("{label}: {source} answered {status}{}", detail.trim_end()),
     );
     err.http_status = Some(status);
     Err(err)
