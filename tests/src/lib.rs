@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod faults;
 pub mod leaks;
 pub mod logs;
+pub mod monitor;
 pub mod otlp;
 pub mod processor;
 pub mod procs;

@@ -346,20 +346,18 @@ impl SessionService for Sessions {
         let trace = trace_context(request.metadata());
         let req = request.into_inner();
         validate::prompt(&req)?;
-        let (session, bytes) =
-            access::session_record(&self.engine, &caller, "Prompt", &req.session_id).await?;
+        let read = access::session_for_prompt(&self.engine, &caller, &req.session_id).await?;
         // The agent the prompt names, else the session's: the tenant must (still) be allowed to select it.
         let agent = if req.agent.is_empty() {
-            &session.agent
+            &read.session.agent
         } else {
             &req.agent
         };
         access::agent(&self.engine.config, &caller, "agent", agent)?;
         let session_id = req.session_id.clone();
-        let carried = Some((session.clone(), Some(bytes)));
         let start = if req.idempotency_key.is_empty() {
             self.engine
-                .prompt(req, trace.clone(), carried)
+                .prompt(req, trace.clone(), read)
                 .await
                 .map_err(loop_status)?
         } else {
@@ -384,7 +382,7 @@ impl SessionService for Sessions {
                 Some(first_start) => first_start,
                 None => self
                     .engine
-                    .prompt(req, trace.clone(), carried)
+                    .prompt(req, trace.clone(), read)
                     .await
                     .map_err(loop_status)?,
             }

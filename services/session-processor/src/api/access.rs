@@ -11,7 +11,7 @@ use tonic::{Request, Status};
 
 use super::status;
 use crate::config::{Caller, Config};
-use crate::engine::Engine;
+use crate::engine::{Engine, PromptSession};
 
 /// Log target of operator calls.
 pub const AUDIT_TARGET: &str = "session_processor::audit";
@@ -124,6 +124,34 @@ pub async fn session_record(
     );
     match found {
         Some((s, b)) if caller.sees(&s.tenant) => Ok((s, b)),
+        _ => Err(status::session_not_found()),
+    }
+}
+
+/// [`session_record`] for a `Prompt`: with the model the session's latest prompt ran with, read in the same round
+/// trip (the prompt's model is resolved from it when it names none).
+pub async fn session_for_prompt(
+    engine: &Engine,
+    caller: &Caller,
+    session_id: &str,
+) -> Result<PromptSession, Status> {
+    let found = engine
+        .store
+        .get_session_for_prompt(session_id)
+        .await
+        .map_err(status::storage)?;
+    audit(
+        caller,
+        "Prompt",
+        session_id,
+        found.as_ref().map_or("", |(s, _, _)| s.tenant.as_str()),
+    );
+    match found {
+        Some((session, bytes, model)) if caller.sees(&session.tenant) => Ok(PromptSession {
+            session,
+            bytes,
+            model,
+        }),
         _ => Err(status::session_not_found()),
     }
 }

@@ -9,67 +9,61 @@ use tokio_util::sync::CancellationToken;
 
 use super::driver::Prefetched;
 use super::inputs::RunInputs;
-use super::{Carried, Engine, LoopError};
+use super::{Engine, LoopError, PromptSession};
 use crate::metrics::PromptPhase;
-use crate::store::{Begin, Fence};
+use crate::store::{Begin, BeginArgs, Fence};
 
 impl Engine {
     /// Accepts a prompt: stores the user message and starts the loop, or queues the prompt when another loop
-    /// holds the session. `session` is the record the caller just read (with its bytes), if it did. Returns the
+    /// holds the session. `read` is what the caller read of the session just before (one round trip). Returns the
     /// event id after which the caller's stream starts.
     ///
     /// The fast path (docs/architecture.md, "A prompt's critical path"): one script takes the lease, stores the
-    /// message and drains the queue, beside the active mark; the history before the message is read in one more round
-    /// trip, only when there is one; the loop starts from all that without reading again.
+    /// message and reads the history, beside the active mark; the loop starts from all that without reading again.
     pub async fn prompt(
         self: &Arc<Self>,
         req: pb::PromptRequest,
         trace: Vec<(String, String)>,
-        session: Option<Carried>,
+        read: PromptSession,
     ) -> Result<String, LoopError> {
         let arrived = std::time::Instant::now();
-        let (session, bytes) = match session {
-            Some(carried) => carried,
-            None => self
-                .store
-                .get_session_record(&req.session_id)
-                .await?
-                .map(|(s, b)| (s, Some(b)))
-                .ok_or_else(|| LoopError::NotFound(req.session_id.clone()))?,
-        };
-        let message = self.user_message(&session, &req).await?;
+        let PromptSession {
+            session,
+            bytes,
+            model,
+        } = read;
+        let message = self.user_message(&session, &req, Some(model)).await?;
         let mut inputs = RunInputs::from_prompt(&req, trace);
         inputs.arrived = Some(arrived);
-        let begun = self
-            .store
-            .begin_prompt(
-                &message,
-                &self.owner,
-                self.config.lease_ttl,
-                Some(&inputs.stored()),
-            )
-            .await?;
-        let b = match begun {
+        let stored_inputs = inputs.stored();
+        let args = BeginArgs {
+            owner: &self.owner,
+            ttl: self.config.lease_ttl,
+            inputs: Some(&stored_inputs),
+            time: !self.events.clock_fresh(),
+        };
+        let b = match self.store.begin_prompt(&message, args).await? {
             Begin::Begun(b) => b,
-            Begin::Busy => return self.queue_prompt(&session, bytes, &req, inputs.trace).await,
+            Begin::Busy => {
+                return self
+                    .queue_prompt(&session, Some(bytes), &req, inputs.trace)
+                    .await;
+            }
         };
         self.metrics
             .prompt_phase(PromptPhase::Begun, arrived.elapsed());
         self.events
-            .open_at(&session.id, &b.fence, b.last_event, b.redis_ms);
+            .open_at(&session.id, &b.fence, b.last_event, b.redis_ms, b.watched);
         // The caller's stream starts after what the log held: the user message's events come first.
         let start = b.last_event.to_string();
         if let Err(e) = self.publish_message(&message).await {
             // Stored, and the loop owns the lease now: it goes on (and rides out the storage failure).
             tracing::warn!(message = "cannot publish the user message", session_id = %session.id, error = %e);
         }
-        let prefetched = Prefetched {
-            queued: b.queued,
-            history: b.history,
-        };
+        let prefetched = Prefetched { history: b.history };
         self.spawn_loop(
             session.id.clone(),
-            Some((session, bytes)),
+            Some((session, Some(bytes))),
             b.fence,
             inputs,
             Some(prefetched),

@@ -197,6 +197,7 @@ impl Engine {
 
     /// Closes what the summary step left open (as interrupted when `interrupted`), persists it with `out`, and
     /// settles the session's totals.
+    /// The tenant is charged the summary's cost unless it was `interrupted`.
     async fn close_summary(
         &self,
         processor: &mut Processor,
@@ -206,11 +207,17 @@ impl Engine {
     ) -> Result<(), LoopError> {
         processor.cleanup(now(), interrupted, &mut out);
         self.apply(&out, c.fence, processor).await?;
+        let charge = if interrupted {
+            0
+        } else {
+            processor.message().cost_nano_usd
+        };
         self.settle_session(
-            &c.session.id,
+            c.session,
             processor.message(),
             processor.parts(),
             c.fence,
+            charge,
         )
         .await?;
         Ok(())
@@ -268,8 +275,6 @@ impl Engine {
             }
         }
         self.close_summary(&mut processor, false, out, c).await?;
-        self.charge_tenant(c.session, processor.message().cost_nano_usd)
-            .await;
         let m = processor.message().clone();
         if ok {
             tracing::info!(message = "history compacted", session_id = %c.session.id, auto = c.cause.auto, overflow = c.cause.overflow, replayed = plan.cut.is_some());

@@ -47,8 +47,6 @@ impl LeaseClock {
 /// What a prompt's fast path already read for the loop's first iteration (see `Store::begin_prompt`).
 #[derive(Debug)]
 pub(super) struct Prefetched {
-    /// Prompts taken out of the queue, still to be stored as user messages.
-    pub queued: Vec<pb::PromptRequest>,
     /// The whole history when the lease was taken.
     pub history: Vec<pb::Message>,
 }
@@ -541,14 +539,13 @@ impl Engine {
     /// Delivers the queued prompts and stores the run's inputs when they changed (so a loop that resumes this run
     /// elsewhere offers exactly its client tools and system text).
     async fn deliver(&self, run: &mut Run) -> Result<Observation, LoopError> {
-        let prompts = match run.prefetched.as_mut() {
-            Some(p) => std::mem::take(&mut p.queued),
-            None => self.store.take_queued_prompts(&run.session.id).await?,
+        let prompts = if run.prefetched.is_some() {
+            // The prompt's first write took the lease without reading the queue: a prompt queued just before it
+            // is delivered at the first step boundary.
+            Vec::new()
+        } else {
+            self.queued_prompts(&run.session.id).await?
         };
-        if !prompts.is_empty() {
-            // The history read with the lease does not have them.
-            run.prefetched = None;
-        }
         let mut changed = false;
         for prompt in &prompts {
             self.persist_user_message(&run.session, prompt, Some(&run.fence))
@@ -562,16 +559,20 @@ impl Engine {
         Ok(Observation::Delivered(prompts.len()))
     }
 
+    /// The prompts waiting in the session's queue, taken out of it: one LLEN when there are none (the usual case
+    /// at a step boundary), the drain script otherwise.
+    async fn queued_prompts(&self, session_id: &str) -> Result<Vec<pb::PromptRequest>, LoopError> {
+        if !self.store.has_queued_prompts(session_id).await? {
+            return Ok(Vec::new());
+        }
+        Ok(self.store.take_queued_prompts(session_id).await?)
+    }
+
     /// Reads the history, closes what a stopped loop left open, and tells the policy what it found.
     async fn read_history(&self, run: &mut Run) -> Result<Observation, LoopError> {
         let history = match run.prefetched.take() {
             Some(p) => p.history,
-            None => {
-                self.store
-                    .list_messages(&run.session.id, None, usize::MAX)
-                    .await?
-                    .0
-            }
+            None => self.stored_messages(&run.session.id).await?,
         };
         // Every message's share of the totals, as stored: `settle_session` adds this iteration's steps to it.
         let shares = history_totals(&history);

@@ -68,6 +68,18 @@ pub enum LoopError {
 /// A session record a caller read just before starting a loop: the session, and its stored bytes when known.
 pub type Carried = (pb::Session, Option<Vec<u8>>);
 
+/// What a `Prompt` read before it begins (one round trip): the session record with its bytes, and the model its
+/// latest prompt ran with.
+#[derive(Debug, Clone)]
+pub struct PromptSession {
+    /// The session.
+    pub session: pb::Session,
+    /// Its stored bytes.
+    pub bytes: Vec<u8>,
+    /// The stored prompt model, if any.
+    pub model: Option<String>,
+}
+
 /// Shared state of the processor: storage, the gateway, configuration and the loops this replica runs.
 pub struct Engine {
     /// Storage.
@@ -136,6 +148,18 @@ impl Engine {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .contains_key(session_id)
+    }
+
+    /// Every message of the session as stored, once what this replica's event channel holds for it is written (a
+    /// step's last parts, its message and the session's totals wait for the channel's next write: see
+    /// `Hub::stage_session`).
+    async fn stored_messages(&self, session_id: &str) -> Result<Vec<pb::Message>, LoopError> {
+        self.events.flush(session_id).await?;
+        Ok(self
+            .store
+            .list_messages(session_id, None, usize::MAX)
+            .await?
+            .0)
     }
 
     /// The session's workspace, when it has one that opens.

@@ -16,20 +16,24 @@ impl Engine {
     /// The model a prompt runs with, by the priority rule: its own `model`, else the one the session's previous
     /// prompt ran with, else the session's default, else the agent's, else the processor's default ("" when no
     /// level names one: the loop then stops with an error saying so).
+    ///
+    /// `previous` is the stored prompt model when the caller already read it (`Some(None)`: there is none); `None`
+    /// reads it.
     async fn resolve_prompt_model(
         &self,
         session: &pb::Session,
         asked: &str,
         agent: &str,
+        previous: Option<Option<String>>,
     ) -> Result<String, StoreError> {
         if !asked.is_empty() {
             return Ok(asked.to_string());
         }
-        let previous = self
-            .store
-            .prompt_model(&session.id)
-            .await?
-            .unwrap_or_default();
+        let previous = match previous {
+            Some(read) => read,
+            None => self.store.prompt_model(&session.id).await?,
+        }
+        .unwrap_or_default();
         let agent_model = self.agent(agent).map_or("", |a| a.model.as_str());
         let levels = [
             previous.as_str(),
@@ -51,7 +55,7 @@ impl Engine {
         req: &pb::PromptRequest,
         fence: Option<&Fence>,
     ) -> Result<pb::Message, StoreError> {
-        let message = self.user_message(session, req).await?;
+        let message = self.user_message(session, req, None).await?;
         let parts = message.parts.clone();
         let head = pb::Message {
             parts: Vec::new(),
@@ -60,11 +64,13 @@ impl Engine {
         self.put_and_publish_message(head, parts, fence).await
     }
 
-    /// A prompt as the user message it becomes (with its parts), its model resolved by the priority rule.
+    /// A prompt as the user message it becomes (with its parts), its model resolved by the priority rule (the
+    /// stored prompt model as `previous`, when the caller read it: see `resolve_prompt_model`).
     pub(super) async fn user_message(
         &self,
         session: &pb::Session,
         req: &pb::PromptRequest,
+        previous: Option<Option<String>>,
     ) -> Result<pb::Message, StoreError> {
         let agent = if req.agent.is_empty() {
             session.agent.clone()
@@ -72,7 +78,7 @@ impl Engine {
             req.agent.clone()
         };
         let model = self
-            .resolve_prompt_model(session, &req.model, &agent)
+            .resolve_prompt_model(session, &req.model, &agent, previous)
             .await?;
         let created_at = Some(now());
         let id = ids::new("msg");
@@ -214,6 +220,8 @@ impl Engine {
         m.parts.clear();
         m.finish = "retried".into();
         m.error = None;
+        // The channel's older state of this message must not land after this write.
+        self.events.flush(session_id).await?;
         self.store.put_message(&m, Some(fence)).await?;
         Ok(())
     }
@@ -290,6 +298,8 @@ impl Engine {
                 }
             }
         };
+        // The channel's older state of this message must not land after this write.
+        self.events.flush(session_id).await?;
         self.store.put_message(&message, Some(fence)).await?;
         self.events
             .publish(
@@ -326,6 +336,8 @@ impl Engine {
             message_id: m.id.clone(),
             finish: m.finish.clone(),
         });
+        // Shown to this replica's streams only once the run's end is written and the lease released.
+        self.events.hold_from_here(session_id);
         if let Some(m) = message
             && m.stopped_by != reason as i32
         {

@@ -189,16 +189,16 @@ impl Engine {
         {
             processor.fail(error, &mut out);
         }
-        self.apply(&out, input.fence, processor).await?;
+        self.apply_later(&out, input.fence, processor).await?;
+        // Written with the step's last parts (the tenant charged once they are in): see `settle_session`.
         self.settle_session(
-            &input.session.id,
+            input.session,
             processor.message(),
             processor.parts(),
             input.fence,
+            processor.message().cost_nano_usd,
         )
         .await?;
-        self.charge_tenant(input.session, processor.message().cost_nano_usd)
-            .await;
         Ok(())
     }
 
@@ -296,9 +296,7 @@ impl Engine {
                 }
             }
         }
-        self.events
-            .flush_parts(&processor.message().session_id)
-            .await?;
+        // The step's last parts wait for its end (`close_step`), or for its tools (`run_tools` writes them first).
         Ok(end)
     }
 
@@ -312,16 +310,37 @@ impl Engine {
     ) -> Result<(), LoopError> {
         out.clear();
         processor.handle(event, now(), out);
-        self.apply(out, fence, processor).await
+        self.apply_later(out, fence, processor).await
     }
 
     /// Persists and publishes effects. Deltas are published at once; the event channel writes their part's text
-    /// with its next window (see [`crate::events::Hub::put_part`]).
+    /// with its next window, and a part that ends something at once (see [`crate::events::Hub::put_part`]).
     pub(super) async fn apply(
         &self,
         effects: &[Effect],
         fence: &Fence,
         processor: &Processor,
+    ) -> Result<(), LoopError> {
+        self.apply_with(effects, fence, processor, false).await
+    }
+
+    /// [`Engine::apply`] for a step's stream and its cleanup: every part waits for the channel's next write (the
+    /// window, the step's tools, the run's `done`: see [`crate::events::Hub::put_part_later`]).
+    pub(super) async fn apply_later(
+        &self,
+        effects: &[Effect],
+        fence: &Fence,
+        processor: &Processor,
+    ) -> Result<(), LoopError> {
+        self.apply_with(effects, fence, processor, true).await
+    }
+
+    async fn apply_with(
+        &self,
+        effects: &[Effect],
+        fence: &Fence,
+        processor: &Processor,
+        later: bool,
     ) -> Result<(), LoopError> {
         let session_id = &processor.message().session_id;
         for effect in effects {
@@ -333,11 +352,17 @@ impl Engine {
                 }
                 Effect::Part(p) => {
                     let t = Instant::now();
-                    self.events.put_part(p, fence).await?;
+                    if later {
+                        self.events.put_part_later(p, fence).await?;
+                    } else {
+                        self.events.put_part(p, fence).await?;
+                    }
                     self.metrics.redis("put_part", t.elapsed());
                 }
                 Effect::Persist(p) => {
                     let t = Instant::now();
+                    // Its message may still wait in the channel: the part needs it listed.
+                    self.events.flush(session_id).await?;
                     self.store.put_part(p, Some(fence)).await?;
                     self.metrics.redis("put_part", t.elapsed());
                 }

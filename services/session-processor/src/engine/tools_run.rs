@@ -66,6 +66,13 @@ impl Engine {
                     .unwrap_or_default(),
             })
             .collect();
+        if !calls.is_empty() {
+            // The step's parts (its tool calls among them) are in Redis before any tool runs: a replica dying
+            // during a tool leaves a call the resumed loop sees, never one it would run again unknowingly.
+            self.events
+                .flush_parts(&processor.message().session_id)
+                .await?;
+        }
         for call in calls {
             if run.cancel.is_cancelled() {
                 break;

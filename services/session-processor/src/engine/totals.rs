@@ -5,7 +5,10 @@ use std::collections::HashMap;
 
 use llm_proto::sessions as pb;
 
+use prost::Message as _;
+
 use super::{Engine, LoopError, now};
+use crate::events::SessionTotals;
 use crate::store::Fence;
 
 /// What a running loop carries between steps instead of reading it back from Redis: the session record as last
@@ -81,15 +84,21 @@ impl Engine {
     }
 
     /// Writes the session's totals (cost and tokens, the sum over its assistant messages) after `message` (with its
-    /// `parts`) changed. The other messages' shares come from the history the loop read at the top of this
-    /// iteration, so the history is not read again; a loop that has not read it reads it here.
+    /// `parts`) changed, and charges `charge` (nano-USD) to the session's tenant once they are written. The other
+    /// messages' shares come from the history the loop read at the top of this iteration, so the history is not read
+    /// again; a loop that has not read it reads it here.
+    ///
+    /// With the session's event channel open here, the new record goes with the channel's next write (the same
+    /// script as the step's last parts and events: see `Hub::stage_session`); otherwise it is written now.
     pub(super) async fn settle_session(
         &self,
-        session_id: &str,
+        session: &pb::Session,
         message: &pb::Message,
         parts: &[pb::Part],
         fence: &Fence,
+        charge: i64,
     ) -> Result<(), LoopError> {
+        let session_id = &session.id;
         let share = message_totals(message, parts);
         let known = self.with_cache(session_id, |s| {
             s.totals.as_mut().map(|t| {
@@ -100,10 +109,7 @@ impl Engine {
         let (cost, tokens) = match known {
             Some(totals) => totals,
             None => {
-                let (history, _) = self
-                    .store
-                    .list_messages(session_id, None, usize::MAX)
-                    .await?;
+                let history = self.stored_messages(session_id).await?;
                 let mut shares = history_totals(&history);
                 shares.insert(message.id.clone(), share);
                 let totals = sum_totals(&shares);
@@ -111,22 +117,63 @@ impl Engine {
                 totals
             }
         };
+        let change = |s: &mut pb::Session| {
+            s.cost_nano_usd = cost;
+            s.tokens = Some(tokens);
+            s.updated_at = Some(now());
+        };
         // A compare-and-set, so the title task's write (it may land at any moment) is never overwritten. It starts
         // from the record as this loop last read or wrote it; anything written since makes it read and retry.
         let known = self.with_cache(session_id, |s| s.session_bytes.take());
+        let known =
+            match known.map(|bytes| self.stage_totals(session_id, fence, bytes, change, charge)) {
+                Some(Ok(())) => return Ok(()),
+                Some(Err(bytes)) => Some(bytes),
+                None => None,
+            };
         let written = self
             .store
-            .update_session_from(session_id, Some(fence), known, |s| {
-                s.cost_nano_usd = cost;
-                s.tokens = Some(tokens);
-                s.updated_at = Some(now());
-            })
+            .update_session_from(session_id, Some(fence), known, change)
             .await?;
         // The record as written is the freshest view of it: the next budget check reads it from here.
         self.with_cache(session_id, |s| {
             let (session, bytes) = written.unzip();
             s.session = session;
             s.session_bytes = bytes;
+        });
+        self.charge_tenant(session, charge).await;
+        Ok(())
+    }
+
+    /// Hands the new totals (`change` applied to the record `expected` holds) to the session's event channel, and
+    /// carries the record as it will be written; gives `expected` back when no channel is open here (or it does
+    /// not decode: the direct write then reads the record afresh).
+    fn stage_totals(
+        &self,
+        session_id: &str,
+        fence: &Fence,
+        expected: Vec<u8>,
+        change: impl FnOnce(&mut pb::Session),
+        charge: i64,
+    ) -> Result<(), Vec<u8>> {
+        let Ok(mut record) = pb::Session::decode(expected.as_slice()) else {
+            return Err(expected);
+        };
+        change(&mut record);
+        record.status = None;
+        let bytes = record.encode_to_vec();
+        let totals = SessionTotals {
+            expected,
+            record: record.clone(),
+            charge,
+        };
+        if !self.events.stage_session(session_id, fence, totals.clone()) {
+            return Err(totals.expected);
+        }
+        // Carried as it will be written: the next budget check reads it, the next settle compares with it.
+        self.with_cache(session_id, |s| {
+            s.session = Some(record);
+            s.session_bytes = Some(bytes);
         });
         Ok(())
     }

@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use llm_proto::sessions as pb;
 use pb::session_event::Event;
+use prost::Message as _;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use super::{EventId, EventsConfig, local_millis, lock, weight};
-use crate::store::{Fence, FlushWrites, Flushed, Store, StoreError};
+use super::{EventId, EventsConfig, SessionTotals, local_millis, lock, weight};
+use crate::store::{Fence, FlushWrites, Flushed, SessionCas, SessionWritten, Store, StoreError};
 
 /// What followers watch: bumped on every event, and `true` once the channel closed.
 pub(super) type Signal = bool;
@@ -49,7 +50,8 @@ pub(super) struct State {
     pub(super) pending_events: usize,
     pub(super) pending_bytes: usize,
     pub(super) window_start: Option<Instant>,
-    /// The next publish writes at once.
+    /// The next publish writes at once: the channel's first event while a stream on another replica follows the
+    /// session (it waits on the log).
     pub(super) first: bool,
     /// The timer writes at once, on its own task (the channel's first event: written promptly, so streams waiting
     /// on Redis wake and attach, without the publisher waiting for the write).
@@ -69,6 +71,8 @@ pub(super) struct State {
     pub(super) heads: Vec<pb::Message>,
     /// Messages a write already found listed in the session (the script checks each message once).
     pub(super) listed: HashSet<String>,
+    /// The session record's new totals, not yet written (see [`Hub::stage_session`]).
+    pub(super) session: Option<SessionTotals>,
     /// Whether a stream on another replica followed the session at the last write: picks the window.
     pub(super) watched: bool,
     /// The loop's lease ttl, once the loop told it ([`Hub::lease_renewal_due`]): writes then renew the lease.
@@ -116,6 +120,8 @@ pub(super) fn extend(part: &mut pb::Part, delta: &str) {
 pub(super) enum Write<'a> {
     /// A part (see [`Hub::put_part`]).
     Part(&'a pb::Part, &'a Fence),
+    /// A part that waits for the channel's next write whatever it is (see [`Hub::put_part_later`]).
+    PartLater(&'a pb::Part, &'a Fence),
     /// A message head (see [`Hub::put_message`]).
     Message(&'a pb::Message, &'a Fence),
 }
@@ -143,6 +149,7 @@ impl Channel {
         config: EventsConfig,
         last: EventId,
         offset_ms: i64,
+        watched: bool,
     ) -> Channel {
         Channel {
             session_id,
@@ -159,7 +166,7 @@ impl Channel {
                 pending_events: 0,
                 pending_bytes: 0,
                 window_start: None,
-                first: true,
+                first: watched,
                 asap: false,
                 hold: None,
                 failure: None,
@@ -168,7 +175,8 @@ impl Channel {
                 parts: Vec::new(),
                 heads: Vec::new(),
                 listed: HashSet::new(),
-                watched: false,
+                session: None,
+                watched,
                 lease_ttl: None,
                 renewed_at: None,
             }),
@@ -275,10 +283,29 @@ impl Channel {
         }
     }
 
-    /// Whether a part's or a message's latest state is not yet written.
+    /// Whether a part's or a message's latest state, or the session's totals, are not yet written.
     pub(super) fn has_dirty_parts(&self) -> bool {
         let s = lock(&self.state);
-        !s.heads.is_empty() || s.parts.iter().any(|t| t.dirty)
+        !s.heads.is_empty() || s.session.is_some() || s.parts.iter().any(|t| t.dirty)
+    }
+
+    /// Holds the session record's new totals for the next write (replacing totals not yet written, whose expected
+    /// bytes it keeps: Redis still has those) and opens a window if none is, so they are written within it.
+    pub(super) fn stage_session(&self, mut totals: SessionTotals, fence: &Fence) {
+        {
+            let mut s = lock(&self.state);
+            s.fence = Some(fence.clone());
+            if let Some(older) = s.session.take() {
+                totals.expected = older.expected;
+                totals.charge = totals.charge.saturating_add(older.charge);
+            }
+            s.session = Some(totals);
+            if s.window_start.is_some() {
+                return;
+            }
+            s.window_start = Some(Instant::now());
+        }
+        self.timer.notify_one();
     }
 
     /// Writes every event not yet handed to a write as one entry, with the parts and message heads not yet written
@@ -294,29 +321,88 @@ impl Channel {
             fence,
             listed,
             renew,
+            session,
+            ends_run,
         } = self.take_unwritten();
-        if batch.is_empty() && parts.is_empty() && heads.is_empty() {
+        if batch.is_empty() && parts.is_empty() && heads.is_empty() && session.is_none() {
             return Ok(());
         }
         let last = batch.last().map(|(id, _)| *id);
         let encoded = last.map(|last| (last, crate::event_wire::encode_batch(&batch)));
         drop(batch);
+        let record = session.as_ref().map(|t| t.record.encode_to_vec());
         let writes = FlushWrites {
             parts: &parts,
             heads: &heads,
             listed: &listed,
+            ends_run,
+            session: session
+                .as_ref()
+                .zip(record.as_deref())
+                .map(|(t, new)| SessionCas {
+                    expected: &t.expected,
+                    new,
+                }),
         };
         let result = self
             .store
             .flush_events(&self.session_id, encoded, fence.as_ref(), renew, writes)
             .await;
         match result {
-            Ok(flushed) => self.written(last, started, &parts, &heads, flushed),
+            Ok(mut flushed) => {
+                let written = flushed.session.take();
+                let parts_result = self.written(last, started, &parts, &heads, flushed);
+                match (session, written) {
+                    (Some(totals), Some(outcome)) => {
+                        self.settled(totals, outcome, fence.as_ref()).await?;
+                    }
+                    (Some(totals), None) => self.not_written(Vec::new(), Vec::new(), Some(totals)),
+                    _ => {}
+                }
+                parts_result
+            }
             Err(e) => {
-                self.not_written(parts, heads);
+                self.not_written(parts, heads, session);
                 Err(e)
             }
         }
+    }
+
+    /// After a write that carried the session's totals: when the record had changed meanwhile (another writer, the
+    /// title), the totals are applied to it as it is now; once they are in Redis, the tenant is charged (never
+    /// before, so a replica dying in between leaves the step uncounted rather than counted twice).
+    async fn settled(
+        &self,
+        totals: SessionTotals,
+        outcome: SessionWritten,
+        fence: Option<&Fence>,
+    ) -> Result<(), StoreError> {
+        match outcome {
+            SessionWritten::Written => {}
+            SessionWritten::Refused(e) => return Err(e),
+            SessionWritten::Changed => {
+                let record = &totals.record;
+                let updated = self
+                    .store
+                    .update_session_from(&self.session_id, fence, None, |s| {
+                        s.cost_nano_usd = record.cost_nano_usd;
+                        s.tokens = record.tokens;
+                        s.updated_at = record.updated_at;
+                    })
+                    .await;
+                if let Err(e) = updated {
+                    self.not_written(Vec::new(), Vec::new(), Some(totals));
+                    return Err(e);
+                }
+            }
+        }
+        if totals.charge > 0 && !totals.record.tenant.is_empty() {
+            let tenant = &totals.record.tenant;
+            if let Err(e) = self.store.add_tenant_spend(tenant, totals.charge).await {
+                tracing::warn!(message = "cannot add to the tenant's spend", tenant = %tenant, error = %e);
+            }
+        }
+        Ok(())
     }
 
     /// Hands every event not yet handed to a write, and the dirty parts and heads, to the write starting now.
@@ -345,6 +431,10 @@ impl Channel {
         } else {
             s.listed.clone()
         };
+        let session = s.session.take();
+        let ends_run = s
+            .hold
+            .is_some_and(|hold| batch.last().is_some_and(|(id, _)| *id >= hold));
         // The lease is extended with a write when its last renewal is a sixth of its ttl old: every write of the
         // long window while a step streams, so the loop's own renewal (due a third of the ttl after the last one)
         // finds it done.
@@ -358,6 +448,8 @@ impl Channel {
             fence: s.fence.clone(),
             listed,
             renew,
+            session,
+            ends_run,
         }
     }
 
@@ -395,9 +487,24 @@ impl Channel {
         flushed.parts
     }
 
-    /// A write Redis refused: the next write takes these events again, and these parts (in their latest state).
-    fn not_written(&self, parts: Vec<pb::Part>, heads: Vec<pb::Message>) {
+    /// A write Redis refused: the next write takes these events again, these parts (in their latest state) and
+    /// these totals (unless newer ones came meanwhile: those stay, compared with what Redis still holds).
+    fn not_written(
+        &self,
+        parts: Vec<pb::Part>,
+        heads: Vec<pb::Message>,
+        session: Option<SessionTotals>,
+    ) {
         let mut s = lock(&self.state);
+        if let Some(totals) = session {
+            match s.session.as_mut() {
+                Some(newer) => {
+                    newer.expected = totals.expected;
+                    newer.charge = newer.charge.saturating_add(totals.charge);
+                }
+                None => s.session = Some(totals),
+            }
+        }
         s.handed = s.flushed;
         let flushed = s.flushed;
         let start = s.ring.partition_point(|(id, _)| *id <= flushed);
@@ -524,12 +631,15 @@ struct Taken {
     fence: Option<Fence>,
     listed: HashSet<String>,
     renew: Option<Duration>,
+    session: Option<SessionTotals>,
+    /// The batch holds the run's end (see [`Hub::hold_from_here`]).
+    ends_run: bool,
 }
 
 /// Tracks the part or message head a publish hands over, in its latest state, for the next write.
 fn track(s: &mut State, write: Write<'_>) {
     match write {
-        Write::Part(part, fence) => {
+        Write::Part(part, fence) | Write::PartLater(part, fence) => {
             s.fence = Some(fence.clone());
             let tracked = Tracked {
                 part: part.clone(),

@@ -27,7 +27,7 @@ pub struct Follower {
     buf: VecDeque<pb::SessionEvent>,
     live: Option<(Arc<Channel>, watch::Receiver<Signal>)>,
     /// How long one blocking read of Redis waits.
-    block: Duration,
+    pub(super) block: Duration,
     /// Blocking reads of Redis since the follower started or last read a local channel.
     remote_reads: u32,
     /// When this follower last set the session's watched mark.
@@ -113,9 +113,32 @@ impl Follower {
                     continue;
                 }
             }
-            self.mark_watched().await;
-            self.read_log(Some(self.block)).await?;
+            self.wait_on_log().await?;
         }
+    }
+
+    /// Reads the log, waiting up to `block` for an entry, unless a channel for the session opens on this replica
+    /// meanwhile (then the follower attaches to it on its next turn).
+    async fn wait_on_log(&mut self) -> Result<(), StoreError> {
+        let notify = self.hub.waiter(&self.session_id);
+        let read = {
+            let opened = notify.notified();
+            tokio::pin!(opened);
+            // Registered before the check: a channel opening right after it still wakes us.
+            opened.as_mut().enable();
+            if self.hub.channel(&self.session_id).is_some() {
+                Ok(())
+            } else {
+                self.mark_watched().await;
+                let block = self.block;
+                tokio::select! {
+                    read = self.read_log(Some(block)) => read.map(drop),
+                    () = &mut opened => Ok(()),
+                }
+            }
+        };
+        self.hub.done_waiting(&self.session_id, notify);
+        read
     }
 
     /// Before a blocking read of Redis (no loop runs here): marks the session as followed from another replica,

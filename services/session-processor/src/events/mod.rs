@@ -50,11 +50,12 @@ mod channel;
 mod follow;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use llm_proto::sessions as pb;
 use pb::session_event::Event;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::store::{Fence, Store, StoreError};
@@ -79,6 +80,24 @@ pub const WATCH_TTL: Duration = Duration::from_secs(5);
 
 /// How often a remote follower refreshes its watched mark at most.
 pub const WATCH_REFRESH: Duration = Duration::from_secs(1);
+
+/// How long a measured offset to Redis's clock is used before a channel that opens measures it again. Channel ids
+/// must stay after every id a dead predecessor handed out (docs/architecture.md, "Session events"): the lease ttl
+/// (at least 500 ms) separates the two, and a clock slewing at NTP's maximum rate (500 ppm) drifts 0.5 ms in a
+/// second.
+pub const CLOCK_FRESH: Duration = Duration::from_secs(1);
+
+/// The session record's new totals after a step, written with the loop's next write of its events (see
+/// [`Hub::stage_session`]).
+#[derive(Debug, Clone)]
+pub struct SessionTotals {
+    /// The record's bytes as the loop last read or wrote them: the write is a compare-and-set against them.
+    pub expected: Vec<u8>,
+    /// The record with the new totals (`cost_nano_usd`, `tokens`, `updated_at`).
+    pub record: pb::Session,
+    /// What the step cost, added to the session's tenant's spend once the record is written.
+    pub charge: i64,
+}
 
 /// Tuning of the hub.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,6 +172,11 @@ struct HubInner {
     store: Store,
     config: EventsConfig,
     channels: Mutex<HashMap<String, Arc<Channel>>>,
+    /// Redis's clock minus this replica's, in ms, and when it was measured.
+    clock: Mutex<Option<(i64, Instant)>>,
+    /// Followers on this replica waiting on the log of a session whose loop does not run here: woken when its
+    /// channel opens, so they attach to it at once instead of waiting for its first write.
+    waiting: Mutex<HashMap<String, Weak<Notify>>>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -172,6 +196,8 @@ impl Hub {
                 store,
                 config,
                 channels: Mutex::new(HashMap::new()),
+                clock: Mutex::new(None),
+                waiting: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -198,10 +224,42 @@ impl Hub {
         self.open_inner(session_id, Some(fence)).await
     }
 
-    /// [`Hub::open_fenced`] with the log's position and Redis's clock already read (by the script that took the
-    /// lease): no round trip.
-    pub fn open_at(&self, session_id: &str, fence: &Fence, last: EventId, redis_ms: i64) {
-        self.install(session_id, Some(fence), last, redis_ms, Instant::now());
+    /// Whether the replica's offset to Redis's clock was measured recently enough ([`CLOCK_FRESH`]) for a channel to
+    /// open without reading the clock again.
+    pub fn clock_fresh(&self) -> bool {
+        lock(&self.inner.clock).is_some_and(|(_, at)| at.elapsed() < CLOCK_FRESH)
+    }
+
+    /// Records Redis's clock as read just now (`redis_ms`) and returns the offset to it.
+    fn measured(&self, redis_ms: i64) -> i64 {
+        let offset = redis_ms.saturating_sub(local_millis());
+        *lock(&self.inner.clock) = Some((offset, Instant::now()));
+        offset
+    }
+
+    /// [`Hub::open_fenced`] with the log's position (and Redis's clock, unless [`Hub::clock_fresh`] said it need not
+    /// be read) already read by the script that took the lease, and whether a stream on another replica follows
+    /// the session: no round trip.
+    pub fn open_at(
+        &self,
+        session_id: &str,
+        fence: &Fence,
+        last: EventId,
+        redis_ms: Option<i64>,
+        watched: bool,
+    ) {
+        let offset = match redis_ms {
+            Some(ms) => self.measured(ms),
+            None => lock(&self.inner.clock).map_or(0, |(offset, _)| offset),
+        };
+        self.install(
+            session_id,
+            Some(fence),
+            last,
+            offset,
+            watched,
+            Instant::now(),
+        );
     }
 
     async fn open_inner(&self, session_id: &str, fence: Option<&Fence>) -> Result<(), StoreError> {
@@ -212,31 +270,35 @@ impl Hub {
             return Ok(());
         }
         let (last, redis_ms) = self.inner.store.open_events(session_id).await?;
-        self.install(session_id, fence, last, redis_ms, acquired);
+        let offset = self.measured(redis_ms);
+        // Not known here: the first write goes out at once, as for a watched session.
+        self.install(session_id, fence, last, offset, true, acquired);
         Ok(())
     }
 
-    /// Opens the session's channel after the log's `last` entry, with Redis's clock `redis_ms`; a no-op when one is
-    /// open already (then only its fence is set).
+    /// Opens the session's channel after the log's `last` entry, with the offset to Redis's clock; a no-op when one
+    /// is open already (then only its fence is set). Followers on this replica waiting on the session's log are
+    /// woken to attach to it.
     fn install(
         &self,
         session_id: &str,
         fence: Option<&Fence>,
         last: EventId,
-        redis_ms: i64,
+        offset_ms: i64,
+        watched: bool,
         acquired: Instant,
     ) {
         if let Some(channel) = self.channel(session_id) {
             channel.set_fence(fence, acquired);
             return;
         }
-        let offset_ms = redis_ms.saturating_sub(local_millis());
         let channel = Arc::new(Channel::new(
             session_id.to_string(),
             self.inner.store.clone(),
             self.inner.config,
             last,
             offset_ms,
+            watched,
         ));
         channel.set_fence(fence, acquired);
         {
@@ -247,6 +309,37 @@ impl Hub {
             channels.insert(session_id.to_string(), channel.clone());
         }
         tokio::spawn(channel.run_timer());
+        if let Some(waiting) = lock(&self.inner.waiting)
+            .remove(session_id)
+            .and_then(|w| w.upgrade())
+        {
+            waiting.notify_waiters();
+        }
+    }
+
+    /// What a follower about to wait on the session's log waits on besides it: notified when a channel for the
+    /// session opens on this replica (see [`Hub::install`]).
+    fn waiter(&self, session_id: &str) -> Arc<Notify> {
+        let mut waiting = lock(&self.inner.waiting);
+        if let Some(notify) = waiting.get(session_id).and_then(Weak::upgrade) {
+            return notify;
+        }
+        let notify = Arc::new(Notify::new());
+        waiting.insert(session_id.to_string(), Arc::downgrade(&notify));
+        notify
+    }
+
+    /// A follower stopped waiting on the session's log: its entry goes once nobody else waits.
+    fn done_waiting(&self, session_id: &str, notify: Arc<Notify>) {
+        let mut waiting = lock(&self.inner.waiting);
+        let last = Arc::strong_count(&notify) == 1;
+        if last
+            && waiting
+                .get(session_id)
+                .is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(&notify)))
+        {
+            waiting.remove(session_id);
+        }
     }
 
     /// Writes everything the session's channel still holds and closes it; later publishes go straight to Redis.
@@ -303,6 +396,37 @@ impl Hub {
             .publish(session_id, Event::PartUpdated(part.clone()))
             .await
             .map(drop)
+    }
+
+    /// [`Hub::put_part`] for a part that may wait for the channel's next write whatever it is: a step's parts while
+    /// its stream runs and when it is cleaned up. They are written with the window, with the write of an event
+    /// somebody must act on, or when the loop asks ([`Hub::flush_parts`] before a step's tools run, the `done`
+    /// that ends the run): at most one window after they changed, and never after the events that show them.
+    pub async fn put_part_later(&self, part: &pb::Part, fence: &Fence) -> Result<(), StoreError> {
+        if let Some(channel) = self.channel(&part.session_id) {
+            let event = Event::PartUpdated(part.clone());
+            match channel
+                .publish(event, Some(Write::PartLater(part, fence)))
+                .await
+            {
+                Published::Done(result) => return result,
+                Published::Closed(_) => {}
+            }
+        }
+        self.put_part(part, fence).await
+    }
+
+    /// Holds a step's new session totals for the channel's next write (the same script as the step's last parts
+    /// and events, compared with the record as the loop last knew it; the tenant is charged once they are in). False
+    /// when no channel is open here: the caller writes them itself.
+    pub fn stage_session(&self, session_id: &str, fence: &Fence, totals: SessionTotals) -> bool {
+        match self.channel(session_id) {
+            Some(channel) if !lock(&channel.state).closed => {
+                channel.stage_session(totals, fence);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Persists an assistant message's head (its parts are written on their own) for the loop holding `fence`, and
@@ -411,16 +535,40 @@ impl Hub {
         };
         {
             let mut s = lock(&channel.state);
+            // A run's end that was not written (the write that carried it was refused) never reached the followers
+            // here, and never will: it goes, and this `done` takes its place.
+            if let Some(hold) = s.hold.take() {
+                let flushed = s.flushed;
+                while s
+                    .ring
+                    .back()
+                    .is_some_and(|(id, _)| *id >= hold && *id > flushed)
+                {
+                    if let Some((_, dropped)) = s.ring.pop_back() {
+                        s.ring_bytes = s.ring_bytes.saturating_sub(weight(&dropped));
+                    }
+                }
+            }
             let now = u64::try_from(local_millis().saturating_add(s.offset_ms)).unwrap_or(0);
             let id = s.last.next_at(now);
             s.last = id;
             s.ring.push_back((id, Arc::new(event)));
-            // Delivered now, not held: nobody will close this channel after a release.
-            s.hold = None;
             s.closed = true;
         }
         channel.live.send_replace(true);
         channel.timer.notify_one();
+    }
+
+    /// The run's end begins: the events published from now on (the answer's stop reason, the idle status, `done`)
+    /// reach this replica's followers only when the channel closes, after the lease is released, or never, when the
+    /// write that carries them is refused (the lease moved on: see [`Hub::abandon`]).
+    pub fn hold_from_here(&self, session_id: &str) {
+        if let Some(channel) = self.channel(session_id) {
+            let mut s = lock(&channel.state);
+            if s.hold.is_none() {
+                s.hold = Some(s.last.next_at(0));
+            }
+        }
     }
 
     /// The id of the session's newest event (including events not yet written when this replica runs its loop);

@@ -718,3 +718,194 @@ async fn the_windows_renew_the_lease_on_the_way() {
     let _ = hub.close(&sid).await;
     store.delete_session(&sid).await.unwrap();
 }
+
+/// A hub whose windows never end during a test, with the session's channel opened as a prompt opens it (the log's
+/// position and Redis's clock read by the prompt's script).
+async fn opened_by_a_prompt(store: &Store, sid: &str, fence: &Fence, watched: bool) -> Hub {
+    let hub = Hub::new(store.clone(), no_timer());
+    let (last, redis_ms) = store.open_events(sid).await.unwrap();
+    hub.open_at(sid, fence, last, Some(redis_ms), watched);
+    hub
+}
+
+#[tokio::test]
+async fn a_channel_a_prompt_opens_writes_its_first_event_at_once_only_while_watched() {
+    let (store, _prefix, sid, fence, _mid) = running_session().await;
+    for watched in [false, true] {
+        let hub = opened_by_a_prompt(&store, &sid, &fence, watched).await;
+        hub.publish(&sid, status()).await.unwrap();
+        let deadline = hub.channel(&sid).unwrap().deadline().unwrap();
+        if watched {
+            assert!(deadline <= Instant::now(), "written at once");
+        } else {
+            assert!(
+                deadline > Instant::now() + Duration::from_secs(600),
+                "written with the (hour-long) window"
+            );
+        }
+        hub.close(&sid).await.unwrap();
+    }
+    assert!(hub_clock_is_kept(&store, &sid, &fence).await);
+    store.delete_session(&sid).await.unwrap();
+}
+
+/// A hub that measured Redis's clock reports it fresh, and a channel opened without reading it again uses it.
+async fn hub_clock_is_kept(store: &Store, sid: &str, fence: &Fence) -> bool {
+    let hub = Hub::new(store.clone(), no_timer());
+    assert!(!hub.clock_fresh());
+    let (last, redis_ms) = store.open_events(sid).await.unwrap();
+    hub.open_at(sid, fence, last, Some(redis_ms), false);
+    hub.close(sid).await.unwrap();
+    let fresh = hub.clock_fresh();
+    hub.open_at(sid, fence, last, None, false);
+    let offset = lock(&hub.channel(sid).unwrap().state).offset_ms;
+    hub.close(sid).await.unwrap();
+    fresh && (offset - (redis_ms - local_millis())).abs() < 1000
+}
+
+#[tokio::test]
+async fn a_follower_waiting_on_the_log_attaches_when_a_channel_opens_here() {
+    let (store, _prefix, sid, fence, _mid) = running_session().await;
+    let hub = Hub::new(store.clone(), no_timer());
+    let mut waiting = hub.follow(&sid, "0").unwrap();
+    // It would wait on the log for ten minutes: only the channel's opening can wake it sooner.
+    waiting.block = Duration::from_secs(600);
+    let follower = tokio::spawn(async move { waiting.next().await.map(|e| e.event) });
+    // Give it time to start waiting (the test passes either way: attached at once or woken).
+    tokio::task::yield_now().await;
+    let (last, redis_ms) = store.open_events(&sid).await.unwrap();
+    hub.open_at(&sid, &fence, last, Some(redis_ms), false);
+    hub.publish(&sid, status()).await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), follower)
+        .await
+        .expect("the follower attached to the channel")
+        .unwrap()
+        .unwrap();
+    assert!(matches!(got, Some(Event::Status(_))), "{got:?}");
+    assert!(
+        store
+            .read_events(&sid, "0", None, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "nothing was written: the follower read the channel"
+    );
+    hub.close(&sid).await.unwrap();
+    store.delete_session(&sid).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_steps_last_parts_and_totals_wait_for_the_next_write_and_the_tenant_is_charged_after() {
+    let (store, prefix, sid, fence, mid) = running_session().await;
+    let hub = opened_by_a_prompt(&store, &sid, &fence, false).await;
+    let pid = ids::new("prt");
+    hub.put_part_later(&text_part(&sid, &mid, &pid, "all of it", true), &fence)
+        .await
+        .unwrap();
+    let (record, bytes) = store.get_session_record(&sid).await.unwrap().unwrap();
+    let tenant = format!("t{:x}", rand::random::<u32>());
+    let totals = |cost: i64, expected: Vec<u8>| {
+        let mut record = record.clone();
+        record.cost_nano_usd = cost;
+        record.tenant = tenant.clone();
+        SessionTotals {
+            expected,
+            record,
+            charge: 5,
+        }
+    };
+    assert!(hub.stage_session(&sid, &fence, totals(5, bytes.clone())));
+    assert_eq!(stored_text(&store, &sid, &mid, &pid).await, None);
+    assert_eq!(
+        store
+            .get_session(&sid)
+            .await
+            .unwrap()
+            .unwrap()
+            .cost_nano_usd,
+        0
+    );
+    assert_eq!(store.tenant_spend(&tenant).await.unwrap(), 0);
+    hub.flush_parts(&sid).await.unwrap();
+    assert_eq!(
+        stored_text(&store, &sid, &mid, &pid).await.as_deref(),
+        Some("all of it")
+    );
+    assert_eq!(
+        store
+            .get_session(&sid)
+            .await
+            .unwrap()
+            .unwrap()
+            .cost_nano_usd,
+        5
+    );
+    assert_eq!(store.tenant_spend(&tenant).await.unwrap(), 5);
+    // Another writer (the title) changed the record since: the totals go onto the record as it is now.
+    let mut titled = store.get_session(&sid).await.unwrap().unwrap();
+    titled.title = "a title".into();
+    store.put_session(&titled, None).await.unwrap();
+    assert!(hub.stage_session(&sid, &fence, totals(8, bytes)));
+    hub.flush_parts(&sid).await.unwrap();
+    let now = store.get_session(&sid).await.unwrap().unwrap();
+    assert_eq!((now.title.as_str(), now.cost_nano_usd), ("a title", 8));
+    assert_eq!(store.tenant_spend(&tenant).await.unwrap(), 10);
+    hub.close(&sid).await.unwrap();
+    store.delete_session(&sid).await.unwrap();
+    let _ = prefix;
+}
+
+#[tokio::test]
+async fn a_run_end_is_neither_logged_nor_shown_when_the_lease_moved_on() {
+    let (store, _prefix, sid, fence, mid) = running_session().await;
+    let hub = Hub::new(store.clone(), no_timer());
+    hub.open_fenced(&sid, &fence).await.unwrap();
+    let mut live = hub.follow(&sid, "0").unwrap();
+    hub.publish(&sid, part_delta(&mid, "prt_1", "seen"))
+        .await
+        .unwrap();
+    hub.flush(&sid).await.unwrap();
+    // The follower reads the channel (as a Prompt stream on the loop's replica does).
+    let first = live.next().await.unwrap().event;
+    assert_eq!(first, Some(part_delta(&mid, "prt_1", "seen")));
+    store.release_lease(&sid, &fence).await.unwrap();
+    store
+        .acquire_lease(&sid, "replica-b", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    hub.hold_from_here(&sid);
+    hub.publish(&sid, status()).await.unwrap();
+    let err = hub.publish(&sid, done()).await.unwrap_err();
+    assert!(matches!(err, StoreError::Fenced { .. }), "{err}");
+    assert_eq!(
+        logged_text(&store, &sid).await,
+        "seen",
+        "the stale end is not logged"
+    );
+    assert!(
+        !store
+            .read_events(&sid, "0", None, 100)
+            .await
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e.event, Some(Event::Done(_)) | Some(Event::Status(_)))),
+        "neither its status nor its done"
+    );
+    let handed_off = Event::Done(pb::Done {
+        stopped_by: pb::StopReason::HandedOff as i32,
+        ..Default::default()
+    });
+    hub.abandon(&sid, handed_off.clone());
+    let events: Vec<_> = until_done(&mut live)
+        .await
+        .into_iter()
+        .filter_map(|e| e.event)
+        .collect();
+    assert_eq!(
+        events,
+        [handed_off],
+        "this replica's followers get the hand-off, not the stale end"
+    );
+    store.delete_session(&sid).await.unwrap();
+}

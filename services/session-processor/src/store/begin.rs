@@ -1,10 +1,11 @@
-//! A prompt's fast path: what the loop needs before its first gateway call, in as few round trips as possible.
+//! A prompt's fast path: what the loop needs before its first gateway call, in one round trip.
 //!
-//! One script (all keys in the session's slot) takes the lease, stores the user message with its parts and the
-//! session's prompt model, drains the prompt queue, stores the run's inputs, and returns where the event log ends,
-//! Redis's clock and the ids of every message. The bodies of the messages before the new one follow in one
-//! pipelined round trip, only when there are any (a session's first prompt needs none: the new message is known).
-//! The active mark (a key outside the slot) is set beside the script, concurrently.
+//! One script (all keys in the session's slot) checks the session and the lease, takes the lease, stores the user
+//! message with its parts, the session's prompt model (when it changed) and the run's inputs, and returns where the
+//! event log ends, whether a stream on another replica follows the session, Redis's clock when asked, and the whole
+//! history before the new message (every head in one MGET, then each message's parts). The active mark (a key
+//! outside the slot) is set beside the script, concurrently. Prompts waiting in the queue are not taken here: the
+//! loop checks the queue at its step boundary (docs/architecture.md, "A prompt's critical path").
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -14,40 +15,13 @@ use prost::Message as _;
 use redis::Script;
 
 use super::keys::SessionKeys;
+use super::messages::assemble;
 use super::{Fence, Store, StoreError, ceil_millis, check_id, keys};
 use crate::event_wire::EventId;
 
-/// KEYS: session, lease, fence, messages, msg, parts, prompt model, events, queue, inputs. ARGV: owner, ttl ms,
-/// message id, message bytes, prompt model (empty: none), inputs bytes (empty: none), then (part id, part bytes)*.
-/// Returns {NO_SESSION} when the session is missing, {FENCED} when the lease is held (nothing written), else
-/// {token, last event id, seconds, microseconds, n queued, queued bytes*, message ids*}.
-static BEGIN: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-2} end
-if redis.call('EXISTS', KEYS[2]) == 1 then return {-1} end
-local token = redis.call('INCR', KEYS[3])
-redis.call('SET', KEYS[2], ARGV[1] .. ':' .. token, 'PX', ARGV[2])
-redis.call('ZADD', KEYS[4], 0, ARGV[3])
-redis.call('SET', KEYS[5], ARGV[4])
-if ARGV[5] ~= '' then redis.call('SET', KEYS[7], ARGV[5]) end
-for i = 7, #ARGV, 2 do
-  redis.call('HSET', KEYS[6], ARGV[i], ARGV[i + 1])
-end
-if ARGV[6] ~= '' then redis.call('SET', KEYS[10], ARGV[6]) end
-local queued = redis.call('LRANGE', KEYS[9], 0, -1)
-if #queued > 0 then redis.call('DEL', KEYS[9]) end
-local top = redis.call('XREVRANGE', KEYS[8], '+', '-', 'COUNT', 1)
-local last = '0-0'
-if top[1] then last = top[1][1] end
-local t = redis.call('TIME')
-local out = {token, last, tonumber(t[1]), tonumber(t[2]), #queued}
-for _, q in ipairs(queued) do out[#out + 1] = q end
-for _, id in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do out[#out + 1] = id end
-return out
-",
-    )
-});
+/// See `lua/begin.lua`. Returns {NO_SESSION} when the session is missing, {FENCED} when the lease is held (nothing
+/// written), else {token, last event id, seconds or -1, microseconds, watched 0/1, (message id, head, parts)*}.
+static BEGIN: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/begin.lua")));
 
 /// KEYS: lease, queue. ARGV: `<owner>:<token>`. Gives the lease up if it is still this one, and returns how many
 /// prompts are queued (so a loop that just ended knows in the same round trip whether it must run again).
@@ -76,21 +50,32 @@ pub struct Begun {
     pub fence: Fence,
     /// The event log's newest entry id before this prompt.
     pub last_event: EventId,
-    /// Redis's clock when the script ran, in ms since the epoch.
-    pub redis_ms: i64,
-    /// The prompts that were queued (taken out of the queue), oldest first.
-    pub queued: Vec<pb::PromptRequest>,
+    /// Redis's clock when the script ran, in ms since the epoch, when it was asked for.
+    pub redis_ms: Option<i64>,
+    /// Whether a stream on another replica follows the session (its watched mark exists).
+    pub watched: bool,
     /// Every message of the session, oldest first, the new one included (as stored).
     pub history: Vec<pb::Message>,
+}
+
+/// What a prompt's first write carries besides the message.
+#[derive(Debug, Clone, Copy)]
+pub struct BeginArgs<'a> {
+    /// The lease's owner (this replica).
+    pub owner: &'a str,
+    /// The lease's ttl.
+    pub ttl: Duration,
+    /// The run's inputs to store, when there are any.
+    pub inputs: Option<&'a pb::PromptRequest>,
+    /// Read Redis's clock too (the replica's offset to it is stale).
+    pub time: bool,
 }
 
 /// The begin script's call: the session's keys, the lease request, the message head and its parts, the inputs.
 fn begin_invocation(
     keys: &SessionKeys,
     message: &pb::Message,
-    owner: &str,
-    ttl: Duration,
-    inputs: Option<&pb::PromptRequest>,
+    args: &BeginArgs<'_>,
 ) -> Result<redis::ScriptInvocation<'static>, StoreError> {
     let mut head = message.clone();
     let parts = std::mem::take(&mut head.parts);
@@ -104,14 +89,17 @@ fn begin_invocation(
         .key(keys.parts(&message.id))
         .key(keys.prompt_model())
         .key(keys.events())
-        .key(keys.queue())
+        .key(keys.watched())
         .key(keys.run_inputs())
-        .arg(owner)
-        .arg(ceil_millis(ttl))
+        .arg(args.owner)
+        .arg(ceil_millis(args.ttl))
         .arg(&message.id)
         .arg(head.encode_to_vec())
         .arg(head.model.as_str())
-        .arg(inputs.map(|i| i.encode_to_vec()).unwrap_or_default());
+        .arg(args.inputs.map(|i| i.encode_to_vec()).unwrap_or_default())
+        .arg(if args.time { "1" } else { "0" })
+        .arg(keys.message(""))
+        .arg(keys.parts(""));
     for part in &parts {
         check_id("part id", &part.id)?;
         script.arg(&part.id).arg(part.encode_to_vec());
@@ -120,25 +108,23 @@ fn begin_invocation(
 }
 
 impl Store {
-    /// Takes the lease for `owner` and stores `message` (a user message with its parts), the prompt model it
-    /// carries, and `inputs` (the run's inputs, when given), then reads the rest of what the loop starts from (see
-    /// the module docs). [`StoreError::NotFound`] when the session is missing.
+    /// Takes the lease for `args.owner` and stores `message` (a user message with its parts), the prompt model it
+    /// carries, and the run's inputs (when given), reading the rest of what the loop starts from in the same script
+    /// (see the module docs). [`StoreError::NotFound`] when the session is missing.
     pub async fn begin_prompt(
         &self,
         message: &pb::Message,
-        owner: &str,
-        ttl: Duration,
-        inputs: Option<&pb::PromptRequest>,
+        args: BeginArgs<'_>,
     ) -> Result<Begin, StoreError> {
         let session_id = &message.session_id;
         check_id("message id", &message.id)?;
-        if owner.is_empty() {
+        if args.owner.is_empty() {
             return Err(StoreError::InvalidArgument(
                 "lease owner must not be empty".into(),
             ));
         }
         let keys = self.keys(session_id)?;
-        let script = begin_invocation(&keys, message, owner, ttl, inputs)?;
+        let script = begin_invocation(&keys, message, &args)?;
         let mut conn = self.conn.clone();
         let mut active_conn = self.conn.clone();
         let mark = redis::cmd("SADD")
@@ -164,29 +150,21 @@ impl Store {
             _ => {}
         }
         marked?;
-        let begun = decode(reply)
+        let reply = decode(reply)
             .map_err(|e| StoreError::Unexpected(format!("begin_prompt reply: {e}")))?;
-        let (token, last_event, redis_ms, queued, ids) = begun;
-        let queued = queued
-            .iter()
-            .map(|b| {
-                pb::PromptRequest::decode(b.as_slice())
-                    .map_err(|e| StoreError::decode(keys.queue(), e))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        // The new message's id is the newest (ids ascend with time); what came before is read back.
-        let earlier: Vec<String> = ids.into_iter().filter(|id| *id != message.id).collect();
-        let mut history = self.messages_by_id(&keys, &earlier).await?;
+        let mut history = Vec::with_capacity(reply.earlier.len() + 1);
+        for m in reply.earlier {
+            history.push(assemble(&keys, &m.id, &m.head, m.parts)?);
+        }
         history.push(message.clone());
-        history.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(Begin::Begun(Begun {
             fence: Fence {
-                owner: owner.to_string(),
-                token,
+                owner: args.owner.to_string(),
+                token: reply.token,
             },
-            last_event,
-            redis_ms,
-            queued,
+            last_event: reply.last,
+            redis_ms: reply.redis_ms,
+            watched: reply.watched,
             history,
         }))
     }
@@ -214,33 +192,51 @@ impl Store {
     }
 }
 
-/// The script's reply: token, last event id, Redis time in ms, queued prompts' bytes, message ids.
-type Reply = (u64, EventId, i64, Vec<Vec<u8>>, Vec<String>);
+/// The script's reply.
+struct Reply {
+    token: u64,
+    last: EventId,
+    redis_ms: Option<i64>,
+    watched: bool,
+    /// The messages before the new one, as stored.
+    earlier: Vec<StoredMessage>,
+}
+
+/// A message as the script read it: its id, its head's bytes and its parts hash (part id, bytes).
+struct StoredMessage {
+    id: String,
+    head: Vec<u8>,
+    parts: Vec<(String, Vec<u8>)>,
+}
 
 fn decode(reply: Vec<redis::Value>) -> Result<Reply, String> {
     let mut it = reply.into_iter();
     let mut next = || it.next().ok_or_else(|| "short reply".to_string());
-    let token: u64 = redis::from_redis_value(next()?).map_err(|e| e.to_string())?;
-    let last: String = redis::from_redis_value(next()?).map_err(|e| e.to_string())?;
-    let secs: i64 = redis::from_redis_value(next()?).map_err(|e| e.to_string())?;
-    let micros: i64 = redis::from_redis_value(next()?).map_err(|e| e.to_string())?;
-    let n: usize = redis::from_redis_value(next()?).map_err(|e| e.to_string())?;
-    let mut queued = Vec::with_capacity(n);
-    for _ in 0..n {
-        queued.push(redis::from_redis_value::<Vec<u8>>(next()?).map_err(|e| e.to_string())?);
-    }
-    let mut ids = Vec::new();
-    while let Ok(v) = next() {
-        ids.push(redis::from_redis_value::<String>(v).map_err(|e| e.to_string())?);
+    let token: u64 = value(next()?)?;
+    let last: String = value(next()?)?;
+    let secs: i64 = value(next()?)?;
+    let micros: i64 = value(next()?)?;
+    let watched: i64 = value(next()?)?;
+    let mut earlier = Vec::new();
+    while let Ok(id) = next() {
+        earlier.push(StoredMessage {
+            id: value(id)?,
+            head: value(next()?)?,
+            parts: value(next()?)?,
+        });
     }
     let last: EventId = last.parse().map_err(|_| format!("entry id {last:?}"))?;
-    Ok((
+    Ok(Reply {
         token,
         last,
-        secs.saturating_mul(1000).saturating_add(micros / 1000),
-        queued,
-        ids,
-    ))
+        redis_ms: (secs >= 0).then(|| secs.saturating_mul(1000).saturating_add(micros / 1000)),
+        watched: watched == 1,
+        earlier,
+    })
+}
+
+fn value<T: redis::FromRedisValue>(v: redis::Value) -> Result<T, String> {
+    redis::from_redis_value(v).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -24,6 +24,15 @@ fn user(session_id: &str, text: &str) -> pb::Message {
     }
 }
 
+fn args(owner: &str, time: bool) -> BeginArgs<'_> {
+    BeginArgs {
+        owner,
+        ttl: Duration::from_secs(30),
+        inputs: None,
+        time,
+    }
+}
+
 #[tokio::test]
 async fn a_prompt_begins_in_one_script_and_a_busy_session_is_left_untouched() {
     let (store, prefix) = store().await;
@@ -35,7 +44,6 @@ async fn a_prompt_begins_in_one_script_and_a_busy_session_is_left_untouched() {
         })
         .await
         .unwrap();
-    let ttl = Duration::from_secs(30);
     let queued = pb::PromptRequest {
         session_id: sid.clone(),
         system: "queued".into(),
@@ -44,21 +52,27 @@ async fn a_prompt_begins_in_one_script_and_a_busy_session_is_left_untouched() {
     store.enqueue_prompt(&sid, &queued).await.unwrap();
     let first = user(&sid, "one");
     let Begin::Begun(b) = store
-        .begin_prompt(&first, "rep_a", ttl, None)
+        .begin_prompt(&first, args("rep_a", true))
         .await
         .unwrap()
     else {
         panic!("the lease was free")
     };
     assert_eq!(b.fence.owner, "rep_a");
-    assert_eq!(b.queued.len(), 1, "the queue is drained");
-    assert_eq!(b.queued[0].system, "queued");
+    assert!(
+        store.has_queued_prompts(&sid).await.unwrap(),
+        "the queue is left to the loop's step boundary"
+    );
+    assert!(
+        b.redis_ms.is_some_and(|ms| ms > 0),
+        "Redis's clock, asked for"
+    );
+    assert!(!b.watched);
     assert_eq!(
         b.history,
         std::slice::from_ref(&first),
         "the new message, with its parts"
     );
-    assert!(!store.has_queued_prompts(&sid).await.unwrap());
     assert_eq!(
         store.prompt_model(&sid).await.unwrap().as_deref(),
         Some("openai/gpt-4o")
@@ -69,7 +83,7 @@ async fn a_prompt_begins_in_one_script_and_a_busy_session_is_left_untouched() {
     let second = user(&sid, "two");
     assert!(matches!(
         store
-            .begin_prompt(&second, "rep_b", ttl, None)
+            .begin_prompt(&second, args("rep_b", false))
             .await
             .unwrap(),
         Begin::Busy
@@ -77,14 +91,17 @@ async fn a_prompt_begins_in_one_script_and_a_busy_session_is_left_untouched() {
     let (stored, _) = store.list_messages(&sid, None, 100).await.unwrap();
     assert_eq!(stored.len(), 1, "a busy session gets nothing written");
 
-    store.enqueue_prompt(&sid, &queued).await.unwrap();
     assert!(
         store.release_lease_and_peek(&sid, &b.fence).await.unwrap(),
         "the release sees the queued prompt"
     );
     assert!(store.lease_holder(&sid).await.unwrap().is_none());
+    store
+        .mark_watched(&sid, Duration::from_secs(5))
+        .await
+        .unwrap();
     let Begin::Begun(again) = store
-        .begin_prompt(&second, "rep_b", ttl, None)
+        .begin_prompt(&second, args("rep_b", false))
         .await
         .unwrap()
     else {
@@ -94,18 +111,16 @@ async fn a_prompt_begins_in_one_script_and_a_busy_session_is_left_untouched() {
         again.fence.token > b.fence.token,
         "fencing tokens only grow"
     );
+    assert_eq!(again.redis_ms, None, "the clock only when asked for");
+    assert!(again.watched, "the watched mark is reported");
     assert_eq!(
-        again
-            .history
-            .iter()
-            .map(|m| m.id.as_str())
-            .collect::<Vec<_>>(),
-        [first.id.as_str(), second.id.as_str()],
-        "the history before the new message is read with it"
+        again.history,
+        [first.clone(), second.clone()],
+        "the history before the new message is read with it, parts included"
     );
     assert!(matches!(
         store
-            .begin_prompt(&user("ses_missing", "x"), "rep_a", ttl, None)
+            .begin_prompt(&user("ses_missing", "x"), args("rep_a", false))
             .await,
         Err(StoreError::NotFound(_))
     ));

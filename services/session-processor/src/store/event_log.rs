@@ -108,20 +108,29 @@ impl Store {
             parts,
             heads,
             listed,
+            session,
+            ends_run,
         } = writes;
         self.write_session(session_id, async {
             let keys = self.keys(session_id)?;
-            if (!parts.is_empty() || !heads.is_empty()) && fence.is_none() {
+            if (!parts.is_empty() || !heads.is_empty() || session.is_some()) && fence.is_none() {
                 return Err(StoreError::InvalidArgument(
                     "parts and messages are written only under a fence".into(),
                 ));
             }
             let messages = group_by_message(session_id, parts, heads)?;
-            let script = self.flush_invocation(&keys, batch, fence, renew, &messages, listed);
+            let script = self.flush_invocation(
+                &keys,
+                batch,
+                fence,
+                renew,
+                (&messages, listed),
+                (session, ends_run),
+            );
             self.count_event_command();
-            let reply: Option<(String, i64, i64, i64)> =
+            let reply: Option<(String, i64, i64, i64, i64)> =
                 script.invoke_async(&mut self.conn.clone()).await?;
-            let Some((entry, watched, code, renewed)) = reply else {
+            let Some((entry, watched, code, renewed, session_code)) = reply else {
                 return Err(StoreError::NotFound(format!("session {session_id}")));
             };
             let entry = if entry.is_empty() {
@@ -137,25 +146,39 @@ impl Store {
                 let ids: Vec<&str> = messages.iter().map(|m| m.id).collect();
                 format!("message {} of session {session_id}", ids.join(" or "))
             });
+            let session = match session_code {
+                0 => None,
+                super::scripts::CONFLICT => Some(SessionWritten::Changed),
+                _ => Some(
+                    match Self::status(session_code, session_id, fence, || {
+                        format!("session {session_id}")
+                    }) {
+                        Ok(()) => SessionWritten::Written,
+                        Err(e) => SessionWritten::Refused(e),
+                    },
+                ),
+            };
             Ok(Flushed {
                 entry,
                 watched: watched == 1,
                 parts,
                 renewed: renewed == 1,
+                session,
             })
         })
         .await
     }
 
-    /// The flush script's call: the batch, the fence and renewal, and per message its head and parts.
+    /// The flush script's call: the batch, the fence and renewal, the session record's compare-and-set, and per
+    /// message its head and parts.
     fn flush_invocation(
         &self,
         keys: &SessionKeys,
         batch: Option<(EventId, Vec<u8>)>,
         fence: Option<&Fence>,
         renew: Option<Duration>,
-        messages: &[MessageWrite<'_>],
-        listed: &HashSet<String>,
+        (messages, listed): (&[MessageWrite<'_>], &HashSet<String>),
+        (session, ends_run): (Option<SessionCas<'_>>, bool),
     ) -> redis::ScriptInvocation<'_> {
         let (last, bytes) = match batch {
             Some((last, bytes)) => (last.to_string(), bytes),
@@ -177,7 +200,13 @@ impl Store {
             .arg(last)
             .arg(bytes)
             .arg(fence_arg(fence))
-            .arg(renew_ms.unwrap_or_default())
+            .arg(renew_ms.unwrap_or_default());
+        match session {
+            Some(cas) => script.arg("1").arg(cas.expected).arg(cas.new),
+            None => script.arg("").arg("").arg(""),
+        };
+        script
+            .arg(if ends_run { "1" } else { "" })
             .arg(messages.len());
         for m in messages {
             script
@@ -382,6 +411,28 @@ pub struct Flushed {
     pub parts: Result<(), StoreError>,
     /// The lease was renewed (a ttl was given and the lease holds the fence).
     pub renewed: bool,
+    /// What became of the session record's compare-and-set, when one was given.
+    pub session: Option<SessionWritten>,
+}
+
+/// The outcome of a flush's compare-and-set of the session record.
+#[derive(Debug)]
+pub enum SessionWritten {
+    /// The record was the expected one and is replaced.
+    Written,
+    /// The record changed since the expected bytes were read (another writer, e.g. the title); nothing written.
+    Changed,
+    /// The lease does not hold the fence ([`StoreError::Fenced`]); nothing written.
+    Refused(StoreError),
+}
+
+/// A compare-and-set of the session record a flush carries: written only if the stored bytes are `expected`.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionCas<'a> {
+    /// The record as last read or written.
+    pub expected: &'a [u8],
+    /// The record to write (encoded, without its live status).
+    pub new: &'a [u8],
 }
 
 /// The parts and message heads a flush persists under its fence, and the messages the caller knows the session
@@ -394,6 +445,11 @@ pub struct FlushWrites<'a> {
     pub heads: &'a [pb::Message],
     /// Messages already listed in the session.
     pub listed: &'a HashSet<String>,
+    /// The session record, when its totals changed.
+    pub session: Option<SessionCas<'a>>,
+    /// The batch holds the end of the loop's run (`done`): it is appended only while the lease holds the fence, so
+    /// a replica that lost its lease never tells followers a run ended that its successor goes on with.
+    pub ends_run: bool,
 }
 
 /// What a flush writes of one message: its head (when it changed) and its parts.

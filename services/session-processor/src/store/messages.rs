@@ -238,7 +238,7 @@ type StoredParts = Vec<(String, Vec<u8>)>;
 
 /// Rebuilds a message from its stored head and its parts hash, parts sorted by id (ids are sortable, so this is
 /// their creation order).
-fn assemble(
+pub(super) fn assemble(
     keys: &SessionKeys,
     message_id: &str,
     head: &[u8],

@@ -83,11 +83,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use access::{RedisAccess, url_has_credentials};
-pub use begin::{Begin, Begun};
+pub use begin::{Begin, BeginArgs, Begun};
 use conn::Conn;
 pub use conn::RedisTarget;
 pub use diag::WriteFailures;
-pub use event_log::{EventPage, FlushWrites, Flushed};
+pub use event_log::{EventPage, FlushWrites, Flushed, SessionCas, SessionWritten};
 use keys::{SessionKeys, check_id};
 pub use tenancy::{Listed, Scope};
 

@@ -1,4 +1,5 @@
-//! Lua scripts. Each one touches only keys of a single session (all declared in KEYS, all in the session's hash
+//! Lua scripts. Each one touches only keys of a single session (all in the session's hash slot, all declared in KEYS
+//! except the history the begin script reads, whose key names it builds from the session's own: same hash tag, same
 //! slot), so they run unchanged on Redis Cluster, and each one is atomic: a check and the write it guards can never
 //! be split by another client.
 //!

@@ -60,13 +60,26 @@ impl Store {
             .arg(keys.session())
             .query_async(&mut self.conn.clone())
             .await?;
-        bytes
-            .map(|b| {
-                pb::Session::decode(b.as_slice())
-                    .map(|s| (s, b))
-                    .map_err(|e| StoreError::decode(keys.session(), e))
-            })
-            .transpose()
+        bytes.map(|b| decode_record(&keys, b)).transpose()
+    }
+
+    /// [`Store::get_session_record`] and the model the session's latest prompt ran with ([`Store::prompt_model`]),
+    /// in one round trip (one MGET: both keys are in the session's slot). What a `Prompt` reads before it begins.
+    pub async fn get_session_for_prompt(
+        &self,
+        id: &str,
+    ) -> Result<Option<(pb::Session, Vec<u8>, Option<String>)>, StoreError> {
+        let keys = self.keys(id)?;
+        let (bytes, model): (Option<Vec<u8>>, Option<String>) = redis::cmd("MGET")
+            .arg(keys.session())
+            .arg(keys.prompt_model())
+            .query_async(&mut self.conn.clone())
+            .await?;
+        let Some(bytes) = bytes else {
+            return Ok(None);
+        };
+        let (session, bytes) = decode_record(&keys, bytes)?;
+        Ok(Some((session, bytes, model.filter(|m| !m.is_empty()))))
     }
 
     /// Replaces an existing session (title, totals, ...); [`StoreError::NotFound`] when it does not exist. Does not
@@ -377,4 +390,14 @@ pub(super) fn parse_session_cursor(cursor: &str) -> Result<(i64, String), StoreE
         .filter(|(_, id)| !id.is_empty())
         .map(|(score, id)| (score, id.to_string()))
         .ok_or_else(|| StoreError::InvalidArgument(format!("page token {cursor:?}")))
+}
+
+/// A stored session record, decoded, with its bytes.
+fn decode_record(
+    keys: &super::keys::SessionKeys,
+    bytes: Vec<u8>,
+) -> Result<(pb::Session, Vec<u8>), StoreError> {
+    pb::Session::decode(bytes.as_slice())
+        .map(|s| (s, bytes))
+        .map_err(|e| StoreError::decode(keys.session(), e))
 }

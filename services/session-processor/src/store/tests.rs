@@ -1071,6 +1071,8 @@ async fn delete_session_removes_every_key() {
                 parts: &[text_part(&sid, &m2, &ids::new("prt"), "late")],
                 heads: &[],
                 listed: &HashSet::new(),
+                session: None,
+                ends_run: false,
             },
         )
         .await
@@ -1294,6 +1296,8 @@ async fn a_flush_writes_its_batch_and_the_fenced_parts_in_one_script() {
                 ],
                 heads: &[],
                 listed: &HashSet::new(),
+                session: None,
+                ends_run: false,
             },
         )
         .await
@@ -1331,6 +1335,8 @@ async fn a_flush_writes_its_batch_and_the_fenced_parts_in_one_script() {
                 parts: &[text_part(&sid, &m, &p1, "hello again")],
                 heads: &[],
                 listed: &listed,
+                session: None,
+                ends_run: false,
             },
         )
         .await
@@ -1354,6 +1360,8 @@ async fn a_flush_writes_its_batch_and_the_fenced_parts_in_one_script() {
                 parts: &[text_part(&sid, "msg_unlisted", &ids::new("prt"), "x")],
                 heads: &[],
                 listed: &HashSet::new(),
+                session: None,
+                ends_run: false,
             },
         )
         .await
@@ -1389,6 +1397,8 @@ async fn a_flush_writes_its_batch_and_the_fenced_parts_in_one_script() {
                 parts: &[text_part(&sid, &m, &p1, "stale text")],
                 heads: &[],
                 listed: &listed,
+                session: None,
+                ends_run: false,
             },
         )
         .await
@@ -1415,6 +1425,8 @@ async fn a_flush_writes_its_batch_and_the_fenced_parts_in_one_script() {
                 parts: &[text_part(&sid, &m, &p1, "x")],
                 heads: &[],
                 listed: &HashSet::new(),
+                session: None,
+                ends_run: false,
             },
         )
         .await

@@ -1,18 +1,32 @@
-local got = redis.call('MGET', KEYS[2], KEYS[3])
+local got = redis.call('MGET', KEYS[2], KEYS[3], KEYS[1])
 local owned = ARGV[4] ~= '' and got[1] == ARGV[4]
-if not owned and redis.call('EXISTS', KEYS[1]) == 0 then return false end
+if not owned and not got[3] then return false end
 local renewed = 0
 if owned and ARGV[5] ~= '' then
   redis.call('PEXPIRE', KEYS[2], ARGV[5])
   renewed = 1
 end
-local n = tonumber(ARGV[6])
+local session = 0
+if ARGV[6] == '1' then
+  if not owned then
+    session = -1
+  elseif got[3] ~= ARGV[7] then
+    session = -4
+  else
+    redis.call('SET', KEYS[1], ARGV[8])
+    session = 1
+  end
+end
+local n = tonumber(ARGV[10])
 local status = 1
+-- A run's end from a loop whose lease moved on is not logged.
+local stale_end = ARGV[9] == '1' and ARGV[4] ~= '' and not owned
+if stale_end then status = -1 end
 if n > 0 then
   if not owned then
     status = -1
   else
-    local i = 7
+    local i = 11
     for m = 1, n do
       if ARGV[i + 1] == '1' and ARGV[i + 2] == '' and not redis.call('ZSCORE', KEYS[5], ARGV[i]) then
         status = -3
@@ -20,7 +34,7 @@ if n > 0 then
       i = i + 4 + 2 * tonumber(ARGV[i + 3])
     end
     if status == 1 then
-      i = 7
+      i = 11
       for m = 1, n do
         local k = tonumber(ARGV[i + 3])
         if ARGV[i + 2] ~= '' then
@@ -34,7 +48,7 @@ if n > 0 then
   end
 end
 local entry = ''
-if ARGV[3] ~= '' then entry = append(KEYS[4], ARGV[1], ARGV[2], ARGV[3]) end
+if ARGV[3] ~= '' and not stale_end then entry = append(KEYS[4], ARGV[1], ARGV[2], ARGV[3]) end
 local watched = 0
 if got[2] then watched = 1 end
-return {entry, watched, status, renewed}
+return {entry, watched, status, renewed, session}
