@@ -112,7 +112,8 @@ impl Engine {
             .unwrap_or_else(|p| p.into_inner())
             .insert(session_id.clone(), (loop_id, token.clone()));
         let engine = Arc::clone(self);
-        // The loop's span: a child of the caller's trace context when the prompt carried one.
+        // The loop's span: a child of the call's gRPC server span (a prompt, a compaction), or, for a loop the
+        // recovery sweep resumed, of the caller's trace context the run's inputs kept.
         let span = tracing::info_span!(
             "session.prompt",
             "otel.name" = "invoke_agent",
@@ -123,7 +124,7 @@ impl Engine {
         );
         let mut parent = tonic::metadata::MetadataMap::new();
         super::gateway::insert_trace(&mut parent, &inputs.trace);
-        llm_telemetry::set_parent_from_metadata(&span, &parent);
+        llm_telemetry::continue_trace(&span, parent.as_ref());
         tokio::spawn(
             async move {
                 engine.metrics.loop_started();
