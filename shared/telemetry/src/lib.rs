@@ -167,8 +167,8 @@ pub fn set_parent_from_headers(span: &tracing::Span, headers: &http::HeaderMap) 
 
 /// Continues the caller's trace on `span`, just created: when the current span is traced (the gRPC server span of
 /// the call, which already took the caller's context), `span` stays its child; otherwise (the gateway's HTTP front
-/// door, a loop resumed by the recovery sweep) it becomes a child of the W3C context in `headers`. Either way the
-/// caller's context is extracted once.
+/// door, which has no call span) it becomes a child of the W3C context in `headers`. Either way the caller's context
+/// is extracted once.
 pub fn continue_trace(span: &tracing::Span, headers: &http::HeaderMap) {
     if !is_traced(&tracing::Span::current()) {
         set_parent_from_headers(span, headers);

@@ -185,10 +185,7 @@ pub(super) fn with_trace<T>(request: &mut tonic::Request<T>, trace: &[(String, S
 }
 
 /// Puts `trace` (W3C `traceparent`, `tracestate`) into gRPC metadata, skipping what is not a valid header.
-pub(super) fn insert_trace(
-    metadata: &mut tonic::metadata::MetadataMap,
-    trace: &[(String, String)],
-) {
+fn insert_trace(metadata: &mut tonic::metadata::MetadataMap, trace: &[(String, String)]) {
     for (k, v) in trace {
         if let (Ok(key), Ok(value)) = (
             tonic::metadata::MetadataKey::from_bytes(k.as_bytes()),
