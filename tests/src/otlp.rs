@@ -13,6 +13,8 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::trace::v1::Span as OtlpSpan;
+pub use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 use tokio::sync::watch;
 
 /// One received span with the service that exported it.
@@ -78,6 +80,77 @@ impl Span {
     pub fn resource_value(&self, key: &str) -> Option<&Value> {
         find(&self.resource, key)
     }
+}
+
+impl Span {
+    /// An integer attribute; `None` when absent, a panic when it has another type (integers must be integers).
+    pub fn int(&self, key: &str) -> Option<i64> {
+        match self.value(key)? {
+            Value::IntValue(i) => Some(*i),
+            other => panic!("{key} on {} is not an integer: {other:?}", self.name),
+        }
+    }
+
+    /// A string attribute; `None` when absent, a panic when it has another type.
+    pub fn string(&self, key: &str) -> Option<&str> {
+        match self.value(key)? {
+            Value::StringValue(s) => Some(s),
+            other => panic!("{key} on {} is not a string: {other:?}", self.name),
+        }
+    }
+
+    /// The span's kind.
+    pub fn kind(&self) -> SpanKind {
+        SpanKind::try_from(self.raw.kind).unwrap_or(SpanKind::Unspecified)
+    }
+
+    /// Whether the span's status is an error.
+    pub fn is_error(&self) -> bool {
+        self.raw
+            .status
+            .as_ref()
+            .is_some_and(|s| s.code == StatusCode::Error as i32)
+    }
+}
+
+/// Asserts that `span` is a gRPC call span per the OpenTelemetry RPC conventions: named `path` (`package.Service/
+/// Method`) with `kind`, `rpc.system`, `rpc.service` and `rpc.method` as strings, `rpc.grpc.status_code` the integer
+/// `code`, `server.address` a string and `server.port` an integer (when present), and the error status with
+/// `error.type` (the code's name) exactly when `error`.
+pub fn assert_rpc_span(span: &Span, kind: SpanKind, path: &str, code: i64, error: bool) {
+    let (service, method) = path.split_once('/').expect("package.Service/Method");
+    assert_eq!(span.name, path);
+    assert_eq!(span.kind(), kind, "{path}");
+    assert_eq!(span.string("rpc.system"), Some("grpc"), "{path}");
+    assert_eq!(span.string("rpc.service"), Some(service), "{path}");
+    assert_eq!(span.string("rpc.method"), Some(method), "{path}");
+    assert_eq!(span.int("rpc.grpc.status_code"), Some(code), "{path}");
+    assert!(
+        span.string("server.address").is_some_and(|a| !a.is_empty()),
+        "{path}"
+    );
+    assert!(span.int("server.port").is_some_and(|p| p > 0), "{path}");
+    if kind == SpanKind::Server {
+        assert!(
+            span.string("network.peer.address")
+                .is_some_and(|a| !a.is_empty()),
+            "{path}"
+        );
+        assert!(
+            span.int("network.peer.port").is_some_and(|p| p > 0),
+            "{path}"
+        );
+    }
+    assert_eq!(
+        span.is_error(),
+        error,
+        "{path} with code {code}: error status"
+    );
+    assert_eq!(
+        span.string("error.type").is_some(),
+        error,
+        "{path} with code {code}: error.type"
+    );
 }
 
 fn find<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a Value> {

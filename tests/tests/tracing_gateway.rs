@@ -1,11 +1,13 @@
-//! The gateway's spans, exported over OTLP to a real receiver: a `chat {model}` span parented on the caller's W3C
-//! trace context, GenAI attributes with the right token counts and cost, and one provider-request span per attempt.
+//! The gateway's spans, exported over OTLP to a real receiver: a gRPC server span per call parented on the caller's
+//! W3C trace context and ended with the call's final status (`NOT_FOUND`, a caller's cancel, a deadline), a
+//! `chat {model}` span inside it with GenAI attributes (token counts, cost), and one provider-request span per
+//! attempt.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Stdio;
 use std::time::Duration;
 
-use e2e_tests::otlp::OtlpReceiver;
+use e2e_tests::otlp::{OtlpReceiver, SpanKind, assert_rpc_span};
 use e2e_tests::{Bearer, TOKEN, generation};
 use fake_provider::{FakeProvider, Reply};
 use llm_proto::gateway as pb;
@@ -14,6 +16,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 const TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
 const CALLER_SPAN: &str = "b7ad6b7169203331";
+const STREAM: &str = "llm.gateway.v1.GatewayService/Stream";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_generation_is_one_trace_from_the_caller_to_each_provider_attempt() {
@@ -41,13 +44,26 @@ async fn a_generation_is_one_trace_from_the_caller_to_each_provider_attempt() {
                 && s.iter().filter(|s| s.name.starts_with("POST")).count() >= 2
         })
         .await;
+    let call = spans
+        .iter()
+        .find(|s| s.name == STREAM)
+        .expect("the call's server span");
+    assert_eq!(call.service, "llm-gateway");
+    assert_eq!(call.trace_id, TRACE_ID, "the caller's trace");
+    assert_eq!(call.parent_id, CALLER_SPAN, "parented on the caller's span");
+    assert_rpc_span(call, SpanKind::Server, STREAM, 0, false);
+    assert_eq!(call.string("server.address"), Some("127.0.0.1"));
+    assert_eq!(call.string("network.peer.address"), Some("127.0.0.1"));
     let chat = spans
         .iter()
         .find(|s| s.name == "chat openai/gpt-4o")
         .unwrap();
     assert_eq!(chat.service, "llm-gateway");
     assert_eq!(chat.trace_id, TRACE_ID, "the caller's trace");
-    assert_eq!(chat.parent_id, CALLER_SPAN, "parented on the caller's span");
+    assert_eq!(
+        chat.parent_id, call.span_id,
+        "the generation is a child of the call's span"
+    );
     assert_eq!(chat.attr("gen_ai.operation.name").as_deref(), Some("chat"));
     assert_eq!(chat.attr("gen_ai.provider.name").as_deref(), Some("openai"));
     assert_eq!(
@@ -147,6 +163,12 @@ fn in_callers_trace(g: pb::Generation) -> tonic::Request<pb::StreamRequest> {
     req
 }
 
+/// Where a started gateway keeps its configuration, and listens.
+struct Started {
+    _dir: tempfile::TempDir,
+    addr: String,
+}
+
 /// Starts a gateway replica exporting to `otlp`, with extra environment variables, and a client for it.
 async fn start_gateway(
     fake: &FakeProvider,
@@ -157,7 +179,7 @@ async fn start_gateway(
     GatewayServiceClient<
         tonic::service::interceptor::InterceptedService<tonic::transport::Channel, Bearer>,
     >,
-    tempfile::TempDir,
+    Started,
 ) {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gateway.toml");
@@ -198,7 +220,7 @@ async fn start_gateway(
         .await
         .unwrap();
     let client = GatewayServiceClient::with_interceptor(channel, Bearer(Some(TOKEN.into())));
-    (child, client, dir)
+    (child, client, Started { _dir: dir, addr })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -347,4 +369,153 @@ async fn sampling_follows_otel_traces_sampler() {
             .all(|s| s.attr("gen_ai.conversation.id").as_deref() != Some("ses_unsampled"))
     );
     child.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_call_span_ends_with_its_final_status() {
+    let otlp = OtlpReceiver::start().await;
+    let fake = FakeProvider::start().await.unwrap();
+    // Both streams stall after their first events: one is cancelled by its caller, one runs out of time.
+    fake.push(Reply::fixture("openai_chat/text.sse").stall_after(2));
+    fake.push(Reply::fixture("openai_chat/text.sse").stall_after(2));
+    let (mut child, mut client, dir) = start_gateway(&fake, &otlp, &[]).await;
+
+    // A health check, first: not traced (were it, its span would be exported before the later calls' spans).
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", dir.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    tonic_health::pb::health_client::HealthClient::new(channel)
+        .check(tonic_health::pb::HealthCheckRequest::default())
+        .await
+        .unwrap();
+
+    // An unknown model: NOT_FOUND, the caller's mistake, so not an error of the server's span.
+    let status = client
+        .get_model(pb::GetModelRequest {
+            model: "openai/no-such-model".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::NotFound);
+
+    // A stream the caller drops after its first event: CANCELLED, when the caller let go, not before.
+    let mut stream = client
+        .stream(in_callers_trace(generation("openai/gpt-4o", "cancel me")))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(stream.message().await.unwrap().is_some(), "a first event");
+    drop(stream);
+
+    // A stream past its deadline: DEADLINE_EXCEEDED, an error of the server's.
+    let mut req = tonic::Request::new(pb::StreamRequest {
+        generation: Some(generation("openai/gpt-4o", "too slow")),
+    });
+    req.set_timeout(Duration::from_millis(300));
+    let mut stream = client.stream(req).await.unwrap().into_inner();
+    let ended = loop {
+        match stream.message().await {
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("the stalled stream ended without its deadline"),
+            Err(status) => break status,
+        }
+    };
+    assert_eq!(ended.code(), tonic::Code::DeadlineExceeded);
+
+    let code = |s: &e2e_tests::otlp::Span| s.int("rpc.grpc.status_code");
+    let spans = otlp
+        .wait_until(Duration::from_secs(15), |spans| {
+            [5, 1, 4]
+                .iter()
+                .all(|c| spans.iter().any(|s| code(s) == Some(*c)))
+        })
+        .await;
+    let with = |path: &str, c: i64| {
+        spans
+            .iter()
+            .find(|s| s.name == path && code(s) == Some(c))
+            .unwrap_or_else(|| panic!("a {path} span with status {c}"))
+    };
+    assert_rpc_span(
+        with("llm.gateway.v1.GatewayService/GetModel", 5),
+        SpanKind::Server,
+        "llm.gateway.v1.GatewayService/GetModel",
+        5,
+        false,
+    );
+    let cancelled = with(STREAM, 1);
+    assert_rpc_span(cancelled, SpanKind::Server, STREAM, 1, false);
+    assert_eq!(cancelled.trace_id, TRACE_ID);
+    let late = with(STREAM, 4);
+    assert_rpc_span(late, SpanKind::Server, STREAM, 4, true);
+    assert_eq!(late.string("error.type"), Some("DEADLINE_EXCEEDED"));
+    assert!(
+        spans.iter().all(|s| !s.name.starts_with("grpc.")),
+        "health and reflection calls have no spans"
+    );
+    child.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_front_door_parents_its_generation_on_the_callers_traceparent() {
+    use http_body_util::BodyExt;
+    // No gRPC call, so no call span: the generation takes the caller's context from the HTTP headers itself.
+    let otlp = OtlpReceiver::start().await;
+    let fake = FakeProvider::start().await.unwrap();
+    fake.push(Reply::fixture("openai_chat/text.sse"));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\n",
+            fake.base_url()
+        ),
+    )
+    .unwrap();
+    let http_port = e2e_tests::service::free_port();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_gateway_main"));
+    cmd.arg("--config")
+        .arg(&config)
+        .env("GATEWAY_AUTH_TOKENS", TOKEN)
+        .env("GATEWAY_HTTP_LISTEN", format!("127.0.0.1:{http_port}"))
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.endpoint())
+        .env("OTEL_BSP_SCHEDULE_DELAY", "50")
+        // The binary's "listening" line is an info log.
+        .env("RUST_LOG", "info");
+    let _gateway = e2e_tests::service::start(cmd, "llm-gateway listening")
+        .await
+        .expect("the gateway starts");
+    let io = hyper_util::rt::TokioIo::new(
+        tokio::net::TcpStream::connect(("127.0.0.1", http_port))
+            .await
+            .unwrap(),
+    );
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::post("http://front-door/v1/chat/completions")
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("content-type", "application/json")
+        .header("traceparent", format!("00-{TRACE_ID}-{CALLER_SPAN}-01"))
+        .body(http_body_util::Full::new(bytes::Bytes::from_static(
+            br#"{"model":"openai/gpt-4o","messages":[{"role":"user","content":"Hi"}]}"#,
+        )))
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.into_body().collect().await.unwrap();
+
+    let spans = otlp
+        .wait_until(Duration::from_secs(15), |s| {
+            s.iter().any(|s| s.name == "chat openai/gpt-4o")
+        })
+        .await;
+    let chat = spans
+        .iter()
+        .find(|s| s.name == "chat openai/gpt-4o")
+        .unwrap();
+    assert_eq!(chat.trace_id, TRACE_ID);
+    assert_eq!(chat.parent_id, CALLER_SPAN, "parented on the caller's span");
 }

@@ -1,5 +1,5 @@
-//! The gRPC server: `GatewayService`, caller authentication, health, reflection, compression, keepalive, limits and
-//! graceful shutdown (the conventions shared with the processor are `service_kit::grpc`'s).
+//! The gRPC server: `GatewayService`, caller authentication, health, reflection, compression, keepalive, limits, a
+//! span per call and graceful shutdown (the conventions shared with the processor are `service_kit::grpc`'s).
 //!
 //! [`run`] is the one entry that both `main` and the tests call, with a listener and a shutdown future. The
 //! configuration can change under a running server through [`Gateway::reload`]: every call reads the snapshot in
@@ -21,6 +21,9 @@ use crate::routes::GatewayServer;
 use crate::rpc::GatewayRpc;
 
 pub use service_kit::serve::ServeError;
+
+/// The services whose calls get a server span (health checks and reflection do not: see docs/operations.md).
+const TRACED: &[&str] = &[<GatewayServer as tonic::server::NamedService>::NAME];
 
 /// Serves `gateway` on `listener` (over TLS when `server.tls` is configured) until `shutdown` resolves, then drains
 /// in-flight streams for up to the configured grace period.
@@ -66,6 +69,8 @@ pub async fn run(
     }
     let server = builder
         .max_concurrent_streams(config.max_concurrent_streams)
+        // Outermost: a span per GatewayService call, with the status the caller gets.
+        .layer(service_kit::rpc_span::ServerSpanLayer::new(TRACED))
         .layer(OversizeLayer)
         // The caller's grpc-timeout bounds the whole call, streams included (DEADLINE_EXCEEDED).
         .layer(service_kit::deadline::DeadlineLayer)

@@ -1,6 +1,6 @@
 //! The generation's spans, following the OpenTelemetry GenAI semantic conventions: a `chat {model}` client span per
-//! generation (parented on the caller's W3C trace context) and, inside it, one span per provider HTTP request, so
-//! retries and fallbacks show as separate attempts.
+//! generation (a child of the call's gRPC server span, or at the HTTP front door of the caller's W3C trace context)
+//! and, inside it, one span per provider HTTP request, so retries and fallbacks show as separate attempts.
 //!
 //! Integer attributes are recorded as `i64` (tracing-opentelemetry exports unsigned fields as strings).
 //!
@@ -68,7 +68,9 @@ pub fn generation_span(
     llm_telemetry::record_present(&span, "gen_ai.conversation.id", context(|c| &c.session_id));
     llm_telemetry::record_present(&span, "gen_ai.agent.name", context(|c| &c.agent));
     llm_telemetry::record_present(&span, "llm.request_id", context(|c| &c.request_id));
-    llm_telemetry::set_parent_from_metadata(&span, metadata);
+    // Inside a gRPC call the call's server span is the parent (it took the caller's context); at the HTTP front
+    // door the caller's context in the headers is.
+    llm_telemetry::continue_trace(&span, metadata.as_ref());
     if capture_content {
         if !g.system.is_empty() {
             let parts: Vec<serde_json::Value> = g

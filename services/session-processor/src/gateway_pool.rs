@@ -58,6 +58,16 @@ impl Target {
         Ok(Target { scheme, host, port })
     }
 
+    /// The host name (or address) of the URL.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The port of the URL (the scheme's when it names none).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// The endpoint of one resolved address. Over TLS the certificate is checked against the target's host name
     /// (or the configured server name), not the address.
     fn endpoint(

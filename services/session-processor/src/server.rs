@@ -1,5 +1,5 @@
 //! The `SessionService` gRPC server: authentication, health, reflection, compression and keepalive (the
-//! conventions of `service_kit::grpc`), and streams that follow the session's
+//! conventions of `service_kit::grpc`), a span per call (`service_kit::rpc_span`), and streams that follow the session's
 //! events (live from this replica's event hub, or from the event log in Redis), so any replica can serve any caller.
 //!
 //! Every handler is the same three steps: validate the request ([`api::validate`]), check that the caller's tenant
@@ -27,6 +27,9 @@ use crate::store::Scope;
 
 pub use service_kit::serve::ServeError;
 
+/// The services whose calls get a server span (health checks and reflection do not: see docs/operations.md).
+const TRACED: &[&str] = &[<SessionServiceServer<Sessions> as tonic::server::NamedService>::NAME];
+
 /// Serves on `listener` (over TLS when `server.tls` is configured) until `shutdown` resolves.
 pub async fn run(
     engine: Arc<Engine>,
@@ -52,6 +55,8 @@ pub async fn run(
         SessionServiceServer::new(Sessions { engine }).max_decoding_message_size(max_request_bytes)
     );
     builder
+        // Outermost: a span per SessionService call, with the status the caller gets.
+        .layer(service_kit::rpc_span::ServerSpanLayer::new(TRACED))
         .layer(tower::util::MapResponseLayer::new(
             edge::rewrite::<tonic::body::Body>,
         ))

@@ -9,6 +9,8 @@
 //! - [`raw`]: a codec that sends bytes as they are (requests no typed client can build, or encoded ahead of time).
 //! - [`deadline`]: the caller's `grpc-timeout` honoured over the whole call, streams included, with
 //!   `DEADLINE_EXCEEDED`.
+//! - [`rpc_span`]: OpenTelemetry spans of gRPC calls per the RPC conventions, a `SERVER` span per call a server
+//!   receives and a `CLIENT` span per call a client makes, each ended with the call's final status.
 //! - [`serve`]: the start-up error of a server and the SIGTERM/SIGINT shutdown signal.
 //! - [`status`]: error statuses with `google.rpc.ErrorInfo` and `BadRequest` details.
 //! - [`codec`]: a protobuf codec with set buffer sizes and decode-error status, for hand-wired calls.
@@ -21,6 +23,7 @@ pub mod deadline;
 pub mod env;
 pub mod grpc;
 pub mod raw;
+pub mod rpc_span;
 pub mod serve;
 pub mod status;
 pub mod tls;

@@ -11,9 +11,13 @@ use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
 use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::filter::FilterExt;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, Registry};
+
+/// The `tracing` target of the gRPC call spans (`service_kit::rpc_span`): exported as traces, kept out of logs.
+pub const RPC_SPAN_TARGET: &str = "rpc_span";
 
 /// Keeps the exporter alive; dropping it flushes pending spans.
 pub struct Telemetry {
@@ -49,8 +53,11 @@ pub fn init(
         Box::new(fmt)
     };
     // Logs follow RUST_LOG; spans go to the exporter whatever the log level, so a quiet log does not lose traces.
+    // The gRPC call spans are for traces only: log lines keep their shape, and without an exporter those spans
+    // are not even created.
+    let not_rpc = tracing_subscriber::filter::filter_fn(|m| m.target() != RPC_SPAN_TARGET);
     let mut layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> =
-        vec![Box::new(fmt.with_filter(filter))];
+        vec![Box::new(fmt.with_filter(filter.and(not_rpc)))];
 
     let provider = if std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT").is_some() {
         let exporter = opentelemetry_otlp::SpanExporter::builder()
@@ -112,30 +119,24 @@ fn instance_id() -> String {
         })
 }
 
-struct MetadataExtractor<'a>(&'a tonic::metadata::MetadataMap);
+struct HeaderExtractor<'a>(&'a http::HeaderMap);
 
-impl Extractor for MetadataExtractor<'_> {
+impl Extractor for HeaderExtractor<'_> {
     fn get(&self, key: &str) -> Option<&str> {
         self.0.get(key).and_then(|v| v.to_str().ok())
     }
     fn keys(&self) -> Vec<&str> {
-        self.0
-            .keys()
-            .filter_map(|k| match k {
-                tonic::metadata::KeyRef::Ascii(k) => Some(k.as_str()),
-                tonic::metadata::KeyRef::Binary(_) => None,
-            })
-            .collect()
+        self.0.keys().map(http::HeaderName::as_str).collect()
     }
 }
 
-struct MetadataInjector<'a>(&'a mut tonic::metadata::MetadataMap);
+struct HeaderInjector<'a>(&'a mut http::HeaderMap);
 
-impl Injector for MetadataInjector<'_> {
+impl Injector for HeaderInjector<'_> {
     fn set(&mut self, key: &str, value: String) {
         if let (Ok(k), Ok(v)) = (
-            tonic::metadata::MetadataKey::from_bytes(key.as_bytes()),
-            tonic::metadata::MetadataValue::try_from(value.as_str()),
+            http::HeaderName::from_bytes(key.as_bytes()),
+            http::HeaderValue::try_from(value),
         ) {
             self.0.insert(k, v);
         }
@@ -151,11 +152,26 @@ impl Injector for VecInjector<'_> {
     }
 }
 
-/// Makes `span` a child of the W3C trace context in the caller's gRPC metadata (when there is a valid one).
-pub fn set_parent_from_metadata(span: &tracing::Span, metadata: &tonic::metadata::MetadataMap) {
-    let cx = TraceContextPropagator::new().extract(&MetadataExtractor(metadata));
+/// Makes `span` a child of the W3C trace context (`traceparent`, `tracestate`) in the caller's HTTP headers or gRPC
+/// metadata, when there is a valid one. This is where a service takes its caller's context: the gRPC server span of
+/// every call (`service_kit::rpc_span`), and [`continue_trace`] where no server span is around.
+pub fn set_parent_from_headers(span: &tracing::Span, headers: &http::HeaderMap) {
+    if span.is_disabled() {
+        return;
+    }
+    let cx = TraceContextPropagator::new().extract(&HeaderExtractor(headers));
     if cx.span().span_context().is_valid() {
         let _ = span.set_parent(cx);
+    }
+}
+
+/// Continues the caller's trace on `span`, just created: when the current span is traced (the gRPC server span of
+/// the call, which already took the caller's context), `span` stays its child; otherwise (the gateway's HTTP front
+/// door, which has no call span) it becomes a child of the W3C context in `headers`. Either way the caller's context
+/// is extracted once.
+pub fn continue_trace(span: &tracing::Span, headers: &http::HeaderMap) {
+    if !is_traced(&tracing::Span::current()) {
+        set_parent_from_headers(span, headers);
     }
 }
 
@@ -177,16 +193,20 @@ pub fn set_string_array(span: &tracing::Span, key: &'static str, values: &[&str]
 
 /// True when `span` is recorded by an OpenTelemetry exporter (so its context can be propagated).
 pub fn is_traced(span: &tracing::Span) -> bool {
-    span.context().span().span_context().is_valid()
+    !span.is_disabled() && span.context().span().span_context().is_valid()
 }
 
-/// Writes `span`'s trace context into outgoing gRPC metadata. Returns false when the span is not traced.
-pub fn inject_metadata(span: &tracing::Span, metadata: &mut tonic::metadata::MetadataMap) -> bool {
+/// Writes `span`'s trace context into an outgoing request's HTTP headers (gRPC metadata is headers too), replacing
+/// earlier values. Returns false when the span is not traced.
+pub fn inject_header_map(span: &tracing::Span, headers: &mut http::HeaderMap) -> bool {
+    if span.is_disabled() {
+        return false;
+    }
     let cx = span.context();
     if !cx.span().span_context().is_valid() {
         return false;
     }
-    TraceContextPropagator::new().inject_context(&cx, &mut MetadataInjector(metadata));
+    TraceContextPropagator::new().inject_context(&cx, &mut HeaderInjector(headers));
     true
 }
 

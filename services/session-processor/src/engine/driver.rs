@@ -110,7 +110,9 @@ impl Engine {
             .unwrap_or_else(|p| p.into_inner())
             .insert(session_id.clone(), (loop_id, token.clone()));
         let engine = Arc::clone(self);
-        // The loop's span: a child of the caller's trace context when the prompt carried one.
+        // The loop's span: a child of the current span, the gRPC server span of the call that starts the loop
+        // (`Prompt`, `Compact`), which took the caller's trace context. A loop the recovery sweep resumed starts a
+        // trace of its own (the caller's context is not kept with the run).
         let span = tracing::info_span!(
             "session.prompt",
             "otel.name" = "invoke_agent",
@@ -119,9 +121,6 @@ impl Engine {
             "gen_ai.conversation.id" = %session_id,
             "session.id" = %session_id,
         );
-        let mut parent = tonic::metadata::MetadataMap::new();
-        super::gateway::insert_trace(&mut parent, &inputs.trace);
-        llm_telemetry::set_parent_from_metadata(&span, &parent);
         tokio::spawn(
             async move {
                 engine.metrics.loop_started();

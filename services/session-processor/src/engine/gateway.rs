@@ -1,16 +1,18 @@
 //! The loop's gateway client: one HTTP/2 connection (or a balanced pool) carrying every session's calls with the
-//! processor's bearer token, the caller's trace context on each call, and the catalog lookups the loop needs.
+//! processor's bearer token, a client span per call (`service_kit::rpc_span`) whose context goes to the gateway, and
+//! the catalog lookups the loop needs.
 
 use llm_proto::gateway as gw;
 use llm_proto::gateway::gateway_service_client::GatewayServiceClient;
+use service_kit::rpc_span::{ClientSpanLayer, SpanService};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 use super::Engine;
 use crate::context::Limits;
 
-/// The channel every gateway call takes, with the processor's bearer token.
-type Authed = InterceptedService<Channel, GatewayAuth>;
+/// The channel every gateway call takes, with the processor's bearer token and a client span per call.
+type Authed = SpanService<InterceptedService<Channel, GatewayAuth>>;
 
 /// A gateway client that sends the processor's bearer token. It derefs to the generated client for the unary
 /// calls; [`GatewayClient::stream_step`] is the step's `Stream` call with a small receive buffer.
@@ -159,28 +161,31 @@ pub fn gateway_client_balanced(
     } else {
         Some(format!("Bearer {token}").parse()?)
     };
-    Ok(GatewayClient::new(InterceptedService::new(
-        channel,
-        GatewayAuth(auth),
+    // The spans name the gateway's host and port when there is one URL (a list is balanced over).
+    let server = match crate::gateway_pool::parse_targets(url).as_deref() {
+        Ok([one]) => Some((one.host().to_string(), one.port())),
+        _ => None,
+    };
+    let spans = ClientSpanLayer::new(server);
+    Ok(GatewayClient::new(tower::Layer::layer(
+        &spans,
+        InterceptedService::new(channel, GatewayAuth(auth)),
     )))
 }
 
 /// Attaches the run's trace context to a gateway request.
 ///
-/// When spans are exported, the gateway call becomes a child of the current span (the step); otherwise the caller's
-/// own context is passed through unchanged, so the trace id still reaches the gateway and the provider.
+/// When spans are exported, the call's client span (a child of the current span, the step) sends its own context;
+/// otherwise the caller's context is passed through unchanged, so the trace id still reaches the gateway and the
+/// provider.
 pub(super) fn with_trace<T>(request: &mut tonic::Request<T>, trace: &[(String, String)]) {
-    if llm_telemetry::inject_metadata(&tracing::Span::current(), request.metadata_mut()) {
-        return;
+    if !llm_telemetry::is_traced(&tracing::Span::current()) {
+        insert_trace(request.metadata_mut(), trace);
     }
-    insert_trace(request.metadata_mut(), trace);
 }
 
 /// Puts `trace` (W3C `traceparent`, `tracestate`) into gRPC metadata, skipping what is not a valid header.
-pub(super) fn insert_trace(
-    metadata: &mut tonic::metadata::MetadataMap,
-    trace: &[(String, String)],
-) {
+fn insert_trace(metadata: &mut tonic::metadata::MetadataMap, trace: &[(String, String)]) {
     for (k, v) in trace {
         if let (Ok(key), Ok(value)) = (
             tonic::metadata::MetadataKey::from_bytes(k.as_bytes()),

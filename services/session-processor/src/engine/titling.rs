@@ -7,6 +7,7 @@
 
 use llm_proto::gateway as gw;
 use llm_proto::sessions as pb;
+use tracing::Instrument;
 
 use super::Engine;
 use super::gateway::with_trace;
@@ -43,8 +44,10 @@ impl Engine {
         let mut gateway = self.gateway.clone();
         let session = session.clone();
         let tenants = self.config.tenants.contains_key(&session.tenant);
+        // The call in the loop's span, like the loop's other gateway calls: its client span is a child of it.
+        let span = tracing::Span::current();
         tokio::spawn(async move {
-            let reply = match gateway.generate(request).await {
+            let reply = match gateway.generate(request).instrument(span).await {
                 Ok(r) => r.into_inner(),
                 Err(status) => {
                     tracing::warn!(message = "title generation failed", session_id = %session.id, error = %status.message());
