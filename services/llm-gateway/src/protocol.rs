@@ -26,6 +26,19 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// Every protocol (the addressing rule's test checks the list is complete).
+    pub const ALL: [Protocol; 9] = [
+        Protocol::OpenaiChat,
+        Protocol::OpenaiResponses,
+        Protocol::Anthropic,
+        Protocol::Gemini,
+        Protocol::VertexGemini,
+        Protocol::VertexAnthropic,
+        Protocol::Bedrock,
+        Protocol::AzureChat,
+        Protocol::AzureResponses,
+    ];
+
     /// The protocol's stable name, as used in config and `provider_options_json`.
     pub fn as_str(self) -> &'static str {
         match self {

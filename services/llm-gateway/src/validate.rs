@@ -125,6 +125,10 @@ fn model_id(field: &str, id: &str) -> Result<(), Status> {
             &format!("at most {MAX_MODEL_ID_BYTES} bytes"),
         ));
     }
+    // A CR/LF would forge a log line wherever the id is echoed; no provider names a model with control characters.
+    if id.chars().any(char::is_control) {
+        return Err(invalid(field, "must not contain control characters"));
+    }
     match id.split_once('/') {
         Some((p, m)) if !p.is_empty() && !m.is_empty() => Ok(()),
         _ => Err(invalid(field, "must be `provider/model`")),

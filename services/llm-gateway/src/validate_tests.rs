@@ -186,6 +186,22 @@ fn a_tool_result_answering_no_earlier_call_is_refused() {
 }
 
 #[test]
+fn model_ids_with_control_characters_are_refused() {
+    for c in ['\r', '\n', '\t', '\0', '\u{7f}', '\u{85}', '\u{1b}'] {
+        let mut g = base();
+        g.model = format!("openai/gpt-4o{c}x");
+        assert_invalid(&g, "generation.model");
+        let mut g = base();
+        g.fallback_models = vec![format!("anthropic/{c}claude")];
+        assert_invalid(&g, "generation.fallback_models[0]");
+    }
+    // Spaces, `@`, `:` and unicode are a provider's business (refused or encoded where a name enters a URL).
+    let mut g = base();
+    g.model = "bedrock/a b@c:0/é".into();
+    validate(Some(&g), &Limits::default()).unwrap();
+}
+
+#[test]
 fn oversized_ids_are_refused_and_never_echoed_whole() {
     let mut g = base();
     g.model = format!("openai/{}", "m".repeat(10_000));

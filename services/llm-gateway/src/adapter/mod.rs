@@ -8,6 +8,8 @@
 //!
 //! The only place that talks HTTP to providers is [`transport`]; the SSE framing is [`sse`].
 
+#[cfg(test)]
+mod addressing_tests;
 pub mod anthropic;
 pub mod azure;
 pub mod bedrock;

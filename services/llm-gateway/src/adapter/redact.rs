@@ -1,11 +1,13 @@
 //! Scrubbing provider keys out of text that leaves the gateway (error messages and bodies, logs, span attributes).
 //!
 //! A provider may echo a key in another form than it was sent: lowercased, percent-encoded as part of a URL
-//! (`sk%2Dabc`, in any mix of escaped and plain bytes and either hex case), or inside a basic-auth credential
-//! (`base64("user:" + key)`, whatever the user part). [`redact`] finds all of them:
+//! (`sk%2Dabc`, in any mix of escaped and plain bytes and either hex case), JSON-escaped inside an error body (`\/`
+//! for the `/` of an AWS secret key, `\u002B` for a `+`, as .NET's and PHP's encoders write them), or inside a
+//! basic-auth credential (`base64("user:" + key)`, whatever the user part). [`redact`] finds all of them:
 //!
-//! - text is compared through a *normalised view*: percent escapes decoded and ASCII lowercased, each byte of the view
-//!   remembering which bytes of the original it came from, so a match is cut out of the original exactly;
+//! - text is compared through a *normalised view*: percent escapes and JSON escapes of ASCII characters decoded and
+//!   ASCII lowercased, each byte of the view remembering which bytes of the original it came from, so a match is cut
+//!   out of the original exactly (a JSON body stays valid JSON: the escapes are inside a string, and so is the cut);
 //! - for base64, a key starting at any of the three byte offsets modulo 3 has a run of base64 characters that depends
 //!   on the key alone; each of the three runs (standard and URL-safe alphabets) is searched for, and a match removes
 //!   the whole base64 token around it (the user part included).
@@ -77,7 +79,8 @@ fn ceil_boundary(text: &str, mut i: usize) -> usize {
     i
 }
 
-/// `text` with percent escapes decoded and ASCII lowercased; `start[i]..end[i]` is where byte `i` came from.
+/// `text` with percent and JSON escapes decoded and ASCII lowercased; `start[i]..end[i]` is where byte `i` came
+/// from.
 struct Normalised {
     bytes: Vec<u8>,
     start: Vec<usize>,
@@ -93,19 +96,29 @@ impl Normalised {
         };
         let mut i = 0;
         while i < text.len() {
-            let escaped = (text[i] == b'%')
-                .then(|| Some((hex(*text.get(i + 1)?)?, hex(*text.get(i + 2)?)?)))
-                .flatten();
-            let (byte, len) = match escaped {
-                Some((hi, lo)) => ((hi << 4) | lo, 3),
-                None => (text[i], 1),
-            };
+            let (byte, len) = escape_at(text, i).unwrap_or((text[i], 1));
             n.bytes.push(byte.to_ascii_lowercase());
             n.start.push(i);
             n.end.push(i + len);
             i += len;
         }
         n
+    }
+}
+
+/// The byte an escape at `at` stands for and its length: `%XX` (a URL), `\/` and `\uXXXX` of an ASCII character
+/// (JSON). Other JSON escapes stand for characters no credential holds.
+fn escape_at(text: &[u8], at: usize) -> Option<(u8, usize)> {
+    let hex_at = |j: usize| hex(*text.get(at + j)?);
+    match (text[at], text.get(at + 1)) {
+        (b'%', _) => Some(((hex_at(1)? << 4) | hex_at(2)?, 3)),
+        (b'\\', Some(b'/')) => Some((b'/', 2)),
+        (b'\\', Some(b'u')) => {
+            let (a, b, c, d) = (hex_at(2)?, hex_at(3)?, hex_at(4)?, hex_at(5)?);
+            // Only ASCII: a credential is ASCII, and a byte of the view is one byte of text.
+            (a == 0 && b == 0 && c < 8).then_some(((c << 4) | d, 6))
+        }
+        _ => None,
     }
 }
 

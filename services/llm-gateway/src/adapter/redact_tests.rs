@@ -53,7 +53,63 @@ fn multibyte_text_around_an_escape_stays_valid() {
     assert_eq!(redact(text, &["sk-abc"]), "é%C3%A9 [REDACTED] ü");
 }
 
+#[test]
+fn json_escaped_keys_in_an_error_body() {
+    let aws = "wJalrXUtnFEMI/K7MDENG/bPxRfiCY+EXAMPLEKEY";
+    let escaped = aws.replace('/', "\\/").replace('+', "\\u002B");
+    let body = format!(
+        r#"{{"message":"The secret {escaped} is wrong","key":"{}"}}"#,
+        {
+            let all: String = KEY.bytes().map(|b| format!("\\u{:04x}", b)).collect();
+            all
+        }
+    );
+    let out = redact(&body, &[aws, KEY]);
+    assert_eq!(
+        out,
+        r#"{"message":"The secret [REDACTED] is wrong","key":"[REDACTED]"}"#
+    );
+    // Non-ASCII escapes and a lone backslash are text, not part of a match.
+    assert_eq!(redact(r"\u00e9\ sk", &["sk"]), r"\u00e9\ [REDACTED]");
+}
+
+/// `secret` written the way `forms` says, one form per byte (cycled): as is, case-flipped, `%XX`, `%xx`,
+/// `\uXXXX`, `\uxxxx`, or `\/` for a `/`.
+fn disguised(secret: &str, forms: &[u8]) -> String {
+    secret
+        .bytes()
+        .zip(forms.iter().cycle())
+        .map(|(b, form)| match form % 7 {
+            0 => char::from(b).to_string(),
+            1 if b.is_ascii_lowercase() => char::from(b.to_ascii_uppercase()).to_string(),
+            1 => char::from(b.to_ascii_lowercase()).to_string(),
+            2 => format!("%{b:02X}"),
+            3 => format!("%{b:02x}"),
+            4 => format!("\\u{b:04X}"),
+            5 => format!("\\u{b:04x}"),
+            _ if b == b'/' => "\\/".to_string(),
+            _ => char::from(b).to_string(),
+        })
+        .collect()
+}
+
 proptest! {
+    /// The rule for every credential shape the clouds use (AWS secret keys with `/` and `+`, Azure hex keys, Entra
+    /// secrets with `~` and `.`, JWT-like tokens): in any mix of the escapes a provider may apply, it is cut out.
+    #[test]
+    fn a_credential_never_survives_any_mix_of_escapes(
+        secret in "[A-Za-z0-9+/=._~-]{16,48}",
+        forms in proptest::collection::vec(any::<u8>(), 1..64),
+        prefix in "\\PC{0,16}",
+        suffix in "\\PC{0,16}",
+    ) {
+        let out = redact(&format!("{prefix}{}{suffix}", disguised(&secret, &forms)), &[&secret]);
+        prop_assert!(out.contains(REDACTED), "{out}");
+        let view = Normalised::of(out.as_bytes()).bytes;
+        let needle = secret.to_ascii_lowercase();
+        prop_assert!(!view.windows(needle.len()).any(|w| w == needle.as_bytes()), "{out}");
+    }
+
     #[test]
     fn the_key_never_survives_in_any_form(prefix in "\\PC{0,20}", suffix in "\\PC{0,20}", form in 0usize..4) {
         let key = "sk-live-AbC123-xyz";

@@ -35,8 +35,12 @@ pub enum Class {
     NotFound,
     /// Method not allowed on this path (405).
     MethodNotAllowed,
+    /// The request body did not arrive within `server.http_read_timeout_ms` (408).
+    RequestTimeout,
     /// The request is larger than the gateway accepts (413).
     TooLarge,
+    /// The body is not `application/json` (415).
+    UnsupportedMediaType,
     /// Rate limited, by the provider or by the gateway's in-flight limit (429).
     RateLimited,
     /// The provider is overloaded (OpenAI 503, Anthropic 529).
@@ -156,7 +160,9 @@ impl ApiError {
             Class::Permission => StatusCode::FORBIDDEN,
             Class::NotFound => StatusCode::NOT_FOUND,
             Class::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Class::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Class::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Class::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Class::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             Class::Overloaded if dialect == Dialect::Anthropic => OVERLOADED,
             Class::Overloaded | Class::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -201,9 +207,12 @@ const OVERLOADED: StatusCode = match StatusCode::from_u16(529) {
 
 fn openai_type(class: Class) -> &'static str {
     match class {
-        Class::InvalidRequest | Class::NotFound | Class::MethodNotAllowed | Class::TooLarge => {
-            "invalid_request_error"
-        }
+        Class::InvalidRequest
+        | Class::NotFound
+        | Class::MethodNotAllowed
+        | Class::RequestTimeout
+        | Class::TooLarge
+        | Class::UnsupportedMediaType => "invalid_request_error",
         Class::Authentication => "authentication_error",
         Class::Permission => "permission_error",
         Class::RateLimited => "rate_limit_error",
@@ -221,6 +230,8 @@ fn openai_code(class: Class) -> Option<&'static str> {
         Class::NotFound => Some("model_not_found"),
         Class::RateLimited => Some("rate_limit_exceeded"),
         Class::TooLarge => Some("request_too_large"),
+        Class::RequestTimeout => Some("request_timeout"),
+        Class::UnsupportedMediaType => Some("unsupported_media_type"),
         Class::Overloaded => Some("overloaded"),
         Class::Timeout => Some("timeout"),
         _ => None,
@@ -229,7 +240,10 @@ fn openai_code(class: Class) -> Option<&'static str> {
 
 fn anthropic_type(class: Class) -> &'static str {
     match class {
-        Class::InvalidRequest | Class::MethodNotAllowed => "invalid_request_error",
+        Class::InvalidRequest
+        | Class::MethodNotAllowed
+        | Class::RequestTimeout
+        | Class::UnsupportedMediaType => "invalid_request_error",
         Class::Authentication => "authentication_error",
         Class::Permission => "permission_error",
         Class::NotFound => "not_found_error",

@@ -7,11 +7,13 @@
 //! - [`anthropic`]: `POST /v1/messages`;
 //! - [`models`]: `GET /v1/models` and `GET /v1/models/{id}` from the catalog.
 //!
-//! [`auth`] checks the caller's token, [`errors`] renders failures in each API's shape, [`sse`] frames streamed
-//! responses, [`listener`] accepts connections (HTTP/1.1 and HTTP/2 without TLS).
+//! [`auth`] checks the caller's token, [`body`] reads request bodies strictly, [`errors`] renders failures in each
+//! API's shape, [`sse`] frames streamed responses, [`listener`] accepts connections (HTTP/1.1 and HTTP/2 without
+//! TLS).
 
 pub mod anthropic;
 pub mod auth;
+pub mod body;
 pub mod errors;
 pub mod generation;
 pub mod listener;
@@ -131,9 +133,7 @@ pub async fn translate_body<T: Send + 'static>(
     translate: fn(Value) -> Result<T, ApiError>,
 ) -> Result<T, ApiError> {
     crate::offload::run(body.len() > LARGE_BODY_BYTES, move || {
-        let json = serde_json::from_slice(&body)
-            .map_err(|e| ApiError::invalid("body", format!("not valid JSON: {e}")))?;
-        translate(json)
+        translate(body::json(&body)?)
     })
     .await
 }

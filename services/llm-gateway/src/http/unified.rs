@@ -75,14 +75,6 @@ pub fn file_url(field: &str, url: &str, media_type: &str) -> Result<pb::Part, Ap
     })
 }
 
-/// `serde_json::from_value` with the error naming `field`.
-pub fn parse<T: serde::de::DeserializeOwned>(
-    field: &str,
-    value: serde_json::Value,
-) -> Result<T, ApiError> {
-    serde_json::from_value(value).map_err(|e| ApiError::invalid(field, e))
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 #[path = "unified_tests.rs"]

@@ -29,16 +29,30 @@ use super::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
 pub struct Bedrock;
 
 /// `/model/{modelId}/converse-stream` with the id percent-encoded as one path segment.
-pub fn stream_path(model_id: &str) -> String {
-    format!(
+pub fn stream_path(model_id: &str) -> Result<String, BuildError> {
+    Ok(format!(
         "/model/{}/converse-stream",
-        sigv4::uri_encode(model_id, true)
-    )
+        model_segment(model_id)?
+    ))
 }
 
 /// `/model/{modelId}/converse`: the non-streaming operation, answered with one JSON document.
-pub fn converse_path(model_id: &str) -> String {
-    format!("/model/{}/converse", sigv4::uri_encode(model_id, true))
+pub fn converse_path(model_id: &str) -> Result<String, BuildError> {
+    Ok(format!("/model/{}/converse", model_segment(model_id)?))
+}
+
+/// The model id as one path segment: every byte but the unreserved ones percent-encoded (so `/`, `?`, `#`, `%`,
+/// spaces, CR/LF and non-ASCII cannot leave the segment), and the ids a URL parser would take for a dot segment
+/// (`.`, `..`) refused: `/model/../converse-stream` is sent as `/converse-stream`, another operation than the one
+/// signed. `%2E` cannot be written, since a caller's `%` is encoded too.
+fn model_segment(model_id: &str) -> Result<String, BuildError> {
+    if matches!(model_id, "" | "." | "..") {
+        return Err(BuildError::new(
+            "generation.model",
+            format!("`{model_id}` is not a Bedrock model id"),
+        ));
+    }
+    Ok(sigv4::uri_encode(model_id, true))
 }
 
 /// Whether a request with this body goes to the non-streaming `Converse`: it carries tools (or tool blocks, which
@@ -59,9 +73,9 @@ impl Adapter for Bedrock {
     ) -> Result<HttpRequest, BuildError> {
         let body = request::body(generation, target)?;
         let path = if needs_converse(target, &body) {
-            converse_path(&target.model.name)
+            converse_path(&target.model.name)?
         } else {
-            stream_path(&target.model.name)
+            stream_path(&target.model.name)?
         };
         Ok(HttpRequest {
             path,

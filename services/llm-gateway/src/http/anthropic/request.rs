@@ -10,7 +10,8 @@
 //!
 //! `cache_control` markers are accepted and not copied: for models with prompt caching the Anthropic adapter places
 //! its own breakpoints (tools, system, the last two user turns), which covers what callers mark in practice.
-//! Server tools (`web_search`, `code_execution`, …) are refused naming the field.
+//! Server tools (`web_search`, `code_execution`, …), `mcp_servers` and `container` are refused naming the field;
+//! other fields (`metadata`, `service_tier`, and fields this version does not know) are accepted and ignored.
 
 use std::collections::HashMap;
 
@@ -19,7 +20,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::http::errors::ApiError;
-use crate::http::unified::{self, parse};
+use crate::http::body::parse;
+use crate::http::unified;
 use crate::protocol::Protocol;
 
 #[derive(Deserialize)]
@@ -42,6 +44,8 @@ struct Body {
     top_k: Option<u32>,
     #[serde(default)]
     stop_sequences: Vec<String>,
+    mcp_servers: Option<Value>,
+    container: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -135,6 +139,12 @@ struct Tool {
 /// Translates a Messages body into the unified request; the flag is `stream`.
 pub fn translate(body: Value) -> Result<(pb::Generation, bool), ApiError> {
     let b: Body = parse("body", body)?;
+    if b.mcp_servers.is_some() {
+        return Err(ApiError::invalid("mcp_servers", "MCP servers are not served"));
+    }
+    if b.container.is_some() {
+        return Err(ApiError::invalid("container", "code execution containers are not served"));
+    }
     let mut g = pb::Generation {
         model: b.model,
         ..Default::default()

@@ -9,8 +9,9 @@
 //! - `temperature`, `top_p`, `max_completion_tokens` (or `max_tokens`), `stop`, `seed` → sampling.
 //!
 //! Fields that would change the answer but cannot be honoured (`n` above 1, `logprobs`, `response_format`
-//! `json_object`, audio output) are refused naming the field; the rest (`user`, `metadata`, `store`,
-//! `parallel_tool_calls`, …) are accepted and ignored.
+//! `json_object`, audio output, penalties, `logit_bias`, the legacy `functions`, predicted outputs, web search) and
+//! `stream_options` without `stream` are refused naming the field; the rest (`user`, `metadata`, `store`,
+//! `parallel_tool_calls`, …, and fields this version does not know) are accepted and ignored.
 
 use std::collections::HashMap;
 
@@ -19,7 +20,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::http::errors::ApiError;
-use crate::http::unified::{self, parse};
+use crate::http::body::parse;
+use crate::http::unified;
 
 /// The parts of the request that shape the response rather than the generation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +55,17 @@ struct Body {
     reasoning_effort: Option<String>,
     n: Option<u32>,
     logprobs: Option<bool>,
+    top_logprobs: Option<u32>,
     modalities: Option<Vec<String>>,
+    presence_penalty: Option<f64>,
+    frequency_penalty: Option<f64>,
+    #[serde(default)]
+    logit_bias: serde_json::Map<String, Value>,
+    functions: Option<Value>,
+    function_call: Option<Value>,
+    audio: Option<Value>,
+    prediction: Option<Value>,
+    web_search_options: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -198,29 +210,37 @@ pub fn translate(body: Value) -> Result<(pb::Generation, Shape), ApiError> {
     Ok((g, shape))
 }
 
+/// Fields that would change the answer but cannot be honoured, each refused naming it (rather than ignored, which
+/// would answer a different request than the one sent).
 fn refuse_unservable(b: &Body) -> Result<(), ApiError> {
-    if b.n.is_some_and(|n| n != 1) {
-        return Err(ApiError::invalid(
-            "n",
-            "only one choice per request is served",
-        ));
-    }
-    if b.logprobs == Some(true) {
-        return Err(ApiError::invalid(
-            "logprobs",
-            "log probabilities are not served",
-        ));
-    }
-    if b.modalities
-        .as_ref()
-        .is_some_and(|m| m.iter().any(|m| m != "text"))
-    {
-        return Err(ApiError::invalid(
+    let nonzero = |v: Option<f64>| v.is_some_and(|v| v != 0.0);
+    let refused = [
+        (b.n.is_some_and(|n| n != 1), "n", "only one choice per request is served"),
+        (b.logprobs == Some(true), "logprobs", "log probabilities are not served"),
+        (b.top_logprobs.is_some_and(|n| n > 0), "top_logprobs", "log probabilities are not served"),
+        (
+            b.modalities.as_ref().is_some_and(|m| m.iter().any(|m| m != "text")),
             "modalities",
             "only text output is served",
-        ));
+        ),
+        (b.audio.is_some(), "audio", "only text output is served"),
+        (nonzero(b.presence_penalty), "presence_penalty", "penalties are not served"),
+        (nonzero(b.frequency_penalty), "frequency_penalty", "penalties are not served"),
+        (!b.logit_bias.is_empty(), "logit_bias", "logit biases are not served"),
+        (b.functions.is_some(), "functions", "the legacy functions API is not served; use `tools`"),
+        (b.function_call.is_some(), "function_call", "the legacy functions API is not served; use `tool_choice`"),
+        (b.prediction.is_some(), "prediction", "predicted outputs are not served"),
+        (b.web_search_options.is_some(), "web_search_options", "web search is not served"),
+        (
+            b.stream_options.is_some() && b.stream != Some(true),
+            "stream_options",
+            "only allowed when `stream` is true",
+        ),
+    ];
+    match refused.into_iter().find(|(refuse, _, _)| *refuse) {
+        Some((_, field, why)) => Err(ApiError::invalid(field, why)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 fn message(
