@@ -26,6 +26,7 @@ mod json_scan;
 #[cfg(test)]
 mod no_nameless_tests;
 pub mod openai_chat;
+mod openai_common;
 pub mod openai_responses;
 pub(crate) mod options;
 pub mod redact;

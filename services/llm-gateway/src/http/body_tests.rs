@@ -72,10 +72,19 @@ fn a_value_of_the_wrong_type_or_range_is_named_by_its_path() {
         content: String,
     }
     for (body, field) in [
-        (json!({"max_tokens": 18446744073709551616_f64, "messages": []}), "max_tokens"),
+        (
+            json!({"max_tokens": 18446744073709551616_f64, "messages": []}),
+            "max_tokens",
+        ),
         (json!({"max_tokens": -1, "messages": []}), "max_tokens"),
-        (json!({"max_tokens": 4294967296_u64, "messages": []}), "max_tokens"),
-        (json!({"messages": [{"content": "a"}, {"content": 7}]}), "messages[1].content"),
+        (
+            json!({"max_tokens": 4294967296_u64, "messages": []}),
+            "max_tokens",
+        ),
+        (
+            json!({"messages": [{"content": "a"}, {"content": 7}]}),
+            "messages[1].content",
+        ),
         (json!({"messages": "x"}), "messages"),
     ] {
         let e = parse::<Body>("body", body.clone()).unwrap_err();

@@ -260,6 +260,48 @@ impl ChatDecoder {
         self.tools.iter().map(|t| t.index + 1).max().unwrap_or(0)
     }
 
+    /// The position in `tools` of the call a fragment belongs to, a new call's when it starts one.
+    fn tool_slot(&mut self, index: Option<u64>, id: Option<&str>, named: bool) -> usize {
+        let existing = match index {
+            Some(index) => self
+                .tools
+                .iter()
+                .position(|t| t.index == index)
+                .filter(|&p| {
+                    // Some servers (older Ollama) number every parallel call 0: a different id at a known index is a
+                    // new call, not more of the old one.
+                    let t = &self.tools[p];
+                    match id {
+                        Some(id) => t.synthetic_id || !t.started || t.id == id,
+                        None => true,
+                    }
+                }),
+            // No index (Mistral sends each call whole): a known id continues its call, a bare arguments fragment
+            // continues the latest call, anything else starts a new one.
+            None => match id {
+                Some(id) => self.tools.iter().position(|t| t.id == id),
+                None if !named => self.tools.len().checked_sub(1),
+                None => None,
+            },
+        };
+        if let Some(p) = existing {
+            return p;
+        }
+        let index = match index {
+            Some(i) if !self.tools.iter().any(|t| t.index == i) => i,
+            _ => self.next_index(),
+        };
+        self.tools.push(ToolState {
+            index,
+            id: String::new(),
+            name: String::new(),
+            args: String::new(),
+            started: false,
+            synthetic_id: false,
+        });
+        self.tools.len() - 1
+    }
+
     fn tool_fragment(&mut self, frag: ToolCallDelta<'_>, out: &mut Vec<Event>) {
         self.close_reasoning(out);
         let id = frag.id.map(|s| s.0).filter(|s| !s.is_empty());
@@ -271,47 +313,7 @@ impl ChatDecoder {
             None => (None, None),
         };
 
-        let existing = match frag.index {
-            Some(index) => self
-                .tools
-                .iter()
-                .position(|t| t.index == index)
-                .filter(|&p| {
-                    // Some servers (older Ollama) number every parallel call 0: a different id at a known index is a
-                    // new call, not more of the old one.
-                    let t = &self.tools[p];
-                    match &id {
-                        Some(id) => t.synthetic_id || !t.started || t.id == id.as_ref(),
-                        None => true,
-                    }
-                }),
-            // No index (Mistral sends each call whole): a known id continues its call, a bare arguments fragment
-            // continues the latest call, anything else starts a new one.
-            None => match &id {
-                Some(id) => self.tools.iter().position(|t| t.id == id.as_ref()),
-                None if name.is_none() => self.tools.len().checked_sub(1),
-                None => None,
-            },
-        };
-        let pos = match existing {
-            Some(p) => p,
-            None => {
-                let index = match frag.index {
-                    Some(i) if !self.tools.iter().any(|t| t.index == i) => i,
-                    _ => self.next_index(),
-                };
-                self.tools.push(ToolState {
-                    index,
-                    id: String::new(),
-                    name: String::new(),
-                    args: String::new(),
-                    started: false,
-                    synthetic_id: false,
-                });
-                self.tools.len() - 1
-            }
-        };
-
+        let pos = self.tool_slot(frag.index, id.as_deref(), name.is_some());
         let tool = &mut self.tools[pos];
         if !tool.started {
             if let Some(id) = id

@@ -48,12 +48,7 @@ impl Adapter for OpenAiChat {
     }
 
     fn auth_headers(&self, api_key: &str) -> Vec<(&'static str, String)> {
-        // Local servers (Ollama, vLLM) run without a key; an empty `Bearer ` header makes some of them reject the
-        // request, so no header at all is the safe form.
-        if api_key.is_empty() {
-            return Vec::new();
-        }
-        vec![("authorization", format!("Bearer {api_key}"))]
+        super::openai_common::bearer(api_key)
     }
 
     fn decoder(&self, _target: &Target<'_>) -> Box<dyn Decoder> {

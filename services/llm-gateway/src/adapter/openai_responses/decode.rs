@@ -302,6 +302,109 @@ impl ResponsesDecoder {
         }
     }
 
+    /// An event that did not parse: the provider's failure if it is one, ignored if it is of a type (or about an
+    /// item) this decoder does not translate, else malformed.
+    fn unparsed(&mut self, event: &str, data: &str, e: &serde_json::Error, out: &mut Vec<Event>) {
+        // Fields of unknown events and items may have any shape; only what this decoder reads must parse.
+        let head: Option<WireHead<'_>> = serde_json::from_str(data).ok();
+        let kind = head
+            .as_ref()
+            .map(|h| h.kind.as_ref())
+            .filter(|k| !k.is_empty())
+            .unwrap_or(event);
+        if kind == "error" || kind == "response.failed" {
+            // Whatever its shape, the provider's failure: classify reads any body.
+            self.fail(classify(None, None, data), out);
+            return;
+        }
+        let item_kind = head
+            .as_ref()
+            .and_then(|h| h.item.as_ref())
+            .map(|i| i.kind.as_ref());
+        if (!kind.is_empty() && !is_known(kind))
+            || item_kind.is_some_and(|k| !is_translated_item(k))
+        {
+            return;
+        }
+        let name = if kind.is_empty() { "untyped" } else { kind };
+        self.malformed(format!("`{name}` event: {e}"), data, out);
+    }
+
+    /// One parsed event; its type is `event` (the SSE event name) when its JSON names none.
+    fn apply(&mut self, event: &str, ev: WireEvent<'_>, data: &str, out: &mut Vec<Event>) {
+        let kind = if ev.kind.is_empty() {
+            event
+        } else {
+            ev.kind.as_ref()
+        };
+        let item_id = ev.item_id.as_deref().unwrap_or_default();
+        let names_an_item = matches!(
+            kind,
+            "response.output_text.delta"
+                | "response.refusal.delta"
+                | "response.reasoning_summary_text.delta"
+                | "response.reasoning_text.delta"
+                | "response.function_call_arguments.delta"
+        );
+        if names_an_item && item_id.is_empty() {
+            // Without the item id the fragment cannot be placed in any block.
+            self.malformed(format!("`{kind}` without item_id"), data, out);
+            return;
+        }
+        match kind {
+            "response.created" | "response.in_progress" => {
+                if let Some(r) = ev.response {
+                    if let Some(id) = r.id.filter(|s| !s.is_empty()) {
+                        self.response_id = id.into_owned();
+                    }
+                    if let Some(model) = r.model.filter(|s| !s.is_empty()) {
+                        self.response_model = model.into_owned();
+                    }
+                }
+            }
+            "response.output_item.added" => match ev.item {
+                Some(item) => self.item_added(item, data, out),
+                None => self.malformed(
+                    "`response.output_item.added` without item".into(),
+                    data,
+                    out,
+                ),
+            },
+            "response.output_item.done" => match ev.item {
+                Some(item) => self.item_done(item, data, out),
+                None => {
+                    self.malformed("`response.output_item.done` without item".into(), data, out)
+                }
+            },
+            // A refusal is shown as text: it is the model's answer.
+            "response.output_text.delta" | "response.refusal.delta" => {
+                self.text_delta(item_id, ev.delta.unwrap_or_default(), data, out);
+            }
+            "response.reasoning_summary_text.delta" => {
+                let at = Part::Summary(ev.summary_index.unwrap_or(0));
+                self.reasoning_delta(item_id, at, ev.delta.unwrap_or_default(), data, out);
+            }
+            "response.reasoning_text.delta" => {
+                let at = Part::Raw(ev.content_index.unwrap_or(0));
+                self.reasoning_delta(item_id, at, ev.delta.unwrap_or_default(), data, out);
+            }
+            "response.function_call_arguments.delta" => {
+                self.arguments_delta(item_id, ev.delta.unwrap_or_default(), data, out);
+            }
+            "response.function_call_arguments.done" => {
+                self.arguments_done(item_id, ev.arguments.unwrap_or_default(), out);
+            }
+            "response.completed" | "response.incomplete" => self.finish(kind, ev.response, out),
+            // The `error` event (flat or nested) is followed by `response.failed`; whichever comes first ends the
+            // stream and the other is never looked at.
+            "error" | "response.failed" => self.fail(classify(None, None, data), out),
+            "" => self.malformed("event without a type".into(), data, out),
+            // `content_part.*`, `output_text.done`, `reasoning_summary_part.*`, annotations, hosted-tool progress
+            // and event types newer than this adapter carry nothing the unified stream needs.
+            _ => {}
+        }
+    }
+
     /// `function_call_arguments.done` repeats the arguments whole; used only when no delta carried them.
     fn arguments_done(&mut self, id: &str, arguments: String, out: &mut Vec<Event>) {
         if let Some(i) = self.position(id)
@@ -318,111 +421,9 @@ impl ResponsesDecoder {
         let id = item.id.as_deref().unwrap_or_default().to_string();
         let known = self.position(&id).map(|i| self.items.remove(i));
         match item.kind.as_ref() {
-            "message" => {
-                let text_open = match known {
-                    Some(Item {
-                        state: ItemState::Message { text_open },
-                        ..
-                    }) => text_open,
-                    _ => false,
-                };
-                if !text_open {
-                    // No delta came (a proxy that only forwards items): the completed item has the whole text.
-                    let text: String = item
-                        .content
-                        .iter()
-                        .flatten()
-                        .filter_map(|c| c.text.as_deref().or(c.refusal.as_deref()))
-                        .collect();
-                    if text.is_empty() {
-                        return;
-                    }
-                    out.push(Event::TextStart { id: id.clone() });
-                    out.push(Event::TextDelta {
-                        id: id.clone(),
-                        delta: text,
-                    });
-                }
-                out.push(Event::TextEnd { id });
-            }
-            "reasoning" => {
-                let has_text = match known {
-                    Some(Item {
-                        state: ItemState::Reasoning { has_text, .. },
-                        ..
-                    }) => has_text,
-                    _ => {
-                        out.push(Event::ReasoningStart { id: id.clone() });
-                        false
-                    }
-                };
-                if !has_text {
-                    let summary = joined(item.summary.iter().flatten());
-                    let text = if summary.is_empty() {
-                        joined(item.content.iter().flatten())
-                    } else {
-                        summary
-                    };
-                    if !text.is_empty() {
-                        out.push(Event::ReasoningDelta {
-                            id: id.clone(),
-                            delta: text,
-                        });
-                    }
-                }
-                let metadata = ReasoningMetadata {
-                    item_id: id.clone(),
-                    encrypted_content: item.encrypted_content.filter(|e| !e.is_empty()),
-                };
-                out.push(Event::ReasoningEnd {
-                    id,
-                    metadata: serde_json::to_string(&metadata).ok(),
-                });
-            }
-            "function_call" => {
-                let (call_id, name, args, streamed) = match known {
-                    Some(Item {
-                        state:
-                            ItemState::Function {
-                                call_id,
-                                name,
-                                args,
-                                streamed,
-                            },
-                        ..
-                    }) => (call_id, name, args, streamed),
-                    _ => {
-                        let Some(ItemState::Function { call_id, name, .. }) =
-                            self.start_function(&item, data, out)
-                        else {
-                            return;
-                        };
-                        (call_id, name, String::new(), false)
-                    }
-                };
-                // The completed item's `arguments` are authoritative; the streamed fragments are the fallback.
-                let input = item.arguments.unwrap_or(args);
-                if !streamed && !input.is_empty() {
-                    out.push(Event::ToolInputDelta {
-                        call_id: call_id.clone(),
-                        delta: input.clone(),
-                    });
-                }
-                out.push(Event::ToolInputEnd {
-                    call_id: call_id.clone(),
-                });
-                let input_json = if input.trim().is_empty() {
-                    "{}".to_string()
-                } else {
-                    self.strict.clean(&name, input)
-                };
-                out.push(Event::ToolCall {
-                    call_id,
-                    tool: name,
-                    input_json,
-                    metadata: None,
-                });
-            }
+            "message" => message_done(id, known, &item, out),
+            "reasoning" => reasoning_done(id, known, item, out),
+            "function_call" => self.function_done(known, item, data, out),
             _ => {
                 // Not a type this adapter translates; if its id was somehow tracked, close it like the stream end.
                 if let Some(known) = known {
@@ -430,6 +431,58 @@ impl ResponsesDecoder {
                 }
             }
         }
+    }
+
+    /// A completed function call: its arguments (the item's, else the streamed ones) and the call.
+    fn function_done(
+        &mut self,
+        known: Option<Item>,
+        item: WireItem<'_>,
+        data: &str,
+        out: &mut Vec<Event>,
+    ) {
+        let (call_id, name, args, streamed) = match known {
+            Some(Item {
+                state:
+                    ItemState::Function {
+                        call_id,
+                        name,
+                        args,
+                        streamed,
+                    },
+                ..
+            }) => (call_id, name, args, streamed),
+            _ => {
+                let Some(ItemState::Function { call_id, name, .. }) =
+                    self.start_function(&item, data, out)
+                else {
+                    return;
+                };
+                (call_id, name, String::new(), false)
+            }
+        };
+        // The completed item's `arguments` are authoritative; the streamed fragments are the fallback.
+        let input = item.arguments.unwrap_or(args);
+        if !streamed && !input.is_empty() {
+            out.push(Event::ToolInputDelta {
+                call_id: call_id.clone(),
+                delta: input.clone(),
+            });
+        }
+        out.push(Event::ToolInputEnd {
+            call_id: call_id.clone(),
+        });
+        let input_json = if input.trim().is_empty() {
+            "{}".to_string()
+        } else {
+            self.strict.clean(&name, input)
+        };
+        out.push(Event::ToolCall {
+            call_id,
+            tool: name,
+            input_json,
+            metadata: None,
+        });
     }
 
     /// Closes an item that never got its `output_item.done`, so nothing opened is left open at the finish.
@@ -594,6 +647,71 @@ fn is_translated_item(kind: &str) -> bool {
     matches!(kind, "message" | "reasoning" | "function_call")
 }
 
+/// A completed message: its end, and its whole text first when no delta carried it.
+fn message_done(id: String, known: Option<Item>, item: &WireItem<'_>, out: &mut Vec<Event>) {
+    let text_open = match known {
+        Some(Item {
+            state: ItemState::Message { text_open },
+            ..
+        }) => text_open,
+        _ => false,
+    };
+    if !text_open {
+        // No delta came (a proxy that only forwards items): the completed item has the whole text.
+        let text: String = item
+            .content
+            .iter()
+            .flatten()
+            .filter_map(|c| c.text.as_deref().or(c.refusal.as_deref()))
+            .collect();
+        if text.is_empty() {
+            return;
+        }
+        out.push(Event::TextStart { id: id.clone() });
+        out.push(Event::TextDelta {
+            id: id.clone(),
+            delta: text,
+        });
+    }
+    out.push(Event::TextEnd { id });
+}
+
+/// A completed reasoning item: its text when no delta carried it, and its end with the replay metadata.
+fn reasoning_done(id: String, known: Option<Item>, item: WireItem<'_>, out: &mut Vec<Event>) {
+    let has_text = match known {
+        Some(Item {
+            state: ItemState::Reasoning { has_text, .. },
+            ..
+        }) => has_text,
+        _ => {
+            out.push(Event::ReasoningStart { id: id.clone() });
+            false
+        }
+    };
+    if !has_text {
+        let summary = joined(item.summary.iter().flatten());
+        let text = if summary.is_empty() {
+            joined(item.content.iter().flatten())
+        } else {
+            summary
+        };
+        if !text.is_empty() {
+            out.push(Event::ReasoningDelta {
+                id: id.clone(),
+                delta: text,
+            });
+        }
+    }
+    let metadata = ReasoningMetadata {
+        item_id: id.clone(),
+        encrypted_content: item.encrypted_content.filter(|e| !e.is_empty()),
+    };
+    out.push(Event::ReasoningEnd {
+        id,
+        metadata: serde_json::to_string(&metadata).ok(),
+    });
+}
+
 impl Decoder for ResponsesDecoder {
     fn frame(&mut self, event: &str, data: &str, out: &mut Vec<Event>) {
         if self.done {
@@ -604,104 +722,9 @@ impl Decoder for ResponsesDecoder {
         }
         let ev: WireEvent<'_> = match serde_json::from_str(data) {
             Ok(ev) => ev,
-            Err(e) => {
-                // Fields of unknown events and items may have any shape; only what this decoder reads must parse.
-                let head: Option<WireHead<'_>> = serde_json::from_str(data).ok();
-                let kind = head
-                    .as_ref()
-                    .map(|h| h.kind.as_ref())
-                    .filter(|k| !k.is_empty())
-                    .unwrap_or(event);
-                if kind == "error" || kind == "response.failed" {
-                    // Whatever its shape, the provider's failure: classify reads any body.
-                    self.fail(classify(None, None, data), out);
-                    return;
-                }
-                let item_kind = head
-                    .as_ref()
-                    .and_then(|h| h.item.as_ref())
-                    .map(|i| i.kind.as_ref());
-                if (!kind.is_empty() && !is_known(kind))
-                    || item_kind.is_some_and(|k| !is_translated_item(k))
-                {
-                    return;
-                }
-                let name = if kind.is_empty() { "untyped" } else { kind };
-                self.malformed(format!("`{name}` event: {e}"), data, out);
-                return;
-            }
+            Err(e) => return self.unparsed(event, data, &e, out),
         };
-        let kind = if ev.kind.is_empty() {
-            event
-        } else {
-            ev.kind.as_ref()
-        };
-        let item_id = ev.item_id.as_deref().unwrap_or_default();
-        let names_an_item = matches!(
-            kind,
-            "response.output_text.delta"
-                | "response.refusal.delta"
-                | "response.reasoning_summary_text.delta"
-                | "response.reasoning_text.delta"
-                | "response.function_call_arguments.delta"
-        );
-        if names_an_item && item_id.is_empty() {
-            // Without the item id the fragment cannot be placed in any block.
-            self.malformed(format!("`{kind}` without item_id"), data, out);
-            return;
-        }
-        match kind {
-            "response.created" | "response.in_progress" => {
-                if let Some(r) = ev.response {
-                    if let Some(id) = r.id.filter(|s| !s.is_empty()) {
-                        self.response_id = id.into_owned();
-                    }
-                    if let Some(model) = r.model.filter(|s| !s.is_empty()) {
-                        self.response_model = model.into_owned();
-                    }
-                }
-            }
-            "response.output_item.added" => match ev.item {
-                Some(item) => self.item_added(item, data, out),
-                None => self.malformed(
-                    "`response.output_item.added` without item".into(),
-                    data,
-                    out,
-                ),
-            },
-            "response.output_item.done" => match ev.item {
-                Some(item) => self.item_done(item, data, out),
-                None => {
-                    self.malformed("`response.output_item.done` without item".into(), data, out)
-                }
-            },
-            // A refusal is shown as text: it is the model's answer.
-            "response.output_text.delta" | "response.refusal.delta" => {
-                self.text_delta(item_id, ev.delta.unwrap_or_default(), data, out);
-            }
-            "response.reasoning_summary_text.delta" => {
-                let at = Part::Summary(ev.summary_index.unwrap_or(0));
-                self.reasoning_delta(item_id, at, ev.delta.unwrap_or_default(), data, out);
-            }
-            "response.reasoning_text.delta" => {
-                let at = Part::Raw(ev.content_index.unwrap_or(0));
-                self.reasoning_delta(item_id, at, ev.delta.unwrap_or_default(), data, out);
-            }
-            "response.function_call_arguments.delta" => {
-                self.arguments_delta(item_id, ev.delta.unwrap_or_default(), data, out);
-            }
-            "response.function_call_arguments.done" => {
-                self.arguments_done(item_id, ev.arguments.unwrap_or_default(), out);
-            }
-            "response.completed" | "response.incomplete" => self.finish(kind, ev.response, out),
-            // The `error` event (flat or nested) is followed by `response.failed`; whichever comes first ends the
-            // stream and the other is never looked at.
-            "error" | "response.failed" => self.fail(classify(None, None, data), out),
-            "" => self.malformed("event without a type".into(), data, out),
-            // `content_part.*`, `output_text.done`, `reasoning_summary_part.*`, annotations, hosted-tool progress
-            // and event types newer than this adapter carry nothing the unified stream needs.
-            _ => {}
-        }
+        self.apply(event, ev, data, out);
     }
 
     fn end(&mut self, out: &mut Vec<Event>) {

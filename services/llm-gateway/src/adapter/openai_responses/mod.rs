@@ -57,11 +57,7 @@ impl Adapter for OpenAiResponses {
     }
 
     fn auth_headers(&self, api_key: &str) -> Vec<(&'static str, String)> {
-        // Same rule as Chat Completions: a keyless local server behind this protocol must not get `Bearer `.
-        if api_key.is_empty() {
-            return Vec::new();
-        }
-        vec![("authorization", format!("Bearer {api_key}"))]
+        super::openai_common::bearer(api_key)
     }
 
     fn decoder(&self, _target: &Target<'_>) -> Box<dyn Decoder> {

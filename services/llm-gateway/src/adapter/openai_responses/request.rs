@@ -14,9 +14,12 @@ use serde_json::{Map, Value, json};
 
 use super::ReasoningMetadata;
 use crate::adapter::encoding::OpenAiFile;
-use crate::adapter::{BuildError, HttpRequest, Protocol, Target, pb, strict};
+use crate::adapter::{BuildError, HttpRequest, Protocol, Target, pb};
 use crate::catalog::ModelInfo;
 
+use crate::adapter::openai_common::{
+    function_tool, json_schema_output, part_field, tool_choice_with, tool_results, wrong_part,
+};
 use pb::part::Kind;
 
 /// Body keys the gateway sets itself; `provider_options_json` may not override them. `store` is among them because
@@ -97,17 +100,6 @@ fn join_non_empty<'a>(pieces: impl Iterator<Item = &'a str>, sep: &str) -> Strin
         out.push_str(piece);
     }
     out
-}
-
-fn part_field(i: usize, j: usize) -> String {
-    format!("generation.messages[{i}].parts[{j}]")
-}
-
-fn wrong_part(i: usize, j: usize, what: &str, role: &str) -> BuildError {
-    BuildError::new(
-        part_field(i, j),
-        format!("{what} parts cannot appear in {role} messages"),
-    )
 }
 
 /// The `input` items, in conversation order.
@@ -278,145 +270,41 @@ fn function_call(i: usize, j: usize, c: &pb::ToolCallPart) -> Result<Value, Buil
     }))
 }
 
-/// One `function_call_output` item per result, in order. A failed tool's output goes as is: the model reads the
-/// error text. An empty output is still sent, since every call needs an answer.
+/// One `function_call_output` item per result, in order ([`tool_results`]).
 fn tool_outputs(i: usize, m: &pb::Message, out: &mut Vec<Value>) -> Result<(), BuildError> {
-    for (j, part) in m.parts.iter().enumerate() {
-        match &part.kind {
-            Some(Kind::ToolResult(r)) => out.push(json!({
-                "type": "function_call_output",
-                "call_id": r.call_id,
-                "output": r.output,
-            })),
-            Some(Kind::Text(t)) if t.text.is_empty() => {}
-            None => {}
-            Some(Kind::Text(_)) => return Err(wrong_part(i, j, "text", "tool")),
-            Some(Kind::File(_)) => return Err(wrong_part(i, j, "file", "tool")),
-            Some(Kind::Reasoning(_)) => return Err(wrong_part(i, j, "reasoning", "tool")),
-            Some(Kind::ToolCall(_)) => return Err(wrong_part(i, j, "tool call", "tool")),
-        }
-    }
-    Ok(())
+    tool_results(
+        i,
+        m,
+        out,
+        |r| json!({ "type": "function_call_output", "call_id": r.call_id, "output": r.output }),
+    )
 }
 
-/// Parses a JSON Schema whose root must be an object schema.
-fn parse_object_schema(field: impl Fn() -> String, text: &str) -> Result<Value, BuildError> {
-    let schema: Value = serde_json::from_str(text)
-        .map_err(|e| BuildError::new(field(), format!("not valid JSON: {e}")))?;
-    let Value::Object(obj) = &schema else {
-        return Err(BuildError::new(
-            field(),
-            "the schema root must be a JSON object",
-        ));
-    };
-    if let Some(ty) = obj.get("type")
-        && ty != "object"
-    {
-        return Err(BuildError::new(
-            field(),
-            "the schema root must have type \"object\"",
-        ));
-    }
-    Ok(schema)
-}
-
-/// The flat `tools` array. `strict` is sent explicitly either way: Responses defaults function tools to strict
-/// mode, which rejects any schema that does not list every property in `required` and forbid additional
-/// properties (docs/providers.md §6.5), and callers' schemas rarely do. So it is `false`, unless the model opts
-/// into strict schemas (`strict`) and the tool's schema can be lowered ([`strict::lower`]).
+/// The flat `tools` array ([`function_tool`]). `strict` is sent explicitly either way: Responses defaults function
+/// tools to strict mode, which rejects any schema that does not list every property in `required` and forbid
+/// additional properties, and callers' schemas rarely do.
 fn tools(tools: &[pb::Tool], strict: bool) -> Result<Value, BuildError> {
     let mut out = Vec::with_capacity(tools.len());
     for (i, tool) in tools.iter().enumerate() {
-        let parameters = if tool.input_schema_json.trim().is_empty() {
-            json!({ "type": "object", "properties": {} })
-        } else {
-            parse_object_schema(
-                || format!("generation.tools[{i}].input_schema_json"),
-                &tool.input_schema_json,
-            )?
-        };
         let mut function = Map::new();
         function.insert("type".into(), Value::from("function"));
-        function.insert("name".into(), Value::String(tool.name.clone()));
-        if !tool.description.is_empty() {
-            function.insert(
-                "description".into(),
-                Value::String(tool.description.clone()),
-            );
-        }
-        match strict.then(|| strict::lower(&parameters)).flatten() {
-            Some(lowered) => {
-                function.insert("parameters".into(), lowered);
-                function.insert("strict".into(), Value::Bool(true));
-            }
-            None => {
-                function.insert("parameters".into(), parameters);
-                function.insert("strict".into(), Value::Bool(false));
-            }
-        }
-        out.push(Value::Object(function));
+        out.push(Value::Object(function_tool(
+            i, tool, strict, true, function,
+        )?));
     }
     Ok(Value::Array(out))
 }
 
-/// The `tool_choice` value, `None` for the provider default (auto).
+/// The `tool_choice` value ([`tool_choice_with`]); a named tool is flat, like the tools themselves.
 fn tool_choice(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
-    use pb::tool_choice::Mode;
-
-    let Some(tc) = &g.tool_choice else {
-        return Ok(None);
-    };
-    Ok(match Mode::try_from(tc.mode).unwrap_or(Mode::Unspecified) {
-        Mode::Unspecified => None,
-        Mode::Auto => Some(Value::String("auto".into())),
-        Mode::None => Some(Value::String("none".into())),
-        Mode::Required => Some(Value::String("required".into())),
-        Mode::Tool => {
-            const FIELD: &str = "generation.tool_choice.tool_name";
-            if tc.tool_name.is_empty() {
-                return Err(BuildError::new(FIELD, "MODE_TOOL needs a tool name"));
-            }
-            if !g.tools.iter().any(|t| t.name == tc.tool_name) {
-                return Err(BuildError::new(
-                    FIELD,
-                    format!("no tool named {:?} in generation.tools", tc.tool_name),
-                ));
-            }
-            // Flat, like the tools themselves: no nested `function` object on this protocol.
-            Some(json!({ "type": "function", "name": tc.tool_name }))
-        }
-    })
+    tool_choice_with(g, |name| json!({ "type": "function", "name": name }))
 }
 
-/// `text.format` for JSON Schema output. `strict` follows the same rule as on tools.
+/// `text.format` for JSON Schema output ([`json_schema_output`]).
 fn text_format(g: &pb::Generation, strict: bool) -> Result<Option<Value>, BuildError> {
-    use pb::output_format::Type;
-
-    let Some(of) = &g.output_format else {
-        return Ok(None);
-    };
-    if Type::try_from(of.r#type).unwrap_or(Type::Unspecified) != Type::JsonSchema {
-        return Ok(None);
-    }
-    let schema = parse_object_schema(
-        || "generation.output_format.schema_json".to_string(),
-        &of.schema_json,
-    )?;
-    let name = if of.name.is_empty() {
-        "output"
-    } else {
-        of.name.as_str()
-    };
-    let (schema, strict) = match strict.then(|| strict::lower(&schema)).flatten() {
-        Some(lowered) => (lowered, true),
-        None => (schema, false),
-    };
-    Ok(Some(json!({
-        "type": "json_schema",
-        "name": name,
-        "schema": schema,
-        "strict": strict,
-    })))
+    Ok(json_schema_output(g, strict)?.map(|(name, schema, strict)| {
+        json!({ "type": "json_schema", "name": name, "schema": schema, "strict": strict })
+    }))
 }
 
 /// Sampling parameters, minus the ones the model or the protocol rejects.

@@ -19,8 +19,8 @@ use llm_proto::gateway as pb;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::http::errors::ApiError;
 use crate::http::body::parse;
+use crate::http::errors::ApiError;
 use crate::http::unified;
 use crate::protocol::Protocol;
 
@@ -140,10 +140,16 @@ struct Tool {
 pub fn translate(body: Value) -> Result<(pb::Generation, bool), ApiError> {
     let b: Body = parse("body", body)?;
     if b.mcp_servers.is_some() {
-        return Err(ApiError::invalid("mcp_servers", "MCP servers are not served"));
+        return Err(ApiError::invalid(
+            "mcp_servers",
+            "MCP servers are not served",
+        ));
     }
     if b.container.is_some() {
-        return Err(ApiError::invalid("container", "code execution containers are not served"));
+        return Err(ApiError::invalid(
+            "container",
+            "code execution containers are not served",
+        ));
     }
     let mut g = pb::Generation {
         model: b.model,

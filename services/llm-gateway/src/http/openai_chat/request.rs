@@ -19,8 +19,8 @@ use llm_proto::gateway as pb;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::http::errors::ApiError;
 use crate::http::body::parse;
+use crate::http::errors::ApiError;
 use crate::http::unified;
 
 /// The parts of the request that shape the response rather than the generation.
@@ -215,22 +215,64 @@ pub fn translate(body: Value) -> Result<(pb::Generation, Shape), ApiError> {
 fn refuse_unservable(b: &Body) -> Result<(), ApiError> {
     let nonzero = |v: Option<f64>| v.is_some_and(|v| v != 0.0);
     let refused = [
-        (b.n.is_some_and(|n| n != 1), "n", "only one choice per request is served"),
-        (b.logprobs == Some(true), "logprobs", "log probabilities are not served"),
-        (b.top_logprobs.is_some_and(|n| n > 0), "top_logprobs", "log probabilities are not served"),
         (
-            b.modalities.as_ref().is_some_and(|m| m.iter().any(|m| m != "text")),
+            b.n.is_some_and(|n| n != 1),
+            "n",
+            "only one choice per request is served",
+        ),
+        (
+            b.logprobs == Some(true),
+            "logprobs",
+            "log probabilities are not served",
+        ),
+        (
+            b.top_logprobs.is_some_and(|n| n > 0),
+            "top_logprobs",
+            "log probabilities are not served",
+        ),
+        (
+            b.modalities
+                .as_ref()
+                .is_some_and(|m| m.iter().any(|m| m != "text")),
             "modalities",
             "only text output is served",
         ),
         (b.audio.is_some(), "audio", "only text output is served"),
-        (nonzero(b.presence_penalty), "presence_penalty", "penalties are not served"),
-        (nonzero(b.frequency_penalty), "frequency_penalty", "penalties are not served"),
-        (!b.logit_bias.is_empty(), "logit_bias", "logit biases are not served"),
-        (b.functions.is_some(), "functions", "the legacy functions API is not served; use `tools`"),
-        (b.function_call.is_some(), "function_call", "the legacy functions API is not served; use `tool_choice`"),
-        (b.prediction.is_some(), "prediction", "predicted outputs are not served"),
-        (b.web_search_options.is_some(), "web_search_options", "web search is not served"),
+        (
+            nonzero(b.presence_penalty),
+            "presence_penalty",
+            "penalties are not served",
+        ),
+        (
+            nonzero(b.frequency_penalty),
+            "frequency_penalty",
+            "penalties are not served",
+        ),
+        (
+            !b.logit_bias.is_empty(),
+            "logit_bias",
+            "logit biases are not served",
+        ),
+        (
+            b.functions.is_some(),
+            "functions",
+            "the legacy functions API is not served; use `tools`",
+        ),
+        (
+            b.function_call.is_some(),
+            "function_call",
+            "the legacy functions API is not served; use `tool_choice`",
+        ),
+        (
+            b.prediction.is_some(),
+            "prediction",
+            "predicted outputs are not served",
+        ),
+        (
+            b.web_search_options.is_some(),
+            "web_search_options",
+            "web search is not served",
+        ),
         (
             b.stream_options.is_some() && b.stream != Some(true),
             "stream_options",

@@ -1,0 +1,184 @@
+//! What the two OpenAI request builders (Chat Completions and Responses) write the same way: the bearer header,
+//! the field a misplaced part is named by, a tool's parameter schema, and the answers to a tool turn's calls.
+
+use serde_json::{Map, Value, json};
+
+use super::{BuildError, pb, strict};
+use pb::part::Kind;
+
+/// `Authorization: Bearer {key}`, or no header at all for an empty key: local servers (Ollama, vLLM) run without
+/// one, and an empty `Bearer ` makes some of them reject the request.
+pub(crate) fn bearer(api_key: &str) -> Vec<(&'static str, String)> {
+    if api_key.is_empty() {
+        return Vec::new();
+    }
+    vec![("authorization", format!("Bearer {api_key}"))]
+}
+
+/// The request field of message `i`'s part `j`.
+pub(crate) fn part_field(i: usize, j: usize) -> String {
+    format!("generation.messages[{i}].parts[{j}]")
+}
+
+/// The error of a part of kind `what` in a message of role `role`, which cannot carry it.
+pub(crate) fn wrong_part(i: usize, j: usize, what: &str, role: &str) -> BuildError {
+    BuildError::new(
+        part_field(i, j),
+        format!("{what} parts cannot appear in {role} messages"),
+    )
+}
+
+/// Tool `i` as a function tool: `function` (what the protocol puts first) with its name, description and
+/// parameters. Its schema is lowered to strict mode with `strict: true` when the model opts into strict schemas
+/// (`strict`) and the schema can be lowered ([`strict::lower`]); otherwise it goes as written, with `strict: false`
+/// only when the protocol needs it said (`explicit`).
+pub(crate) fn function_tool(
+    i: usize,
+    tool: &pb::Tool,
+    strict: bool,
+    explicit: bool,
+    mut function: Map<String, Value>,
+) -> Result<Map<String, Value>, BuildError> {
+    let parameters = tool_parameters(i, tool)?;
+    function.insert("name".into(), Value::String(tool.name.clone()));
+    if !tool.description.is_empty() {
+        function.insert(
+            "description".into(),
+            Value::String(tool.description.clone()),
+        );
+    }
+    match strict.then(|| strict::lower(&parameters)).flatten() {
+        Some(lowered) => {
+            function.insert("parameters".into(), lowered);
+            function.insert("strict".into(), Value::Bool(true));
+        }
+        None => {
+            function.insert("parameters".into(), parameters);
+            if explicit {
+                function.insert("strict".into(), Value::Bool(false));
+            }
+        }
+    }
+    Ok(function)
+}
+
+/// The `tool_choice` value, `None` for the provider default (auto); `named` writes the choice of one tool, which
+/// must be among the generation's tools.
+pub(crate) fn tool_choice_with(
+    g: &pb::Generation,
+    named: impl FnOnce(&str) -> Value,
+) -> Result<Option<Value>, BuildError> {
+    use pb::tool_choice::Mode;
+
+    let Some(tc) = &g.tool_choice else {
+        return Ok(None);
+    };
+    Ok(match Mode::try_from(tc.mode).unwrap_or(Mode::Unspecified) {
+        Mode::Unspecified => None,
+        Mode::Auto => Some(Value::String("auto".into())),
+        Mode::None => Some(Value::String("none".into())),
+        Mode::Required => Some(Value::String("required".into())),
+        Mode::Tool => {
+            const FIELD: &str = "generation.tool_choice.tool_name";
+            if tc.tool_name.is_empty() {
+                return Err(BuildError::new(FIELD, "MODE_TOOL needs a tool name"));
+            }
+            if !g.tools.iter().any(|t| t.name == tc.tool_name) {
+                return Err(BuildError::new(
+                    FIELD,
+                    format!("no tool named {:?} in generation.tools", tc.tool_name),
+                ));
+            }
+            Some(named(&tc.tool_name))
+        }
+    })
+}
+
+/// Tool `i`'s parameters: its JSON Schema, whose root must be an object schema; an empty schema means a tool
+/// without arguments.
+fn tool_parameters(i: usize, tool: &pb::Tool) -> Result<Value, BuildError> {
+    if tool.input_schema_json.trim().is_empty() {
+        return Ok(json!({ "type": "object", "properties": {} }));
+    }
+    parse_object_schema(
+        || format!("generation.tools[{i}].input_schema_json"),
+        &tool.input_schema_json,
+    )
+}
+
+/// The JSON Schema output the generation asks for, if any: its name (`output` when unnamed), the schema, and
+/// whether it goes in strict mode. Strict only when the model opts into strict schemas (`strict`) and the schema can
+/// be lowered ([`strict::lower`]): strict mode requires every property in `required` and
+/// `additionalProperties: false`, which callers' schemas rarely satisfy as written.
+pub(crate) fn json_schema_output(
+    g: &pb::Generation,
+    strict: bool,
+) -> Result<Option<(&str, Value, bool)>, BuildError> {
+    use pb::output_format::Type;
+
+    let Some(of) = &g.output_format else {
+        return Ok(None);
+    };
+    if Type::try_from(of.r#type).unwrap_or(Type::Unspecified) != Type::JsonSchema {
+        return Ok(None);
+    }
+    let schema = parse_object_schema(
+        || "generation.output_format.schema_json".to_string(),
+        &of.schema_json,
+    )?;
+    let name = if of.name.is_empty() {
+        "output"
+    } else {
+        of.name.as_str()
+    };
+    Ok(Some(
+        match strict.then(|| strict::lower(&schema)).flatten() {
+            Some(lowered) => (name, lowered, true),
+            None => (name, schema, false),
+        },
+    ))
+}
+
+/// Parses a JSON Schema whose root must be an object schema; errors name `field`.
+fn parse_object_schema(field: impl Fn() -> String, text: &str) -> Result<Value, BuildError> {
+    let schema: Value = serde_json::from_str(text)
+        .map_err(|e| BuildError::new(field(), format!("not valid JSON: {e}")))?;
+    let Value::Object(obj) = &schema else {
+        return Err(BuildError::new(
+            field(),
+            "the schema root must be a JSON object",
+        ));
+    };
+    if let Some(ty) = obj.get("type")
+        && ty != "object"
+    {
+        return Err(BuildError::new(
+            field(),
+            "the schema root must have type \"object\"",
+        ));
+    }
+    Ok(schema)
+}
+
+/// One item per tool result of tool message `i`, in order, as `item` writes it. A failed tool's output goes as is
+/// (the model reads the error text), and an empty output is still sent: OpenAI requires an answer for every call of
+/// the previous assistant turn. Empty text parts are dropped; any other part is refused.
+pub(crate) fn tool_results(
+    i: usize,
+    m: &pb::Message,
+    out: &mut Vec<Value>,
+    item: impl Fn(&pb::ToolResultPart) -> Value,
+) -> Result<(), BuildError> {
+    for (j, part) in m.parts.iter().enumerate() {
+        match &part.kind {
+            Some(Kind::ToolResult(r)) => out.push(item(r)),
+            Some(Kind::Text(t)) if t.text.is_empty() => {}
+            None => {}
+            Some(Kind::Text(_)) => return Err(wrong_part(i, j, "text", "tool")),
+            Some(Kind::File(_)) => return Err(wrong_part(i, j, "file", "tool")),
+            Some(Kind::Reasoning(_)) => return Err(wrong_part(i, j, "reasoning", "tool")),
+            Some(Kind::ToolCall(_)) => return Err(wrong_part(i, j, "tool call", "tool")),
+        }
+    }
+    Ok(())
+}
