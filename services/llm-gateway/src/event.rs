@@ -108,6 +108,27 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// The disjoint counts from totals that include their parts, as OpenAI's protocols report them: `prompt`
+    /// includes the cache reads and writes, `completion` the reasoning. Subtracted saturating, so a server that
+    /// counts them separately cannot make a count wrap around.
+    pub fn from_inclusive(
+        prompt: u64,
+        cache_read: u64,
+        cache_write: u64,
+        completion: u64,
+        reasoning: u64,
+    ) -> Usage {
+        Usage {
+            input: prompt
+                .saturating_sub(cache_read)
+                .saturating_sub(cache_write),
+            cache_read,
+            cache_write,
+            output: completion.saturating_sub(reasoning),
+            reasoning,
+        }
+    }
+
     /// The sum of the five disjoint counts.
     pub fn total(&self) -> u64 {
         self.input + self.cache_read + self.cache_write + self.output + self.reasoning

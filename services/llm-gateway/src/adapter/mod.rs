@@ -16,6 +16,8 @@ pub mod bedrock;
 pub(crate) mod blocks;
 pub mod classify;
 pub(crate) mod encoding;
+#[cfg(test)]
+mod event_kit;
 pub mod eventstream;
 mod framing;
 pub mod fuzzing;

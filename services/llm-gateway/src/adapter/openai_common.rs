@@ -28,6 +28,21 @@ pub(crate) fn wrong_part(i: usize, j: usize, what: &str, role: &str) -> BuildErr
     )
 }
 
+/// A replayed call's arguments (message `i`, part `j`) as the string OpenAI takes: `{}` when empty, else the JSON
+/// as sent, checked here because the provider would answer a bad replayed call with an opaque 400.
+pub(crate) fn call_arguments(i: usize, j: usize, c: &pb::ToolCallPart) -> Result<&str, BuildError> {
+    if c.input_json.trim().is_empty() {
+        return Ok("{}");
+    }
+    serde_json::from_str::<serde::de::IgnoredAny>(&c.input_json).map_err(|e| {
+        BuildError::new(
+            format!("{}.tool_call.input_json", part_field(i, j)),
+            format!("not valid JSON: {e}"),
+        )
+    })?;
+    Ok(c.input_json.as_str())
+}
+
 /// Tool `i` as a function tool: `function` (what the protocol puts first) with its name, description and
 /// parameters. Its schema is lowered to strict mode with `strict: true` when the model opts into strict schemas
 /// (`strict`) and the schema can be lowered ([`strict::lower`]); otherwise it goes as written, with `strict: false`
@@ -182,3 +197,8 @@ pub(crate) fn tool_results(
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+#[path = "openai_common_tests.rs"]
+mod tests;

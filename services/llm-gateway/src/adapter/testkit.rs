@@ -83,3 +83,121 @@ pub(crate) fn assistant(parts: Vec<pb::Part>) -> pb::Message {
 pub(crate) fn tool(parts: Vec<pb::Part>) -> pb::Message {
     message(pb::Role::Tool, parts)
 }
+
+/// A message of `role` holding a part of each kind in `kinds`.
+pub(crate) fn msg(role: pb::Role, kinds: Vec<Kind>) -> pb::Message {
+    message(role, kinds.into_iter().map(part).collect())
+}
+
+/// What a part holds: for the tests that build messages from kinds ([`msg`]).
+pub(crate) fn kind(p: pb::Part) -> Kind {
+    p.kind.expect("the test kit builds parts with a kind")
+}
+
+/// Every sampling parameter set (temperature 0.2, top_p 0.9, top_k 40, 4096 output tokens, stop `END`, seed 7):
+/// for the tests of what each model keeps of them.
+pub(crate) fn every_sampling() -> pb::Sampling {
+    pb::Sampling {
+        temperature: Some(0.2),
+        top_p: Some(0.9),
+        top_k: Some(40),
+        max_output_tokens: Some(4096),
+        stop_sequences: vec!["END".into()],
+        seed: Some(7),
+    }
+}
+
+/// A conversation full of nothing to send: three user turns of which only the text "a" and "b" of the first
+/// survive (empty text parts around them, a turn of one empty text, one of a part without a kind); an assistant
+/// turn of reasoning no adapter can replay (no metadata) and empty text; a call `c1` of tool `t` without text and
+/// its empty result; an assistant turn "Do", an image the model produced (which no OpenAI protocol replays), "ne.".
+pub(crate) fn sparse_conversation() -> Vec<pb::Message> {
+    vec![
+        user(vec![text(""), text("a"), text(""), text("b")]),
+        user(vec![text("")]),
+        user(vec![pb::Part { kind: None }]),
+        assistant(vec![reasoning("hmm", None), text("")]),
+        assistant(vec![text(""), call("c1", "t", "{}")]),
+        tool(vec![text(""), result("c1", "t", "", false)]),
+        assistant(vec![
+            text("Do"),
+            file("image/png", "", Source::Data(vec![1, 2, 3])),
+            text("ne."),
+        ]),
+    ]
+}
+
+/// A user's text and files in every form: an empty text part, a PNG inline, a JPEG by URL, a named PDF inline, a
+/// plain-text file inline without a name (the fifth part, so a generated name is `part-5.txt`).
+pub(crate) fn files_to_compare() -> Vec<pb::Part> {
+    vec![
+        text("Compare these."),
+        text(""),
+        file("image/png", "", Source::Data(vec![0x89, b'P', b'N', b'G'])),
+        file(
+            "image/jpeg",
+            "",
+            Source::Url("https://example.com/cat.jpg".into()),
+        ),
+        file(
+            "application/pdf",
+            "report.pdf",
+            Source::Data(b"%PDF-1.7".to_vec()),
+        ),
+        file("text/plain", "", Source::Data(b"hi".to_vec())),
+    ]
+}
+
+/// Messages holding a part their role cannot carry (a call from the user, text in a tool turn, a result from the
+/// assistant) or no role, each with the field its error names.
+pub(crate) fn misplaced_parts() -> Vec<(pb::Message, &'static str)> {
+    vec![
+        (
+            user(vec![call("c", "t", "{}")]),
+            "generation.messages[0].parts[0]",
+        ),
+        (tool(vec![text("x")]), "generation.messages[0].parts[0]"),
+        (
+            assistant(vec![text("x"), result("c", "t", "o", false)]),
+            "generation.messages[0].parts[1]",
+        ),
+        (
+            message(pb::Role::Unspecified, vec![text("x")]),
+            "generation.messages[0].role",
+        ),
+    ]
+}
+
+/// JSON Schema output, unnamed: an object with a string `name`.
+pub(crate) fn person_schema() -> pb::OutputFormat {
+    pb::OutputFormat {
+        r#type: pb::output_format::Type::JsonSchema as i32,
+        name: String::new(),
+        schema_json: r#"{"type":"object","properties":{"name":{"type":"string"}}}"#.into(),
+    }
+}
+
+/// Reasoning at high effort, without a token budget.
+pub(crate) fn high_effort() -> pb::Reasoning {
+    pb::Reasoning {
+        effort: pb::reasoning::Effort::High as i32,
+        budget_tokens: 0,
+    }
+}
+
+/// The same builders, giving what the part holds: for the tests that build messages from kinds ([`msg`]).
+pub(crate) mod kinds {
+    use super::{Kind, kind};
+
+    pub(crate) fn text(t: &str) -> Kind {
+        kind(super::text(t))
+    }
+
+    pub(crate) fn call(id: &str, tool: &str, input: &str) -> Kind {
+        kind(super::call(id, tool, input))
+    }
+
+    pub(crate) fn result(id: &str, tool: &str, output: &str, is_error: bool) -> Kind {
+        kind(super::result(id, tool, output, is_error))
+    }
+}

@@ -95,3 +95,20 @@ fn a_value_of_the_wrong_type_or_range_is_named_by_its_path() {
     let e = parse::<Vec<Message>>("tools", json!([{"content": "a"}, {}])).unwrap_err();
     assert_eq!(e.param.as_deref(), Some("tools[1]"));
 }
+
+#[test]
+fn a_syntax_error_is_named_by_the_deepest_place_the_parser_reached() {
+    for (body, field) in [
+        ("{not json", "body"),
+        ("", "body"),
+        (
+            r#"{"messages":[{"role":"user","content":}]}"#,
+            "messages[0].content",
+        ),
+        (r#"{"messages":[{"role" "user"}]}"#, "messages[0]"),
+    ] {
+        let e = refused(body.as_bytes());
+        assert_eq!(e.param.as_deref(), Some(field), "{body}: {e:?}");
+        assert!(!e.message.contains('?'), "{e:?}");
+    }
+}

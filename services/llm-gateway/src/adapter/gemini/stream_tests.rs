@@ -7,9 +7,11 @@
 use super::GeminiDecoder;
 use crate::adapter::Decoder;
 use crate::adapter::classify::classify;
+pub(super) use crate::adapter::event_kit::{call, finish, td, te, ts};
+use crate::adapter::event_kit::{rd, rs};
 use crate::adapter::sse::{SseItem, SseParser};
 use crate::error::{ErrorKind, ProviderError};
-use crate::event::{Event, Finish, FinishReason, Usage};
+use crate::event::{Event, FinishReason, Usage};
 
 macro_rules! fixture {
     ($name:literal) => {
@@ -144,69 +146,11 @@ fn bare_tail(sse: &str) -> String {
         .replace("\r\n", "\n")
 }
 
-pub(super) fn ts(id: &str) -> Event {
-    Event::TextStart { id: id.into() }
-}
-pub(super) fn td(id: &str, delta: &str) -> Event {
-    Event::TextDelta {
-        id: id.into(),
-        delta: delta.into(),
-    }
-}
-pub(super) fn te(id: &str) -> Event {
-    Event::TextEnd { id: id.into() }
-}
-fn rs(id: &str) -> Event {
-    Event::ReasoningStart { id: id.into() }
-}
-fn rd(id: &str, delta: &str) -> Event {
-    Event::ReasoningDelta {
-        id: id.into(),
-        delta: delta.into(),
-    }
-}
 fn re(id: &str, signature: Option<&str>) -> Event {
     Event::ReasoningEnd {
         id: id.into(),
         metadata: signature.map(|s| format!(r#"{{"thought_signature":"{s}"}}"#)),
     }
-}
-/// The four events of one whole function call.
-pub(super) fn call(call_id: &str, tool: &str, args: &str, metadata: Option<String>) -> Vec<Event> {
-    vec![
-        Event::ToolInputStart {
-            call_id: call_id.into(),
-            tool: tool.into(),
-        },
-        Event::ToolInputDelta {
-            call_id: call_id.into(),
-            delta: args.into(),
-        },
-        Event::ToolInputEnd {
-            call_id: call_id.into(),
-        },
-        Event::ToolCall {
-            call_id: call_id.into(),
-            tool: tool.into(),
-            input_json: args.into(),
-            metadata,
-        },
-    ]
-}
-pub(super) fn finish(
-    reason: FinishReason,
-    raw: &str,
-    usage: Usage,
-    id: &str,
-    model: &str,
-) -> Event {
-    Event::Finish(Finish {
-        reason,
-        raw_reason: raw.into(),
-        usage,
-        response_id: id.into(),
-        response_model: model.into(),
-    })
 }
 pub(super) fn usage(input: u64, cache_read: u64, output: u64, reasoning: u64) -> Usage {
     Usage {

@@ -458,9 +458,7 @@ fn map_finish_reason(raw: &str, had_tools: bool) -> FinishReason {
     }
 }
 
-/// docs/architecture.md "Usage and cost": the five counts made disjoint. `prompt_tokens` includes cache reads and writes and
-/// `completion_tokens` includes reasoning, so both are subtracted out (saturating: a server that counts them
-/// separately must not wrap around).
+/// docs/architecture.md "Usage and cost": the five counts made disjoint ([`Usage::from_inclusive`]).
 fn normalize_usage(u: &WireUsage) -> Usage {
     let details = u.prompt_tokens_details.as_ref();
     // OpenAI's `cached_tokens` and DeepSeek's `prompt_cache_hit_tokens` count the same thing; DeepSeek sends either
@@ -478,17 +476,13 @@ fn normalize_usage(u: &WireUsage) -> Usage {
         .as_ref()
         .and_then(|d| d.reasoning_tokens)
         .unwrap_or(0);
-    Usage {
-        input: u
-            .prompt_tokens
-            .unwrap_or(0)
-            .saturating_sub(cache_read)
-            .saturating_sub(cache_write),
+    Usage::from_inclusive(
+        u.prompt_tokens.unwrap_or(0),
         cache_read,
         cache_write,
-        output: u.completion_tokens.unwrap_or(0).saturating_sub(reasoning),
+        u.completion_tokens.unwrap_or(0),
         reasoning,
-    }
+    )
 }
 
 /// A malformed-stream error that keeps the start of the offending frame for diagnosis.

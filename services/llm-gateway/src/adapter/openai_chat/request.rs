@@ -5,9 +5,10 @@ use std::borrow::Cow;
 use serde_json::{Map, Value, json};
 
 use super::super::encoding::OpenAiFile;
-use super::super::{BuildError, HttpRequest, Protocol, Target, ids, pb};
+use super::super::{BuildError, HttpRequest, Protocol, Target, ids, options, pb};
 use crate::adapter::openai_common::{
-    function_tool, json_schema_output, part_field, tool_choice_with, tool_results, wrong_part,
+    call_arguments, function_tool, json_schema_output, part_field, tool_choice_with, tool_results,
+    wrong_part,
 };
 use crate::catalog::{Capabilities, ModelInfo, ReasoningReplay, ToolCallIds};
 use pb::part::Kind;
@@ -312,18 +313,7 @@ fn tool_call(
     c: &pb::ToolCallPart,
     caps: &Capabilities,
 ) -> Result<Value, BuildError> {
-    let arguments = if c.input_json.trim().is_empty() {
-        "{}"
-    } else {
-        // Checked here because the provider would answer a bad replayed call with an opaque 400.
-        serde_json::from_str::<serde::de::IgnoredAny>(&c.input_json).map_err(|e| {
-            BuildError::new(
-                format!("{}.tool_call.input_json", part_field(i, j)),
-                format!("not valid JSON: {e}"),
-            )
-        })?;
-        c.input_json.as_str()
-    };
+    let arguments = call_arguments(i, j, c)?;
     Ok(json!({
         "id": call_id(&c.call_id, caps),
         "type": "function",
@@ -439,33 +429,9 @@ fn merge_provider_options(
     json: &str,
     caps: &Capabilities,
 ) -> Result<(), BuildError> {
-    const FIELD: &str = "generation.provider_options_json";
-    if json.trim().is_empty() {
-        return Ok(());
-    }
-    let root: Value = serde_json::from_str(json)
-        .map_err(|e| BuildError::new(FIELD, format!("not valid JSON: {e}")))?;
-    let Value::Object(mut root) = root else {
-        return Err(BuildError::new(
-            FIELD,
-            "must be a JSON object keyed by protocol",
-        ));
-    };
-    let Some(options) = root.remove("openai_chat") else {
+    let Some(mut options) = options::for_protocol(json, Protocol::OpenaiChat, &OWNED_KEYS)? else {
         return Ok(());
     };
-    let Value::Object(mut options) = options else {
-        return Err(BuildError::new(
-            FIELD,
-            "`openai_chat` must be a JSON object",
-        ));
-    };
-    if let Some(key) = options.keys().find(|k| OWNED_KEYS.contains(&k.as_str())) {
-        return Err(BuildError::new(
-            FIELD,
-            format!("`openai_chat.{key}` is set by the gateway and cannot be overridden"),
-        ));
-    }
     if caps.reasoning {
         options.retain(|k, _| !REJECTED_BY_REASONING_MODELS.contains(&k.as_str()));
         if let Some(max) = options.remove("max_tokens") {

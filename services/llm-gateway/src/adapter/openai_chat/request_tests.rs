@@ -3,6 +3,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
+use crate::adapter::testkit::kinds::{call, result, text};
+use crate::adapter::testkit::{
+    self, every_sampling, files_to_compare, high_effort, kind, misplaced_parts, msg, person_schema,
+    sparse_conversation,
+};
 use crate::catalog::{Capabilities, ModelInfo, ReasoningReplay, ToolCallIds};
 use crate::protocol::Protocol;
 
@@ -46,38 +51,6 @@ fn body(g: &pb::Generation, m: &ModelInfo) -> Value {
 
 fn err(g: &pb::Generation, m: &ModelInfo) -> BuildError {
     build(g, &Target::new(m)).unwrap_err()
-}
-
-fn msg(role: pb::Role, parts: Vec<Kind>) -> pb::Message {
-    pb::Message {
-        role: role as i32,
-        parts: parts
-            .into_iter()
-            .map(|k| pb::Part { kind: Some(k) })
-            .collect(),
-    }
-}
-
-fn text(t: &str) -> Kind {
-    Kind::Text(pb::TextPart { text: t.into() })
-}
-
-fn call(id: &str, name: &str, input: &str) -> Kind {
-    Kind::ToolCall(pb::ToolCallPart {
-        call_id: id.into(),
-        tool_name: name.into(),
-        input_json: input.into(),
-        provider_metadata: None,
-    })
-}
-
-fn result(id: &str, name: &str, output: &str, is_error: bool) -> Kind {
-    Kind::ToolResult(pb::ToolResultPart {
-        call_id: id.into(),
-        tool_name: name.into(),
-        output: output.into(),
-        is_error,
-    })
 }
 
 fn user(t: &str) -> pb::Message {
@@ -165,18 +138,8 @@ fn reasoning_model_uses_developer_role_and_drops_sampling() {
     let g = pb::Generation {
         system: vec!["Be careful.".into()],
         messages: vec![user("2+2?")],
-        sampling: Some(pb::Sampling {
-            temperature: Some(0.2),
-            top_p: Some(0.9),
-            top_k: Some(40),
-            max_output_tokens: Some(4096),
-            stop_sequences: vec!["END".into()],
-            seed: Some(7),
-        }),
-        reasoning: Some(pb::Reasoning {
-            effort: pb::reasoning::Effort::High as i32,
-            budget_tokens: 0,
-        }),
+        sampling: Some(every_sampling()),
+        reasoning: Some(high_effort()),
         ..Default::default()
     };
     assert_eq!(
@@ -308,23 +271,6 @@ fn tools_and_tool_choice() {
         })
     );
 
-    for (mode, want) in [
-        (pb::tool_choice::Mode::Auto, Some(json!("auto"))),
-        (pb::tool_choice::Mode::None, Some(json!("none"))),
-        (pb::tool_choice::Mode::Required, Some(json!("required"))),
-        (pb::tool_choice::Mode::Unspecified, None),
-    ] {
-        g.tool_choice = Some(pb::ToolChoice {
-            mode: mode as i32,
-            tool_name: String::new(),
-        });
-        assert_eq!(
-            body(&g, &gpt4o()).get("tool_choice").cloned(),
-            want,
-            "{mode:?}"
-        );
-    }
-
     // Without tools, no tool_choice either: OpenAI rejects it alone.
     g.tools.clear();
     g.tool_choice = Some(pb::ToolChoice {
@@ -392,11 +338,7 @@ fn invalid_tool_call_input_names_the_part() {
 fn json_schema_output() {
     let mut g = pb::Generation {
         messages: vec![user("give me a person")],
-        output_format: Some(pb::OutputFormat {
-            r#type: pb::output_format::Type::JsonSchema as i32,
-            name: String::new(),
-            schema_json: r#"{"type":"object","properties":{"name":{"type":"string"}}}"#.into(),
-        }),
+        output_format: Some(person_schema()),
         ..Default::default()
     };
     assert_eq!(
@@ -483,44 +425,7 @@ fn provider_options_merge_and_refusal() {
 fn empty_parts_and_turns_are_dropped() {
     let g = pb::Generation {
         system: vec![String::new()],
-        messages: vec![
-            msg(
-                pb::Role::User,
-                vec![text(""), text("a"), text(""), text("b")],
-            ),
-            msg(pb::Role::User, vec![text("")]),
-            pb::Message {
-                role: pb::Role::User as i32,
-                parts: vec![pb::Part { kind: None }],
-            },
-            // Reasoning only: nothing left to replay, so no empty assistant turn.
-            msg(
-                pb::Role::Assistant,
-                vec![
-                    Kind::Reasoning(pb::ReasoningPart {
-                        text: "hmm".into(),
-                        provider_metadata: None,
-                    }),
-                    text(""),
-                ],
-            ),
-            // Tool calls without text: content is null.
-            msg(pb::Role::Assistant, vec![text(""), call("c1", "t", "{}")]),
-            msg(pb::Role::Tool, vec![text(""), result("c1", "t", "", false)]),
-            // A file the model produced elsewhere cannot be replayed on this protocol: dropped.
-            msg(
-                pb::Role::Assistant,
-                vec![
-                    text("Do"),
-                    Kind::File(pb::FilePart {
-                        media_type: "image/png".into(),
-                        filename: String::new(),
-                        source: Some(pb::file_part::Source::Data(vec![1, 2, 3])),
-                    }),
-                    text("ne."),
-                ],
-            ),
-        ],
+        messages: sparse_conversation(),
         ..Default::default()
     };
     assert_eq!(
@@ -540,32 +445,10 @@ fn empty_parts_and_turns_are_dropped() {
 fn image_and_file_parts() {
     use pb::file_part::Source;
     let file = |media_type: &str, filename: &str, source: Source| {
-        Kind::File(pb::FilePart {
-            media_type: media_type.into(),
-            filename: filename.into(),
-            source: Some(source),
-        })
+        kind(testkit::file(media_type, filename, source))
     };
     let g = pb::Generation {
-        messages: vec![msg(
-            pb::Role::User,
-            vec![
-                text("Compare these."),
-                text(""),
-                file("image/png", "", Source::Data(vec![0x89, b'P', b'N', b'G'])),
-                file(
-                    "image/jpeg",
-                    "",
-                    Source::Url("https://example.com/cat.jpg".into()),
-                ),
-                file(
-                    "application/pdf",
-                    "report.pdf",
-                    Source::Data(b"%PDF-1.7".to_vec()),
-                ),
-                file("text/plain", "", Source::Data(b"hi".to_vec())),
-            ],
-        )],
+        messages: vec![testkit::user(files_to_compare())],
         ..Default::default()
     };
     assert_eq!(
@@ -604,27 +487,7 @@ fn image_and_file_parts() {
 
 #[test]
 fn misplaced_parts_and_missing_role_are_errors() {
-    let cases = [
-        (
-            msg(pb::Role::User, vec![call("c", "t", "{}")]),
-            "generation.messages[0].parts[0]",
-        ),
-        (
-            msg(pb::Role::Tool, vec![text("x")]),
-            "generation.messages[0].parts[0]",
-        ),
-        (
-            msg(
-                pb::Role::Assistant,
-                vec![text("x"), result("c", "t", "o", false)],
-            ),
-            "generation.messages[0].parts[1]",
-        ),
-        (
-            msg(pb::Role::Unspecified, vec![text("x")]),
-            "generation.messages[0].role",
-        ),
-    ];
+    let cases = misplaced_parts();
     for (m, field) in cases {
         let g = pb::Generation {
             messages: vec![m],

@@ -6,8 +6,12 @@
 use super::ChatDecoder;
 use crate::adapter::Decoder;
 use crate::adapter::classify::classify;
+use crate::adapter::event_kit::{
+    assert_one_terminal_last, decode_in_reads, finish, frames, one_call, rd, rs, tc, td, te, texts,
+    tid, tie, tis, ts, usage,
+};
 use crate::error::{ErrorKind, ProviderError};
-use crate::event::{Event, Finish, FinishReason, Usage};
+use crate::event::{Event, FinishReason, Usage};
 
 macro_rules! fixture {
     ($name:literal) => {
@@ -18,36 +22,20 @@ macro_rules! fixture {
     };
 }
 
-/// Splits an SSE body into `(event, data)` frames on blank lines: a stand-in for the real SSE parser, which is
-/// written separately. Comment lines (`: …`) are skipped; a block with no `data:` line is no frame.
-fn frames(sse: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for block in sse.split("\n\n") {
-        let mut event = String::new();
-        let mut data: Option<String> = None;
-        for line in block.lines() {
-            if line.starts_with(':') {
-                continue;
-            }
-            if let Some(v) = line.strip_prefix("event:") {
-                event = v.trim_start().to_string();
-            } else if let Some(v) = line.strip_prefix("data:") {
-                let v = v.strip_prefix(' ').unwrap_or(v);
-                match &mut data {
-                    Some(d) => {
-                        d.push('\n');
-                        d.push_str(v);
-                    }
-                    None => data = Some(v.to_string()),
-                }
-            }
-        }
-        if let Some(data) = data {
-            out.push((event, data));
-        }
-    }
-    out
-}
+/// Every SSE fixture, for the tests that run all of them.
+const FIXTURES: [&str; 11] = [
+    fixture!("text.sse"),
+    fixture!("parallel_tools.sse"),
+    fixture!("reasoning.sse"),
+    fixture!("error_after_200.sse"),
+    fixture!("error_first.sse"),
+    fixture!("stop_with_tool_calls.sse"),
+    fixture!("mistral_tool_call.sse"),
+    fixture!("openrouter_keepalive.sse"),
+    fixture!("azure_prompt_filter.sse"),
+    fixture!("malformed.sse"),
+    fixture!("truncated.sse"),
+];
 
 /// Feeds every frame, then `end()`, and checks the decoder's contract: done at the end, nothing after the last
 /// `Finish`/`Error`.
@@ -59,15 +47,7 @@ fn decode(sse: &str) -> Vec<Event> {
     }
     d.end(&mut out);
     assert!(d.is_done());
-    let terminal = out
-        .iter()
-        .filter(|e| matches!(e, Event::Finish(_) | Event::Error(_)))
-        .count();
-    assert_eq!(terminal, 1, "{out:#?}");
-    assert!(matches!(
-        out.last(),
-        Some(Event::Finish(_) | Event::Error(_))
-    ));
+    assert_one_terminal_last(&out);
     // Anything fed afterwards is ignored.
     let n = out.len();
     d.frame(
@@ -86,79 +66,12 @@ fn decode_frames(data: &[&str]) -> Vec<Event> {
     decode(&sse)
 }
 
-fn ts(id: &str) -> Event {
-    Event::TextStart { id: id.into() }
-}
-fn td(id: &str, delta: &str) -> Event {
-    Event::TextDelta {
-        id: id.into(),
-        delta: delta.into(),
-    }
-}
-fn te(id: &str) -> Event {
-    Event::TextEnd { id: id.into() }
-}
-fn rs(id: &str) -> Event {
-    Event::ReasoningStart { id: id.into() }
-}
-fn rd(id: &str, delta: &str) -> Event {
-    Event::ReasoningDelta {
-        id: id.into(),
-        delta: delta.into(),
-    }
-}
 /// Every reasoning block closes with the empty replay metadata, so the core records which model produced it.
 fn re(id: &str) -> Event {
     Event::ReasoningEnd {
         id: id.into(),
         metadata: Some("{}".into()),
     }
-}
-fn tis(call_id: &str, tool: &str) -> Event {
-    Event::ToolInputStart {
-        call_id: call_id.into(),
-        tool: tool.into(),
-    }
-}
-fn tid(call_id: &str, delta: &str) -> Event {
-    Event::ToolInputDelta {
-        call_id: call_id.into(),
-        delta: delta.into(),
-    }
-}
-fn tie(call_id: &str) -> Event {
-    Event::ToolInputEnd {
-        call_id: call_id.into(),
-    }
-}
-fn tc(call_id: &str, tool: &str, input_json: &str) -> Event {
-    Event::ToolCall {
-        call_id: call_id.into(),
-        tool: tool.into(),
-        input_json: input_json.into(),
-        metadata: None,
-    }
-}
-fn finish(reason: FinishReason, raw: &str, usage: Usage, id: &str, model: &str) -> Event {
-    Event::Finish(Finish {
-        reason,
-        raw_reason: raw.into(),
-        usage,
-        response_id: id.into(),
-        response_model: model.into(),
-    })
-}
-fn usage(input: u64, cache_read: u64, cache_write: u64, output: u64, reasoning: u64) -> Usage {
-    Usage {
-        input,
-        cache_read,
-        cache_write,
-        output,
-        reasoning,
-    }
-}
-fn texts(id: &str, deltas: &[&str]) -> Vec<Event> {
-    deltas.iter().map(|d| td(id, d)).collect()
 }
 
 const ERROR_FRAME: &str = r#"{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}"#;
@@ -262,11 +175,10 @@ fn stop_with_tool_calls_fixture_is_tool_calls() {
     let id = "call_7x2kq9mf";
     assert_eq!(
         decode(fixture!("stop_with_tool_calls.sse")),
-        vec![
-            tis(id, "get_weather"),
-            tid(id, r#"{"city":"Oslo"}"#),
-            tie(id),
-            tc(id, "get_weather", r#"{"city":"Oslo"}"#),
+        one_call(
+            id,
+            "get_weather",
+            r#"{"city":"Oslo"}"#,
             finish(
                 FinishReason::ToolCalls,
                 "stop",
@@ -274,7 +186,7 @@ fn stop_with_tool_calls_fixture_is_tool_calls() {
                 "chatcmpl-417",
                 "qwen2.5:7b",
             ),
-        ]
+        )
     );
 }
 
@@ -283,11 +195,10 @@ fn mistral_tool_call_fixture() {
     let id = "D4r8Kq2Zp";
     assert_eq!(
         decode(fixture!("mistral_tool_call.sse")),
-        vec![
-            tis(id, "get_weather"),
-            tid(id, r#"{"city": "Lyon"}"#),
-            tie(id),
-            tc(id, "get_weather", r#"{"city": "Lyon"}"#),
+        one_call(
+            id,
+            "get_weather",
+            r#"{"city": "Lyon"}"#,
             finish(
                 FinishReason::ToolCalls,
                 "tool_calls",
@@ -295,7 +206,7 @@ fn mistral_tool_call_fixture() {
                 "7c1e2f9a3b4d4e5f8a6b7c8d9e0f1a2b",
                 "mistral-small-latest",
             ),
-        ]
+        )
     );
 }
 
@@ -403,19 +314,7 @@ fn error_bodies_are_openai_shaped() {
 
 #[test]
 fn every_fixture_uses_lf_only() {
-    for sse in [
-        fixture!("text.sse"),
-        fixture!("parallel_tools.sse"),
-        fixture!("reasoning.sse"),
-        fixture!("error_after_200.sse"),
-        fixture!("error_first.sse"),
-        fixture!("stop_with_tool_calls.sse"),
-        fixture!("mistral_tool_call.sse"),
-        fixture!("openrouter_keepalive.sse"),
-        fixture!("azure_prompt_filter.sse"),
-        fixture!("malformed.sse"),
-        fixture!("truncated.sse"),
-    ] {
+    for sse in FIXTURES {
         assert!(!sse.contains('\r'));
         assert!(sse.ends_with("\n\n"));
     }
@@ -824,37 +723,9 @@ fn non_object_and_wrongly_typed_chunks_are_malformed_not_panics() {
 /// splitter above.
 #[test]
 fn fixtures_decode_the_same_through_the_sse_parser() {
-    use crate::adapter::sse::{SseItem, SseParser};
-
-    for sse in [
-        fixture!("text.sse"),
-        fixture!("parallel_tools.sse"),
-        fixture!("reasoning.sse"),
-        fixture!("error_after_200.sse"),
-        fixture!("error_first.sse"),
-        fixture!("stop_with_tool_calls.sse"),
-        fixture!("mistral_tool_call.sse"),
-        fixture!("openrouter_keepalive.sse"),
-        fixture!("azure_prompt_filter.sse"),
-        fixture!("malformed.sse"),
-        fixture!("truncated.sse"),
-    ] {
+    for sse in FIXTURES {
         for read in [1, 7, 64, 4096] {
-            let mut parser = SseParser::new();
-            let mut d = ChatDecoder::new();
-            let mut out = Vec::new();
-            let mut on = |item: SseItem<'_>| -> Result<(), ()> {
-                match item {
-                    SseItem::Event { event, data } => d.frame(event, data, &mut out),
-                    SseItem::BareJson(json) => d.bare_json(json, &mut out),
-                }
-                Ok(())
-            };
-            for bytes in sse.as_bytes().chunks(read) {
-                parser.feed(bytes, &mut on).unwrap();
-            }
-            parser.finish(&mut on).unwrap();
-            d.end(&mut out);
+            let out = decode_in_reads(&mut ChatDecoder::new(), sse, read);
             assert_eq!(out, decode(sse), "read size {read}");
         }
     }

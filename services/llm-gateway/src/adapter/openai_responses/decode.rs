@@ -596,9 +596,8 @@ fn joined<'a>(parts: impl Iterator<Item = &'a WireText>) -> String {
     out
 }
 
-/// docs/architecture.md "Usage and cost": the five counts made disjoint. `input_tokens` includes cached (and, where reported, cache
-/// write) tokens and `output_tokens` includes reasoning, so both are subtracted out (saturating, so inconsistent
-/// counts cannot wrap around).
+/// docs/architecture.md "Usage and cost": the five counts made disjoint ([`Usage::from_inclusive`]); `input_tokens`
+/// includes cached (and, where reported, cache write) tokens and `output_tokens` includes reasoning.
 fn normalize_usage(u: &WireUsage) -> Usage {
     let details = u.input_tokens_details.as_ref();
     let cache_read = details.and_then(|d| d.cached_tokens).unwrap_or(0);
@@ -608,17 +607,13 @@ fn normalize_usage(u: &WireUsage) -> Usage {
         .as_ref()
         .and_then(|d| d.reasoning_tokens)
         .unwrap_or(0);
-    Usage {
-        input: u
-            .input_tokens
-            .unwrap_or(0)
-            .saturating_sub(cache_read)
-            .saturating_sub(cache_write),
+    Usage::from_inclusive(
+        u.input_tokens.unwrap_or(0),
         cache_read,
         cache_write,
-        output: u.output_tokens.unwrap_or(0).saturating_sub(reasoning),
+        u.output_tokens.unwrap_or(0),
         reasoning,
-    }
+    )
 }
 
 /// Event types whose frames must parse; a frame of any other type is ignored whatever its shape.

@@ -14,11 +14,11 @@ use serde_json::{Map, Value, json};
 
 use super::ReasoningMetadata;
 use crate::adapter::encoding::OpenAiFile;
-use crate::adapter::{BuildError, HttpRequest, Protocol, Target, pb};
+use crate::adapter::{BuildError, HttpRequest, Protocol, Target, options, pb};
 use crate::catalog::ModelInfo;
 
 use crate::adapter::openai_common::{
-    function_tool, json_schema_output, part_field, tool_choice_with, tool_results, wrong_part,
+    call_arguments, function_tool, json_schema_output, tool_choice_with, tool_results, wrong_part,
 };
 use pb::part::Kind;
 
@@ -250,18 +250,7 @@ fn reasoning_item(r: &pb::ReasoningPart, model: &ModelInfo) -> Option<Value> {
 /// A `function_call` item. Its `call_id` is the one the decoder reported (the provider's `call_…`), so the
 /// `function_call_output` quoting the same id pairs with it.
 fn function_call(i: usize, j: usize, c: &pb::ToolCallPart) -> Result<Value, BuildError> {
-    let arguments = if c.input_json.trim().is_empty() {
-        "{}"
-    } else {
-        // Checked here because the provider would answer a bad replayed call with an opaque 400.
-        serde_json::from_str::<serde::de::IgnoredAny>(&c.input_json).map_err(|e| {
-            BuildError::new(
-                format!("{}.tool_call.input_json", part_field(i, j)),
-                format!("not valid JSON: {e}"),
-            )
-        })?;
-        c.input_json.as_str()
-    };
+    let arguments = call_arguments(i, j, c)?;
     Ok(json!({
         "type": "function_call",
         "call_id": c.call_id,
@@ -361,33 +350,10 @@ fn reasoning(g: &pb::Generation) -> Value {
 /// `include` list is extended with the gateway's entries rather than replacing them, so asking for extra output
 /// (logprobs, say) does not silently turn off reasoning replay.
 fn merge_provider_options(body: &mut Map<String, Value>, json: &str) -> Result<(), BuildError> {
-    const FIELD: &str = "generation.provider_options_json";
-    if json.trim().is_empty() {
-        return Ok(());
-    }
-    let root: Value = serde_json::from_str(json)
-        .map_err(|e| BuildError::new(FIELD, format!("not valid JSON: {e}")))?;
-    let Value::Object(mut root) = root else {
-        return Err(BuildError::new(
-            FIELD,
-            "must be a JSON object keyed by protocol",
-        ));
-    };
-    let Some(options) = root.remove(Protocol::OpenaiResponses.as_str()) else {
+    let Some(mut options) = options::for_protocol(json, Protocol::OpenaiResponses, &OWNED_KEYS)?
+    else {
         return Ok(());
     };
-    let Value::Object(mut options) = options else {
-        return Err(BuildError::new(
-            FIELD,
-            "`openai_responses` must be a JSON object",
-        ));
-    };
-    if let Some(key) = options.keys().find(|k| OWNED_KEYS.contains(&k.as_str())) {
-        return Err(BuildError::new(
-            FIELD,
-            format!("`openai_responses.{key}` is set by the gateway and cannot be overridden"),
-        ));
-    }
     if let (Some(Value::Array(ours)), Some(Value::Array(theirs))) =
         (body.get("include"), options.get_mut("include"))
     {

@@ -3,6 +3,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
+use crate::adapter::testkit::kinds::{call, result, text};
+use crate::adapter::testkit::{
+    self, every_sampling, files_to_compare, high_effort, misplaced_parts, msg, person_schema,
+    sparse_conversation,
+};
 use crate::catalog::{Capabilities, ModelInfo};
 
 fn model(id: &str, caps: Capabilities) -> ModelInfo {
@@ -48,38 +53,6 @@ fn body(g: &pb::Generation, m: &ModelInfo) -> Value {
 
 fn err(g: &pb::Generation, m: &ModelInfo) -> BuildError {
     build(g, &Target::new(m)).unwrap_err()
-}
-
-fn msg(role: pb::Role, parts: Vec<Kind>) -> pb::Message {
-    pb::Message {
-        role: role as i32,
-        parts: parts
-            .into_iter()
-            .map(|k| pb::Part { kind: Some(k) })
-            .collect(),
-    }
-}
-
-fn text(t: &str) -> Kind {
-    Kind::Text(pb::TextPart { text: t.into() })
-}
-
-fn call(id: &str, name: &str, input: &str) -> Kind {
-    Kind::ToolCall(pb::ToolCallPart {
-        call_id: id.into(),
-        tool_name: name.into(),
-        input_json: input.into(),
-        provider_metadata: None,
-    })
-}
-
-fn result(id: &str, name: &str, output: &str, is_error: bool) -> Kind {
-    Kind::ToolResult(pb::ToolResultPart {
-        call_id: id.into(),
-        tool_name: name.into(),
-        output: output.into(),
-        is_error,
-    })
 }
 
 fn reasoning(t: &str, protocol: &str, model: &str, json: &str) -> Kind {
@@ -256,18 +229,8 @@ fn reasoning_with_empty_text_replays_an_empty_summary() {
 fn reasoning_model_drops_sampling_and_sends_effort_with_summary() {
     let g = pb::Generation {
         messages: vec![user("2+2?")],
-        sampling: Some(pb::Sampling {
-            temperature: Some(0.2),
-            top_p: Some(0.9),
-            top_k: Some(40),
-            max_output_tokens: Some(4096),
-            stop_sequences: vec!["END".into()],
-            seed: Some(7),
-        }),
-        reasoning: Some(pb::Reasoning {
-            effort: pb::reasoning::Effort::High as i32,
-            budget_tokens: 0,
-        }),
+        sampling: Some(every_sampling()),
+        reasoning: Some(high_effort()),
         ..Default::default()
     };
     assert_eq!(
@@ -364,22 +327,6 @@ fn tool_choice_modes() {
         body(&g, &gpt41())["tool_choice"],
         json!({ "type": "function", "name": "get_weather" })
     );
-    for (mode, want) in [
-        (pb::tool_choice::Mode::Auto, Some(json!("auto"))),
-        (pb::tool_choice::Mode::None, Some(json!("none"))),
-        (pb::tool_choice::Mode::Required, Some(json!("required"))),
-        (pb::tool_choice::Mode::Unspecified, None),
-    ] {
-        g.tool_choice = Some(pb::ToolChoice {
-            mode: mode as i32,
-            tool_name: String::new(),
-        });
-        assert_eq!(
-            body(&g, &gpt41()).get("tool_choice").cloned(),
-            want,
-            "{mode:?}"
-        );
-    }
     // Without tools, no tool_choice either: OpenAI rejects it alone.
     g.tools.clear();
     g.tool_choice = Some(pb::ToolChoice {
@@ -441,11 +388,7 @@ fn invalid_tool_call_input_names_the_part() {
 fn json_schema_output() {
     let mut g = pb::Generation {
         messages: vec![user("give me a person")],
-        output_format: Some(pb::OutputFormat {
-            r#type: pb::output_format::Type::JsonSchema as i32,
-            name: String::new(),
-            schema_json: r#"{"type":"object","properties":{"name":{"type":"string"}}}"#.into(),
-        }),
+        output_format: Some(person_schema()),
         ..Default::default()
     };
     assert_eq!(
@@ -528,44 +471,7 @@ fn provider_options_merge_refusal_and_include_union() {
 fn empty_parts_and_turns_are_dropped() {
     let g = pb::Generation {
         system: vec![String::new()],
-        messages: vec![
-            msg(
-                pb::Role::User,
-                vec![text(""), text("a"), text(""), text("b")],
-            ),
-            msg(pb::Role::User, vec![text("")]),
-            pb::Message {
-                role: pb::Role::User as i32,
-                parts: vec![pb::Part { kind: None }],
-            },
-            // Reasoning that cannot be replayed and empty text: nothing left.
-            msg(
-                pb::Role::Assistant,
-                vec![
-                    Kind::Reasoning(pb::ReasoningPart {
-                        text: "hmm".into(),
-                        provider_metadata: None,
-                    }),
-                    text(""),
-                ],
-            ),
-            // Tool calls without text: no message item.
-            msg(pb::Role::Assistant, vec![text(""), call("c1", "t", "{}")]),
-            msg(pb::Role::Tool, vec![text(""), result("c1", "t", "", false)]),
-            // A file the model produced elsewhere cannot be replayed: dropped, the text around it joined.
-            msg(
-                pb::Role::Assistant,
-                vec![
-                    text("Do"),
-                    Kind::File(pb::FilePart {
-                        media_type: "image/png".into(),
-                        filename: String::new(),
-                        source: Some(pb::file_part::Source::Data(vec![1, 2, 3])),
-                    }),
-                    text("ne."),
-                ],
-            ),
-        ],
+        messages: sparse_conversation(),
         ..Default::default()
     };
     let b = body(&g, &gpt41());
@@ -587,38 +493,14 @@ fn empty_parts_and_turns_are_dropped() {
 #[test]
 fn image_and_file_parts() {
     use pb::file_part::Source;
-    let file = |media_type: &str, filename: &str, source: Source| {
-        Kind::File(pb::FilePart {
-            media_type: media_type.into(),
-            filename: filename.into(),
-            source: Some(source),
-        })
-    };
+    let mut parts = files_to_compare();
+    parts.push(testkit::file(
+        "application/pdf",
+        "",
+        Source::Url("https://example.com/a.pdf".into()),
+    ));
     let g = pb::Generation {
-        messages: vec![msg(
-            pb::Role::User,
-            vec![
-                text("Compare these."),
-                text(""),
-                file("image/png", "", Source::Data(vec![0x89, b'P', b'N', b'G'])),
-                file(
-                    "image/jpeg",
-                    "",
-                    Source::Url("https://example.com/cat.jpg".into()),
-                ),
-                file(
-                    "application/pdf",
-                    "report.pdf",
-                    Source::Data(b"%PDF-1.7".to_vec()),
-                ),
-                file("text/plain", "", Source::Data(b"hi".to_vec())),
-                file(
-                    "application/pdf",
-                    "",
-                    Source::Url("https://example.com/a.pdf".into()),
-                ),
-            ],
-        )],
+        messages: vec![testkit::user(parts)],
         ..Default::default()
     };
     assert_eq!(
@@ -653,34 +535,14 @@ fn image_and_file_parts() {
 
 #[test]
 fn misplaced_parts_and_missing_role_are_errors() {
-    let cases = [
-        (
-            msg(pb::Role::User, vec![call("c", "t", "{}")]),
-            "generation.messages[0].parts[0]",
+    let mut cases = misplaced_parts();
+    cases.extend([(
+        msg(
+            pb::Role::User,
+            vec![reasoning("r", "openai_responses", "m", "{}")],
         ),
-        (
-            msg(
-                pb::Role::User,
-                vec![reasoning("r", "openai_responses", "m", "{}")],
-            ),
-            "generation.messages[0].parts[0]",
-        ),
-        (
-            msg(pb::Role::Tool, vec![text("x")]),
-            "generation.messages[0].parts[0]",
-        ),
-        (
-            msg(
-                pb::Role::Assistant,
-                vec![text("x"), result("c", "t", "o", false)],
-            ),
-            "generation.messages[0].parts[1]",
-        ),
-        (
-            msg(pb::Role::Unspecified, vec![text("x")]),
-            "generation.messages[0].role",
-        ),
-    ];
+        "generation.messages[0].parts[0]",
+    )]);
     for (m, field) in cases {
         let g = pb::Generation {
             messages: vec![m],

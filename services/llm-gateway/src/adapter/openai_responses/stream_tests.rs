@@ -7,8 +7,12 @@
 use super::ResponsesDecoder;
 use crate::adapter::Decoder;
 use crate::adapter::classify::classify;
+use crate::adapter::event_kit::{
+    assert_one_terminal_last, decode_in_reads, finish, frames, rd, rs, tc, td, te, texts, tid, tie,
+    tis, ts, usage,
+};
 use crate::error::{ErrorKind, ProviderError};
-use crate::event::{Event, Finish, FinishReason, Usage};
+use crate::event::{Event, FinishReason, Usage};
 
 macro_rules! fixture {
     ($name:literal) => {
@@ -31,34 +35,6 @@ const FIXTURES: [(&str, &str); 8] = [
     ("malformed.sse", fixture!("malformed.sse")),
 ];
 
-/// Splits an SSE body into `(event, data)` frames on blank lines: a stand-in for the real SSE parser, which has
-/// its own tests (and is used on the same fixtures below).
-fn frames(sse: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for block in sse.split("\n\n") {
-        let mut event = String::new();
-        let mut data: Option<String> = None;
-        for line in block.lines() {
-            if let Some(v) = line.strip_prefix("event:") {
-                event = v.trim_start().to_string();
-            } else if let Some(v) = line.strip_prefix("data:") {
-                let v = v.strip_prefix(' ').unwrap_or(v);
-                match &mut data {
-                    Some(d) => {
-                        d.push('\n');
-                        d.push_str(v);
-                    }
-                    None => data = Some(v.to_string()),
-                }
-            }
-        }
-        if let Some(data) = data {
-            out.push((event, data));
-        }
-    }
-    out
-}
-
 /// The `data` of the first frame named `event`.
 fn data_of(sse: &str, event: &str) -> String {
     frames(sse)
@@ -71,15 +47,7 @@ fn data_of(sse: &str, event: &str) -> String {
 /// Checks the decoder contract on `out`: exactly one terminal event, last; then that nothing more comes out.
 fn check_contract(d: &mut ResponsesDecoder, out: &mut Vec<Event>) {
     assert!(d.is_done());
-    let terminal = out
-        .iter()
-        .filter(|e| matches!(e, Event::Finish(_) | Event::Error(_)))
-        .count();
-    assert_eq!(terminal, 1, "{out:#?}");
-    assert!(matches!(
-        out.last(),
-        Some(Event::Finish(_) | Event::Error(_))
-    ));
+    assert_one_terminal_last(out);
     let n = out.len();
     d.frame(
         "response.output_text.delta",
@@ -119,78 +87,11 @@ fn decode_frames(frames: &[(&str, &str)]) -> Vec<Event> {
     out
 }
 
-fn ts(id: &str) -> Event {
-    Event::TextStart { id: id.into() }
-}
-fn td(id: &str, delta: &str) -> Event {
-    Event::TextDelta {
-        id: id.into(),
-        delta: delta.into(),
-    }
-}
-fn te(id: &str) -> Event {
-    Event::TextEnd { id: id.into() }
-}
-fn rs(id: &str) -> Event {
-    Event::ReasoningStart { id: id.into() }
-}
-fn rd(id: &str, delta: &str) -> Event {
-    Event::ReasoningDelta {
-        id: id.into(),
-        delta: delta.into(),
-    }
-}
 fn re(id: &str, metadata: &str) -> Event {
     Event::ReasoningEnd {
         id: id.into(),
         metadata: Some(metadata.into()),
     }
-}
-fn tis(call_id: &str, tool: &str) -> Event {
-    Event::ToolInputStart {
-        call_id: call_id.into(),
-        tool: tool.into(),
-    }
-}
-fn tid(call_id: &str, delta: &str) -> Event {
-    Event::ToolInputDelta {
-        call_id: call_id.into(),
-        delta: delta.into(),
-    }
-}
-fn tie(call_id: &str) -> Event {
-    Event::ToolInputEnd {
-        call_id: call_id.into(),
-    }
-}
-fn tc(call_id: &str, tool: &str, input_json: &str) -> Event {
-    Event::ToolCall {
-        call_id: call_id.into(),
-        tool: tool.into(),
-        input_json: input_json.into(),
-        metadata: None,
-    }
-}
-fn finish(reason: FinishReason, raw: &str, usage: Usage, id: &str, model: &str) -> Event {
-    Event::Finish(Finish {
-        reason,
-        raw_reason: raw.into(),
-        usage,
-        response_id: id.into(),
-        response_model: model.into(),
-    })
-}
-fn usage(input: u64, cache_read: u64, cache_write: u64, output: u64, reasoning: u64) -> Usage {
-    Usage {
-        input,
-        cache_read,
-        cache_write,
-        output,
-        reasoning,
-    }
-}
-fn texts(id: &str, deltas: &[&str]) -> Vec<Event> {
-    deltas.iter().map(|d| td(id, d)).collect()
 }
 fn network_error() -> Event {
     Event::Error(ProviderError::new(
@@ -458,28 +359,12 @@ fn fixtures_are_wire_exact() {
 /// as the local splitter above.
 #[test]
 fn fixtures_decode_the_same_through_the_sse_parser_lf_and_crlf() {
-    use crate::adapter::sse::{SseItem, SseParser};
-
     for (name, sse) in FIXTURES {
         let want = decode(sse);
         let crlf = sse.replace('\n', "\r\n");
         for body in [sse, crlf.as_str()] {
             for read in [1, 7, 64, 4096] {
-                let mut parser = SseParser::new();
-                let mut d = ResponsesDecoder::new();
-                let mut out = Vec::new();
-                let mut on = |item: SseItem<'_>| -> Result<(), ()> {
-                    match item {
-                        SseItem::Event { event, data } => d.frame(event, data, &mut out),
-                        SseItem::BareJson(json) => d.bare_json(json, &mut out),
-                    }
-                    Ok(())
-                };
-                for bytes in body.as_bytes().chunks(read) {
-                    parser.feed(bytes, &mut on).unwrap();
-                }
-                parser.finish(&mut on).unwrap();
-                d.end(&mut out);
+                let out = decode_in_reads(&mut ResponsesDecoder::new(), body, read);
                 assert_eq!(
                     out,
                     want,

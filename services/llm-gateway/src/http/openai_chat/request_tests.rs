@@ -124,7 +124,7 @@ fn what_cannot_be_honoured_is_refused_naming_the_field() {
     let bad_role = json!({"model": "m", "messages": [{"role": "wizard", "content": "x"}]});
     assert_eq!(
         translate(bad_role).unwrap_err().param.as_deref(),
-        Some("messages[0]")
+        Some("messages[0].role")
     );
 }
 
