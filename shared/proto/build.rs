@@ -20,6 +20,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         prost::Message::encode_to_vec(&fds),
     )?;
     tonic_prost_build::configure()
+        // Small encode buffers for every stream (src/codec.rs).
+        .codec_path("crate::codec::ProstCodec")
         .build_server(true)
         .build_client(true)
         .compile_fds(fds)?;

@@ -12,9 +12,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use llm_proto::codec::ProstCodec;
 use llm_proto::gateway as pb;
 use llm_proto::gateway::gateway_service_server::{GatewayService, GatewayServiceServer};
-use service_kit::codec::ProstCodec;
 use tonic::{Request, Response, Status};
 
 use crate::offload::Incoming;
@@ -29,7 +29,7 @@ const SERVICE: &str = "/llm.gateway.v1.GatewayService/";
 const STREAM_ENCODE_BUFFER: usize = 1024;
 
 /// tonic's default encode buffer, for the unary methods.
-const UNARY_ENCODE_BUFFER: usize = service_kit::codec::DEFAULT_BUFFER;
+const UNARY_ENCODE_BUFFER: usize = llm_proto::codec::DEFAULT_BUFFER;
 
 /// `GatewayService` with every method served through [`codec`]; anything else (an unknown method) goes to the
 /// generated router, which answers `UNIMPLEMENTED`.

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-pub use agents::{Agent, AgentFile, ReasoningFile, RetryPolicy};
+pub use agents::{Agent, AgentFile, Agents, ReasoningFile, RetryPolicy};
 pub use bash::{BashFile, BashLimitsFile};
 
 use crate::tools::Sandbox;
@@ -397,8 +397,8 @@ pub struct Config {
     pub workspace_root: PathBuf,
     /// Workspace snapshots.
     pub snapshots: SnapshotConfig,
-    /// Agents by name.
-    pub agents: BTreeMap<String, Agent>,
+    /// Agents by name; shared, so a loop holds its agent without copying it (rules, skills, prompts).
+    pub agents: Agents,
     /// Whether sessions get a generated title.
     pub titles: bool,
     /// Tenants by name.

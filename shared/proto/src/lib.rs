@@ -4,6 +4,10 @@
 //!   operators implement to transform generations (the gateway is its client).
 //! - [`sessions`]: `llm.sessions.v1`, the session-processor's API.
 //! - [`FILE_DESCRIPTOR_SET`]: the compiled descriptors, for gRPC server reflection.
+//! - [`codec`]: the protobuf codec the generated code and the gateway's hand-wired routes use (small encode
+//!   buffers, decode errors as the user chooses).
+
+pub mod codec;
 
 /// `llm.gateway.v1`: one model generation per call, streamed as unified events; and the hooks API.
 pub mod gateway {

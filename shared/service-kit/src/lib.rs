@@ -13,12 +13,10 @@
 //!   receives and a `CLIENT` span per call a client makes, each ended with the call's final status.
 //! - [`serve`]: the start-up error of a server and the SIGTERM/SIGINT shutdown signal.
 //! - [`status`]: error statuses with `google.rpc.ErrorInfo` and `BadRequest` details.
-//! - [`codec`]: a protobuf codec with set buffer sizes and decode-error status, for hand-wired calls.
 //! - `test_certs` (feature `test-certs`): a small certificate authority with server and client certificates, for
 //!   tests.
 
 pub mod auth;
-pub mod codec;
 pub mod deadline;
 pub mod env;
 pub mod grpc;

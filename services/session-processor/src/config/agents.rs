@@ -242,13 +242,16 @@ impl AgentFile {
     }
 }
 
+/// The agents by name, each shared (see `Config::agents`).
+pub type Agents = BTreeMap<String, Arc<Agent>>;
+
 /// Validates every agent of the file (adding `default` when the file has none) and builds the `bash` sandbox they
 /// share; `base` resolves relative skill paths.
 pub(super) fn agents(
     mut files: BTreeMap<String, AgentFile>,
     base: &Path,
     bash_file: &BashFile,
-) -> Result<(BTreeMap<String, Agent>, Arc<Sandbox>), ConfigError> {
+) -> Result<(Agents, Arc<Sandbox>), ConfigError> {
     files
         .entry("default".into())
         .or_insert_with(AgentFile::default_agent);
@@ -256,7 +259,7 @@ pub(super) fn agents(
     let mut agents = BTreeMap::new();
     for (name, a) in files {
         let agent = agent(name.clone(), a, base, bash_file, &sandbox)?;
-        agents.insert(name, agent);
+        agents.insert(name, Arc::new(agent));
     }
     Ok((agents, sandbox))
 }

@@ -186,7 +186,9 @@ impl Config {
     /// Takes `bash` away from every agent (the sandbox is unavailable): it is no longer offered to models.
     pub fn disable_bash(&mut self) {
         for agent in self.agents.values_mut() {
-            agent.tools.retain(|t| t != "bash");
+            std::sync::Arc::make_mut(agent)
+                .tools
+                .retain(|t| t != "bash");
         }
     }
 

@@ -206,7 +206,7 @@ impl Engine {
         c: &CompactRun<'_>,
     ) -> Result<(), LoopError> {
         processor.cleanup(now(), interrupted, &mut out);
-        self.apply(&out, c.fence, processor).await?;
+        self.apply(&mut out, c.fence, processor).await?;
         let charge = if interrupted {
             0
         } else {
@@ -317,7 +317,7 @@ impl Engine {
             }),
             &mut out,
         );
-        self.apply(&out, c.fence, &processor).await?;
+        self.apply(&mut out, c.fence, &processor).await?;
         Ok(processor)
     }
 

@@ -64,7 +64,7 @@ enum Ending {
 /// One run of a session's loop on this replica: what the actions need between them.
 struct Run {
     session: pb::Session,
-    agent: Agent,
+    agent: Arc<Agent>,
     fence: Fence,
     inputs: RunInputs,
     inputs_saved: bool,
@@ -473,36 +473,42 @@ impl Engine {
     /// Performs one action.
     async fn perform(&self, run: &mut Run, action: Action) -> Result<Observation, LoopError> {
         match action {
-            Action::DeliverQueue => self.deliver(run).await,
-            Action::ReadHistory => self.read_history(run).await,
+            // Every action but the step is boxed: the loop's future keeps room for the largest of its actions for
+            // its whole life, and the step (what streams) is the one that runs longest.
+            Action::DeliverQueue => Box::pin(self.deliver(run)).await,
+            Action::ReadHistory => Box::pin(self.read_history(run)).await,
             Action::AwaitClientCalls => {
-                self.settle_client_calls(
+                Box::pin(self.settle_client_calls(
                     &run.history,
                     run.agent.client_tool_timeout,
                     &run.fence,
                     &run.lost,
-                )
+                ))
                 .await?;
                 Ok(Observation::ClientCallsSettled)
             }
             Action::CheckBudget => Ok(Observation::Budget(
-                self.budget_spent(&run.session.id).await?,
+                Box::pin(self.budget_spent(&run.session.id)).await?,
             )),
-            Action::Compact { cause, model } => self.perform_compaction(run, cause, &model).await,
+            Action::Compact { cause, model } => {
+                Box::pin(self.perform_compaction(run, cause, &model)).await
+            }
             Action::Step { model, final_step } => self.perform_step(run, &model, final_step).await,
-            Action::Wait { delay, why } => self.wait(run, delay, why).await,
+            Action::Wait { delay, why } => Box::pin(self.wait(run, delay, why)).await,
             Action::ProveLease => {
                 let sent = Instant::now();
-                if !self
-                    .store
-                    .renew_lease(&run.session.id, &run.fence, self.config.lease_ttl)
-                    .await?
+                if !Box::pin(self.store.renew_lease(
+                    &run.session.id,
+                    &run.fence,
+                    self.config.lease_ttl,
+                ))
+                .await?
                 {
                     return Ok(Observation::LeaseLost);
                 }
                 run.lease.proven(sent);
                 // What the channel could not write while storage failed goes now, before the history is read.
-                self.events.flush(&run.session.id).await?;
+                Box::pin(self.events.flush(&run.session.id)).await?;
                 tracing::info!(message = "storage is back; the loop goes on", session_id = %run.session.id);
                 Ok(Observation::LeaseProven)
             }
@@ -512,19 +518,18 @@ impl Engine {
                 reason: _,
             } => {
                 if !store {
-                    self.publish_error(&run.session.id, error).await?;
+                    Box::pin(self.publish_error(&run.session.id, error)).await?;
                     return Ok(Observation::Failed(None));
                 }
-                let m = self
-                    .stop_with(
-                        &run.session.id,
-                        &run.history,
-                        &run.model,
-                        &run.agent.name,
-                        error,
-                        &run.fence,
-                    )
-                    .await?;
+                let m = Box::pin(self.stop_with(
+                    &run.session.id,
+                    &run.history,
+                    &run.model,
+                    &run.agent.name,
+                    error,
+                    &run.fence,
+                ))
+                .await?;
                 let answer = answer_of(&m);
                 run.current = Some(m);
                 Ok(Observation::Failed(Some(answer)))

@@ -125,7 +125,7 @@ impl Engine {
     }
 
     /// The agent for a name (the default agent for an empty or unknown one).
-    pub fn agent(&self, name: &str) -> Option<&Agent> {
+    pub fn agent(&self, name: &str) -> Option<&Arc<Agent>> {
         let name = if name.is_empty() { "default" } else { name };
         self.config.agents.get(name)
     }

@@ -154,7 +154,7 @@ impl Engine {
             processor.set_start_snapshot(s.start().await);
         }
         self.apply(
-            &[Effect::Message(processor.message().clone())],
+            &mut vec![Effect::Message(processor.message().clone())],
             input.fence,
             processor,
         )
@@ -175,7 +175,7 @@ impl Engine {
         {
             let mut out = Vec::new();
             processor.finish_snapshot(after.clone(), changes, &mut out);
-            self.apply(&out, input.fence, processor).await?;
+            self.apply(&mut out, input.fence, processor).await?;
             s.update_summary(&self.store, &after, input.fence).await?;
         }
         let mut out = Vec::new();
@@ -189,7 +189,7 @@ impl Engine {
         {
             processor.fail(error, &mut out);
         }
-        self.apply_later(&out, input.fence, processor).await?;
+        self.apply_later(&mut out, input.fence, processor).await?;
         // Written with the step's last parts (the tenant charged once they are in): see `settle_session`.
         self.settle_session(
             input.session,
@@ -243,7 +243,8 @@ impl Engine {
         cancel: &CancellationToken,
         mut arrived: Option<Instant>,
     ) -> Result<StreamEnd, LoopError> {
-        let mut out = Vec::with_capacity(8);
+        // Grown on demand: an `Effect` is the size of a whole message, and most events make one.
+        let mut out = Vec::new();
         let mut end = StreamEnd::default();
         let mut stream = match called {
             Ok(s) => s,
@@ -260,7 +261,7 @@ impl Engine {
             let next = tokio::select! {
                 _ = cancel.cancelled() => {
                     // Dropping the stream cancels the gateway call, which drops the provider request.
-                    self.events.flush_parts(&processor.message().session_id).await?;
+                    Box::pin(self.events.flush_parts(&processor.message().session_id)).await?;
                     end.aborted = true;
                     return Ok(end);
                 }
@@ -317,7 +318,7 @@ impl Engine {
     /// with its next window, and a part that ends something at once (see [`crate::events::Hub::put_part`]).
     pub(super) async fn apply(
         &self,
-        effects: &[Effect],
+        effects: &mut Vec<Effect>,
         fence: &Fence,
         processor: &Processor,
     ) -> Result<(), LoopError> {
@@ -328,7 +329,7 @@ impl Engine {
     /// window, the step's tools, the run's `done`: see [`crate::events::Hub::put_part_later`]).
     pub(super) async fn apply_later(
         &self,
-        effects: &[Effect],
+        effects: &mut Vec<Effect>,
         fence: &Fence,
         processor: &Processor,
     ) -> Result<(), LoopError> {
@@ -337,33 +338,34 @@ impl Engine {
 
     async fn apply_with(
         &self,
-        effects: &[Effect],
+        effects: &mut Vec<Effect>,
         fence: &Fence,
         processor: &Processor,
         later: bool,
     ) -> Result<(), LoopError> {
         let session_id = &processor.message().session_id;
-        for effect in effects {
+        // Drained, so a delta's strings move into its event instead of being copied.
+        for effect in effects.drain(..) {
             match effect {
                 Effect::Message(m) => {
                     let t = Instant::now();
-                    self.events.put_message(m, fence).await?;
+                    Box::pin(self.events.put_message(&m, fence)).await?;
                     self.metrics.redis("put_message", t.elapsed());
                 }
                 Effect::Part(p) => {
                     let t = Instant::now();
                     if later {
-                        self.events.put_part_later(p, fence).await?;
+                        Box::pin(self.events.put_part_later(&p, fence)).await?;
                     } else {
-                        self.events.put_part(p, fence).await?;
+                        Box::pin(self.events.put_part(&p, fence)).await?;
                     }
                     self.metrics.redis("put_part", t.elapsed());
                 }
                 Effect::Persist(p) => {
                     let t = Instant::now();
                     // Its message may still wait in the channel: the part needs it listed.
-                    self.events.flush(session_id).await?;
-                    self.store.put_part(p, Some(fence)).await?;
+                    Box::pin(self.events.flush(session_id)).await?;
+                    Box::pin(self.store.put_part(&p, Some(fence))).await?;
                     self.metrics.redis("put_part", t.elapsed());
                 }
                 Effect::Delta {
@@ -375,9 +377,9 @@ impl Engine {
                         .publish(
                             session_id,
                             pb::session_event::Event::PartDelta(pb::PartDelta {
-                                part_id: part_id.clone(),
-                                message_id: message_id.clone(),
-                                delta: delta.clone(),
+                                part_id,
+                                message_id,
+                                delta,
                             }),
                         )
                         .await?;

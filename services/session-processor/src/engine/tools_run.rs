@@ -87,7 +87,7 @@ impl Engine {
                 now(),
                 &mut out,
             ) {
-                self.apply(&out, run.fence, processor).await?;
+                self.apply(&mut out, run.fence, processor).await?;
                 continue;
             }
             if !self
@@ -141,7 +141,7 @@ impl Engine {
             now(),
             &mut out,
         );
-        self.apply(&out, run.fence, processor).await?;
+        self.apply(&mut out, run.fence, processor).await?;
         Ok(false)
     }
 
@@ -160,7 +160,7 @@ impl Engine {
         if let Err(e) = tools::validate_input(&schema, &call.input) {
             self.metrics.tool_call(ToolKind::Client, CallOutcome::Error);
             processor.tool_finished(&call.call_id, Err(e), now(), &mut out);
-            self.apply(&out, run.fence, processor).await?;
+            self.apply(&mut out, run.fence, processor).await?;
             return Ok(true);
         }
         processor.mark_client_tool(&call.call_id);
@@ -201,7 +201,7 @@ impl Engine {
         self.metrics
             .tool_call(ToolKind::Client, tool_outcome(&result));
         processor.tool_finished(&call.call_id, result, now(), &mut out);
-        self.apply(&out, run.fence, processor).await?;
+        self.apply(&mut out, run.fence, processor).await?;
         Ok(true)
     }
 
@@ -222,7 +222,7 @@ impl Engine {
                 now(),
                 &mut out,
             );
-            return self.apply(&out, run.fence, processor).await;
+            return self.apply(&mut out, run.fence, processor).await;
         };
         let parsed: serde_json::Value =
             serde_json::from_str(&call.input).unwrap_or(serde_json::Value::Null);
@@ -241,7 +241,7 @@ impl Engine {
                 now(),
                 &mut out,
             );
-            return self.apply(&out, run.fence, processor).await;
+            return self.apply(&mut out, run.fence, processor).await;
         }
         // Aborting drops the call, which kills a running command's processes.
         let outcome = tokio::select! {
@@ -255,7 +255,7 @@ impl Engine {
         self.metrics
             .tool_call(ToolKind::Builtin, tool_outcome(&result));
         processor.tool_finished(&call.call_id, result, now(), &mut out);
-        self.apply(&out, run.fence, processor).await
+        self.apply(&mut out, run.fence, processor).await
     }
 
     /// Publishes a permission request and waits for the reply; no reply within the agent's permission timeout is a

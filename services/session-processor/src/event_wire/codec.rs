@@ -4,13 +4,11 @@
 //! each original delta ended and which id it had, so a reader gets back exactly the events the live subscribers
 //! saw, with the same ids, and a resume after any of them is exact.
 
-use std::sync::Arc;
-
 use llm_proto::sessions as pb;
 use pb::session_event::Event;
 use prost::Message as _;
 
-use super::EventId;
+use super::{EventId, Stored};
 
 /// One stream entry's events (field `b`).
 #[derive(Clone, PartialEq, prost::Message)]
@@ -41,19 +39,15 @@ pub(crate) struct StoredEvent {
 }
 
 /// Two deltas that may be merged: same part, same message.
-fn same_part(a: &Event, b: &Event) -> Option<()> {
-    match (a, b) {
-        (Event::PartDelta(a), Event::PartDelta(b))
-            if a.part_id == b.part_id && a.message_id == b.message_id =>
-        {
-            Some(())
-        }
-        _ => None,
+fn same_part(a: &Stored, b: &Stored) -> bool {
+    match (a.delta(), b.delta()) {
+        (Some(a), Some(b)) => a.part_id == b.part_id && a.message_id == b.message_id,
+        _ => false,
     }
 }
 
 /// Encodes events (ids strictly increasing) as one batch, merging runs of deltas of the same part.
-pub(crate) fn encode_batch(events: &[(EventId, Arc<Event>)]) -> Vec<u8> {
+pub(crate) fn encode_batch(events: &[(EventId, Stored)]) -> Vec<u8> {
     let mut batch = StoredBatch {
         events: Vec::with_capacity(events.len()),
     };
@@ -62,46 +56,19 @@ pub(crate) fn encode_batch(events: &[(EventId, Arc<Event>)]) -> Vec<u8> {
         let mut end = i + 1;
         while events
             .get(end)
-            .is_some_and(|(_, next)| same_part(event, next).is_some())
+            .is_some_and(|(_, next)| same_part(event, next))
         {
             end += 1;
         }
-        if let (Event::PartDelta(first), true) = (&**event, end - i > 1) {
-            let run = &events[i..end];
-            let mut text = String::new();
-            let mut piece_ids = Vec::with_capacity(2 * (run.len() - 1));
-            let mut piece_lens = Vec::with_capacity(run.len() - 1);
-            for (k, (piece_id, piece)) in run.iter().enumerate() {
-                let Event::PartDelta(d) = &**piece else {
-                    continue;
-                };
-                text.push_str(&d.delta);
-                if k + 1 < run.len() {
-                    piece_ids.push(piece_id.ms);
-                    piece_ids.push(piece_id.seq);
-                    piece_lens.push(u32::try_from(d.delta.len()).unwrap_or(u32::MAX));
-                }
-            }
-            let merged = Event::PartDelta(pb::PartDelta {
-                part_id: first.part_id.clone(),
-                message_id: first.message_id.clone(),
-                delta: text,
-            });
-            let last = run[run.len() - 1].0;
-            batch.events.push(StoredEvent {
-                ms: last.ms,
-                seq: last.seq,
-                event: encode_event(&merged),
-                piece_ids,
-                piece_lens,
-            });
+        if let (Some(first), true) = (event.delta(), end - i > 1) {
+            batch.events.push(merged(first, &events[i..end]));
             i = end;
             continue;
         }
         batch.events.push(StoredEvent {
             ms: id.ms,
             seq: id.seq,
-            event: encode_event(event),
+            event: event.encode(),
             piece_ids: Vec::new(),
             piece_lens: Vec::new(),
         });
@@ -110,11 +77,36 @@ pub(crate) fn encode_batch(events: &[(EventId, Arc<Event>)]) -> Vec<u8> {
     batch.encode_to_vec()
 }
 
-/// The encoding of a `SessionEvent` holding only `event` (a oneof encodes exactly as its message's field).
-fn encode_event(event: &Event) -> Vec<u8> {
-    let mut buf = Vec::with_capacity(event.encoded_len());
-    event.encode(&mut buf);
-    buf
+/// A run of deltas of one part (`first` the first's) as one stored event: the whole text, each piece's id and
+/// length but the last's.
+fn merged(first: &pb::PartDelta, run: &[(EventId, Stored)]) -> StoredEvent {
+    let mut text = String::new();
+    let mut piece_ids = Vec::with_capacity(2 * (run.len() - 1));
+    let mut piece_lens = Vec::with_capacity(run.len() - 1);
+    for (k, (piece_id, piece)) in run.iter().enumerate() {
+        let Some(d) = piece.delta() else {
+            continue;
+        };
+        text.push_str(&d.delta);
+        if k + 1 < run.len() {
+            piece_ids.push(piece_id.ms);
+            piece_ids.push(piece_id.seq);
+            piece_lens.push(u32::try_from(d.delta.len()).unwrap_or(u32::MAX));
+        }
+    }
+    let whole = Stored::new(Event::PartDelta(pb::PartDelta {
+        part_id: first.part_id.clone(),
+        message_id: first.message_id.clone(),
+        delta: text,
+    }));
+    let last = run[run.len() - 1].0;
+    StoredEvent {
+        ms: last.ms,
+        seq: last.seq,
+        event: whole.encode(),
+        piece_ids,
+        piece_lens,
+    }
 }
 
 /// Why a stored batch cannot be read.

@@ -17,7 +17,7 @@ fn status() -> Event {
 
 #[test]
 fn a_batch_round_trips_with_every_id_and_merged_runs_stay_small() {
-    let events: Vec<(EventId, Arc<Event>)> = [
+    let events: Vec<(EventId, Stored)> = [
         status(),
         delta("p1", "Hé"),
         delta("p1", "llo"),
@@ -35,7 +35,7 @@ fn a_batch_round_trips_with_every_id_and_merged_runs_stay_small() {
                 ms: 10 + i as u64 / 3,
                 seq: i as u64,
             },
-            Arc::new(e),
+            Stored::new(e),
         )
     })
     .collect();
@@ -53,7 +53,7 @@ fn a_batch_round_trips_with_every_id_and_merged_runs_stay_small() {
         .map(|(id, e)| pb::SessionEvent {
             event_id: id.to_string(),
             session_id: "ses_1".into(),
-            event: Some((**e).clone()),
+            event: Some(e.to_event()),
         })
         .collect();
     assert_eq!(out, expected);
@@ -63,8 +63,8 @@ fn a_batch_round_trips_with_every_id_and_merged_runs_stay_small() {
 fn broken_pieces_are_an_error_not_a_panic() {
     let mut stored = StoredBatch::decode(
         encode_batch(&[
-            (EventId { ms: 1, seq: 0 }, Arc::new(delta("p", "ab"))),
-            (EventId { ms: 1, seq: 1 }, Arc::new(delta("p", "c"))),
+            (EventId { ms: 1, seq: 0 }, Stored::new(delta("p", "ab"))),
+            (EventId { ms: 1, seq: 1 }, Stored::new(delta("p", "c"))),
         ])
         .as_slice(),
     )

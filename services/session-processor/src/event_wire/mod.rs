@@ -4,6 +4,8 @@
 
 mod codec;
 mod id;
+mod stored;
 
 pub(crate) use codec::{BatchError, decode_batch, encode_batch};
 pub use id::{BadEventId, EventId};
+pub(crate) use stored::Stored;

@@ -11,7 +11,8 @@ use prost::Message as _;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use super::{EventId, EventsConfig, SessionTotals, local_millis, lock, weight};
+use super::{EventId, EventsConfig, SessionTotals, local_millis, lock};
+use crate::event_wire::Stored;
 use crate::store::{Fence, FlushWrites, Flushed, SessionCas, SessionWritten, Store, StoreError};
 
 /// What followers watch: bumped on every event, and `true` once the channel closed.
@@ -37,7 +38,7 @@ pub(super) struct State {
     /// Redis clock minus local clock, in ms.
     pub(super) offset_ms: i64,
     /// Recent events, ids increasing; holds every event after `covered` and every unwritten one.
-    pub(super) ring: VecDeque<(EventId, Arc<Event>)>,
+    pub(super) ring: VecDeque<(EventId, Stored)>,
     /// Their weight.
     pub(super) ring_bytes: usize,
     /// Every event of this channel after this id is in the ring.
@@ -212,11 +213,13 @@ impl Channel {
                 | Event::Error(_)
                 | Event::Done(_)
         ) || matches!(write, Some(Write::Part(p, _)) if !lazy(p));
-        let bytes = weight(&event);
+        let done = matches!(event, Event::Done(_));
+        let stored = Stored::new(event);
+        let bytes = stored.weight();
         let (write_now, window_started) = {
             let mut s = lock(&self.state);
             if s.closed {
-                return Published::Closed(Box::new(event));
+                return Published::Closed(Box::new(stored.to_event()));
             }
             // A background write failed: this publish writes at once, with everything that write held, and
             // reports the failure only if Redis still refuses it (the event itself is never dropped).
@@ -224,10 +227,10 @@ impl Channel {
             let now = u64::try_from(local_millis().saturating_add(s.offset_ms)).unwrap_or(0);
             let id = s.last.next_at(now);
             s.last = id;
-            if matches!(event, Event::Done(_)) && s.hold.is_none() {
+            if done && s.hold.is_none() {
                 s.hold = Some(id);
             }
-            if let Event::PartDelta(d) = &event
+            if let Some(d) = stored.delta()
                 && let Some(t) = s
                     .parts
                     .iter_mut()
@@ -239,7 +242,7 @@ impl Channel {
             if let Some(write) = write {
                 track(&mut s, write);
             }
-            s.ring.push_back((id, Arc::new(event)));
+            s.ring.push_back((id, stored));
             s.pending_events += 1;
             s.pending_bytes += bytes;
             s.ring_bytes += bytes;
@@ -275,7 +278,7 @@ impl Channel {
             match s.ring.front() {
                 Some((id, event)) if *id <= s.flushed => {
                     s.covered = *id;
-                    s.ring_bytes = s.ring_bytes.saturating_sub(weight(event));
+                    s.ring_bytes = s.ring_bytes.saturating_sub(event.weight());
                     s.ring.pop_front();
                 }
                 _ => break,
@@ -344,17 +347,23 @@ impl Channel {
                     new,
                 }),
         };
-        let result = self
-            .store
-            .flush_events(&self.session_id, encoded, fence.as_ref(), renew, writes)
-            .await;
+        // Boxed, like every Redis call on the loop's path: a store future is kilobytes, and inline it would make every
+        // future that awaits a write (the loop's, a step's, each publish's) that much bigger for its whole life.
+        let result = Box::pin(self.store.flush_events(
+            &self.session_id,
+            encoded,
+            fence.as_ref(),
+            renew,
+            writes,
+        ))
+        .await;
         match result {
             Ok(mut flushed) => {
                 let written = flushed.session.take();
                 let parts_result = self.written(last, started, &parts, &heads, flushed);
                 match (session, written) {
                     (Some(totals), Some(outcome)) => {
-                        self.settled(totals, outcome, fence.as_ref()).await?;
+                        Box::pin(self.settled(totals, outcome, fence.as_ref())).await?;
                     }
                     (Some(totals), None) => self.not_written(Vec::new(), Vec::new(), Some(totals)),
                     _ => {}
@@ -610,7 +619,7 @@ impl Channel {
             buf.push_back(pb::SessionEvent {
                 event_id: id.to_string(),
                 session_id: self.session_id.clone(),
-                event: Some((**event).clone()),
+                event: Some(event.to_event()),
             });
         }
         Ring::Read
@@ -625,7 +634,7 @@ impl Channel {
 
 /// What one write takes from the channel's state.
 struct Taken {
-    batch: Vec<(EventId, Arc<Event>)>,
+    batch: Vec<(EventId, Stored)>,
     parts: Vec<pb::Part>,
     heads: Vec<pb::Message>,
     fence: Option<Fence>,

@@ -103,7 +103,7 @@ impl Follower {
                         continue;
                     }
                     // Behind the ring: catch up from the log without waiting.
-                    let read = self.read_log(None).await?;
+                    let read = Box::pin(self.read_log(None)).await?;
                     if !read {
                         // Nothing in the log between us and the ring (cannot happen: the ring drops only written
                         // events); attach rather than spin.
@@ -113,7 +113,8 @@ impl Follower {
                     continue;
                 }
             }
-            self.wait_on_log().await?;
+            // Boxed: a blocking read of Redis is kilobytes of future, and a follower of a live channel never needs it.
+            Box::pin(self.wait_on_log()).await?;
         }
     }
 

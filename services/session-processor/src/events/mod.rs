@@ -117,14 +117,6 @@ pub struct EventsConfig {
     pub ring_bytes: usize,
 }
 
-/// An event's weight for the size bounds: a delta's text, otherwise its encoded size.
-fn weight(event: &Event) -> usize {
-    match event {
-        Event::PartDelta(d) => d.delta.len(),
-        other => other.encoded_len(),
-    }
-}
-
 impl EventsConfig {
     /// The flush window for a session followed (`watched`) or not from another replica.
     fn window(&self, watched: bool) -> Duration {
@@ -144,8 +136,8 @@ impl Default for EventsConfig {
             max_batch_events: 512,
             max_batch_bytes: 64 * 1024,
             // A live stream on this replica reads each event as it is published, so a short tail is enough; one
-            // that falls further behind reads Redis. Every ring entry costs the event enum's full size (~400
-            // bytes) plus its strings, so a ring of 1 024 events was most of an open session's memory.
+            // that falls further behind reads Redis. A delta is kept as its own three strings, any other event at
+            // the event enum's full size plus its strings (`event_wire::Stored`).
             ring_events: 64,
             ring_bytes: 32 * 1024,
         }
@@ -370,7 +362,10 @@ impl Hub {
             },
             None => event,
         };
-        self.inner.store.publish(session_id, event).await.map(drop)
+        // Boxed: the store's futures are kilobytes, and this is the rare path (no channel open here).
+        Box::pin(self.inner.store.publish(session_id, event))
+            .await
+            .map(drop)
     }
 
     /// Persists a part of the loop holding `fence` and publishes its `part_updated`. Through the session's channel
@@ -390,12 +385,14 @@ impl Hub {
                 Published::Closed(_) => {}
             }
         }
-        self.inner.store.put_part(part, Some(fence)).await?;
-        self.inner
-            .store
-            .publish(session_id, Event::PartUpdated(part.clone()))
-            .await
-            .map(drop)
+        Box::pin(self.inner.store.put_part(part, Some(fence))).await?;
+        Box::pin(
+            self.inner
+                .store
+                .publish(session_id, Event::PartUpdated(part.clone())),
+        )
+        .await
+        .map(drop)
     }
 
     /// [`Hub::put_part`] for a part that may wait for the channel's next write whatever it is: a step's parts while
@@ -413,7 +410,7 @@ impl Hub {
                 Published::Closed(_) => {}
             }
         }
-        self.put_part(part, fence).await
+        Box::pin(self.put_part(part, fence)).await
     }
 
     /// Holds a step's new session totals for the channel's next write (the same script as the step's last parts
@@ -446,12 +443,14 @@ impl Hub {
                 Published::Closed(_) => {}
             }
         }
-        self.inner.store.put_message(head, Some(fence)).await?;
-        self.inner
-            .store
-            .publish(session_id, Event::MessageUpdated(head.clone()))
-            .await
-            .map(drop)
+        Box::pin(self.inner.store.put_message(head, Some(fence))).await?;
+        Box::pin(
+            self.inner
+                .store
+                .publish(session_id, Event::MessageUpdated(head.clone())),
+        )
+        .await
+        .map(drop)
     }
 
     /// How long until the lease of the loop holding the session here needs renewing: `ttl / 3` after its last
@@ -545,14 +544,15 @@ impl Hub {
                     .is_some_and(|(id, _)| *id >= hold && *id > flushed)
                 {
                     if let Some((_, dropped)) = s.ring.pop_back() {
-                        s.ring_bytes = s.ring_bytes.saturating_sub(weight(&dropped));
+                        s.ring_bytes = s.ring_bytes.saturating_sub(dropped.weight());
                     }
                 }
             }
             let now = u64::try_from(local_millis().saturating_add(s.offset_ms)).unwrap_or(0);
             let id = s.last.next_at(now);
             s.last = id;
-            s.ring.push_back((id, Arc::new(event)));
+            s.ring
+                .push_back((id, crate::event_wire::Stored::new(event)));
             s.closed = true;
         }
         channel.live.send_replace(true);

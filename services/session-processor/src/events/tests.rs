@@ -298,7 +298,7 @@ async fn ids_follow_the_log_and_a_foreign_write_never_fails_a_flush() {
         .append_events(
             &sid,
             foreign,
-            crate::event_wire::encode_batch(&[(foreign, Arc::new(status()))]),
+            crate::event_wire::encode_batch(&[(foreign, crate::event_wire::Stored::new(status()))]),
         )
         .await
         .unwrap();
@@ -316,7 +316,7 @@ async fn ids_follow_the_log_and_a_foreign_write_never_fails_a_flush() {
         .append_events(
             &sid,
             foreign,
-            crate::event_wire::encode_batch(&[(foreign, Arc::new(status()))]),
+            crate::event_wire::encode_batch(&[(foreign, crate::event_wire::Stored::new(status()))]),
         )
         .await
         .unwrap();
@@ -329,7 +329,7 @@ async fn ids_follow_the_log_and_a_foreign_write_never_fails_a_flush() {
         .append_events(
             &sid,
             top,
-            crate::event_wire::encode_batch(&[(top, Arc::new(status()))]),
+            crate::event_wire::encode_batch(&[(top, crate::event_wire::Stored::new(status()))]),
         )
         .await
         .unwrap();

@@ -229,7 +229,9 @@ impl Store {
                 self.tallies
                     .record(session_id, now_ms(), &redact(&e.to_string()));
             }
-            Ok(_) if self.tallies.has(session_id) => self.flush_write_failures(session_id).await,
+            Ok(_) if self.tallies.has(session_id) => {
+                Box::pin(self.flush_write_failures(session_id)).await
+            }
             _ => {}
         }
         result

@@ -1,19 +1,23 @@
-//! A protobuf codec for hand-wired gRPC calls, where tonic's generated code cannot say how large the buffers start
-//! or what a message that does not decode becomes.
+//! The protobuf codec of every generated client and server (`build.rs` names it) and of the gateway's hand-wired
+//! routes, which choose how a message that does not decode is reported.
 //!
-//! A long stream holds its buffer as long as it is open, and a stream of events is many small messages (a text
-//! delta is tens of bytes): a 1 KiB buffer that grows when a large message comes saves ~7 KiB per open stream over
-//! tonic's 8 KiB. And the decoding is the user's to choose: a server decoding a caller's request wants bytes that are
-//! not the message to be the caller's mistake (`INVALID_ARGUMENT`), or may keep a large request encoded for later;
-//! a client reading its peer's answer wants them to be `INTERNAL`, as tonic says.
+//! A long stream holds its encode buffer as long as it is open, and a stream of events is many small messages (a
+//! text delta is tens of bytes): a buffer that starts at 1 KiB and grows when a large message comes saves ~7 KiB per
+//! open stream over tonic's 8 KiB (a session-processor serving 1 000 `Prompt` streams holds 1 000 of them). And the
+//! decoding is the user's to choose: a server decoding a caller's request wants bytes that are not the message to be
+//! the caller's mistake (`INVALID_ARGUMENT`), or may keep a large request encoded for later; a client reading its
+//! peer's answer wants them to be `INTERNAL`, as tonic says (the default).
 
 use std::marker::PhantomData;
 
 use tonic::Status;
 use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 
-/// tonic's default buffer size, for the side whose buffer is not set.
+/// tonic's default buffer size: the decode buffer's, unless set.
 pub const DEFAULT_BUFFER: usize = 8 * 1024;
+
+/// Where the encode buffer starts, unless set: it grows to the largest message encoded.
+pub const SMALL_BUFFER: usize = 1024;
 
 /// Bytes encoded before a stream yields its buffer to HTTP/2 even though more messages are ready: tonic's default,
 /// which matters only for bursts.
@@ -45,17 +49,17 @@ impl<E, D: prost::Message + Default> Default for ProstCodec<E, D> {
 }
 
 impl<E, D: prost::Message + Default> ProstCodec<E, D> {
-    /// tonic's buffers; a message that does not decode is `INTERNAL`.
+    /// A small encode buffer, tonic's decode buffer; a message that does not decode is `INTERNAL`.
     pub fn new() -> Self {
         Self::default()
     }
 }
 
 impl<E, D> ProstCodec<E, D> {
-    /// tonic's buffers; messages are decoded by `decode`.
+    /// A small encode buffer, tonic's decode buffer; messages are decoded by `decode`.
     pub fn decoding_with(decode: DecodeFn<D>) -> Self {
         ProstCodec {
-            encode_buffer: DEFAULT_BUFFER,
+            encode_buffer: SMALL_BUFFER,
             decode_buffer: DEFAULT_BUFFER,
             decode,
             types: PhantomData,

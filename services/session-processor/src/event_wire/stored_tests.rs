@@ -1,0 +1,37 @@
+use llm_proto::sessions as pb;
+use pb::session_event::Event;
+
+use super::*;
+
+fn delta() -> Event {
+    Event::PartDelta(pb::PartDelta {
+        part_id: "prt_1".into(),
+        message_id: "msg_1".into(),
+        delta: "Hello, wörld".into(),
+    })
+}
+
+#[test]
+fn a_kept_event_encodes_weighs_and_comes_back_as_the_event_itself() {
+    let status = Event::Status(pb::SessionStatus::default());
+    for event in [delta(), status, Event::Done(pb::Done::default())] {
+        let kept = Stored::new(event.clone());
+        assert_eq!(kept.to_event(), event);
+        let mut whole = Vec::new();
+        event.encode(&mut whole);
+        assert_eq!(kept.encode(), whole, "{event:?}");
+        let want_weight = match &event {
+            Event::PartDelta(d) => d.delta.len(),
+            other => other.encoded_len(),
+        };
+        assert_eq!(kept.weight(), want_weight);
+        assert_eq!(kept.delta().is_some(), matches!(event, Event::PartDelta(_)));
+    }
+}
+
+#[test]
+fn a_kept_delta_is_a_fraction_of_the_event_enum() {
+    let kept = std::mem::size_of::<pb::PartDelta>();
+    let whole = std::mem::size_of::<Event>();
+    assert!(kept * 3 <= whole, "delta {kept} bytes, event {whole} bytes");
+}
