@@ -2,7 +2,7 @@
 //! their blocks by index, stream text, reasoning and tool input as deltas into them, and end each with a stop (or
 //! leave it open until the message stops). This is the bookkeeping they share; each decoder reads its own wire.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::event::Event;
 
@@ -39,6 +39,9 @@ impl Block {
 #[derive(Debug)]
 pub(crate) struct OpenBlocks {
     open: BTreeMap<u64, Block>,
+    /// Every index opened so far: a block's id is its index, so an index opened again after its stop would reuse an
+    /// id the stream already ended.
+    opened: BTreeSet<u64>,
     /// The key of a redacted block's data in its replay metadata (each protocol's request builder reads its own).
     redacted_key: &'static str,
     saw_tool_call: bool,
@@ -49,6 +52,7 @@ impl OpenBlocks {
     pub(crate) fn new(redacted_key: &'static str) -> Self {
         OpenBlocks {
             open: BTreeMap::new(),
+            opened: BTreeSet::new(),
             redacted_key,
             saw_tool_call: false,
         }
@@ -63,11 +67,19 @@ impl OpenBlocks {
     }
 
     pub(crate) fn insert(&mut self, index: u64, block: Block) {
+        self.opened.insert(index);
         self.open.insert(index, block);
     }
 
-    /// Block `index`, opened with `open` (which emits its start event) when it is not open yet.
+    /// Whether block `index` was opened and has stopped: opening it again would reuse its id.
+    pub(crate) fn stopped(&self, index: u64) -> bool {
+        !self.open.contains_key(&index) && self.opened.contains(&index)
+    }
+
+    /// Block `index`, opened with `open` (which emits its start event) when it is not open yet. The caller checks
+    /// [`OpenBlocks::stopped`] first.
     pub(crate) fn get_or_open(&mut self, index: u64, open: impl FnOnce() -> Block) -> &mut Block {
+        self.opened.insert(index);
         self.open.entry(index).or_insert_with(open)
     }
 

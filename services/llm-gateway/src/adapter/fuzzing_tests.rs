@@ -199,3 +199,57 @@ fn anthropic_refuses_a_block_index_started_twice() {
         }
     }
 }
+
+/// Feeds `(event, data)` frames to a fresh decoder of `protocol` until it is done, checks the unified stream's
+/// invariants, and returns the terminal error's message.
+fn refused_with(protocol: Protocol, frames: &[(&str, &str)]) -> String {
+    let mut d = decoder(protocol);
+    let mut out = Vec::new();
+    for (event, data) in frames {
+        if !d.is_done() {
+            d.frame(event, data, &mut out);
+        }
+    }
+    assert_eq!(invariants::check(&out), Ok(()), "{out:#?}");
+    match out.last() {
+        Some(Event::Error(e)) => e.message.clone(),
+        other => panic!("want the error, got {other:?}"),
+    }
+}
+
+/// Found by the `bedrock` target: a text delta for a block index whose block had stopped opened block id "0" a
+/// second time (Bedrock opens text blocks with their first delta). It is now a typed `provider_error`.
+#[test]
+fn bedrock_refuses_a_block_index_used_after_its_stop() {
+    let delta = (
+        "contentBlockDelta",
+        r#"{"contentBlockIndex":0,"delta":{"text":"a"}}"#,
+    );
+    let stop = ("contentBlockStop", r#"{"contentBlockIndex":0}"#);
+    let tool = (
+        "contentBlockStart",
+        r#"{"contentBlockIndex":0,"start":{"toolUse":{"toolUseId":"t1","name":"f"}}}"#,
+    );
+    assert!(refused_with(Protocol::Bedrock, &[delta, stop, delta]).contains("after its stop"));
+    assert!(refused_with(Protocol::Bedrock, &[delta, stop, tool]).contains("started twice"));
+}
+
+/// Found by the `openai_responses` target: a text delta for a message item already done reopened its block (the
+/// item's id). Anything more about a done item is now a typed `provider_error`.
+#[test]
+fn openai_responses_refuses_more_about_a_done_item() {
+    let delta = (
+        "response.output_text.delta",
+        r#"{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"a"}"#,
+    );
+    let done = (
+        "response.output_item.done",
+        r#"{"type":"response.output_item.done","output_index":0,"item":{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"a"}]}}"#,
+    );
+    assert!(
+        refused_with(Protocol::OpenaiResponses, &[delta, done, delta]).contains("which is done")
+    );
+    assert!(
+        refused_with(Protocol::OpenaiResponses, &[delta, done, done]).contains("which is done")
+    );
+}

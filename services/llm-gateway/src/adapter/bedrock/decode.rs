@@ -175,7 +175,7 @@ impl BedrockDecoder {
         if tool.tool_use_id.is_empty() || tool.name.is_empty() {
             return self.malformed("a toolUse start without id or name".into(), data, out);
         }
-        if self.blocks.contains(index) {
+        if self.blocks.contains(index) || self.blocks.stopped(index) {
             return self.malformed(format!("content block {index} started twice"), data, out);
         }
         out.push(Event::ToolInputStart {
@@ -194,6 +194,13 @@ impl BedrockDecoder {
 
     pub(super) fn delta(&mut self, index: u64, d: WireDelta, data: &str, out: &mut Vec<Event>) {
         let id = || index.to_string();
+        if self.blocks.stopped(index) {
+            return self.malformed(
+                format!("delta for content block {index} after its stop"),
+                data,
+                out,
+            );
+        }
         if let Some(text) = d.text {
             let block = self.blocks.get_or_open(index, || {
                 out.push(Event::TextStart { id: id() });

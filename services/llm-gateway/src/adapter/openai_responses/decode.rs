@@ -43,6 +43,8 @@ pub struct ResponsesDecoder {
     saw_function_call: bool,
     /// The `call_id`s handed out: one used twice is refused, never passed on.
     call_ids: Vec<String>,
+    /// The items done so far: an item's id is its block's, so anything more about one would reuse an ended id.
+    done_items: Vec<String>,
     /// The tools the request sent in strict mode, whose final arguments lose the nulls strict mode added.
     strict: StrictTools,
 }
@@ -351,6 +353,23 @@ impl ResponsesDecoder {
             self.malformed(format!("`{kind}` without item_id"), data, out);
             return;
         }
+        let about = match kind {
+            "response.output_item.added" | "response.output_item.done" => ev
+                .item
+                .as_ref()
+                .and_then(|i| i.id.as_deref())
+                .unwrap_or_default(),
+            _ if names_an_item => item_id,
+            _ => "",
+        };
+        if !about.is_empty() && self.done_items.iter().any(|d| d == about) {
+            self.malformed(
+                format!("`{kind}` for item {about}, which is done"),
+                data,
+                out,
+            );
+            return;
+        }
         match kind {
             "response.created" | "response.in_progress" => {
                 if let Some(r) = ev.response {
@@ -420,6 +439,9 @@ impl ResponsesDecoder {
     fn item_done(&mut self, item: WireItem<'_>, data: &str, out: &mut Vec<Event>) {
         let id = item.id.as_deref().unwrap_or_default().to_string();
         let known = self.position(&id).map(|i| self.items.remove(i));
+        if !id.is_empty() {
+            self.done_items.push(id.clone());
+        }
         match item.kind.as_ref() {
             "message" => message_done(id, known, &item, out),
             "reasoning" => reasoning_done(id, known, item, out),
