@@ -77,10 +77,9 @@ impl RedisCluster {
     pub async fn start() -> RedisCluster {
         let mut nodes = Vec::new();
         for _ in 0..6 {
-            let bus = free_port().to_string();
-            let node = RedisServer::start_with(
-                free_port(),
-                &[
+            let node = RedisServer::start_with(|| {
+                let bus = free_port().to_string();
+                [
                     "--cluster-enabled",
                     "yes",
                     "--cluster-config-file",
@@ -97,8 +96,10 @@ impl RedisCluster {
                     "everysec",
                     "--repl-diskless-sync-delay",
                     "0",
-                ],
-            )
+                ]
+                .map(String::from)
+                .to_vec()
+            })
             .await;
             nodes.push(node);
         }
@@ -345,21 +346,23 @@ impl Sentinels {
     /// Starts the primary, the replica (waiting until it is in sync) and the sentinels (waiting until each knows
     /// the replica and the other sentinels).
     pub async fn start() -> Sentinels {
-        let primary = RedisServer::start_with(
-            free_port(),
-            &[
+        let primary = RedisServer::start_with(|| {
+            [
                 "--appendfsync",
                 "everysec",
                 "--repl-diskless-sync-delay",
                 "0",
-            ],
-        )
+            ]
+            .map(String::from)
+            .to_vec()
+        })
         .await;
         let p = primary.port.to_string();
-        let replica = RedisServer::start_with(
-            free_port(),
-            &["--appendfsync", "everysec", "--replicaof", "127.0.0.1", &p],
-        )
+        let replica = RedisServer::start_with(|| {
+            ["--appendfsync", "everysec", "--replicaof", "127.0.0.1", &p]
+                .map(String::from)
+                .to_vec()
+        })
         .await;
         let deadline = Instant::now() + SETTLE;
         while !replica

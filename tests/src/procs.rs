@@ -22,23 +22,56 @@ pub struct RedisServer {
     sentinel_conf: Option<PathBuf>,
 }
 
+/// Why a `redis-server` did not come up.
+#[derive(Debug)]
+enum Launch {
+    /// It exited before answering (typically: its port was taken).
+    Exited(std::process::ExitStatus),
+    /// It did not answer within 20 s.
+    Silent,
+}
+
+impl std::fmt::Display for Launch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Launch::Exited(status) => write!(f, "exited before answering ({status})"),
+            Launch::Silent => f.write_str("does not answer within 20 s"),
+        }
+    }
+}
+
 impl RedisServer {
     /// Starts one and waits until it answers.
     pub async fn start() -> RedisServer {
-        Self::start_with(free_port(), &[]).await
+        Self::start_with(Vec::new).await
     }
 
-    /// Starts one on `port` with `extra` arguments after the defaults and waits until it answers.
-    pub async fn start_with(port: u16, extra: &[&str]) -> RedisServer {
-        let mut r = RedisServer {
-            port,
-            dir: tempfile::tempdir().expect("tempdir"),
-            child: None,
-            extra: extra.iter().map(|a| (*a).to_owned()).collect(),
-            sentinel_conf: None,
-        };
-        r.launch().await;
-        r
+    /// Starts one on a free port, with the arguments `extra` gives after the defaults, and waits until it answers.
+    /// `free_port` only finds a port free at the moment it looks, so another test may take it (or a port `extra`
+    /// chose, such as a cluster bus port) before the server binds it: a server that exits before answering is
+    /// started again on fresh ports.
+    pub async fn start_with(extra: impl Fn() -> Vec<String>) -> RedisServer {
+        let mut attempt = 1;
+        loop {
+            let mut r = RedisServer {
+                port: free_port(),
+                dir: tempfile::tempdir().expect("tempdir"),
+                child: None,
+                extra: extra(),
+                sentinel_conf: None,
+            };
+            match r.try_launch().await {
+                Ok(()) => return r,
+                Err(Launch::Exited(status)) if attempt < 5 => {
+                    eprintln!(
+                        "redis-server on port {} exited at start ({status}); again on fresh ports",
+                        r.port
+                    );
+                    attempt += 1;
+                }
+                Err(e) => panic!("redis-server on port {}: {e}", r.port),
+            }
+        }
     }
 
     /// Starts a sentinel on `port` whose configuration file holds `conf` (after the `port` line).
@@ -68,6 +101,13 @@ impl RedisServer {
     }
 
     async fn launch(&mut self) {
+        if let Err(e) = self.try_launch().await {
+            panic!("redis-server on port {}: {e}", self.port);
+        }
+    }
+
+    /// Starts the process and waits until it answers `PING`.
+    async fn try_launch(&mut self) -> Result<(), Launch> {
         let mut command = Command::new("redis-server");
         if let Some(conf) = &self.sentinel_conf {
             command.arg(conf).arg("--sentinel");
@@ -98,12 +138,15 @@ impl RedisServer {
         self.child = Some(child);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         while self.cli(&["PING"]).await.as_deref() != Some("PONG") {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "redis-server answers within 20 s"
-            );
+            if let Ok(Some(status)) = self.child.as_mut().map_or(Ok(None), |c| c.try_wait()) {
+                return Err(Launch::Exited(status));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Launch::Silent);
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        Ok(())
     }
 
     /// Runs `redis-cli` against it; its trimmed output, `None` when it failed.
