@@ -5,7 +5,12 @@
 //! process group, and that group is killed with SIGKILL when the command exits, when it runs past its wall time,
 //! when its output passes [`BashLimits::output_limit_bytes`], and when the call is dropped (the loop was aborted).
 //! Under `namespaces` killing bubblewrap also ends the sandbox's pid namespace, which takes every process of the
-//! command with it, even ones that left the group; under `weak` such a process could outlive the call.
+//! command with it, even ones that left the group. Two gaps remain, and one sweep closes both: bubblewrap's pid-1
+//! process in the namespace leaves the group and relies on dying with its parent, which it cannot arrange when its
+//! parent is killed during its first milliseconds of set-up (a timeout or an abort under load); and under `weak` a
+//! process can leave the group (`setsid`). So every command carries a marker of its own call in its environment
+//! ([`CALL_VAR`], inherited by every process it starts unless one clears its environment), and the kill also kills
+//! every process whose environment holds it.
 //!
 //! Output is read as it comes, keeping the first [`Limits::max_output_bytes`] of each stream and counting the rest,
 //! so a chatty command costs neither memory nor a full pipe.
@@ -18,13 +23,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal, kill_process_group};
+use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::Notify;
 
 use super::sandbox::BashLimits;
 use super::{Limits, ToolError, Workspace};
+
+/// The environment variable marking every process of one call (module docs); its value is the call's own id.
+pub(crate) const CALL_VAR: &str = "LLM_SANDBOX_CALL";
 
 /// How long to wait for the output pipes to close after the process group was killed. Only a process that left
 /// the group (possible under `weak` confinement) can still hold them; past this the output read so far is used.
@@ -45,11 +53,13 @@ pub(crate) async fn run(
         .command(ws.root(), bash, command)
         .await
         .map_err(ToolError::Invalid)?;
+    let call = crate::ids::new("call");
+    cmd.env(CALL_VAR, &call);
     let mut child = cmd.spawn().map_err(|source| ToolError::Io {
         context: "cannot start the command".to_owned(),
         source,
     })?;
-    let group = Group::of(child.id());
+    let group = Group::of(child.id(), format!("{CALL_VAR}={call}"));
 
     let budget = Arc::new(Budget::new(bash.output_limit_bytes));
     let cap = limits.max_output_bytes;
@@ -113,26 +123,55 @@ enum End {
 }
 
 /// The command's process group, killed (SIGKILL) on [`Group::kill`] and again when dropped, so an aborted call
-/// leaves nothing running.
-struct Group(Option<Pid>);
+/// leaves nothing running; with it every process whose environment holds the call's marker (module docs).
+struct Group {
+    id: Option<Pid>,
+    /// `LLM_SANDBOX_CALL=<call id>`, as it stands in `/proc/<pid>/environ`.
+    marker: String,
+}
 
 impl Group {
     /// With `process_group(0)` the group id is the child's pid. Pids 0 and 1 would address other processes (the
     /// caller's own group, or everything), so they are never used as a group to kill.
-    fn of(pid: Option<u32>) -> Group {
-        Group(
-            pid.and_then(|id| i32::try_from(id).ok())
+    fn of(pid: Option<u32>, marker: String) -> Group {
+        Group {
+            id: pid
+                .and_then(|id| i32::try_from(id).ok())
                 .filter(|id| *id > 1)
                 .and_then(Pid::from_raw),
-        )
+            marker,
+        }
     }
 
     /// Failures are ignored: the usual one is "no such process" (everything already exited).
     fn kill(&self) {
-        if let Some(group) = self.0 {
+        if let Some(group) = self.id {
             let _ = kill_process_group(group, Signal::KILL);
         }
+        for pid in marked(&self.marker) {
+            let _ = kill_process(pid, Signal::KILL);
+        }
     }
+}
+
+/// The processes whose environment holds `marker` as one whole entry. Reading another user's environment needs
+/// privilege, which a processor running commands as another user (as root) has.
+fn marked(marker: &str) -> Vec<Pid> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<i32>().ok()?;
+            let environ = std::fs::read(entry.path().join("environ")).ok()?;
+            environ
+                .split(|b| *b == 0)
+                .any(|var| var == marker.as_bytes())
+                .then(|| Pid::from_raw(pid))
+                .flatten()
+        })
+        .collect()
 }
 
 impl Drop for Group {

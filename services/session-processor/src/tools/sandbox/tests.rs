@@ -490,7 +490,15 @@ async fn runs_unprivileged_with_a_scrubbed_environment() {
     for name in &names {
         assert!(
             [
-                "HOME", "LANG", "PATH", "PWD", "TMPDIR", "OLDPWD", "SHLVL", "_"
+                "HOME",
+                "LANG",
+                "PATH",
+                "PWD",
+                "TMPDIR",
+                "OLDPWD",
+                "SHLVL",
+                "_",
+                crate::tools::bash::CALL_VAR
             ]
             .contains(name),
             "{name} leaked: {text}"
@@ -632,7 +640,17 @@ async fn weak_confinement_keeps_the_user_the_limits_and_the_group_kill() {
     );
     for name in lines {
         assert!(
-            ["HOME", "LANG", "PATH", "PWD", "OLDPWD", "SHLVL", "_"].contains(&name),
+            [
+                "HOME",
+                "LANG",
+                "PATH",
+                "PWD",
+                "OLDPWD",
+                "SHLVL",
+                "_",
+                crate::tools::bash::CALL_VAR
+            ]
+            .contains(&name),
             "{name} leaked: {text}"
         );
     }
@@ -649,10 +667,19 @@ async fn weak_confinement_keeps_the_user_the_limits_and_the_group_kill() {
     let out = bash(
         &sandbox,
         &s.ws,
-        limits,
+        limits.clone(),
         &format!("(while :; do sleep 1; done; : {tag}) & while :; do sleep 1; done; : {tag}"),
     )
     .await;
+    assert!(
+        out.text().starts_with("timed out after 0.5 s"),
+        "{}",
+        out.text()
+    );
+    until_gone(&tag).await;
+    // A process that left the group (`setsid`) carries the call's marker, so the kill finds it all the same.
+    let tag = token();
+    let out = bash(&sandbox, &s.ws, limits, &stubborn(&tag)).await;
     assert!(
         out.text().starts_with("timed out after 0.5 s"),
         "{}",
