@@ -252,4 +252,12 @@ fn openai_responses_refuses_more_about_a_done_item() {
     assert!(
         refused_with(Protocol::OpenaiResponses, &[delta, done, done]).contains("which is done")
     );
+    // Found next by the same target: two reasoning items without an id both opened the block "".
+    let nameless = (
+        "response.output_item.done",
+        r#"{"type":"response.output_item.done","output_index":1,"item":{"type":"reasoning","summary":[{"type":"summary_text","text":"x"}]}}"#,
+    );
+    assert!(
+        refused_with(Protocol::OpenaiResponses, &[nameless, nameless]).contains("without an id")
+    );
 }

@@ -354,11 +354,16 @@ impl ResponsesDecoder {
             return;
         }
         let about = match kind {
-            "response.output_item.added" | "response.output_item.done" => ev
-                .item
-                .as_ref()
-                .and_then(|i| i.id.as_deref())
-                .unwrap_or_default(),
+            "response.output_item.added" | "response.output_item.done" => {
+                let item = ev.item.as_ref();
+                let id = item.and_then(|i| i.id.as_deref()).unwrap_or_default();
+                if id.is_empty() && item.is_some_and(|i| is_translated_item(&i.kind)) {
+                    // An item's id is its block's: without one it could not be told from the next such item.
+                    self.malformed(format!("`{kind}` item without an id"), data, out);
+                    return;
+                }
+                id
+            }
             _ if names_an_item => item_id,
             _ => "",
         };
