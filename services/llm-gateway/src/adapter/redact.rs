@@ -5,9 +5,11 @@
 //! for the `/` of an AWS secret key, `\u002B` for a `+`, as .NET's and PHP's encoders write them), or inside a
 //! basic-auth credential (`base64("user:" + key)`, whatever the user part). [`redact`] finds all of them:
 //!
-//! - text is compared through a *normalised view*: percent escapes and JSON escapes of ASCII characters decoded and
-//!   ASCII lowercased, each byte of the view remembering which bytes of the original it came from, so a match is cut
-//!   out of the original exactly (a JSON body stays valid JSON: the escapes are inside a string, and so is the cut);
+//! - a secret is matched from every byte of the text, each of its bytes either as that byte (ASCII case ignored) or
+//!   as a percent or JSON escape of it, so a match is cut out of the original exactly (a JSON body stays valid JSON:
+//!   the escapes are inside a string, and so is the cut). Matching from every byte, rather than through one decoded
+//!   view, also finds a key whose first characters would read as the end of an escape begun before it (`%` then a
+//!   key starting `00`);
 //! - for base64, a key starting at any of the three byte offsets modulo 3 has a run of base64 characters that depends
 //!   on the key alone; each of the three runs (standard and URL-safe alphabets) is searched for, and a match removes
 //!   the whole base64 token around it (the user part included).
@@ -23,12 +25,9 @@ const MIN_BASE64_RUN: usize = 8;
 /// Replaces every occurrence of each non-empty secret in `text`, in any of the forms above, with `[REDACTED]`.
 pub fn redact(text: &str, secrets: &[&str]) -> String {
     let mut ranges: Vec<(usize, usize)> = Vec::new();
-    let view = Normalised::of(text.as_bytes());
     for secret in secrets.iter().filter(|s| !s.is_empty()) {
         let needle = secret.as_bytes().to_ascii_lowercase();
-        for at in find_all(&view.bytes, &needle) {
-            ranges.push((view.start[at], view.end[at + needle.len() - 1]));
-        }
+        ranges.extend(find_disguised(text.as_bytes(), &needle));
         for run in base64_runs(secret.as_bytes()) {
             for at in find_all(text.as_bytes(), run.as_bytes()) {
                 ranges.push(base64_token(text.as_bytes(), at, at + run.len()));
@@ -79,14 +78,43 @@ fn ceil_boundary(text: &str, mut i: usize) -> usize {
     i
 }
 
+/// Every `(start, end)` of `text` that reads as `needle` (lowercase) byte by byte, each byte plain (ASCII case
+/// ignored) or escaped ([`escape_at`]). At each position at most one of the two can match a byte of a credential (a
+/// credential holds no `%` or `\`), so each start is one pass over the needle.
+fn find_disguised(text: &[u8], needle: &[u8]) -> Vec<(usize, usize)> {
+    let mut found = Vec::new();
+    for start in 0..text.len() {
+        let mut at = start;
+        let whole = needle.iter().all(|&want| {
+            if text.get(at).is_some_and(|b| b.to_ascii_lowercase() == want) {
+                at += 1;
+                return true;
+            }
+            match (at < text.len()).then(|| escape_at(text, at)).flatten() {
+                Some((b, len)) if b.to_ascii_lowercase() == want => {
+                    at += len;
+                    true
+                }
+                _ => false,
+            }
+        });
+        if whole && !needle.is_empty() {
+            found.push((start, at));
+        }
+    }
+    found
+}
+
 /// `text` with percent and JSON escapes decoded and ASCII lowercased; `start[i]..end[i]` is where byte `i` came
-/// from.
+/// from. The tests read redacted text through it.
+#[cfg(test)]
 struct Normalised {
     bytes: Vec<u8>,
     start: Vec<usize>,
     end: Vec<usize>,
 }
 
+#[cfg(test)]
 impl Normalised {
     fn of(text: &[u8]) -> Normalised {
         let mut n = Normalised {
