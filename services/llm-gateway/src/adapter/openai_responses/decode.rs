@@ -332,13 +332,15 @@ impl ResponsesDecoder {
         self.malformed(format!("`{name}` event: {e}"), data, out);
     }
 
-    /// One parsed event; its type is `event` (the SSE event name) when its JSON names none.
-    fn apply(&mut self, event: &str, ev: WireEvent<'_>, data: &str, out: &mut Vec<Event>) {
-        let kind = if ev.kind.is_empty() {
-            event
-        } else {
-            ev.kind.as_ref()
-        };
+    /// Whether an event of type `kind` is refused before it is applied (then the stream has failed): a fragment
+    /// without its item's id, an output item without an id, or anything about an item already done.
+    fn refused(
+        &mut self,
+        kind: &str,
+        ev: &WireEvent<'_>,
+        data: &str,
+        out: &mut Vec<Event>,
+    ) -> bool {
         let item_id = ev.item_id.as_deref().unwrap_or_default();
         let names_an_item = matches!(
             kind,
@@ -351,7 +353,7 @@ impl ResponsesDecoder {
         if names_an_item && item_id.is_empty() {
             // Without the item id the fragment cannot be placed in any block.
             self.malformed(format!("`{kind}` without item_id"), data, out);
-            return;
+            return true;
         }
         let about = match kind {
             "response.output_item.added" | "response.output_item.done" => {
@@ -360,7 +362,7 @@ impl ResponsesDecoder {
                 if id.is_empty() && item.is_some_and(|i| is_translated_item(&i.kind)) {
                     // An item's id is its block's: without one it could not be told from the next such item.
                     self.malformed(format!("`{kind}` item without an id"), data, out);
-                    return;
+                    return true;
                 }
                 id
             }
@@ -373,6 +375,20 @@ impl ResponsesDecoder {
                 data,
                 out,
             );
+            return true;
+        }
+        false
+    }
+
+    /// One parsed event; its type is `event` (the SSE event name) when its JSON names none.
+    fn apply(&mut self, event: &str, ev: WireEvent<'_>, data: &str, out: &mut Vec<Event>) {
+        let kind = if ev.kind.is_empty() {
+            event
+        } else {
+            ev.kind.as_ref()
+        };
+        let item_id = ev.item_id.as_deref().unwrap_or_default();
+        if self.refused(kind, &ev, data, out) {
             return;
         }
         match kind {
