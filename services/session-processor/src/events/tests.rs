@@ -816,31 +816,13 @@ async fn a_steps_last_parts_and_totals_wait_for_the_next_write_and_the_tenant_is
     };
     assert!(hub.stage_session(&sid, &fence, totals(5, bytes.clone())));
     assert_eq!(stored_text(&store, &sid, &mid, &pid).await, None);
-    assert_eq!(
-        store
-            .get_session(&sid)
-            .await
-            .unwrap()
-            .unwrap()
-            .cost_nano_usd,
-        0
-    );
-    assert_eq!(store.tenant_spend(&tenant).await.unwrap(), 0);
+    assert_eq!(charged(&store, &sid, &tenant).await, (0, 0));
     hub.flush_parts(&sid).await.unwrap();
     assert_eq!(
         stored_text(&store, &sid, &mid, &pid).await.as_deref(),
         Some("all of it")
     );
-    assert_eq!(
-        store
-            .get_session(&sid)
-            .await
-            .unwrap()
-            .unwrap()
-            .cost_nano_usd,
-        5
-    );
-    assert_eq!(store.tenant_spend(&tenant).await.unwrap(), 5);
+    assert_eq!(charged(&store, &sid, &tenant).await, (5, 5));
     // Another writer (the title) changed the record since: the totals go onto the record as it is now.
     let mut titled = store.get_session(&sid).await.unwrap().unwrap();
     titled.title = "a title".into();
@@ -908,4 +890,10 @@ async fn a_run_end_is_neither_logged_nor_shown_when_the_lease_moved_on() {
         "this replica's followers get the hand-off, not the stale end"
     );
     store.delete_session(&sid).await.unwrap();
+}
+
+/// The session's recorded cost and its tenant's spend.
+async fn charged(store: &Store, sid: &str, tenant: &str) -> (i64, i64) {
+    let cost = store.get_session(sid).await.unwrap().unwrap().cost_nano_usd;
+    (cost, store.tenant_spend(tenant).await.unwrap())
 }
