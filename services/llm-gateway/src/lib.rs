@@ -35,6 +35,7 @@ pub mod limits;
 pub mod metrics;
 pub mod oauth;
 pub mod offload;
+pub mod prep_pool;
 pub mod protocol;
 mod routes;
 pub mod rpc;

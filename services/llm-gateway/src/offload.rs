@@ -1,14 +1,15 @@
 //! Request preparation off the async workers: validating, lowering schemas and building the body of a large
 //! request is CPU work proportional to its size. Run inline it would hold a runtime worker, and every stream that
 //! worker serves (all the sessions a processor multiplexes over one connection among them) would wait. A request
-//! above [`LARGE_REQUEST_ITEMS`] tools and parts therefore runs that work on tokio's blocking pool; smaller ones stay
-//! inline, where a thread hop would cost more than the work.
+//! above [`LARGE_REQUEST_ITEMS`] tools and parts therefore runs that work on the preparation threads
+//! ([`crate::prep_pool`]), which yield to the async workers whenever those have work; smaller ones stay inline,
+//! where a thread hop would cost more than the work.
 //!
 //! Decoding is part of that work: a request of 40 000 tools is 3 MB of protobuf and some 120 000 strings to
 //! allocate. The gRPC codec therefore hands a request of [`LARGE_REQUEST_BYTES`] or more over still encoded
 //! ([`Incoming::Encoded`]); [`generation`] counts it against `[limits]` from its bytes ([`crate::census`]), so a
 //! request over a limit is refused without being decoded, and decodes and validates one within the limits on the
-//! blocking pool.
+//! preparation threads.
 
 use bytes::Bytes;
 use llm_proto::gateway as pb;
@@ -20,7 +21,7 @@ use crate::status;
 /// Tools plus parts above which preparation leaves the async workers.
 pub const LARGE_REQUEST_ITEMS: usize = 256;
 
-/// True when `g` is large enough for [`run`] to move its preparation to the blocking pool.
+/// True when `g` is large enough for [`run`] to move its preparation to the preparation threads.
 pub fn is_large(g: &pb::Generation) -> bool {
     let parts: usize = g.messages.iter().map(|m| m.parts.len()).sum();
     g.tools.len() + parts > LARGE_REQUEST_ITEMS
@@ -67,10 +68,11 @@ pub async fn generation<M: CarriesGeneration>(
         Incoming::Decoded(m) => return validated(m.into_generation(), limits).await,
         Incoming::Encoded(bytes) => bytes,
     };
-    let census = crate::census::of_request(&bytes).map_err(|e| not_the_message(&e))?;
-    crate::validate::counts(&census, limits)?;
     let limits = *limits;
     run(true, move || {
+        // Counting walks every byte (megabytes): it runs here too, before anything is decoded.
+        let census = crate::census::of_request(&bytes).map_err(|e| not_the_message(&e))?;
+        crate::validate::counts(&census, &limits)?;
         let m = M::decode(bytes).map_err(|e| not_the_message(&e))?;
         let g = m
             .into_generation()
@@ -85,7 +87,7 @@ pub async fn generation<M: CarriesGeneration>(
 /// instead of copying a request that may be megabytes long.
 ///
 /// The size limits are counted here first, so an oversized request is refused at once; a large request that passes
-/// them is checked on the blocking pool.
+/// them is checked on the preparation threads.
 pub async fn validated(
     generation: Option<pb::Generation>,
     limits: &Limits,
@@ -108,16 +110,13 @@ pub fn not_the_message(e: &dyn std::fmt::Display) -> Status {
     )
 }
 
-/// Runs `work` on the blocking pool when `large`, else here. A panic in `work` is resumed on the caller's task, as
-/// it would have been inline.
+/// Runs `work` on the preparation threads ([`crate::prep_pool`], below the async workers' priority) when `large`,
+/// else here. A panic in `work` is resumed on the caller's task, as it would have been inline.
 pub async fn run<R: Send + 'static>(large: bool, work: impl FnOnce() -> R + Send + 'static) -> R {
     if !large {
         return work();
     }
-    match tokio::task::spawn_blocking(work).await {
-        Ok(r) => r,
-        Err(e) => std::panic::resume_unwind(e.into_panic()),
-    }
+    crate::prep_pool::run(work).await
 }
 
 #[cfg(test)]

@@ -309,14 +309,27 @@ fn tools(g: &pb::Generation) -> Result<(), Status> {
                 "duplicate tool name",
             ));
         }
-        let field = format!("generation.tools[{i}].input_schema_json");
-        match serde_json::from_str::<serde_json::Value>(&t.input_schema_json) {
-            Ok(serde_json::Value::Object(_)) => {}
-            Ok(_) => return Err(invalid(&field, "must be a JSON object (a JSON Schema)")),
-            Err(e) => return Err(invalid(&field, &format!("not valid JSON: {e}"))),
-        }
+        schema_is_an_object(&t.input_schema_json)
+            .map_err(|why| invalid(&format!("generation.tools[{i}].input_schema_json"), &why))?;
     }
     Ok(())
+}
+
+/// Checks that `text` is one JSON object, without building it: the adapters parse each schema once more to lower
+/// it, and a request may carry tens of thousands.
+fn schema_is_an_object(text: &str) -> Result<(), String> {
+    if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(text) {
+        return Err(format!("not valid JSON: {e}"));
+    }
+    // Valid JSON: its first character past whitespace tells its type.
+    match text
+        .trim_start_matches([' ', '\t', '\n', '\r'])
+        .as_bytes()
+        .first()
+    {
+        Some(b'{') => Ok(()),
+        _ => Err("must be a JSON object (a JSON Schema)".to_owned()),
+    }
 }
 
 /// Tool choice, output format and reasoning: enums in range and their dependent fields.

@@ -91,6 +91,37 @@ fn a_plain_request_passes() {
 }
 
 #[test]
+fn a_tool_schema_must_be_one_json_object() {
+    let with_schema = |schema: &str| {
+        let mut g = base();
+        let mut t = tool("t");
+        t.input_schema_json = schema.into();
+        g.tools.push(t);
+        g
+    };
+    for good in [
+        r#"{"type":"object"}"#,
+        " \n\t{}",
+        r#"{"a":[1,{"b":null}]} "#,
+    ] {
+        validate(Some(&with_schema(good)), &Limits::default()).unwrap();
+    }
+    for bad in [
+        "",
+        "[]",
+        "\"object\"",
+        "null",
+        "{",
+        "{} {}",
+        "{}x",
+        r#"{"a":}"#,
+        "\u{a0}{}",
+    ] {
+        assert_invalid(&with_schema(bad), "generation.tools[0].input_schema_json");
+    }
+}
+
+#[test]
 fn hop_by_hop_headers_are_refused_by_name() {
     for name in [
         "te",

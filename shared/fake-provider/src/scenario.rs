@@ -68,9 +68,10 @@ pub fn paced(chunks: usize, interval: Duration) -> Reply {
     // start at once. The body is built once per (model, prompt tokens) with a placeholder id (and that moment's
     // `created`), and each request only substitutes its own id.
     let templates: Arc<Mutex<Templates>> = Arc::default();
-    chat_route(move |req, body| {
+    chat_route_as(move |req, body: ModelOnly| {
         let n = counter.fetch_add(1, Ordering::Relaxed) + 1;
-        let (model, prompt) = (model_of(body), prompt_tokens(req));
+        let model = body.model.as_deref().unwrap_or(DEFAULT_MODEL);
+        let prompt = prompt_tokens(req);
         let template = {
             let mut cache = crate::lock(&templates);
             if cache.len() >= TEMPLATE_CACHE {
@@ -100,15 +101,33 @@ const PACED_ID_SLOT: &str = "chatcmpl-paced-ID-SLOT";
 /// Distinct (model, prompt tokens) bodies kept; the cache starts over beyond.
 const TEMPLATE_CACHE: usize = 64;
 
+/// The one field of a request the paced scenario reads. Reading only it (the rest of the body is checked to be
+/// JSON but never built) keeps the fake cheap beside a gateway under measurement: a real provider parses a
+/// multi-megabyte request on its own machine, not on the gateway's cores.
+#[derive(serde::Deserialize)]
+struct ModelOnly {
+    model: Option<String>,
+}
+
+/// The model a request names, when it names none.
+const DEFAULT_MODEL: &str = "demo-model";
+
 /// Wraps a chat-completions handler with the shared routing.
 fn chat_route(handler: impl Fn(&Recorded, &Value) -> Reply + Send + Sync + 'static) -> Reply {
+    chat_route_as(move |req, body: Value| handler(req, &body))
+}
+
+/// [`chat_route`] for a handler that reads the body as `T`.
+fn chat_route_as<T: serde::de::DeserializeOwned>(
+    handler: impl Fn(&Recorded, T) -> Reply + Send + Sync + 'static,
+) -> Reply {
     Reply::fn_reply(move |req| {
         let path = req.path.split('?').next().unwrap_or("");
         match (req.method.as_str(), path) {
             ("GET", "/healthz") => Reply::json(200, r#"{"status":"ok"}"#),
             ("POST", "/v1/chat/completions" | "/chat/completions") => {
-                match serde_json::from_slice::<Value>(&req.body) {
-                    Ok(body) => handler(req, &body),
+                match serde_json::from_slice::<T>(&req.body) {
+                    Ok(body) => handler(req, body),
                     Err(err) => Reply::json(
                         400,
                         invalid_request(&format!("request body is not valid JSON: {err}")),
@@ -216,7 +235,7 @@ fn content_text(content: Option<&Value>) -> String {
 fn model_of(body: &Value) -> &str {
     body.get("model")
         .and_then(Value::as_str)
-        .unwrap_or("demo-model")
+        .unwrap_or(DEFAULT_MODEL)
 }
 
 /// Roughly four bytes per token, as a plausible stand-in for a tokenizer.

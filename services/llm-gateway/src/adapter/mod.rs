@@ -92,6 +92,31 @@ pub struct HttpRequest {
     pub body: serde_json::Value,
 }
 
+impl HttpRequest {
+    /// The request with its body serialised, as the transport sends it. Serialising a large body (tens of thousands
+    /// of tool schemas) is CPU work proportional to its size, so it happens where the request is prepared (off the
+    /// async workers for a large request), once, and retries of the request send the same bytes.
+    pub fn encode(self) -> EncodedRequest {
+        EncodedRequest {
+            path: self.path,
+            headers: self.headers,
+            // A JSON value always serialises (its map keys are strings).
+            body: bytes::Bytes::from(self.body.to_string()),
+        }
+    }
+}
+
+/// A provider request whose body is serialised: what [`transport::Transport::open_with`] sends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodedRequest {
+    /// Path appended to the provider's configured base URL.
+    pub path: String,
+    /// Headers other than authentication, lower-case names.
+    pub headers: Vec<(String, String)>,
+    /// The JSON body's bytes.
+    pub body: bytes::Bytes,
+}
+
 /// A request the adapter cannot translate; becomes `INVALID_ARGUMENT` naming `field`.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{field}: {message}")]

@@ -19,7 +19,7 @@ use tokio::time::{Instant, Sleep};
 use crate::adapter::classify::{classify, redact};
 pub use crate::adapter::framing::Framing;
 use crate::adapter::framing::Parser;
-use crate::adapter::{Decoder, HttpRequest};
+use crate::adapter::{Decoder, EncodedRequest, HttpRequest};
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::Event;
 
@@ -182,7 +182,7 @@ impl Transport {
         auth: &[(&'static str, String)],
         req: &HttpRequest,
     ) -> Result<ProviderStream, ProviderError> {
-        self.open_with(base_url, auth, req, Opening::default())
+        self.open_with(base_url, auth, &req.clone().encode(), Opening::default())
             .await
     }
 
@@ -192,7 +192,7 @@ impl Transport {
         &self,
         base_url: &str,
         auth: &[(&'static str, String)],
-        req: &HttpRequest,
+        req: &EncodedRequest,
         opening: Opening<'_>,
     ) -> Result<ProviderStream, ProviderError> {
         // The total budget covers the whole generation, including the wait for the headers.
@@ -200,13 +200,9 @@ impl Transport {
         let url = format!("{}{}", base_url.trim_end_matches('/'), req.path);
         let secrets = secrets_of(auth, &url);
 
-        let mut headers = build_headers(req, auth, opening.framing)?;
-        let body = serde_json::to_vec(&req.body).map_err(|e| {
-            ProviderError::new(
-                ErrorKind::InvalidRequest,
-                format!("serializing the request body failed: {e}"),
-            )
-        })?;
+        let mut headers = build_headers(&req.headers, auth, opening.framing)?;
+        // A clone of `Bytes` shares the buffer: a retry sends the same bytes without serialising them again.
+        let body = req.body.clone();
         let signer_secrets = opening.signer.map(|s| s.secrets()).unwrap_or_default();
         let mut secrets = secrets;
         secrets.extend(signer_secrets.iter().map(String::as_str));
@@ -401,11 +397,11 @@ fn sign(
 
 /// Default headers, then the adapter's, then auth last so nothing can replace the provider credentials.
 fn build_headers(
-    req: &HttpRequest,
+    extra: &[(String, String)],
     auth: &[(&'static str, String)],
     framing: Framing,
 ) -> Result<HeaderMap, ProviderError> {
-    let mut headers = HeaderMap::with_capacity(req.headers.len() + auth.len() + 2);
+    let mut headers = HeaderMap::with_capacity(extra.len() + auth.len() + 2);
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     let accept = match framing {
         Framing::Sse => "text/event-stream",
@@ -413,7 +409,7 @@ fn build_headers(
         Framing::Json => "application/json",
     };
     headers.insert(ACCEPT, HeaderValue::from_static(accept));
-    for (name, value) in &req.headers {
+    for (name, value) in extra {
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
             ProviderError::new(
                 ErrorKind::InvalidRequest,

@@ -455,7 +455,7 @@ async fn a_whole_json_answer_may_take_longer_than_the_first_byte_timeout() {
         signer: None,
     };
     let mut stream = transport
-        .open_with(&base, &auth(), &request(), json)
+        .open_with(&base, &auth(), &request().encode(), json)
         .await
         .unwrap();
     let mut decoder = Recorder::default();

@@ -2,8 +2,8 @@
 
 use llm_proto::gateway as pb;
 
-use crate::adapter::transport::Opening;
-use crate::adapter::{Adapter, Decoder, HttpRequest, Target};
+use crate::adapter::transport::{Framing, Opening};
+use crate::adapter::{Adapter, Decoder, EncodedRequest, Target};
 use crate::catalog::ModelInfo;
 use crate::config::Provider;
 use crate::error::{ErrorKind, ProviderError};
@@ -21,7 +21,10 @@ pub(super) struct Candidate {
 /// A candidate's request, built and ready to send.
 pub(super) struct Prepared {
     pub(super) adapter: &'static dyn Adapter,
-    pub(super) request: HttpRequest,
+    /// The request, its body serialised where it was built.
+    pub(super) request: EncodedRequest,
+    /// How the provider frames its answer to this request.
+    pub(super) framing: Framing,
     pub(super) decoder: Box<dyn Decoder>,
 }
 
@@ -52,7 +55,8 @@ pub(super) async fn prepare(
     let model = candidate.model.clone();
     let azure = candidate.provider.azure.clone();
     let large = crate::offload::is_large(&generation);
-    // Building (schema lowering, the body) is the CPU-heavy part of a large request: off the async workers.
+    // Building (schema lowering, serialising the body) is the CPU-heavy part of a large request: off the async
+    // workers, and so is dropping what it was built from.
     crate::offload::run(large, move || {
         let target = Target {
             model: &model,
@@ -72,9 +76,11 @@ pub(super) async fn prepare(
             }
         }
         let decoder = adapter.decoder_for(&target, &generation);
+        let framing = adapter.framing_of(&request);
         Ok(Prepared {
             adapter,
-            request,
+            request: request.encode(),
+            framing,
             decoder,
         })
     })
@@ -88,7 +94,7 @@ pub(super) async fn open_attempt(
     transport: &crate::adapter::transport::Transport,
     provider: &Provider,
     adapter: &'static dyn Adapter,
-    request: &HttpRequest,
+    request: &EncodedRequest,
     opening: Opening<'_>,
 ) -> Result<crate::adapter::transport::ProviderStream, ProviderError> {
     let Some(tokens) = &provider.tokens else {

@@ -144,7 +144,7 @@ impl Run {
             llm_telemetry::inject_headers(&span, &mut prepared.request.headers);
             let waited = Instant::now();
             let opening = Opening {
-                framing: prepared.adapter.framing_of(&prepared.request),
+                framing: prepared.framing,
                 signer: candidate
                     .provider
                     .signer
@@ -227,7 +227,7 @@ impl Run {
             // rather than hold a copy of the whole conversation for the length of the stream.
             self.pristine = None;
             if let Some(p) = self.prepared.as_mut() {
-                p.request.body = serde_json::Value::Null;
+                p.request.body = bytes::Bytes::new();
             }
             let c = self.candidate();
             let start = convert::stream_start(&c.provider.id, &c.model.id, self.attempt);
