@@ -16,11 +16,21 @@ pub fn check(config_path: Option<&Path>) -> Result<String, crate::config::Config
         Some(t) if t.mutual() => "mutual TLS",
         Some(_) => "TLS",
     };
+    let wait = match config.redis_wait {
+        None => String::new(),
+        Some(w) => format!(
+            ", WAIT for {} replica{} ({} ms)",
+            w.replicas,
+            if w.replicas == 1 { "" } else { "s" },
+            w.timeout.as_millis()
+        ),
+    };
     Ok(format!(
-        "{} agents, {} tenants, gateway {}, {tls}",
+        "{} agents, {} tenants, gateway {}, {tls}, Redis {}{wait}",
         config.agents.len(),
         config.tenants.len(),
-        config.gateway_url
+        config.gateway_url,
+        config.redis_target.mode()
     ))
 }
 
@@ -64,6 +74,7 @@ pub async fn serve(
         }
     });
     let engine = crate::engine::Engine::new(store, gateway, config.clone());
+    engine.metrics.count_store_traffic(engine.store.traffic());
     let stop = tokio_util::sync::CancellationToken::new();
     if let Some(metrics_addr) = config.metrics_listen {
         let metrics_listener = tokio::net::TcpListener::bind(metrics_addr).await?;
@@ -137,7 +148,8 @@ async fn connect_store(config: &Config) -> Result<crate::store::Store, crate::st
                 &config.redis_access,
                 &config.redis_prefix,
             )
-            .await?;
+            .await?
+            .with_replica_wait(config.redis_wait);
             store.ping().await?;
             Ok::<_, crate::store::StoreError>(store)
         };

@@ -230,6 +230,10 @@ pub struct RedisFile {
     /// TLS to a `rediss://` Redis: the CA to trust (the system's roots when unset) and the client certificate when
     /// Redis requires one.
     pub tls: Option<service_kit::tls::ClientTlsFiles>,
+    /// Replicas that must acknowledge each write a caller is told about (`WAIT`); 0 (the default) never waits.
+    pub wait_replicas: u32,
+    /// How long Redis waits for them, per write.
+    pub wait_timeout_ms: u64,
 }
 
 impl Default for RedisFile {
@@ -243,6 +247,8 @@ impl Default for RedisFile {
             username: None,
             password_env: "REDIS_PASSWORD".into(),
             tls: None,
+            wait_replicas: 0,
+            wait_timeout_ms: 100,
         }
     }
 }
@@ -381,6 +387,8 @@ pub struct Config {
     pub redis_target: crate::store::RedisTarget,
     /// Redis ACL credentials and TLS beyond the URL.
     pub redis_access: crate::store::RedisAccess,
+    /// `WAIT` after the writes a caller is told about (`[redis] wait_replicas`); `None`: never.
+    pub redis_wait: Option<crate::store::ReplicaWait>,
     /// TLS of the listener; plaintext when `None`.
     pub server_tls: Option<service_kit::tls::ServerTls>,
     /// Largest request message the server decodes.
@@ -509,6 +517,7 @@ impl Config {
             redis_url,
             redis_target,
             redis_access,
+            redis_wait: redis::replica_wait(&file.redis)?,
             server_tls,
             max_request_bytes,
             keepalive,

@@ -4,12 +4,15 @@
 //! ids of the configured agents, so callers cannot mint series. Recording happens once per step, tool call or store
 //! call, never per streamed delta.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use llm_telemetry::gen_ai_metrics::GenAiMetrics;
-use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeLabel, EncodeLabelSet, EncodeMetric, LabelSetEncoder,
+};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
@@ -42,6 +45,10 @@ pub const SNAPSHOT_FAILURES: &str = "session_processor_snapshot_failures";
 pub const PROMPT_PHASE: &str = "session_processor_prompt_phase";
 /// Label: a phase of a prompt's critical path (see [`PromptPhase`]).
 pub const LABEL_PHASE: &str = "phase";
+/// Requests the store sent Redis on its shared connection (a command or a pipeline: one round trip each).
+pub const REDIS_REQUESTS: &str = "session_processor_redis_requests";
+/// `[redis] wait_replicas`: acknowledged writes by how their `WAIT` went (`acknowledged`, `short`, `skipped`).
+pub const REDIS_WAITS: &str = "session_processor_redis_waits";
 
 /// The phases of a prompt's critical path, each timed from the prompt reaching the engine to its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +122,8 @@ pub struct Metrics {
     prompt_phase: Family<Labels, Histogram>,
     snapshot_failures: Family<Labels, Counter>,
     gen_ai: GenAiMetrics,
+    /// The store's traffic, once [`Metrics::count_store_traffic`] names it.
+    store_traffic: Arc<OnceLock<Arc<crate::store::Traffic>>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -181,7 +190,10 @@ impl Metrics {
             snapshot_failures.clone(),
         );
         let gen_ai = GenAiMetrics::register(&mut registry);
+        let store_traffic = Arc::new(OnceLock::new());
+        registry.register_collector(Box::new(StoreCollector(store_traffic.clone())));
         Metrics {
+            store_traffic,
             snapshot_failures,
             registry,
             active_sessions,
@@ -273,11 +285,52 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
+    /// Exports the store's request and `WAIT` counts (the first store named wins).
+    pub fn count_store_traffic(&self, traffic: Arc<crate::store::Traffic>) {
+        let _ = self.store_traffic.set(traffic);
+    }
+
     /// A store call took `elapsed`.
     pub fn redis(&self, op: &'static str, elapsed: Duration) {
         self.redis
             .get_or_create(&Labels(vec![(LABEL_OP, Arc::from(op))]))
             .observe(elapsed.as_secs_f64());
+    }
+}
+
+/// Reads the store's counters at each scrape.
+#[derive(Debug)]
+struct StoreCollector(Arc<OnceLock<Arc<crate::store::Traffic>>>);
+
+impl Collector for StoreCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(traffic) = self.0.get() else {
+            return Ok(());
+        };
+        let counts = traffic.counts();
+        let requests = ConstCounter::new(counts.requests);
+        requests.encode(encoder.encode_descriptor(
+            REDIS_REQUESTS,
+            "Requests the store sent Redis on its shared connection (a command or a pipeline: one round trip each)",
+            None,
+            requests.metric_type(),
+        )?)?;
+        let mut waits = encoder.encode_descriptor(
+            REDIS_WAITS,
+            "Writes a caller is told about, by how their WAIT for replicas went (acknowledged; short: fewer \
+             replicas within redis.wait_timeout_ms, the write stands; skipped: waiting suspended after a short one)",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for (outcome, n) in [
+            ("acknowledged", counts.acknowledged),
+            ("short", counts.short),
+            ("skipped", counts.skipped),
+        ] {
+            let labels = Labels(vec![(LABEL_OUTCOME, Arc::from(outcome))]);
+            ConstCounter::new(n).encode(waits.encode_family(&labels)?)?;
+        }
+        Ok(())
     }
 }
 

@@ -29,3 +29,22 @@ fn steps_tools_and_store_calls_are_recorded() {
         assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
     }
 }
+
+#[test]
+fn the_store_traffic_is_exported_once_named() {
+    let m = Metrics::new();
+    assert!(
+        !m.encode().contains(REDIS_REQUESTS),
+        "nothing before a store is named"
+    );
+    m.count_store_traffic(Arc::new(crate::store::Traffic::default()));
+    let text = m.encode();
+    for line in [
+        "session_processor_redis_requests_total 0",
+        "session_processor_redis_waits_total{outcome=\"acknowledged\"} 0",
+        "session_processor_redis_waits_total{outcome=\"short\"} 0",
+        "session_processor_redis_waits_total{outcome=\"skipped\"} 0",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
+    }
+}

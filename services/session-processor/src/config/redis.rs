@@ -10,10 +10,38 @@
 //! `REDIS_MODE`, `REDIS_URL` and `REDIS_SENTINEL_MASTER` override the file.
 
 use super::{ConfigError, Env, RedisFile, err, transport};
-use crate::store::{RedisAccess, RedisTarget};
+use crate::store::{RedisAccess, RedisTarget, ReplicaWait};
 
 /// Most addresses in `redis.url`; seeds and sentinels are a handful, so more is a mistake.
 const MAX_ADDRESSES: usize = 64;
+/// Most replicas `redis.wait_replicas` may ask for.
+const MAX_WAIT_REPLICAS: u32 = 16;
+/// Longest `redis.wait_timeout_ms`: a waiting write holds the shared connection to its node (see `store::replicas`).
+const MAX_WAIT_TIMEOUT_MS: u64 = 1_000;
+
+/// `wait_replicas` and `wait_timeout_ms`: `None` when `wait_replicas` is 0.
+pub(super) fn replica_wait(file: &RedisFile) -> Result<Option<ReplicaWait>, ConfigError> {
+    if file.wait_replicas == 0 {
+        return Ok(None);
+    }
+    if file.wait_replicas > MAX_WAIT_REPLICAS {
+        return Err(err(
+            "redis.wait_replicas",
+            format!("must be at most {MAX_WAIT_REPLICAS} (0: do not wait)"),
+        ));
+    }
+    // WAIT's 0 means "forever", which would hold the connection as long as a replica is missing.
+    if !(1..=MAX_WAIT_TIMEOUT_MS).contains(&file.wait_timeout_ms) {
+        return Err(err(
+            "redis.wait_timeout_ms",
+            format!("must be 1..={MAX_WAIT_TIMEOUT_MS} when redis.wait_replicas is set"),
+        ));
+    }
+    Ok(Some(ReplicaWait {
+        replicas: file.wait_replicas,
+        timeout: std::time::Duration::from_millis(file.wait_timeout_ms),
+    }))
+}
 
 /// The target and the credentials and TLS that go with it.
 pub(super) fn redis_target(

@@ -125,7 +125,6 @@ impl Store {
         }
         let keys = self.keys(session_id)?;
         let script = begin_invocation(&keys, message, &args)?;
-        let mut conn = self.conn.clone();
         let mut active_conn = self.conn.clone();
         let mark = redis::cmd("SADD")
             .arg(keys::active(&self.prefix))
@@ -134,7 +133,7 @@ impl Store {
         let active = mark.query_async::<i64>(&mut active_conn);
         let (reply, marked) = tokio::join!(
             self.write_session(session_id, async {
-                Ok(script.invoke_async::<Vec<redis::Value>>(&mut conn).await?)
+                self.invoke_acked::<Vec<redis::Value>>(&script).await
             }),
             active
         );

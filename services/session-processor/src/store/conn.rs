@@ -8,6 +8,8 @@
 //!   [`split_pipeline`]), because the cluster client refuses cross-slot pipelines;
 //! - **sentinel**: the current primary as the sentinels name it (see `sentinel`), re-resolved after a failover.
 
+use std::sync::Arc;
+
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
@@ -15,6 +17,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::Slot;
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
+use super::replicas::Traffic;
 use super::sentinel::Primary;
 
 /// Where the store's data lives, chosen by `[redis] mode` (see docs/operations.md).
@@ -127,6 +130,40 @@ impl ConnectionLike for Conn {
     }
 }
 
+/// The store's shared connection, counting each request (a command or a pipeline) in [`Traffic`].
+#[derive(Clone)]
+pub(super) struct Counted {
+    conn: Conn,
+    traffic: Arc<Traffic>,
+}
+
+impl Counted {
+    pub(super) fn new(conn: Conn, traffic: Arc<Traffic>) -> Self {
+        Self { conn, traffic }
+    }
+}
+
+impl ConnectionLike for Counted {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        self.traffic.request();
+        self.conn.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.traffic.request();
+        self.conn.req_packed_commands(pipeline, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.conn.get_db()
+    }
+}
+
 /// Commands whose replies do not depend on the order they run in relative to the pipeline's other commands.
 const READS: &[&[u8]] = &[
     b"GET",
@@ -142,8 +179,13 @@ const READS: &[&[u8]] = &[
     b"ZCARD",
 ];
 
+/// Commands the store pipelines that take no key. `WAIT` counts the replicas that have the writes made before it on
+/// its connection, so it belongs with the command it follows (see `replicas`), not to the slot of its argument.
+const KEYLESS: &[&[u8]] = &[b"WAIT"];
+
 /// The hash slot a command's key lives in: its first key is argument 1 for every command the store pipelines,
-/// except `EVAL`/`EVALSHA` (argument 3, when the script has keys). `None`: no key (routed anywhere).
+/// except `EVAL`/`EVALSHA` (argument 3, when the script has keys) and the [`KEYLESS`] ones. `None`: no key (routed
+/// anywhere, or with the pipeline's keyed commands).
 pub(super) fn command_slot(cmd: &Cmd) -> Option<Slot> {
     let args: Vec<&[u8]> = cmd
         .args_iter()
@@ -153,6 +195,9 @@ pub(super) fn command_slot(cmd: &Cmd) -> Option<Slot> {
         })
         .collect();
     let name = args.first()?.to_ascii_uppercase();
+    if KEYLESS.contains(&name.as_slice()) {
+        return None;
+    }
     let key = if name == b"EVAL" || name == b"EVALSHA" {
         let keys: usize = std::str::from_utf8(args.get(2)?).ok()?.parse().ok()?;
         if keys == 0 {

@@ -50,3 +50,16 @@ fn cross_slot_writes_keep_program_order() {
         Plan::Sequential(vec![vec![0], vec![1], vec![2, 3]])
     );
 }
+
+#[test]
+fn wait_after_a_script_goes_whole_to_the_scripts_slot() {
+    // `WAIT 1 100`: its first argument is a replica count, not a key.
+    let script = redis::cmd("EVALSHA")
+        .arg("abc")
+        .arg(1)
+        .arg("p:{sess:a}:session")
+        .clone();
+    let wait = redis::cmd("WAIT").arg(1).arg(100).clone();
+    assert_eq!(command_slot(&wait), None);
+    assert_eq!(plan(&[&script, &wait]), Plan::Whole);
+}

@@ -128,8 +128,7 @@ impl Store {
                 (session, ends_run),
             );
             self.count_event_command();
-            let reply: Option<(String, i64, i64, i64, i64)> =
-                script.invoke_async(&mut self.conn.clone()).await?;
+            let reply: Option<(String, i64, i64, i64, i64)> = self.invoke_acked(&script).await?;
             let Some((entry, watched, code, renewed, session_code)) = reply else {
                 return Err(StoreError::NotFound(format!("session {session_id}")));
             };

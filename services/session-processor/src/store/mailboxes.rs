@@ -120,17 +120,15 @@ impl Store {
         bytes: Vec<u8>,
     ) -> Result<(), StoreError> {
         self.write_session(session_id, async {
-            let code: i64 = self
-                .scripts
-                .submit
+            let mut script = self.scripts.submit.prepare_invoke();
+            script
                 .key(keys.session())
                 .key(records)
                 .key(mailbox)
                 .key(keys.aux())
                 .arg(id)
-                .arg(bytes)
-                .invoke_async(&mut self.conn.clone())
-                .await?;
+                .arg(bytes);
+            let code: i64 = self.invoke_acked(&script).await?;
             match code {
                 // 0: already answered; the first answer stands.
                 0 | scripts::OK => Ok(()),

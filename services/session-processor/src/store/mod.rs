@@ -67,6 +67,7 @@ mod lease;
 mod mailboxes;
 mod messages;
 mod queue;
+mod replicas;
 mod scripts;
 mod sentinel;
 mod sessions;
@@ -84,11 +85,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use access::{RedisAccess, url_has_credentials};
 pub use begin::{Begin, BeginArgs, Begun};
-use conn::Conn;
+use conn::Counted;
 pub use conn::RedisTarget;
 pub use diag::WriteFailures;
 pub use event_log::{EventPage, FlushWrites, Flushed, SessionCas, SessionWritten};
 use keys::{SessionKeys, check_id};
+pub use replicas::{ReplicaWait, Traffic, TrafficCounts};
 pub use tenancy::{Listed, Scope};
 
 /// Default number of events kept per session stream (approximately: `MAXLEN ~` trims whole stream nodes).
@@ -199,7 +201,8 @@ fn fence_arg(fence: Option<&Fence>) -> String {
 /// script cache, the pool of blocking connections and the failure counter.
 #[derive(Clone)]
 pub struct Store {
-    conn: Conn,
+    /// The shared connection, counting requests in `traffic`.
+    conn: Counted,
     prefix: Arc<str>,
     scripts: Arc<scripts::Scripts>,
     blocking: Arc<blocking::Pool>,
@@ -209,6 +212,10 @@ pub struct Store {
     write_failures: Arc<AtomicU64>,
     /// Per-session write failures not yet flushed to Redis (see `diag`).
     tallies: Arc<diag::Tallies>,
+    /// `[redis] wait_replicas`: `WAIT` after acknowledged writes (see `replicas`).
+    waiter: Option<Arc<replicas::Waiter>>,
+    /// Requests sent and waits' outcomes, for the metrics.
+    traffic: Arc<Traffic>,
 }
 
 impl std::fmt::Debug for Store {
@@ -254,8 +261,9 @@ impl Store {
             response: RESPONSE_TIMEOUT,
         };
         let (conn, opener) = access::connect(target, access, timeouts).await?;
+        let traffic = Arc::new(Traffic::default());
         Ok(Store {
-            conn,
+            conn: Counted::new(conn, traffic.clone()),
             prefix: prefix.into(),
             scripts: Arc::new(scripts::Scripts::new()),
             blocking: Arc::new(blocking::Pool::new(opener, CONNECT_TIMEOUT)),
@@ -263,6 +271,8 @@ impl Store {
             event_commands: Arc::new(AtomicU64::new(0)),
             write_failures: Arc::new(AtomicU64::new(0)),
             tallies: Arc::new(diag::Tallies::default()),
+            waiter: None,
+            traffic,
         })
     }
 

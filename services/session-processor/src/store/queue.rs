@@ -15,14 +15,12 @@ impl Store {
     ) -> Result<(), StoreError> {
         self.write_session(session_id, async {
             let keys = self.keys(session_id)?;
-            let code: i64 = self
-                .scripts
-                .enqueue
+            let mut script = self.scripts.enqueue.prepare_invoke();
+            script
                 .key(keys.session())
                 .key(keys.queue())
-                .arg(prompt.encode_to_vec())
-                .invoke_async(&mut self.conn.clone())
-                .await?;
+                .arg(prompt.encode_to_vec());
+            let code: i64 = self.invoke_acked(&script).await?;
             Self::status(code, session_id, None, String::new)
         })
         .await

@@ -713,6 +713,80 @@ async fn queue_drains_in_order() {
     cleanup(&store, &prefix).await;
 }
 
+#[tokio::test]
+async fn a_replica_wait_follows_acknowledged_writes_and_a_short_one_suspends_it() {
+    // The test Redis has no replicas: every WAIT comes back short after its timeout, and the write stands.
+    let (store, prefix) = store().await;
+    let wait = ReplicaWait {
+        replicas: 1,
+        timeout: Duration::from_millis(20),
+    };
+    let sid = new_session(&store).await;
+    // Loaded once without waiting, so the first pipeline below is not a NOSCRIPT one.
+    store
+        .enqueue_prompt(&sid, &prompt(&sid, "zero"))
+        .await
+        .unwrap();
+    let store = store.with_replica_wait(Some(wait));
+    let waits_before = wait_calls(&store).await;
+    let requests = store.traffic().counts().requests;
+    let started = Instant::now();
+    store
+        .enqueue_prompt(&sid, &prompt(&sid, "one"))
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() >= wait.timeout,
+        "Redis waited for the replica"
+    );
+    let counts = store.traffic().counts();
+    assert_eq!((counts.short, counts.skipped), (1, 0));
+    assert_eq!(
+        counts.requests,
+        requests + 1,
+        "script and WAIT in one pipeline"
+    );
+    // Suspended: the next write does not wait.
+    store
+        .enqueue_prompt(&sid, &prompt(&sid, "two"))
+        .await
+        .unwrap();
+    assert_eq!(store.traffic().counts().skipped, 1);
+    // After the suspension it waits again, and a node that lost its scripts (a restart, a failover) is given the
+    // script and asked again, WAIT included.
+    tokio::time::sleep(replicas::SUSPEND).await;
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut store.conn.clone())
+        .await
+        .unwrap();
+    store
+        .enqueue_prompt(&sid, &prompt(&sid, "three"))
+        .await
+        .unwrap();
+    assert_eq!(store.traffic().counts().short, 2);
+    assert!(wait_calls(&store).await >= waits_before + 3);
+    let taken = store.take_queued_prompts(&sid).await.unwrap();
+    assert_eq!(
+        taken.iter().map(prompt_text).collect::<Vec<_>>(),
+        ["zero", "one", "two", "three"]
+    );
+    cleanup(&store, &prefix).await;
+}
+
+/// `WAIT` calls the server has counted (`INFO commandstats`).
+async fn wait_calls(store: &Store) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut store.conn.clone())
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_wait:calls="))
+        .and_then(|v| v.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn queue_drain_is_atomic_under_concurrent_enqueue() {
     let (store, prefix) = store().await;

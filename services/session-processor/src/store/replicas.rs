@@ -1,0 +1,180 @@
+//! Waiting for replicas (`[redis] wait_replicas`, docs/operations.md "Redis Cluster"): the writes whose success a
+//! caller is told about are followed by `WAIT <replicas> <timeout>` in the same pipeline, so Redis answers them only
+//! once that many replicas have the write (or the timeout passed).
+//!
+//! Which writes: a prompt's first write (its user message and the lease: the `Prompt` is accepted), a queued
+//! prompt, a client tool's result or a permission answer (the RPC returns OK), and each flush of a running loop's
+//! event window (its events, parts and messages). Session creation, deletion and record updates are not waited.
+//!
+//! `WAIT` counts the replicas that acknowledged every write made *on its connection* so far, so it must follow the
+//! script on the same connection: the pipeline carries both, and on a cluster it goes whole to the primary owning
+//! the script's slot (`WAIT` has no key; `conn::command_slot` says so, and the `redis` crate routes a pipeline by its
+//! first keyed command). The shared connection is multiplexed, so the wait also covers other sessions' writes sent
+//! before it on that connection, and Redis serves nothing else of that connection while `WAIT` blocks: that
+//! head-of-line wait is the option's main cost (docs/benchmarks.md, "Session 7: Redis Cluster").
+//!
+//! A short answer (fewer replicas within the timeout) is not a failure: Redis has already applied the write, and
+//! refusing it would only make the caller retry a write that is there. It is logged, counted, and `WAIT` is skipped
+//! for [`SUSPEND`] so that a replica that is down does not make every acknowledged write pay the full timeout while
+//! it holds the shared connection; then it is tried again.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use redis::{FromRedisValue, ScriptInvocation};
+
+use super::{Store, StoreError, ceil_millis};
+
+/// How long `WAIT` is skipped after a short answer.
+pub const SUSPEND: Duration = Duration::from_secs(1);
+
+/// `[redis] wait_replicas` and `wait_timeout_ms`: how many replicas must acknowledge a write, and for how long Redis
+/// waits for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaWait {
+    /// Replicas that must have the write (at least 1).
+    pub replicas: u32,
+    /// How long Redis waits for them (at least 1 ms).
+    pub timeout: Duration,
+}
+
+/// What the store sent Redis and how its waits went, for the metrics (read with [`Traffic::counts`]).
+#[derive(Debug, Default)]
+pub struct Traffic {
+    requests: AtomicU64,
+    acknowledged: AtomicU64,
+    short: AtomicU64,
+    skipped: AtomicU64,
+}
+
+/// A reading of [`Traffic`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TrafficCounts {
+    /// Requests on the shared connection: a command or a pipeline (one round trip) each.
+    pub requests: u64,
+    /// `WAIT`s answered with every replica asked for.
+    pub acknowledged: u64,
+    /// `WAIT`s answered with fewer (the timeout passed).
+    pub short: u64,
+    /// Writes sent without `WAIT` because a short answer suspended it ([`SUSPEND`]).
+    pub skipped: u64,
+}
+
+impl Traffic {
+    /// The counts so far.
+    pub fn counts(&self) -> TrafficCounts {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        TrafficCounts {
+            requests: get(&self.requests),
+            acknowledged: get(&self.acknowledged),
+            short: get(&self.short),
+            skipped: get(&self.skipped),
+        }
+    }
+
+    /// One request sent.
+    pub(super) fn request(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The configured wait and its suspension.
+#[derive(Debug)]
+pub(super) struct Waiter {
+    wait: ReplicaWait,
+    /// Until when `WAIT` is skipped (after a short answer).
+    suspended_until: Mutex<Option<Instant>>,
+}
+
+impl Waiter {
+    pub(super) fn new(wait: ReplicaWait) -> Self {
+        Self {
+            wait,
+            suspended_until: Mutex::new(None),
+        }
+    }
+
+    /// Whether this write waits (else it counts as skipped).
+    fn due(&self, traffic: &Traffic) -> bool {
+        let mut until = self
+            .suspended_until
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match *until {
+            Some(t) if Instant::now() < t => {
+                traffic.skipped.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+            Some(_) => {
+                *until = None;
+                true
+            }
+            None => true,
+        }
+    }
+
+    /// Counts `WAIT`'s answer; a short one is logged and suspends waiting.
+    fn record(&self, acked: u64, traffic: &Traffic) {
+        if acked >= u64::from(self.wait.replicas) {
+            traffic.acknowledged.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        traffic.short.fetch_add(1, Ordering::Relaxed);
+        let mut until = self
+            .suspended_until
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if until.is_none() {
+            *until = Some(Instant::now() + SUSPEND);
+            tracing::warn!(
+                message = "Redis replicas did not acknowledge a write in time; the write stands, waiting is suspended",
+                acknowledged = acked,
+                wanted = self.wait.replicas,
+                timeout_ms = self.wait.timeout.as_millis() as u64,
+                suspended_ms = SUSPEND.as_millis() as u64,
+            );
+        }
+    }
+}
+
+impl Store {
+    /// Waits for `wait` replicas after each acknowledged write (`None`: never, the default).
+    pub fn with_replica_wait(mut self, wait: Option<ReplicaWait>) -> Self {
+        self.waiter = wait.map(|w| std::sync::Arc::new(Waiter::new(w)));
+        self
+    }
+
+    /// The store's request and wait counts (shared by clones).
+    pub fn traffic(&self) -> std::sync::Arc<Traffic> {
+        self.traffic.clone()
+    }
+
+    /// Runs a write script whose success a caller is told about: with a replica wait configured (and not
+    /// suspended), `WAIT` follows it in one pipeline on the same connection (see the module docs). A script the node
+    /// does not know (`NOSCRIPT`: a restart, a failover) is loaded and the pipeline sent again, as
+    /// `ScriptInvocation::invoke_async` does for a lone script.
+    pub(super) async fn invoke_acked<T: FromRedisValue>(
+        &self,
+        script: &ScriptInvocation<'_>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn.clone();
+        let Some(waiter) = self.waiter.as_deref().filter(|w| w.due(&self.traffic)) else {
+            return Ok(script.invoke_async(&mut conn).await?);
+        };
+        let mut pipe = redis::pipe();
+        pipe.invoke_script(script)
+            .cmd("WAIT")
+            .arg(waiter.wait.replicas)
+            .arg(ceil_millis(waiter.wait.timeout));
+        let (value, acked): (T, u64) = match pipe.query_async(&mut conn).await {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                script.load_async(&mut conn).await?;
+                pipe.query_async(&mut conn).await?
+            }
+            other => other?,
+        };
+        waiter.record(acked, &self.traffic);
+        Ok(value)
+    }
+}
