@@ -9,6 +9,8 @@
 //! - [`procs`]: starting the benchmarked processes on loopback; the machine's description.
 //! - [`redisinfo`]: Redis command counts (`INFO commandstats`).
 //! - [`promtext`]: a `/metrics` scrape and a histogram's sums and counts from it.
+//! - [`redis_kit`]: private `redis-server`s, a Redis Cluster and a Sentinel-managed primary on loopback, for
+//!   `procbench` and the end-to-end tests.
 //!
 //! Binaries: `loadgen` (the load generator), `floor-relay` (the floor as its own process) and `procbench` (the
 //! processor benchmark: sessions through session-processor + llm-gateway + Redis).
@@ -18,5 +20,6 @@ pub mod floor;
 pub mod procfs;
 pub mod procs;
 pub mod promtext;
+pub mod redis_kit;
 pub mod redisinfo;
 pub mod stats;

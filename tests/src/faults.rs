@@ -10,6 +10,7 @@ use fake_provider::Reply;
 use fake_provider::openai_sse::ChatStream;
 
 use crate::Harness;
+use crate::cluster::RedisCluster;
 pub use crate::processor::until_done_within as until_done;
 use crate::processor::{
     Processor, ProcessorSetup, SessionsClient, assert_healthy, messages, prompt, start_processor,
@@ -129,6 +130,34 @@ pub async fn create(c: &mut SessionsClient) -> String {
         .session
         .unwrap()
         .id
+}
+
+/// Creates sessions through `clients` in turn until every primary of `cluster` serves at least one and there are at
+/// least 4; returns (id, slot) pairs. `prefix` is the processors' key prefix.
+pub async fn spread(
+    cluster: &RedisCluster,
+    clients: &mut [SessionsClient],
+    prefix: &str,
+) -> Vec<(String, u16)> {
+    let primaries: Vec<u16> = cluster.primaries().await.iter().map(|n| n.port).collect();
+    let mut sessions = Vec::new();
+    let mut served = std::collections::HashSet::new();
+    for i in 0..64 {
+        let n = clients.len();
+        let id = create(&mut clients[i % n]).await;
+        let slot = cluster
+            .slot_of(&format!("{prefix}{{sess:{id}}}:session"))
+            .await;
+        served.insert(cluster.owner(slot).await.port);
+        sessions.push((id, slot));
+        if sessions.len() >= 4 && primaries.iter().all(|p| served.contains(p)) {
+            return sessions;
+        }
+    }
+    panic!(
+        "64 sessions did not cover the {} primaries",
+        primaries.len()
+    );
 }
 
 /// Prompts the session and reads the stream to its end; the answer must be complete.

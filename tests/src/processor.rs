@@ -7,7 +7,6 @@ use llm_proto::sessions as spb;
 use llm_proto::sessions::session_service_client::SessionServiceClient;
 use session_processor::config::Config as ProcessorConfig;
 use session_processor::engine::{Engine, gateway_client};
-use session_processor::store::Store;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
@@ -231,13 +230,9 @@ pub async fn start_processor(setup: ProcessorSetup) -> Processor {
         ProcessorConfig::from_file(file, std::path::Path::new("."), &env)
             .expect("processor config valid"),
     );
-    let store = Store::connect_to(
-        &config.redis_target,
-        &config.redis_access,
-        &config.redis_prefix,
-    )
-    .await
-    .expect("redis (set REDIS_URL)");
+    let store = session_processor::app::open_store(&config)
+        .await
+        .expect("redis (set REDIS_URL)");
     let client =
         gateway_client(&config.gateway_url, &config.gateway_token).expect("gateway client");
     let engine = Engine::new(store, client, config);

@@ -16,31 +16,7 @@
 
 use e2e_tests::Harness;
 use e2e_tests::cluster::RedisCluster;
-use e2e_tests::faults::{create, fault_mid_prompt, short_answer, two_replicas};
-use e2e_tests::processor::SessionsClient;
-
-/// Creates sessions, alternating replicas, until every primary serves at least one. Returns (id, slot) pairs.
-async fn spread(
-    cluster: &RedisCluster,
-    clients: &mut [SessionsClient; 2],
-    prefix: &str,
-) -> Vec<(String, u16)> {
-    let primaries: Vec<u16> = cluster.primaries().await.iter().map(|n| n.port).collect();
-    let mut sessions = Vec::new();
-    let mut served = std::collections::HashSet::new();
-    for i in 0..64 {
-        let id = create(&mut clients[i % 2]).await;
-        let slot = cluster
-            .slot_of(&format!("{prefix}{{sess:{id}}}:session"))
-            .await;
-        served.insert(cluster.owner(slot).await.port);
-        sessions.push((id, slot));
-        if sessions.len() >= 4 && primaries.iter().all(|p| served.contains(p)) {
-            return sessions;
-        }
-    }
-    panic!("64 sessions did not cover the 3 primaries");
-}
+use e2e_tests::faults::{fault_mid_prompt, short_answer, spread, two_replicas};
 
 enum Fault {
     /// The busy session's primary SIGKILLed; its replica is promoted.

@@ -135,6 +135,18 @@ async fn announce_sandbox(config: &Config) -> bool {
     }
 }
 
+/// The store the configuration describes: its Redis (mode, addresses, credentials, TLS), key prefix and replica
+/// wait. Connects; does not check that Redis answers.
+pub async fn open_store(config: &Config) -> Result<crate::store::Store, crate::store::StoreError> {
+    Ok(crate::store::Store::connect_to(
+        &config.redis_target,
+        &config.redis_access,
+        &config.redis_prefix,
+    )
+    .await?
+    .with_replica_wait(config.redis_wait))
+}
+
 /// Connects to Redis and checks that it answers. While Redis is still loading its data (a restart with AOF), start-up
 /// waits, saying so every few seconds, instead of failing: the processor is useless without its store, and a
 /// supervisor restarting it in a loop would only add noise. Any other failure ends start-up.
@@ -143,13 +155,7 @@ async fn connect_store(config: &Config) -> Result<crate::store::Store, crate::st
     let mut said = None::<std::time::Instant>;
     loop {
         let attempt = async {
-            let store = crate::store::Store::connect_to(
-                &config.redis_target,
-                &config.redis_access,
-                &config.redis_prefix,
-            )
-            .await?
-            .with_replica_wait(config.redis_wait);
+            let store = open_store(config).await?;
             store.ping().await?;
             Ok::<_, crate::store::StoreError>(store)
         };
