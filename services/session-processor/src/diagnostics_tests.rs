@@ -483,10 +483,10 @@ fn the_processor_records_the_requested_and_the_served_model_on_step_finish() {
     let finish = out
         .iter()
         .find_map(|e| match e {
-            Effect::Part(pb::Part {
-                kind: Some(pb::part::Kind::StepFinish(f)),
-                ..
-            }) => Some(f.clone()),
+            Effect::Part(p) => match &p.kind {
+                Some(pb::part::Kind::StepFinish(f)) => Some(f.clone()),
+                _ => None,
+            },
             _ => None,
         })
         .unwrap();

@@ -8,12 +8,14 @@
 //! become `error: aborted` (interrupted), and the message gets its completion time.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use llm_proto::gateway as gw;
 use llm_proto::sessions as pb;
 use prost_types::Timestamp;
 
+use crate::event_wire::PartIds;
 use crate::ids;
 
 /// Finish of an assistant message whose step hit the context limit (a provider overflow error, also mid-stream):
@@ -23,20 +25,19 @@ pub const FINISH_OVERFLOW: &str = "overflow";
 /// What the run loop must do with a change.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
-    /// The message changed: persist it and publish `message_updated`.
-    Message(pb::Message),
+    /// The message changed: persist it and publish `message_updated`. Boxed, as are the parts: an effect is
+    /// otherwise the size of a whole message, and the per-delta path holds effects in its buffer and futures.
+    Message(Box<pb::Message>),
     /// A part was created or changed: persist it and publish `part_updated`.
-    Part(pb::Part),
+    Part(Box<pb::Part>),
     /// A part's state to persist without publishing it: its final state follows as a [`Effect::Part`] (a
     /// step-finish part waiting for its end snapshot), and each part's final state is published once.
-    Persist(pb::Part),
+    Persist(Box<pb::Part>),
     /// Text was appended to a part: publish `part_delta`; persistence is coalesced (the part's full text is in
     /// [`Processor::part`]).
     Delta {
-        /// The part.
-        part_id: String,
-        /// Its message.
-        message_id: String,
+        /// The part and its message, shared by all the part's deltas.
+        ids: Arc<PartIds>,
         /// The appended text.
         delta: String,
     },
@@ -71,6 +72,8 @@ pub struct Processor {
     parts: Vec<pb::Part>,
     /// Gateway block id → index in `parts`, for open text blocks.
     text_blocks: HashMap<String, usize>,
+    /// By index in `parts`: the ids its deltas carry, made at its first delta.
+    delta_ids: Vec<Option<Arc<PartIds>>>,
     /// Gateway block id → index in `parts`, for open reasoning blocks.
     reasoning_blocks: HashMap<String, usize>,
     /// Call id → index in `parts`.
@@ -127,6 +130,7 @@ impl Processor {
             message,
             parts: Vec::new(),
             text_blocks: HashMap::new(),
+            delta_ids: Vec::new(),
             reasoning_blocks: HashMap::new(),
             tools: HashMap::new(),
             usable_context,
@@ -153,7 +157,7 @@ impl Processor {
     /// error and the loop stops after this step.
     pub fn fail(&mut self, error: pb::MessageError, out: &mut Vec<Effect>) {
         self.message.error = Some(error);
-        out.push(Effect::Message(self.message.clone()));
+        out.push(Effect::Message(Box::new(self.message.clone())));
     }
 
     /// Stores the validated structured output on the message. The answer is complete, so the message finishes
@@ -161,7 +165,7 @@ impl Processor {
     pub fn set_structured_output(&mut self, json: String, out: &mut Vec<Effect>) {
         self.message.structured_output_json = json;
         self.message.finish = "stop".into();
-        out.push(Effect::Message(self.message.clone()));
+        out.push(Effect::Message(Box::new(self.message.clone())));
     }
 
     /// The assistant message as it stands.
@@ -192,14 +196,14 @@ impl Processor {
             E::StreamStart(s) => {
                 if self.message.model != s.model {
                     self.message.model = s.model;
-                    out.push(Effect::Message(self.message.clone()));
+                    out.push(Effect::Message(Box::new(self.message.clone())));
                 }
             }
             E::StepStart(_) => {
                 let part = self.new_part(pb::part::Kind::StepStart(pb::StepStartPart {
                     snapshot: self.start_snapshot.clone(),
                 }));
-                out.push(Effect::Part(part));
+                out.push(Effect::Part(Box::new(part)));
             }
             E::TextStart(t) => self.open_block(Block::Text, t.id, now, out),
             E::TextDelta(d) => self.append_to_block(Block::Text, &d.id, d.delta, out),
@@ -239,7 +243,7 @@ impl Processor {
             provider_metadata_json: String::new(),
         }));
         self.tools.insert(t.call_id, self.parts.len() - 1);
-        out.push(Effect::Part(part));
+        out.push(Effect::Part(Box::new(part)));
     }
 
     /// A complete tool call: its part runs, and the loop is asked to run the tool.
@@ -266,7 +270,7 @@ impl Processor {
             state.input_json.clone_from(&c.input_json);
             state.started_at = Some(now);
         }
-        out.push(Effect::Part(part.clone()));
+        out.push(Effect::Part(Box::new(part.clone())));
         out.push(Effect::ToolCall {
             part_id: part.id.clone(),
             call_id: c.call_id,
@@ -296,12 +300,12 @@ impl Processor {
             requested_model: self.requested_model.clone(),
         }));
         if self.start_snapshot.is_empty() {
-            out.push(Effect::Part(part));
+            out.push(Effect::Part(Box::new(part)));
         } else {
             // Stored now (a crash during the tools must not lose the step's accounting), published with the end
             // snapshot.
             self.held_finish = Some(self.parts.len() - 1);
-            out.push(Effect::Persist(part));
+            out.push(Effect::Persist(Box::new(part)));
         }
         self.message.cost_nano_usd += cost;
         self.message.tokens = Some(tokens);
@@ -324,7 +328,7 @@ impl Processor {
                 self.needs_compaction = true;
             }
         }
-        out.push(Effect::Message(self.message.clone()));
+        out.push(Effect::Message(Box::new(self.message.clone())));
     }
 
     /// The step failed: an overflow asks for compaction, anything else is the step's failure.
@@ -341,7 +345,7 @@ impl Processor {
             retry_after_beyond_cap: e.retry_after_beyond_cap,
         });
         self.message.error = Some(message_error(&e));
-        out.push(Effect::Message(self.message.clone()));
+        out.push(Effect::Message(Box::new(self.message.clone())));
     }
 
     /// A tool finished (`Ok(output)`) or failed (`Err(message the model sees)`).
@@ -368,7 +372,7 @@ impl Processor {
                 }
             }
             state.ended_at = Some(now);
-            out.push(Effect::Part(self.parts[i].clone()));
+            out.push(Effect::Part(Box::new(self.parts[i].clone())));
         }
     }
 
@@ -432,7 +436,7 @@ impl Processor {
                     && streamed.ended_at.is_none()
                 {
                     *streamed.ended_at = Some(now);
-                    out.push(Effect::Part(self.parts[i].clone()));
+                    out.push(Effect::Part(Box::new(self.parts[i].clone())));
                 }
             }
         }
@@ -450,7 +454,7 @@ impl Processor {
                     state.error = "aborted".into();
                     state.interrupted = true;
                     state.ended_at = Some(now);
-                    out.push(Effect::Part(self.parts[i].clone()));
+                    out.push(Effect::Part(Box::new(self.parts[i].clone())));
                 }
             }
         }
@@ -470,10 +474,10 @@ impl Processor {
         }
         if let Some(i) = self.held_finish.take() {
             // No end snapshot came: the step-finish part is final as it is.
-            out.push(Effect::Part(self.parts[i].clone()));
+            out.push(Effect::Part(Box::new(self.parts[i].clone())));
         }
         self.message.completed_at = Some(now);
-        out.push(Effect::Message(self.message.clone()));
+        out.push(Effect::Message(Box::new(self.message.clone())));
     }
 
     /// Closeout: compaction first, then stop on error or block, else continue.
@@ -517,7 +521,7 @@ impl Processor {
             && let Some(pb::part::Kind::StepFinish(finish)) = self.parts[i].kind.as_mut()
         {
             finish.snapshot.clone_from(&after);
-            out.push(Effect::Part(self.parts[i].clone()));
+            out.push(Effect::Part(Box::new(self.parts[i].clone())));
         }
         if changes.is_empty() {
             return;
@@ -529,13 +533,13 @@ impl Processor {
             after,
             changes,
         }));
-        out.push(Effect::Part(patch));
+        out.push(Effect::Part(Box::new(patch)));
     }
 
     /// Adds a part the loop creates itself (a compaction marker) and emits it.
     pub fn add_part(&mut self, kind: pb::part::Kind, out: &mut Vec<Effect>) {
         let part = self.new_part(kind);
-        out.push(Effect::Part(part));
+        out.push(Effect::Part(Box::new(part)));
     }
 
     fn new_part(&mut self, kind: pb::part::Kind) -> pb::Part {
@@ -554,7 +558,7 @@ impl Processor {
         let part = self.new_part(block.open(now));
         let index = self.parts.len() - 1;
         self.blocks(block).insert(id, index);
-        out.push(Effect::Part(part));
+        out.push(Effect::Part(Box::new(part)));
     }
 
     /// Text for an open block: appended to its part and emitted as a delta. A block id that is not open (or not
@@ -586,7 +590,7 @@ impl Processor {
             if let Some(json) = streamed.provider_metadata_json {
                 *json = metadata_json(metadata);
             }
-            out.push(Effect::Part(self.parts[i].clone()));
+            out.push(Effect::Part(Box::new(self.parts[i].clone())));
         }
     }
 
@@ -598,10 +602,18 @@ impl Processor {
         }
     }
 
-    fn delta(&self, i: usize, delta: String) -> Effect {
+    fn delta(&mut self, i: usize, delta: String) -> Effect {
+        if self.delta_ids.len() <= i {
+            self.delta_ids.resize(i + 1, None);
+        }
+        let ids = self.delta_ids[i].get_or_insert_with(|| {
+            Arc::new(PartIds {
+                part_id: self.parts[i].id.clone(),
+                message_id: self.message.id.clone(),
+            })
+        });
         Effect::Delta {
-            part_id: self.parts[i].id.clone(),
-            message_id: self.message.id.clone(),
+            ids: Arc::clone(ids),
             delta,
         }
     }

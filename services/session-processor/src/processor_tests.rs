@@ -147,6 +147,17 @@ fn text_is_created_on_start_appended_on_delta_and_closed_on_end() {
     assert_eq!(t.started_at, Some(ts(1)));
     assert_eq!(t.ended_at, Some(ts(4)));
     assert!(matches!(out.last(), Some(Effect::Part(_))));
+    // Every delta of the part carries the same ids, made once.
+    let ids: Vec<_> = out
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Delta { ids, .. } => Some(ids),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids[0].part_id, p.parts()[1].id);
+    assert_eq!(ids[0].message_id, p.message().id);
+    assert!(std::sync::Arc::ptr_eq(ids[0], ids[1]));
 }
 
 #[test]
@@ -205,22 +216,27 @@ fn text_and_reasoning_blocks_emit_their_part_on_start_and_end_and_every_delta_be
         })
     };
     let delta = |part_id: &str, delta: &str| Effect::Delta {
-        part_id: part_id.into(),
-        message_id: "msg_1".into(),
+        ids: std::sync::Arc::new(crate::event_wire::PartIds {
+            part_id: part_id.into(),
+            message_id: "msg_1".into(),
+        }),
         delta: delta.into(),
     };
     assert_eq!(
         out,
         vec![
-            Effect::Part(part(&text_id, text("", None))),
-            Effect::Part(part(&reasoning_id, reasoning("", String::new(), None))),
+            Effect::Part(Box::new(part(&text_id, text("", None)))),
+            Effect::Part(Box::new(part(
+                &reasoning_id,
+                reasoning("", String::new(), None)
+            ))),
             delta(&text_id, "a"),
             delta(&reasoning_id, "b"),
-            Effect::Part(part(&text_id, text("a", Some(ts(8))))),
-            Effect::Part(part(
+            Effect::Part(Box::new(part(&text_id, text("a", Some(ts(8)))))),
+            Effect::Part(Box::new(part(
                 &reasoning_id,
                 reasoning("b", metadata_json(Some(&metadata)), Some(ts(9)))
-            )),
+            ))),
         ]
     );
     let mut out = Vec::new();

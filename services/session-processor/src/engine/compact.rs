@@ -309,7 +309,7 @@ impl Engine {
         // No usable limit for the summary step itself: a summary that nears the limit is still a summary, and one
         // that does not fit fails with the provider's overflow error.
         let mut processor = Processor::new(message, None);
-        let mut out = vec![Effect::Message(processor.message().clone())];
+        let mut out = vec![Effect::Message(Box::new(processor.message().clone()))];
         processor.add_part(
             pb::part::Kind::Compaction(pb::CompactionPart {
                 auto: c.cause.auto,

@@ -2,7 +2,7 @@
 //! policy ([`super::policy`]) what to do, performs it, and reports back what happened. Every decision is the
 //! policy's; this file only does I/O and turns its outcomes (including storage errors) into observations.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use llm_proto::sessions as pb;
@@ -11,6 +11,7 @@ use tracing::Instrument;
 
 use super::compact::Compacted;
 use super::inputs::RunInputs;
+use super::lease::LeaseClock;
 use super::orphans::open_client_calls;
 use super::persist::done;
 use super::policy::{
@@ -24,25 +25,6 @@ use crate::history;
 use crate::snapshot::StepSnapshots;
 use crate::store::{Fence, StoreError};
 use crate::tools::Workspace;
-
-/// When the loop's lease was last proven (a renewal that succeeded, timed from when it was sent).
-#[derive(Clone)]
-struct LeaseClock(Arc<Mutex<Instant>>);
-
-impl LeaseClock {
-    fn new() -> LeaseClock {
-        LeaseClock(Arc::new(Mutex::new(Instant::now())))
-    }
-
-    fn proven(&self, sent: Instant) {
-        let mut at = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        *at = (*at).max(sent);
-    }
-
-    fn age(&self) -> Duration {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
-    }
-}
 
 /// What a prompt's fast path already read for the loop's first iteration (see `Store::begin_prompt`).
 #[derive(Debug)]
@@ -89,6 +71,15 @@ struct Run {
     steps: u32,
 }
 
+/// What a loop's first run starts from: the session record the caller read, the prompt's inputs, what the prompt's
+/// fast path read ahead. A run started for a prompt queued meanwhile starts from nothing (the default).
+#[derive(Default)]
+pub(super) struct LoopStart {
+    session: Option<Carried>,
+    inputs: RunInputs,
+    prefetched: Option<Prefetched>,
+}
+
 impl Engine {
     /// Runs the session's loop under `fence` on a task of its own; `session` is the record the caller just read
     /// (the first run uses it instead of reading it again), `None` to have the loop read it.
@@ -110,6 +101,13 @@ impl Engine {
             .unwrap_or_else(|p| p.into_inner())
             .insert(session_id.clone(), (loop_id, token.clone()));
         let engine = Arc::clone(self);
+        // One box for what only the run's start reads: unboxed, the loop's future (alive as long as the session
+        // streams) would keep a copy of each at every level it passes through.
+        let start = Box::new(LoopStart {
+            session,
+            inputs,
+            prefetched,
+        });
         // The loop's span: a child of the current span, the gRPC server span of the call that starts the loop
         // (`Prompt`, `Compact`), which took the caller's trace context. A loop the recovery sweep resumed starts a
         // trace of its own (the caller's context is not kept with the run).
@@ -125,7 +123,7 @@ impl Engine {
             async move {
                 engine.metrics.loop_started();
                 engine
-                    .run_until_idle(&session_id, session, fence, inputs, prefetched, &token)
+                    .run_until_idle(&session_id, start, fence, &token)
                     .await;
                 {
                     let mut running = engine.running.lock().unwrap_or_else(|p| p.into_inner());
@@ -147,30 +145,22 @@ impl Engine {
     async fn run_until_idle(
         &self,
         session_id: &str,
-        mut session: Option<Carried>,
+        start: Box<LoopStart>,
         mut fence: Fence,
-        mut inputs: RunInputs,
-        mut prefetched: Option<Prefetched>,
         token: &CancellationToken,
     ) {
+        // The first run starts from what the caller had; the next ones (prompts queued meanwhile) from nothing.
+        let mut start = Some(start);
         loop {
             Box::pin(self.open_events(session_id, &fence)).await;
+            let this = start.take().unwrap_or_default();
             // A prompt's fast path marked it already.
-            if prefetched.is_none()
+            if this.prefetched.is_none()
                 && let Err(e) = Box::pin(self.store.mark_active(session_id)).await
             {
                 tracing::warn!(message = "cannot mark the session active", session_id = %session_id, error = %e);
             }
-            let ending = self
-                .run(
-                    session_id,
-                    session.take(),
-                    &fence,
-                    inputs,
-                    prefetched.take(),
-                    token,
-                )
-                .await;
+            let ending = self.run(session_id, this, &fence, token).await;
             let cache = self.forget_cache(session_id);
             if !matches!(ending, Ending::Finished | Ending::Abandoned) {
                 // Handed off: the session stays active (so a recovery sweep finds it once its lease expires) and
@@ -187,10 +177,7 @@ impl Engine {
             )
             .await
             {
-                Ok(Some(f)) => {
-                    fence = f;
-                    inputs = RunInputs::default();
-                }
+                Ok(Some(f)) => fence = f,
                 _ => return,
             }
         }
@@ -222,12 +209,15 @@ impl Engine {
     async fn run(
         &self,
         session_id: &str,
-        session: Option<Carried>,
+        start: Box<LoopStart>,
         fence: &Fence,
-        inputs: RunInputs,
-        prefetched: Option<Prefetched>,
         abort: &CancellationToken,
     ) -> Ending {
+        let LoopStart {
+            session,
+            inputs,
+            prefetched,
+        } = *start;
         let lost = abort.child_token();
         let lease = LeaseClock::new();
         let renew = tokio::spawn(self.renew_lease_forever(
@@ -238,18 +228,22 @@ impl Engine {
         ));
         // Boxed (as the loop's end below): run once, they would otherwise widen the future that lives as long as
         // the session's loop.
-        let ending =
-            match Box::pin(self.open_run(session_id, session, fence, inputs, abort, &lost, &lease))
+        // The run boxed, in a block of its own: the open's result and the run it holds would otherwise stay in
+        // this future, twice, for as long as the run lasts.
+        let opened = {
+            Box::pin(self.open_run(session_id, session, fence, inputs, abort, &lost, &lease))
                 .await
-            {
-                Ok(Some(mut run)) => {
-                    run.inputs_saved = prefetched.is_some();
-                    run.prefetched = prefetched;
-                    self.drive(&mut run).await
-                }
-                Ok(None) => self.abandon(session_id, None, StopReason::Error),
-                Err(e) => Box::pin(self.cannot_start(session_id, e, fence)).await,
-            };
+                .map(|run| run.map(Box::new))
+        };
+        let ending = match opened {
+            Ok(Some(mut run)) => {
+                run.inputs_saved = prefetched.is_some();
+                run.prefetched = prefetched;
+                self.drive(&mut run).await
+            }
+            Ok(None) => self.abandon(session_id, None, StopReason::Error),
+            Err(e) => Box::pin(self.cannot_start(session_id, e, fence)).await,
+        };
         lost.cancel();
         let _ = renew.await;
         ending
@@ -271,55 +265,6 @@ impl Engine {
         {
             Ok(()) => Ending::Finished,
             Err(_) => self.hand_off(session_id, None),
-        }
-    }
-
-    /// Renews the lease a third of its ttl after its last renewal (the event channel's writes renew it too while a
-    /// step streams). A renewal that fails because storage does is retried; the loop is stopped (`lost`) when the
-    /// lease belongs to someone else, or when it has gone unproven for a whole ttl.
-    fn renew_lease_forever(
-        &self,
-        session_id: String,
-        fence: Fence,
-        lease: LeaseClock,
-        lost: CancellationToken,
-    ) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let events = self.events.clone();
-        let ttl = self.config.lease_ttl;
-        async move {
-            let mut failing = false;
-            loop {
-                let due = if failing {
-                    (ttl / 10).min(Duration::from_millis(200))
-                } else {
-                    events.lease_renewal_due(&session_id, ttl)
-                };
-                tokio::select! {
-                    _ = lost.cancelled() => break,
-                    _ = tokio::time::sleep(due) => {}
-                }
-                let sent = Instant::now();
-                match events.renew_lease(&session_id, &fence, ttl).await {
-                    Ok(true) => {
-                        lease.proven(sent);
-                        failing = false;
-                    }
-                    Ok(false) => {
-                        tracing::warn!(message = "lease lost; stopping the loop", session_id = %session_id);
-                        lost.cancel();
-                        break;
-                    }
-                    Err(e) => {
-                        failing = true;
-                        if lease.age() >= ttl {
-                            tracing::warn!(message = "lease unproven for its whole ttl; stopping the loop", session_id = %session_id, error = %e);
-                            lost.cancel();
-                            break;
-                        }
-                        tracing::debug!(message = "lease renewal failed; retrying", session_id = %session_id, error = %e);
-                    }
-                }
-            }
         }
     }
 

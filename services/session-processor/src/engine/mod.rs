@@ -36,6 +36,7 @@ mod compact;
 mod driver;
 mod gateway;
 mod inputs;
+mod lease;
 mod orphans;
 mod persist;
 pub mod policy;

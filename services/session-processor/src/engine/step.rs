@@ -154,7 +154,7 @@ impl Engine {
             processor.set_start_snapshot(s.start().await);
         }
         self.apply(
-            &mut vec![Effect::Message(processor.message().clone())],
+            &mut vec![Effect::Message(Box::new(processor.message().clone()))],
             input.fence,
             processor,
         )
@@ -368,21 +368,11 @@ impl Engine {
                     Box::pin(self.store.put_part(&p, Some(fence))).await?;
                     self.metrics.redis("put_part", t.elapsed());
                 }
-                Effect::Delta {
-                    part_id,
-                    message_id,
-                    delta,
-                } => {
-                    self.events
-                        .publish(
-                            session_id,
-                            pb::session_event::Event::PartDelta(pb::PartDelta {
-                                part_id,
-                                message_id,
-                                delta,
-                            }),
-                        )
-                        .await?;
+                Effect::Delta { ids, delta } => {
+                    // Queued without an await in the common case; a write it needs now is boxed.
+                    if let Some(rest) = self.events.publish_delta(session_id, ids, delta) {
+                        rest.await?;
+                    }
                 }
                 Effect::ToolCall { .. } => {}
             }

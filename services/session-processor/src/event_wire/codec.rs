@@ -4,11 +4,13 @@
 //! each original delta ended and which id it had, so a reader gets back exactly the events the live subscribers
 //! saw, with the same ids, and a resume after any of them is exact.
 
+use std::sync::Arc;
+
 use llm_proto::sessions as pb;
 use pb::session_event::Event;
 use prost::Message as _;
 
-use super::{EventId, Stored};
+use super::{EventId, KeptDelta, Stored};
 
 /// One stream entry's events (field `b`).
 #[derive(Clone, PartialEq, prost::Message)]
@@ -40,8 +42,8 @@ pub(crate) struct StoredEvent {
 
 /// Two deltas that may be merged: same part, same message.
 fn same_part(a: &Stored, b: &Stored) -> bool {
-    match (a.delta(), b.delta()) {
-        (Some(a), Some(b)) => a.part_id == b.part_id && a.message_id == b.message_id,
+    match (a.as_delta(), b.as_delta()) {
+        (Some(a), Some(b)) => Arc::ptr_eq(&a.ids, &b.ids) || a.ids == b.ids,
         _ => false,
     }
 }
@@ -60,7 +62,7 @@ pub(crate) fn encode_batch(events: &[(EventId, Stored)]) -> Vec<u8> {
         {
             end += 1;
         }
-        if let (Some(first), true) = (event.delta(), end - i > 1) {
+        if let (Some(first), true) = (event.as_delta(), end - i > 1) {
             batch.events.push(merged(first, &events[i..end]));
             i = end;
             continue;
@@ -79,26 +81,22 @@ pub(crate) fn encode_batch(events: &[(EventId, Stored)]) -> Vec<u8> {
 
 /// A run of deltas of one part (`first` the first's) as one stored event: the whole text, each piece's id and
 /// length but the last's.
-fn merged(first: &pb::PartDelta, run: &[(EventId, Stored)]) -> StoredEvent {
+fn merged(first: &KeptDelta, run: &[(EventId, Stored)]) -> StoredEvent {
     let mut text = String::new();
     let mut piece_ids = Vec::with_capacity(2 * (run.len() - 1));
     let mut piece_lens = Vec::with_capacity(run.len() - 1);
     for (k, (piece_id, piece)) in run.iter().enumerate() {
-        let Some(d) = piece.delta() else {
+        let Some(d) = piece.as_delta() else {
             continue;
         };
-        text.push_str(&d.delta);
+        text.push_str(&d.text);
         if k + 1 < run.len() {
             piece_ids.push(piece_id.ms);
             piece_ids.push(piece_id.seq);
-            piece_lens.push(u32::try_from(d.delta.len()).unwrap_or(u32::MAX));
+            piece_lens.push(u32::try_from(d.text.len()).unwrap_or(u32::MAX));
         }
     }
-    let whole = Stored::new(Event::PartDelta(pb::PartDelta {
-        part_id: first.part_id.clone(),
-        message_id: first.message_id.clone(),
-        delta: text,
-    }));
+    let whole = Stored::delta(Arc::clone(&first.ids), text);
     let last = run[run.len() - 1].0;
     StoredEvent {
         ms: last.ms,

@@ -8,4 +8,5 @@ mod stored;
 
 pub(crate) use codec::{BatchError, decode_batch, encode_batch};
 pub use id::{BadEventId, EventId};
-pub(crate) use stored::Stored;
+pub use stored::PartIds;
+pub(crate) use stored::{KeptDelta, Stored};

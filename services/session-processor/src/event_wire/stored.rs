@@ -1,22 +1,51 @@
 //! An event as a live channel keeps it until it is written and its followers have read it.
 //!
 //! Most of a streaming session's events are text deltas, and the generated event enum is the size of its largest
-//! variant (a whole message), several times a delta's three strings. So a delta is kept as just its
-//! [`pb::PartDelta`] and every other event whole, each shared (`Arc`) between the ring and the write that takes it.
+//! variant (a whole message), several times a delta. So a delta is kept as its text and its part's ids, the ids
+//! shared (`Arc`) by every delta of the part, and every other event whole; each kept event is shared (`Arc`) between
+//! the ring and the write that takes it.
 
 use std::sync::Arc;
 
 use llm_proto::sessions as pb;
 use pb::session_event::Event;
+use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
 
 /// The `SessionEvent` field number of `part_delta`, which a kept delta encodes as.
 const PART_DELTA_FIELD: u32 = 5;
+
+/// The ids a part's deltas carry: made once per part and shared by all of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartIds {
+    /// The part.
+    pub part_id: String,
+    /// Its message.
+    pub message_id: String,
+}
+
+/// A kept text delta.
+#[derive(Debug)]
+pub(crate) struct KeptDelta {
+    /// Its part's ids.
+    pub(crate) ids: Arc<PartIds>,
+    /// The text appended.
+    pub(crate) text: String,
+}
+
+impl KeptDelta {
+    /// The `PartDelta` message's encoded length.
+    fn message_len(&self) -> usize {
+        prost::encoding::string::encoded_len(1, &self.ids.part_id)
+            + prost::encoding::string::encoded_len(2, &self.ids.message_id)
+            + prost::encoding::string::encoded_len(3, &self.text)
+    }
+}
 
 /// One kept event (module docs).
 #[derive(Debug, Clone)]
 pub(crate) enum Stored {
     /// A text delta.
-    Delta(Arc<pb::PartDelta>),
+    Delta(Arc<KeptDelta>),
     /// Any other event.
     Whole(Arc<Event>),
 }
@@ -25,13 +54,24 @@ impl Stored {
     /// Keeps `event`.
     pub(crate) fn new(event: Event) -> Stored {
         match event {
-            Event::PartDelta(d) => Stored::Delta(Arc::new(d)),
+            Event::PartDelta(d) => Stored::delta(
+                Arc::new(PartIds {
+                    part_id: d.part_id,
+                    message_id: d.message_id,
+                }),
+                d.delta,
+            ),
             other => Stored::Whole(Arc::new(other)),
         }
     }
 
+    /// Keeps a delta of the part `ids` names.
+    pub(crate) fn delta(ids: Arc<PartIds>, text: String) -> Stored {
+        Stored::Delta(Arc::new(KeptDelta { ids, text }))
+    }
+
     /// The delta, when it is one.
-    pub(crate) fn delta(&self) -> Option<&pb::PartDelta> {
+    pub(crate) fn as_delta(&self) -> Option<&KeptDelta> {
         match self {
             Stored::Delta(d) => Some(d),
             Stored::Whole(_) => None,
@@ -41,7 +81,11 @@ impl Stored {
     /// The event, as a follower sends it.
     pub(crate) fn to_event(&self) -> Event {
         match self {
-            Stored::Delta(d) => Event::PartDelta((**d).clone()),
+            Stored::Delta(d) => Event::PartDelta(pb::PartDelta {
+                part_id: d.ids.part_id.clone(),
+                message_id: d.ids.message_id.clone(),
+                delta: d.text.clone(),
+            }),
             Stored::Whole(e) => (**e).clone(),
         }
     }
@@ -49,7 +93,7 @@ impl Stored {
     /// Its weight for a channel's size bounds: a delta's text, otherwise the event's encoded size.
     pub(crate) fn weight(&self) -> usize {
         match self {
-            Stored::Delta(d) => d.delta.len(),
+            Stored::Delta(d) => d.text.len(),
             Stored::Whole(e) => e.encoded_len(),
         }
     }
@@ -58,11 +102,13 @@ impl Stored {
     pub(crate) fn encode(&self) -> Vec<u8> {
         match self {
             Stored::Delta(d) => {
-                let mut buf = Vec::with_capacity(prost::encoding::message::encoded_len(
-                    PART_DELTA_FIELD,
-                    &**d,
-                ));
-                prost::encoding::message::encode(PART_DELTA_FIELD, &**d, &mut buf);
+                let len = d.message_len();
+                let mut buf = Vec::with_capacity(1 + encoded_len_varint(len as u64) + len);
+                encode_key(PART_DELTA_FIELD, WireType::LengthDelimited, &mut buf);
+                encode_varint(len as u64, &mut buf);
+                prost::encoding::string::encode(1, &d.ids.part_id, &mut buf);
+                prost::encoding::string::encode(2, &d.ids.message_id, &mut buf);
+                prost::encoding::string::encode(3, &d.text, &mut buf);
                 buf
             }
             Stored::Whole(e) => {

@@ -25,13 +25,31 @@ fn a_kept_event_encodes_weighs_and_comes_back_as_the_event_itself() {
             other => other.encoded_len(),
         };
         assert_eq!(kept.weight(), want_weight);
-        assert_eq!(kept.delta().is_some(), matches!(event, Event::PartDelta(_)));
+        assert_eq!(
+            kept.as_delta().is_some(),
+            matches!(event, Event::PartDelta(_))
+        );
     }
 }
 
 #[test]
 fn a_kept_delta_is_a_fraction_of_the_event_enum() {
-    let kept = std::mem::size_of::<pb::PartDelta>();
+    let kept = std::mem::size_of::<KeptDelta>();
     let whole = std::mem::size_of::<Event>();
-    assert!(kept * 3 <= whole, "delta {kept} bytes, event {whole} bytes");
+    assert!(kept * 6 <= whole, "delta {kept} bytes, event {whole} bytes");
+}
+
+#[test]
+fn deltas_made_from_shared_ids_encode_as_the_event_with_those_ids() {
+    let ids = std::sync::Arc::new(PartIds {
+        part_id: "prt_1".into(),
+        message_id: "msg_1".into(),
+    });
+    let kept = Stored::delta(std::sync::Arc::clone(&ids), "Hello, wörld".into());
+    assert_eq!(kept.to_event(), delta());
+    let mut whole = Vec::new();
+    delta().encode(&mut whole);
+    assert_eq!(kept.encode(), whole);
+    let d = kept.as_delta().unwrap();
+    assert!(std::sync::Arc::ptr_eq(&d.ids, &ids));
 }

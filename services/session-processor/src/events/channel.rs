@@ -133,6 +133,16 @@ pub(super) enum Published {
     Closed(Box<Event>),
 }
 
+/// What [`Channel::queue`] did with an event.
+pub(super) enum Queued {
+    /// Queued; the window's write will carry it.
+    Done,
+    /// Queued, and the channel must write now (an urgent event, a full batch, a failed write to retry).
+    Flush,
+    /// The channel closed in between: publish elsewhere.
+    Closed(Box<Event>),
+}
+
 /// What a follower found in a channel's ring.
 pub(super) enum Ring {
     /// Events were added to the follower's buffer.
@@ -206,20 +216,37 @@ impl Channel {
     /// Assigns the id, delivers to local followers, and writes now only when the event, the part handed with it
     /// (see [`Hub::put_part`]) or the batch asks for it. A message head waits for the next write, whatever it is.
     pub(super) async fn publish(&self, event: Event, write: Option<Write<'_>>) -> Published {
+        match self.queue(Stored::new(event), write) {
+            Queued::Done => Published::Done(Ok(())),
+            // Boxed: a write is rare next to the publishes that only queue an event, and every future that
+            // publishes (the loop's per-delta path) would otherwise carry room for it.
+            Queued::Flush => Published::Done(Box::pin(self.flush()).await),
+            Queued::Closed(event) => Published::Closed(event),
+        }
+    }
+
+    /// The part of [`Channel::publish`] that needs no await: the event queued (or handed back when the channel
+    /// has closed), and whether a write must follow at once.
+    pub(super) fn queue(&self, stored: Stored, write: Option<Write<'_>>) -> Queued {
+        let whole = match &stored {
+            Stored::Whole(event) => Some(&**event),
+            Stored::Delta(_) => None,
+        };
         let urgent = matches!(
-            event,
-            Event::ToolCallAwaiting(_)
-                | Event::PermissionAsked(_)
-                | Event::Error(_)
-                | Event::Done(_)
+            whole,
+            Some(
+                Event::ToolCallAwaiting(_)
+                    | Event::PermissionAsked(_)
+                    | Event::Error(_)
+                    | Event::Done(_)
+            )
         ) || matches!(write, Some(Write::Part(p, _)) if !lazy(p));
-        let done = matches!(event, Event::Done(_));
-        let stored = Stored::new(event);
+        let done = matches!(whole, Some(Event::Done(_)));
         let bytes = stored.weight();
         let (write_now, window_started) = {
             let mut s = lock(&self.state);
             if s.closed {
-                return Published::Closed(Box::new(stored.to_event()));
+                return Queued::Closed(Box::new(stored.to_event()));
             }
             // A background write failed: this publish writes at once, with everything that write held, and
             // reports the failure only if Redis still refuses it (the event itself is never dropped).
@@ -230,13 +257,13 @@ impl Channel {
             if done && s.hold.is_none() {
                 s.hold = Some(id);
             }
-            if let Some(d) = stored.delta()
+            if let Some(d) = stored.as_delta()
                 && let Some(t) = s
                     .parts
                     .iter_mut()
-                    .find(|t| t.open && t.part.id == d.part_id)
+                    .find(|t| t.open && t.part.id == d.ids.part_id)
             {
-                extend(&mut t.part, &d.delta);
+                extend(&mut t.part, &d.text);
                 t.dirty = true;
             }
             if let Some(write) = write {
@@ -261,14 +288,12 @@ impl Channel {
         };
         self.live.send_replace(false);
         if write_now {
-            // Boxed: a write is rare next to the publishes that only queue an event, and every future that
-            // publishes (the loop's per-delta path) would otherwise carry room for it.
-            Published::Done(Box::pin(self.flush()).await)
+            Queued::Flush
         } else {
             if window_started {
                 self.timer.notify_one();
             }
-            Published::Done(Ok(()))
+            Queued::Done
         }
     }
 
@@ -564,7 +589,9 @@ impl Channel {
                             if self.deadline().is_some_and(|d| d > Instant::now()) {
                                 continue;
                             }
-                            if let Err(e) = self.flush().await {
+                            // Boxed: once per window, while the task waits far longer; unboxed, every open
+                            // session's timer would keep room for the write.
+                            if let Err(e) = Box::pin(self.flush()).await {
                                 tracing::warn!(message = "cannot write session events", session_id = %self.session_id, error = %e);
                                 lock(&self.state).failure = Some(e);
                             }

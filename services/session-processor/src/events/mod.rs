@@ -60,7 +60,8 @@ use tokio::time::Instant;
 
 use crate::store::{Fence, Store, StoreError};
 
-pub use crate::event_wire::{BadEventId, EventId};
+use crate::event_wire::Stored;
+pub use crate::event_wire::{BadEventId, EventId, PartIds};
 pub use follow::Follower;
 
 use channel::{Channel, Published, Write};
@@ -354,6 +355,39 @@ impl Hub {
     /// Publishes an event: through the session's channel when this replica runs its loop (delivered to local
     /// followers at once, written coalesced), otherwise straight to the stream. Errors of a background write are
     /// reported by the next publish.
+    /// Publishes a text delta, the loop's per-delta path: when this replica's channel takes it without a write (the
+    /// common case) nothing is awaited, so the caller's future keeps no room for a publish; otherwise the rest
+    /// (the channel's write, or a publish without a channel) is returned to await.
+    pub fn publish_delta(
+        &self,
+        session_id: &str,
+        ids: Arc<PartIds>,
+        text: String,
+    ) -> Option<impl std::future::Future<Output = Result<(), StoreError>> + Send + '_> {
+        let stored = Stored::delta(ids, text);
+        let rest = match self.channel(session_id) {
+            Some(channel) => match channel.queue(stored, None) {
+                channel::Queued::Done => return None,
+                channel::Queued::Flush => Rest::Flush(channel),
+                channel::Queued::Closed(event) => Rest::Elsewhere(event),
+            },
+            None => Rest::Elsewhere(Box::new(stored.to_event())),
+        };
+        let session_id = session_id.to_owned();
+        Some(Box::pin(async move {
+            match rest {
+                Rest::Flush(channel) => channel.flush().await,
+                Rest::Elsewhere(event) => self
+                    .inner
+                    .store
+                    .publish(&session_id, *event)
+                    .await
+                    .map(drop),
+            }
+        }))
+    }
+
+    /// Publishes `event` (see [`Hub`]).
     pub async fn publish(&self, session_id: &str, event: Event) -> Result<(), StoreError> {
         let event = match self.channel(session_id) {
             Some(channel) => match channel.publish(event, None).await {
@@ -551,8 +585,7 @@ impl Hub {
             let now = u64::try_from(local_millis().saturating_add(s.offset_ms)).unwrap_or(0);
             let id = s.last.next_at(now);
             s.last = id;
-            s.ring
-                .push_back((id, crate::event_wire::Stored::new(event)));
+            s.ring.push_back((id, Stored::new(event)));
             s.closed = true;
         }
         channel.live.send_replace(true);
@@ -585,6 +618,14 @@ impl Hub {
         let after: EventId = after.parse()?;
         Ok(Follower::new(self.clone(), session_id, after))
     }
+}
+
+/// What is left of a [`Hub::publish_delta`] that queuing alone did not finish.
+enum Rest {
+    /// The channel must write now.
+    Flush(Arc<Channel>),
+    /// No channel took it: publish through the store.
+    Elsewhere(Box<Event>),
 }
 
 #[cfg(test)]
