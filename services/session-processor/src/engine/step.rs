@@ -74,16 +74,21 @@ impl Engine {
         input: &StepInput<'_>,
     ) -> Result<(Observation, Option<pb::Message>), LoopError> {
         let history = input.history;
-        let (generation, mut turn) = prepare(input);
-        // The pre-call overflow check, on an estimate (see `context`); skipped when auto-compaction is off, so that
-        // only the provider's own answer can fail the step.
-        let estimate = context::estimate_generation(&generation);
-        if let Some(usable) = input.usable
-            && input.agent.auto_compact
-            && estimate >= usable
-        {
-            return Ok((Observation::TooLarge { estimate, usable }, None));
-        }
+        // Borrowed only in this block: a local borrowed in an async fn keeps its room in the future until its
+        // scope ends, and the request is moved into the gateway call, not needed while the step streams.
+        let (generation, mut turn) = {
+            let (generation, turn) = prepare(input);
+            // The pre-call overflow check, on an estimate (see `context`); skipped when auto-compaction is off, so
+            // that only the provider's own answer can fail the step.
+            let estimate = context::estimate_generation(&generation);
+            if let Some(usable) = input.usable
+                && input.agent.auto_compact
+                && estimate >= usable
+            {
+                return Ok((Observation::TooLarge { estimate, usable }, None));
+            }
+            (generation, turn)
+        };
         let mut processor = new_processor(input, history);
         let span = tracing::info_span!(
             "session.step",
@@ -301,17 +306,18 @@ impl Engine {
         Ok(end)
     }
 
-    /// One gateway event through the processor, its effects applied.
-    async fn feed(
-        &self,
-        processor: &mut Processor,
+    /// Hands `event` to the Processor and applies what it produced (through the channel: see `apply_later`). The
+    /// event is consumed before anything is awaited, so the step's future keeps no room for it meanwhile.
+    fn feed<'a>(
+        &'a self,
+        processor: &'a mut Processor,
         event: gw::StreamResponse,
-        fence: &Fence,
-        out: &mut Vec<Effect>,
-    ) -> Result<(), LoopError> {
+        fence: &'a Fence,
+        out: &'a mut Vec<Effect>,
+    ) -> impl std::future::Future<Output = Result<(), LoopError>> + Send + 'a {
         out.clear();
         processor.handle(event, now(), out);
-        self.apply_later(out, fence, processor).await
+        self.apply_later(out, fence, processor)
     }
 
     /// Persists and publishes effects. Deltas are published at once; the event channel writes their part's text

@@ -73,7 +73,7 @@ pub(super) struct State {
     /// Messages a write already found listed in the session (the script checks each message once).
     pub(super) listed: HashSet<String>,
     /// The session record's new totals, not yet written (see [`Hub::stage_session`]).
-    pub(super) session: Option<SessionTotals>,
+    pub(super) session: Option<Box<SessionTotals>>,
     /// Whether a stream on another replica followed the session at the last write: picks the window.
     pub(super) watched: bool,
     /// The loop's lease ttl, once the loop told it ([`Hub::lease_renewal_due`]): writes then renew the lease.
@@ -141,6 +141,14 @@ pub(super) enum Queued {
     Flush,
     /// The channel closed in between: publish elsewhere.
     Closed(Box<Event>),
+}
+
+/// An event a follower has read and not yet delivered.
+pub(super) enum Buffered {
+    /// From this replica's ring: its id and the kept event, shared with the ring.
+    Ring(EventId, Stored),
+    /// From the log in Redis.
+    Log(Box<pb::SessionEvent>),
 }
 
 /// What a follower found in a channel's ring.
@@ -327,7 +335,7 @@ impl Channel {
                 totals.expected = older.expected;
                 totals.charge = totals.charge.saturating_add(older.charge);
             }
-            s.session = Some(totals);
+            s.session = Some(Box::new(totals));
             if s.window_start.is_some() {
                 return;
             }
@@ -465,7 +473,7 @@ impl Channel {
         } else {
             s.listed.clone()
         };
-        let session = s.session.take();
+        let session = s.session.take().map(|totals| *totals);
         let ends_run = s
             .hold
             .is_some_and(|hold| batch.last().is_some_and(|(id, _)| *id >= hold));
@@ -536,7 +544,7 @@ impl Channel {
                     newer.expected = totals.expected;
                     newer.charge = newer.charge.saturating_add(totals.charge);
                 }
-                None => s.session = Some(totals),
+                None => s.session = Some(Box::new(totals)),
             }
         }
         s.handed = s.flushed;
@@ -627,7 +635,7 @@ impl Channel {
         &self,
         after: EventId,
         position: EventId,
-        buf: &mut VecDeque<pb::SessionEvent>,
+        buf: &mut VecDeque<Buffered>,
         max: usize,
     ) -> Ring {
         let s = lock(&self.state);
@@ -642,13 +650,13 @@ impl Channel {
         if start >= end {
             return Ring::Empty(s.closed);
         }
-        for (id, event) in s.ring.range(start..end).take(max) {
-            buf.push_back(pb::SessionEvent {
-                event_id: id.to_string(),
-                session_id: self.session_id.clone(),
-                event: Some(event.to_event()),
-            });
-        }
+        // Shared, not copied: a follower makes the event it sends when it sends it.
+        buf.extend(
+            s.ring
+                .range(start..end)
+                .take(max)
+                .map(|(id, event)| Buffered::Ring(*id, event.clone())),
+        );
         Ring::Read
     }
 

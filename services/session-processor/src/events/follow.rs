@@ -9,7 +9,7 @@ use llm_proto::sessions as pb;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::channel::{Channel, Ring, Signal};
+use super::channel::{Buffered, Channel, Ring, Signal};
 use super::{EventId, Hub, WATCH_REFRESH, WATCH_TTL, lock};
 use crate::store::StoreError;
 
@@ -24,7 +24,8 @@ pub struct Follower {
     after: EventId,
     /// How far the log was read (entry ids).
     cursor: EventId,
-    buf: VecDeque<pb::SessionEvent>,
+    /// Read, not yet delivered; ring events are made into messages only when delivered.
+    buf: VecDeque<Buffered>,
     live: Option<(Arc<Channel>, watch::Receiver<Signal>)>,
     /// How long one blocking read of Redis waits.
     pub(super) block: Duration,
@@ -58,15 +59,26 @@ impl Follower {
     /// The next event; waits for one as long as it takes.
     pub async fn next(&mut self) -> Result<pb::SessionEvent, StoreError> {
         loop {
-            while let Some(event) = self.buf.pop_front() {
-                let Ok(id) = event.event_id.parse::<EventId>() else {
-                    continue;
+            while let Some(entry) = self.buf.pop_front() {
+                let id = match &entry {
+                    Buffered::Ring(id, _) => *id,
+                    Buffered::Log(event) => match event.event_id.parse::<EventId>() {
+                        Ok(id) => id,
+                        Err(_) => continue,
+                    },
                 };
                 if id <= self.after {
                     continue;
                 }
                 self.after = id;
-                return Ok(event);
+                return Ok(match entry {
+                    Buffered::Ring(id, event) => pb::SessionEvent {
+                        event_id: id.to_string(),
+                        session_id: self.session_id.clone(),
+                        event: Some(event.to_event()),
+                    },
+                    Buffered::Log(event) => *event,
+                });
             }
             if let Some((channel, rx)) = &mut self.live {
                 // Marked seen before reading, so an event published after the read still wakes us.
@@ -170,7 +182,8 @@ impl Follower {
             .store()
             .read_event_page(&self.session_id, self.cursor, block, READ_BATCH)
             .await?;
-        self.buf.extend(page.events);
+        self.buf
+            .extend(page.events.into_iter().map(|e| Buffered::Log(Box::new(e))));
         match page.cursor {
             Some(c) => {
                 self.cursor = self.cursor.max(c);
