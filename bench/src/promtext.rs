@@ -1,6 +1,6 @@
-//! The `_sum` / `_count` of a histogram family per label value in a Prometheus `/metrics` text (read with
-//! `llm_telemetry::metrics_http::scrape`), so a benchmark can take the mean of what a service timed itself between
-//! two scrapes.
+//! The `_sum` / `_count` of a histogram family per label value, and a single series' value, in a Prometheus
+//! `/metrics` text (read with `llm_telemetry::metrics_http::scrape`), so a benchmark can take the mean of what a
+//! service timed itself, or what it counted, between two scrapes.
 
 use std::collections::BTreeMap;
 
@@ -40,6 +40,15 @@ pub fn histogram_totals(text: &str, family: &str, label: &str) -> Totals {
         }
     }
     totals
+}
+
+/// The value of one series, named exactly as the text writes it (`name` or `name{label="value"}`); 0 when absent
+/// (a counter not yet exported has counted nothing).
+pub fn value(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
 }
 
 /// What was added between two readings, per label value.

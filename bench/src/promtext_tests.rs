@@ -20,3 +20,23 @@ fn sums_and_counts_by_label_and_their_difference() {
     assert_eq!(d["begun"], (0.25, 60));
     assert_eq!(d["first_event"], (2.0, 100));
 }
+
+#[test]
+fn a_series_value_by_its_exact_name() {
+    let text = "session_processor_redis_requests_total 1234\n\
+                session_processor_redis_waits_total{outcome=\"short\"} 2\n\
+                session_processor_redis_waits_total{outcome=\"skipped\"} 7\n";
+    assert_eq!(
+        value(text, "session_processor_redis_requests_total"),
+        1234.0
+    );
+    assert_eq!(
+        value(
+            text,
+            "session_processor_redis_waits_total{outcome=\"skipped\"}"
+        ),
+        7.0
+    );
+    assert_eq!(value(text, "session_processor_redis_requests"), 0.0);
+    assert_eq!(value(text, "absent_total"), 0.0);
+}

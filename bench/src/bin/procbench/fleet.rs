@@ -1,4 +1,4 @@
-//! Starting the private redis-server and session-processor a run measures.
+//! Starting the private redis-server (standalone) and the session-processor a run measures.
 
 use super::*;
 
@@ -31,9 +31,10 @@ pub(super) async fn start_redis(bin: &Path, aof: bool, dir: &Path) -> (Child, St
 pub(super) async fn start_processor(
     bin: &Path,
     gateway: SocketAddr,
-    redis_url: &str,
+    redis: &RedisUnderTest,
     dir: &Path,
 ) -> (Child, SocketAddr, SocketAddr) {
+    let redis_url = redis.url.as_str();
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port().expect("a free port")));
     let metrics = SocketAddr::from(([127, 0, 0, 1], free_port().expect("a free port")));
     let workspaces = dir.join("workspaces");
@@ -53,6 +54,7 @@ step_timeout_ms = 120000
 [redis]
 url = "{redis_url}"
 prefix = "{prefix}"
+{}
 
 [titles]
 enabled = false
@@ -61,7 +63,8 @@ enabled = false
 role_prompt = "You are a benchmark agent."
 model = "{MODEL}"
 tools = []
-"#
+"#,
+        redis.config_lines
     );
     let path = dir.join("processor.toml");
     std::fs::write(&path, config).expect("write processor config");
@@ -75,6 +78,8 @@ tools = []
         .env("GATEWAY_TOKEN", GATEWAY_TOKEN)
         .env("GATEWAY_URL", format!("http://{gateway}"))
         .env("REDIS_URL", redis_url)
+        .env_remove("REDIS_MODE")
+        .env_remove("REDIS_SENTINEL_MASTER")
         .env("PROCESSOR_LISTEN", addr.to_string())
         .env("PROCESSOR_WORKSPACE_ROOT", &workspaces)
         .env("RUST_LOG", "info")

@@ -1,20 +1,23 @@
 //! `procbench`: the processor benchmark of docs/benchmarks.md.
 //!
 //! It starts, on loopback, a private `redis-server` (a free port, no persistence unless `--aof`, so the command
-//! counts are the processor's alone), the paced fake provider, `llm-gateway` and `session-processor` configured for
-//! them. For each concurrency S of the plan it runs rounds of 2·S workers at once, interleaved: S *session* workers,
+//! counts are the processor's alone) or a Redis Cluster (`--redis`: several deployments, one after the other, the
+//! same plan against each), the paced fake provider, `llm-gateway` and `session-processor` configured for them.
+//! For each concurrency S of the plan it runs rounds of 2·S workers at once, interleaved: S *session* workers,
 //! each creating a session and sending `Prompt`s back to back (the paced reply streams provider → gateway →
 //! processor → Redis → the client), and S *direct* workers calling the gateway's `Stream` back to back with the same
 //! request. Both halves see the same paced schedule at the same time, so what the session path adds is the
 //! difference of the two distributions: time to first text (request sent → first text event), gaps between text
 //! events, and time to the last text event.
 //!
-//! Redis commands come from `INFO commandstats` before and after each concurrency level, divided by the text
-//! deltas the sessions delivered (completed prompts × chunks); the report breaks them down per command. CPU and RSS
-//! of every process come from `/proc` (sampled every 20 ms for RSS peaks).
+//! Redis commands come from `INFO commandstats` before and after each concurrency level (summed over a cluster's
+//! primaries), divided by the text deltas the sessions delivered (completed prompts × chunks); the report breaks
+//! them down per command, with the processor's own count of its Redis requests (round trips). CPU and RSS of every
+//! process come from `/proc` (sampled every 20 ms for RSS peaks; a cluster's nodes summed).
 //!
 //! ```text
 //! procbench --plan 1x3,50x1,200x1 --chunks 64 --interval-ms 20
+//! procbench --redis standalone,cluster --plan 1x3,200x1
 //! ```
 // A benchmark binary: its report goes to stdout, and a broken set-up (a missing binary, a port that will not bind)
 // should stop it loudly at start-up.
@@ -36,6 +39,7 @@ use bench::promtext;
 use bench::redisinfo::{self, CommandStats};
 use bench::stats::{Summary, ms, ms_diff, summarize};
 use clap::Parser;
+use deploy::{RedisUnderTest, Setup};
 use llm_proto::gateway as gw;
 use llm_proto::gateway::gateway_service_client::GatewayServiceClient;
 use llm_proto::sessions as spb;
@@ -51,6 +55,8 @@ const PROCESSOR_TOKEN: &str = "procbench-caller-token-0123456789abcdef";
 /// The model both halves ask for: provider `bench` (the paced fake), any model name.
 use bench::procs::{MODEL, PROMPT};
 
+mod compare;
+mod deploy;
 mod fleet;
 mod measure;
 mod report;
@@ -90,13 +96,26 @@ struct Args {
     /// Per-stream time limit, in seconds (a paced stream takes chunks × interval; 64 × 20 ms = 1.3 s).
     #[arg(long, default_value_t = 20)]
     stream_timeout_s: u64,
-    /// The `redis-server` to start (a private instance on a free port).
+    /// The Redis deployments to run the plan against, one after the other, comma-separated: `standalone` (a
+    /// private node), `cluster` (3 primaries started here with `redis-server` and `redis-cli --cluster create`),
+    /// `cluster+replicas` (and one replica each), `cluster+replicas+wait` (and `[redis] wait_replicas = 1`).
+    #[arg(long, default_value = "standalone")]
+    redis: String,
+    /// `[redis] wait_timeout_ms` of a `+wait` deployment.
+    #[arg(long, default_value_t = 100)]
+    wait_timeout_ms: u64,
+    /// The `redis-server` to start for `standalone` (a private instance on a free port; a cluster's nodes are
+    /// `redis-server` from the PATH).
     #[arg(long, default_value = "redis-server")]
     redis_server: PathBuf,
-    /// Use this Redis instead of starting one. Its command counts then include every other client's commands,
-    /// and its CPU and RSS are not read.
+    /// Use this Redis instead of starting one (with `--redis standalone` only). Its command counts then include
+    /// every other client's commands, and its CPU and RSS are not read.
     #[arg(long)]
     redis_url: Option<String>,
+    /// Run the session half only: no direct gateway streams beside the sessions, so a burst run
+    /// (`--interval-ms 0`) measures the sessions' own saturation throughput; nothing is "added" then.
+    #[arg(long)]
+    no_direct: bool,
     /// Run the private Redis with `appendonly yes` and `appendfsync everysec` (default: no persistence).
     #[arg(long)]
     aof: bool,
@@ -121,51 +140,55 @@ enum Half {
 async fn main() {
     let args = Args::parse();
     let plan = parse_plan(&args.plan).unwrap_or_else(|e| panic!("--plan: {e}"));
+    let setups = Setup::parse_list(&args.redis).unwrap_or_else(|e| panic!("--redis: {e}"));
+    if args.redis_url.is_some() && setups.iter().any(|s| s.cluster) {
+        panic!("--redis-url measures one external Redis: use it with --redis standalone");
+    }
     warn_if_few_files(&plan);
     let bin_dir = bench::procs::bin_dir(args.bin_dir.as_deref());
-    let dir = std::env::temp_dir().join(format!("procbench-{}", std::process::id()));
+    let mut runs = Vec::new();
+    for setup in setups {
+        runs.push(run_setup(&args, &plan, &bin_dir, setup).await);
+    }
+    write_results(&mut runs, &args);
+}
+
+/// The whole plan against one Redis deployment: its processes started, warmed up, measured and stopped.
+async fn run_setup(args: &Args, plan: &[(usize, usize)], bin_dir: &Path, setup: Setup) -> SetupRun {
+    let dir =
+        std::env::temp_dir().join(format!("procbench-{}-{}", std::process::id(), setup.name()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let (redis, redis_url) = match &args.redis_url {
-        Some(url) => (None, url.clone()),
-        None => {
-            let (child, url) = start_redis(&args.redis_server, args.aof, &dir).await;
-            (Some(child), url)
-        }
-    };
-    let mut redis_conn = redis::Client::open(redis_url.as_str())
-        .expect("redis url")
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap_or_else(|e| panic!("connect to Redis at {redis_url}: {e}"));
-    let redis_desc = describe_redis(&mut redis_conn, &args, redis.is_some(), &redis_url).await;
-    let services = Services::start(&args, &bin_dir, &dir, &redis_url).await;
-    let pids: [u32; 5] = [
-        services.processor.id().expect("processor pid"),
-        redis.as_ref().and_then(Child::id).unwrap_or(0),
-        services.gateway.id().expect("gateway pid"),
-        services.provider.id().expect("provider pid"),
-        std::process::id(),
+    let mut redis = RedisUnderTest::start(setup, args, &dir).await;
+    let services = Services::start(args, bin_dir, &dir, &redis).await;
+    let pids: Pids = [
+        services.processor.id().into_iter().collect(),
+        redis.pids.clone(),
+        services.gateway.id().into_iter().collect(),
+        services.provider.id().into_iter().collect(),
+        vec![std::process::id()],
     ];
-    let ctx = services.context(&args).await;
+    let ctx = services.context(args).await;
     eprintln!(
-        "procbench: provider {}, gateway {}, processor {}, Redis {redis_url}; logs in {}",
+        "procbench [{}]: provider {}, gateway {}, processor {}, Redis {}; logs in {}",
+        setup.name(),
         services.provider_url,
         services.gateway_addr,
         services.processor_addr,
+        redis.url,
         dir.display()
     );
-    warm_up(&ctx, &pids, &dir).await;
+    warm_up(&ctx, &pids, &dir, args.no_direct).await;
     let baseline_rss = rss_all(&pids);
     let load_start = loadavg();
     let metrics = services.processor_metrics;
-    let mut levels = measure(&ctx, &pids, &args, &plan, &mut redis_conn, metrics).await;
+    let levels = measure(&ctx, &pids, args, plan, &mut redis, metrics).await;
     let run = RunInfo {
-        redis: redis_desc,
+        setup: setup.name(),
+        redis: redis.description.clone(),
         baseline_rss,
         load_start,
         load_end: loadavg(),
     };
-    write_results(&mut levels, &args, &run);
     drop((services, redis));
     // The logs say why a stream failed: keep them then.
     if levels
@@ -173,12 +196,20 @@ async fn main() {
         .any(|l| l.session.errors > 0 || l.direct.errors > 0)
     {
         eprintln!(
-            "procbench: some streams failed; the processes' logs are kept in {}",
+            "procbench [{}]: some streams failed; the processes' logs are kept in {}",
+            setup.name(),
             dir.display()
         );
     } else {
         let _ = std::fs::remove_dir_all(&dir);
     }
+    SetupRun { run, levels }
+}
+
+/// One deployment's results.
+struct SetupRun {
+    run: RunInfo,
+    levels: Vec<Level>,
 }
 
 /// Warns when the open-files limit is too low for the plan's largest level.
@@ -190,33 +221,6 @@ fn warn_if_few_files(plan: &[(usize, usize)]) {
         eprintln!(
             "procbench: warning: open-files limit {n} is low for {max_s} sessions; raise it (ulimit -n)"
         );
-    }
-}
-
-/// Which Redis the run used, for the report.
-async fn describe_redis(
-    conn: &mut redis::aio::MultiplexedConnection,
-    args: &Args,
-    private: bool,
-    redis_url: &str,
-) -> String {
-    let redis_version = redisinfo::info_section(conn, "server")
-        .await
-        .ok()
-        .and_then(|t| redisinfo::info_field(&t, "redis_version").map(str::to_owned))
-        .unwrap_or_else(|| "unknown".into());
-    match private {
-        true => format!(
-            "private redis-server {redis_version} on {redis_url}, {}",
-            if args.aof {
-                "AOF on (appendfsync everysec)"
-            } else {
-                "no persistence"
-            }
-        ),
-        false => format!(
-            "external Redis {redis_version} at {redis_url} (command counts include other clients)"
-        ),
     }
 }
 
@@ -232,7 +236,7 @@ struct Services {
 }
 
 impl Services {
-    async fn start(args: &Args, bin_dir: &Path, dir: &Path, redis_url: &str) -> Services {
+    async fn start(args: &Args, bin_dir: &Path, dir: &Path, redis: &RedisUnderTest) -> Services {
         let (provider, provider_url) = bench::procs::start_fake_provider(
             &bin_dir.join("fake-provider"),
             args.chunks,
@@ -250,13 +254,8 @@ impl Services {
         )
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-        let (processor, processor_addr, processor_metrics) = start_processor(
-            &bin_dir.join("session-processor"),
-            gateway_addr,
-            redis_url,
-            dir,
-        )
-        .await;
+        let (processor, processor_addr, processor_metrics) =
+            start_processor(&bin_dir.join("session-processor"), gateway_addr, redis, dir).await;
         Services {
             provider,
             provider_url,
@@ -307,10 +306,16 @@ impl Services {
     }
 }
 
-/// Warm-up: connections, allocator pools, script loading, lazily built state; not recorded.
-async fn warm_up(ctx: &Arc<Ctx>, pids: &[u32; 5], dir: &Path) {
+/// Warm-up: connections, allocator pools, script loading (on every primary of a cluster: 8 sessions land on each
+/// of 3 shards with near certainty), lazily built state; not recorded.
+async fn warm_up(ctx: &Arc<Ctx>, pids: &Pids, dir: &Path, no_direct: bool) {
     let mut warm = Level::new(8, 1, [0; 5]);
-    round(ctx, pids, 8, 1, Duration::ZERO, &mut warm).await;
+    let halves = Halves {
+        s: 8,
+        per_worker: 1,
+        no_direct,
+    };
+    round(ctx, pids, halves, Duration::ZERO, &mut warm).await;
     assert!(
         warm.session.errors == 0 && warm.direct.errors == 0,
         "warm-up failed: {:?} {:?} (logs in {})",
@@ -323,48 +328,63 @@ async fn warm_up(ctx: &Arc<Ctx>, pids: &[u32; 5], dir: &Path) {
 /// Every level of the plan, with the Redis commands and prompt phases each one caused.
 async fn measure(
     ctx: &Arc<Ctx>,
-    pids: &[u32; 5],
+    pids: &Pids,
     args: &Args,
     plan: &[(usize, usize)],
-    redis_conn: &mut redis::aio::MultiplexedConnection,
+    redis: &mut RedisUnderTest,
     processor_metrics: std::net::SocketAddr,
 ) -> Vec<Level> {
     let stream_length = Duration::from_millis(args.interval_ms * args.chunks as u64);
     let mut levels = Vec::new();
     for &(s, rounds) in plan {
         let mut level = Level::new(s, rounds, rss_all(pids));
-        let before = redisinfo::command_stats(redis_conn)
-            .await
-            .expect("INFO commandstats");
-        let phases_before = prompt_phases(processor_metrics).await;
+        let before = redis.command_stats().await;
+        let reading = Reading::scrape(processor_metrics).await;
         let started = Instant::now();
+        let halves = Halves {
+            s,
+            per_worker: args.per_worker,
+            no_direct: args.no_direct,
+        };
         for r in 0..rounds {
             let ramp = stream_length.max(Duration::from_micros(args.ramp_us) * (2 * s) as u32);
-            round(ctx, pids, s, args.per_worker, ramp, &mut level).await;
+            round(ctx, pids, halves, ramp, &mut level).await;
             eprint!("\rprocbench: {s} sessions: round {}/{rounds}", r + 1);
         }
         eprintln!(" ({:.1} s)", started.elapsed().as_secs_f64());
-        let after = redisinfo::command_stats(redis_conn)
-            .await
-            .expect("INFO commandstats");
-        level.redis = after.since(&before);
-        level.phases = promtext::since(&prompt_phases(processor_metrics).await, &phases_before);
+        level.redis = redis.command_stats().await.since(&before);
+        (level.phases, level.store) = Reading::scrape(processor_metrics).await.since(&reading);
         levels.push(level);
     }
     levels
 }
 
 /// The report on stdout, and the JSON document when `--json` asks for it.
-fn write_results(levels: &mut [Level], args: &Args, run: &RunInfo) {
+fn write_results(runs: &mut [SetupRun], args: &Args) {
     let mut out = String::new();
-    report(levels, args, run, &mut out);
+    for r in runs.iter_mut() {
+        report(&mut r.levels, args, &r.run, &mut out);
+    }
+    if runs.len() > 1 {
+        let sides: Vec<(&RunInfo, &[Level])> =
+            runs.iter().map(|r| (&r.run, r.levels.as_slice())).collect();
+        compare::side_by_side(&sides, args, &mut out);
+    }
     {
         let mut stdout = std::io::stdout().lock();
         let _ = stdout.write_all(out.as_bytes());
         let _ = stdout.flush();
     }
     if let Some(path) = &args.json {
-        let json = to_json(levels, args, run);
+        let json = match runs {
+            [one] => to_json(&mut one.levels, args, &one.run),
+            _ => serde_json::json!({
+                "setups": runs
+                    .iter_mut()
+                    .map(|r| to_json(&mut r.levels, args, &r.run))
+                    .collect::<Vec<_>>(),
+            }),
+        };
         std::fs::write(
             path,
             serde_json::to_string_pretty(&json).expect("json") + "\n",

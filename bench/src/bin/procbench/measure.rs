@@ -2,7 +2,11 @@
 
 use super::*;
 
-/// The processes whose CPU and memory are read, in [`PROCS`] order; 0 for one that is not ours (external Redis).
+/// The processes whose CPU and memory are read, in [`PROCS`] order: each a set of pids, summed (a cluster's nodes);
+/// empty for one that is not ours (an external Redis).
+pub(super) type Pids = [Vec<u32>; 5];
+
+/// The kinds of process whose CPU and memory are read.
 pub(super) const PROCS: [&str; 5] = [
     "session-processor",
     "redis-server",
@@ -15,24 +19,79 @@ pub(super) const PROCESSOR: usize = 0;
 
 pub(super) const REDIS: usize = 1;
 
-pub(super) fn cpu_all(pids: &[u32; 5]) -> [u64; 5] {
-    pids.map(|p| {
-        if p == 0 {
-            0
-        } else {
-            procfs::cpu_ns(p).unwrap_or(0)
-        }
+pub(super) fn cpu_all(pids: &Pids) -> [u64; 5] {
+    std::array::from_fn(|k| {
+        pids[k]
+            .iter()
+            .map(|&p| procfs::cpu_ns(p).unwrap_or(0))
+            .sum()
     })
 }
 
-pub(super) fn rss_all(pids: &[u32; 5]) -> [u64; 5] {
-    pids.map(|p| {
-        if p == 0 {
-            0
-        } else {
-            procfs::rss_kib(p).unwrap_or(0)
-        }
+pub(super) fn rss_all(pids: &Pids) -> [u64; 5] {
+    std::array::from_fn(|k| {
+        pids[k]
+            .iter()
+            .map(|&p| procfs::rss_kib(p).unwrap_or(0))
+            .sum()
     })
+}
+
+/// The processor's own count of its Redis traffic over a level (`session_processor_redis_requests_total` and
+/// `session_processor_redis_waits_total`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct StoreCounts {
+    /// Requests on its shared connection: a command or a pipeline, one round trip each.
+    pub(super) requests: u64,
+    /// Acknowledged writes whose WAIT had every replica asked for.
+    pub(super) acknowledged: u64,
+    /// ... whose WAIT came back short (the timeout passed).
+    pub(super) short: u64,
+    /// ... sent without WAIT while a short one suspended it.
+    pub(super) skipped: u64,
+}
+
+/// One scrape of the processor's `/metrics`: its prompt phases and its Redis counts.
+pub(super) struct Reading {
+    phases: promtext::Totals,
+    store: [f64; 4],
+}
+
+impl Reading {
+    const SERIES: [&'static str; 4] = [
+        "session_processor_redis_requests_total",
+        "session_processor_redis_waits_total{outcome=\"acknowledged\"}",
+        "session_processor_redis_waits_total{outcome=\"short\"}",
+        "session_processor_redis_waits_total{outcome=\"skipped\"}",
+    ];
+
+    pub(super) async fn scrape(metrics: SocketAddr) -> Reading {
+        let text = llm_telemetry::metrics_http::scrape(metrics)
+            .await
+            .unwrap_or_else(|e| panic!("scrape the processor's metrics: {e}"));
+        Reading {
+            phases: promtext::histogram_totals(
+                &text,
+                "session_processor_prompt_phase_seconds",
+                "phase",
+            ),
+            store: Self::SERIES.map(|series| promtext::value(&text, series)),
+        }
+    }
+
+    /// What happened between `before` and this reading.
+    pub(super) fn since(&self, before: &Reading) -> (promtext::Totals, StoreCounts) {
+        let d = |k: usize| (self.store[k] - before.store[k]).max(0.0) as u64;
+        (
+            promtext::since(&self.phases, &before.phases),
+            StoreCounts {
+                requests: d(0),
+                acknowledged: d(1),
+                short: d(2),
+                skipped: d(3),
+            },
+        )
+    }
 }
 
 /// The streams of one half over all rounds of a level.
@@ -87,6 +146,8 @@ pub(super) struct Level {
     pub(super) redis: CommandStats,
     /// The processor's own timing of its prompts' critical path during the level (`session_processor_prompt_phase`).
     pub(super) phases: promtext::Totals,
+    /// The processor's count of its Redis requests and waits during the level.
+    pub(super) store: StoreCounts,
 }
 
 impl Level {
@@ -102,6 +163,7 @@ impl Level {
             wall: 0,
             redis: CommandStats::default(),
             phases: promtext::Totals::new(),
+            store: StoreCounts::default(),
         }
     }
 
@@ -109,21 +171,52 @@ impl Level {
     pub(super) fn session_deltas(&self, chunks: usize) -> u64 {
         (self.session.completed * chunks) as u64
     }
+
+    /// Completed prompts per second of the level's rounds (wall time, ramp and tail included).
+    pub(super) fn prompts_per_second(&self) -> f64 {
+        self.per_second(self.session.completed)
+    }
+
+    /// Sessions (created, then prompted `--per-worker` times) per second of the level's rounds.
+    pub(super) fn sessions_per_second(&self) -> f64 {
+        self.per_second(self.s * self.rounds)
+    }
+
+    fn per_second(&self, n: usize) -> f64 {
+        if self.wall == 0 {
+            0.0
+        } else {
+            n as f64 * 1e9 / self.wall as f64
+        }
+    }
+}
+
+/// The workers of a round: S on each half (the session half only with `no_direct`), each running `per_worker`
+/// streams back to back.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Halves {
+    pub(super) s: usize,
+    pub(super) per_worker: usize,
+    pub(super) no_direct: bool,
 }
 
 /// One round: S session workers and S direct workers, alternating, starts spread over `ramp`.
 pub(super) async fn round(
     ctx: &Arc<Ctx>,
-    pids: &[u32; 5],
-    s: usize,
-    per_worker: usize,
+    pids: &Pids,
+    halves: Halves,
     ramp: Duration,
     level: &mut Level,
 ) {
+    let Halves {
+        s,
+        per_worker,
+        no_direct,
+    } = halves;
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = {
         let stop = Arc::clone(&stop);
-        let pids = *pids;
+        let pids = pids.clone();
         tokio::spawn(async move {
             let mut peak = [0u64; 5];
             loop {
@@ -139,12 +232,12 @@ pub(super) async fn round(
     };
     let cpu_before = cpu_all(pids);
     let start = tokio::time::Instant::now();
-    let workers = 2 * s;
+    let (workers, step) = if no_direct { (s, 1) } else { (2 * s, 2) };
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..workers {
         let ctx = Arc::clone(ctx);
         let at = start + ramp.mul_f64(i as f64 / workers as f64);
-        let half = if i % 2 == 0 {
+        let half = if i % step == 0 {
             Half::Session
         } else {
             Half::Direct
@@ -152,8 +245,8 @@ pub(super) async fn round(
         tasks.spawn(async move {
             tokio::time::sleep_until(at).await;
             let results = match half {
-                Half::Session => session_worker(&ctx, i / 2, per_worker).await,
-                Half::Direct => direct_worker(&ctx, i / 2, per_worker).await,
+                Half::Session => session_worker(&ctx, i / step, per_worker).await,
+                Half::Direct => direct_worker(&ctx, i / step, per_worker).await,
             };
             (half, results)
         });

@@ -2,14 +2,6 @@
 
 use super::*;
 
-/// The processor's prompt-phase histogram totals, from its `/metrics`.
-pub(super) async fn prompt_phases(metrics: SocketAddr) -> promtext::Totals {
-    let text = llm_telemetry::metrics_http::scrape(metrics)
-        .await
-        .unwrap_or_else(|e| panic!("scrape the processor's metrics: {e}"));
-    promtext::histogram_totals(&text, "session_processor_prompt_phase_seconds", "phase")
-}
-
 /// One line of the report: the mean time from a prompt reaching the processor's engine to the end of each phase.
 pub(super) fn phases_line(phases: &promtext::Totals) -> String {
     let mean = |phase: &str| match phases.get(phase) {
@@ -43,6 +35,8 @@ pub(super) fn per_unit(n: u64, units: usize) -> String {
 
 /// Header facts of the run.
 pub(super) struct RunInfo {
+    /// The deployment, as `--redis` names it.
+    pub(super) setup: String,
     pub(super) redis: String,
     pub(super) baseline_rss: [u64; 5],
     pub(super) load_start: String,
@@ -59,7 +53,12 @@ pub(super) fn summaries(agg: &mut Agg) -> (Summary, Summary, Summary) {
 
 pub(super) fn report(levels: &mut [Level], args: &Args, run: &RunInfo, out: &mut String) {
     use std::fmt::Write as _;
-    run_header(out, "procbench", &run.load_start, &run.load_end);
+    run_header(
+        out,
+        &format!("procbench ({})", run.setup),
+        &run.load_start,
+        &run.load_end,
+    );
     let _ = writeln!(
         out,
         "- provider: {}; {} prompts (session workers) or streams (direct workers) back to back per worker; {} gRPC connections per client; worker starts spread over max(stream length, 2·S × {} µs)",
@@ -77,6 +76,20 @@ pub(super) fn report(levels: &mut [Level], args: &Args, run: &RunInfo, out: &mut
     for level in levels.iter_mut() {
         latency_table(level, out);
         let deltas = level.session_deltas(args.chunks);
+        let _ = writeln!(
+            out,
+            "\nThroughput: **{:.1} prompts/s**, {:.1} sessions/s ({} completed prompts of {} sessions in {:.2} s{})",
+            level.prompts_per_second(),
+            level.sessions_per_second(),
+            level.session.completed,
+            level.s * level.rounds,
+            level.wall as f64 / 1e9,
+            if args.no_direct {
+                ", no direct streams beside them"
+            } else {
+                ", beside as many direct gateway streams"
+            }
+        );
         resources_table(level, args, run, deltas, out);
         redis_table(level, deltas, out);
         for (name, agg) in [("session", &level.session), ("direct", &level.direct)] {
@@ -137,6 +150,9 @@ fn latency_table(level: &mut Level, out: &mut String) {
         sums.push((t, g, l));
     }
     let ((st, sg, sl), (dt, dg, dl)) = (sums[0], sums[1]);
+    if level.direct.streams == 0 {
+        return;
+    }
     let _ = writeln!(
         out,
         "| **added by the processor** | | | | | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -211,6 +227,16 @@ fn redis_table(level: &Level, deltas: u64, out: &mut String) {
         per_unit(total, prompts),
         level.redis.script_calls()
     );
+    let st = &level.store;
+    let _ = writeln!(
+        out,
+        "The processor's own count: {} Redis requests (a command or a pipeline: one round trip each), **{} per prompt**; replica waits: {} acknowledged, {} short, {} skipped\n",
+        st.requests,
+        per_unit(st.requests, prompts),
+        st.acknowledged,
+        st.short,
+        st.skipped
+    );
     let _ = writeln!(out, "{}\n", phases_line(&level.phases));
     let _ = writeln!(out, "| command | calls | per prompt | per 1 000 deltas |");
     let _ = writeln!(out, "|---|---|---|---|");
@@ -266,6 +292,14 @@ pub(super) fn to_json(levels: &mut [Level], args: &Args, run: &RunInfo) -> serde
                 "rss_peak_kib": named(&l.rss_peak),
                 "rss_start_kib": named(&l.rss_start),
                 "wall_ns": l.wall,
+                "prompts_per_second": l.prompts_per_second(),
+                "sessions_per_second": l.sessions_per_second(),
+                "redis_requests": l.store.requests,
+                "replica_waits": {
+                    "acknowledged": l.store.acknowledged,
+                    "short": l.store.short,
+                    "skipped": l.store.skipped,
+                },
                 "prompt_phases_mean_ms": l.phases.iter().map(|(k, (sum, n))| {
                     (k.clone(), serde_json::json!(if *n > 0 { sum * 1e3 / *n as f64 } else { 0.0 }))
                 }).collect::<serde_json::Map<_, _>>(),
@@ -276,12 +310,14 @@ pub(super) fn to_json(levels: &mut [Level], args: &Args, run: &RunInfo) -> serde
         "machine": machine(),
         "loadavg_start": run.load_start,
         "loadavg_end": run.load_end,
+        "setup": run.setup,
         "redis": run.redis,
         "chunks": args.chunks,
         "interval_ms": args.interval_ms,
         "per_worker": args.per_worker,
         "grpc_conns": args.grpc_conns,
         "plan": args.plan,
+        "no_direct": args.no_direct,
         "idle_rss_kib": PROCS.iter().zip(run.baseline_rss).map(|(k, v)| ((*k).to_owned(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>(),
         "levels": levels,
     })

@@ -39,3 +39,29 @@ fn per_thousand_and_per_unit_format() {
     assert_eq!(per_unit(10, 4), "2.50");
     assert_eq!(per_unit(1, 0), "-");
 }
+
+#[test]
+fn redis_deployments_parse_and_name_themselves() {
+    let setups =
+        Setup::parse_list("standalone, cluster,cluster+replicas,cluster+replicas+wait").unwrap();
+    let names: Vec<String> = setups.iter().map(Setup::name).collect();
+    assert_eq!(
+        names,
+        [
+            "standalone",
+            "cluster",
+            "cluster+replicas",
+            "cluster+replicas+wait"
+        ]
+    );
+    assert!(setups[3].cluster && setups[3].replicas && setups[3].wait);
+    for bad in [
+        "",
+        "sentinel",
+        "standalone+replicas",
+        "cluster+wait",
+        "cluster+fast",
+    ] {
+        assert!(Setup::parse_list(bad).is_err(), "{bad:?}");
+    }
+}
