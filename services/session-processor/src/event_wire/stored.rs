@@ -7,9 +7,10 @@
 
 use std::sync::Arc;
 
+use compact_str::CompactString;
 use llm_proto::sessions as pb;
 use pb::session_event::Event;
-use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
+use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
 
 /// The `SessionEvent` field number of `part_delta`, which a kept delta encodes as.
 const PART_DELTA_FIELD: u32 = 5;
@@ -23,21 +24,20 @@ pub struct PartIds {
     pub message_id: String,
 }
 
-/// A kept text delta.
-#[derive(Debug)]
+/// A kept text delta. Held in the ring by value: a delta's text is usually a few bytes, kept inline (no
+/// allocation) up to 24.
+#[derive(Debug, Clone)]
 pub(crate) struct KeptDelta {
     /// Its part's ids.
     pub(crate) ids: Arc<PartIds>,
     /// The text appended.
-    pub(crate) text: String,
+    pub(crate) text: CompactString,
 }
 
 impl KeptDelta {
     /// The `PartDelta` message's encoded length.
     fn message_len(&self) -> usize {
-        prost::encoding::string::encoded_len(1, &self.ids.part_id)
-            + prost::encoding::string::encoded_len(2, &self.ids.message_id)
-            + prost::encoding::string::encoded_len(3, &self.text)
+        str_len(1, &self.ids.part_id) + str_len(2, &self.ids.message_id) + str_len(3, &self.text)
     }
 }
 
@@ -45,7 +45,7 @@ impl KeptDelta {
 #[derive(Debug, Clone)]
 pub(crate) enum Stored {
     /// A text delta.
-    Delta(Arc<KeptDelta>),
+    Delta(KeptDelta),
     /// Any other event.
     Whole(Arc<Event>),
 }
@@ -67,7 +67,10 @@ impl Stored {
 
     /// Keeps a delta of the part `ids` names.
     pub(crate) fn delta(ids: Arc<PartIds>, text: String) -> Stored {
-        Stored::Delta(Arc::new(KeptDelta { ids, text }))
+        Stored::Delta(KeptDelta {
+            ids,
+            text: CompactString::from(text),
+        })
     }
 
     /// The delta, when it is one.
@@ -84,7 +87,7 @@ impl Stored {
             Stored::Delta(d) => Event::PartDelta(pb::PartDelta {
                 part_id: d.ids.part_id.clone(),
                 message_id: d.ids.message_id.clone(),
-                delta: d.text.clone(),
+                delta: d.text.to_string(),
             }),
             Stored::Whole(e) => (**e).clone(),
         }
@@ -106,9 +109,9 @@ impl Stored {
                 let mut buf = Vec::with_capacity(1 + encoded_len_varint(len as u64) + len);
                 encode_key(PART_DELTA_FIELD, WireType::LengthDelimited, &mut buf);
                 encode_varint(len as u64, &mut buf);
-                prost::encoding::string::encode(1, &d.ids.part_id, &mut buf);
-                prost::encoding::string::encode(2, &d.ids.message_id, &mut buf);
-                prost::encoding::string::encode(3, &d.text, &mut buf);
+                put_str(1, &d.ids.part_id, &mut buf);
+                put_str(2, &d.ids.message_id, &mut buf);
+                put_str(3, &d.text, &mut buf);
                 buf
             }
             Stored::Whole(e) => {
@@ -118,6 +121,24 @@ impl Stored {
             }
         }
     }
+}
+
+/// A protobuf string field's encoded length (nothing when empty, as proto3 omits it).
+fn str_len(tag: u32, s: &str) -> usize {
+    if s.is_empty() {
+        return 0;
+    }
+    key_len(tag) + encoded_len_varint(s.len() as u64) + s.len()
+}
+
+/// Writes a protobuf string field (nothing when empty, as proto3 omits it).
+fn put_str(tag: u32, s: &str, buf: &mut Vec<u8>) {
+    if s.is_empty() {
+        return;
+    }
+    encode_key(tag, WireType::LengthDelimited, buf);
+    encode_varint(s.len() as u64, buf);
+    buf.extend_from_slice(s.as_bytes());
 }
 
 #[cfg(test)]

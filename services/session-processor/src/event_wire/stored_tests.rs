@@ -14,7 +14,17 @@ fn delta() -> Event {
 #[test]
 fn a_kept_event_encodes_weighs_and_comes_back_as_the_event_itself() {
     let status = Event::Status(pb::SessionStatus::default());
-    for event in [delta(), status, Event::Done(pb::Done::default())] {
+    let long_empty = Event::PartDelta(pb::PartDelta {
+        part_id: "prt_1".into(),
+        message_id: String::new(),
+        delta: "a delta longer than what is kept inline, with ünïcode".into(),
+    });
+    for event in [
+        delta(),
+        long_empty,
+        status,
+        Event::Done(pb::Done::default()),
+    ] {
         let kept = Stored::new(event.clone());
         assert_eq!(kept.to_event(), event);
         let mut whole = Vec::new();
