@@ -9,4 +9,4 @@ mod stored;
 pub(crate) use codec::{BatchError, decode_batch, encode_batch};
 pub use id::{BadEventId, EventId};
 pub use stored::PartIds;
-pub(crate) use stored::{KeptDelta, Stored};
+pub(crate) use stored::{KeptDelta, Kind, Stored};

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use compact_str::CompactString;
 use llm_proto::sessions as pb;
 use pb::session_event::Event;
+use prost::Message as _;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
 
 /// The `SessionEvent` field number of `part_delta`, which a kept delta encodes as.
@@ -46,8 +47,30 @@ impl KeptDelta {
 pub(crate) enum Stored {
     /// A text delta.
     Delta(KeptDelta),
-    /// Any other event.
-    Whole(Arc<Event>),
+    /// Any other event, encoded (a `SessionEvent` holding only it): a fraction of the generated enum's size, and
+    /// decoded again only for a follower.
+    Whole(Whole),
+}
+
+/// A kept event other than a delta.
+#[derive(Debug, Clone)]
+pub(crate) struct Whole {
+    /// Its encoding as a `SessionEvent` holding only it.
+    bytes: bytes::Bytes,
+    /// What the channel decides on: someone must act on it (a tool call to run, a permission to give, an error) or
+    /// it ends the run (`done`).
+    kind: Kind,
+}
+
+/// What kind of event a [`Whole`] is, as far as the channel cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// `done`.
+    Done,
+    /// An event somebody must act on at once (tool call awaiting, permission asked, error).
+    Urgent,
+    /// Anything else.
+    Other,
 }
 
 impl Stored {
@@ -61,7 +84,29 @@ impl Stored {
                 }),
                 d.delta,
             ),
-            other => Stored::Whole(Arc::new(other)),
+            other => {
+                let kind = match other {
+                    Event::Done(_) => Kind::Done,
+                    Event::ToolCallAwaiting(_) | Event::PermissionAsked(_) | Event::Error(_) => {
+                        Kind::Urgent
+                    }
+                    _ => Kind::Other,
+                };
+                let mut bytes = Vec::with_capacity(other.encoded_len());
+                other.encode(&mut bytes);
+                Stored::Whole(Whole {
+                    bytes: bytes.into(),
+                    kind,
+                })
+            }
+        }
+    }
+
+    /// What kind of event it is, `None` for a delta.
+    pub(crate) fn kind(&self) -> Option<Kind> {
+        match self {
+            Stored::Delta(_) => None,
+            Stored::Whole(w) => Some(w.kind),
         }
     }
 
@@ -89,7 +134,12 @@ impl Stored {
                 message_id: d.ids.message_id.clone(),
                 delta: d.text.to_string(),
             }),
-            Stored::Whole(e) => (**e).clone(),
+            // Its own encoding: it decodes (an event of an unknown kind, which this build cannot have made, as
+            // an empty status).
+            Stored::Whole(w) => pb::SessionEvent::decode(w.bytes.clone())
+                .ok()
+                .and_then(|e| e.event)
+                .unwrap_or_else(|| Event::Status(pb::SessionStatus::default())),
         }
     }
 
@@ -97,7 +147,7 @@ impl Stored {
     pub(crate) fn weight(&self) -> usize {
         match self {
             Stored::Delta(d) => d.text.len(),
-            Stored::Whole(e) => e.encoded_len(),
+            Stored::Whole(w) => w.bytes.len(),
         }
     }
 
@@ -114,11 +164,7 @@ impl Stored {
                 put_str(3, &d.text, &mut buf);
                 buf
             }
-            Stored::Whole(e) => {
-                let mut buf = Vec::with_capacity(e.encoded_len());
-                e.encode(&mut buf);
-                buf
-            }
+            Stored::Whole(w) => w.bytes.to_vec(),
         }
     }
 }

@@ -12,7 +12,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use super::{EventId, EventsConfig, SessionTotals, local_millis, lock};
-use crate::event_wire::Stored;
+use crate::event_wire::{Kind, Stored};
 use crate::store::{Fence, FlushWrites, Flushed, SessionCas, SessionWritten, Store, StoreError};
 
 /// What followers watch: bumped on every event, and `true` once the channel closed.
@@ -236,20 +236,10 @@ impl Channel {
     /// The part of [`Channel::publish`] that needs no await: the event queued (or handed back when the channel
     /// has closed), and whether a write must follow at once.
     pub(super) fn queue(&self, stored: Stored, write: Option<Write<'_>>) -> Queued {
-        let whole = match &stored {
-            Stored::Whole(event) => Some(&**event),
-            Stored::Delta(_) => None,
-        };
-        let urgent = matches!(
-            whole,
-            Some(
-                Event::ToolCallAwaiting(_)
-                    | Event::PermissionAsked(_)
-                    | Event::Error(_)
-                    | Event::Done(_)
-            )
-        ) || matches!(write, Some(Write::Part(p, _)) if !lazy(p));
-        let done = matches!(whole, Some(Event::Done(_)));
+        let kind = stored.kind();
+        let urgent = matches!(kind, Some(Kind::Urgent | Kind::Done))
+            || matches!(write, Some(Write::Part(p, _)) if !lazy(p));
+        let done = kind == Some(Kind::Done);
         let bytes = stored.weight();
         let (write_now, window_started) = {
             let mut s = lock(&self.state);
