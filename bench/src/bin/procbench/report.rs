@@ -103,10 +103,14 @@ pub(super) fn report(levels: &mut [Level], args: &Args, run: &RunInfo, out: &mut
 /// The level's heading and the latencies of both halves, with what the processor adds.
 fn latency_table(level: &mut Level, out: &mut String) {
     use std::fmt::Write as _;
+    let beside = if level.direct.streams == 0 {
+        " (no direct gateway streams beside them)".to_owned()
+    } else {
+        format!(" + {} direct gateway streams", level.s)
+    };
     let _ = writeln!(
         out,
-        "\n### {} concurrent sessions + {} direct gateway streams ({} round{}, {:.1} s)\n",
-        level.s,
+        "\n### {} concurrent sessions{beside} ({} round{}, {:.1} s)\n",
         level.s,
         level.rounds,
         if level.rounds == 1 { "" } else { "s" },
@@ -126,6 +130,10 @@ fn latency_table(level: &mut Level, out: &mut String) {
         ("direct (gateway)", &mut level.direct),
     ] {
         let (t, g, l) = summaries(agg);
+        sums.push((t, g, l));
+        if agg.streams == 0 {
+            continue;
+        }
         let per_stream = if agg.completed > 0 {
             format!("{:.1}", agg.events as f64 / agg.completed as f64)
         } else {
@@ -147,7 +155,6 @@ fn latency_table(level: &mut Level, out: &mut String) {
             ms(l.p99),
             ms(l.max)
         );
-        sums.push((t, g, l));
     }
     let ((st, sg, sl), (dt, dg, dl)) = (sums[0], sums[1]);
     if level.direct.streams == 0 {
