@@ -16,7 +16,8 @@
 //! A short answer (fewer replicas within the timeout) is not a failure: Redis has already applied the write, and
 //! refusing it would only make the caller retry a write that is there. It is logged, counted, and `WAIT` is skipped
 //! for [`SUSPEND`] so that a replica that is down does not make every acknowledged write pay the full timeout while
-//! it holds the shared connection; then it is tried again.
+//! it holds the shared connection. Then one write waits again, alone (the others keep skipping until it is
+//! answered): acknowledged, waiting resumes; short, it is suspended again.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -95,7 +96,8 @@ impl Waiter {
         }
     }
 
-    /// Whether this write waits (else it counts as skipped).
+    /// Whether this write waits (else it counts as skipped). When a suspension has run out, this write probes: the
+    /// suspension is extended until its answer, so the writes behind it do not all queue a `WAIT` on the connection.
     fn due(&self, traffic: &Traffic) -> bool {
         let mut until = self
             .suspended_until
@@ -107,26 +109,27 @@ impl Waiter {
                 false
             }
             Some(_) => {
-                *until = None;
+                *until = Some(Instant::now() + SUSPEND);
                 true
             }
             None => true,
         }
     }
 
-    /// Counts `WAIT`'s answer; a short one is logged and suspends waiting.
+    /// Counts `WAIT`'s answer: an acknowledged one ends any suspension; a short one (re)starts it, and the first of
+    /// an outage is logged.
     fn record(&self, acked: u64, traffic: &Traffic) {
-        if acked >= u64::from(self.wait.replicas) {
-            traffic.acknowledged.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        traffic.short.fetch_add(1, Ordering::Relaxed);
         let mut until = self
             .suspended_until
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        if until.is_none() {
-            *until = Some(Instant::now() + SUSPEND);
+        if acked >= u64::from(self.wait.replicas) {
+            traffic.acknowledged.fetch_add(1, Ordering::Relaxed);
+            *until = None;
+            return;
+        }
+        traffic.short.fetch_add(1, Ordering::Relaxed);
+        if until.replace(Instant::now() + SUSPEND).is_none() {
             tracing::warn!(
                 message = "Redis replicas did not acknowledge a write in time; the write stands, waiting is suspended",
                 acknowledged = acked,

@@ -766,10 +766,16 @@ async fn a_replica_wait_follows_acknowledged_writes_and_a_short_one_suspends_it(
         .unwrap();
     assert_eq!(store.traffic().counts().short, 2);
     assert!(wait_calls(&store).await >= waits_before + 3);
+    // That probe came back short too: suspended again.
+    store
+        .enqueue_prompt(&sid, &prompt(&sid, "four"))
+        .await
+        .unwrap();
+    assert_eq!(store.traffic().counts().skipped, 2);
     let taken = store.take_queued_prompts(&sid).await.unwrap();
     assert_eq!(
         taken.iter().map(prompt_text).collect::<Vec<_>>(),
-        ["zero", "one", "two", "three"]
+        ["zero", "one", "two", "three", "four"]
     );
     cleanup(&store, &prefix).await;
 }
