@@ -90,17 +90,7 @@ impl Engine {
             (generation, turn)
         };
         let mut processor = new_processor(input, history);
-        let span = tracing::info_span!(
-            "session.step",
-            "otel.name" = %format!("step {}", input.number),
-            "session.id" = %input.session.id,
-            "llm.step" = i64::from(input.number),
-            "gen_ai.request.model" = %input.model,
-            "gen_ai.usage.input_tokens" = tracing::field::Empty,
-            "gen_ai.usage.output_tokens" = tracing::field::Empty,
-            "llm.cost_nano_usd" = tracing::field::Empty,
-            "llm.finish" = tracing::field::Empty,
-        );
+        let span = step_span(input);
         let started = Instant::now();
         // The first step of a prompt's run: how long the prompt took to reach the gateway (and, below, to get its
         // first event back).
@@ -122,10 +112,18 @@ impl Engine {
             _ = input.cancel.cancelled() => (Ok(()), Err(tonic::Status::cancelled("aborted"))),
         };
         opened?;
-        let end = self
-            .consume(&mut processor, called, input.fence, input.cancel, arrived)
-            .instrument(span.clone())
-            .await?;
+        let end = match called {
+            Ok(stream) => {
+                self.consume(&mut processor, stream, input.fence, input.cancel, arrived)
+                    .instrument(span.clone())
+                    .await?
+            }
+            // Boxed: rare, and the streaming future keeps no room for it.
+            Err(status) => {
+                Box::pin(self.call_failed(&mut processor, &status, input.fence, input.cancel))
+                    .await?
+            }
+        };
         let duration = started.elapsed();
         if !end.aborted {
             let run = ToolRun {
@@ -220,7 +218,10 @@ impl Engine {
             _ = cancel.cancelled() => return Ok(StreamEnd { aborted: true, ..StreamEnd::default() }),
             c = self.call_gateway(generation, trace) => c,
         };
-        self.consume(processor, called, fence, cancel, None).await
+        match called {
+            Ok(stream) => self.consume(processor, stream, fence, cancel, None).await,
+            Err(status) => Box::pin(self.call_failed(processor, &status, fence, cancel)).await,
+        }
     }
 
     /// The gateway's `Stream` call for one step (its deadline the step's, the run's trace context on it).
@@ -238,12 +239,31 @@ impl Engine {
         gateway.stream_step(request).await
     }
 
-    /// Feeds a step's gateway stream (or the failure to call the gateway) through the processor until it ends.
-    /// `arrived`: when the prompt whose first step this is reached the engine (its first event is then timed).
+    /// The failure to call the gateway, through the processor as the step's error.
+    async fn call_failed(
+        &self,
+        processor: &mut Processor,
+        status: &tonic::Status,
+        fence: &Fence,
+        cancel: &CancellationToken,
+    ) -> Result<StreamEnd, LoopError> {
+        let (error, transport) = call_error(status);
+        let end = StreamEnd {
+            transport,
+            aborted: cancel.is_cancelled(),
+            ..StreamEnd::default()
+        };
+        self.feed(processor, error_event(error), fence, &mut Vec::new())
+            .await?;
+        Ok(end)
+    }
+
+    /// Feeds a step's gateway stream through the processor until it ends. `arrived`: when the prompt whose first
+    /// step this is reached the engine (its first event is then timed).
     async fn consume(
         &self,
         processor: &mut Processor,
-        called: Result<tonic::Streaming<gw::StreamResponse>, tonic::Status>,
+        mut stream: tonic::Streaming<gw::StreamResponse>,
         fence: &Fence,
         cancel: &CancellationToken,
         mut arrived: Option<Instant>,
@@ -251,17 +271,6 @@ impl Engine {
         // Grown on demand: an `Effect` is the size of a whole message, and most events make one.
         let mut out = Vec::new();
         let mut end = StreamEnd::default();
-        let mut stream = match called {
-            Ok(s) => s,
-            Err(status) => {
-                let (error, transport) = call_error(&status);
-                end.transport = transport;
-                end.aborted = cancel.is_cancelled();
-                self.feed(processor, error_event(error), fence, &mut out)
-                    .await?;
-                return Ok(end);
-            }
-        };
         loop {
             let next = tokio::select! {
                 _ = cancel.cancelled() => {
@@ -385,6 +394,21 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// The step's span; its usage and finish are recorded when it ends (`record_step`).
+fn step_span(input: &StepInput<'_>) -> tracing::Span {
+    tracing::info_span!(
+        "session.step",
+        "otel.name" = %format!("step {}", input.number),
+        "session.id" = %input.session.id,
+        "llm.step" = i64::from(input.number),
+        "gen_ai.request.model" = %input.model,
+        "gen_ai.usage.input_tokens" = tracing::field::Empty,
+        "gen_ai.usage.output_tokens" = tracing::field::Empty,
+        "llm.cost_nano_usd" = tracing::field::Empty,
+        "llm.finish" = tracing::field::Empty,
+    )
 }
 
 fn error_event(e: gw::Error) -> gw::StreamResponse {

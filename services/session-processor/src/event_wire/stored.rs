@@ -48,8 +48,8 @@ pub(crate) enum Stored {
     /// A text delta.
     Delta(KeptDelta),
     /// Any other event, encoded (a `SessionEvent` holding only it): a fraction of the generated enum's size, and
-    /// decoded again only for a follower.
-    Whole(Whole),
+    /// decoded again only for a follower. Boxed, so a ring entry is the size of a delta (deltas are most of them).
+    Whole(Box<Whole>),
 }
 
 /// A kept event other than a delta.
@@ -94,10 +94,10 @@ impl Stored {
                 };
                 let mut bytes = Vec::with_capacity(other.encoded_len());
                 other.encode(&mut bytes);
-                Stored::Whole(Whole {
+                Stored::Whole(Box::new(Whole {
                     bytes: bytes.into(),
                     kind,
-                })
+                }))
             }
         }
     }

@@ -43,6 +43,14 @@ fn a_kept_event_encodes_weighs_and_comes_back_as_the_event_itself() {
 }
 
 #[test]
+fn a_ring_entry_is_the_size_of_a_delta() {
+    assert_eq!(
+        std::mem::size_of::<Stored>(),
+        std::mem::size_of::<KeptDelta>()
+    );
+}
+
+#[test]
 fn a_kept_delta_is_a_fraction_of_the_event_enum() {
     let kept = std::mem::size_of::<KeptDelta>();
     let whole = std::mem::size_of::<Event>();

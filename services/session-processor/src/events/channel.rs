@@ -85,8 +85,9 @@ pub(super) struct State {
 
 /// A part the channel persists.
 pub(super) struct Tracked {
-    /// Its latest state: as handed over, plus the text of its deltas published since.
-    pub(super) part: pb::Part,
+    /// Its latest state: as handed over, plus the text of its deltas published since. Boxed: a step's parts pass
+    /// through this list, whose room would otherwise stay sized for all of them while one streams.
+    pub(super) part: Box<pb::Part>,
     /// Not yet written (or not in its latest state).
     pub(super) dirty: bool,
     /// An open text or reasoning part: its deltas extend it; kept after a write.
@@ -453,7 +454,7 @@ impl Channel {
         let mut parts = Vec::new();
         for t in s.parts.iter_mut().filter(|t| t.dirty) {
             t.dirty = false;
-            parts.push(t.part.clone());
+            parts.push((*t.part).clone());
         }
         // Written parts that no delta extends any more are done with.
         s.parts.retain(|t| t.open || t.dirty);
@@ -545,7 +546,7 @@ impl Channel {
             match s.parts.iter_mut().find(|t| t.part.id == p.id) {
                 Some(t) => t.dirty = true,
                 None => s.parts.push(Tracked {
-                    part: p,
+                    part: Box::new(p),
                     dirty: true,
                     open: false,
                 }),
@@ -676,7 +677,7 @@ fn track(s: &mut State, write: Write<'_>) {
         Write::Part(part, fence) | Write::PartLater(part, fence) => {
             s.fence = Some(fence.clone());
             let tracked = Tracked {
-                part: part.clone(),
+                part: Box::new(part.clone()),
                 dirty: true,
                 open: open_text(part),
             };
