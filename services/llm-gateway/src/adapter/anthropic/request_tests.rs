@@ -3,7 +3,7 @@ use serde_json::json;
 use super::*;
 use crate::adapter::anthropic::Anthropic;
 use crate::adapter::testkit::{
-    self, assistant, call, file, message, metadata, result, text, tool, user,
+    self, assistant, call, file, metadata, misplaced_parts, result, text, tool, user,
 };
 use crate::adapter::{Adapter, HttpRequest};
 
@@ -741,16 +741,9 @@ fn build_errors_name_the_offending_field() {
         error(&unknown_tool, &sonnet()).field,
         "generation.tool_choice.tool_name"
     );
-    let no_role = generation(vec![message(pb::Role::Unspecified, vec![text("x")])]);
-    assert_eq!(
-        error(&no_role, &sonnet()).field,
-        "generation.messages[0].role"
-    );
-    let misplaced = generation(vec![user(vec![call("toolu_1", "t", "{}")])]);
-    assert_eq!(
-        error(&misplaced, &sonnet()).field,
-        "generation.messages[0].parts[0]"
-    );
+    for (m, field) in misplaced_parts() {
+        assert_eq!(error(&generation(vec![m]), &sonnet()).field, field);
+    }
 }
 
 #[test]
