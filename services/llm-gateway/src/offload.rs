@@ -1,15 +1,17 @@
 //! Request preparation off the async workers: validating, lowering schemas and building the body of a large
 //! request is CPU work proportional to its size. Run inline it would hold a runtime worker, and every stream that
 //! worker serves (all the sessions a processor multiplexes over one connection among them) would wait. A request
-//! above [`LARGE_REQUEST_ITEMS`] tools and parts therefore runs that work on the preparation threads
-//! ([`crate::prep_pool`]), which yield to the async workers whenever those have work; smaller ones stay inline,
-//! where a thread hop would cost more than the work.
+//! above [`LARGE_REQUEST_ITEMS`] tools and parts therefore runs that work on tokio's blocking pool, and a huge one
+//! (above [`HUGE_REQUEST_ITEMS`], or [`HUGE_REQUEST_BYTES`] encoded) on the preparation threads
+//! ([`crate::prep_pool`]), which yield the CPU to every stream; smaller ones stay inline, where a thread hop would
+//! cost more than the work. Only huge requests yield: on a machine busy with streams, a long conversation (hundreds
+//! of parts) must not wait for idle CPU, while a request of thousands of tools may.
 //!
 //! Decoding is part of that work: a request of 40 000 tools is 3 MB of protobuf and some 120 000 strings to
 //! allocate. The gRPC codec therefore hands a request of [`LARGE_REQUEST_BYTES`] or more over still encoded
 //! ([`Incoming::Encoded`]); [`generation`] counts it against `[limits]` from its bytes ([`crate::census`]), so a
-//! request over a limit is refused without being decoded, and decodes and validates one within the limits on the
-//! preparation threads.
+//! request over a limit is refused without being decoded, and decodes and validates one within the limits, off the
+//! async workers.
 
 use bytes::Bytes;
 use llm_proto::gateway as pb;
@@ -21,10 +23,54 @@ use crate::status;
 /// Tools plus parts above which preparation leaves the async workers.
 pub const LARGE_REQUEST_ITEMS: usize = 256;
 
-/// True when `g` is large enough for [`run`] to move its preparation to the preparation threads.
-pub fn is_large(g: &pb::Generation) -> bool {
+/// Tools plus parts above which preparation yields to everything else ([`Where::Idle`]): far beyond a long
+/// conversation's hundreds of parts, where only a tool list of thousands takes a request.
+pub const HUGE_REQUEST_ITEMS: usize = 4096;
+
+/// Encoded bytes at or above which a request's preparation yields to everything else ([`Where::Idle`]).
+pub const HUGE_REQUEST_BYTES: usize = 1024 * 1024;
+
+/// Where a request's preparation runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Where {
+    /// On the calling task: a thread hop would cost more than the work.
+    Inline,
+    /// On tokio's blocking pool, at normal priority: large, but the size of real conversations, which must not
+    /// wait behind a busy machine's streams.
+    Blocking,
+    /// On the preparation threads under `SCHED_IDLE` ([`crate::prep_pool`]): thousands of tools or megabytes, a
+    /// request that yields the CPU to every stream.
+    Idle,
+}
+
+impl Where {
+    /// For a request of `items` tools and parts.
+    pub fn for_items(items: usize) -> Where {
+        if items > HUGE_REQUEST_ITEMS {
+            Where::Idle
+        } else if items > LARGE_REQUEST_ITEMS {
+            Where::Blocking
+        } else {
+            Where::Inline
+        }
+    }
+
+    /// For a request of `bytes` encoded bytes, `large` from the caller's own threshold.
+    pub fn for_bytes(bytes: usize, large: bool) -> Where {
+        if bytes >= HUGE_REQUEST_BYTES {
+            Where::Idle
+        } else if large {
+            Where::Blocking
+        } else {
+            Where::Inline
+        }
+    }
+}
+
+/// Where [`run`] prepares `g`.
+pub fn placement(g: &pb::Generation) -> Where {
     let parts: usize = g.messages.iter().map(|m| m.parts.len()).sum();
-    g.tools.len() + parts > LARGE_REQUEST_ITEMS
+    Where::for_items(g.tools.len() + parts)
 }
 
 /// Encoded requests of this many bytes or more leave the codec undecoded (a request of a few hundred tools and a
@@ -69,7 +115,7 @@ pub async fn generation<M: CarriesGeneration>(
         Incoming::Encoded(bytes) => bytes,
     };
     let limits = *limits;
-    run(true, move || {
+    run(Where::for_bytes(bytes.len(), true), move || {
         // Counting walks every byte (megabytes): it runs here too, before anything is decoded.
         let census = crate::census::of_request(&bytes).map_err(|e| not_the_message(&e))?;
         crate::validate::counts(&census, &limits)?;
@@ -95,7 +141,7 @@ pub async fn validated(
     let g = generation.ok_or_else(|| status::invalid("generation", "required"))?;
     crate::validate::sizes(&g, limits)?;
     let limits = *limits;
-    run(is_large(&g), move || {
+    run(placement(&g), move || {
         crate::validate::validate(Some(&g), &limits)?;
         Ok(g)
     })
@@ -110,13 +156,16 @@ pub fn not_the_message(e: &dyn std::fmt::Display) -> Status {
     )
 }
 
-/// Runs `work` on the preparation threads ([`crate::prep_pool`], below the async workers' priority) when `large`,
-/// else here. A panic in `work` is resumed on the caller's task, as it would have been inline.
-pub async fn run<R: Send + 'static>(large: bool, work: impl FnOnce() -> R + Send + 'static) -> R {
-    if !large {
-        return work();
+/// Runs `work` where `place` says. A panic in `work` is resumed on the caller's task, as it would have been inline.
+pub async fn run<R: Send + 'static>(place: Where, work: impl FnOnce() -> R + Send + 'static) -> R {
+    match place {
+        Where::Inline => work(),
+        Where::Blocking => match tokio::task::spawn_blocking(work).await {
+            Ok(r) => r,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        },
+        Where::Idle => crate::prep_pool::run(work).await,
     }
-    crate::prep_pool::run(work).await
 }
 
 #[cfg(test)]

@@ -3,14 +3,45 @@ use super::*;
 #[tokio::test(flavor = "current_thread")]
 async fn large_work_runs_off_the_calling_thread_and_small_work_on_it() {
     let here = std::thread::current().id();
-    assert_eq!(run(false, move || std::thread::current().id()).await, here);
-    assert_ne!(run(true, move || std::thread::current().id()).await, here);
-    let g = pb::Generation {
-        tools: vec![pb::Tool::default(); LARGE_REQUEST_ITEMS + 1],
+    let name = || std::thread::current().name().map(str::to_owned);
+    assert_eq!(
+        run(Where::Inline, move || std::thread::current().id()).await,
+        here
+    );
+    assert_ne!(
+        run(Where::Blocking, move || std::thread::current().id()).await,
+        here
+    );
+    // Only a huge request goes to the idle-priority preparation threads.
+    assert!(
+        !run(Where::Blocking, name)
+            .await
+            .is_some_and(|n| n.starts_with("prep-"))
+    );
+    assert!(
+        run(Where::Idle, name)
+            .await
+            .is_some_and(|n| n.starts_with("prep-"))
+    );
+}
+
+#[test]
+fn requests_are_placed_by_their_size() {
+    let with = |n: usize| pb::Generation {
+        tools: vec![pb::Tool::default(); n],
         ..Default::default()
     };
-    assert!(is_large(&g));
-    assert!(!is_large(&pb::Generation::default()));
+    assert_eq!(placement(&pb::Generation::default()), Where::Inline);
+    assert_eq!(placement(&with(LARGE_REQUEST_ITEMS)), Where::Inline);
+    assert_eq!(placement(&with(LARGE_REQUEST_ITEMS + 1)), Where::Blocking);
+    assert_eq!(placement(&with(HUGE_REQUEST_ITEMS)), Where::Blocking);
+    assert_eq!(placement(&with(HUGE_REQUEST_ITEMS + 1)), Where::Idle);
+    assert_eq!(
+        Where::for_bytes(HUGE_REQUEST_BYTES - 1, true),
+        Where::Blocking
+    );
+    assert_eq!(Where::for_bytes(HUGE_REQUEST_BYTES, false), Where::Idle);
+    assert_eq!(Where::for_bytes(10, false), Where::Inline);
 }
 
 fn tools(n: usize) -> Vec<pb::Tool> {

@@ -54,10 +54,10 @@ pub(super) async fn prepare(
         .await?;
     let model = candidate.model.clone();
     let azure = candidate.provider.azure.clone();
-    let large = crate::offload::is_large(&generation);
+    let place = crate::offload::placement(&generation);
     // Building (schema lowering, serialising the body) is the CPU-heavy part of a large request: off the async
     // workers, and so is dropping what it was built from.
-    crate::offload::run(large, move || {
+    crate::offload::run(place, move || {
         let target = Target {
             model: &model,
             azure: azure.as_ref(),

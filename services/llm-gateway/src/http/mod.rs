@@ -123,8 +123,8 @@ where
     Ok(bytes)
 }
 
-/// Bodies above this many bytes are parsed and translated on the blocking pool, as large gRPC requests are
-/// prepared there ([`crate::offload`]): the work grows with the size and would hold an async worker.
+/// Bodies above this many bytes are parsed and translated off the async workers, as large gRPC requests are
+/// prepared ([`crate::offload`]): the work grows with the size and would hold an async worker.
 const LARGE_BODY_BYTES: usize = 256 * 1024;
 
 /// Parses `body` as JSON and translates it with `translate`, off the async workers when the body is large.
@@ -132,10 +132,8 @@ pub async fn translate_body<T: Send + 'static>(
     body: Bytes,
     translate: fn(Value) -> Result<T, ApiError>,
 ) -> Result<T, ApiError> {
-    crate::offload::run(body.len() > LARGE_BODY_BYTES, move || {
-        translate(body::json(&body)?)
-    })
-    .await
+    let place = crate::offload::Where::for_bytes(body.len(), body.len() > LARGE_BODY_BYTES);
+    crate::offload::run(place, move || translate(body::json(&body)?)).await
 }
 
 /// A JSON response.
