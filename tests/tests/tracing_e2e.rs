@@ -100,12 +100,15 @@ async fn a_two_step_tool_conversation_is_one_trace_across_both_services() {
         .into_inner();
     while stream.message().await.unwrap().is_some() {}
 
+    // Each service exports in its own batches: wait for the whole tree, not only the spans counted here (every
+    // span's parent in, and the gateway's server span of every call of the processor's).
     let spans = otlp
         .wait_until(Duration::from_secs(20), |s| {
             s.iter().filter(|s| s.name == "chat openai/gpt-4o").count() >= 2
                 && s.iter().filter(|s| s.name.starts_with("step ")).count() >= 2
                 && s.iter().any(|s| s.name == "invoke_agent")
                 && s.iter().any(|s| s.name == PROMPT)
+                && whole_tree(s)
         })
         .await;
     let of_trace: Vec<_> = spans.iter().filter(|s| s.trace_id == TRACE_ID).collect();
@@ -207,6 +210,23 @@ async fn a_two_step_tool_conversation_is_one_trace_across_both_services() {
         call_pair(&of_trace, &served.span_id);
     }
     assert_semconv_types(&of_trace);
+}
+
+/// Every span of the caller's trace has its parent among `spans` (or is the caller's child), and every gateway call
+/// of the processor has the gateway's span under it.
+fn whole_tree(spans: &[Span]) -> bool {
+    let of_trace: Vec<&Span> = spans.iter().filter(|s| s.trace_id == TRACE_ID).collect();
+    let ids: std::collections::HashSet<&str> =
+        of_trace.iter().map(|s| s.span_id.as_str()).collect();
+    let parents: std::collections::HashSet<&str> =
+        of_trace.iter().map(|s| s.parent_id.as_str()).collect();
+    of_trace
+        .iter()
+        .all(|s| s.parent_id == CALLER_SPAN || ids.contains(s.parent_id.as_str()))
+        && of_trace
+            .iter()
+            .filter(|s| s.kind() == SpanKind::Client && s.name.contains("Service/"))
+            .all(|s| parents.contains(s.span_id.as_str()))
 }
 
 /// The processor's client span and the gateway's server span of one gateway call, found from the server span's id
