@@ -123,6 +123,31 @@ fn stubborn(tag: &str) -> String {
     )
 }
 
+/// Half a second for a command.
+fn half_a_second() -> BashLimits {
+    BashLimits {
+        timeout: Duration::from_millis(500),
+        ..BashLimits::default()
+    }
+}
+
+/// Runs `command` (whose processes carry `tag`) under [`half_a_second`], asserts it timed out, and waits until no
+/// process with `tag` is left.
+async fn times_out_leaving_nothing(
+    sandbox: &Arc<Sandbox>,
+    ws: &Workspace,
+    command: &str,
+    tag: &str,
+) {
+    let out = bash(sandbox, ws, half_a_second(), command).await;
+    assert!(
+        out.text().starts_with("timed out after 0.5 s"),
+        "{}",
+        out.text()
+    );
+    until_gone(tag).await;
+}
+
 fn token() -> String {
     format!("sandbox-test-{}", crate::ids::new("t"))
 }
@@ -517,17 +542,7 @@ async fn timeouts_and_aborts_leave_no_process_behind() {
         return;
     };
     let tag = token();
-    let limits = BashLimits {
-        timeout: Duration::from_millis(500),
-        ..BashLimits::default()
-    };
-    let out = bash(&sandbox, &s.ws, limits, &stubborn(&tag)).await;
-    assert!(
-        out.text().starts_with("timed out after 0.5 s"),
-        "{}",
-        out.text()
-    );
-    until_gone(&tag).await;
+    times_out_leaving_nothing(&sandbox, &s.ws, &stubborn(&tag), &tag).await;
 
     // Aborted: the call is dropped mid-command, as when the loop is cancelled.
     let tag = token();
@@ -660,30 +675,10 @@ async fn weak_confinement_keeps_the_user_the_limits_and_the_group_kill() {
         assert!(out.text().contains("Permission denied"), "{}", out.text());
     }
     let tag = token();
-    let limits = BashLimits {
-        timeout: Duration::from_millis(500),
-        ..BashLimits::default()
-    };
-    let out = bash(
-        &sandbox,
-        &s.ws,
-        limits.clone(),
-        &format!("(while :; do sleep 1; done; : {tag}) & while :; do sleep 1; done; : {tag}"),
-    )
-    .await;
-    assert!(
-        out.text().starts_with("timed out after 0.5 s"),
-        "{}",
-        out.text()
-    );
-    until_gone(&tag).await;
+    let command =
+        format!("(while :; do sleep 1; done; : {tag}) & while :; do sleep 1; done; : {tag}");
+    times_out_leaving_nothing(&sandbox, &s.ws, &command, &tag).await;
     // A process that left the group (`setsid`) carries the call's marker, so the kill finds it all the same.
     let tag = token();
-    let out = bash(&sandbox, &s.ws, limits, &stubborn(&tag)).await;
-    assert!(
-        out.text().starts_with("timed out after 0.5 s"),
-        "{}",
-        out.text()
-    );
-    until_gone(&tag).await;
+    times_out_leaving_nothing(&sandbox, &s.ws, &stubborn(&tag), &tag).await;
 }
