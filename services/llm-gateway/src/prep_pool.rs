@@ -21,7 +21,7 @@ type Job = Box<dyn FnOnce() + Send>;
 
 /// The pool's queue; its threads take jobs from the one receiver in turn.
 struct Pool {
-    jobs: Mutex<Sender<Job>>,
+    jobs: Sender<Job>,
 }
 
 static POOL: OnceLock<Pool> = OnceLock::new();
@@ -48,11 +48,10 @@ pub async fn run<R: Send + 'static>(work: impl FnOnce() -> R + Send + 'static) -
 
 /// Queues `job`, starting the pool on first use; hands it back when no thread is there to run it.
 fn submit(job: Job) -> Result<(), Job> {
-    let pool = POOL.get_or_init(start);
-    let Ok(jobs) = pool.jobs.lock() else {
-        return Err(job);
-    };
-    jobs.send(job).map_err(|unsent| unsent.0)
+    POOL.get_or_init(start)
+        .jobs
+        .send(job)
+        .map_err(|unsent| unsent.0)
 }
 
 /// Starts one preparation thread per available core.
@@ -69,9 +68,7 @@ fn start() -> Pool {
             tracing::warn!(error = %e, "could not start a request preparation thread");
         }
     }
-    Pool {
-        jobs: Mutex::new(jobs),
-    }
+    Pool { jobs }
 }
 
 /// A preparation thread: lowers its own priority, then runs jobs until the process ends.
