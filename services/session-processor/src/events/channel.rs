@@ -131,7 +131,7 @@ pub(super) enum Write<'a> {
 pub(super) enum Published {
     Done(Result<(), StoreError>),
     /// The channel closed in between: publish elsewhere.
-    Closed(Box<Event>),
+    Closed,
 }
 
 /// What [`Channel::queue`] did with an event.
@@ -230,7 +230,7 @@ impl Channel {
             // Boxed: a write is rare next to the publishes that only queue an event, and every future that
             // publishes (the loop's per-delta path) would otherwise carry room for it.
             Queued::Flush => Published::Done(Box::pin(self.flush()).await),
-            Queued::Closed(event) => Published::Closed(event),
+            Queued::Closed(_) => Published::Closed,
         }
     }
 

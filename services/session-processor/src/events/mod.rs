@@ -364,42 +364,42 @@ impl Hub {
         ids: Arc<PartIds>,
         text: String,
     ) -> Option<impl std::future::Future<Output = Result<(), StoreError>> + Send + '_> {
-        let stored = Stored::delta(ids, text);
-        let rest = match self.channel(session_id) {
-            Some(channel) => match channel.queue(stored, None) {
-                channel::Queued::Done => return None,
-                channel::Queued::Flush => Rest::Flush(channel),
-                channel::Queued::Closed(event) => Rest::Elsewhere(event),
-            },
-            None => Rest::Elsewhere(Box::new(stored.to_event())),
-        };
-        let session_id = session_id.to_owned();
-        Some(Box::pin(async move {
-            match rest {
-                Rest::Flush(channel) => channel.flush().await,
-                Rest::Elsewhere(event) => self
-                    .inner
-                    .store
-                    .publish(&session_id, *event)
-                    .await
-                    .map(drop),
-            }
-        }))
+        let rest = self.enqueue(session_id, Stored::delta(ids, text))?;
+        Some(Box::pin(self.finish(session_id.to_owned(), rest)))
     }
 
     /// Publishes `event` (see [`Hub`]).
     pub async fn publish(&self, session_id: &str, event: Event) -> Result<(), StoreError> {
-        let event = match self.channel(session_id) {
-            Some(channel) => match channel.publish(event, None).await {
-                Published::Done(result) => return result,
-                Published::Closed(event) => *event,
+        match self.enqueue(session_id, Stored::new(event)) {
+            None => Ok(()),
+            // Boxed: the store's futures are kilobytes, and this is the rare path.
+            Some(rest) => Box::pin(self.finish(session_id.to_owned(), rest)).await,
+        }
+    }
+
+    /// Queues `stored` in this replica's channel of the session; what is left to do when queuing was not all.
+    fn enqueue(&self, session_id: &str, stored: Stored) -> Option<Rest> {
+        match self.channel(session_id) {
+            Some(channel) => match channel.queue(stored, None) {
+                channel::Queued::Done => None,
+                channel::Queued::Flush => Some(Rest::Flush(channel)),
+                channel::Queued::Closed(event) => Some(Rest::Elsewhere(event)),
             },
-            None => event,
-        };
-        // Boxed: the store's futures are kilobytes, and this is the rare path (no channel open here).
-        Box::pin(self.inner.store.publish(session_id, event))
-            .await
-            .map(drop)
+            None => Some(Rest::Elsewhere(Box::new(stored.to_event()))),
+        }
+    }
+
+    /// Does what [`Hub::enqueue`] left: the channel's write, or a publish through the store.
+    async fn finish(&self, session_id: String, rest: Rest) -> Result<(), StoreError> {
+        match rest {
+            Rest::Flush(channel) => channel.flush().await,
+            Rest::Elsewhere(event) => self
+                .inner
+                .store
+                .publish(&session_id, *event)
+                .await
+                .map(drop),
+        }
     }
 
     /// Persists a part of the loop holding `fence` and publishes its `part_updated`. Through the session's channel
@@ -416,7 +416,7 @@ impl Hub {
             let event = Event::PartUpdated(part.clone());
             match channel.publish(event, Some(Write::Part(part, fence))).await {
                 Published::Done(result) => return result,
-                Published::Closed(_) => {}
+                Published::Closed => {}
             }
         }
         Box::pin(self.inner.store.put_part(part, Some(fence))).await?;
@@ -441,7 +441,7 @@ impl Hub {
                 .await
             {
                 Published::Done(result) => return result,
-                Published::Closed(_) => {}
+                Published::Closed => {}
             }
         }
         Box::pin(self.put_part(part, fence)).await
@@ -474,7 +474,7 @@ impl Hub {
                 .await
             {
                 Published::Done(result) => return result,
-                Published::Closed(_) => {}
+                Published::Closed => {}
             }
         }
         Box::pin(self.inner.store.put_message(head, Some(fence))).await?;
@@ -620,7 +620,7 @@ impl Hub {
     }
 }
 
-/// What is left of a [`Hub::publish_delta`] that queuing alone did not finish.
+/// What is left of a publish that queuing alone did not finish.
 enum Rest {
     /// The channel must write now.
     Flush(Arc<Channel>),
