@@ -30,8 +30,8 @@ pub(crate) struct StoredEvent {
     #[prost(uint64, tag = "2")]
     pub seq: u64,
     /// A `SessionEvent` without ids (a merged run: one `part_delta` with the whole text).
-    #[prost(bytes = "vec", tag = "3")]
-    pub event: Vec<u8>,
+    #[prost(bytes = "bytes", tag = "3")]
+    pub event: bytes::Bytes,
     /// A merged run: `(ms, seq)` of every delta but the last, flattened.
     #[prost(uint64, repeated, tag = "4")]
     pub piece_ids: Vec<u64>,
@@ -127,7 +127,7 @@ pub(crate) fn decode_batch(
 ) -> Result<(), BatchError> {
     let batch = StoredBatch::decode(bytes)?;
     for stored in batch.events {
-        let mut event = pb::SessionEvent::decode(stored.event.as_slice())?;
+        let mut event = pb::SessionEvent::decode(stored.event.as_ref())?;
         event.session_id = session_id.to_string();
         if !stored.piece_lens.is_empty() {
             let Some(Event::PartDelta(d)) = &mut event.event else {

@@ -151,8 +151,9 @@ impl Stored {
         }
     }
 
-    /// The encoding of a `SessionEvent` holding only this event (a oneof encodes exactly as its message's field).
-    pub(crate) fn encode(&self) -> Vec<u8> {
+    /// The encoding of a `SessionEvent` holding only this event (a oneof encodes exactly as its message's field);
+    /// an event other than a delta shares the bytes it was kept as.
+    pub(crate) fn encode(&self) -> bytes::Bytes {
         match self {
             Stored::Delta(d) => {
                 let len = d.message_len();
@@ -162,9 +163,9 @@ impl Stored {
                 put_str(1, &d.ids.part_id, &mut buf);
                 put_str(2, &d.ids.message_id, &mut buf);
                 put_str(3, &d.text, &mut buf);
-                buf
+                buf.into()
             }
-            Stored::Whole(w) => w.bytes.to_vec(),
+            Stored::Whole(w) => w.bytes.clone(),
         }
     }
 }
