@@ -114,11 +114,15 @@ pub async fn generation<M: CarriesGeneration>(
         Incoming::Decoded(m) => return validated(m.into_generation(), limits).await,
         Incoming::Encoded(bytes) => bytes,
     };
+    // Counting walks every byte (megabytes), off the async workers but at normal priority: a request over a limit
+    // is refused promptly even on a busy machine, before anything is decoded.
+    let counted = bytes.clone();
+    let census = run(Where::Blocking, move || crate::census::of_request(&counted))
+        .await
+        .map_err(|e| not_the_message(&e))?;
+    crate::validate::counts(&census, limits)?;
     let limits = *limits;
     run(Where::for_bytes(bytes.len(), true), move || {
-        // Counting walks every byte (megabytes): it runs here too, before anything is decoded.
-        let census = crate::census::of_request(&bytes).map_err(|e| not_the_message(&e))?;
-        crate::validate::counts(&census, &limits)?;
         let m = M::decode(bytes).map_err(|e| not_the_message(&e))?;
         let g = m
             .into_generation()
