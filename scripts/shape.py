@@ -3,7 +3,9 @@
 
 - no source file outside tests over 800 lines;
 - no function outside tests over 80 lines (from its `fn` line to its closing brace);
-- no import cycle between the modules of a crate (`use crate::…` and `crate::…` paths, by top-level module).
+- no import cycle between the modules of a crate (`use crate::…` and `crate::…` paths, by top-level module);
+- every end-to-end suite `tests/tests/<name>.rs` declared in the one test binary's root, `tests/tests/main.rs`
+  (a suite not declared there would silently never build nor run).
 
 Test files (`*_tests.rs`, `tests.rs`, `tests/`, `benches/`) are exempt. Prints each breach; exits 1 if any.
 Usage: scripts/shape.py [--report] [root]   (--report prints the breaches but exits 0)
@@ -125,6 +127,16 @@ def import_cycles(files):
     return cycles
 
 
+def undeclared_suites(root):
+    folder = os.path.join(root, 'tests', 'tests')
+    main_rs = os.path.join(folder, 'main.rs')
+    if not os.path.exists(main_rs):
+        return []
+    declared = set(re.findall(r'^mod (\w+);', open(main_rs, encoding='utf-8').read(), re.M))
+    return sorted(f for f in os.listdir(folder)
+                  if f.endswith('.rs') and f != 'main.rs' and f[:-3] not in declared)
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith('--')]
     report = '--report' in sys.argv
@@ -143,6 +155,8 @@ def main():
             breaches.append(f'{os.path.relpath(path, root)}:{line}: fn {name} is {n} lines (max {MAX_FN})')
     for crate, comp in import_cycles(files):
         breaches.append(f'{os.path.relpath(crate, root)}: import cycle between modules {", ".join(comp)}')
+    for suite in undeclared_suites(root):
+        breaches.append(f'tests/tests/{suite}: not declared in tests/tests/main.rs (it would never run)')
     for b in breaches:
         print(b)
     print(f'{len(breaches)} breaches', file=sys.stderr)

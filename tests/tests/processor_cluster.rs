@@ -11,7 +11,7 @@
 //! promoted replica; docs/operations.md ("Redis Cluster") explains how `min-replicas-to-write` narrows this. The
 //! busy session's loop sees its writes fail or be fenced and ends or hands off its prompt, which recovery answers.
 //!
-//! Both tests passed 10 runs in a row locally (`cargo nextest run -p e2e-tests -E 'binary(processor_cluster)'`), and
+//! Both tests passed 10 runs in a row locally (`cargo nextest run -p e2e-tests -E 'test(/^processor_cluster::/)'`), and
 //! again 10 in a row on 2026-12-05 with the replica wait option in (together with the sentinel and replica-wait
 //! suites).
 #![allow(clippy::unwrap_used, clippy::expect_used)]

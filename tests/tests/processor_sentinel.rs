@@ -5,7 +5,7 @@
 //! the prompt is answered with Diagnose healthy, nothing acknowledged and replicated is lost, and every session
 //! answers a new prompt afterwards.
 //!
-//! Passed 10 runs in a row locally (`cargo nextest run -p e2e-tests -E 'binary(processor_sentinel)'`), and again 10
+//! Passed 10 runs in a row locally (`cargo nextest run -p e2e-tests -E 'test(/^processor_sentinel::/)'`), and again 10
 //! in a row on 2026-12-05 with the replica wait option in.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

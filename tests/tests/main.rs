@@ -1,0 +1,63 @@
+//! The end-to-end suite as one test binary: each module is one suite (a file beside this one), run by nextest
+//! in its own process per test. One binary instead of one per file: the workspace's test build links once instead
+//! of fifty-odd times (minutes of CI and gigabytes of disk). Run one suite with
+//! `cargo nextest run -p e2e-tests -E 'test(/^processor_faults::/)'`.
+
+mod azure_secrets;
+mod clients_go_java;
+mod clients_node;
+mod clients_python;
+mod gateway_api;
+mod gateway_azure;
+mod gateway_balancing;
+mod gateway_bedrock;
+mod gateway_cross_model;
+mod gateway_fairness;
+mod gateway_fallbacks;
+mod gateway_gemini;
+mod gateway_hooks;
+mod gateway_limits;
+mod gateway_ops;
+mod gateway_provider_fixes;
+mod gateway_responses;
+mod gateway_scenarios;
+mod gateway_sighup;
+mod gateway_turn_order;
+mod gateway_vertex;
+mod grpc_conventions;
+mod grpc_deadline;
+mod http_anthropic_sdk;
+mod http_binary;
+mod http_front_door;
+mod http_openai_node;
+mod http_openai_sdk;
+mod metrics_e2e;
+mod processor_budget;
+mod processor_cluster;
+mod processor_commands;
+mod processor_compaction;
+mod processor_crash;
+mod processor_diagnostics;
+mod processor_e2e;
+mod processor_events;
+mod processor_faults;
+mod processor_flows;
+mod processor_loop_rules;
+mod processor_paging;
+mod processor_replica_wait;
+mod processor_retry;
+mod processor_sandbox;
+mod processor_sentinel;
+mod processor_snapshots;
+mod processor_structured;
+mod processor_tenancy;
+mod processor_totals;
+mod processor_validation;
+mod python_client;
+mod secrets_out_of_telemetry;
+mod sessions_cli;
+mod trace_propagation;
+mod tracing_e2e;
+mod tracing_gateway;
+mod transport_tls;
+mod vertex_secrets;
