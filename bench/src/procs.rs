@@ -168,13 +168,19 @@ pub async fn start_fake_provider(
     log: &Path,
 ) -> Result<(Child, String), String> {
     let mut cmd = Command::new(binary);
+    fake_provider_args(&mut cmd, chunks, interval_ms);
+    spawn_announcing(cmd, log)
+        .await
+        .map_err(|e| format!("fake-provider: {e}"))
+}
+
+/// Adds the paced (or, at `interval_ms` 0, burst) fake provider's arguments to `cmd`: the binary itself or a
+/// launcher in front of it.
+pub fn fake_provider_args(cmd: &mut Command, chunks: usize, interval_ms: u64) {
     let scenario = if interval_ms == 0 { "burst" } else { "paced" };
     cmd.args(["--listen", "127.0.0.1:0", "--scenario", scenario])
         .args(["--chunks", &chunks.to_string()])
         .args(["--interval-ms", &interval_ms.to_string()]);
-    spawn_announcing(cmd, log)
-        .await
-        .map_err(|e| format!("fake-provider: {e}"))
 }
 
 /// Spawns `cmd` (stderr to `log`, killed when dropped) and returns it with the address its first stdout line

@@ -2,7 +2,8 @@
 //! "Fairness").
 //!
 //! It starts the paced fake provider and `llm-gateway` from the same build as processes on loopback, opens ONE gRPC
-//! connection (as the processor multiplexes every session over one), and runs, round by round:
+//! connection (as the processor multiplexes every session over one; `--separate-connections` gives the heavy and
+//! refused requests a second one), and runs, round by round:
 //!
 //! - **alone**: one paced stream (`--chunks` deltas `--interval-ms` apart): its time to first text and largest gap;
 //! - **start beside**: the same stream sent at the same instant as a request carrying `--tools` tools, on the same
@@ -18,7 +19,7 @@
 //! over the heavy rounds is read from `/proc`.
 //!
 //! ```text
-//! fairbench --rounds 20 --tools 40000 --refuse-tools 100000
+//! fairbench --rounds 200 --tools 40000 --refuse-tools 100000 [--separate-connections]
 //! ```
 // A benchmark binary: its report goes to stdout, and a broken set-up should stop it loudly at start-up.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
@@ -64,6 +65,10 @@ struct Args {
     /// Milliseconds between the paced stream's chunks.
     #[arg(long, default_value_t = 20)]
     interval_ms: u64,
+    /// Send the heavy and refused requests on a second connection to the gateway instead of the paced stream's: tells
+    /// what the shared connection costs (HTTP/2 flow control, one socket) from what the shared process costs.
+    #[arg(long)]
+    separate_connections: bool,
     /// Folder holding `fake-provider` and `llm-gateway` (default: this binary's folder).
     #[arg(long)]
     bin_dir: Option<PathBuf>,
@@ -76,14 +81,20 @@ struct Paced {
     max_gap: Duration,
 }
 
-/// Runs one paced stream on `channel`; when `heavy` is given, sends it on the same channel at `at`: at the stream's
-/// start, or once the stream has its third text delta.
+/// The paced stream's connection, and the one the heavy and refused requests go on (the same one by default).
+struct Channels {
+    paced: Channel,
+    heavy: Channel,
+}
+
+/// Runs one paced stream; when `heavy` is given, sends it at `at`: at the stream's start, or once the stream has its
+/// third text delta.
 async fn paced(
-    channel: &Channel,
+    channels: &Channels,
     auth: &MetadataValue<Ascii>,
     heavy: Option<(Vec<u8>, HeavyAt)>,
 ) -> (Paced, Option<Duration>) {
-    let mut client = GatewayServiceClient::new(channel.clone());
+    let mut client = GatewayServiceClient::new(channels.paced.clone());
     let mut heavy = heavy.map(|(request, at)| (Some(request), at));
     let mut heavy_task = None;
     let mut launch = |heavy: &mut Option<(Option<Vec<u8>>, HeavyAt)>, now: HeavyAt| {
@@ -92,7 +103,7 @@ async fn paced(
             && let Some(request) = request.take()
         {
             heavy_task = Some(tokio::spawn(send_heavy(
-                channel.clone(),
+                channels.heavy.clone(),
                 auth.clone(),
                 request,
             )));
@@ -236,7 +247,7 @@ struct Samples {
 
 async fn run(
     args: &Args,
-    channel: &Channel,
+    channels: &Channels,
     auth: &MetadataValue<Ascii>,
     gateway_pid: u32,
 ) -> Samples {
@@ -244,14 +255,14 @@ async fn run(
     let refuse = with_tools(args.refuse_tools).encode_to_vec();
     let mut s = Samples::default();
     for _ in 0..3 {
-        paced(channel, auth, None).await; // warm-up: connections to the provider, caches
+        paced(channels, auth, None).await; // warm-up: connections to the provider, caches
     }
     for _ in 0..args.rounds {
-        s.alone.push(paced(channel, auth, None).await.0);
+        s.alone.push(paced(channels, auth, None).await.0);
         for at in [HeavyAt::Start, HeavyAt::Third] {
             let request = heavy.clone();
             let cpu = bench::procfs::cpu_ns(gateway_pid).unwrap_or(0);
-            let (p, took) = paced(channel, auth, Some((request, at))).await;
+            let (p, took) = paced(channels, auth, Some((request, at))).await;
             s.heavy_cpu_ns += bench::procfs::cpu_ns(gateway_pid)
                 .unwrap_or(0)
                 .saturating_sub(cpu);
@@ -261,7 +272,8 @@ async fn run(
                 HeavyAt::Third => s.mid.push(p),
             }
         }
-        s.refused.push(refused(channel, auth, refuse.clone()).await);
+        s.refused
+            .push(refused(&channels.heavy, auth, refuse.clone()).await);
     }
     s
 }
@@ -273,8 +285,18 @@ fn report(args: &Args, s: &Samples, encode: Duration, heavy_bytes: usize, refuse
         procs::loadavg()
     );
     println!(
-        "paced stream: {} chunks {} ms apart; heavy request: {} tools ({} bytes encoded); refused request: {} tools ({} bytes)",
-        args.chunks, args.interval_ms, args.tools, heavy_bytes, args.refuse_tools, refuse_bytes
+        "paced stream: {} chunks {} ms apart; heavy request: {} tools ({} bytes encoded); refused request: {} tools ({} bytes); {}",
+        args.chunks,
+        args.interval_ms,
+        args.tools,
+        heavy_bytes,
+        args.refuse_tools,
+        refuse_bytes,
+        if args.separate_connections {
+            "the heavy and refused requests on a connection of their own"
+        } else {
+            "one connection for all"
+        }
     );
     println!();
     println!("| case (ms) | n | p50 | p99 | max |");
@@ -310,6 +332,23 @@ fn report(args: &Args, s: &Samples, encode: Duration, heavy_bytes: usize, refuse
     );
 }
 
+/// The provider of the heavy requests, under SCHED_IDLE (`chrt --idle 0`): it stands for a provider on another
+/// machine, so its reading of each 4 MB body must not take this machine's cores from the gateway and the caller being
+/// measured (docs/benchmarks.md, session 8: at normal priority the first text's p99 beside the heavy request was
+/// +6.6 ms against +4.0 and +5.6 with it idle).
+async fn start_heavy_provider(
+    bin_dir: &std::path::Path,
+    args: &Args,
+    dir: &std::path::Path,
+) -> (tokio::process::Child, String) {
+    let mut cmd = tokio::process::Command::new("chrt");
+    cmd.args(["--idle", "0"]).arg(bin_dir.join("fake-provider"));
+    procs::fake_provider_args(&mut cmd, args.chunks, args.interval_ms);
+    procs::spawn_announcing(cmd, &dir.join("fake-provider-heavy.log"))
+        .await
+        .unwrap_or_else(|e| panic!("heavy fake-provider: {e}"))
+}
+
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
@@ -324,14 +363,7 @@ async fn main() {
     )
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    let (_heavy_provider, heavy_url) = procs::start_fake_provider(
-        &bin_dir.join("fake-provider"),
-        args.chunks,
-        args.interval_ms,
-        &dir.join("fake-provider-heavy.log"),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    let (_heavy_provider, heavy_url) = start_heavy_provider(&bin_dir, &args, &dir).await;
     let heavy_provider = format!(
         "[providers.heavy]\nprotocol = \"openai_chat\"\nbase_url = \"{heavy_url}/v1\"\nallow_unlisted_models = true\n\n{LIMITS}"
     );
@@ -347,12 +379,21 @@ async fn main() {
     .await
     .unwrap_or_else(|e| panic!("{e}"));
     let gateway_pid = gateway.id().expect("gateway pid");
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .expect("address")
-        .tcp_nodelay(true)
-        .connect()
-        .await
-        .expect("connect to the gateway");
+    let connect = || async {
+        Channel::from_shared(format!("http://{addr}"))
+            .expect("address")
+            .tcp_nodelay(true)
+            .connect()
+            .await
+            .expect("connect to the gateway")
+    };
+    let paced = connect().await;
+    let heavy = if args.separate_connections {
+        connect().await
+    } else {
+        paced.clone()
+    };
+    let channels = Channels { paced, heavy };
     let auth: MetadataValue<Ascii> = format!("Bearer {TOKEN}").parse().expect("token");
 
     let refuse = with_tools(args.refuse_tools);
@@ -361,7 +402,7 @@ async fn main() {
     let encode = encode_started.elapsed();
     let heavy_bytes = with_tools(args.tools).encoded_len();
 
-    let samples = run(&args, &channel, &auth, gateway_pid).await;
+    let samples = run(&args, &channels, &auth, gateway_pid).await;
     report(&args, &samples, encode, heavy_bytes, refuse_bytes);
     let _ = std::fs::remove_dir_all(&dir);
 }
