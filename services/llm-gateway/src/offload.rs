@@ -55,11 +55,12 @@ impl Where {
         }
     }
 
-    /// For a request of `bytes` encoded bytes, `large` from the caller's own threshold.
-    pub fn for_bytes(bytes: usize, large: bool) -> Where {
+    /// For a request of `bytes` encoded bytes: huge ones on the idle-priority threads, those over the caller's own
+    /// `large_over` (a count of bytes, which differs between the gRPC and HTTP front doors) on the blocking pool.
+    pub fn for_bytes(bytes: usize, large_over: usize) -> Where {
         if bytes >= HUGE_REQUEST_BYTES {
             Where::Idle
-        } else if large {
+        } else if bytes > large_over {
             Where::Blocking
         } else {
             Where::Inline
@@ -122,7 +123,7 @@ pub async fn generation<M: CarriesGeneration>(
         .map_err(|e| not_the_message(&e))?;
     crate::validate::counts(&census, limits)?;
     let limits = *limits;
-    run(Where::for_bytes(bytes.len(), true), move || {
+    run(Where::for_bytes(bytes.len(), 0), move || {
         let m = M::decode(bytes).map_err(|e| not_the_message(&e))?;
         let g = m
             .into_generation()

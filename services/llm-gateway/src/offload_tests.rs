@@ -36,12 +36,13 @@ fn requests_are_placed_by_their_size() {
     assert_eq!(placement(&with(LARGE_REQUEST_ITEMS + 1)), Where::Blocking);
     assert_eq!(placement(&with(HUGE_REQUEST_ITEMS)), Where::Blocking);
     assert_eq!(placement(&with(HUGE_REQUEST_ITEMS + 1)), Where::Idle);
+    assert_eq!(Where::for_bytes(HUGE_REQUEST_BYTES - 1, 0), Where::Blocking);
     assert_eq!(
-        Where::for_bytes(HUGE_REQUEST_BYTES - 1, true),
-        Where::Blocking
+        Where::for_bytes(HUGE_REQUEST_BYTES, HUGE_REQUEST_BYTES),
+        Where::Idle
     );
-    assert_eq!(Where::for_bytes(HUGE_REQUEST_BYTES, false), Where::Idle);
-    assert_eq!(Where::for_bytes(10, false), Where::Inline);
+    assert_eq!(Where::for_bytes(10, 10), Where::Inline);
+    assert_eq!(Where::for_bytes(11, 10), Where::Blocking);
 }
 
 fn tools(n: usize) -> Vec<pb::Tool> {

@@ -132,7 +132,7 @@ pub async fn translate_body<T: Send + 'static>(
     body: Bytes,
     translate: fn(Value) -> Result<T, ApiError>,
 ) -> Result<T, ApiError> {
-    let place = crate::offload::Where::for_bytes(body.len(), body.len() > LARGE_BODY_BYTES);
+    let place = crate::offload::Where::for_bytes(body.len(), LARGE_BODY_BYTES);
     crate::offload::run(place, move || translate(body::json(&body)?)).await
 }
 
