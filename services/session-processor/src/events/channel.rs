@@ -178,7 +178,8 @@ impl Channel {
             state: Mutex::new(State {
                 last,
                 offset_ms,
-                ring: VecDeque::with_capacity(64),
+                // Its bound exactly: `queue` makes room before it pushes.
+                ring: VecDeque::with_capacity(config.ring_events),
                 ring_bytes: 0,
                 covered: last,
                 handed: last,
@@ -268,6 +269,8 @@ impl Channel {
             if let Some(write) = write {
                 track(&mut s, write);
             }
+            // Room first, so a full ring never reallocates to twice its size for one event.
+            self.trim_to(&mut s, self.config.ring_events.saturating_sub(1));
             s.ring.push_back((id, stored));
             s.pending_events += 1;
             s.pending_bytes += bytes;
@@ -298,7 +301,12 @@ impl Channel {
 
     /// Drops written events beyond the ring's bounds, oldest first.
     pub(super) fn trim(&self, s: &mut State) {
-        while s.ring.len() > self.config.ring_events || s.ring_bytes > self.config.ring_bytes {
+        self.trim_to(s, self.config.ring_events);
+    }
+
+    /// Drops written events, oldest first, until the ring holds at most `events` and its byte bound.
+    fn trim_to(&self, s: &mut State, events: usize) {
+        while s.ring.len() > events || s.ring_bytes > self.config.ring_bytes {
             match s.ring.front() {
                 Some((id, event)) if *id <= s.flushed => {
                     s.covered = *id;
@@ -555,6 +563,7 @@ impl Channel {
         // Heads handed to this write go back unless a newer state came meanwhile.
         for h in heads {
             if !s.heads.iter().any(|n| n.id == h.id) {
+                s.heads.reserve_exact(1);
                 s.heads.push(h);
             }
         }
@@ -690,7 +699,12 @@ fn track(s: &mut State, write: Write<'_>) {
             s.fence = Some(fence.clone());
             match s.heads.iter_mut().find(|h| h.id == head.id) {
                 Some(h) => h.clone_from(head),
-                None => s.heads.push(head.clone()),
+                None => {
+                    // Room for exactly one more: a session has one or two heads pending, and a message is hundreds
+                    // of bytes, so the vector's usual room for four would cost a kilobyte per open session.
+                    s.heads.reserve_exact(1);
+                    s.heads.push(head.clone());
+                }
             }
         }
     }

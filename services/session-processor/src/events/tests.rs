@@ -231,6 +231,35 @@ async fn a_lagging_follower_reads_the_log_and_the_ring_stays_bounded() {
     store.delete_session(&sid).await.unwrap();
 }
 
+#[tokio::test]
+async fn a_ring_whose_events_are_written_never_grows_past_its_bound() {
+    // Each event written as it comes: the ring can always drop its oldest, so its room stays at its bound instead of
+    // doubling when a full ring takes one more (memory per open session).
+    let (store, sid) = session().await;
+    let config = EventsConfig {
+        flush_interval: Duration::from_secs(3600),
+        max_batch_events: 1,
+        ring_events: 16,
+        ..Default::default()
+    };
+    let hub = Hub::new(store.clone(), config);
+    hub.open(&sid).await.unwrap();
+    for i in 0..100 {
+        hub.publish(&sid, delta(&i.to_string())).await.unwrap();
+        let (len, room) = hub
+            .channel(&sid)
+            .map(|c| {
+                let s = lock(&c.state);
+                (s.ring.len(), s.ring.capacity())
+            })
+            .unwrap();
+        assert!(len <= 16, "event {i}: {len} kept");
+        assert!(room < 32, "event {i}: room for {room}");
+    }
+    hub.close(&sid).await.unwrap();
+    store.delete_session(&sid).await.unwrap();
+}
+
 impl Follower {
     /// Publishes a status and returns it as this follower receives it.
     async fn next_after_publish(&mut self, hub: &Hub, sid: &str) -> pb::SessionEvent {
