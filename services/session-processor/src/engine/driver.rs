@@ -161,13 +161,15 @@ impl Engine {
                 tracing::warn!(message = "cannot mark the session active", session_id = %session_id, error = %e);
             }
             let ending = self.run(session_id, this, &fence, token).await;
-            let cache = self.forget_cache(session_id);
+            // Only its flag is kept: the cache itself (half a kilobyte) is dropped here, not held by the loop's future
+            // across the awaits below for the session's whole life.
+            let retry_status = self.forget_cache(session_id).retry_status;
             if !matches!(ending, Ending::Finished | Ending::Abandoned) {
                 // Handed off: the session stays active (so a recovery sweep finds it once its lease expires) and
                 // the lease is left to expire.
                 return;
             }
-            let queued = Box::pin(self.end_run(session_id, &fence, cache.retry_status)).await;
+            let queued = Box::pin(self.end_run(session_id, &fence, retry_status)).await;
             if matches!(ending, Ending::Abandoned) || token.is_cancelled() || !queued {
                 return;
             }
@@ -348,16 +350,20 @@ impl Engine {
                     reason,
                     report_error,
                 } => {
-                    let message = self.answer_message(run, answer.as_ref());
-                    let error = message
-                        .as_ref()
-                        .and_then(|m| m.error.clone())
-                        .filter(|_| report_error);
-                    let ended = async {
+                    // The answer's message is made inside the boxed future: held by this one, it would widen the
+                    // loop's future by its size for the session's whole life.
+                    let finished: &Run = run;
+                    let ended = async move {
+                        let message = self.answer_message(finished, answer.as_ref());
+                        let error = message
+                            .as_ref()
+                            .and_then(|m| m.error.clone())
+                            .filter(|_| report_error);
+                        let (session_id, fence) = (&finished.session.id, &finished.fence);
                         if let Some(e) = error {
-                            self.publish_error(&run.session.id, e).await?;
+                            self.publish_error(session_id, e).await?;
                         }
-                        self.finish(&run.session.id, message.as_ref(), reason, &run.fence)
+                        self.finish(session_id, message.as_ref(), reason, fence)
                             .await
                     };
                     match Box::pin(ended).await {
@@ -562,7 +568,9 @@ impl Engine {
 
     /// The usable context of `model` (the catalog's limits, cached, less the agent's reserve).
     async fn usable(&self, run: &Run, model: &str) -> Option<u64> {
-        self.model_limits(model, &run.inputs.trace)
+        // Boxed: a catalog call (a gRPC unary future of two kilobytes) would otherwise widen the future of every step
+        // that awaits this, for as long as the step streams; it is cached, so the box is made once per step.
+        Box::pin(self.model_limits(model, &run.inputs.trace))
             .await
             .map(|l| l.usable(run.agent.compaction_reserve))
     }

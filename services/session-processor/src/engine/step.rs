@@ -109,7 +109,7 @@ impl Engine {
             // the streaming itself.
             r = Box::pin(async { tokio::join!(self.open_step(input, &mut processor), call) }) => r,
             // Aborted before the gateway answered: cleanup writes the message as aborted.
-            _ = input.cancel.cancelled() => (Ok(()), Err(tonic::Status::cancelled("aborted"))),
+            _ = input.cancel.cancelled() => (Ok(()), Err(Box::new(tonic::Status::cancelled("aborted")))),
         };
         opened?;
         let end = match called {
@@ -229,14 +229,20 @@ impl Engine {
         &self,
         generation: gw::Generation,
         trace: &[(String, String)],
-    ) -> Result<tonic::Streaming<gw::StreamResponse>, tonic::Status> {
+    ) -> Result<Box<tonic::Streaming<gw::StreamResponse>>, Box<tonic::Status>> {
         let mut request = tonic::Request::new(gw::StreamRequest {
             generation: Some(generation),
         });
         request.set_timeout(self.config.step_timeout);
         with_trace(&mut request, trace);
         let mut gateway = self.gateway.clone();
-        gateway.stream_step(request).await
+        // Both sides boxed: the result is held by the step's future while it streams (and an async fn keeps its
+        // argument twice), so inline it would cost the future a few hundred bytes per copy for the whole step.
+        gateway
+            .stream_step(request)
+            .await
+            .map(Box::new)
+            .map_err(Box::new)
     }
 
     /// The failure to call the gateway, through the processor as the step's error.
@@ -263,7 +269,7 @@ impl Engine {
     async fn consume(
         &self,
         processor: &mut Processor,
-        mut stream: tonic::Streaming<gw::StreamResponse>,
+        mut stream: Box<tonic::Streaming<gw::StreamResponse>>,
         fence: &Fence,
         cancel: &CancellationToken,
         mut arrived: Option<Instant>,
