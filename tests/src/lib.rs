@@ -8,6 +8,7 @@ pub mod azure;
 pub mod clients;
 pub mod cluster;
 pub mod faults;
+pub mod front_door;
 pub mod leaks;
 pub mod logs;
 pub mod monitor;

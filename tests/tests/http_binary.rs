@@ -4,56 +4,32 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use e2e_tests::service::free_port;
-use e2e_tests::{OPENAI_KEY, TOKEN};
+use e2e_tests::OPENAI_KEY;
 use fake_provider::{FakeProvider, Reply};
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
+use http_body_util::BodyExt;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_serves_the_front_door_and_drains_it_on_sigterm() {
     let fake = FakeProvider::start().await.unwrap();
     // About a second of events, so SIGTERM lands mid-stream.
     fake.push(Reply::fixture("openai_chat/text.sse").pace(Duration::from_millis(80)));
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("gateway.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\nshutdown_grace_ms = 15000\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\napi_key_env = \"E2E_OPENAI_KEY\"\n",
-            fake.base_url()
-        ),
-    )
-    .unwrap();
-    let http_port = free_port();
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_gateway_main"));
-    cmd.arg("--config")
-        .arg(&config)
-        .env("GATEWAY_AUTH_TOKENS", TOKEN)
-        .env("GATEWAY_HTTP_LISTEN", format!("127.0.0.1:{http_port}"))
-        .env("E2E_OPENAI_KEY", OPENAI_KEY)
-        .env("RUST_LOG", "info")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT");
-    let mut gateway = e2e_tests::service::start(cmd, "llm-gateway listening")
-        .await
-        .expect("the gateway starts");
-
-    let io = TokioIo::new(
-        tokio::net::TcpStream::connect(("127.0.0.1", http_port))
-            .await
-            .unwrap(),
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\nshutdown_grace_ms = 15000\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\napi_key_env = \"E2E_OPENAI_KEY\"\n",
+        fake.base_url()
     );
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
-    tokio::spawn(conn);
-    let req = http::Request::post("http://front-door/v1/chat/completions")
-        .header("authorization", format!("Bearer {TOKEN}"))
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from_static(
+    let mut door = e2e_tests::front_door::start(
+        std::path::Path::new(env!("CARGO_BIN_EXE_gateway_main")),
+        &config,
+        &[("E2E_OPENAI_KEY", OPENAI_KEY)],
+    )
+    .await;
+    let resp = door
+        .post_json(
+            "/v1/chat/completions",
+            &[],
             br#"{"model":"openai/gpt-4o","stream":true,"messages":[{"role":"user","content":"Hi"}]}"#,
-        )))
-        .unwrap();
-    let resp = sender.send_request(req).await.unwrap();
+        )
+        .await;
     assert_eq!(resp.status(), 200);
     let mut body = resp.into_body();
     let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
@@ -62,7 +38,7 @@ async fn the_binary_serves_the_front_door_and_drains_it_on_sigterm() {
         "{first:?}"
     );
 
-    let pid = gateway.child.id().unwrap();
+    let pid = door.process.child.id().unwrap();
     e2e_tests::service::wait_until_caught(pid, 15).await;
     let pid = pid.to_string();
     let killed = tokio::process::Command::new("kill")
@@ -78,9 +54,13 @@ async fn the_binary_serves_the_front_door_and_drains_it_on_sigterm() {
         rest.ends_with("data: [DONE]\n\n"),
         "the stream was cut: {rest}"
     );
-    let exit = tokio::time::timeout(Duration::from_secs(20), gateway.child.wait())
+    let exit = tokio::time::timeout(Duration::from_secs(20), door.process.child.wait())
         .await
         .expect("the gateway exits after the drain")
         .unwrap();
-    assert!(exit.success(), "{exit:?}\n{}", gateway.lines().join("\n"));
+    assert!(
+        exit.success(),
+        "{exit:?}\n{}",
+        door.process.lines().join("\n")
+    );
 }

@@ -467,45 +467,27 @@ async fn the_http_front_door_parents_its_generation_on_the_callers_traceparent()
     let otlp = OtlpReceiver::start().await;
     let fake = FakeProvider::start().await.unwrap();
     fake.push(Reply::fixture("openai_chat/text.sse"));
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("gateway.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\n",
-            fake.base_url()
-        ),
-    )
-    .unwrap();
-    let http_port = e2e_tests::service::free_port();
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_gateway_main"));
-    cmd.arg("--config")
-        .arg(&config)
-        .env("GATEWAY_AUTH_TOKENS", TOKEN)
-        .env("GATEWAY_HTTP_LISTEN", format!("127.0.0.1:{http_port}"))
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.endpoint())
-        .env("OTEL_BSP_SCHEDULE_DELAY", "50")
-        // The binary's "listening" line is an info log.
-        .env("RUST_LOG", "info");
-    let _gateway = e2e_tests::service::start(cmd, "llm-gateway listening")
-        .await
-        .expect("the gateway starts");
-    let io = hyper_util::rt::TokioIo::new(
-        tokio::net::TcpStream::connect(("127.0.0.1", http_port))
-            .await
-            .unwrap(),
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\n",
+        fake.base_url()
     );
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
-    tokio::spawn(conn);
-    let req = http::Request::post("http://front-door/v1/chat/completions")
-        .header("authorization", format!("Bearer {TOKEN}"))
-        .header("content-type", "application/json")
-        .header("traceparent", format!("00-{TRACE_ID}-{CALLER_SPAN}-01"))
-        .body(http_body_util::Full::new(bytes::Bytes::from_static(
+    let door = e2e_tests::front_door::start(
+        std::path::Path::new(env!("CARGO_BIN_EXE_gateway_main")),
+        &config,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.endpoint().as_str()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+        ],
+    )
+    .await;
+    let traceparent = format!("00-{TRACE_ID}-{CALLER_SPAN}-01");
+    let resp = door
+        .post_json(
+            "/v1/chat/completions",
+            &[("traceparent", traceparent.as_str())],
             br#"{"model":"openai/gpt-4o","messages":[{"role":"user","content":"Hi"}]}"#,
-        )))
-        .unwrap();
-    let resp = sender.send_request(req).await.unwrap();
+        )
+        .await;
     assert_eq!(resp.status(), 200);
     resp.into_body().collect().await.unwrap();
 

@@ -1,0 +1,74 @@
+//! The real `llm-gateway` binary with its HTTP front door turned on (`GATEWAY_HTTP_LISTEN`), and a plain HTTP/1.1
+//! POST to it: what the suites that drive the front door without a vendor SDK share.
+
+use std::path::Path;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_util::rt::TokioIo;
+
+use crate::service::{self, ServiceProcess};
+
+/// A gateway process serving its front door on `http_port`; its config folder lives as long as it does.
+pub struct FrontDoor {
+    pub process: ServiceProcess,
+    pub http_port: u16,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts `binary` (the suite's `CARGO_BIN_EXE_gateway_main`) with `config` as its gateway.toml, the front door on a
+/// free port, the kit's caller token, no trace export, then `env` (which may turn export on).
+pub async fn start(binary: &Path, config: &str, env: &[(&str, &str)]) -> FrontDoor {
+    let dir = tempfile::tempdir().expect("config folder");
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, config).expect("write the config");
+    let http_port = service::free_port();
+    let mut cmd = tokio::process::Command::new(binary);
+    cmd.arg("--config")
+        .arg(&path)
+        .env("GATEWAY_AUTH_TOKENS", crate::TOKEN)
+        .env("GATEWAY_HTTP_LISTEN", format!("127.0.0.1:{http_port}"))
+        // The binary's "listening" line is an info log.
+        .env("RUST_LOG", "info")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .envs(env.iter().copied());
+    let process = service::start(cmd, "llm-gateway listening")
+        .await
+        .expect("the gateway starts");
+    FrontDoor {
+        process,
+        http_port,
+        _dir: dir,
+    }
+}
+
+impl FrontDoor {
+    /// POSTs `body` (JSON) to `path` over a new HTTP/1.1 connection, with the kit's bearer token and `headers`.
+    pub async fn post_json(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &'static [u8],
+    ) -> http::Response<hyper::body::Incoming> {
+        let stream = tokio::net::TcpStream::connect(("127.0.0.1", self.http_port))
+            .await
+            .expect("connect to the front door");
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("HTTP/1.1 handshake");
+        tokio::spawn(conn);
+        let mut request = http::Request::post(format!("http://front-door{path}"))
+            .header("authorization", format!("Bearer {}", crate::TOKEN))
+            .header("content-type", "application/json");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request
+            .body(Full::new(Bytes::from_static(body)))
+            .expect("a valid request");
+        sender
+            .send_request(request)
+            .await
+            .expect("the front door answers")
+    }
+}
