@@ -247,13 +247,14 @@ pub(super) fn assemble(
     let mut message =
         pb::Message::decode(head).map_err(|e| StoreError::decode(keys.message(message_id), e))?;
     parts.sort_by(|a, b| a.0.cmp(&b.0));
-    message.parts = parts
-        .into_iter()
-        .map(|(id, bytes)| {
-            pb::Part::decode(bytes.as_slice()).map_err(|e| {
-                StoreError::decode(format!("part {id} of {}", keys.parts(message_id)), e)
-            })
-        })
-        .collect::<Result<_, _>>()?;
+    // Sized exactly: collecting through a `Result` starts from no size hint and grows to room for four parts, and a
+    // part is hundreds of bytes; the history stays in memory for the whole run.
+    let mut decoded = Vec::with_capacity(parts.len());
+    for (id, bytes) in parts {
+        decoded.push(pb::Part::decode(bytes.as_slice()).map_err(|e| {
+            StoreError::decode(format!("part {id} of {}", keys.parts(message_id)), e)
+        })?);
+    }
+    message.parts = decoded;
     Ok(message)
 }
