@@ -162,11 +162,7 @@ impl RedisCluster {
 
     /// The nodes' URLs, comma-separated (the processor's `redis.url` in cluster mode).
     pub fn seeds(&self) -> String {
-        self.nodes
-            .iter()
-            .map(RedisServer::url)
-            .collect::<Vec<_>>()
-            .join(",")
+        RedisServer::urls(&self.nodes)
     }
 
     fn node(&self, port: u16) -> &RedisServer {

@@ -105,6 +105,15 @@ impl RedisServer {
         self.child.as_ref().and_then(Child::id)
     }
 
+    /// The URLs of `servers`, comma-separated: the processor's `redis.url` for a cluster's seeds or sentinels.
+    pub fn urls(servers: &[RedisServer]) -> String {
+        servers
+            .iter()
+            .map(RedisServer::url)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// Its URL.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)

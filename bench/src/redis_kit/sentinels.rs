@@ -100,11 +100,7 @@ impl Sentinels {
 
     /// The sentinels' URLs, comma-separated (the processor's `redis.url` in sentinel mode).
     pub fn urls(&self) -> String {
-        self.sentinels
-            .iter()
-            .map(RedisServer::url)
-            .collect::<Vec<_>>()
-            .join(",")
+        RedisServer::urls(&self.sentinels)
     }
 
     /// The port every sentinel names as the primary, once they agree.

@@ -20,21 +20,16 @@ pub(super) const PROCESSOR: usize = 0;
 pub(super) const REDIS: usize = 1;
 
 pub(super) fn cpu_all(pids: &Pids) -> [u64; 5] {
-    std::array::from_fn(|k| {
-        pids[k]
-            .iter()
-            .map(|&p| procfs::cpu_ns(p).unwrap_or(0))
-            .sum()
-    })
+    sum_per_process(pids, procfs::cpu_ns)
 }
 
 pub(super) fn rss_all(pids: &Pids) -> [u64; 5] {
-    std::array::from_fn(|k| {
-        pids[k]
-            .iter()
-            .map(|&p| procfs::rss_kib(p).unwrap_or(0))
-            .sum()
-    })
+    sum_per_process(pids, procfs::rss_kib)
+}
+
+/// `read` summed over each slot's pids (a cluster's nodes count as one Redis); an unreadable pid counts 0.
+fn sum_per_process(pids: &Pids, read: impl Fn(u32) -> Option<u64>) -> [u64; 5] {
+    std::array::from_fn(|k| pids[k].iter().map(|&p| read(p).unwrap_or(0)).sum())
 }
 
 /// The processor's own count of its Redis traffic over a level (`session_processor_redis_requests_total` and
