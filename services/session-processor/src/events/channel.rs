@@ -476,11 +476,11 @@ impl Channel {
         let ends_run = s
             .hold
             .is_some_and(|hold| batch.last().is_some_and(|(id, _)| *id >= hold));
-        // The lease is extended with a write when its last renewal is a sixth of its ttl old: every write of the
-        // long window while a step streams, so the loop's own renewal (due a third of the ttl after the last one)
-        // finds it done.
+        // The lease is extended with a write when the loop's own renewal would be due before the next window.
         let renew = s.lease_ttl.filter(|ttl| {
-            s.fence.is_some() && s.renewed_at.is_none_or(|at| at.elapsed() >= *ttl / 6)
+            s.fence.is_some()
+                && s.renewed_at
+                    .is_none_or(|at| self.config.renews(s.watched, *ttl, at.elapsed()))
         });
         Taken {
             batch,

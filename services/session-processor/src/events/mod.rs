@@ -88,6 +88,13 @@ pub const WATCH_REFRESH: Duration = Duration::from_secs(1);
 /// second.
 pub const CLOCK_FRESH: Duration = Duration::from_secs(1);
 
+/// How long after its last renewal a running loop's lease is renewed: half its ttl, so a renewal that fails (Redis
+/// restarting, a failover) has the other half to be retried before the lease expires. The channel's writes take the
+/// renewal along before it is due (see [`EventsConfig::renews`]).
+pub fn renew_after(ttl: Duration) -> Duration {
+    ttl / 2
+}
+
 /// The session record's new totals after a step, written with the loop's next write of its events (see
 /// [`Hub::stage_session`]).
 #[derive(Debug, Clone)]
@@ -126,6 +133,14 @@ impl EventsConfig {
         } else {
             self.unwatched_flush_interval.max(self.flush_interval)
         }
+    }
+
+    /// Whether a write of the channel extends the loop's lease (of `ttl`, last renewed `since` ago) on the way: when
+    /// the loop's own renewal ([`renew_after`]) would be due before the next window could take it along (a quarter
+    /// of the ttl ahead at most). A prompt that ends before then renews nothing; a step that streams longer renews
+    /// with its windows, one `PEXPIRE` each time, and the loop's renewal script does not run.
+    pub(crate) fn renews(&self, watched: bool, ttl: Duration, since: Duration) -> bool {
+        since + self.window(watched).min(ttl / 4) >= renew_after(ttl)
     }
 }
 
@@ -487,24 +502,24 @@ impl Hub {
         .map(drop)
     }
 
-    /// How long until the lease of the loop holding the session here needs renewing: `ttl / 3` after its last
-    /// renewal, counting the ones the channel's writes did on the way (see [`Hub::renew_lease`]); `ttl / 3` when
-    /// there is no channel or no renewal yet. Tells the channel the ttl, so its writes renew from then on.
+    /// How long until the lease of the loop holding the session here needs renewing: [`renew_after`] its last
+    /// renewal, counting the ones the channel's writes did on the way (see [`Hub::renew_lease`]); [`renew_after`]
+    /// when there is no channel or no renewal yet. Tells the channel the ttl, so its writes renew from then on.
     pub fn lease_renewal_due(&self, session_id: &str, ttl: Duration) -> Duration {
         let Some(channel) = self.channel(session_id) else {
-            return ttl / 3;
+            return renew_after(ttl);
         };
         let mut s = lock(&channel.state);
         s.lease_ttl = Some(ttl);
         match s.renewed_at {
-            Some(at) => (ttl / 3).saturating_sub(at.elapsed()),
-            None => ttl / 3,
+            Some(at) => renew_after(ttl).saturating_sub(at.elapsed()),
+            None => renew_after(ttl),
         }
     }
 
     /// Renews the lease of the loop holding `fence` (see [`Store::renew_lease`]), unless a write of the session's
-    /// channel renewed it less than `ttl / 3` ago: while a step streams, the window's script extends the lease as
-    /// it checks it (one PEXPIRE instead of a renewal script). False when the lease was lost.
+    /// channel renewed it less than [`renew_after`] ago: while a step streams, the window's script extends the
+    /// lease as it checks it (one PEXPIRE instead of a renewal script). False when the lease was lost.
     pub async fn renew_lease(
         &self,
         session_id: &str,
@@ -516,7 +531,8 @@ impl Hub {
             let mut s = lock(&channel.state);
             s.lease_ttl = Some(ttl);
             if s.fence.as_ref() == Some(fence)
-                && s.renewed_at.is_some_and(|at| at.elapsed() < ttl / 3)
+                && s.renewed_at
+                    .is_some_and(|at| at.elapsed() < renew_after(ttl))
             {
                 return Ok(true);
             }

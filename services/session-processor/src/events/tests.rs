@@ -695,31 +695,58 @@ async fn lease_pttl(prefix: &str, sid: &str) -> i64 {
         .unwrap()
 }
 
+#[test]
+fn a_write_renews_the_lease_when_the_loops_renewal_would_come_before_the_next_window() {
+    let ttl = Duration::from_secs(5);
+    let ms = Duration::from_millis;
+    let config = EventsConfig {
+        flush_interval: ms(200),
+        unwatched_flush_interval: ms(1000),
+        ..Default::default()
+    };
+    // The loop renews half the ttl after the last renewal (2.5 s); a write renews when the next window (1 s
+    // unwatched, 200 ms watched) would come after that.
+    assert_eq!(super::renew_after(ttl), ms(2500));
+    assert!(!config.renews(false, ttl, ms(1000)));
+    assert!(!config.renews(false, ttl, ms(1499)));
+    assert!(config.renews(false, ttl, ms(1500)));
+    assert!(!config.renews(true, ttl, ms(2299)));
+    assert!(config.renews(true, ttl, ms(2300)));
+    // A window longer than a quarter of the ttl looks a quarter ahead only.
+    let long = EventsConfig {
+        flush_interval: Duration::from_secs(60),
+        ..config
+    };
+    assert!(!long.renews(true, ttl, ms(1249)));
+    assert!(long.renews(true, ttl, ms(1250)));
+}
+
 #[tokio::test]
 async fn the_windows_renew_the_lease_on_the_way() {
     // The lease was taken for 30 s; the loop renews it to 60 s.
     let (store, prefix, sid, fence, _mid) = running_session().await;
     let ttl = Duration::from_secs(60);
     let hub = Hub::new(store.clone(), no_timer());
-    // Without a channel: a third of the ttl.
-    assert_eq!(hub.lease_renewal_due(&sid, ttl), ttl / 3);
+    // Without a channel: half the ttl.
+    assert_eq!(hub.lease_renewal_due(&sid, ttl), ttl / 2);
     // Opened right after the lease was taken: that counts as a renewal, and a write right away renews nothing.
     hub.open_fenced(&sid, &fence).await.unwrap();
     let due = hub.lease_renewal_due(&sid, ttl);
-    assert!(due > ttl / 4 && due <= ttl / 3, "{due:?}");
+    assert!(due > ttl / 3 && due <= ttl / 2, "{due:?}");
     hub.publish(&sid, status()).await.unwrap();
     assert!(lease_pttl(&prefix, &sid).await <= 30_000);
-    // A write once the last renewal is a sixth of the ttl old renews the lease as it checks it, and the loop's
-    // renewal is then due a third of the ttl later.
+    // A write once the loop's renewal would be due before the next window (this hub's window is an hour, so a
+    // quarter of the ttl ahead) renews the lease as it checks it, and the loop's renewal is then due half the ttl
+    // later.
     let channel = hub.channel(&sid).unwrap();
-    lock(&channel.state).renewed_at = Some(Instant::now() - ttl / 6);
+    lock(&channel.state).renewed_at = Some(Instant::now() - ttl / 4);
     hub.publish(&sid, Event::Error(pb::MessageError::default()))
         .await
         .unwrap();
     assert!(lease_pttl(&prefix, &sid).await > 30_000);
     let due = hub.lease_renewal_due(&sid, ttl);
-    assert!(due > ttl / 4 && due <= ttl / 3, "{due:?}");
-    // Renewing now costs nothing; a write within a sixth of the ttl does not renew again.
+    assert!(due > ttl / 3 && due <= ttl / 2, "{due:?}");
+    // Renewing now costs nothing; a write soon after does not renew again.
     assert!(hub.renew_lease(&sid, &fence, ttl).await.unwrap());
     let renewed = lock(&channel.state).renewed_at;
     hub.publish(&sid, Event::Error(pb::MessageError::default()))
