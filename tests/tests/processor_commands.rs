@@ -1,8 +1,9 @@
 //! What a prompt costs in Redis, counted by Redis itself (`INFO commandstats` and `MONITOR` on a private
 //! `redis-server`): a one-step prompt runs at most 30 commands in at most 7 requests, and before the gateway is
-//! called the processor waits for two round trips (the session read, then the script that takes the lease, stores
-//! the user message and reads the history, with the active mark beside it). Counts and order, not timings: they do
-//! not depend on the machine's speed.
+//! called the processor waits for one round trip on a replica that knows the session's record (it created the
+//! session, or ran its last prompt): the script that checks the record is still that one, takes the lease, stores
+//! the user message and reads the history, with the active mark beside it. On a replica that does not know the
+//! record, the session read comes first. Counts and order, not timings: they do not depend on the machine's speed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -12,12 +13,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use e2e_tests::monitor::{Monitor, Monitored, calls_since, command_calls};
 use e2e_tests::processor::{
-    ProcessorSetup, Product, SessionsClient, create_session, prompt, prompt_until_done,
+    ProcessorSetup, Product, SessionsClient, create_session, messages, prompt, prompt_until_done,
+    start_processor,
 };
 use e2e_tests::procs::RedisServer;
 use fake_provider::Reply;
 use fake_provider::openai_sse::ChatStream;
 use llm_proto::sessions as spb;
+use session_processor::engine::Engine;
 
 /// A reply of 64 text deltas, sent at once (so the event channel's windows do not depend on timing).
 fn answer() -> Reply {
@@ -30,10 +33,22 @@ fn answer() -> Reply {
     )
 }
 
-/// Waits (bounded) until the session's loop has ended on this replica: its last writes are done.
-async fn until_idle(p: &Product, session_id: &str) {
+/// The product (gateway and processor) on the test's own Redis.
+async fn product_on(redis: &RedisServer) -> Product {
+    Product::start_setup(
+        "",
+        ProcessorSetup {
+            redis: redis.url(),
+            ..Default::default()
+        },
+    )
+    .await
+}
+
+/// Waits (bounded) until the session's loop has ended on the engine's replica: its last writes are done.
+async fn until_idle(engine: &Engine, session_id: &str) {
     tokio::time::timeout(Duration::from_secs(10), async {
-        while p.engine.is_running(session_id) {
+        while engine.is_running(session_id) {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
@@ -100,7 +115,7 @@ async fn measured_prompt(
             .any(|e| matches!(e, spb::session_event::Event::PartDelta(_))),
         "the prompt streamed text: {events:?}"
     );
-    until_idle(p, session_id).await;
+    until_idle(&p.engine, session_id).await;
     let mut calls = calls_since(&before, &command_calls(redis.port).await);
     // The two INFO calls are the test's.
     calls.remove("info");
@@ -119,20 +134,13 @@ async fn measured_prompt(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_step_prompt_costs_few_redis_commands() {
     let redis = RedisServer::start().await;
-    let p = Product::start_setup(
-        "",
-        ProcessorSetup {
-            redis: redis.url(),
-            ..Default::default()
-        },
-    )
-    .await;
+    let p = product_on(&redis).await;
     let mut c = p.client().await;
     // Warm-up: connections open and scripts loaded, as on a replica that has served before.
     let warm = create_session(&mut c, spb::CreateSessionRequest::default()).await;
     p.gateway.openai.push(answer());
     prompt_until_done(&mut c, prompt(&warm.id, "warm up")).await;
-    until_idle(&p, &warm.id).await;
+    until_idle(&p.engine, &warm.id).await;
 
     let s = create_session(&mut c, spb::CreateSessionRequest::default()).await;
     for (n, label) in [
@@ -154,11 +162,12 @@ async fn a_one_step_prompt_costs_few_redis_commands() {
             cost.calls,
             cost.listing()
         );
-        // Two round trips before the model is asked: the session read, then the script that takes the lease,
-        // stores the message and reads the history (the active mark goes beside it, in the same round trip).
+        // One round trip before the model is asked: the script that checks the record this replica knows (it
+        // created the session, then ran its last prompt and wrote its totals), takes the lease, stores the message
+        // and reads the history (the active mark goes beside it, in the same round trip).
         assert_eq!(
             cost.before_the_call(),
-            ["mget", "evalsha", "sadd"],
+            ["evalsha", "sadd"],
             "prompt {n} ({label}): the requests before the gateway call\n{}",
             cost.listing()
         );
@@ -169,4 +178,51 @@ async fn a_one_step_prompt_costs_few_redis_commands() {
             cost.listing()
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_knows_a_stale_record_reads_it_afresh_and_acts_on_the_fresh_one() {
+    let redis = RedisServer::start().await;
+    let p = product_on(&redis).await;
+    // A second replica of the same deployment.
+    let other = start_processor(ProcessorSetup {
+        gateway: p.gateway.addr.to_string(),
+        redis: redis.url(),
+        prefix: p.engine.config.redis_prefix.clone(),
+        ..Default::default()
+    })
+    .await;
+    let mut here = p.client().await;
+    let mut there = other.client().await;
+    // This replica creates the session, so it knows its record and that no prompt model is stored yet.
+    let s = create_session(&mut here, spb::CreateSessionRequest::default()).await;
+    // The other replica runs a prompt naming a model: the record's totals and the stored prompt model change.
+    p.gateway.openai.push(answer());
+    let named = spb::PromptRequest {
+        model: "openai/gpt-4o-mini".into(),
+        ..prompt(&s.id, "with a model")
+    };
+    prompt_until_done(&mut there, named).await;
+    until_idle(&other.engine, &s.id).await;
+    // A prompt naming no model here: the model is the session's latest prompt's, which only a fresh read knows.
+    let cost = measured_prompt(&p, &mut here, &redis, &s.id).await;
+    let before = cost.before_the_call();
+    assert_eq!(
+        before.iter().filter(|n| **n == "evalsha").count(),
+        2,
+        "the begin from what this replica knew was refused, and the one after a fresh read ran: {before:?}\n{}",
+        cost.listing()
+    );
+    assert!(before.contains(&"mget"), "the fresh read: {before:?}");
+    let stored = messages(&mut here, &s.id).await;
+    let users: Vec<&str> = stored
+        .iter()
+        .filter(|m| m.role() == spb::Role::User)
+        .map(|m| m.model.as_str())
+        .collect();
+    assert_eq!(
+        users,
+        ["openai/gpt-4o-mini", "openai/gpt-4o-mini"],
+        "one user message per prompt (the refused begin wrote nothing), the second with the stored prompt model"
+    );
 }

@@ -21,7 +21,7 @@ use tonic::{Request, Response, Status};
 use crate::api::access::NamesSession;
 use crate::api::{access, catalog, edge, paging, status, validate};
 use crate::config::{Caller, usd_to_nano};
-use crate::engine::{Engine, LoopError};
+use crate::engine::{Engine, LoopError, PromptSession};
 use crate::ids;
 use crate::store::Scope;
 
@@ -95,7 +95,50 @@ impl Sessions {
         let session = access::session(&self.engine, &caller, rpc, req.session_id()).await?;
         Ok((caller, req, session))
     }
+
+    /// The session a prompt runs in, if the caller may see it, and the agent it selects (the prompt's, else the
+    /// session's), if the caller's tenant may (still) select it. With `known`, from what this replica last knew of
+    /// the session when it knows it (see [`Sessions::begin_prompt`]).
+    async fn prompt_session(
+        &self,
+        caller: &Caller,
+        req: &pb::PromptRequest,
+        known: bool,
+    ) -> Result<PromptSession, Status> {
+        let read = access::session_for_prompt(&self.engine, caller, &req.session_id, known).await?;
+        let agent = if req.agent.is_empty() {
+            &read.session.agent
+        } else {
+            &req.agent
+        };
+        access::agent(&self.engine.config, caller, "agent", agent)?;
+        Ok(read)
+    }
+
+    /// Begins a prompt validated against `read`; when Redis no longer holds the record or prompt model `read` had
+    /// (this replica's knowledge was stale, or the session changed in between), nothing was written, and the
+    /// prompt is validated again against a fresh read and begun again. Returns the event id its stream starts after.
+    async fn begin_prompt(
+        &self,
+        caller: &Caller,
+        req: &pb::PromptRequest,
+        trace: &[(String, String)],
+        mut read: PromptSession,
+    ) -> Result<String, Status> {
+        for _ in 0..STALE_ATTEMPTS {
+            match self.engine.prompt(req, trace.to_vec(), read).await {
+                Err(LoopError::Stale) => read = self.prompt_session(caller, req, false).await?,
+                started => return started.map_err(loop_status),
+            }
+        }
+        Err(Status::aborted(
+            "the session kept changing while the prompt began; send it again",
+        ))
+    }
 }
+
+/// Attempts of a prompt's begin against a session that keeps changing under it (each attempt reads it afresh).
+const STALE_ATTEMPTS: usize = 4;
 
 /// The check of a request that holds nothing but the session's id.
 fn session_id<T: NamesSession>(req: &T) -> Result<(), Status> {
@@ -129,6 +172,7 @@ fn loop_status(e: LoopError) -> Status {
         LoopError::NotFound(_) => status::session_not_found(),
         LoopError::Store(e) => status::storage(e),
         LoopError::Precondition(why) => Status::failed_precondition(why),
+        LoopError::Stale => Status::aborted(e.to_string()),
     }
 }
 
@@ -351,20 +395,10 @@ impl SessionService for Sessions {
         let trace = trace_context(request.metadata());
         let req = request.into_inner();
         validate::prompt(&req)?;
-        let read = access::session_for_prompt(&self.engine, &caller, &req.session_id).await?;
-        // The agent the prompt names, else the session's: the tenant must (still) be allowed to select it.
-        let agent = if req.agent.is_empty() {
-            &read.session.agent
-        } else {
-            &req.agent
-        };
-        access::agent(&self.engine.config, &caller, "agent", agent)?;
+        let read = self.prompt_session(&caller, &req, true).await?;
         let session_id = req.session_id.clone();
         let start = if req.idempotency_key.is_empty() {
-            self.engine
-                .prompt(req, trace.clone(), read)
-                .await
-                .map_err(loop_status)?
+            self.begin_prompt(&caller, &req, &trace, read).await?
         } else {
             let start = self
                 .engine
@@ -385,11 +419,7 @@ impl SessionService for Sessions {
                 .map_err(status::storage)?
             {
                 Some(first_start) => first_start,
-                None => self
-                    .engine
-                    .prompt(req, trace.clone(), read)
-                    .await
-                    .map_err(loop_status)?,
+                None => self.begin_prompt(&caller, &req, &trace, read).await?,
             }
         };
         Ok(Response::new(follow(

@@ -129,17 +129,25 @@ pub async fn session_record(
 }
 
 /// [`session_record`] for a `Prompt`: with the model the session's latest prompt ran with, read in the same round
-/// trip (the prompt's model is resolved from it when it names none).
+/// trip (the prompt's model is resolved from it when it names none). With `known`, what this replica last knew of
+/// the session when it knows it (no Redis): the prompt's begin checks that it is still current.
 pub async fn session_for_prompt(
     engine: &Engine,
     caller: &Caller,
     session_id: &str,
+    known: bool,
 ) -> Result<PromptSession, Status> {
-    let found = engine
-        .store
-        .get_session_for_prompt(session_id)
-        .await
-        .map_err(status::storage)?;
+    let remembered = known
+        .then(|| engine.store.known_session_for_prompt(session_id))
+        .flatten();
+    let found = match remembered {
+        Some(found) => Some(found),
+        None => engine
+            .store
+            .get_session_for_prompt(session_id)
+            .await
+            .map_err(status::storage)?,
+    };
     audit(
         caller,
         "Prompt",

@@ -22,7 +22,7 @@ impl Engine {
     /// message and reads the history, beside the active mark; the loop starts from all that without reading again.
     pub async fn prompt(
         self: &Arc<Self>,
-        req: pb::PromptRequest,
+        req: &pb::PromptRequest,
         trace: Vec<(String, String)>,
         read: PromptSession,
     ) -> Result<String, LoopError> {
@@ -32,8 +32,10 @@ impl Engine {
             bytes,
             model,
         } = read;
-        let message = self.user_message(&session, &req, Some(model)).await?;
-        let mut inputs = RunInputs::from_prompt(&req, trace);
+        let message = self
+            .user_message(&session, req, Some(model.clone()))
+            .await?;
+        let mut inputs = RunInputs::from_prompt(req, trace);
         inputs.arrived = Some(arrived);
         let stored_inputs = inputs.stored();
         let args = BeginArgs {
@@ -41,12 +43,14 @@ impl Engine {
             ttl: self.config.lease_ttl,
             inputs: Some(&stored_inputs),
             time: !self.events.clock_fresh(),
+            validated: Some((&bytes, model.as_deref())),
         };
         let b = match self.store.begin_prompt(&message, args).await? {
             Begin::Begun(b) => b,
+            Begin::Stale => return Err(LoopError::Stale),
             Begin::Busy => {
                 return self
-                    .queue_prompt(&session, Some(bytes), &req, inputs.trace)
+                    .queue_prompt(&session, Some(bytes), req, inputs.trace)
                     .await;
             }
         };

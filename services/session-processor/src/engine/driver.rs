@@ -414,8 +414,8 @@ impl Engine {
                 tracing::warn!(message = "storage failed under the loop", session_id = %run.session.id, error = %e, lease_age_ms = lease_age.as_millis() as u64);
                 Observation::StorageFailed { lease_age }
             }
-            LoopError::Precondition(m) => {
-                tracing::error!(message = "unexpected loop failure", session_id = %run.session.id, error = %m);
+            LoopError::Precondition(_) | LoopError::Stale => {
+                tracing::error!(message = "unexpected loop failure", session_id = %run.session.id, error = %e);
                 Observation::Gone
             }
         }

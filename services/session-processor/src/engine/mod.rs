@@ -64,6 +64,10 @@ pub enum LoopError {
     /// The request cannot run in the session's current state (busy, nothing to compact).
     #[error("{0}")]
     Precondition(String),
+    /// A prompt was validated against a session record or prompt model that is not Redis's any more; nothing was
+    /// written, and the caller validates it again against a fresh read.
+    #[error("the session changed while the prompt began")]
+    Stale,
 }
 
 /// A session record a caller read just before starting a loop: the session, and its stored bytes when known.

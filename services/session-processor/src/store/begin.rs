@@ -16,11 +16,11 @@ use redis::Script;
 
 use super::keys::SessionKeys;
 use super::messages::assemble;
-use super::{Fence, Store, StoreError, ceil_millis, check_id, keys};
+use super::{Fence, Store, StoreError, ceil_millis, check_id, keys, records};
 use crate::event_wire::EventId;
 
-/// See `lua/begin.lua`. Returns {NO_SESSION} when the session is missing, {FENCED} when the lease is held (nothing
-/// written), else {token, last event id, seconds or -1, microseconds, watched 0/1, (message id, head, parts)*}.
+/// See `lua/begin.lua`. Returns {NO_SESSION} when the session is missing, {STALE} when the record or prompt model
+/// is not what the caller validated, {FENCED} when the lease is held (nothing written in either case), else {token, last event id, seconds or -1, microseconds, watched 0/1, (message id, head, parts)*}.
 static BEGIN: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/begin.lua")));
 
 /// KEYS: lease, queue. ARGV: `<owner>:<token>`. Gives the lease up if it is still this one, and returns how many
@@ -39,6 +39,9 @@ return redis.call('LLEN', KEYS[2])
 pub enum Begin {
     /// Another loop holds the lease; nothing was written.
     Busy,
+    /// The session's record or prompt model is not what the caller validated the prompt against (it changed, or
+    /// the caller started from what this replica knew: [`Store::known_session_for_prompt`]); nothing was written.
+    Stale,
     /// The lease is this caller's and the message is stored.
     Begun(Begun),
 }
@@ -69,6 +72,9 @@ pub struct BeginArgs<'a> {
     pub inputs: Option<&'a pb::PromptRequest>,
     /// Read Redis's clock too (the replica's offset to it is stale).
     pub time: bool,
+    /// The session record (stored bytes) and prompt model the caller validated the prompt against: the script
+    /// begins only if Redis still holds exactly these ([`Begin::Stale`] otherwise).
+    pub validated: Option<(&'a [u8], Option<&'a str>)>,
 }
 
 /// The begin script's call: the session's keys, the lease request, the message head and its parts, the inputs.
@@ -100,6 +106,10 @@ fn begin_invocation(
         .arg(if args.time { "1" } else { "0" })
         .arg(keys.message(""))
         .arg(keys.parts(""));
+    match args.validated {
+        Some((record, model)) => script.arg("1").arg(record).arg(model.unwrap_or_default()),
+        None => script.arg("").arg("").arg(""),
+    };
     for part in &parts {
         check_id("part id", &part.id)?;
         script.arg(&part.id).arg(part.encode_to_vec());
@@ -144,11 +154,31 @@ impl Store {
             .transpose()
             .map_err(|e| StoreError::Unexpected(e.to_string()))?;
         match code {
-            Some(-2) => return Err(StoreError::NotFound(format!("session {session_id}"))),
+            Some(-2) => {
+                self.records.forget(session_id);
+                return Err(StoreError::NotFound(format!("session {session_id}")));
+            }
+            Some(-5) => {
+                self.records.forget(session_id);
+                return Ok(Begin::Stale);
+            }
             Some(-1) => return Ok(Begin::Busy),
             _ => {}
         }
         marked?;
+        if let Some((record, model)) = args.validated {
+            // The record is as validated, and the prompt model is the message's when it carries one.
+            let model = Some(message.model.as_str())
+                .filter(|m| !m.is_empty())
+                .or(model);
+            self.records.put(
+                session_id,
+                records::Known {
+                    bytes: record.to_vec(),
+                    model: model.map(String::from),
+                },
+            );
+        }
         let reply = decode(reply)
             .map_err(|e| StoreError::Unexpected(format!("begin_prompt reply: {e}")))?;
         let mut history = Vec::with_capacity(reply.earlier.len() + 1);

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use super::super::test_support::{cleanup, store};
+use super::super::test_support::{cleanup, redis_url, store};
 use super::*;
 use crate::ids;
 
@@ -30,6 +30,7 @@ fn args(owner: &str, time: bool) -> BeginArgs<'_> {
         ttl: Duration::from_secs(30),
         inputs: None,
         time,
+        validated: None,
     }
 }
 
@@ -123,6 +124,71 @@ async fn a_prompt_begins_in_one_script_and_a_busy_session_is_left_untouched() {
             .begin_prompt(&user("ses_missing", "x"), args("rep_a", false))
             .await,
         Err(StoreError::NotFound(_))
+    ));
+    cleanup(&store, &prefix).await;
+}
+
+#[tokio::test]
+async fn a_prompt_begins_only_from_the_record_and_prompt_model_redis_holds() {
+    let (store, prefix) = store().await;
+    let sid = ids::new("ses");
+    let session = pb::Session {
+        id: sid.clone(),
+        agent: "default".into(),
+        ..Default::default()
+    };
+    store.create_session(&session).await.unwrap();
+    // What this replica wrote, it knows, without Redis.
+    let (known, bytes, model) = store.known_session_for_prompt(&sid).unwrap();
+    assert_eq!(known, session);
+    assert_eq!(model, None);
+    // Another replica changes the record: what this one knows is stale, and a begin from it writes nothing.
+    let other = Store::connect(&redis_url(), &prefix).await.unwrap();
+    other
+        .update_session(&sid, None, |s| s.agent = "other".into())
+        .await
+        .unwrap();
+    let first = user(&sid, "one");
+    let stale = BeginArgs {
+        validated: Some((&bytes, None)),
+        ..args("rep_a", false)
+    };
+    assert!(matches!(
+        store.begin_prompt(&first, stale).await.unwrap(),
+        Begin::Stale
+    ));
+    assert!(store.lease_holder(&sid).await.unwrap().is_none());
+    let (stored, _) = store.list_messages(&sid, None, 100).await.unwrap();
+    assert!(stored.is_empty(), "a stale begin writes nothing");
+    assert!(
+        store.known_session_for_prompt(&sid).is_none(),
+        "and forgets what it knew"
+    );
+    // From a fresh read it begins, and remembers the record with the prompt's model.
+    let (_, fresh, model) = store.get_session_for_prompt(&sid).await.unwrap().unwrap();
+    let current = BeginArgs {
+        validated: Some((&fresh, model.as_deref())),
+        ..args("rep_a", false)
+    };
+    let Begin::Begun(b) = store.begin_prompt(&first, current).await.unwrap() else {
+        panic!("the record is current and the lease free")
+    };
+    let (_, remembered, model) = store.known_session_for_prompt(&sid).unwrap();
+    assert_eq!(remembered, fresh);
+    assert_eq!(model.as_deref(), Some("openai/gpt-4o"));
+    store.release_lease(&sid, &b.fence).await.unwrap();
+    // A prompt model stored by another replica makes it stale too.
+    let mut elsewhere = user(&sid, "two");
+    elsewhere.model = "anthropic/claude".into();
+    other.put_message(&elsewhere, None).await.unwrap();
+    let third = user(&sid, "three");
+    let stale_model = BeginArgs {
+        validated: Some((&remembered, model.as_deref())),
+        ..args("rep_a", false)
+    };
+    assert!(matches!(
+        store.begin_prompt(&third, stale_model).await.unwrap(),
+        Begin::Stale
     ));
     cleanup(&store, &prefix).await;
 }

@@ -119,6 +119,7 @@ impl Store {
                 ));
             }
             let messages = group_by_message(session_id, parts, heads)?;
+            let written = session.map(|cas| cas.new);
             let script = self.flush_invocation(
                 &keys,
                 batch,
@@ -152,7 +153,12 @@ impl Store {
                     match Self::status(session_code, session_id, fence, || {
                         format!("session {session_id}")
                     }) {
-                        Ok(()) => SessionWritten::Written,
+                        Ok(()) => {
+                            if let Some(bytes) = written {
+                                self.records.record_written(session_id, bytes);
+                            }
+                            SessionWritten::Written
+                        }
                         Err(e) => SessionWritten::Refused(e),
                     },
                 ),

@@ -70,7 +70,11 @@ impl Store {
                 script.arg(&part.id).arg(part.encode_to_vec());
             }
             let code: i64 = script.invoke_async(&mut self.conn.clone()).await?;
-            Self::status(code, &m.session_id, fence, String::new)
+            Self::status(code, &m.session_id, fence, String::new)?;
+            if head.role() == pb::Role::User && !head.model.is_empty() {
+                self.records.model_written(&m.session_id, &head.model);
+            }
+            Ok(())
         })
         .await
     }

@@ -67,6 +67,7 @@ mod lease;
 mod mailboxes;
 mod messages;
 mod queue;
+mod records;
 mod replicas;
 mod scripts;
 mod sentinel;
@@ -216,6 +217,8 @@ pub struct Store {
     waiter: Option<Arc<replicas::Waiter>>,
     /// Requests sent and waits' outcomes, for the metrics.
     traffic: Arc<Traffic>,
+    /// What this replica last knew of each session's record (see `records`).
+    records: Arc<records::Records>,
 }
 
 impl std::fmt::Debug for Store {
@@ -273,6 +276,7 @@ impl Store {
             tallies: Arc::new(diag::Tallies::default()),
             waiter: None,
             traffic,
+            records: Arc::new(records::Records::default()),
         })
     }
 

@@ -5,7 +5,7 @@ use prost::Message as _;
 
 use super::{
     DELETE_CHUNK, Fence, Listed, Scope, Store, StoreError, UPDATE_ATTEMPTS, fence_arg, keys,
-    now_millis, scripts, timestamp_millis,
+    now_millis, records, scripts, timestamp_millis,
 };
 
 impl Store {
@@ -16,6 +16,7 @@ impl Store {
             let mut stored = s.clone();
             stored.status = None;
             let score = timestamp_millis(s.created_at.as_ref()).unwrap_or_else(now_millis);
+            let bytes = stored.encode_to_vec();
             // Indexes first (ZADD NX leaves an existing entry alone): a crash in between leaves an index entry that
             // listing skips, never a session that listing cannot find.
             let (_, _, set): (i64, i64, redis::Value) = redis::pipe()
@@ -31,13 +32,15 @@ impl Store {
                 .arg(&s.id)
                 .cmd("SET")
                 .arg(keys.session())
-                .arg(stored.encode_to_vec())
+                .arg(&bytes)
                 .arg("NX")
                 .query_async(&mut self.conn.clone())
                 .await?;
             if matches!(set, redis::Value::Nil) {
                 return Err(StoreError::Exists(format!("session {}", s.id)));
             }
+            self.records
+                .put(&s.id, records::Known { bytes, model: None });
             Ok(())
         })
         .await
@@ -76,10 +79,33 @@ impl Store {
             .query_async(&mut self.conn.clone())
             .await?;
         let Some(bytes) = bytes else {
+            self.records.forget(id);
             return Ok(None);
         };
+        let model = model.filter(|m| !m.is_empty());
+        self.records.put(
+            id,
+            records::Known {
+                bytes: bytes.clone(),
+                model: model.clone(),
+            },
+        );
         let (session, bytes) = decode_record(&keys, bytes)?;
-        Ok(Some((session, bytes, model.filter(|m| !m.is_empty()))))
+        Ok(Some((session, bytes, model)))
+    }
+
+    /// What [`Store::get_session_for_prompt`] would read, as this replica last knew it, without Redis; `None` when
+    /// it knows nothing of the session. The begin script checks it is still current ([`Begin::Stale`] otherwise).
+    ///
+    /// [`Begin::Stale`]: super::Begin::Stale
+    pub fn known_session_for_prompt(
+        &self,
+        id: &str,
+    ) -> Option<(pb::Session, Vec<u8>, Option<String>)> {
+        let keys = self.keys(id).ok()?;
+        let known = self.records.get(id)?;
+        let (session, bytes) = decode_record(&keys, known.bytes).ok()?;
+        Some((session, bytes, known.model))
     }
 
     /// Replaces an existing session (title, totals, ...); [`StoreError::NotFound`] when it does not exist. Does not
@@ -93,16 +119,19 @@ impl Store {
             let keys = self.keys(&s.id)?;
             let mut stored = s.clone();
             stored.status = None;
+            let bytes = stored.encode_to_vec();
             let code: i64 = self
                 .scripts
                 .put_session
                 .key(keys.session())
                 .key(keys.lease())
                 .arg(fence_arg(fence))
-                .arg(stored.encode_to_vec())
+                .arg(&bytes)
                 .invoke_async(&mut self.conn.clone())
                 .await?;
-            Self::status(code, &s.id, fence, String::new)
+            Self::status(code, &s.id, fence, String::new)?;
+            self.records.record_written(&s.id, &bytes);
+            Ok(())
         })
         .await
     }
@@ -168,6 +197,7 @@ impl Store {
                     scripts::NO_SESSION => return Ok(None),
                     code => {
                         Self::status(code, id, fence, String::new)?;
+                        self.records.record_written(id, &written);
                         return Ok(Some((session, written)));
                     }
                 }
@@ -334,6 +364,7 @@ impl Store {
             let mut conn = self.conn.clone();
             // `:session` goes first: from then on every write script refuses this session, so the key set read
             // next cannot grow behind our back. Read just before, for its tenant (which never changes).
+            self.records.forget(id);
             let (stored, existed): (Option<Vec<u8>>, i64) = redis::pipe()
                 .cmd("GET")
                 .arg(keys.session())

@@ -1,17 +1,19 @@
 -- A prompt's first write (begin.rs). KEYS: session, lease, fence, messages, msg, parts, prompt model, events, watched,
 -- inputs. ARGV: owner, ttl ms, message id, message bytes, prompt model ('' none), inputs bytes ('' none), '1' to read
--- Redis's clock, the key stem of message heads, the key stem of parts hashes, then (part id, part bytes)*.
+-- Redis's clock, the key stem of message heads, the key stem of parts hashes, '1' to check the record and prompt
+-- model the caller validated the prompt against, that record, that prompt model, then (part id, part bytes)*.
 -- The history's keys are the session's own (stem .. message id: same hash tag, so the same slot as KEYS).
 local got = redis.call('MGET', KEYS[1], KEYS[2], KEYS[9], KEYS[7])
 if not got[1] then return {-2} end
 if got[2] then return {-1} end
+if ARGV[10] == '1' and (got[1] ~= ARGV[11] or (got[4] or '') ~= ARGV[12]) then return {-5} end
 local token = redis.call('INCR', KEYS[3])
 redis.call('SET', KEYS[2], ARGV[1] .. ':' .. token, 'PX', ARGV[2])
 local earlier = redis.call('ZRANGE', KEYS[4], 0, -1)
 redis.call('ZADD', KEYS[4], 0, ARGV[3])
 redis.call('SET', KEYS[5], ARGV[4])
 if ARGV[5] ~= '' and got[4] ~= ARGV[5] then redis.call('SET', KEYS[7], ARGV[5]) end
-for i = 10, #ARGV, 1000 do
+for i = 13, #ARGV, 1000 do
   redis.call('HSET', KEYS[6], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 if ARGV[6] ~= '' then redis.call('SET', KEYS[10], ARGV[6]) end
