@@ -5,11 +5,12 @@
 use std::time::Duration;
 
 use e2e_tests::processor::{
-    Product, SessionsClient, assert_stream_invariants, done_of, prompt, text_reply,
+    ProcessorSetup, Product, SessionsClient, assert_stream_invariants, done_of, prompt, text_reply,
 };
 use fake_provider::Reply;
 use fake_provider::openai_sse::ChatStream;
 use llm_proto::sessions as spb;
+use session_processor::store::ActiveMark;
 use spb::session_event::Event as SE;
 
 fn text(id: &str, words: &[&str]) -> Reply {
@@ -391,4 +392,74 @@ async fn a_prompt_sent_the_moment_the_last_one_finished_is_never_lost() {
     for t in tasks {
         t.await.unwrap();
     }
+}
+
+/// A run's mark outlives its lease for a moment: the run's last write releases the lease, then the run removes its
+/// mark. The recovery sweep must leave such a run alone, and a mark whose run died in that moment must be cleared
+/// without the prompt being answered again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_recovery_sweep_leaves_an_ended_run_alone_and_clears_a_mark_it_left() {
+    let p = Product::start_setup(
+        "",
+        ProcessorSetup {
+            recovery: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    let s = p.session_on("").await;
+    let mut c = p.client().await;
+    p.gateway.openai.push(text("c1", &["answered."]));
+    let mut stream = c.prompt(prompt(&s.id, "hi")).await.unwrap().into_inner();
+    until_done(&mut stream).await;
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while p.engine.is_running(&s.id) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the loop ends");
+    let store = &p.engine.store;
+    assert!(
+        !store.is_active(&s.id).await.unwrap(),
+        "the run removed its mark"
+    );
+    let before = store.last_event_id(&s.id).await.unwrap();
+    // A sweep that saw the mark of the run that just ended: the mark is gone by the time it holds the lease.
+    assert!(
+        !p.engine
+            .resume(&[ActiveMark::of(&s.id, "run_ended")])
+            .await
+            .unwrap(),
+        "nothing to resume"
+    );
+    assert!(
+        store.lease_holder(&s.id).await.unwrap().is_none(),
+        "the lease is given back"
+    );
+    assert_eq!(
+        store.last_event_id(&s.id).await.unwrap(),
+        before,
+        "nothing published"
+    );
+    // The run's replica died after the release, before removing its mark: the sweep clears it (a lease ttl of
+    // 1.5 s, a sweep every 750 ms), and the answered prompt is not answered again.
+    store.mark_active(&s.id, "run_left").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while store.is_active(&s.id).await.unwrap() || p.engine.is_running(&s.id) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the sweep clears the mark");
+    let roles: Vec<spb::Role> = messages(&mut c, &s.id)
+        .await
+        .iter()
+        .map(|m| m.role())
+        .collect();
+    assert_eq!(
+        roles,
+        [spb::Role::User, spb::Role::Assistant],
+        "no second answer"
+    );
 }

@@ -12,6 +12,7 @@ use e2e_tests::processor::{
 use fake_provider::Reply;
 use fake_provider::openai_sse::ChatStream;
 use llm_proto::sessions as spb;
+use session_processor::store::ActiveMark;
 use spb::session_event::Event as SE;
 
 /// The sum of the assistant messages' costs and of their step-finish tokens, as stored.
@@ -143,7 +144,7 @@ async fn session_totals_equal_the_sum_of_messages_across_prompts_tools_and_a_res
         ..Default::default()
     };
     store.put_message(&orphan, None).await.unwrap();
-    store.mark_active(&id).await.unwrap();
+    store.mark_active(&id, "run_orphaned").await.unwrap();
     let after = store.last_event_id(&id).await.unwrap();
     let mut sub = c
         .subscribe(spb::SubscribeRequest {
@@ -158,7 +159,10 @@ async fn session_totals_equal_the_sum_of_messages_across_prompts_tools_and_a_res
     // next step answers; settling it must count the orphan it never settled itself.
     p.gateway.openai.push(text("c4", &["Resumed."], (80, 3)));
     assert!(
-        p.engine.resume(&id).await.unwrap(),
+        p.engine
+            .resume(&[ActiveMark::of(&id, "run_orphaned")])
+            .await
+            .unwrap(),
         "the session is resumed"
     );
     let done = tokio::time::timeout(Duration::from_secs(20), async {

@@ -10,8 +10,9 @@ use tokio_util::sync::CancellationToken;
 use super::driver::Prefetched;
 use super::inputs::RunInputs;
 use super::{Engine, LoopError, PromptSession};
+use crate::ids;
 use crate::metrics::PromptPhase;
-use crate::store::{Begin, BeginArgs, Fence};
+use crate::store::{ActiveMark, Begin, BeginArgs, Fence};
 
 impl Engine {
     /// Accepts a prompt: stores the user message and starts the loop, or queues the prompt when another loop
@@ -38,10 +39,12 @@ impl Engine {
         let mut inputs = RunInputs::from_prompt(req, trace);
         inputs.arrived = Some(arrived);
         let stored_inputs = inputs.stored();
+        let run = ids::new("run");
         let args = BeginArgs {
             owner: &self.owner,
             ttl: self.config.lease_ttl,
             inputs: Some(&stored_inputs),
+            run: &run,
             time: !self.events.clock_fresh(),
             validated: Some((&bytes, model.as_deref())),
         };
@@ -71,6 +74,7 @@ impl Engine {
             b.fence,
             inputs,
             Some(prefetched),
+            Some(run),
         );
         Ok(start)
     }
@@ -105,6 +109,7 @@ impl Engine {
                 fence,
                 inputs,
                 None,
+                None,
             );
         }
         Ok(start)
@@ -127,8 +132,12 @@ impl Engine {
     }
 
     /// Resumes a session whose lease is free but whose loop never finished (its replica died mid-step): the new
-    /// loop closes the orphaned parts and carries on. Returns whether this replica took it.
-    pub async fn resume(self: &Arc<Self>, session_id: &str) -> Result<bool, LoopError> {
+    /// loop closes the orphaned parts and carries on. `marks` are the session's marks the sweep found (see
+    /// [`ActiveMark`]); the new run's mark replaces them. Returns whether this replica took it.
+    pub async fn resume(self: &Arc<Self>, marks: &[ActiveMark]) -> Result<bool, LoopError> {
+        let Some(session_id) = marks.first().map(|m| m.session_id.as_str()) else {
+            return Ok(false);
+        };
         let Some(fence) = self
             .store
             .acquire_lease(session_id, &self.owner, self.config.lease_ttl)
@@ -136,8 +145,20 @@ impl Engine {
         else {
             return Ok(false);
         };
+        // A run that just ended released its lease before removing its mark: if every mark found is gone now, that
+        // is all this was.
+        let mut stale = false;
+        for mark in marks {
+            stale |= self.store.is_marked(mark).await?;
+        }
+        if !stale {
+            self.store.release_lease(session_id, &fence).await?;
+            return Ok(false);
+        }
         let Some((session, bytes)) = self.store.get_session_record(session_id).await? else {
-            self.store.clear_active(session_id).await?;
+            for mark in marks {
+                self.store.clear_active(mark).await?;
+            }
             return Ok(false);
         };
         tracing::info!(message = "resuming a session whose replica stopped mid-loop", session_id = %session_id);
@@ -153,12 +174,19 @@ impl Engine {
                 tracing::warn!(message = "cannot read the run's inputs; resuming without them", session_id = %session_id, error = %e);
             }
         }
+        // The new run's mark first, so the session is never unmarked while its loop runs.
+        let run = ids::new("run");
+        self.store.mark_active(session_id, &run).await?;
+        for mark in marks {
+            self.store.clear_active(mark).await?;
+        }
         self.spawn_loop(
             session_id.to_string(),
             Some((session, Some(bytes))),
             fence,
             inputs,
             None,
+            Some(run),
         );
         Ok(true)
     }
@@ -171,28 +199,43 @@ impl Engine {
                 _ = stop.cancelled() => return,
                 _ = tokio::time::sleep(interval) => {}
             }
-            let ids = match self.store.active_sessions().await {
-                Ok(ids) => ids,
+            let marks = match self.store.active_sessions().await {
+                Ok(marks) => marks,
                 Err(e) => {
                     tracing::warn!(message = "recovery scan failed", error = %e);
                     continue;
                 }
             };
-            for id in ids {
+            for marks in by_session(marks) {
+                let id = &marks[0].session_id;
                 if self
                     .running
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .contains_key(&id)
+                    .contains_key(id)
                 {
                     continue;
                 }
-                if matches!(self.store.lease_holder(&id).await, Ok(None))
-                    && let Err(e) = self.resume(&id).await
+                if matches!(self.store.lease_holder(id).await, Ok(None))
+                    && let Err(e) = self.resume(&marks).await
                 {
                     tracing::warn!(message = "resume failed", session_id = %id, error = %e);
                 }
             }
         }
     }
+}
+
+/// The marks of the active set grouped by session (a session has more than one while a run that ended has not yet
+/// removed its mark, or when its replica died before it could).
+fn by_session(mut marks: Vec<ActiveMark>) -> Vec<Vec<ActiveMark>> {
+    marks.sort_by(|a, b| a.session_id.cmp(&b.session_id));
+    let mut groups: Vec<Vec<ActiveMark>> = Vec::new();
+    for mark in marks {
+        match groups.last_mut() {
+            Some(group) if group[0].session_id == mark.session_id => group.push(mark),
+            _ => groups.push(vec![mark]),
+        }
+    }
+    groups
 }

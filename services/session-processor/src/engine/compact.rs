@@ -191,6 +191,7 @@ impl Engine {
             fence,
             inputs,
             None,
+            None,
         );
         Ok(start)
     }

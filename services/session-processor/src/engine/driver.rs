@@ -22,8 +22,9 @@ use super::totals::history_totals;
 use super::{Carried, Engine, LoopError};
 use crate::config::Agent;
 use crate::history;
+use crate::ids;
 use crate::snapshot::StepSnapshots;
-use crate::store::{Fence, StoreError};
+use crate::store::{ActiveMark, Fence, StoreError};
 use crate::tools::Workspace;
 
 /// What a prompt's fast path already read for the loop's first iteration (see `Store::begin_prompt`).
@@ -78,6 +79,8 @@ pub(super) struct LoopStart {
     session: Option<Carried>,
     inputs: RunInputs,
     prefetched: Option<Prefetched>,
+    /// The id of the run whose active mark the caller set already (the fast path, a resume).
+    marked: Option<String>,
 }
 
 impl Engine {
@@ -90,6 +93,7 @@ impl Engine {
         fence: Fence,
         inputs: RunInputs,
         prefetched: Option<Prefetched>,
+        marked: Option<String>,
     ) {
         static LOOPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         // Each loop knows its own entry, so a loop ending just as the next one for the session starts (a prompt
@@ -107,6 +111,7 @@ impl Engine {
             session,
             inputs,
             prefetched,
+            marked,
         });
         // The loop's span: a child of the current span, the gRPC server span of the call that starts the loop
         // (`Prompt`, `Compact`), which took the caller's trace context. A loop the recovery sweep resumed starts a
@@ -153,13 +158,18 @@ impl Engine {
         let mut start = Some(start);
         loop {
             Box::pin(self.open_events(session_id, &fence)).await;
-            let this = start.take().unwrap_or_default();
-            // A prompt's fast path marked it already.
-            if this.prefetched.is_none()
-                && let Err(e) = Box::pin(self.store.mark_active(session_id)).await
-            {
-                tracing::warn!(message = "cannot mark the session active", session_id = %session_id, error = %e);
-            }
+            let mut this = start.take().unwrap_or_default();
+            // A prompt's fast path, or a resume, marked the run already.
+            let mark = match this.marked.take() {
+                Some(run) => ActiveMark::of(session_id, &run),
+                None => {
+                    let run = ids::new("run");
+                    if let Err(e) = Box::pin(self.store.mark_active(session_id, &run)).await {
+                        tracing::warn!(message = "cannot mark the session active", session_id = %session_id, error = %e);
+                    }
+                    ActiveMark::of(session_id, &run)
+                }
+            };
             let ending = self.run(session_id, this, &fence, token).await;
             // Only its flag is kept: the cache itself (half a kilobyte) is dropped here, not held by the loop's future
             // across the awaits below for the session's whole life.
@@ -169,7 +179,7 @@ impl Engine {
                 // the lease is left to expire.
                 return;
             }
-            let queued = Box::pin(self.end_run(session_id, &fence, retry_status)).await;
+            let queued = Box::pin(self.end_run(session_id, &fence, retry_status, &mark)).await;
             if matches!(ending, Ending::Abandoned) || token.is_cancelled() || !queued {
                 return;
             }
@@ -185,22 +195,33 @@ impl Engine {
         }
     }
 
-    /// After a loop ended (`done` published): its retry status cleared, the active mark, then the lease released;
-    /// this replica's streams get `done`. Returns whether prompts are queued.
-    async fn end_run(&self, session_id: &str, fence: &Fence, retry_status: bool) -> bool {
-        // Cleared before the lease is released, so a sweeper never sees "active, no lease" for a loop that simply
-        // finished.
-        if retry_status {
-            let _ = self.store.clear_retry_status(session_id, fence).await;
-        }
-        let _ = self.store.clear_active(session_id).await;
-        // A prompt queued between the loop's last check and the release would otherwise wait for ever: the release
-        // says whether one is there.
-        let queued = self
-            .store
-            .release_lease_and_peek(session_id, fence)
-            .await
-            .unwrap_or(false);
+    /// After a loop ended (`done` published): the lease released (usually by the write that logged `done`, when no
+    /// prompt was queued; else here), then the run's active mark removed; this replica's streams get `done`.
+    /// Returns whether prompts are queued.
+    async fn end_run(
+        &self,
+        session_id: &str,
+        fence: &Fence,
+        retry_status: bool,
+        mark: &ActiveMark,
+    ) -> bool {
+        let queued = if self.events.lease_released(session_id) {
+            false
+        } else {
+            if retry_status {
+                let _ = self.store.clear_retry_status(session_id, fence).await;
+            }
+            // A prompt queued between the loop's last check and the release would otherwise wait for ever: the
+            // release says whether one is there.
+            self.store
+                .release_lease_and_peek(session_id, fence)
+                .await
+                .unwrap_or(false)
+        };
+        // The run's own mark, after the release: a prompt that took the lease meanwhile marked its own run. A
+        // replica dying in between leaves a mark without a lease, which the recovery sweep resumes: the run finds
+        // nothing to do and ends again.
+        let _ = self.store.clear_active(mark).await;
         // `done` was written to the log when published (before the release, so a successor's ids follow it); this
         // replica's streams get it now that the session is idle.
         self.close_events(session_id).await;
@@ -219,6 +240,7 @@ impl Engine {
             session,
             inputs,
             prefetched,
+            marked: _,
         } = *start;
         let lost = abort.child_token();
         let lease = LeaseClock::new();

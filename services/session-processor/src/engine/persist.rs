@@ -336,7 +336,14 @@ impl Engine {
             message_id: m.id.clone(),
             finish: m.finish.clone(),
         });
-        // Shown to this replica's streams only once the run's end is written and the lease released.
+        // A retry status is the lease's: cleared while it is held (the run's end may release it).
+        if self.with_cache(session_id, |s| std::mem::take(&mut s.retry_status))
+            && let Err(e) = self.store.clear_retry_status(session_id, fence).await
+        {
+            tracing::warn!(message = "cannot clear the retry status", session_id = %session_id, error = %e);
+        }
+        // Shown to this replica's streams only once the run's end is written and the lease released (by the same
+        // write, when no prompt waits).
         self.events.hold_from_here(session_id);
         if let Some(m) = message
             && m.stopped_by != reason as i32

@@ -60,6 +60,10 @@ pub(super) struct State {
     /// The first `done`: local followers get it (and what follows) only when the channel closes, which the loop
     /// does once its lease is released, so `done` still means "idle" to a caller that asks right away.
     pub(super) hold: Option<EventId>,
+    /// The write that logs the run's end also releases the lease when no prompt waits ([`Hub::hold_from_here`]).
+    pub(super) release_at_end: bool,
+    /// A write logged the run's end and released the lease with it.
+    pub(super) released: bool,
     /// A background write failed; the next publish reports it.
     pub(super) failure: Option<StoreError>,
     pub(super) closed: bool,
@@ -190,6 +194,8 @@ impl Channel {
                 first: watched,
                 asap: false,
                 hold: None,
+                release_at_end: false,
+                released: false,
                 failure: None,
                 closed: false,
                 fence: None,
@@ -358,6 +364,7 @@ impl Channel {
             renew,
             session,
             ends_run,
+            release,
         } = self.take_unwritten();
         if batch.is_empty() && parts.is_empty() && heads.is_empty() && session.is_none() {
             return Ok(());
@@ -371,6 +378,7 @@ impl Channel {
             heads: &heads,
             listed: &listed,
             ends_run,
+            release,
             session: session
                 .as_ref()
                 .zip(record.as_deref())
@@ -491,6 +499,7 @@ impl Channel {
             renew,
             session,
             ends_run,
+            release: ends_run && s.release_at_end,
         }
     }
 
@@ -510,6 +519,7 @@ impl Channel {
             s.last = s.last.max(actual);
         }
         s.watched = flushed.watched;
+        s.released |= flushed.released;
         if flushed.renewed {
             s.renewed_at = Some(s.renewed_at.map_or(started, |at| at.max(started)));
         }
@@ -678,6 +688,8 @@ struct Taken {
     session: Option<SessionTotals>,
     /// The batch holds the run's end (see [`Hub::hold_from_here`]).
     ends_run: bool,
+    /// And the write releases the lease with it when it can.
+    release: bool,
 }
 
 /// Tracks the part or message head a publish hands over, in its latest state, for the next write.

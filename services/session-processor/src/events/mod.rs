@@ -610,14 +610,23 @@ impl Hub {
 
     /// The run's end begins: the events published from now on (the answer's stop reason, the idle status, `done`)
     /// reach this replica's followers only when the channel closes, after the lease is released, or never, when the
-    /// write that carries them is refused (the lease moved on: see [`Hub::abandon`]).
+    /// write that carries them is refused (the lease moved on: see [`Hub::abandon`]). The write that logs them
+    /// releases the lease too when no prompt waits and all of it succeeded ([`Hub::lease_released`]).
     pub fn hold_from_here(&self, session_id: &str) {
         if let Some(channel) = self.channel(session_id) {
             let mut s = lock(&channel.state);
             if s.hold.is_none() {
                 s.hold = Some(s.last.next_at(0));
             }
+            s.release_at_end = true;
         }
+    }
+
+    /// Whether a write of the session's channel logged the run's end and released the lease with it (no prompt
+    /// was queued); otherwise the loop releases the lease itself and looks at the queue.
+    pub fn lease_released(&self, session_id: &str) -> bool {
+        self.channel(session_id)
+            .is_some_and(|channel| lock(&channel.state).released)
     }
 
     /// The id of the session's newest event (including events not yet written when this replica runs its loop);

@@ -948,6 +948,47 @@ async fn a_run_end_is_neither_logged_nor_shown_when_the_lease_moved_on() {
     store.delete_session(&sid).await.unwrap();
 }
 
+#[tokio::test]
+async fn a_run_end_releases_the_lease_in_its_write_unless_a_prompt_waits() {
+    // A prompt waits: the end is logged and the lease kept, for the loop to run again.
+    let (store, _prefix, sid, fence, _mid) = running_session().await;
+    let hub = Hub::new(store.clone(), no_timer());
+    hub.open_fenced(&sid, &fence).await.unwrap();
+    store
+        .enqueue_prompt(&sid, &pb::PromptRequest::default())
+        .await
+        .unwrap();
+    hub.hold_from_here(&sid);
+    hub.publish(&sid, done()).await.unwrap();
+    assert!(!hub.lease_released(&sid));
+    assert_eq!(
+        store.lease_holder(&sid).await.unwrap().unwrap().1,
+        fence.token
+    );
+    assert!(
+        store
+            .read_events(&sid, "0", None, 100)
+            .await
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e.event, Some(Event::Done(_)))),
+        "the end is logged"
+    );
+    store.delete_session(&sid).await.unwrap();
+
+    // None waits: the same write releases it.
+    let (store, _prefix, sid, fence, _mid) = running_session().await;
+    let hub = Hub::new(store.clone(), no_timer());
+    hub.open_fenced(&sid, &fence).await.unwrap();
+    hub.publish(&sid, status()).await.unwrap();
+    assert!(!hub.lease_released(&sid), "only the run's end releases");
+    hub.hold_from_here(&sid);
+    hub.publish(&sid, done()).await.unwrap();
+    assert!(hub.lease_released(&sid));
+    assert!(store.lease_holder(&sid).await.unwrap().is_none());
+    store.delete_session(&sid).await.unwrap();
+}
+
 /// The session's recorded cost and its tenant's spend.
 async fn charged(store: &Store, sid: &str, tenant: &str) -> (i64, i64) {
     let cost = store.get_session(sid).await.unwrap().unwrap().cost_nano_usd;

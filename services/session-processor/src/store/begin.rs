@@ -70,6 +70,8 @@ pub struct BeginArgs<'a> {
     pub ttl: Duration,
     /// The run's inputs to store, when there are any.
     pub inputs: Option<&'a pb::PromptRequest>,
+    /// The id of the run this prompt starts: its active mark ([`super::ActiveMark`]) is set beside the script.
+    pub run: &'a str,
     /// Read Redis's clock too (the replica's offset to it is stale).
     pub time: bool,
     /// The session record (stored bytes) and prompt model the caller validated the prompt against: the script
@@ -136,11 +138,12 @@ impl Store {
         let keys = self.keys(session_id)?;
         let script = begin_invocation(&keys, message, &args)?;
         let mut active_conn = self.conn.clone();
-        let mark = redis::cmd("SADD")
+        let mark = super::ActiveMark::of(session_id, args.run);
+        let sadd = redis::cmd("SADD")
             .arg(keys::active(&self.prefix))
-            .arg(session_id)
+            .arg(&mark.member)
             .clone();
-        let active = mark.query_async::<i64>(&mut active_conn);
+        let active = sadd.query_async::<i64>(&mut active_conn);
         let (reply, marked) = tokio::join!(
             self.write_session(session_id, async {
                 self.invoke_acked::<Vec<redis::Value>>(&script).await
@@ -153,6 +156,11 @@ impl Store {
             .map(|v| redis::from_redis_value::<i64>(v.clone()))
             .transpose()
             .map_err(|e| StoreError::Unexpected(e.to_string()))?;
+        if matches!(code, Some(-1 | -2 | -5)) {
+            // No run starts: its mark, set beside the script, goes (it is this run's alone). A failure leaves a mark
+            // the recovery sweep finds with nothing to do.
+            let _ = self.clear_active(&mark).await;
+        }
         match code {
             Some(-2) => {
                 self.records.forget(session_id);
@@ -166,18 +174,8 @@ impl Store {
             _ => {}
         }
         marked?;
-        if let Some((record, model)) = args.validated {
-            // The record is as validated, and the prompt model is the message's when it carries one.
-            let model = Some(message.model.as_str())
-                .filter(|m| !m.is_empty())
-                .or(model);
-            self.records.put(
-                session_id,
-                records::Known {
-                    bytes: record.to_vec(),
-                    model: model.map(String::from),
-                },
-            );
+        if let Some(validated) = args.validated {
+            self.remember_begun(message, validated);
         }
         let reply = decode(reply)
             .map_err(|e| StoreError::Unexpected(format!("begin_prompt reply: {e}")))?;
@@ -200,6 +198,21 @@ impl Store {
 }
 
 impl Store {
+    /// After a prompt began from `validated`: the record is as validated, and the prompt model is the message's
+    /// when it carries one.
+    fn remember_begun(&self, message: &pb::Message, (record, model): (&[u8], Option<&str>)) {
+        let model = Some(message.model.as_str())
+            .filter(|m| !m.is_empty())
+            .or(model);
+        self.records.put(
+            &message.session_id,
+            records::Known {
+                bytes: record.to_vec(),
+                model: model.map(String::from),
+            },
+        );
+    }
+
     /// Gives the lease up if `fence` still holds it (a lease that moved on is left to its new owner) and tells
     /// whether prompts wait in the session's queue, in one round trip.
     pub async fn release_lease_and_peek(

@@ -3,6 +3,7 @@
 use super::super::test_support::{cleanup, redis_url, store};
 use super::*;
 use crate::ids;
+use crate::store::ActiveMark;
 
 fn user(session_id: &str, text: &str) -> pb::Message {
     let id = ids::new("msg");
@@ -29,6 +30,7 @@ fn args(owner: &str, time: bool) -> BeginArgs<'_> {
         owner,
         ttl: Duration::from_secs(30),
         inputs: None,
+        run: "run_1",
         time,
         validated: None,
     }
@@ -78,7 +80,13 @@ async fn a_prompt_begins_in_one_script_and_a_busy_session_is_left_untouched() {
         store.prompt_model(&sid).await.unwrap().as_deref(),
         Some("openai/gpt-4o")
     );
-    assert!(store.active_sessions().await.unwrap().contains(&sid));
+    assert!(
+        store
+            .active_sessions()
+            .await
+            .unwrap()
+            .contains(&ActiveMark::of(&sid, "run_1"))
+    );
     assert_eq!(store.lease_holder(&sid).await.unwrap().unwrap().0, "rep_a");
 
     let second = user(&sid, "two");

@@ -28,7 +28,7 @@ use llm_proto::sessions as pb;
 use prost::Message as _;
 use redis::Script;
 
-use super::{Fence, Store, StoreError, keys};
+use super::{Fence, Store, StoreError};
 
 /// Sessions whose unflushed tallies a replica keeps at most; failures of further sessions still count in the
 /// replica-wide counter. Bounds memory when Redis stays down while many sessions run.
@@ -395,18 +395,6 @@ impl Store {
                 live(lease.as_deref(), field.as_deref(), status.as_deref())
             })
             .collect())
-    }
-
-    /// Whether the session is in the active set (a loop runs for it, or ran and its replica died before clearing
-    /// the mark).
-    pub async fn is_active(&self, session_id: &str) -> Result<bool, StoreError> {
-        keys::check_id("session id", session_id)?;
-        let member: bool = redis::cmd("SISMEMBER")
-            .arg(keys::active(&self.prefix))
-            .arg(session_id)
-            .query_async(&mut self.conn.clone())
-            .await?;
-        Ok(member)
     }
 }
 

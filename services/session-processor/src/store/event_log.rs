@@ -110,6 +110,7 @@ impl Store {
             listed,
             session,
             ends_run,
+            release,
         } = writes;
         self.write_session(session_id, async {
             let keys = self.keys(session_id)?;
@@ -126,11 +127,12 @@ impl Store {
                 fence,
                 renew,
                 (&messages, listed),
-                (session, ends_run),
+                (session, ends_run, release),
             );
             self.count_event_command();
-            let reply: Option<(String, i64, i64, i64, i64)> = self.invoke_acked(&script).await?;
-            let Some((entry, watched, code, renewed, session_code)) = reply else {
+            let reply: Option<(String, i64, i64, i64, i64, i64)> =
+                self.invoke_acked(&script).await?;
+            let Some((entry, watched, code, renewed, session_code, released)) = reply else {
                 return Err(StoreError::NotFound(format!("session {session_id}")));
             };
             let entry = if entry.is_empty() {
@@ -169,6 +171,7 @@ impl Store {
                 parts,
                 renewed: renewed == 1,
                 session,
+                released: released == 1,
             })
         })
         .await
@@ -183,7 +186,7 @@ impl Store {
         fence: Option<&Fence>,
         renew: Option<Duration>,
         (messages, listed): (&[MessageWrite<'_>], &HashSet<String>),
-        (session, ends_run): (Option<SessionCas<'_>>, bool),
+        (session, ends_run, release): (Option<SessionCas<'_>>, bool, bool),
     ) -> redis::ScriptInvocation<'_> {
         let (last, bytes) = match batch {
             Some((last, bytes)) => (last.to_string(), bytes),
@@ -199,6 +202,8 @@ impl Store {
         for m in messages {
             script.key(keys.message(m.id)).key(keys.parts(m.id));
         }
+        // Last, wherever the messages' keys end.
+        script.key(keys.queue());
         let renew_ms = renew.map(|ttl| ceil_millis(ttl).to_string());
         script
             .arg(self.event_cap)
@@ -211,7 +216,11 @@ impl Store {
             None => script.arg("").arg("").arg(""),
         };
         script
-            .arg(if ends_run { "1" } else { "" })
+            .arg(match (ends_run, release) {
+                (false, _) => "",
+                (true, false) => "1",
+                (true, true) => "2",
+            })
             .arg(messages.len());
         for m in messages {
             script
@@ -418,6 +427,8 @@ pub struct Flushed {
     pub renewed: bool,
     /// What became of the session record's compare-and-set, when one was given.
     pub session: Option<SessionWritten>,
+    /// The run's end was logged and the lease released with it (see [`FlushWrites::release`]).
+    pub released: bool,
 }
 
 /// The outcome of a flush's compare-and-set of the session record.
@@ -455,6 +466,9 @@ pub struct FlushWrites<'a> {
     /// The batch holds the end of the loop's run (`done`): it is appended only while the lease holds the fence, so
     /// a replica that lost its lease never tells followers a run ended that its successor goes on with.
     pub ends_run: bool,
+    /// With `ends_run`: release the lease in the same script when no prompt is queued and every write of the batch
+    /// succeeded ([`Flushed::released`]).
+    pub release: bool,
 }
 
 /// What a flush writes of one message: its head (when it changed) and its parts.

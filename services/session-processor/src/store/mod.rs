@@ -55,6 +55,7 @@
 //!   never an unlisted session.
 
 mod access;
+mod active;
 mod asking;
 mod begin;
 mod blocking;
@@ -85,6 +86,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use access::{RedisAccess, url_has_credentials};
+pub use active::ActiveMark;
 pub use begin::{Begin, BeginArgs, Begun};
 use conn::Counted;
 pub use conn::RedisTarget;

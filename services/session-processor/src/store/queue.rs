@@ -1,9 +1,9 @@
-//! The prompt queue of a busy session and the set of sessions with a running loop.
+//! The prompt queue of a busy session.
 
 use llm_proto::sessions as pb;
 use prost::Message as _;
 
-use super::{Store, StoreError, keys};
+use super::{Store, StoreError};
 
 impl Store {
     /// Queues a prompt that arrived while the session was busy; [`StoreError::NotFound`] when the session does not
@@ -24,37 +24,6 @@ impl Store {
             Self::status(code, session_id, None, String::new)
         })
         .await
-    }
-
-    /// Records that a loop runs for this session (until [`Store::clear_active`]), so a replica that finds it here
-    /// without a lease knows the owner died mid-loop.
-    pub async fn mark_active(&self, session_id: &str) -> Result<(), StoreError> {
-        keys::check_id("session id", session_id)?;
-        let _: i64 = redis::cmd("SADD")
-            .arg(keys::active(&self.prefix))
-            .arg(session_id)
-            .query_async(&mut self.conn.clone())
-            .await?;
-        Ok(())
-    }
-
-    /// The loop for this session finished normally.
-    pub async fn clear_active(&self, session_id: &str) -> Result<(), StoreError> {
-        let _: i64 = redis::cmd("SREM")
-            .arg(keys::active(&self.prefix))
-            .arg(session_id)
-            .query_async(&mut self.conn.clone())
-            .await?;
-        Ok(())
-    }
-
-    /// Sessions marked active (a loop was running, or its owner died before clearing the mark).
-    pub async fn active_sessions(&self) -> Result<Vec<String>, StoreError> {
-        let ids: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(keys::active(&self.prefix))
-            .query_async(&mut self.conn.clone())
-            .await?;
-        Ok(ids)
     }
 
     /// Whether prompts are waiting in the queue (a loop about to go idle checks this after releasing its lease, so

@@ -1153,6 +1153,7 @@ async fn delete_session_removes_every_key() {
                 listed: &HashSet::new(),
                 session: None,
                 ends_run: false,
+                release: false,
             },
         )
         .await
@@ -1378,6 +1379,7 @@ async fn a_flush_writes_its_batch_and_the_fenced_parts_in_one_script() {
                 listed: &HashSet::new(),
                 session: None,
                 ends_run: false,
+                release: false,
             },
         )
         .await
@@ -1417,6 +1419,7 @@ async fn a_flush_writes_its_batch_and_the_fenced_parts_in_one_script() {
                 listed: &listed,
                 session: None,
                 ends_run: false,
+                release: false,
             },
         )
         .await
@@ -1442,6 +1445,7 @@ async fn a_flush_writes_its_batch_and_the_fenced_parts_in_one_script() {
                 listed: &HashSet::new(),
                 session: None,
                 ends_run: false,
+                release: false,
             },
         )
         .await
@@ -1479,6 +1483,7 @@ async fn a_flush_writes_its_batch_and_the_fenced_parts_in_one_script() {
                 listed: &listed,
                 session: None,
                 ends_run: false,
+                release: false,
             },
         )
         .await
@@ -1507,6 +1512,7 @@ async fn a_flush_writes_its_batch_and_the_fenced_parts_in_one_script() {
                 listed: &HashSet::new(),
                 session: None,
                 ends_run: false,
+                release: false,
             },
         )
         .await

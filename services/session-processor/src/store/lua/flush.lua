@@ -20,7 +20,7 @@ end
 local n = tonumber(ARGV[10])
 local status = 1
 -- A run's end from a loop whose lease moved on is not logged.
-local stale_end = ARGV[9] == '1' and ARGV[4] ~= '' and not owned
+local stale_end = ARGV[9] ~= '' and ARGV[4] ~= '' and not owned
 if stale_end then status = -1 end
 if n > 0 then
   if not owned then
@@ -51,4 +51,12 @@ local entry = ''
 if ARGV[3] ~= '' and not stale_end then entry = append(KEYS[4], ARGV[1], ARGV[2], ARGV[3]) end
 local watched = 0
 if got[2] then watched = 1 end
-return {entry, watched, status, renewed, session}
+-- The run's end, logged with everything before it, releases the lease when no prompt waits (the last key is the
+-- queue) and nothing still needs the lease (parts written, the record's totals not in conflict).
+local released = 0
+if ARGV[9] == '2' and owned and entry ~= '' and status == 1 and session >= 0
+    and redis.call('LLEN', KEYS[#KEYS]) == 0 then
+  redis.call('DEL', KEYS[2])
+  released = 1
+end
+return {entry, watched, status, renewed, session, released}
