@@ -519,3 +519,7 @@ fn group_by_message<'a>(
     }
     Ok(messages)
 }
+
+#[cfg(test)]
+#[path = "event_log_tests.rs"]
+mod tests;

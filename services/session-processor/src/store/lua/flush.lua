@@ -1,6 +1,15 @@
 local got = redis.call('MGET', KEYS[2], KEYS[3], KEYS[1])
 local owned = ARGV[4] ~= '' and got[1] == ARGV[4]
 if not owned and not got[3] then return false end
+-- A run's end that released the lease, sent again because its reply was lost: the entry with its exact id is there
+-- (a successor's ids all come after it), so this write already happened, whole.
+if ARGV[9] == '2' and not owned and ARGV[3] ~= '' and redis.call('XRANGE', KEYS[4], ARGV[2], ARGV[2])[1] then
+  local watched = 0
+  if got[2] then watched = 1 end
+  local session = 0
+  if ARGV[6] == '1' then session = 1 end
+  return {ARGV[2], watched, 1, 0, session, 1}
+end
 local renewed = 0
 if owned and ARGV[5] ~= '' then
   redis.call('PEXPIRE', KEYS[2], ARGV[5])
