@@ -7,25 +7,12 @@ use pb::session_event::Event;
 
 use super::*;
 use crate::ids;
-
-fn redis_url() -> String {
-    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_string())
-}
+use crate::store::test_support::{self, redis_url};
 
 /// A store under a fresh prefix and a session in it.
 async fn session() -> (Store, String) {
-    let prefix = format!("test:{:016x}:", rand::random::<u64>());
-    let store = Store::connect(&redis_url(), &prefix)
-        .await
-        .expect("a Redis server must answer at REDIS_URL");
-    let id = ids::new("ses");
-    store
-        .create_session(&pb::Session {
-            id: id.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let (store, _prefix) = test_support::store().await;
+    let id = test_support::new_session(&store).await;
     (store, id)
 }
 
@@ -388,23 +375,8 @@ async fn publishing_for_a_deleted_session_fails() {
 
 /// A session with a lease (its fence) and an assistant message listed, as a running loop has them.
 async fn running_session() -> (Store, String, String, Fence, String) {
-    let prefix = format!("test:{:016x}:", rand::random::<u64>());
-    let store = Store::connect(&redis_url(), &prefix)
-        .await
-        .expect("a Redis server must answer at REDIS_URL");
-    let sid = ids::new("ses");
-    store
-        .create_session(&pb::Session {
-            id: sid.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let fence = store
-        .acquire_lease(&sid, "replica-a", Duration::from_secs(30))
-        .await
-        .unwrap()
-        .unwrap();
+    let (store, prefix) = test_support::store().await;
+    let (sid, fence) = test_support::leased_session(&store, "replica-a").await;
     let mid = ids::new("msg");
     store
         .put_message(

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use super::super::test_support::{cleanup, redis_url, store};
+use super::super::test_support::{cleanup, new_session, redis_url, store};
 use super::*;
 use crate::ids;
 use crate::store::ActiveMark;
@@ -39,14 +39,7 @@ fn args(owner: &str, time: bool) -> BeginArgs<'_> {
 #[tokio::test]
 async fn a_prompt_begins_in_one_script_and_a_busy_session_is_left_untouched() {
     let (store, prefix) = store().await;
-    let sid = ids::new("ses");
-    store
-        .create_session(&pb::Session {
-            id: sid.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let sid = new_session(&store).await;
     let queued = pb::PromptRequest {
         session_id: sid.clone(),
         system: "queued".into(),
@@ -139,13 +132,11 @@ async fn a_prompt_begins_in_one_script_and_a_busy_session_is_left_untouched() {
 #[tokio::test]
 async fn a_prompt_begins_only_from_the_record_and_prompt_model_redis_holds() {
     let (store, prefix) = store().await;
-    let sid = ids::new("ses");
+    let sid = new_session(&store).await;
     let session = pb::Session {
         id: sid.clone(),
-        agent: "default".into(),
         ..Default::default()
     };
-    store.create_session(&session).await.unwrap();
     // What this replica wrote, it knows, without Redis.
     let (known, bytes, model) = store.known_session_for_prompt(&sid).unwrap();
     assert_eq!(known, session);
@@ -153,7 +144,9 @@ async fn a_prompt_begins_only_from_the_record_and_prompt_model_redis_holds() {
     // Another replica changes the record: what this one knows is stale, and a begin from it writes nothing.
     let other = Store::connect(&redis_url(), &prefix).await.unwrap();
     other
-        .update_session(&sid, None, |s| s.agent = "other".into())
+        .update_session(&sid, None, |s| {
+            s.default_model = "openai/gpt-4o-mini".into()
+        })
         .await
         .unwrap();
     let first = user(&sid, "one");

@@ -76,7 +76,7 @@ mod sessions;
 mod spend;
 mod tenancy;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 #[cfg(test)]
 mod tests;
 

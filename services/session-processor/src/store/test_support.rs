@@ -39,3 +39,27 @@ pub(crate) async fn cleanup(store: &Store, prefix: &str) {
             .expect("DEL");
     }
 }
+
+/// A new session (a fresh id, nothing else set); its id.
+pub(crate) async fn new_session(store: &Store) -> String {
+    let id = crate::ids::new("ses");
+    store
+        .create_session(&llm_proto::sessions::Session {
+            id: id.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("create the session");
+    id
+}
+
+/// A new session whose lease `owner` holds (for 30 s); its id and the lease.
+pub(crate) async fn leased_session(store: &Store, owner: &str) -> (String, super::Fence) {
+    let id = new_session(store).await;
+    let fence = store
+        .acquire_lease(&id, owner, std::time::Duration::from_secs(30))
+        .await
+        .expect("acquire")
+        .expect("the lease is free");
+    (id, fence)
+}
