@@ -147,11 +147,11 @@ impl Engine {
         };
         // A run that just ended released its lease before removing its mark: if every mark found is gone now, that
         // is all this was.
-        let mut stale = false;
+        let mut still_marked = false;
         for mark in marks {
-            stale |= self.store.is_marked(mark).await?;
+            still_marked |= self.store.is_marked(mark).await?;
         }
-        if !stale {
+        if !still_marked {
             self.store.release_lease(session_id, &fence).await?;
             return Ok(false);
         }

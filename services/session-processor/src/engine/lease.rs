@@ -29,8 +29,8 @@ impl LeaseClock {
 
 impl Engine {
     /// Renews the lease half its ttl after its last renewal (the event channel's writes renew it too while a step
-    /// streams: `events::renew_after`). A renewal that fails because storage does is retried; the loop is stopped (`lost`) when the
-    /// lease belongs to someone else, or when it has gone unproven for a whole ttl.
+    /// streams: `events::renew_after`). A renewal that fails because storage does is retried; the loop is stopped
+    /// (`lost`) when the lease belongs to someone else, or when it has gone unproven for a whole ttl.
     pub(super) fn renew_lease_forever(
         &self,
         session_id: String,
