@@ -214,3 +214,109 @@ async fn a_gateway_restart_of_two_seconds_mid_step_does_not_fail_the_prompt() {
     assert_healthy(&mut c, &s.id).await;
     gateway.child.start_kill().unwrap();
 }
+
+/// A Redis fault that lands just as the run ends: the step's text has reached the caller and the provider's finish,
+/// usage and end of stream follow 100 ms apart, so the write that logs `done` (and releases the lease) meets the
+/// fault (before the lease's renewal is due, so that write is the one it hits). The run's end is written once the
+/// fault lifts (or recovery answers the prompt), the lease and the active marks are gone, and the answer is not
+/// produced twice.
+async fn redis_fault_as_the_run_ends(fault: Fault) {
+    let mut redis = RedisServer::start().await;
+    let gateway = Harness::start().await;
+    let p = start_processor(ProcessorSetup {
+        gateway: gateway.addr.to_string(),
+        redis: redis.url(),
+        recovery: true,
+        ..Default::default()
+    })
+    .await;
+    let mut c = p.client().await;
+    let s = create_session(&mut c, Default::default()).await;
+    gateway.openai.push(
+        fake_provider::Reply::sse(
+            fake_provider::openai_sse::ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-end")
+                .text(&["The whole answer."])
+                .finish("stop", Some((10, 4))),
+        )
+        .burst_head(2)
+        .pace(Duration::from_millis(100)),
+    );
+    gateway.openai.set_fallback(short_answer());
+    let mut stream = c.prompt(prompt(&s.id, "talk")).await.unwrap().into_inner();
+    until_deltas(&mut stream, 1).await;
+    let down = match fault {
+        Fault::RefuseWrites => {
+            redis.refuse_writes().await;
+            Duration::from_secs(3)
+        }
+        _ => {
+            redis.kill().await;
+            Duration::from_millis(700)
+        }
+    };
+    let undo = tokio::spawn(async move {
+        tokio::time::sleep(down).await;
+        // Taken before Redis takes writes again: nothing is written earlier than this.
+        let launched = std::time::Instant::now();
+        if matches!(fault, Fault::RefuseWrites) {
+            redis.accept_writes().await;
+        } else {
+            redis.restart().await;
+        }
+        (redis, launched)
+    });
+    let events = until_done(&mut stream, |r| r.event, Duration::from_secs(15)).await;
+    let done_at = std::time::Instant::now();
+    let (_redis, launched) = undo.await.unwrap();
+    assert_ended_through_the_fault(&events);
+    // The fault hit the run's end: a write of it failed, or it waited for Redis to come back (this replica's
+    // streams get a completed `done` only once the end is written and the lease released). A loop that cannot
+    // prove its lease for a whole ttl hands the session off instead, and recovery ends the run.
+    let waited = matches!(events.last(), Some(SE::Done(d)) if d.stopped_by() == spb::StopReason::Completed)
+        && done_at > launched;
+    let failed = e2e_tests::processor::diagnose(&mut c, &s.id)
+        .await
+        .storage_write_failures
+        > 0;
+    assert!(waited || failed, "the run ended clear of the fault");
+    assert_settled(&mut c, &s.id).await;
+    assert_eq!(
+        messages(&mut c, &s.id)
+            .await
+            .iter()
+            .filter(|m| m.role() == spb::Role::Assistant && m.finish == "stop")
+            .count(),
+        1,
+        "answered once"
+    );
+    let store = &p.engine.store;
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while store.is_active(&s.id).await.unwrap_or(true) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("no active mark is left");
+    assert!(store.lease_holder(&s.id).await.unwrap().is_none());
+    if matches!(events.last(), Some(SE::Done(d)) if d.stopped_by() == spb::StopReason::Completed) {
+        let ends = store
+            .read_events(&s.id, "0", None, 1000)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| matches!(e.event, Some(SE::Done(_))))
+            .count();
+        assert_eq!(ends, 1, "the run ended once, and no recovery ran after it");
+    }
+    drop(p);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_as_the_run_ends_leaves_no_lease_and_no_mark_behind() {
+    redis_fault_as_the_run_ends(Fault::Kill).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_refusing_writes_as_the_run_ends_leaves_no_lease_and_no_mark_behind() {
+    redis_fault_as_the_run_ends(Fault::RefuseWrites).await;
+}

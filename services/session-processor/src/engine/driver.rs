@@ -372,6 +372,11 @@ impl Engine {
                     reason,
                     report_error,
                 } => {
+                    // Ending again after a failure, and a retried write already logged the end and released the
+                    // lease: the run is over.
+                    if self.events.lease_released(&run.session.id) {
+                        return Ending::Finished;
+                    }
                     // The answer's message is made inside the boxed future: held by this one, it would widen the
                     // loop's future by its size for the session's whole life.
                     let finished: &Run = run;
@@ -719,8 +724,13 @@ impl Engine {
     }
 
     /// Leaves the session to recovery: this replica's streams end with a `done` that says so; nothing more is
-    /// written (storage cannot prove the lease, or someone else holds it).
+    /// written (storage cannot prove the lease, or someone else holds it). Unless the run's end is written already:
+    /// a retried write of it released the lease after the loop took the first attempt for failed, so the lease is
+    /// gone because the run finished.
     fn hand_off(&self, session_id: &str, answer: Option<&Answer>) -> Ending {
+        if self.events.lease_released(session_id) {
+            return Ending::Finished;
+        }
         tracing::warn!(message = "the loop cannot prove its lease; the session is left to recovery", session_id = %session_id);
         self.events.abandon(
             session_id,
