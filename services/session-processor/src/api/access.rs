@@ -137,9 +137,12 @@ pub async fn session_for_prompt(
     session_id: &str,
     known: bool,
 ) -> Result<PromptSession, Status> {
+    // Another tenant's session takes the same path as a missing one (a read of Redis, then NOT_FOUND), so how fast
+    // the answer comes tells nothing about what this replica knows.
     let remembered = known
         .then(|| engine.store.known_session_for_prompt(session_id))
-        .flatten();
+        .flatten()
+        .filter(|(s, _, _)| caller.sees(&s.tenant));
     let found = match remembered {
         Some(found) => Some(found),
         None => engine
