@@ -20,6 +20,7 @@ use fake_provider::FakeProvider;
 use llm_proto::sessions as spb;
 use spb::session_event::Event as SE;
 
+#[derive(Clone, Copy)]
 enum Fault {
     /// SIGKILL, back after 300 ms.
     Kill,
@@ -31,8 +32,32 @@ enum Fault {
     RefuseWrites,
 }
 
+/// Applies `fault` to `redis` now and lifts it `down` later, on a task of its own, which returns the server and the
+/// instant the lift began (nothing reaches Redis, or is written to it, before then).
+async fn inject(
+    fault: Fault,
+    mut redis: RedisServer,
+    down: Duration,
+) -> tokio::task::JoinHandle<(RedisServer, std::time::Instant)> {
+    match fault {
+        Fault::Kill | Fault::KillPastTheLease => redis.kill().await,
+        Fault::Terminate => redis.terminate().await,
+        Fault::RefuseWrites => redis.refuse_writes().await,
+    }
+    tokio::spawn(async move {
+        tokio::time::sleep(down).await;
+        let lifted = std::time::Instant::now();
+        if matches!(fault, Fault::RefuseWrites) {
+            redis.accept_writes().await;
+        } else {
+            redis.restart().await;
+        }
+        (redis, lifted)
+    })
+}
+
 async fn redis_fault_mid_prompt(fault: Fault) {
-    let mut redis = RedisServer::start().await;
+    let redis = RedisServer::start().await;
     let gateway = Harness::start().await;
     let p = start_processor(ProcessorSetup {
         gateway: gateway.addr.to_string(),
@@ -76,38 +101,16 @@ async fn redis_fault_mid_prompt(fault: Fault) {
     let mut stream = c.prompt(prompt(&s.id, "talk")).await.unwrap().into_inner();
     // The fault lands once text streams.
     until_deltas(&mut stream, 3).await;
-    let undo = match fault {
-        Fault::Kill | Fault::Terminate | Fault::KillPastTheLease => {
-            if matches!(fault, Fault::Terminate) {
-                redis.terminate().await;
-            } else {
-                redis.kill().await;
-            }
-            let down = if matches!(fault, Fault::KillPastTheLease) {
-                Duration::from_secs(3)
-            } else {
-                Duration::from_millis(300)
-            };
-            tokio::spawn(async move {
-                tokio::time::sleep(down).await;
-                redis.restart().await;
-                redis
-            })
-        }
-        Fault::RefuseWrites => {
-            redis.refuse_writes().await;
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_secs(3)).await;
-                redis.accept_writes().await;
-                redis
-            })
-        }
+    let down = match fault {
+        Fault::Kill | Fault::Terminate => Duration::from_millis(300),
+        Fault::KillPastTheLease | Fault::RefuseWrites => Duration::from_secs(3),
     };
+    let undo = inject(fault, redis, down).await;
     // The lease (1.5 s) bounds how long a stream can wait; 15 s means "it ended", not "it was fast".
     let events = until_done(&mut stream, |r| r.event, Duration::from_secs(15)).await;
     let sub_events = until_done(&mut sub, |r| r.event, Duration::from_secs(15)).await;
     let remote_events = until_done(&mut remote, |r| r.event, Duration::from_secs(30)).await;
-    let _redis = undo.await.unwrap();
+    let (_redis, _) = undo.await.unwrap();
     if matches!(fault, Fault::KillPastTheLease) {
         assert!(
             matches!(events.last(), Some(SE::Done(d)) if d.stopped_by() == spb::StopReason::HandedOff),
@@ -221,7 +224,7 @@ async fn a_gateway_restart_of_two_seconds_mid_step_does_not_fail_the_prompt() {
 /// fault lifts (or recovery answers the prompt), the lease and the active marks are gone, and the answer is not
 /// produced twice.
 async fn redis_fault_as_the_run_ends(fault: Fault) {
-    let mut redis = RedisServer::start().await;
+    let redis = RedisServer::start().await;
     let gateway = Harness::start().await;
     let p = start_processor(ProcessorSetup {
         gateway: gateway.addr.to_string(),
@@ -245,35 +248,19 @@ async fn redis_fault_as_the_run_ends(fault: Fault) {
     let mut stream = c.prompt(prompt(&s.id, "talk")).await.unwrap().into_inner();
     until_deltas(&mut stream, 1).await;
     let down = match fault {
-        Fault::RefuseWrites => {
-            redis.refuse_writes().await;
-            Duration::from_secs(3)
-        }
-        _ => {
-            redis.kill().await;
-            Duration::from_millis(700)
-        }
+        Fault::RefuseWrites => Duration::from_secs(3),
+        _ => Duration::from_millis(700),
     };
-    let undo = tokio::spawn(async move {
-        tokio::time::sleep(down).await;
-        // Taken before Redis takes writes again: nothing is written earlier than this.
-        let launched = std::time::Instant::now();
-        if matches!(fault, Fault::RefuseWrites) {
-            redis.accept_writes().await;
-        } else {
-            redis.restart().await;
-        }
-        (redis, launched)
-    });
+    let undo = inject(fault, redis, down).await;
     let events = until_done(&mut stream, |r| r.event, Duration::from_secs(15)).await;
     let done_at = std::time::Instant::now();
-    let (_redis, launched) = undo.await.unwrap();
+    let (_redis, lifted) = undo.await.unwrap();
     assert_ended_through_the_fault(&events);
     // The fault hit the run's end: a write of it failed, or it waited for Redis to come back (this replica's
     // streams get a completed `done` only once the end is written and the lease released). A loop that cannot
     // prove its lease for a whole ttl hands the session off instead, and recovery ends the run.
     let waited = matches!(events.last(), Some(SE::Done(d)) if d.stopped_by() == spb::StopReason::Completed)
-        && done_at > launched;
+        && done_at > lifted;
     let failed = e2e_tests::processor::diagnose(&mut c, &s.id)
         .await
         .storage_write_failures
