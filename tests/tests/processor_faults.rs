@@ -218,18 +218,25 @@ async fn a_gateway_restart_of_two_seconds_mid_step_does_not_fail_the_prompt() {
     gateway.child.start_kill().unwrap();
 }
 
-/// A Redis fault that lands just as the run ends: the step's text has reached the caller and the provider's finish,
-/// usage and end of stream follow 100 ms apart, so the write that logs `done` (and releases the lease) meets the
-/// fault (before the lease's renewal is due, so that write is the one it hits). The run's end is written once the
-/// fault lifts (or recovery answers the prompt), the lease and the active marks are gone, and the answer is not
-/// produced twice.
+/// A Redis fault that lands just as the run ends: the step's text has reached the caller and the provider's end of
+/// stream follows a moment later, so the write that logs `done` (and releases the lease) meets the fault. A kill
+/// lasts 900 ms, well within the lease (6 s, so the end carries no renewal); refused writes last 3 s, beyond the
+/// lease (1.5 s), and the end comes before any renewal is due (a script whose first write is a renewal goes on
+/// writing while Redis refuses writes, and the fault would miss the end). The run's end is written once the fault
+/// lifts (or recovery answers the prompt), the lease and the active marks are gone, and the answer is not produced
+/// twice.
 async fn redis_fault_as_the_run_ends(fault: Fault) {
     let redis = RedisServer::start().await;
     let gateway = Harness::start().await;
+    let (redis_lines, burst, pace, down) = match fault {
+        Fault::RefuseWrites => ("", 2, 100, Duration::from_secs(3)),
+        _ => ("lease_ttl_ms = 6000\n", 4, 400, Duration::from_millis(900)),
+    };
     let p = start_processor(ProcessorSetup {
         gateway: gateway.addr.to_string(),
         redis: redis.url(),
         recovery: true,
+        redis_lines: redis_lines.into(),
         ..Default::default()
     })
     .await;
@@ -241,16 +248,12 @@ async fn redis_fault_as_the_run_ends(fault: Fault) {
                 .text(&["The whole answer."])
                 .finish("stop", Some((10, 4))),
         )
-        .burst_head(2)
-        .pace(Duration::from_millis(100)),
+        .burst_head(burst)
+        .pace(Duration::from_millis(pace)),
     );
     gateway.openai.set_fallback(short_answer());
     let mut stream = c.prompt(prompt(&s.id, "talk")).await.unwrap().into_inner();
     until_deltas(&mut stream, 1).await;
-    let down = match fault {
-        Fault::RefuseWrites => Duration::from_secs(3),
-        _ => Duration::from_millis(700),
-    };
     let undo = inject(fault, redis, down).await;
     let events = until_done(&mut stream, |r| r.event, Duration::from_secs(15)).await;
     let done_at = std::time::Instant::now();
