@@ -16,6 +16,21 @@ async fn session() -> (Store, String) {
     (store, id)
 }
 
+/// A session and a hub with an open channel whose ring keeps 16 events and whose writes happen every
+/// `max_batch_events` events (no window: an hour).
+async fn small_ring(max_batch_events: usize) -> (Store, String, Hub) {
+    let (store, sid) = session().await;
+    let config = EventsConfig {
+        flush_interval: Duration::from_secs(3600),
+        max_batch_events,
+        ring_events: 16,
+        ..Default::default()
+    };
+    let hub = Hub::new(store.clone(), config);
+    hub.open(&sid).await.unwrap();
+    (store, sid, hub)
+}
+
 fn delta(text: &str) -> Event {
     Event::PartDelta(pb::PartDelta {
         part_id: "prt_1".into(),
@@ -117,15 +132,7 @@ async fn local_followers_get_events_at_once_and_the_log_gets_them_in_few_entries
 
 #[tokio::test]
 async fn a_follower_after_any_event_gets_exactly_the_rest_live_and_from_the_log() {
-    let (store, sid) = session().await;
-    let config = EventsConfig {
-        flush_interval: Duration::from_secs(3600),
-        max_batch_events: 7,
-        ring_events: 16,
-        ..Default::default()
-    };
-    let hub = Hub::new(store.clone(), config);
-    hub.open(&sid).await.unwrap();
+    let (store, sid, hub) = small_ring(7).await;
     let mut all = hub.follow(&sid, "0").unwrap();
     for i in 0..40 {
         let event = if i % 9 == 4 {
@@ -222,15 +229,7 @@ async fn a_lagging_follower_reads_the_log_and_the_ring_stays_bounded() {
 async fn a_ring_whose_events_are_written_never_grows_past_its_bound() {
     // Each event written as it comes: the ring can always drop its oldest, so its room stays at its bound instead of
     // doubling when a full ring takes one more (memory per open session).
-    let (store, sid) = session().await;
-    let config = EventsConfig {
-        flush_interval: Duration::from_secs(3600),
-        max_batch_events: 1,
-        ring_events: 16,
-        ..Default::default()
-    };
-    let hub = Hub::new(store.clone(), config);
-    hub.open(&sid).await.unwrap();
+    let (store, sid, hub) = small_ring(1).await;
     for i in 0..100 {
         hub.publish(&sid, delta(&i.to_string())).await.unwrap();
         let (len, room) = hub

@@ -49,12 +49,19 @@ fn glob_literal(text: &str) -> String {
 }
 
 impl Store {
+    /// The command that sets `mark` (sent alone by [`Store::mark_active`], beside the begin script by a prompt).
+    pub(super) fn mark_cmd(&self, mark: &ActiveMark) -> redis::Cmd {
+        redis::cmd("SADD")
+            .arg(keys::active(&self.prefix))
+            .arg(&mark.member)
+            .clone()
+    }
+
     /// Marks `run` of the session's loop as running (until [`Store::clear_active`]).
     pub async fn mark_active(&self, session_id: &str, run: &str) -> Result<(), StoreError> {
         keys::check_id("session id", session_id)?;
-        let _: i64 = redis::cmd("SADD")
-            .arg(keys::active(&self.prefix))
-            .arg(ActiveMark::of(session_id, run).member)
+        let _: i64 = self
+            .mark_cmd(&ActiveMark::of(session_id, run))
             .query_async(&mut self.conn.clone())
             .await?;
         Ok(())

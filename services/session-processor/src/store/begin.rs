@@ -16,7 +16,7 @@ use redis::Script;
 
 use super::keys::SessionKeys;
 use super::messages::assemble;
-use super::{Fence, Store, StoreError, ceil_millis, check_id, keys, records};
+use super::{Fence, Store, StoreError, ceil_millis, check_id, records};
 use crate::event_wire::EventId;
 
 /// See `lua/begin.lua`. Returns {NO_SESSION} when the session is missing, {STALE} when the record or prompt model
@@ -139,10 +139,7 @@ impl Store {
         let script = begin_invocation(&keys, message, &args)?;
         let mut active_conn = self.conn.clone();
         let mark = super::ActiveMark::of(session_id, args.run);
-        let sadd = redis::cmd("SADD")
-            .arg(keys::active(&self.prefix))
-            .arg(&mark.member)
-            .clone();
+        let sadd = self.mark_cmd(&mark);
         let active = sadd.query_async::<i64>(&mut active_conn);
         let (reply, marked) = tokio::join!(
             self.write_session(session_id, async {

@@ -1,11 +1,11 @@
 local got = redis.call('MGET', KEYS[2], KEYS[3], KEYS[1])
 local owned = ARGV[4] ~= '' and got[1] == ARGV[4]
 if not owned and not got[3] then return false end
+local watched = 0
+if got[2] then watched = 1 end
 -- A run's end that released the lease, sent again because its reply was lost: the entry with its exact id is there
 -- (a successor's ids all come after it), so this write already happened, whole.
 if ARGV[9] == '2' and not owned and ARGV[3] ~= '' and redis.call('XRANGE', KEYS[4], ARGV[2], ARGV[2])[1] then
-  local watched = 0
-  if got[2] then watched = 1 end
   local session = 0
   if ARGV[6] == '1' then session = 1 end
   return {ARGV[2], watched, 1, 0, session, 1}
@@ -58,8 +58,6 @@ if n > 0 then
 end
 local entry = ''
 if ARGV[3] ~= '' and not stale_end then entry = append(KEYS[4], ARGV[1], ARGV[2], ARGV[3]) end
-local watched = 0
-if got[2] then watched = 1 end
 -- The run's end, logged with everything before it, releases the lease when no prompt waits (the last key is the
 -- queue) and nothing still needs the lease (parts written, the record's totals not in conflict).
 local released = 0
