@@ -1,5 +1,6 @@
 //! Session flows beyond the single prompt: a prompt sent while busy, Subscribe resuming after a disconnect, the
-//! doom-loop policies that involve the caller, idempotent prompts, and the max-steps limit.
+//! doom-loop policies that involve the caller, idempotent prompts, and the max-steps limit. A prompt queued as the
+//! running loop ends, and the queue's limit.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -133,6 +134,130 @@ async fn a_prompt_sent_while_busy_is_queued_and_answered_in_the_same_loop() {
         .filter(|m| m["role"] == "user")
         .count();
     assert_eq!(users, 2);
+}
+
+/// Every event of a stream, up to its end (20 s at most).
+async fn until_end(stream: &mut tonic::Streaming<spb::PromptResponse>) -> Vec<SE> {
+    let mut events = Vec::new();
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(20), stream.message())
+        .await
+        .expect("the stream ends")
+        .unwrap()
+    {
+        events.push(ev.event.unwrap().event.unwrap());
+    }
+    events
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_queued_as_the_running_loop_ends_streams_until_the_run_that_answers_it() {
+    let p = Product::start("").await;
+    let s = p.session_on("").await;
+    let store = &p.engine.store;
+    // A loop (another replica's) holds the session, past its last step boundary: the prompt is queued behind it.
+    let fence = store
+        .acquire_lease(&s.id, "replica-x", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut c = p.client().await;
+    let mut queued = c
+        .prompt(prompt(&s.id, "queued"))
+        .await
+        .unwrap()
+        .into_inner();
+    // That loop ends without seeing it: its `done` is logged, its lease released.
+    p.engine
+        .events
+        .publish(
+            &s.id,
+            SE::Done(spb::Done {
+                stopped_by: spb::StopReason::Completed as i32,
+                ..Default::default()
+            }),
+        )
+        .await
+        .unwrap();
+    store.release_lease(&s.id, &fence).await.unwrap();
+    // The next run delivers the queued prompt (here: the run of a prompt arriving now, at its first step boundary).
+    p.gateway.openai.push(text("c1", &["next answer."]));
+    p.gateway.openai.push(text("c2", &["queued answer."]));
+    let mut next = c.prompt(prompt(&s.id, "next")).await.unwrap().into_inner();
+    let queued = until_end(&mut queued).await;
+    let next = until_end(&mut next).await;
+    let ms = messages(&mut c, &s.id).await;
+    let summary: Vec<(spb::Role, String)> = ms.iter().map(|m| (m.role(), texts(m))).collect();
+    assert_eq!(
+        summary,
+        [
+            (spb::Role::User, "next".to_string()),
+            (spb::Role::Assistant, "next answer.".to_string()),
+            (spb::Role::User, "queued".to_string()),
+            (spb::Role::Assistant, "queued answer.".to_string()),
+        ]
+    );
+    // The queued prompt's stream went past the first loop's `done` and ended at the `done` of the run that answered
+    // it, having carried its own message and its answer.
+    let dones: Vec<&spb::Done> = queued
+        .iter()
+        .filter_map(|e| match e {
+            SE::Done(d) => Some(d),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(dones.len(), 2, "{queued:?}");
+    assert!(matches!(queued.last(), Some(SE::Done(d)) if d.message_id == ms[3].id));
+    assert!(
+        queued
+            .iter()
+            .any(|e| matches!(e, SE::MessageUpdated(m) if m.id == ms[2].id)),
+        "the stream carried its own user message"
+    );
+    assert!(
+        queued
+            .iter()
+            .any(|e| matches!(e, SE::PartDelta(d) if d.message_id == ms[3].id)),
+        "the stream carried its answer"
+    );
+    // The prompt that started the run ends at its run's `done` too, which answered both.
+    assert_stream_invariants(&next);
+    assert_eq!(done_of(&next).message_id, ms[3].id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_queues_at_most_64_prompts_and_refuses_more_with_resource_exhausted() {
+    let p = Product::start("").await;
+    let s = p.session_on("").await;
+    let fence = p
+        .engine
+        .store
+        .acquire_lease(&s.id, "replica-x", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut c = p.client().await;
+    let mut streams = Vec::new();
+    for i in 0..session_processor::store::MAX_QUEUED_PROMPTS {
+        streams.push(c.prompt(prompt(&s.id, &i.to_string())).await.unwrap());
+    }
+    let refused = c.prompt(prompt(&s.id, "one too many")).await.unwrap_err();
+    assert_eq!(
+        refused.code(),
+        tonic::Code::ResourceExhausted,
+        "{refused:?}"
+    );
+    assert!(refused.message().starts_with("session_id: "), "{refused:?}");
+    let reason = tonic_types::StatusExt::get_details_error_info(&refused).unwrap();
+    assert_eq!(reason.reason, "QUEUE_FULL");
+    // Nothing was written for it, and the session is left as it was: the test's loop gives it back, and the
+    // queued prompts stay queued for the next run (dropped here with the session).
+    drop(streams);
+    p.engine.store.release_lease(&s.id, &fence).await.unwrap();
+    c.delete_session(spb::DeleteSessionRequest {
+        session_id: s.id.clone(),
+    })
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,9 +19,10 @@ use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
 use crate::api::access::NamesSession;
+use crate::api::stream_end::{StreamEnd, Until, Verdict};
 use crate::api::{access, catalog, edge, paging, status, validate};
 use crate::config::{Caller, usd_to_nano};
-use crate::engine::{Engine, LoopError, PromptSession};
+use crate::engine::{Accepted, Engine, LoopError, PromptSession};
 use crate::ids;
 use crate::store::Scope;
 
@@ -117,14 +118,14 @@ impl Sessions {
 
     /// Begins a prompt validated against `read`; when Redis no longer holds the record or prompt model `read` had
     /// (this replica's knowledge was stale, or the session changed in between), nothing was written, and the
-    /// prompt is validated again against a fresh read and begun again. Returns the event id its stream starts after.
+    /// prompt is validated again against a fresh read and begun again.
     async fn begin_prompt(
         &self,
         caller: &Caller,
         req: &pb::PromptRequest,
         trace: &[(String, String)],
         mut read: PromptSession,
-    ) -> Result<String, Status> {
+    ) -> Result<Accepted, Status> {
         for _ in 0..STALE_ATTEMPTS {
             match self.engine.prompt(req, trace.to_vec(), read).await {
                 Err(LoopError::Stale) => read = self.prompt_session(caller, req, false).await?,
@@ -190,13 +191,13 @@ fn trace_context(metadata: &tonic::metadata::MetadataMap) -> Vec<(String, String
 type EventStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 /// Follows the session's events after `after` (from this replica's event hub while the loop runs here, otherwise
-/// from the event log in Redis); ends after a `Done` event when `until_done`. `after` must be an event id (callers
+/// from the event log in Redis), ending as `until` says ([`crate::api::stream_end`]). `after` must be an event id (callers
 /// validate what a client sent).
 fn follow<T: Send + 'static>(
     engine: Arc<Engine>,
     session_id: String,
     after: String,
-    until_done: bool,
+    until: Until,
     wrap: fn(pb::SessionEvent) -> T,
 ) -> EventStream<T> {
     let follower = match engine.events.follow(&session_id, &after) {
@@ -207,19 +208,16 @@ fn follow<T: Send + 'static>(
         }
     };
     let patience = engine.config.lease_ttl;
+    let end = StreamEnd::new(until);
     Box::pin(futures::stream::unfold(
-        (follower, false),
-        move |(mut follower, finished)| async move {
-            if finished {
-                return None;
-            }
-            match next_event(&mut follower, patience).await {
-                Some(ev) => {
-                    let done =
-                        until_done && matches!(ev.event, Some(pb::session_event::Event::Done(_)));
-                    Some((Ok(wrap(ev)), (follower, done)))
+        (follower, end, false),
+        move |(mut follower, mut end, finished)| {
+            let engine = Arc::clone(&engine);
+            async move {
+                if finished {
+                    return None;
                 }
-                None => {
+                let Some(ev) = next_event(&mut follower, patience).await else {
                     // Storage stayed unreadable: end with a terminal event that says so, never silence.
                     let ev = pb::SessionEvent {
                         event_id: String::new(),
@@ -229,11 +227,29 @@ fn follow<T: Send + 'static>(
                             ..Default::default()
                         })),
                     };
-                    Some((Ok(wrap(ev)), (follower, true)))
-                }
+                    return Some((Ok(wrap(ev)), (follower, end, true)));
+                };
+                let last = match end.observe(&ev) {
+                    Verdict::Go => false,
+                    Verdict::End => true,
+                    Verdict::Ask(tag) => answered(&engine, &end, follower.session_id(), &tag).await,
+                };
+                Some((Ok(wrap(ev)), (follower, end, last)))
             }
         },
     ))
+}
+
+/// Whether the `done` a queued prompt's stream just saw ends it (see [`crate::api::stream_end`]). When Redis cannot say, the
+/// stream ends there: a stream that ends early can be resumed with `Subscribe`, one that never ends cannot.
+async fn answered(engine: &Engine, end: &StreamEnd, session_id: &str, tag: &str) -> bool {
+    match engine.store.prompt_delivery(session_id, tag).await {
+        Ok(delivery) => end.answered(&delivery),
+        Err(e) => {
+            tracing::warn!(message = "cannot tell whether a queued prompt was answered; ending its stream", session_id = %session_id, error = %e);
+            true
+        }
+    }
 }
 
 /// The follower's next event. Storage errors are retried (with backoff) for up to `patience`, the lease time: a
@@ -397,7 +413,7 @@ impl SessionService for Sessions {
         validate::prompt(&req)?;
         let read = self.prompt_session(&caller, &req, true).await?;
         let session_id = req.session_id.clone();
-        let start = if req.idempotency_key.is_empty() {
+        let accepted = if req.idempotency_key.is_empty() {
             self.begin_prompt(&caller, &req, &trace, read).await?
         } else {
             let start = self
@@ -418,15 +434,20 @@ impl SessionService for Sessions {
                 .await
                 .map_err(status::storage)?
             {
-                Some(first_start) => first_start,
+                // A retry follows from where the first call's stream started, to the first `done`.
+                Some(first_start) => Accepted {
+                    start: first_start,
+                    queued: None,
+                },
                 None => self.begin_prompt(&caller, &req, &trace, read).await?,
             }
         };
+        let until = accepted.queued.map_or(Until::Done, Until::Answered);
         Ok(Response::new(follow(
             self.engine.clone(),
             session_id,
-            start,
-            true,
+            accepted.start,
+            until,
             |e| pb::PromptResponse { event: Some(e) },
         )))
     }
@@ -449,7 +470,7 @@ impl SessionService for Sessions {
             self.engine.clone(),
             req.session_id,
             after,
-            false,
+            Until::Never,
             |e| pb::SubscribeResponse { event: Some(e) },
         )))
     }
@@ -528,7 +549,7 @@ impl SessionService for Sessions {
             self.engine.clone(),
             req.session_id,
             start,
-            true,
+            Until::Done,
             |e| pb::CompactResponse { event: Some(e) },
         )))
     }

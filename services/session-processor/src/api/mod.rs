@@ -8,4 +8,5 @@ pub mod catalog;
 pub mod edge;
 pub mod paging;
 pub mod status;
+pub mod stream_end;
 pub mod validate;

@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | `INVALID_ARGUMENT` | `INVALID_ARGUMENT` (metadata `field`) | a malformed field, named in `BadRequest` |
 //! | `RESOURCE_EXHAUSTED` | `TOO_LARGE` (metadata `field`, `limit`) | a field over its documented size limit |
+//! | `RESOURCE_EXHAUSTED` | `QUEUE_FULL` (metadata `field`, `limit`) | the session has as many prompts queued as it may |
 //! | `NOT_FOUND` | `SESSION_NOT_FOUND`, `MESSAGE_NOT_FOUND`, `TENANT_NOT_FOUND` | missing, or another tenant's |
 //! | `PERMISSION_DENIED` | `AGENT_NOT_ALLOWED` (metadata `agent`) | the caller's tenant may not select the agent |
 //! | `UNAUTHENTICATED` | `UNAUTHENTICATED` | no or an unknown bearer token |
@@ -29,13 +30,32 @@ pub fn invalid(field: &str, message: &str) -> Status {
     service_kit::status::invalid(ERROR_DOMAIN, field, message)
 }
 
+/// `RESOURCE_EXHAUSTED`: the session already has `limit` prompts queued (reason `QUEUE_FULL`, field `session_id`).
+pub fn queue_full(limit: usize) -> Status {
+    exhausted(
+        "QUEUE_FULL",
+        "session_id",
+        format!("the session already has {limit} prompts queued; wait for their answers"),
+        &format!("{limit} queued prompts"),
+    )
+}
+
 /// `RESOURCE_EXHAUSTED`: `field` is over its size limit (`limit`, as documented, e.g. `16384 bytes`).
 pub fn too_large(field: &str, limit: &str) -> Status {
-    let message = format!("over the limit of {limit}");
+    exhausted(
+        "TOO_LARGE",
+        field,
+        format!("over the limit of {limit}"),
+        limit,
+    )
+}
+
+/// `RESOURCE_EXHAUSTED` naming `field` (a field violation and an `ErrorInfo` with `reason`, `field`, `limit`).
+fn exhausted(reason: &str, field: &str, message: String, limit: &str) -> Status {
     let mut details = ErrorDetails::new();
     details.add_bad_request_violation(field, &message);
     details.set_error_info(
-        "TOO_LARGE",
+        reason,
         ERROR_DOMAIN,
         [
             ("field".to_string(), field.to_string()),
@@ -107,6 +127,7 @@ pub fn storage(e: StoreError) -> Status {
     match e {
         StoreError::NotFound(_) | StoreError::Fenced { .. } => session_not_found(),
         StoreError::InvalidArgument(m) => invalid("request", &m),
+        StoreError::QueueFull(limit) => queue_full(limit),
         StoreError::Exists(m) => Status::already_exists(m),
         StoreError::Decode { .. } | StoreError::Unexpected(_) => {
             tracing::error!(message = "stored data cannot be read", error = %e);

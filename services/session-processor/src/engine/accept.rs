@@ -14,10 +14,19 @@ use crate::ids;
 use crate::metrics::PromptPhase;
 use crate::store::{ActiveMark, Begin, BeginArgs, Fence};
 
+/// A prompt accepted: where its caller's stream starts, and its queue tag when it was queued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accepted {
+    /// The event id after which the caller's stream starts.
+    pub start: String,
+    /// The prompt's tag when it waits in the queue for the running loop ([`crate::store::Store::prompt_delivery`]
+    /// tells when it was delivered, and as which message); `None` when this call started the loop.
+    pub queued: Option<String>,
+}
+
 impl Engine {
     /// Accepts a prompt: stores the user message and starts the loop, or queues the prompt when another loop
-    /// holds the session. `read` is what the caller read of the session just before (one round trip). Returns the
-    /// event id after which the caller's stream starts.
+    /// holds the session. `read` is what the caller read of the session just before (one round trip).
     ///
     /// The fast path (docs/architecture.md, "A prompt's critical path"): one script takes the lease, stores the
     /// message and reads the history, beside the active mark; the loop starts from all that without reading again.
@@ -26,7 +35,7 @@ impl Engine {
         req: &pb::PromptRequest,
         trace: Vec<(String, String)>,
         read: PromptSession,
-    ) -> Result<String, LoopError> {
+    ) -> Result<Accepted, LoopError> {
         let arrived = std::time::Instant::now();
         let PromptSession {
             session,
@@ -76,7 +85,10 @@ impl Engine {
             Some(prefetched),
             Some(run),
         );
-        Ok(start)
+        Ok(Accepted {
+            start,
+            queued: None,
+        })
     }
 
     /// A prompt for a busy session: queued for the running loop, which delivers it at its next step boundary.
@@ -86,9 +98,9 @@ impl Engine {
         bytes: Option<Vec<u8>>,
         req: &pb::PromptRequest,
         trace: Vec<(String, String)>,
-    ) -> Result<String, LoopError> {
+    ) -> Result<Accepted, LoopError> {
         let start = self.events.last_event_id(&session.id).await?;
-        self.store.enqueue_prompt(&session.id, req).await?;
+        let tag = self.store.enqueue_prompt(&session.id, req).await?;
         // The loop may have made its last queue check and released the lease between our failed acquire and the
         // enqueue; then nobody would deliver the prompt. Trying again closes that window: whoever holds the lease
         // next (that loop re-checking after its release, or us) delivers the queue.
@@ -112,7 +124,10 @@ impl Engine {
                 None,
             );
         }
-        Ok(start)
+        Ok(Accepted {
+            start,
+            queued: Some(tag),
+        })
     }
 
     /// Opens the session's event channel on this replica for the loop holding `fence` (its loop runs here from now

@@ -24,7 +24,7 @@ use crate::config::Agent;
 use crate::history;
 use crate::ids;
 use crate::snapshot::StepSnapshots;
-use crate::store::{ActiveMark, Fence, StoreError};
+use crate::store::{ActiveMark, Fence, Queued, StoreError};
 use crate::tools::Workspace;
 
 /// What a prompt's fast path already read for the loop's first iteration (see `Store::begin_prompt`).
@@ -519,7 +519,8 @@ impl Engine {
     }
 
     /// Delivers the queued prompts and stores the run's inputs when they changed (so a loop that resumes this run
-    /// elsewhere offers exactly its client tools and system text).
+    /// elsewhere offers exactly its client tools and system text). Each prompt leaves the queue in the write that
+    /// stores it, so a failure part-way leaves the rest queued for the next delivery.
     async fn deliver(&self, run: &mut Run) -> Result<Observation, LoopError> {
         let prompts = if run.prefetched.is_some() {
             // The prompt's first write took the lease without reading the queue: a prompt queued just before it
@@ -529,25 +530,33 @@ impl Engine {
             self.queued_prompts(&run.session.id).await?
         };
         let mut changed = false;
+        let mut delivered = 0;
         for prompt in &prompts {
-            self.persist_user_message(&run.session, prompt, Some(&run.fence))
-                .await?;
-            changed |= run.inputs.absorb(prompt);
+            if !self
+                .deliver_prompt(&run.session, prompt, &run.fence)
+                .await?
+            {
+                // Taken by another delivery (which needs the lease we hold, so this does not happen).
+                tracing::warn!(message = "a queued prompt left the queue before its delivery", session_id = %run.session.id);
+                break;
+            }
+            delivered += 1;
+            changed |= run.inputs.absorb(&prompt.request);
         }
         if changed || !run.inputs_saved {
             self.save_inputs(&run.session.id, &run.inputs).await;
             run.inputs_saved = true;
         }
-        Ok(Observation::Delivered(prompts.len()))
+        Ok(Observation::Delivered(delivered))
     }
 
-    /// The prompts waiting in the session's queue, taken out of it: one LLEN when there are none (the usual case
-    /// at a step boundary), the drain script otherwise.
-    async fn queued_prompts(&self, session_id: &str) -> Result<Vec<pb::PromptRequest>, LoopError> {
+    /// The prompts waiting in the session's queue, still queued: one LLEN when there are none (the usual case at a
+    /// step boundary), one LRANGE otherwise.
+    async fn queued_prompts(&self, session_id: &str) -> Result<Vec<Queued>, LoopError> {
         if !self.store.has_queued_prompts(session_id).await? {
             return Ok(Vec::new());
         }
-        Ok(self.store.take_queued_prompts(session_id).await?)
+        Ok(self.store.queued_prompts(session_id).await?)
     }
 
     /// Reads the history, closes what a stopped loop left open, and tells the policy what it found.

@@ -49,6 +49,7 @@ mod titling;
 mod tools_run;
 mod totals;
 
+pub use accept::Accepted;
 pub use gateway::{GatewayAuth, GatewayClient, gateway_client, gateway_client_balanced};
 pub use inputs::RunInputs;
 

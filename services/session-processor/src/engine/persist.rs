@@ -10,7 +10,7 @@ use super::policy::{Answer, StopReason};
 use super::{Engine, LoopError, now};
 use crate::history;
 use crate::ids;
-use crate::store::{Fence, StoreError};
+use crate::store::{Fence, Queued, StoreError};
 
 impl Engine {
     /// The model a prompt runs with, by the priority rule: its own `model`, else the one the session's previous
@@ -47,21 +47,25 @@ impl Engine {
             .to_string())
     }
 
-    /// Stores a prompt as a user message (its model resolved, its format and reasoning kept with it) and publishes
-    /// it with its parts.
-    pub(super) async fn persist_user_message(
+    /// Delivers a queued prompt: stores it as a user message (its model resolved, its format and reasoning kept
+    /// with it) in the same atomic step that takes it off the queue's head, then publishes it with its parts.
+    /// `false` when the prompt was no longer at the queue's head (nothing written).
+    pub(super) async fn deliver_prompt(
         &self,
         session: &pb::Session,
-        req: &pb::PromptRequest,
-        fence: Option<&Fence>,
-    ) -> Result<pb::Message, StoreError> {
-        let message = self.user_message(session, req, None).await?;
-        let parts = message.parts.clone();
-        let head = pb::Message {
-            parts: Vec::new(),
-            ..message
-        };
-        self.put_and_publish_message(head, parts, fence).await
+        prompt: &Queued,
+        fence: &Fence,
+    ) -> Result<bool, StoreError> {
+        let message = self.user_message(session, &prompt.request, None).await?;
+        if !self
+            .store
+            .deliver_prompt_message(&message, Some(fence), prompt)
+            .await?
+        {
+            return Ok(false);
+        }
+        self.publish_message(&message).await?;
+        Ok(true)
     }
 
     /// A prompt as the user message it becomes (with its parts), its model resolved by the priority rule (the

@@ -70,9 +70,14 @@ impl SessionKeys {
         self.with("fence")
     }
 
-    /// LIST of encoded `PromptRequest`s waiting for the running loop.
+    /// LIST of encoded `PromptRequest`s waiting for the running loop, each tagged (see `queue.rs`).
     pub(super) fn queue(&self) -> String {
         self.with("queue")
+    }
+
+    /// HASH tag → user message id of the queued prompts delivered (see `queue.rs`), with a PX ttl.
+    pub(super) fn delivered(&self) -> String {
+        self.with("delivered")
     }
 
     /// SET of the session's keys whose names carry caller-chosen ids (mailboxes, idempotency keys), so
@@ -152,6 +157,7 @@ impl SessionKeys {
             self.lease(),
             self.fence(),
             self.queue(),
+            self.delivered(),
             self.aux(),
             self.tool_results(),
             self.permissions(),

@@ -7,7 +7,7 @@ use prost::Message as _;
 
 use super::keys::SessionKeys;
 use super::keys::check_id;
-use super::{Fence, MAX_LIMIT, Store, StoreError, fence_arg};
+use super::{Fence, MAX_LIMIT, Queued, Store, StoreError, fence_arg};
 
 impl Store {
     /// Creates or replaces a message and lists it in the session. Parts carried in `m.parts` are upserted in the
@@ -21,6 +21,18 @@ impl Store {
         self.put_message_listed(m, fence, false).await
     }
 
+    /// [`Store::put_message`] for the user message a queued prompt becomes: in the same atomic step, the prompt
+    /// leaves the queue's head and its tag is recorded as this message. `Ok(false)` when the prompt is no longer
+    /// at the queue's head (another delivery took it); nothing was written then.
+    pub async fn deliver_prompt_message(
+        &self,
+        m: &pb::Message,
+        fence: Option<&Fence>,
+        prompt: &Queued,
+    ) -> Result<bool, StoreError> {
+        self.write_message(m, fence, false, Some(prompt)).await
+    }
+
     /// [`Store::put_message`] for a message the caller already wrote successfully (`listed`): the session lists it
     /// from then on (only `delete_session` unlists it, and it removes `:session` first, which every write checks),
     /// so the script does not add it to the list again. With `listed` false this is exactly `put_message`.
@@ -30,6 +42,18 @@ impl Store {
         fence: Option<&Fence>,
         listed: bool,
     ) -> Result<(), StoreError> {
+        self.write_message(m, fence, listed, None).await.map(drop)
+    }
+
+    /// The message write behind [`Store::put_message_listed`] and [`Store::deliver_prompt_message`]; `false` when
+    /// `prompt` was not at the queue's head.
+    async fn write_message(
+        &self,
+        m: &pb::Message,
+        fence: Option<&Fence>,
+        listed: bool,
+        prompt: Option<&Queued>,
+    ) -> Result<bool, StoreError> {
         self.write_session(&m.session_id, async {
             check_id("message id", &m.id)?;
             let keys = self.keys(&m.session_id)?;
@@ -43,6 +67,8 @@ impl Store {
                 .key(keys.message(&m.id))
                 .key(keys.parts(&m.id))
                 .key(keys.prompt_model())
+                .key(keys.queue())
+                .key(keys.delivered())
                 .arg(fence_arg(fence))
                 .arg(&m.id)
                 .arg(head.encode_to_vec())
@@ -51,7 +77,9 @@ impl Store {
                     head.model.as_str()
                 } else {
                     ""
-                });
+                })
+                .arg(prompt.map_or(&[][..], |p| p.head.as_slice()))
+                .arg(prompt.map_or("", |p| p.tag.as_str()));
             for mut part in parts {
                 check_id("part id", &part.id)?;
                 // Parts inside a message may leave their back-references empty; they must not point elsewhere.
@@ -70,11 +98,14 @@ impl Store {
                 script.arg(&part.id).arg(part.encode_to_vec());
             }
             let code: i64 = script.invoke_async(&mut self.conn.clone()).await?;
+            if code == super::scripts::NOT_QUEUED {
+                return Ok(false);
+            }
             Self::status(code, &m.session_id, fence, String::new)?;
             if head.role() == pb::Role::User && !head.model.is_empty() {
                 self.records.model_written(&m.session_id, &head.model);
             }
-            Ok(())
+            Ok(true)
         })
         .await
     }

@@ -24,7 +24,8 @@
 //! | `<P>{sess:<id>}:events` | STREAM | field `b` = a batch of events with their ids (`crate::events`), entry id = its last event's id; or field `e` = one `SessionEvent` without ids, entry id = event id; `MAXLEN ~ cap` |
 //! | `<P>{sess:<id>}:lease` | STRING | `<owner>:<token>`, PX ttl |
 //! | `<P>{sess:<id>}:fence` | STRING | INCR counter the fencing tokens come from |
-//! | `<P>{sess:<id>}:queue` | LIST | `PromptRequest`s that arrived while the session was busy |
+//! | `<P>{sess:<id>}:queue` | LIST | `PromptRequest`s that arrived while the session was busy, each tagged (`queue.rs`) |
+//! | `<P>{sess:<id>}:delivered` | HASH | tag → user message id of the queued prompts delivered; a day's PX ttl |
 //! | `<P>{sess:<id>}:toolresults` | HASH | call id → `SubmitToolResultRequest` (durable record) |
 //! | `<P>{sess:<id>}:toolresult:<call>` | LIST | doorbell the waiting loop BLPOPs |
 //! | `<P>{sess:<id>}:permissions` | HASH | permission id → `ReplyPermissionRequest` (durable record) |
@@ -93,6 +94,7 @@ pub use conn::RedisTarget;
 pub use diag::WriteFailures;
 pub use event_log::{EventPage, FlushWrites, Flushed, SessionCas, SessionWritten};
 use keys::{SessionKeys, check_id};
+pub use queue::{Delivery, MAX_QUEUED_PROMPTS, Queued, TAG_FIELD};
 pub use replicas::{ReplicaWait, Traffic, TrafficCounts};
 pub use tenancy::{Listed, Scope};
 
@@ -154,6 +156,9 @@ pub enum StoreError {
     /// An id, cursor or prefix the store cannot use.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// The session already has this many prompts queued; nothing was written.
+    #[error("the session already has {0} prompts queued")]
+    QueueFull(usize),
 }
 
 impl StoreError {

@@ -1,27 +1,100 @@
 //! The prompt queue of a busy session.
+//!
+//! A queued prompt is stored as its `PromptRequest` encoding preceded by one field the request does not define
+//! (number [`TAG_FIELD`], reserved for this in the proto): the prompt's *tag*, a fresh id. Any protobuf reader
+//! still decodes the entry as the request (unknown fields are skipped), so a replica that predates tags delivers
+//! it as before. The tag is what makes delivery exactly-once and traceable: the loop reads the queue without
+//! taking anything out, and the script that stores a prompt's user message also removes that prompt from the
+//! queue's head (only if it is still there) and records which message the tag became, for a day after the session's last delivery (see
+//! [`Store::deliver_prompt_message`] and [`Store::prompt_delivery`]). A failure between the read and that
+//! script leaves the prompt queued for the next delivery; nothing is lost or stored twice.
 
 use llm_proto::sessions as pb;
 use prost::Message as _;
 
 use super::{Store, StoreError};
+use crate::ids;
+
+/// The field number that carries a queued prompt's tag (`reserved` in `PromptRequest`).
+pub const TAG_FIELD: u32 = 1000;
+
+/// Prompts one session may have queued; one more is refused ([`StoreError::QueueFull`]).
+pub const MAX_QUEUED_PROMPTS: usize = 64;
+
+/// The tag alone: decoding an entry as this skips the request's fields.
+#[derive(Clone, PartialEq, prost::Message)]
+struct QueueTag {
+    #[prost(string, tag = "1000")]
+    tag: String,
+}
+
+/// A prompt waiting in the queue, as the loop read it (still queued).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Queued {
+    /// Its tag; empty for an entry an older replica queued.
+    pub tag: String,
+    /// The bytes that identify it at the queue's head: the tag's field, or the whole entry when it has no tag.
+    pub(super) head: Vec<u8>,
+    /// The prompt.
+    pub request: pb::PromptRequest,
+}
+
+/// Where a queued prompt is, as a stream waiting for its answer asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// Still waiting in the queue.
+    Queued,
+    /// Delivered as this user message.
+    Delivered(String),
+    /// Neither (the session was deleted, or a replica that predates tags delivered it).
+    Unknown,
+}
+
+/// An entry: the tag's field, then the request.
+fn entry(tag: &str, request: &pb::PromptRequest) -> Vec<u8> {
+    let head = QueueTag {
+        tag: tag.to_string(),
+    };
+    let mut bytes = Vec::with_capacity(head.encoded_len() + request.encoded_len());
+    head.encode_raw(&mut bytes);
+    request.encode_raw(&mut bytes);
+    bytes
+}
+
+/// The bytes of `entry` that identify it at the queue's head.
+fn head_of(tag: &str, entry: &[u8]) -> Vec<u8> {
+    if tag.is_empty() {
+        return entry.to_vec();
+    }
+    let head = QueueTag {
+        tag: tag.to_string(),
+    };
+    head.encode_to_vec()
+}
 
 impl Store {
-    /// Queues a prompt that arrived while the session was busy; [`StoreError::NotFound`] when the session does not
-    /// exist.
+    /// Queues a prompt that arrived while the session was busy and returns its tag; [`StoreError::NotFound`] when
+    /// the session does not exist, [`StoreError::QueueFull`] when [`MAX_QUEUED_PROMPTS`] already wait.
     pub async fn enqueue_prompt(
         &self,
         session_id: &str,
         prompt: &pb::PromptRequest,
-    ) -> Result<(), StoreError> {
+    ) -> Result<String, StoreError> {
         self.write_session(session_id, async {
             let keys = self.keys(session_id)?;
+            let tag = ids::new("qp");
             let mut script = self.scripts.enqueue.prepare_invoke();
             script
                 .key(keys.session())
                 .key(keys.queue())
-                .arg(prompt.encode_to_vec());
+                .arg(entry(&tag, prompt))
+                .arg(MAX_QUEUED_PROMPTS);
             let code: i64 = self.invoke_acked(&script).await?;
-            Self::status(code, session_id, None, String::new)
+            if code == super::scripts::QUEUE_FULL {
+                return Err(StoreError::QueueFull(MAX_QUEUED_PROMPTS));
+            }
+            Self::status(code, session_id, None, String::new)?;
+            Ok(tag)
         })
         .await
     }
@@ -37,28 +110,65 @@ impl Store {
         Ok(len > 0)
     }
 
-    /// Takes every queued prompt, oldest first, and empties the queue in the same atomic step, so two takers never
-    /// both receive a prompt and a prompt queued concurrently is either taken now or left for the next call.
-    pub async fn take_queued_prompts(
+    /// The queued prompts, oldest first, left in the queue: each leaves it only in the script that stores its user
+    /// message ([`Store::deliver_prompt_message`]).
+    pub async fn queued_prompts(&self, session_id: &str) -> Result<Vec<Queued>, StoreError> {
+        let keys = self.keys(session_id)?;
+        let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
+            .arg(keys.queue())
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        items
+            .into_iter()
+            .map(|bytes| {
+                let decode = |e| StoreError::decode(keys.queue(), e);
+                let tag = QueueTag::decode(bytes.as_slice()).map_err(decode)?.tag;
+                let request = pb::PromptRequest::decode(bytes.as_slice()).map_err(decode)?;
+                Ok(Queued {
+                    head: head_of(&tag, &bytes),
+                    tag,
+                    request,
+                })
+            })
+            .collect()
+    }
+
+    /// Where the prompt queued with `tag` is: still queued, delivered (as which message), or neither. One atomic
+    /// read, so a delivery cannot fall between its two halves.
+    pub async fn prompt_delivery(
         &self,
         session_id: &str,
-    ) -> Result<Vec<pb::PromptRequest>, StoreError> {
-        self.write_session(session_id, async {
-            let keys = self.keys(session_id)?;
-            let items: Vec<Vec<u8>> = self
-                .scripts
-                .drain
-                .key(keys.queue())
-                .invoke_async(&mut self.conn.clone())
-                .await?;
-            items
-                .iter()
-                .map(|b| {
-                    pb::PromptRequest::decode(b.as_slice())
-                        .map_err(|e| StoreError::decode(keys.queue(), e))
-                })
-                .collect()
+        tag: &str,
+    ) -> Result<Delivery, StoreError> {
+        if tag.is_empty() {
+            return Ok(Delivery::Unknown);
+        }
+        let keys = self.keys(session_id)?;
+        let (message, items): (Option<String>, Vec<Vec<u8>>) = redis::pipe()
+            .atomic()
+            .cmd("HGET")
+            .arg(keys.delivered())
+            .arg(tag)
+            .cmd("LRANGE")
+            .arg(keys.queue())
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        if let Some(message) = message {
+            return Ok(Delivery::Delivered(message));
+        }
+        let head = head_of(tag, &[]);
+        Ok(if items.iter().any(|i| i.starts_with(&head)) {
+            Delivery::Queued
+        } else {
+            Delivery::Unknown
         })
-        .await
     }
 }
+
+#[cfg(test)]
+#[path = "queue_tests.rs"]
+mod tests;

@@ -17,6 +17,10 @@ pub(super) const NO_SESSION: i64 = -2;
 pub(super) const NO_MESSAGE: i64 = -3;
 /// A compare-and-set found the record changed since it was read; nothing was written.
 pub(super) const CONFLICT: i64 = -4;
+/// The prompt a message was to be delivered from is no longer at the queue's head; nothing was written.
+pub(super) const NOT_QUEUED: i64 = -6;
+/// The session's queue is full; nothing was written.
+pub(super) const QUEUE_FULL: i64 = -7;
 
 // `lua/gate.lua`, prepended to every write script, is the shared gate: the session must exist (so a loop racing
 // `delete_session` cannot recreate keys that nothing would ever delete) and, when a fence is given, the lease must
@@ -36,9 +40,12 @@ pub(super) struct Scripts {
     /// KEYS: session, lease. ARGV: fence, expected session bytes, new session bytes. CONFLICT when the stored bytes
     /// are not the expected ones.
     pub(super) cas_session: Script,
-    /// KEYS: session, lease, messages, msg, parts, prompt model. ARGV: fence, message id, message bytes, `1` when the
-    /// session already lists the message (no ZADD) else `0`, the prompt model to record (a user message's resolved
-    /// model; empty: none), (part id, part bytes)*.
+    /// KEYS: session, lease, messages, msg, parts, prompt model, queue, delivered. ARGV: fence, message id, message
+    /// bytes, `1` when the session already lists the message (no ZADD) else `0`, the prompt model to record (a user
+    /// message's resolved model; empty: none), the queued prompt the message delivers (the bytes that identify it
+    /// at the queue's head; empty: none), that prompt's tag (empty: none), (part id, part bytes)*. With a queued
+    /// prompt: NOT_QUEUED when it is not at the queue's head, else it is removed from the queue and its tag
+    /// recorded as this message, in the same step as the message.
     pub(super) put_message: Script,
     /// KEYS: session, lease, messages, parts key per distinct message. ARGV: fence, n messages, the n message ids
     /// (aligned with the parts keys), then (1-based message index, part id, part bytes)*.
@@ -74,10 +81,8 @@ pub(super) struct Scripts {
     pub(super) renew: Script,
     /// KEYS: lease. ARGV: `<owner>:<token>`. Returns 1 when released.
     pub(super) release: Script,
-    /// KEYS: session, queue. ARGV: prompt bytes.
+    /// KEYS: session, queue. ARGV: entry bytes, most entries. Returns OK, NO_SESSION or QUEUE_FULL.
     pub(super) enqueue: Script,
-    /// KEYS: queue. Returns every queued prompt, oldest first, and empties the queue.
-    pub(super) drain: Script,
     /// KEYS: session, records hash, mailbox list, aux. ARGV: id, answer bytes. Returns 1 when stored, 0 when the id
     /// was already answered (first answer wins), NO_SESSION.
     pub(super) submit: Script,
@@ -116,7 +121,6 @@ impl Scripts {
             renew: Script::new(include_str!("lua/renew.lua")),
             release: Script::new(include_str!("lua/release.lua")),
             enqueue: Script::new(include_str!("lua/enqueue.lua")),
-            drain: Script::new(include_str!("lua/drain.lua")),
             submit: Script::new(include_str!("lua/submit.lua")),
             claim: Script::new(include_str!("lua/claim.lua")),
         }

@@ -63,3 +63,35 @@ pub(crate) async fn leased_session(store: &Store, owner: &str) -> (String, super
         .expect("the lease is free");
     (id, fence)
 }
+
+/// A prompt of one text part.
+pub(crate) fn prompt(session_id: &str, text: &str) -> llm_proto::sessions::PromptRequest {
+    use llm_proto::sessions as pb;
+    pb::PromptRequest {
+        session_id: session_id.to_string(),
+        parts: vec![pb::PromptPart {
+            kind: Some(pb::prompt_part::Kind::Text(text.to_string())),
+        }],
+        ..Default::default()
+    }
+}
+
+/// The text of a prompt made by [`prompt`].
+pub(crate) fn prompt_text(p: &llm_proto::sessions::PromptRequest) -> &str {
+    match p.parts.first().and_then(|p| p.kind.as_ref()) {
+        Some(llm_proto::sessions::prompt_part::Kind::Text(t)) => t,
+        other => panic!("not a text prompt: {other:?}"),
+    }
+}
+
+/// The texts of the prompts queued in the session, oldest first (prompts made by [`prompt`]).
+pub(crate) async fn queued_texts(store: &Store, session_id: &str) -> Vec<String> {
+    let queued = store
+        .queued_prompts(session_id)
+        .await
+        .expect("read the queue");
+    queued
+        .iter()
+        .map(|q| prompt_text(&q.request).to_string())
+        .collect()
+}

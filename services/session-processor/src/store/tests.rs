@@ -8,7 +8,7 @@ use llm_proto::sessions as pb;
 use tokio::sync::oneshot;
 
 use super::sessions::parse_session_cursor;
-use super::test_support::{cleanup, keys_under, redis_url, store};
+use super::test_support::{cleanup, keys_under, prompt, queued_texts, redis_url, store};
 use super::*;
 use crate::ids;
 
@@ -80,23 +80,6 @@ fn delta_text(e: &pb::SessionEvent) -> &str {
     match &e.event {
         Some(pb::session_event::Event::PartDelta(d)) => &d.delta,
         other => panic!("not a delta: {other:?}"),
-    }
-}
-
-fn prompt(session_id: &str, text: &str) -> pb::PromptRequest {
-    pb::PromptRequest {
-        session_id: session_id.to_string(),
-        parts: vec![pb::PromptPart {
-            kind: Some(pb::prompt_part::Kind::Text(text.to_string())),
-        }],
-        ..Default::default()
-    }
-}
-
-fn prompt_text(p: &pb::PromptRequest) -> &str {
-    match p.parts.first().and_then(|p| p.kind.as_ref()) {
-        Some(pb::prompt_part::Kind::Text(t)) => t,
-        other => panic!("not a text prompt: {other:?}"),
     }
 }
 
@@ -687,33 +670,6 @@ async fn lease_acquire_renew_release_and_fencing() {
 }
 
 #[tokio::test]
-async fn queue_drains_in_order() {
-    let (store, prefix) = store().await;
-    let sid = new_session(&store).await;
-    assert!(!store.has_queued_prompts(&sid).await.unwrap());
-    for text in ["one", "two", "three"] {
-        store
-            .enqueue_prompt(&sid, &prompt(&sid, text))
-            .await
-            .unwrap();
-    }
-    assert!(store.has_queued_prompts(&sid).await.unwrap());
-    let taken = store.take_queued_prompts(&sid).await.unwrap();
-    assert_eq!(
-        taken.iter().map(prompt_text).collect::<Vec<_>>(),
-        ["one", "two", "three"]
-    );
-    assert!(store.take_queued_prompts(&sid).await.unwrap().is_empty());
-    assert!(!store.has_queued_prompts(&sid).await.unwrap());
-    let err = store
-        .enqueue_prompt("ses_missing", &prompt("ses_missing", "x"))
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::NotFound(_)), "{err}");
-    cleanup(&store, &prefix).await;
-}
-
-#[tokio::test]
 async fn a_replica_wait_follows_acknowledged_writes_and_a_short_one_suspends_it() {
     // The test Redis has no replicas: every WAIT comes back short after its timeout, and the write stands.
     let (store, prefix) = store().await;
@@ -772,9 +728,8 @@ async fn a_replica_wait_follows_acknowledged_writes_and_a_short_one_suspends_it(
         .await
         .unwrap();
     assert_eq!(store.traffic().counts().skipped, 2);
-    let taken = store.take_queued_prompts(&sid).await.unwrap();
     assert_eq!(
-        taken.iter().map(prompt_text).collect::<Vec<_>>(),
+        queued_texts(&store, &sid).await,
         ["zero", "one", "two", "three", "four"]
     );
     cleanup(&store, &prefix).await;
@@ -791,71 +746,6 @@ async fn wait_calls(store: &Store) -> u64 {
         .find_map(|l| l.strip_prefix("cmdstat_wait:calls="))
         .and_then(|v| v.split(',').next()?.parse().ok())
         .unwrap_or(0)
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn queue_drain_is_atomic_under_concurrent_enqueue() {
-    let (store, prefix) = store().await;
-    let sid = new_session(&store).await;
-    const N: usize = 300;
-    let producer = {
-        let (store, sid) = (store.clone(), sid.clone());
-        tokio::spawn(async move {
-            for i in 0..N {
-                store
-                    .enqueue_prompt(&sid, &prompt(&sid, &i.to_string()))
-                    .await
-                    .unwrap();
-            }
-        })
-    };
-    // Two drainers racing each other and the producer: a non-atomic LRANGE + DEL would lose the prompts pushed in
-    // between, or hand one prompt to both.
-    let drainer = |store: Store, sid: String| {
-        tokio::spawn(async move {
-            let mut batches = Vec::new();
-            loop {
-                let batch = store.take_queued_prompts(&sid).await.unwrap();
-                if !batch.is_empty() {
-                    batches.push(
-                        batch
-                            .iter()
-                            .map(|p| prompt_text(p).parse::<usize>().unwrap())
-                            .collect::<Vec<_>>(),
-                    );
-                }
-                let total: usize = batches.iter().map(Vec::len).sum();
-                if total >= N || store.get_session(&sid).await.unwrap().is_none() {
-                    break batches;
-                }
-                tokio::task::yield_now().await;
-            }
-        })
-    };
-    let d1 = drainer(store.clone(), sid.clone());
-    producer.await.unwrap();
-    // The producer is done; a second drainer races the first for whatever is left.
-    let d2 = drainer(store.clone(), sid.clone());
-    // Stop the drainers once everything is accounted for: deleting the session is their exit signal.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while store.has_queued_prompts(&sid).await.unwrap() {
-        assert!(Instant::now() < deadline, "queue never drained");
-        tokio::task::yield_now().await;
-    }
-    store.delete_session(&sid).await.unwrap();
-    let mut all = Vec::new();
-    for batches in [d1.await.unwrap(), d2.await.unwrap()] {
-        for batch in batches {
-            assert!(
-                batch.windows(2).all(|w| w[0] < w[1]),
-                "a batch keeps queue order: {batch:?}"
-            );
-            all.extend(batch);
-        }
-    }
-    all.sort_unstable();
-    assert_eq!(all, (0..N).collect::<Vec<_>>(), "every prompt exactly once");
-    cleanup(&store, &prefix).await;
 }
 
 #[tokio::test]
