@@ -165,6 +165,8 @@ pub struct ProcessorSetup {
     pub gateway: String,
     /// Redis URL; [`redis_url`] when empty.
     pub redis: String,
+    /// Lines added to the processor's `[server]` table (e.g. `max_streams_per_tenant = 2`).
+    pub server_lines: String,
     /// Lines added to the processor's `[gateway]` table (e.g. `default_model = "…"`).
     pub gateway_lines: String,
     /// Lines added to the `[redis]` table (e.g. a `lease_ttl_ms`, replacing the default 1500).
@@ -209,8 +211,8 @@ pub async fn start_processor(setup: ProcessorSetup) -> Processor {
         "lease_ttl_ms = 1500\n"
     };
     let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n[gateway]\nurl = \"http://{}\"\nstep_timeout_ms = 20000\n{}\n[redis]\nprefix = \"{prefix}\"\n{lease}{}\n{titles}{AGENTS}\n{}",
-        setup.gateway, setup.gateway_lines, setup.redis_lines, setup.extra
+        "[server]\nlisten = \"127.0.0.1:0\"\n{}\n[gateway]\nurl = \"http://{}\"\nstep_timeout_ms = 20000\n{}\n[redis]\nprefix = \"{prefix}\"\n{lease}{}\n{titles}{AGENTS}\n{}",
+        setup.server_lines, setup.gateway, setup.gateway_lines, setup.redis_lines, setup.extra
     );
     let file = ProcessorConfig::parse(&text).expect("processor config parses");
     let redis = if setup.redis.is_empty() {

@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use e2e_tests::processor::{
-    OPERATOR_TOKEN, PROCESSOR_TOKEN, Product, SessionsClient, channel, create_session, prompt,
+    OPERATOR_TOKEN, PROCESSOR_TOKEN, ProcessorSetup, Product, SessionsClient, channel,
+    create_session, prompt,
 };
 use fake_provider::Reply;
 use fake_provider::openai_sse::ChatStream;
@@ -461,4 +462,74 @@ async fn a_default_model_the_gateway_does_not_serve_is_refused_at_creation() {
     })
     .await
     .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_holds_at_most_its_streams_and_leaves_other_tenants_theirs() {
+    let p = Product::start_setup(
+        "",
+        ProcessorSetup {
+            server_lines: "max_streams_per_tenant = 2".into(),
+            extra: TENANTS.into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut acme = p.client_with_token(ACME).await;
+    let mut evil = p.client_with_token(EVIL).await;
+    let mine = create_session(&mut evil, Default::default()).await;
+    let theirs = create_session(&mut acme, Default::default()).await;
+    let subscribe = |id: &str| spb::SubscribeRequest {
+        session_id: id.into(),
+        ..Default::default()
+    };
+    // The hostile tenant fills its share with streams on its own idle session.
+    let held = [
+        evil.subscribe(subscribe(&mine.id)).await.unwrap(),
+        evil.subscribe(subscribe(&mine.id)).await.unwrap(),
+    ];
+    let refused = evil.subscribe(subscribe(&mine.id)).await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    let info = tonic_types::StatusExt::get_details_error_info(&refused).unwrap();
+    assert_eq!(info.reason, "TOO_MANY_STREAMS");
+    // A prompt over the limit is refused before anything is written: no message, nothing queued or run.
+    let refused = evil.prompt(prompt(&mine.id, "one more")).await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    let stored = evil
+        .list_messages(spb::ListMessagesRequest {
+            session_id: mine.id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .messages;
+    assert!(stored.is_empty(), "{stored:?}");
+    // The other tenant's streams are its own.
+    p.gateway
+        .openai
+        .push(e2e_tests::processor::text_reply("c1", &["fine."], (10, 3)));
+    let mut stream = acme
+        .prompt(prompt(&theirs.id, "hello"))
+        .await
+        .unwrap()
+        .into_inner();
+    let events = e2e_tests::processor::until_done(&mut stream, |r| r.event).await;
+    assert!(matches!(events.last(), Some(SE::Done(_))));
+    // A stream the caller closes frees its place.
+    drop(held);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match evil.subscribe(subscribe(&mine.id)).await {
+            Ok(_) => break,
+            Err(e) if e.code() == Code::ResourceExhausted => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the places were never freed"
+                );
+                tokio::task::yield_now().await;
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
 }

@@ -144,7 +144,8 @@ pub async fn open_store(config: &Config) -> Result<crate::store::Store, crate::s
         &config.redis_prefix,
     )
     .await?
-    .with_replica_wait(config.redis_wait))
+    .with_replica_wait(config.redis_wait)
+    .with_log_waits(config.max_blocking_reads))
 }
 
 /// Connects to Redis and checks that it answers. While Redis is still loading its data (a restart with AOF), start-up

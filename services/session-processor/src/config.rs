@@ -33,6 +33,14 @@ pub struct ConfigError {
     pub message: String,
 }
 
+/// `n`, refused when 0.
+fn at_least_one(key: &str, n: usize) -> Result<usize, ConfigError> {
+    if n == 0 {
+        return Err(err(key, "must be at least 1"));
+    }
+    Ok(n)
+}
+
 fn err(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError {
         key: key.into(),
@@ -145,6 +153,9 @@ pub struct ServerFile {
     pub metrics_listen: Option<String>,
     /// Largest request message decoded; larger ones get `RESOURCE_EXHAUSTED` unread.
     pub max_request_bytes: usize,
+    /// Streams (`Prompt`, `Subscribe`, `Compact`) one tenant may have open on this replica at once; one more is
+    /// `RESOURCE_EXHAUSTED`. At least 1.
+    pub max_streams_per_tenant: usize,
     /// Idle time after which the server pings a connection (HTTP/2 PING).
     pub keepalive_interval_ms: u64,
     /// How long a ping may go unanswered before the server closes the connection.
@@ -164,6 +175,7 @@ impl Default for ServerFile {
             shutdown_grace_ms: 30_000,
             metrics_listen: None,
             max_request_bytes: transport::DEFAULT_MAX_REQUEST_BYTES,
+            max_streams_per_tenant: 1_000,
             keepalive_interval_ms: 30_000,
             keepalive_timeout_ms: 20_000,
             tls: None,
@@ -234,6 +246,9 @@ pub struct RedisFile {
     pub wait_replicas: u32,
     /// How long Redis waits for them, per write.
     pub wait_timeout_ms: u64,
+    /// Event-log reads (streams following a session whose loop runs elsewhere or not at all) that may block at once,
+    /// each on a Redis connection of its own; the others poll every 250 ms. At least 1.
+    pub max_blocking_reads: usize,
 }
 
 impl Default for RedisFile {
@@ -249,6 +264,7 @@ impl Default for RedisFile {
             tls: None,
             wait_replicas: 0,
             wait_timeout_ms: 100,
+            max_blocking_reads: crate::store::DEFAULT_LOG_WAITS,
         }
     }
 }
@@ -393,6 +409,10 @@ pub struct Config {
     pub server_tls: Option<service_kit::tls::ServerTls>,
     /// Largest request message the server decodes.
     pub max_request_bytes: usize,
+    /// Streams one tenant may have open on this replica at once.
+    pub max_streams_per_tenant: usize,
+    /// Event-log reads that may block at once.
+    pub max_blocking_reads: usize,
     /// HTTP/2 keepalive of the listener's connections.
     pub keepalive: service_kit::grpc::Keepalive,
     /// TLS to an `https://` gateway.
@@ -456,19 +476,7 @@ impl Config {
     /// Validates a parsed file; `base` resolves relative skill paths.
     pub fn from_file(file: FileConfig, base: &Path, env: &dyn Env) -> Result<Config, ConfigError> {
         let (listen, metrics_listen) = listeners(&file.server, env)?;
-        // The file's tokens, then the variable's (comma-separated).
-        let list = |from_file: &[String], from_env: Option<String>| -> Vec<String> {
-            let mut tokens = from_file.to_vec();
-            if let Some(list) = from_env {
-                tokens.extend(
-                    list.split(',')
-                        .map(str::trim)
-                        .filter(|t| !t.is_empty())
-                        .map(String::from),
-                );
-            }
-            tokens
-        };
+        let list = token_list;
         let unnamed_tokens = list(&file.server.auth_tokens, env.var("PROCESSOR_AUTH_TOKENS"));
         let operator_tokens = list(
             &file.server.operator_tokens,
@@ -520,6 +528,14 @@ impl Config {
             redis_wait: redis::replica_wait(&file.redis)?,
             server_tls,
             max_request_bytes,
+            max_streams_per_tenant: at_least_one(
+                "server.max_streams_per_tenant",
+                file.server.max_streams_per_tenant,
+            )?,
+            max_blocking_reads: at_least_one(
+                "redis.max_blocking_reads",
+                file.redis.max_blocking_reads,
+            )?,
             keepalive,
             gateway_tls,
             redis_prefix: file.redis.prefix,
@@ -533,6 +549,20 @@ impl Config {
             sandbox,
         })
     }
+}
+
+/// The file's tokens, then the variable's (comma-separated).
+fn token_list(from_file: &[String], from_env: Option<String>) -> Vec<String> {
+    let mut tokens = from_file.to_vec();
+    if let Some(list) = from_env {
+        tokens.extend(
+            list.split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(String::from),
+        );
+    }
+    tokens
 }
 
 /// `[server] listen` and `metrics_listen`, the environment first.

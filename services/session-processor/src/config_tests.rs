@@ -169,6 +169,21 @@ fn gateway_balance_modes() {
 }
 
 #[test]
+fn the_stream_and_blocking_read_bounds_are_configurable_and_at_least_one() {
+    let c = load("").unwrap();
+    assert_eq!(
+        (c.max_streams_per_tenant, c.max_blocking_reads),
+        (1_000, 256)
+    );
+    let c = load("max_streams_per_tenant = 5\n[redis]\nmax_blocking_reads = 7\n").unwrap();
+    assert_eq!((c.max_streams_per_tenant, c.max_blocking_reads), (5, 7));
+    let refused = load("max_streams_per_tenant = 0\n").unwrap_err();
+    assert_eq!(refused.key, "server.max_streams_per_tenant");
+    let refused = load("[redis]\nmax_blocking_reads = 0\n").unwrap_err();
+    assert_eq!(refused.key, "redis.max_blocking_reads");
+}
+
+#[test]
 fn the_event_flush_window_is_configurable_and_bounded() {
     assert_eq!(
         load("").unwrap().events.flush_interval,

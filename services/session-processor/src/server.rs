@@ -20,6 +20,7 @@ use tonic::{Request, Response, Status};
 
 use crate::api::access::NamesSession;
 use crate::api::stream_end::{StreamEnd, Until, Verdict};
+use crate::api::stream_slots::{StreamSlot, StreamSlots};
 use crate::api::{access, catalog, edge, paging, status, validate};
 use crate::config::{Caller, usd_to_nano};
 use crate::engine::{Accepted, Engine, LoopError, PromptSession};
@@ -53,7 +54,11 @@ pub async fn run(
     }
     let max_request_bytes = engine.config.max_request_bytes;
     let service = service_kit::compressed!(
-        SessionServiceServer::new(Sessions { engine }).max_decoding_message_size(max_request_bytes)
+        SessionServiceServer::new(Sessions {
+            slots: StreamSlots::new(engine.config.max_streams_per_tenant),
+            engine,
+        })
+        .max_decoding_message_size(max_request_bytes)
     );
     builder
         // Outermost: a span per SessionService call, with the status the caller gets.
@@ -78,6 +83,8 @@ pub async fn run(
 /// The `SessionService` implementation.
 pub struct Sessions {
     engine: Arc<Engine>,
+    /// The streams each tenant has open here.
+    slots: Arc<StreamSlots>,
 }
 
 impl Sessions {
@@ -195,6 +202,7 @@ type EventStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'sta
 /// validate what a client sent).
 fn follow<T: Send + 'static>(
     engine: Arc<Engine>,
+    slot: StreamSlot,
     session_id: String,
     after: String,
     until: Until,
@@ -208,10 +216,11 @@ fn follow<T: Send + 'static>(
         }
     };
     let patience = engine.config.lease_ttl;
-    let end = StreamEnd::new(until);
+    // The slot goes with the stream: its place is freed when the stream ends or the caller leaves.
+    let end = (StreamEnd::new(until), slot);
     Box::pin(futures::stream::unfold(
         (follower, end, false),
-        move |(mut follower, mut end, finished)| {
+        move |(mut follower, (mut end, slot), finished)| {
             let engine = Arc::clone(&engine);
             async move {
                 if finished {
@@ -227,14 +236,14 @@ fn follow<T: Send + 'static>(
                             ..Default::default()
                         })),
                     };
-                    return Some((Ok(wrap(ev)), (follower, end, true)));
+                    return Some((Ok(wrap(ev)), (follower, (end, slot), true)));
                 };
                 let last = match end.observe(&ev) {
                     Verdict::Go => false,
                     Verdict::End => true,
                     Verdict::Ask(tag) => answered(&engine, &end, follower.session_id(), &tag).await,
                 };
-                Some((Ok(wrap(ev)), (follower, end, last)))
+                Some((Ok(wrap(ev)), (follower, (end, slot), last)))
             }
         },
     ))
@@ -411,6 +420,8 @@ impl SessionService for Sessions {
         let trace = trace_context(request.metadata());
         let req = request.into_inner();
         validate::prompt(&req)?;
+        // Before anything is written: a prompt whose stream cannot open is not run.
+        let slot = self.slots.take(&caller)?;
         let read = self.prompt_session(&caller, &req, true).await?;
         let session_id = req.session_id.clone();
         let accepted = if req.idempotency_key.is_empty() {
@@ -445,6 +456,7 @@ impl SessionService for Sessions {
         let until = accepted.queued.map_or(Until::Done, Until::Answered);
         Ok(Response::new(follow(
             self.engine.clone(),
+            slot,
             session_id,
             accepted.start,
             until,
@@ -456,7 +468,8 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::SubscribeRequest>,
     ) -> Result<Response<Self::SubscribeStream>, Status> {
-        let (_, req, _) = self.open(request, "Subscribe", validate::subscribe).await?;
+        let (caller, req, _) = self.open(request, "Subscribe", validate::subscribe).await?;
+        let slot = self.slots.take(&caller)?;
         let after = if req.after_event_id.is_empty() {
             self.engine
                 .events
@@ -468,6 +481,7 @@ impl SessionService for Sessions {
         };
         Ok(Response::new(follow(
             self.engine.clone(),
+            slot,
             req.session_id,
             after,
             Until::Never,
@@ -539,7 +553,8 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::CompactRequest>,
     ) -> Result<Response<Self::CompactStream>, Status> {
-        let (_, req, _) = self.open(request, "Compact", validate::compact).await?;
+        let (caller, req, _) = self.open(request, "Compact", validate::compact).await?;
+        let slot = self.slots.take(&caller)?;
         let start = self
             .engine
             .compact_now(&req.session_id, &req.model)
@@ -547,6 +562,7 @@ impl SessionService for Sessions {
             .map_err(loop_status)?;
         Ok(Response::new(follow(
             self.engine.clone(),
+            slot,
             req.session_id,
             start,
             Until::Done,

@@ -9,4 +9,5 @@ pub mod edge;
 pub mod paging;
 pub mod status;
 pub mod stream_end;
+pub mod stream_slots;
 pub mod validate;

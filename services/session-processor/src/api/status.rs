@@ -7,6 +7,7 @@
 //! | `INVALID_ARGUMENT` | `INVALID_ARGUMENT` (metadata `field`) | a malformed field, named in `BadRequest` |
 //! | `RESOURCE_EXHAUSTED` | `TOO_LARGE` (metadata `field`, `limit`) | a field over its documented size limit |
 //! | `RESOURCE_EXHAUSTED` | `QUEUE_FULL` (metadata `field`, `limit`) | the session has as many prompts queued as it may |
+//! | `RESOURCE_EXHAUSTED` | `TOO_MANY_STREAMS` (metadata `limit`) | the tenant has as many streams open as it may |
 //! | `NOT_FOUND` | `SESSION_NOT_FOUND`, `MESSAGE_NOT_FOUND`, `TENANT_NOT_FOUND` | missing, or another tenant's |
 //! | `PERMISSION_DENIED` | `AGENT_NOT_ALLOWED` (metadata `agent`) | the caller's tenant may not select the agent |
 //! | `UNAUTHENTICATED` | `UNAUTHENTICATED` | no or an unknown bearer token |
@@ -37,6 +38,16 @@ pub fn queue_full(limit: usize) -> Status {
         "session_id",
         format!("the session already has {limit} prompts queued; wait for their answers"),
         &format!("{limit} queued prompts"),
+    )
+}
+
+/// `RESOURCE_EXHAUSTED`: the caller's tenant has `limit` streams open on this replica (reason `TOO_MANY_STREAMS`).
+pub fn too_many_streams(limit: usize) -> Status {
+    info(
+        Code::ResourceExhausted,
+        format!("the tenant has {limit} streams open on this replica; close one first"),
+        "TOO_MANY_STREAMS",
+        &[("limit", &limit.to_string())],
     )
 }
 

@@ -327,9 +327,12 @@ impl Store {
         let mut cmd = redis::cmd("XREAD");
         cmd.arg("COUNT").arg(count.max(1));
         self.count_event_command();
-        // BLOCK 0 means "forever" to Redis; a zero wait here means "don't wait".
-        let reply: Option<StreamReadReply> = match block.filter(|d| !d.is_zero()) {
-            Some(wait) => {
+        // BLOCK 0 means "forever" to Redis; a zero wait here means "don't wait". A wait beyond the bound on
+        // blocking reads polls (see `Store::with_log_waits`).
+        let wait = block.filter(|d| !d.is_zero());
+        let permit = wait.and_then(|_| self.log_waits.clone().try_acquire_owned().ok());
+        let reply: Option<StreamReadReply> = match (wait, permit) {
+            (Some(wait), Some(_permit)) => {
                 cmd.arg("BLOCK")
                     .arg(ceil_millis(wait))
                     .arg("STREAMS")
@@ -339,11 +342,19 @@ impl Store {
                     .query(&cmd, wait.saturating_add(BLOCKING_GRACE))
                     .await?
             }
-            None => {
+            (wait, _) => {
                 cmd.arg("STREAMS")
                     .arg(keys.events())
                     .arg(cursor.to_string());
-                cmd.query_async(&mut self.conn.clone()).await?
+                let reply: Option<StreamReadReply> =
+                    cmd.query_async(&mut self.conn.clone()).await?;
+                if let Some(wait) = wait
+                    && reply.is_none()
+                {
+                    self.log_polls.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(wait.min(super::LOG_POLL)).await;
+                }
+                reply
             }
         };
         let mut page = EventPage::default();

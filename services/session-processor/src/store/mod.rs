@@ -101,6 +101,12 @@ pub use tenancy::{Listed, Scope};
 /// Default number of events kept per session stream (approximately: `MAXLEN ~` trims whole stream nodes).
 pub const DEFAULT_EVENT_CAP: usize = 10_000;
 
+/// Default bound on the event-log reads that block at once (`[redis] max_blocking_reads`).
+pub const DEFAULT_LOG_WAITS: usize = 256;
+
+/// How long an event-log wait beyond that bound waits between its reads.
+pub const LOG_POLL: Duration = Duration::from_millis(250);
+
 /// Bound on every non-blocking command on the shared connection: long enough for a large script, short enough that
 /// a silently dropped TCP connection surfaces as an error instead of a session stuck busy.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -214,6 +220,10 @@ pub struct Store {
     prefix: Arc<str>,
     scripts: Arc<scripts::Scripts>,
     blocking: Arc<blocking::Pool>,
+    /// Blocking reads of event logs that may wait at once (see [`Store::with_log_waits`]).
+    log_waits: Arc<tokio::sync::Semaphore>,
+    /// Event-log waits that polled because every blocking read was taken.
+    log_polls: Arc<AtomicU64>,
     event_cap: usize,
     /// Redis commands issued for event logs (see [`Store::event_log_commands`]).
     event_commands: Arc<AtomicU64>,
@@ -277,6 +287,8 @@ impl Store {
             prefix: prefix.into(),
             scripts: Arc::new(scripts::Scripts::new()),
             blocking: Arc::new(blocking::Pool::new(opener, CONNECT_TIMEOUT)),
+            log_waits: Arc::new(tokio::sync::Semaphore::new(DEFAULT_LOG_WAITS)),
+            log_polls: Arc::new(AtomicU64::new(0)),
             event_cap: DEFAULT_EVENT_CAP,
             event_commands: Arc::new(AtomicU64::new(0)),
             write_failures: Arc::new(AtomicU64::new(0)),
@@ -285,6 +297,21 @@ impl Store {
             traffic,
             records: Arc::new(records::Records::default()),
         })
+    }
+
+    /// Lets at most `n` reads of event logs block at once (default [`DEFAULT_LOG_WAITS`]; at least 1). Each
+    /// blocking read holds a Redis connection of its own for up to its block time, so without a bound every stream
+    /// following an idle session (any caller can open many) would hold one, and enough of them would exhaust
+    /// Redis's `maxclients` for every tenant. A wait beyond the bound reads without blocking and, when nothing was
+    /// there, waits [`LOG_POLL`] here before its caller reads again.
+    pub fn with_log_waits(mut self, n: usize) -> Self {
+        self.log_waits = Arc::new(tokio::sync::Semaphore::new(n.max(1)));
+        self
+    }
+
+    /// Event-log waits so far that polled because every blocking read was taken (see [`Store::with_log_waits`]).
+    pub fn log_polls(&self) -> u64 {
+        self.log_polls.load(Ordering::Relaxed)
     }
 
     /// Caps each session's event stream at about `n` entries (default [`DEFAULT_EVENT_CAP`]; at least 1).

@@ -1,0 +1,39 @@
+use tonic::Code;
+
+use super::StreamSlots;
+use crate::config::Caller;
+
+#[test]
+fn a_tenant_opens_at_most_its_limit_and_a_closed_stream_frees_its_place() {
+    let slots = StreamSlots::new(2);
+    let a = Caller::Tenant("a".into());
+    let b = Caller::Tenant("b".into());
+    let first = slots.take(&a).unwrap();
+    let _second = slots.take(&a).unwrap();
+    let refused = slots.take(&a).unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted);
+    assert!(refused.message().contains("2 streams"), "{refused:?}");
+    // Another tenant, and the operators, count apart.
+    let _b = slots.take(&b).unwrap();
+    let _op = slots.take(&Caller::Operator).unwrap();
+    assert_eq!(
+        (
+            slots.open(&a),
+            slots.open(&b),
+            slots.open(&Caller::Operator)
+        ),
+        (2, 1, 1)
+    );
+    drop(first);
+    assert_eq!(slots.open(&a), 1);
+    let _again = slots.take(&a).unwrap();
+}
+
+#[test]
+fn the_counts_leave_nothing_behind() {
+    let slots = StreamSlots::new(1);
+    for i in 0..1000 {
+        let _s = slots.take(&Caller::Tenant(format!("t{i}"))).unwrap();
+    }
+    assert!(slots.open.lock().unwrap().is_empty());
+}
