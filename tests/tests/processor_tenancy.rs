@@ -533,3 +533,29 @@ async fn a_tenant_holds_at_most_its_streams_and_leaves_other_tenants_theirs() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_holds_at_most_its_sessions() {
+    let tenants = TENANTS.replace("[tenants.evil]\n", "[tenants.evil]\nmax_sessions = 2\n");
+    let p = Product::start(&tenants).await;
+    let mut acme = p.client_with_token(ACME).await;
+    let mut evil = p.client_with_token(EVIL).await;
+    let first = create_session(&mut evil, Default::default()).await;
+    create_session(&mut evil, Default::default()).await;
+    let refused = evil
+        .create_session(spb::CreateSessionRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    let info = tonic_types::StatusExt::get_details_error_info(&refused).unwrap();
+    assert_eq!(info.reason, "TOO_MANY_SESSIONS");
+    // The other tenant is under the deployment's default, untouched by this one's.
+    create_session(&mut acme, Default::default()).await;
+    // Deleting one gives its place back.
+    evil.delete_session(spb::DeleteSessionRequest {
+        session_id: first.id.clone(),
+    })
+    .await
+    .unwrap();
+    create_session(&mut evil, Default::default()).await;
+}

@@ -34,8 +34,8 @@ pub struct ConfigError {
 }
 
 /// `n`, refused when 0.
-fn at_least_one(key: &str, n: usize) -> Result<usize, ConfigError> {
-    if n == 0 {
+fn at_least_one<N: Copy + Default + PartialEq>(key: &str, n: N) -> Result<N, ConfigError> {
+    if n == N::default() {
         return Err(err(key, "must be at least 1"));
     }
     Ok(n)
@@ -156,6 +156,9 @@ pub struct ServerFile {
     /// Streams (`Prompt`, `Subscribe`, `Compact`) one tenant may have open on this replica at once; one more is
     /// `RESOURCE_EXHAUSTED`. At least 1.
     pub max_streams_per_tenant: usize,
+    /// Sessions one tenant may hold (`[tenants.<name>] max_sessions` overrides it); one more `CreateSession` is
+    /// `RESOURCE_EXHAUSTED`. At least 1.
+    pub max_sessions_per_tenant: u64,
     /// Idle time after which the server pings a connection (HTTP/2 PING).
     pub keepalive_interval_ms: u64,
     /// How long a ping may go unanswered before the server closes the connection.
@@ -176,6 +179,7 @@ impl Default for ServerFile {
             metrics_listen: None,
             max_request_bytes: transport::DEFAULT_MAX_REQUEST_BYTES,
             max_streams_per_tenant: 1_000,
+            max_sessions_per_tenant: 100_000,
             keepalive_interval_ms: 30_000,
             keepalive_timeout_ms: 20_000,
             tls: None,
@@ -411,6 +415,8 @@ pub struct Config {
     pub max_request_bytes: usize,
     /// Streams one tenant may have open on this replica at once.
     pub max_streams_per_tenant: usize,
+    /// Sessions a tenant without a `max_sessions` of its own may hold.
+    pub max_sessions_per_tenant: u64,
     /// Event-log reads that may block at once.
     pub max_blocking_reads: usize,
     /// HTTP/2 keepalive of the listener's connections.
@@ -446,6 +452,14 @@ impl Config {
     /// Whether `caller` may select the configured agent `agent`.
     pub fn agent_allowed(&self, caller: &Caller, agent: &str) -> bool {
         tenants::agent_allowed(&self.tenants, caller, agent)
+    }
+
+    /// The sessions `tenant` may hold.
+    pub fn session_quota(&self, tenant: &str) -> u64 {
+        self.tenants
+            .get(tenant)
+            .and_then(|t| t.max_sessions)
+            .unwrap_or(self.max_sessions_per_tenant)
     }
 }
 
@@ -531,6 +545,10 @@ impl Config {
             max_streams_per_tenant: at_least_one(
                 "server.max_streams_per_tenant",
                 file.server.max_streams_per_tenant,
+            )?,
+            max_sessions_per_tenant: at_least_one(
+                "server.max_sessions_per_tenant",
+                file.server.max_sessions_per_tenant,
             )?,
             max_blocking_reads: at_least_one(
                 "redis.max_blocking_reads",

@@ -316,9 +316,10 @@ impl SessionService for Sessions {
                 Status::failed_precondition("the workspace cannot be opened on this replica")
             })?;
         }
+        let quota = config.session_quota(&session.tenant);
         self.engine
             .store
-            .create_session(&session)
+            .create_session_within(&session, Some(quota))
             .await
             .map_err(status::storage)?;
         access::audit(&caller, "CreateSession", &session.id, &session.tenant);

@@ -8,6 +8,7 @@
 //! | `RESOURCE_EXHAUSTED` | `TOO_LARGE` (metadata `field`, `limit`) | a field over its documented size limit |
 //! | `RESOURCE_EXHAUSTED` | `QUEUE_FULL` (metadata `field`, `limit`) | the session has as many prompts queued as it may |
 //! | `RESOURCE_EXHAUSTED` | `TOO_MANY_STREAMS` (metadata `limit`) | the tenant has as many streams open as it may |
+//! | `RESOURCE_EXHAUSTED` | `TOO_MANY_SESSIONS` (metadata `limit`) | the tenant holds as many sessions as it may |
 //! | `NOT_FOUND` | `SESSION_NOT_FOUND`, `MESSAGE_NOT_FOUND`, `TENANT_NOT_FOUND` | missing, or another tenant's |
 //! | `PERMISSION_DENIED` | `AGENT_NOT_ALLOWED` (metadata `agent`) | the caller's tenant may not select the agent |
 //! | `UNAUTHENTICATED` | `UNAUTHENTICATED` | no or an unknown bearer token |
@@ -139,6 +140,12 @@ pub fn storage(e: StoreError) -> Status {
         StoreError::NotFound(_) | StoreError::Fenced { .. } => session_not_found(),
         StoreError::InvalidArgument(m) => invalid("request", &m),
         StoreError::QueueFull(limit) => queue_full(limit),
+        StoreError::TooManySessions(quota) => info(
+            Code::ResourceExhausted,
+            format!("the tenant already holds {quota} sessions; delete some first"),
+            "TOO_MANY_SESSIONS",
+            &[("limit", &quota.to_string())],
+        ),
         StoreError::Exists(m) => Status::already_exists(m),
         StoreError::Decode { .. } | StoreError::Unexpected(_) => {
             tracing::error!(message = "stored data cannot be read", error = %e);

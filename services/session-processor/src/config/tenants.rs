@@ -32,6 +32,9 @@ pub struct TenantFile {
     /// Agents the tenant's sessions and prompts may select; every configured agent when absent.
     #[serde(default)]
     pub agents: Option<Vec<String>>,
+    /// Sessions the tenant may hold; `server.max_sessions_per_tenant` when absent.
+    #[serde(default)]
+    pub max_sessions: Option<u64>,
 }
 
 /// A validated tenant.
@@ -45,6 +48,8 @@ pub struct Tenant {
     pub budget_nano_usd: i64,
     /// The agents it may select; `None` means every configured agent.
     pub agents: Option<BTreeSet<String>>,
+    /// The sessions it may hold; `None`: `server.max_sessions_per_tenant`.
+    pub max_sessions: Option<u64>,
 }
 
 /// Who presented a token.
@@ -119,6 +124,9 @@ impl Access {
                     .filter(|n| *n > 0)
                     .ok_or_else(|| err(key("budget_usd"), "must be a positive amount of USD"))?,
             };
+            if t.max_sessions == Some(0) {
+                return Err(err(key("max_sessions"), "must be at least 1"));
+            }
             let allowed = match &t.agents {
                 None => None,
                 Some(list) => {
@@ -136,6 +144,7 @@ impl Access {
                     tokens: t.tokens.clone(),
                     budget_nano_usd,
                     agents: allowed,
+                    max_sessions: t.max_sessions,
                 },
             );
         }

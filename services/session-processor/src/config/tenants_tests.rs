@@ -9,6 +9,7 @@ fn file(tokens: &[&str], agents: Option<&[&str]>) -> TenantFile {
         tokens: tokens.iter().map(|t| t.to_string()).collect(),
         budget_usd: None,
         agents: agents.map(|a| a.iter().map(|s| s.to_string()).collect()),
+        max_sessions: None,
     }
 }
 

@@ -165,6 +165,9 @@ pub enum StoreError {
     /// The session already has this many prompts queued; nothing was written.
     #[error("the session already has {0} prompts queued")]
     QueueFull(usize),
+    /// The session's tenant already holds this many sessions; nothing was written.
+    #[error("the tenant already holds {0} sessions")]
+    TooManySessions(u64),
 }
 
 impl StoreError {

@@ -8,15 +8,45 @@ use super::{
     now_millis, records, scripts, timestamp_millis,
 };
 
+/// Age after which an index entry without a session is a failed creation, not one in progress (see
+/// `Store::prune_index`).
+const STALE_INDEX_ENTRY_MS: i64 = 60_000;
+
 impl Store {
     /// Creates a session; [`StoreError::Exists`] when the id is taken. The live `status` is not stored.
     pub async fn create_session(&self, s: &pb::Session) -> Result<(), StoreError> {
+        self.create_session_within(s, None).await
+    }
+
+    /// [`Store::create_session`] within a quota: [`StoreError::TooManySessions`] when the session's tenant already
+    /// holds `quota` sessions (counted on its index, in one atomic step with the index entry, so concurrent creates
+    /// cannot pass it together). Costs one more round trip than without a quota.
+    pub async fn create_session_within(
+        &self,
+        s: &pb::Session,
+        quota: Option<u64>,
+    ) -> Result<(), StoreError> {
         self.write_session(&s.id, async {
             let keys = self.keys(&s.id)?;
             let mut stored = s.clone();
             stored.status = None;
             let score = timestamp_millis(s.created_at.as_ref()).unwrap_or_else(now_millis);
             let bytes = stored.encode_to_vec();
+            let tenant_index = keys::tenant_sessions(&self.prefix, &s.tenant);
+            if let Some(quota) = quota {
+                let code: i64 = self
+                    .scripts
+                    .reserve_session
+                    .key(&tenant_index)
+                    .arg(quota)
+                    .arg(score)
+                    .arg(&s.id)
+                    .invoke_async(&mut self.conn.clone())
+                    .await?;
+                if code == super::scripts::QUEUE_FULL {
+                    return Err(StoreError::TooManySessions(quota));
+                }
+            }
             // Indexes first (ZADD NX leaves an existing entry alone): a crash in between leaves an index entry that
             // listing skips, never a session that listing cannot find.
             let (_, _, set): (i64, i64, redis::Value) = redis::pipe()
@@ -26,7 +56,7 @@ impl Store {
                 .arg(score)
                 .arg(&s.id)
                 .cmd("ZADD")
-                .arg(keys::tenant_sessions(&self.prefix, &s.tenant))
+                .arg(&tenant_index)
                 .arg("NX")
                 .arg(score)
                 .arg(&s.id)
@@ -273,7 +303,9 @@ impl Store {
         let mut offset = 0usize;
         let mut page: Vec<Listed> = Vec::new();
         let mut last: Option<(i64, String)> = None;
-        loop {
+        // Entries left by creations that failed half-way (see `prune_index`).
+        let mut stale = Vec::new();
+        let listed = 'pages: loop {
             let max = cursor
                 .as_ref()
                 .map_or_else(|| "+inf".to_string(), |(score, _)| score.to_string());
@@ -299,7 +331,7 @@ impl Store {
                 .collect();
             if fresh.is_empty() {
                 if exhausted {
-                    return Ok((page, None));
+                    break 'pages (page, None);
                 }
                 // The whole batch tied with the cursor and was already listed: step over it.
                 offset += seen;
@@ -310,11 +342,13 @@ impl Store {
                 // Index entries without a session are a creation in progress or a crashed one: not listed. Nor is
                 // a session of another tenant (a tenant's index never holds one; this keeps it so).
                 let Some(session) = session.filter(|s| scope.holds(s)) else {
+                    stale.push(position.clone());
                     continue;
                 };
                 if page.len() == page_size {
                     // A next cursor only when another session really exists, so the last page is never empty.
-                    return Ok((page, last.map(|(score, id)| format!("{score}:{id}"))));
+                    let next = last.map(|(score, id)| format!("{score}:{id}"));
+                    break 'pages (page, next);
                 }
                 page.push(Listed {
                     cursor: format!("{}:{}", position.0, position.1),
@@ -325,8 +359,34 @@ impl Store {
             cursor = fresh.last().cloned();
             offset = 0;
             if exhausted {
-                return Ok((page, None));
+                break 'pages (page, None);
             }
+        };
+        self.prune_index(&index, &stale).await;
+        Ok(listed)
+    }
+
+    /// Removes from a session index the entries `listed` found without a session that are older than a minute: a
+    /// creation that failed between its index entry and its record (Redis gone in between) leaves one, which would
+    /// otherwise count against its tenant's quota for ever. Younger ones may be a creation in progress. Best
+    /// effort: a failure leaves them for the next listing.
+    async fn prune_index(&self, index: &str, listed: &[(i64, String)]) {
+        let old = now_millis().saturating_sub(STALE_INDEX_ENTRY_MS);
+        let stale: Vec<&str> = listed
+            .iter()
+            .filter(|(score, _)| *score < old)
+            .map(|(_, id)| id.as_str())
+            .collect();
+        if stale.is_empty() {
+            return;
+        }
+        let pruned: Result<i64, _> = redis::cmd("ZREM")
+            .arg(index)
+            .arg(&stale)
+            .query_async(&mut self.conn.clone())
+            .await;
+        if let Err(e) = pruned {
+            tracing::debug!(message = "cannot prune a session index", error = %e);
         }
     }
 

@@ -64,7 +64,8 @@ async fn each_tenant_lists_its_own_sessions_and_an_operator_all() {
         ids(&store, Scope::All).await,
         [plain.id.clone(), evil.id.clone(), acme.id.clone()]
     );
-    // A foreign entry in a tenant's index (never written by the store) is still not listed there.
+    // A foreign entry in a tenant's index (never written by the store) is not listed there, and the listing prunes
+    // it (it is old).
     let _: i64 = redis::cmd("ZADD")
         .arg(keys::tenant_sessions(&prefix, "acme"))
         .arg(5_000_000)
@@ -83,7 +84,10 @@ async fn each_tenant_lists_its_own_sessions_and_an_operator_all() {
         .query_async(&mut store.conn.clone())
         .await
         .unwrap();
-    assert_eq!(left, 1, "deletion removes the session's own entry");
+    assert_eq!(
+        left, 0,
+        "deletion removes the session's own entry, the listing the foreign one"
+    );
     cleanup(&store, &prefix).await;
 }
 
@@ -129,5 +133,99 @@ async fn sessions_from_before_the_tenant_indexes_are_copied_into_them_once() {
     );
     assert!(ids(&store, Scope::Tenant("acme")).await.contains(&late.id));
     assert!(ids(&store, Scope::Tenant("")).await.contains(&later.id));
+    cleanup(&store, &prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tenant_holds_at_most_its_quota_even_when_creating_concurrently() {
+    let (store, prefix) = store().await;
+    let tenant = ids::new("quota");
+    let creates: Vec<_> = (0..12)
+        .map(|i| {
+            let (store, s) = (store.clone(), session(&tenant, 1_700_000_000_000 + i));
+            tokio::spawn(async move { store.create_session_within(&s, Some(3)).await })
+        })
+        .collect();
+    let mut created = 0;
+    for c in creates {
+        match c.await.unwrap() {
+            Ok(()) => created += 1,
+            Err(StoreError::TooManySessions(3)) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(created, 3);
+    let listed = ids(&store, Scope::Tenant(&tenant)).await;
+    assert_eq!(listed.len(), 3);
+    // Another tenant's quota is its own; a deleted session frees its place.
+    store
+        .create_session_within(&session(&ids::new("other"), 1), Some(3))
+        .await
+        .unwrap();
+    store.delete_session(&listed[0]).await.unwrap();
+    store
+        .create_session_within(&session(&tenant, 2), Some(3))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store
+            .create_session_within(&session(&tenant, 3), Some(3))
+            .await,
+        Err(StoreError::TooManySessions(3))
+    ));
+    cleanup(&store, &prefix).await;
+}
+
+#[tokio::test]
+async fn a_listing_prunes_the_index_entries_a_failed_creation_left_once_they_are_old() {
+    let (store, prefix) = store().await;
+    let tenant = ids::new("stale");
+    let index = keys::tenant_sessions(&prefix, &tenant);
+    let now = super::super::now_millis();
+    // A creation that died between its index entry and its record, two minutes ago, and one in progress now.
+    let (dead, in_progress) = (ids::new("ses"), ids::new("ses"));
+    let _: () = redis::pipe()
+        .cmd("ZADD")
+        .arg(&index)
+        .arg(now - 120_000)
+        .arg(&dead)
+        .cmd("ZADD")
+        .arg(&index)
+        .arg(now)
+        .arg(&in_progress)
+        .query_async(&mut store.conn.clone())
+        .await
+        .unwrap();
+    let live = session(&tenant, now);
+    store.create_session_within(&live, Some(3)).await.unwrap();
+    // At the quota: the dead entry counts until a listing sees it.
+    assert!(matches!(
+        store
+            .create_session_within(&session(&tenant, now), Some(3))
+            .await,
+        Err(StoreError::TooManySessions(3))
+    ));
+    assert_eq!(ids(&store, Scope::Tenant(&tenant)).await, [live.id.clone()]);
+    let score = |id: String| {
+        let (store, index) = (store.clone(), index.clone());
+        async move {
+            let s: Option<f64> = redis::cmd("ZSCORE")
+                .arg(&index)
+                .arg(id)
+                .query_async(&mut store.conn.clone())
+                .await
+                .unwrap();
+            s
+        }
+    };
+    assert!(score(dead).await.is_none(), "the old entry is pruned");
+    assert!(
+        score(in_progress).await.is_some(),
+        "a young one may be a creation in progress"
+    );
+    store
+        .create_session_within(&session(&tenant, now), Some(3))
+        .await
+        .unwrap();
     cleanup(&store, &prefix).await;
 }
