@@ -205,7 +205,10 @@ async fn a_listing_prunes_the_index_entries_a_failed_creation_left_once_they_are
             .await,
         Err(StoreError::TooManySessions(3))
     ));
-    assert_eq!(ids(&store, Scope::Tenant(&tenant)).await, [live.id.clone()]);
+    assert_eq!(
+        ids(&store, Scope::Tenant(&tenant)).await,
+        std::slice::from_ref(&live.id)
+    );
     let score = |id: String| {
         let (store, index) = (store.clone(), index.clone());
         async move {
