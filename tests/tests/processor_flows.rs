@@ -261,6 +261,53 @@ async fn a_session_queues_at_most_64_prompts_and_refuses_more_with_resource_exha
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_of_a_deleted_session_end_with_not_found_on_every_replica() {
+    let p = Product::start("").await;
+    let other = e2e_tests::processor::start_processor(ProcessorSetup {
+        gateway: p.gateway.addr.to_string(),
+        prefix: p.engine.config.redis_prefix.clone(),
+        ..Default::default()
+    })
+    .await;
+    let s = p.session_on("").await;
+    let subscribe = || spb::SubscribeRequest {
+        session_id: s.id.clone(),
+        ..Default::default()
+    };
+    // Idle: nothing runs, so both streams wait on the log in Redis.
+    let mut here = p
+        .client()
+        .await
+        .subscribe(subscribe())
+        .await
+        .unwrap()
+        .into_inner();
+    let mut there = other
+        .client()
+        .await
+        .subscribe(subscribe())
+        .await
+        .unwrap()
+        .into_inner();
+    p.client()
+        .await
+        .delete_session(spb::DeleteSessionRequest {
+            session_id: s.id.clone(),
+        })
+        .await
+        .unwrap();
+    // The deleting replica's stream ends at once; the other's at its next look (its blocking read is 5 s).
+    for (stream, bound) in [(&mut here, 2), (&mut there, 15)] {
+        let ended = tokio::time::timeout(Duration::from_secs(bound), stream.message())
+            .await
+            .expect("the stream ends");
+        let status = ended.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::NotFound, "{status:?}");
+        assert_eq!(status.message(), "session not found");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribe_resumes_after_a_disconnect_without_loss_or_duplicates() {
     let p = Product::start("").await;
     let s = p.session_on("").await;

@@ -226,17 +226,26 @@ fn follow<T: Send + 'static>(
                 if finished {
                     return None;
                 }
-                let Some(ev) = next_event(&mut follower, patience).await else {
-                    // Storage stayed unreadable: end with a terminal event that says so, never silence.
-                    let ev = pb::SessionEvent {
-                        event_id: String::new(),
-                        session_id: follower.session_id().to_string(),
-                        event: Some(pb::session_event::Event::Done(pb::Done {
-                            stopped_by: pb::StopReason::StorageUnavailable as i32,
-                            ..Default::default()
-                        })),
-                    };
-                    return Some((Ok(wrap(ev)), (follower, (end, slot), true)));
+                let ev = match next_event(&mut follower, patience).await {
+                    Ok(ev) => ev,
+                    Err(Ended::Gone) => {
+                        return Some((
+                            Err(status::session_not_found()),
+                            (follower, (end, slot), true),
+                        ));
+                    }
+                    Err(Ended::Unreadable) => {
+                        // Storage stayed unreadable: end with a terminal event that says so, never silence.
+                        let ev = pb::SessionEvent {
+                            event_id: String::new(),
+                            session_id: follower.session_id().to_string(),
+                            event: Some(pb::session_event::Event::Done(pb::Done {
+                                stopped_by: pb::StopReason::StorageUnavailable as i32,
+                                ..Default::default()
+                            })),
+                        };
+                        return Some((Ok(wrap(ev)), (follower, (end, slot), true)));
+                    }
                 };
                 let last = match end.observe(&ev) {
                     Verdict::Go => false,
@@ -261,22 +270,31 @@ async fn answered(engine: &Engine, end: &StreamEnd, session_id: &str, tag: &str)
     }
 }
 
+/// Why a stream ends without a next event.
+enum Ended {
+    /// The session no longer exists (deleted while the stream followed it).
+    Gone,
+    /// Storage stayed unreadable for the whole patience.
+    Unreadable,
+}
+
 /// The follower's next event. Storage errors are retried (with backoff) for up to `patience`, the lease time: a
-/// Redis restart shorter than that is invisible to the caller; `None` when it lasts longer.
+/// Redis restart shorter than that is invisible to the caller.
 async fn next_event(
     follower: &mut crate::events::Follower,
     patience: Duration,
-) -> Option<pb::SessionEvent> {
+) -> Result<pb::SessionEvent, Ended> {
     let mut failing_since: Option<std::time::Instant> = None;
     let mut delay = Duration::from_millis(50);
     loop {
         match follower.next().await {
-            Ok(ev) => return Some(ev),
+            Ok(ev) => return Ok(ev),
+            Err(crate::store::StoreError::NotFound(_)) => return Err(Ended::Gone),
             Err(e) => {
                 let since = *failing_since.get_or_insert_with(std::time::Instant::now);
                 if since.elapsed() + delay > patience {
                     tracing::warn!(message = "cannot read the session's events; ending the stream", session_id = %follower.session_id(), error = %e);
-                    return None;
+                    return Err(Ended::Unreadable);
                 }
                 tracing::debug!(message = "reading the session's events failed; retrying", session_id = %follower.session_id(), error = %e);
                 tokio::time::sleep(delay).await;
@@ -399,6 +417,8 @@ impl SessionService for Sessions {
         {
             return Err(status::session_not_found());
         }
+        // Its streams here end now (`NOT_FOUND`); those on other replicas at their next look, within seconds.
+        self.engine.events.wake_followers(id);
         // The session's snapshots go with it (a replica whose snapshot root is not shared removes its own copy at
         // its next sweep).
         if let Some(dir) = crate::snapshot::session_dir(&self.engine.config.snapshots, id) {

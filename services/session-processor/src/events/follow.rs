@@ -141,8 +141,9 @@ impl Follower {
             opened.as_mut().enable();
             if self.hub.channel(&self.session_id).is_some() {
                 Ok(())
+            } else if let Err(gone) = self.mark_watched().await {
+                Err(gone)
             } else {
-                self.mark_watched().await;
                 let block = self.block;
                 tokio::select! {
                     read = self.read_log(Some(block)) => read.map(drop),
@@ -157,21 +158,27 @@ impl Follower {
     /// Before a blocking read of Redis (no loop runs here): marks the session as followed from another replica,
     /// so its loop writes with the short window, at most every [`WATCH_REFRESH`]. Not on the first such read: a
     /// stream on the loop's replica reads the log once when the channel closes (to get `done`), and a stream that
-    /// needs only what is already logged should not shorten anybody's window. Best effort: the mark only tunes
-    /// freshness.
-    async fn mark_watched(&mut self) {
+    /// needs only what is already logged should not shorten anybody's window. Best effort (the mark only tunes
+    /// freshness), except that it tells when the session no longer exists: [`StoreError::NotFound`].
+    async fn mark_watched(&mut self) -> Result<(), StoreError> {
         self.remote_reads = self.remote_reads.saturating_add(1);
         if self.remote_reads < 2 || self.marked.is_some_and(|t| t.elapsed() < WATCH_REFRESH) {
-            return;
+            return Ok(());
         }
         self.marked = Some(Instant::now());
-        if let Err(e) = self
+        match self
             .hub
             .store()
             .mark_watched(&self.session_id, WATCH_TTL)
             .await
         {
-            tracing::debug!(message = "cannot mark the session watched", session_id = %self.session_id, error = %e);
+            // The session was deleted: nothing more will come.
+            Err(e @ StoreError::NotFound(_)) => Err(e),
+            Err(e) => {
+                tracing::debug!(message = "cannot mark the session watched", session_id = %self.session_id, error = %e);
+                Ok(())
+            }
+            Ok(()) => Ok(()),
         }
     }
 

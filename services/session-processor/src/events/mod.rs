@@ -325,8 +325,19 @@ impl Hub {
         }
     }
 
+    /// Wakes this replica's followers waiting on the session's log, so they look again: the session was deleted
+    /// here (they learn it at once instead of after their blocking read).
+    pub fn wake_followers(&self, session_id: &str) {
+        if let Some(waiting) = lock(&self.inner.waiting)
+            .get(session_id)
+            .and_then(Weak::upgrade)
+        {
+            waiting.notify_waiters();
+        }
+    }
+
     /// What a follower about to wait on the session's log waits on besides it: notified when a channel for the
-    /// session opens on this replica (see [`Hub::install`]).
+    /// session opens on this replica (see [`Hub::install`]) or the session is deleted here.
     fn waiter(&self, session_id: &str) -> Arc<Notify> {
         let mut waiting = lock(&self.inner.waiting);
         if let Some(notify) = waiting.get(session_id).and_then(Weak::upgrade) {

@@ -237,17 +237,22 @@ impl Store {
 
     /// Marks the session as followed from a replica that does not run its loop, for `ttl`: while the mark exists,
     /// the loop's event channel writes with the short flush window (`events.flush_interval_ms`), so such streams
-    /// stay fresh. One command; followers refresh it about once a second.
+    /// stay fresh. One script; followers refresh it about once a second. [`StoreError::NotFound`] (nothing written)
+    /// when the session does not exist, which is how a follower learns that its session was deleted.
     pub async fn mark_watched(&self, session_id: &str, ttl: Duration) -> Result<(), StoreError> {
         let keys = self.keys(session_id)?;
         self.count_event_command();
-        let _: () = redis::cmd("SET")
-            .arg(keys.watched())
-            .arg(1)
-            .arg("PX")
+        let marked: i64 = self
+            .scripts
+            .watch
+            .key(keys.session())
+            .key(keys.watched())
             .arg(ceil_millis(ttl))
-            .query_async(&mut self.conn.clone())
+            .invoke_async(&mut self.conn.clone())
             .await?;
+        if marked == 0 {
+            return Err(StoreError::NotFound(format!("session {session_id}")));
+        }
         Ok(())
     }
 

@@ -83,6 +83,9 @@ pub(super) struct Scripts {
     pub(super) release: Script,
     /// KEYS: session, queue. ARGV: entry bytes, most entries. Returns OK, NO_SESSION or QUEUE_FULL.
     pub(super) enqueue: Script,
+    /// KEYS: session, watched. ARGV: ttl ms. Sets the watched mark and returns 1; 0 (nothing written) when the
+    /// session does not exist.
+    pub(super) watch: Script,
     /// KEYS: a tenant's session index. ARGV: most sessions, score, session id. Adds the id unless the index holds
     /// that many already (QUEUE_FULL); OK when it is there.
     pub(super) reserve_session: Script,
@@ -125,6 +128,7 @@ impl Scripts {
             release: Script::new(include_str!("lua/release.lua")),
             enqueue: Script::new(include_str!("lua/enqueue.lua")),
             reserve_session: Script::new(include_str!("lua/reserve_session.lua")),
+            watch: Script::new(include_str!("lua/watch.lua")),
             submit: Script::new(include_str!("lua/submit.lua")),
             claim: Script::new(include_str!("lua/claim.lua")),
         }
