@@ -559,3 +559,51 @@ async fn a_tenant_holds_at_most_its_sessions() {
     .unwrap();
     create_session(&mut evil, Default::default()).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_to_questions_nobody_asked_are_refused_and_store_nothing() {
+    let p = Product::start(TENANTS).await;
+    let mut evil = p.client_with_token(EVIL).await;
+    let s = create_session(&mut evil, Default::default()).await;
+    // A megabyte of "tool result" for a call the loop never made, the way a caller would fill Redis.
+    let refused = evil
+        .submit_tool_result(spb::SubmitToolResultRequest {
+            session_id: s.id.clone(),
+            call_id: "call_made_up".into(),
+            output: "x".repeat(1 << 20),
+            is_error: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::NotFound, "{refused:?}");
+    let info = tonic_types::StatusExt::get_details_error_info(&refused).unwrap();
+    assert_eq!(info.reason, "QUESTION_NOT_FOUND");
+    assert_eq!(
+        info.metadata.get("field").map(String::as_str),
+        Some("call_id")
+    );
+    let refused = evil
+        .reply_permission(spb::ReplyPermissionRequest {
+            session_id: s.id.clone(),
+            permission_id: "per_made_up".into(),
+            allow: true,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::NotFound, "{refused:?}");
+    let store = &p.engine.store;
+    assert_eq!(
+        store
+            .wait_tool_result(&s.id, "call_made_up", Duration::ZERO)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .wait_permission(&s.id, "per_made_up", Duration::ZERO)
+            .await
+            .unwrap(),
+        None
+    );
+}

@@ -10,6 +10,7 @@
 //! | `RESOURCE_EXHAUSTED` | `TOO_MANY_STREAMS` (metadata `limit`) | the tenant has as many streams open as it may |
 //! | `RESOURCE_EXHAUSTED` | `TOO_MANY_SESSIONS` (metadata `limit`) | the tenant holds as many sessions as it may |
 //! | `NOT_FOUND` | `SESSION_NOT_FOUND`, `MESSAGE_NOT_FOUND`, `TENANT_NOT_FOUND` | missing, or another tenant's |
+//! | `NOT_FOUND` | `QUESTION_NOT_FOUND` (metadata `field`) | an answer to a tool call or permission never asked |
 //! | `PERMISSION_DENIED` | `AGENT_NOT_ALLOWED` (metadata `agent`) | the caller's tenant may not select the agent |
 //! | `UNAUTHENTICATED` | `UNAUTHENTICATED` | no or an unknown bearer token |
 //! | `UNAVAILABLE` | `STORAGE_UNAVAILABLE` | Redis failed or did not answer (retry) |
@@ -140,6 +141,12 @@ pub fn storage(e: StoreError) -> Status {
         StoreError::NotFound(_) | StoreError::Fenced { .. } => session_not_found(),
         StoreError::InvalidArgument(m) => invalid("request", &m),
         StoreError::QueueFull(limit) => queue_full(limit),
+        StoreError::NotAwaited(field) => info(
+            Code::NotFound,
+            format!("{field}: the session's loop asked no such question"),
+            "QUESTION_NOT_FOUND",
+            &[("field", field)],
+        ),
         StoreError::TooManySessions(quota) => info(
             Code::ResourceExhausted,
             format!("the tenant already holds {quota} sessions; delete some first"),

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use llm_proto::sessions as pb;
 
 use super::{Engine, LoopError, now};
-use crate::store::Fence;
+use crate::store::{Asked, Fence};
 
 /// A client tool call still waiting for the caller's answer: a running tool part the caller was asked to run.
 pub(super) fn open_client_call(part: &pb::Part) -> bool {
@@ -110,6 +110,11 @@ impl Engine {
                 let left = (started + timeout)
                     .duration_since(SystemTime::now())
                     .unwrap_or_default();
+                // Asked again: a call asked before answers were checked against the questions (an older replica)
+                // can still be answered.
+                self.store
+                    .expect_answer(&m.session_id, Asked::ToolResult(&tool.call_id))
+                    .await?;
                 let answer = tokio::select! {
                     _ = cancel.cancelled() => return Ok(()),
                     a = self.store.wait_tool_result(&m.session_id, &tool.call_id, left) => a?,

@@ -14,7 +14,7 @@ use super::{Engine, LoopError, now};
 use crate::config::Agent;
 use crate::metrics::{ToolKind, ToolOutcome as CallOutcome};
 use crate::processor::{Blocked, Processor};
-use crate::store::Fence;
+use crate::store::{Asked, Fence};
 use crate::structured;
 use crate::tools::{self, Decision, DoomLoopDetector, DoomPolicy, ToolOutcome, Workspace};
 
@@ -176,6 +176,10 @@ impl Engine {
             self.events.put_part(part, run.fence).await?;
         }
         let timeout = run.agent.client_tool_timeout;
+        // Only a call the loop asks about can be answered (see `Store::expect_answer`).
+        self.store
+            .expect_answer(&session_id, Asked::ToolResult(&call.call_id))
+            .await?;
         self.events
             .publish(
                 &session_id,
@@ -280,6 +284,9 @@ impl Engine {
             tracing::warn!(message = "cannot record the permission request for Diagnose", session_id = %session_id, error = %e);
         }
         let permission_id = asked.permission_id.clone();
+        self.store
+            .expect_answer(&session_id, Asked::Permission(&permission_id))
+            .await?;
         self.events
             .publish(
                 &session_id,

@@ -96,6 +96,12 @@ impl SessionKeys {
         self.with(&format!("toolresult:{call_id}"))
     }
 
+    /// SET of the questions a loop asked the caller (`tool:<call id>`, `permission:<permission id>`): only those
+    /// can be answered, so a caller cannot store answers nobody asked for.
+    pub(super) fn awaiting(&self) -> String {
+        self.with("awaiting")
+    }
+
     /// HASH permission id → encoded `ReplyPermissionRequest`: the durable record of every reply.
     pub(super) fn permissions(&self) -> String {
         self.with("permissions")
@@ -160,6 +166,7 @@ impl SessionKeys {
             self.delivered(),
             self.aux(),
             self.tool_results(),
+            self.awaiting(),
             self.permissions(),
             self.retry_status(),
             self.write_failures(),

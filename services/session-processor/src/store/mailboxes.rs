@@ -9,10 +9,54 @@ use super::keys::SessionKeys;
 use super::keys::check_id;
 use super::{BLOCKING_GRACE, Store, StoreError, ceil_millis, scripts};
 
+/// A question a loop asks the caller, and waits for the answer to.
+#[derive(Debug, Clone, Copy)]
+pub enum Asked<'a> {
+    /// The result of the client tool call with this call id.
+    ToolResult(&'a str),
+    /// The reply to the permission request with this id.
+    Permission(&'a str),
+}
+
+impl Asked<'_> {
+    /// Its member of the session's awaiting set.
+    fn member(self) -> String {
+        match self {
+            Asked::ToolResult(id) => format!("tool:{id}"),
+            Asked::Permission(id) => format!("permission:{id}"),
+        }
+    }
+}
+
 impl Store {
+    /// Records that the loop asks the caller `asked`: from now on (for the session's life) the caller may answer
+    /// it. Written before the question is published. Nothing is written for a session that no longer exists.
+    pub async fn expect_answer(
+        &self,
+        session_id: &str,
+        asked: Asked<'_>,
+    ) -> Result<(), StoreError> {
+        let (Asked::ToolResult(id) | Asked::Permission(id)) = asked;
+        check_id("asked id", id)?;
+        self.write_session(session_id, async {
+            let keys = self.keys(session_id)?;
+            let code: i64 = self
+                .scripts
+                .expect
+                .key(keys.session())
+                .key(keys.awaiting())
+                .arg(asked.member())
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+            Self::status(code, session_id, None, String::new)
+        })
+        .await
+    }
+
     /// Records the caller's result of a client tool call and wakes the loop waiting for it. The record is durable:
     /// a loop that starts waiting later (or a successor replica after a crash) still gets it. The first answer to a
-    /// call wins; later ones are accepted and ignored, so a caller's retry is harmless.
+    /// call wins; later ones are accepted and ignored, so a caller's retry is harmless. A call the loop never asked
+    /// about ([`Store::expect_answer`]) is [`StoreError::NotAwaited`]: nothing is stored for it.
     pub async fn submit_tool_result(
         &self,
         session_id: &str,
@@ -31,8 +75,7 @@ impl Store {
         self.answer(
             &keys,
             session_id,
-            keys.tool_results(),
-            call_id,
+            (keys.tool_results(), Asked::ToolResult(call_id)),
             keys.tool_mailbox(call_id),
             answer.encode_to_vec(),
         )
@@ -61,8 +104,8 @@ impl Store {
         Ok(answer.map(|r| (r.output, r.is_error)))
     }
 
-    /// Records the caller's reply to a permission request and wakes the loop waiting for it; durable and
-    /// first-answer-wins like [`Store::submit_tool_result`].
+    /// Records the caller's reply to a permission request and wakes the loop waiting for it; durable,
+    /// first-answer-wins and only for asked requests, like [`Store::submit_tool_result`].
     pub async fn reply_permission(
         &self,
         session_id: &str,
@@ -79,8 +122,7 @@ impl Store {
         self.answer(
             &keys,
             session_id,
-            keys.permissions(),
-            permission_id,
+            (keys.permissions(), Asked::Permission(permission_id)),
             keys.permission_mailbox(permission_id),
             answer.encode_to_vec(),
         )
@@ -109,16 +151,16 @@ impl Store {
         Ok(answer.map(|r| r.allow))
     }
 
-    /// Stores an answer in its record hash and rings the doorbell, atomically.
+    /// Stores an answer to `asked` in its record hash and rings the doorbell, atomically, if the question was asked.
     async fn answer(
         &self,
         keys: &SessionKeys,
         session_id: &str,
-        records: String,
-        id: &str,
+        (records, asked): (String, Asked<'_>),
         mailbox: String,
         bytes: Vec<u8>,
     ) -> Result<(), StoreError> {
+        let (Asked::ToolResult(id) | Asked::Permission(id)) = asked;
         self.write_session(session_id, async {
             let mut script = self.scripts.submit.prepare_invoke();
             script
@@ -126,12 +168,18 @@ impl Store {
                 .key(records)
                 .key(mailbox)
                 .key(keys.aux())
+                .key(keys.awaiting())
                 .arg(id)
-                .arg(bytes);
+                .arg(&bytes)
+                .arg(asked.member());
             let code: i64 = self.invoke_acked(&script).await?;
             match code {
                 // 0: already answered; the first answer stands.
                 0 | scripts::OK => Ok(()),
+                scripts::NO_MESSAGE => Err(StoreError::NotAwaited(match asked {
+                    Asked::ToolResult(_) => "call_id",
+                    Asked::Permission(_) => "permission_id",
+                })),
                 other => Self::status(other, session_id, None, String::new),
             }
         })

@@ -27,6 +27,7 @@
 //! | `<P>{sess:<id>}:queue` | LIST | `PromptRequest`s that arrived while the session was busy, each tagged (`queue.rs`) |
 //! | `<P>{sess:<id>}:delivered` | HASH | tag → user message id of the queued prompts delivered; a day's PX ttl |
 //! | `<P>{sess:<id>}:toolresults` | HASH | call id → `SubmitToolResultRequest` (durable record) |
+//! | `<P>{sess:<id>}:awaiting` | SET | `tool:<call id>`, `permission:<id>`: the questions the loop asked; only they can be answered |
 //! | `<P>{sess:<id>}:toolresult:<call>` | LIST | doorbell the waiting loop BLPOPs |
 //! | `<P>{sess:<id>}:permissions` | HASH | permission id → `ReplyPermissionRequest` (durable record) |
 //! | `<P>{sess:<id>}:permission:<pid>` | LIST | doorbell |
@@ -94,6 +95,7 @@ pub use conn::RedisTarget;
 pub use diag::WriteFailures;
 pub use event_log::{EventPage, FlushWrites, Flushed, SessionCas, SessionWritten};
 use keys::{SessionKeys, check_id};
+pub use mailboxes::Asked;
 pub use queue::{Delivery, MAX_QUEUED_PROMPTS, Queued, TAG_FIELD};
 pub use replicas::{ReplicaWait, Traffic, TrafficCounts};
 pub use tenancy::{Listed, Scope};
@@ -165,6 +167,9 @@ pub enum StoreError {
     /// The session already has this many prompts queued; nothing was written.
     #[error("the session already has {0} prompts queued")]
     QueueFull(usize),
+    /// An answer to a question the session's loop never asked (the field that names it); nothing was written.
+    #[error("no question of the session is named by this {0}")]
+    NotAwaited(&'static str),
     /// The session's tenant already holds this many sessions; nothing was written.
     #[error("the tenant already holds {0} sessions")]
     TooManySessions(u64),

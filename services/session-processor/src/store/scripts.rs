@@ -86,11 +86,14 @@ pub(super) struct Scripts {
     /// KEYS: session, watched. ARGV: ttl ms. Sets the watched mark and returns 1; 0 (nothing written) when the
     /// session does not exist.
     pub(super) watch: Script,
+    /// KEYS: session, awaiting. ARGV: member. Adds the member; NO_SESSION when the session is missing.
+    pub(super) expect: Script,
     /// KEYS: a tenant's session index. ARGV: most sessions, score, session id. Adds the id unless the index holds
     /// that many already (QUEUE_FULL); OK when it is there.
     pub(super) reserve_session: Script,
-    /// KEYS: session, records hash, mailbox list, aux. ARGV: id, answer bytes. Returns 1 when stored, 0 when the id
-    /// was already answered (first answer wins), NO_SESSION.
+    /// KEYS: session, records hash, mailbox list, aux, awaiting. ARGV: id, answer bytes, awaiting member. Returns 1
+    /// when stored, 0 when the id was already answered (first answer wins), NO_MESSAGE when nobody asked it (the
+    /// member is not in the awaiting set; nothing is written), NO_SESSION.
     pub(super) submit: Script,
     /// KEYS: session, idempotency key, aux. ARGV: message id, ttl ms. Returns {1, ''} when claimed now,
     /// {0, existing message id} when already claimed, {NO_SESSION, ''}.
@@ -129,6 +132,7 @@ impl Scripts {
             enqueue: Script::new(include_str!("lua/enqueue.lua")),
             reserve_session: Script::new(include_str!("lua/reserve_session.lua")),
             watch: Script::new(include_str!("lua/watch.lua")),
+            expect: Script::new(include_str!("lua/expect.lua")),
             submit: Script::new(include_str!("lua/submit.lua")),
             claim: Script::new(include_str!("lua/claim.lua")),
         }

@@ -752,6 +752,34 @@ async fn wait_calls(store: &Store) -> u64 {
 async fn tool_result_mailbox_is_durable() {
     let (store, prefix) = store().await;
     let sid = new_session(&store).await;
+    // Only asked calls can be answered: an answer to another is refused and stores nothing.
+    let err = store
+        .submit_tool_result(&sid, "call_1", "42", false)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotAwaited("call_id")), "{err}");
+    assert_eq!(
+        store
+            .wait_tool_result(&sid, "call_1", Duration::ZERO)
+            .await
+            .unwrap(),
+        None
+    );
+    for call in ["call_1", "call_2", "call_3"] {
+        store
+            .expect_answer(&sid, Asked::ToolResult(call))
+            .await
+            .unwrap();
+    }
+    // A permission request of the same id is another question.
+    let err = store
+        .reply_permission(&sid, "call_1", true)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::NotAwaited("permission_id")),
+        "{err}"
+    );
 
     // Wait first, then submit.
     let (started_tx, started_rx) = oneshot::channel();
@@ -836,6 +864,12 @@ async fn tool_result_mailbox_is_durable() {
 async fn permission_mailbox_is_durable() {
     let (store, prefix) = store().await;
     let sid = new_session(&store).await;
+    for asked in ["per_1", "per_2"] {
+        store
+            .expect_answer(&sid, Asked::Permission(asked))
+            .await
+            .unwrap();
+    }
 
     let (started_tx, started_rx) = oneshot::channel();
     let waiter = {
@@ -981,6 +1015,13 @@ async fn delete_session_removes_every_key() {
         .await
         .unwrap();
     // Answers nobody waited for leave doorbells behind; answered ones are cleaned by the waiter.
+    for asked in [
+        Asked::ToolResult("call_unwaited"),
+        Asked::Permission("per_unwaited"),
+        Asked::ToolResult("call_waited"),
+    ] {
+        store.expect_answer(&sid, asked).await.unwrap();
+    }
     store
         .submit_tool_result(&sid, "call_unwaited", "out", false)
         .await
