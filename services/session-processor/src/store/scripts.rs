@@ -19,7 +19,7 @@ pub(super) const NO_MESSAGE: i64 = -3;
 pub(super) const CONFLICT: i64 = -4;
 /// The prompt a message was to be delivered from is no longer at the queue's head; nothing was written.
 pub(super) const NOT_QUEUED: i64 = -6;
-/// The session's queue (for `reserve_session`: the tenant's index) is full; nothing was written.
+/// The session's queue is full; nothing was written.
 pub(super) const QUEUE_FULL: i64 = -7;
 
 // `lua/gate.lua`, prepended to every write script, is the shared gate: the session must exist (so a loop racing
@@ -88,9 +88,6 @@ pub(super) struct Scripts {
     pub(super) watch: Script,
     /// KEYS: session, awaiting. ARGV: member. Adds the member; NO_SESSION when the session is missing.
     pub(super) expect: Script,
-    /// KEYS: a tenant's session index. ARGV: most sessions, score, session id. Adds the id unless the index holds
-    /// that many already (QUEUE_FULL); OK when it is there.
-    pub(super) reserve_session: Script,
     /// KEYS: session, records hash, mailbox list, aux, awaiting. ARGV: id, answer bytes, awaiting member. Returns 1
     /// when stored, 0 when the id was already answered (first answer wins), NO_MESSAGE when nobody asked it (the
     /// member is not in the awaiting set; nothing is written), NO_SESSION.
@@ -130,7 +127,6 @@ impl Scripts {
             renew: Script::new(include_str!("lua/renew.lua")),
             release: Script::new(include_str!("lua/release.lua")),
             enqueue: Script::new(include_str!("lua/enqueue.lua")),
-            reserve_session: Script::new(include_str!("lua/reserve_session.lua")),
             watch: Script::new(include_str!("lua/watch.lua")),
             expect: Script::new(include_str!("lua/expect.lua")),
             submit: Script::new(include_str!("lua/submit.lua")),

@@ -18,9 +18,12 @@ impl Store {
         self.create_session_within(s, None).await
     }
 
-    /// [`Store::create_session`] within a quota: [`StoreError::TooManySessions`] when the session's tenant already
-    /// holds `quota` sessions (counted on its index, in one atomic step with the index entry, so concurrent creates
-    /// cannot pass it together). Costs one more round trip than without a quota.
+    /// [`Store::create_session`] within a quota: [`StoreError::TooManySessions`] (nothing kept) when the session's
+    /// tenant would hold more than `quota` sessions. The tenant's index is counted right after the session's entry
+    /// is added, in the same pipeline, and a count over the quota takes the session back out: an accepted session
+    /// was at most the `quota`-th when it looked, so creations racing each other never pass the quota together
+    /// (near it, one of them may be refused although it would have fit). One command more than without a quota,
+    /// no round trip more.
     pub async fn create_session_within(
         &self,
         s: &pb::Session,
@@ -32,42 +35,49 @@ impl Store {
             stored.status = None;
             let score = timestamp_millis(s.created_at.as_ref()).unwrap_or_else(now_millis);
             let bytes = stored.encode_to_vec();
+            let index = keys::index(&self.prefix);
             let tenant_index = keys::tenant_sessions(&self.prefix, &s.tenant);
-            if let Some(quota) = quota {
-                let code: i64 = self
-                    .scripts
-                    .reserve_session
-                    .key(&tenant_index)
-                    .arg(quota)
-                    .arg(score)
-                    .arg(&s.id)
-                    .invoke_async(&mut self.conn.clone())
-                    .await?;
-                if code == super::scripts::QUEUE_FULL {
-                    return Err(StoreError::TooManySessions(quota));
-                }
-            }
             // Indexes first (ZADD NX leaves an existing entry alone): a crash in between leaves an index entry that
             // listing skips, never a session that listing cannot find.
-            let (_, _, set): (i64, i64, redis::Value) = redis::pipe()
-                .cmd("ZADD")
-                .arg(keys::index(&self.prefix))
-                .arg("NX")
-                .arg(score)
-                .arg(&s.id)
-                .cmd("ZADD")
-                .arg(&tenant_index)
-                .arg("NX")
-                .arg(score)
-                .arg(&s.id)
-                .cmd("SET")
-                .arg(keys.session())
-                .arg(&bytes)
-                .arg("NX")
-                .query_async(&mut self.conn.clone())
-                .await?;
+            let mut pipe = redis::pipe();
+            for index in [&index, &tenant_index] {
+                pipe.cmd("ZADD")
+                    .arg(index)
+                    .arg("NX")
+                    .arg(score)
+                    .arg(&s.id)
+                    .ignore();
+            }
+            if quota.is_some() {
+                pipe.cmd("ZCARD").arg(&tenant_index);
+            }
+            pipe.cmd("SET").arg(keys.session()).arg(&bytes).arg("NX");
+            let mut conn = self.conn.clone();
+            let (count, set): (u64, redis::Value) = if quota.is_some() {
+                pipe.query_async(&mut conn).await?
+            } else {
+                let (set,) = pipe.query_async(&mut conn).await?;
+                (0, set)
+            };
             if matches!(set, redis::Value::Nil) {
                 return Err(StoreError::Exists(format!("session {}", s.id)));
+            }
+            if let Some(quota) = quota.filter(|q| count > *q) {
+                let _: () = redis::pipe()
+                    .cmd("DEL")
+                    .arg(keys.session())
+                    .ignore()
+                    .cmd("ZREM")
+                    .arg(&tenant_index)
+                    .arg(&s.id)
+                    .ignore()
+                    .cmd("ZREM")
+                    .arg(&index)
+                    .arg(&s.id)
+                    .ignore()
+                    .query_async(&mut self.conn.clone())
+                    .await?;
+                return Err(StoreError::TooManySessions(quota));
             }
             self.records
                 .put(&s.id, records::Known { bytes, model: None });
