@@ -84,9 +84,10 @@ pub const WATCH_REFRESH: Duration = Duration::from_secs(1);
 
 /// How long a measured offset to Redis's clock is used before a channel that opens measures it again. Channel ids
 /// must stay after every id a dead predecessor handed out (docs/architecture.md, "Session events"): the lease ttl
-/// (at least 500 ms) separates the two, and a clock slewing at NTP's maximum rate (500 ppm) drifts 0.5 ms in a
-/// second.
-pub const CLOCK_FRESH: Duration = Duration::from_secs(1);
+/// (at least 500 ms) separates the two, and a clock slewing at NTP's maximum rate (500 ppm) drifts 5 ms in ten
+/// seconds, a hundredth of that. (Ten seconds rather than one: a replica serving a prompt every few seconds would
+/// otherwise read the clock with every one.)
+pub const CLOCK_FRESH: Duration = Duration::from_secs(10);
 
 /// How long after its last renewal a running loop's lease is renewed: half its ttl, so a renewal that fails (Redis
 /// restarting, a failover) has the other half to be retried before the lease expires. The channel's writes take the
