@@ -65,7 +65,7 @@ fn texts(m: &spb::Message) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_prompt_sent_while_busy_is_queued_and_answered_in_the_same_loop() {
+async fn a_prompt_sent_while_busy_is_queued_and_answered_by_the_run_that_follows() {
     let p = Product::start("").await;
     let s = p.session_on("").await;
     // The first answer is slow, so the second prompt arrives while the loop is busy.
@@ -96,22 +96,27 @@ async fn a_prompt_sent_while_busy_is_queued_and_answered_in_the_same_loop() {
         .await
         .unwrap()
         .into_inner();
-    let first = until_done(&mut first).await;
-    let second = until_done(&mut second).await;
+    let first = until_end(&mut first).await;
+    let second = until_end(&mut second).await;
     assert_stream_invariants(&first);
-    assert_stream_invariants(&second);
     let ms = messages(&mut c, &s.id).await;
-    // One loop answered both: the first prompt's stream carries the second answer too and ends with the one `done`
-    // the loop publishes, for the second answer. (A fresh loop for the second prompt would have ended the first
-    // stream at the first answer.)
+    // The first run ends at its answer (the run's last write finds the queued prompt and keeps the lease), and the
+    // run that follows at once answers the second prompt: each stream ends at the `done` of the run that answered
+    // its prompt, the second one after passing the first run's.
+    assert_eq!(done_of(&first).message_id, ms[1].id);
     assert!(
-        first
+        !first
             .iter()
             .any(|e| matches!(e, SE::PartDelta(d) if d.message_id == ms[3].id)),
-        "the first stream saw no delta of the second answer: {first:?}"
+        "the first stream ended at its own answer: {first:?}"
     );
-    assert_eq!(done_of(&first).message_id, ms[3].id);
-    assert_eq!(done_of(&second).message_id, ms[3].id);
+    assert!(matches!(second.last(), Some(SE::Done(d)) if d.message_id == ms[3].id));
+    assert!(
+        second
+            .iter()
+            .any(|e| matches!(e, SE::PartDelta(d) if d.message_id == ms[3].id)),
+        "the second stream carried its answer: {second:?}"
+    );
     let summary: Vec<(spb::Role, String)> = ms.iter().map(|m| (m.role(), texts(m))).collect();
     assert_eq!(
         summary,
@@ -205,7 +210,8 @@ async fn a_prompt_queued_as_the_running_loop_ends_streams_until_the_run_that_ans
             _ => None,
         })
         .collect();
-    assert_eq!(dones.len(), 2, "{queued:?}");
+    // The other loop's, the next prompt's run's, and its own.
+    assert_eq!(dones.len(), 3, "{queued:?}");
     assert!(matches!(queued.last(), Some(SE::Done(d)) if d.message_id == ms[3].id));
     assert!(
         queued
@@ -219,9 +225,9 @@ async fn a_prompt_queued_as_the_running_loop_ends_streams_until_the_run_that_ans
             .any(|e| matches!(e, SE::PartDelta(d) if d.message_id == ms[3].id)),
         "the stream carried its answer"
     );
-    // The prompt that started the run ends at its run's `done` too, which answered both.
+    // The prompt that started the run ends at its own run's `done`.
     assert_stream_invariants(&next);
-    assert_eq!(done_of(&next).message_id, ms[3].id);
+    assert_eq!(done_of(&next).message_id, ms[1].id);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

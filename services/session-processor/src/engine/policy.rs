@@ -524,8 +524,12 @@ impl LoopState {
                 } else {
                     StopReason::Completed
                 };
-                if final_step {
+                // An answer ends the run without a look at the queue: the run's last write looks (atomically with
+                // the lease's release), and a prompt queued meanwhile runs in the run that follows at once, whose
+                // `done` ends that prompt's stream.
+                if final_step || (report.answered && self.pending.is_none()) {
                     let reason = self.last_reason;
+                    self.answered = false;
                     return self.finish(reason);
                 }
                 Action::DeliverQueue

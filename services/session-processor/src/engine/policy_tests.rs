@@ -125,34 +125,33 @@ fn finish_failed(id: &str, finish: &str, reason: StopReason) -> Action {
 fn a_prompt_runs_a_step_and_an_answer_ends_the_loop_without_reading_again() {
     let mut d = Drive::new(rules());
     assert_eq!(d.start_to_boundary(facts(true)), step(false));
-    let a = d.see(Observation::Stepped(report(
-        "m1",
-        "stop",
-        Outcome::Continue,
-        true,
-    )));
     assert_eq!(
-        a,
-        Action::DeliverQueue,
-        "the queue is checked after every step"
-    );
-    assert_eq!(
-        d.see(Observation::Delivered(0)),
+        d.see(Observation::Stepped(report(
+            "m1",
+            "stop",
+            Outcome::Continue,
+            true,
+        ))),
         finish("m1", "stop", StopReason::Completed),
-        "a complete answer and an empty queue end the loop at once"
+        "an answer ends the run without a look at the queue: the run's last write looks, and a prompt queued \
+         meanwhile runs in the run that follows"
     );
 }
 
 #[test]
-fn a_prompt_queued_during_the_step_is_delivered_and_answered_in_the_same_loop() {
+fn a_prompt_queued_during_a_tool_step_is_delivered_at_the_boundary_and_answered_in_the_same_loop() {
     let mut d = Drive::new(rules());
     d.start_to_boundary(facts(true));
-    d.see(Observation::Stepped(report(
-        "m1",
-        "stop",
-        Outcome::Continue,
-        true,
-    )));
+    assert_eq!(
+        d.see(Observation::Stepped(report(
+            "m1",
+            "tool_calls",
+            Outcome::Continue,
+            false,
+        ))),
+        Action::DeliverQueue,
+        "the queue is checked after every step that goes on"
+    );
     assert_eq!(d.see(Observation::Delivered(1)), Action::ReadHistory);
     assert_eq!(
         d.see(Observation::History(facts(true))),
@@ -501,12 +500,11 @@ fn doom_loops_and_denied_permissions_stop_without_an_error() {
 fn an_empty_answer_is_a_typed_stop() {
     let mut d = Drive::new(rules());
     d.start_to_boundary(facts(true));
-    d.see(Observation::Stepped(StepReport {
-        empty: true,
-        ..report("m1", "other", Outcome::Continue, true)
-    }));
     assert_eq!(
-        d.see(Observation::Delivered(0)),
+        d.see(Observation::Stepped(StepReport {
+            empty: true,
+            ..report("m1", "other", Outcome::Continue, true)
+        })),
         finish("m1", "other", StopReason::EmptyResponse)
     );
 }
@@ -750,13 +748,12 @@ fn storage_back_with_the_lease_reruns_the_iteration() {
 fn a_finish_that_storage_refused_is_retried_not_the_iteration() {
     let mut d = Drive::new(rules());
     d.start_to_boundary(facts(true));
-    d.see(Observation::Stepped(report(
+    let end = d.see(Observation::Stepped(report(
         "m1",
         "stop",
         Outcome::Continue,
         true,
     )));
-    let end = d.see(Observation::Delivered(0));
     assert_eq!(end, finish("m1", "stop", StopReason::Completed));
     d.see(Observation::StorageFailed {
         lease_age: 100 * MS,
