@@ -1,5 +1,6 @@
 //! Faults under a running prompt, with real processes: Redis killed (SIGKILL) or stopped (SIGTERM) and restarted
-//! from its AOF, Redis refusing writes for 3 s, and the gateway restarted mid-step. Each test asserts the end state:
+//! from its AOF, Redis refusing writes for 3 s, and the gateway restarted mid-step; Redis faults as the run ends and
+//! with a prompt queued behind the running one. Each test asserts the end state:
 //! the Prompt and Subscribe streams ended with a terminal `done` within a bound that means "it happened", the prompt
 //! was answered (resumed here or by recovery), nothing is left busy, and Diagnose is healthy.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -309,4 +310,96 @@ async fn redis_killed_as_the_run_ends_leaves_no_lease_and_no_mark_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_refusing_writes_as_the_run_ends_leaves_no_lease_and_no_mark_behind() {
     redis_fault_as_the_run_ends(Fault::RefuseWrites).await;
+}
+
+/// Every event of a stream up to its end, within `bound`.
+async fn until_end(stream: &mut tonic::Streaming<spb::PromptResponse>, bound: Duration) -> Vec<SE> {
+    let mut events = Vec::new();
+    let ended = tokio::time::timeout(bound, async {
+        while let Some(r) = stream.message().await.expect("the stream stays readable") {
+            events.extend(r.event.and_then(|e| e.event));
+        }
+    })
+    .await;
+    assert!(
+        ended.is_ok(),
+        "the stream ends within {bound:?}: {events:?}"
+    );
+    events
+}
+
+/// A prompt queued behind a running one when Redis fails: it is answered exactly once (never lost, never stored
+/// twice), and its stream ends with a terminal event.
+async fn redis_fault_with_a_prompt_queued(fault: Fault) {
+    let redis = RedisServer::start().await;
+    let gateway = Harness::start().await;
+    let p = start_processor(ProcessorSetup {
+        gateway: gateway.addr.to_string(),
+        redis: redis.url(),
+        recovery: true,
+        extra: "[events]\nflush_interval_ms = 50\nunwatched_flush_interval_ms = 50\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = p.client().await;
+    let s = create_session(&mut c, Default::default()).await;
+    gateway.openai.push(slow_answer());
+    gateway.openai.set_fallback(short_answer());
+    let mut first = c.prompt(prompt(&s.id, "talk")).await.unwrap().into_inner();
+    until_deltas(&mut first, 3).await;
+    let mut queued = p
+        .client()
+        .await
+        .prompt(prompt(&s.id, "queued"))
+        .await
+        .unwrap()
+        .into_inner();
+    let down = match fault {
+        Fault::Kill | Fault::Terminate => Duration::from_millis(300),
+        Fault::KillPastTheLease | Fault::RefuseWrites => Duration::from_secs(3),
+    };
+    let undo = inject(fault, redis, down).await;
+    let first_events = until_done(&mut first, |r| r.event, Duration::from_secs(15)).await;
+    let queued_events = until_end(&mut queued, Duration::from_secs(30)).await;
+    let (_redis, _) = undo.await.unwrap();
+    assert_ended_through_the_fault(&first_events);
+    assert_ended_through_the_fault(&queued_events);
+    assert_settled(&mut c, &s.id).await;
+    let ms = messages(&mut c, &s.id).await;
+    let asked: Vec<&spb::Message> = ms
+        .iter()
+        .filter(|m| {
+            m.role() == spb::Role::User
+                && m.parts.iter().any(
+                    |p| matches!(&p.kind, Some(spb::part::Kind::Text(t)) if t.text == "queued"),
+                )
+        })
+        .collect();
+    assert_eq!(asked.len(), 1, "stored once, never lost: {ms:?}");
+    assert!(
+        ms.iter().any(|m| m.role() == spb::Role::Assistant
+            && m.parent_id == asked[0].id
+            && m.finish == "stop"),
+        "and answered: {ms:?}"
+    );
+    if matches!(queued_events.last(), Some(SE::Done(d)) if d.stopped_by() == spb::StopReason::Completed)
+    {
+        assert!(
+            queued_events
+                .iter()
+                .any(|e| matches!(e, SE::MessageUpdated(m) if m.id == asked[0].id)),
+            "a stream that ended completed carried its prompt: {queued_events:?}"
+        );
+    }
+    assert_healthy(&mut c, &s.id).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_with_a_prompt_queued_answers_it_once() {
+    redis_fault_with_a_prompt_queued(Fault::Kill).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_refusing_writes_with_a_prompt_queued_answers_it_once() {
+    redis_fault_with_a_prompt_queued(Fault::RefuseWrites).await;
 }
