@@ -467,6 +467,26 @@ pub async fn until_done_within<T>(
     events
 }
 
+/// Every event of a `Prompt` stream up to its end (not only to its first `done`: a queued prompt's stream goes
+/// on to the `done` of the run that answers it), within `bound`.
+pub async fn until_end(
+    stream: &mut tonic::Streaming<spb::PromptResponse>,
+    bound: std::time::Duration,
+) -> Vec<spb::session_event::Event> {
+    let mut events = Vec::new();
+    let ended = tokio::time::timeout(bound, async {
+        while let Some(r) = stream.message().await.expect("the stream stays readable") {
+            events.extend(r.event.and_then(|e| e.event));
+        }
+    })
+    .await;
+    assert!(
+        ended.is_ok(),
+        "the stream ends within {bound:?}: {events:?}"
+    );
+    events
+}
+
 /// An event id, `<ms>-<seq>`, as a pair that orders like the ids.
 pub fn event_id(id: &str) -> (u64, u64) {
     let parsed = id

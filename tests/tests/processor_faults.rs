@@ -12,7 +12,8 @@ use e2e_tests::faults::{
     until_done,
 };
 use e2e_tests::processor::{
-    Processor, ProcessorSetup, assert_healthy, create_session, messages, prompt, start_processor,
+    Processor, ProcessorSetup, SessionsClient, assert_healthy, create_session, messages, prompt,
+    start_processor, until_end,
 };
 use e2e_tests::procs::RedisServer;
 use e2e_tests::service::{ServiceProcess, free_port};
@@ -57,7 +58,17 @@ async fn inject(
     })
 }
 
-async fn redis_fault_mid_prompt(fault: Fault) {
+/// What the Redis fault tests run on: a private Redis, the gateway harness and a processor (recovery on), with a
+/// session whose first step streams a slow answer (later steps get a short one).
+struct Rig {
+    redis: RedisServer,
+    gateway: Harness,
+    p: Processor,
+    c: SessionsClient,
+    s: spb::Session,
+}
+
+async fn rig() -> Rig {
     let redis = RedisServer::start().await;
     let gateway = Harness::start().await;
     let p = start_processor(ProcessorSetup {
@@ -73,6 +84,31 @@ async fn redis_fault_mid_prompt(fault: Fault) {
     let s = create_session(&mut c, Default::default()).await;
     gateway.openai.push(slow_answer());
     gateway.openai.set_fallback(short_answer());
+    Rig {
+        redis,
+        gateway,
+        p,
+        c,
+        s,
+    }
+}
+
+/// How long `fault` lasts mid-prompt.
+fn outage(fault: Fault) -> Duration {
+    match fault {
+        Fault::Kill | Fault::Terminate => Duration::from_millis(300),
+        Fault::KillPastTheLease | Fault::RefuseWrites => Duration::from_secs(3),
+    }
+}
+
+async fn redis_fault_mid_prompt(fault: Fault) {
+    let Rig {
+        redis,
+        gateway,
+        p,
+        mut c,
+        s,
+    } = rig().await;
     // A second replica of the same deployment: its Subscribe reads the event log in Redis.
     let other = start_processor(ProcessorSetup {
         gateway: gateway.addr.to_string(),
@@ -102,11 +138,7 @@ async fn redis_fault_mid_prompt(fault: Fault) {
     let mut stream = c.prompt(prompt(&s.id, "talk")).await.unwrap().into_inner();
     // The fault lands once text streams.
     until_deltas(&mut stream, 3).await;
-    let down = match fault {
-        Fault::Kill | Fault::Terminate => Duration::from_millis(300),
-        Fault::KillPastTheLease | Fault::RefuseWrites => Duration::from_secs(3),
-    };
-    let undo = inject(fault, redis, down).await;
+    let undo = inject(fault, redis, outage(fault)).await;
     // The lease (1.5 s) bounds how long a stream can wait; 15 s means "it ended", not "it was fast".
     let events = until_done(&mut stream, |r| r.event, Duration::from_secs(15)).await;
     let sub_events = until_done(&mut sub, |r| r.event, Duration::from_secs(15)).await;
@@ -312,39 +344,17 @@ async fn redis_refusing_writes_as_the_run_ends_leaves_no_lease_and_no_mark_behin
     redis_fault_as_the_run_ends(Fault::RefuseWrites).await;
 }
 
-/// Every event of a stream up to its end, within `bound`.
-async fn until_end(stream: &mut tonic::Streaming<spb::PromptResponse>, bound: Duration) -> Vec<SE> {
-    let mut events = Vec::new();
-    let ended = tokio::time::timeout(bound, async {
-        while let Some(r) = stream.message().await.expect("the stream stays readable") {
-            events.extend(r.event.and_then(|e| e.event));
-        }
-    })
-    .await;
-    assert!(
-        ended.is_ok(),
-        "the stream ends within {bound:?}: {events:?}"
-    );
-    events
-}
-
 /// A prompt queued behind a running one when Redis fails: it is answered exactly once (never lost, never stored
 /// twice), and its stream ends with a terminal event.
 async fn redis_fault_with_a_prompt_queued(fault: Fault) {
-    let redis = RedisServer::start().await;
-    let gateway = Harness::start().await;
-    let p = start_processor(ProcessorSetup {
-        gateway: gateway.addr.to_string(),
-        redis: redis.url(),
-        recovery: true,
-        extra: "[events]\nflush_interval_ms = 50\nunwatched_flush_interval_ms = 50\n".into(),
-        ..Default::default()
-    })
-    .await;
-    let mut c = p.client().await;
-    let s = create_session(&mut c, Default::default()).await;
-    gateway.openai.push(slow_answer());
-    gateway.openai.set_fallback(short_answer());
+    // The gateway is held to the end (dropping it stops it).
+    let Rig {
+        redis,
+        gateway: _gateway,
+        p,
+        mut c,
+        s,
+    } = rig().await;
     let mut first = c.prompt(prompt(&s.id, "talk")).await.unwrap().into_inner();
     until_deltas(&mut first, 3).await;
     let mut queued = p
@@ -354,11 +364,7 @@ async fn redis_fault_with_a_prompt_queued(fault: Fault) {
         .await
         .unwrap()
         .into_inner();
-    let down = match fault {
-        Fault::Kill | Fault::Terminate => Duration::from_millis(300),
-        Fault::KillPastTheLease | Fault::RefuseWrites => Duration::from_secs(3),
-    };
-    let undo = inject(fault, redis, down).await;
+    let undo = inject(fault, redis, outage(fault)).await;
     let first_events = until_done(&mut first, |r| r.event, Duration::from_secs(15)).await;
     let queued_events = until_end(&mut queued, Duration::from_secs(30)).await;
     let (_redis, _) = undo.await.unwrap();

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use e2e_tests::processor::{
     ProcessorSetup, Product, SessionsClient, assert_stream_invariants, done_of, prompt, text_reply,
+    until_end,
 };
 use fake_provider::Reply;
 use fake_provider::openai_sse::ChatStream;
@@ -96,8 +97,8 @@ async fn a_prompt_sent_while_busy_is_queued_and_answered_by_the_run_that_follows
         .await
         .unwrap()
         .into_inner();
-    let first = until_end(&mut first).await;
-    let second = until_end(&mut second).await;
+    let first = until_end(&mut first, Duration::from_secs(20)).await;
+    let second = until_end(&mut second, Duration::from_secs(20)).await;
     assert_stream_invariants(&first);
     let ms = messages(&mut c, &s.id).await;
     // The first run ends at its answer (the run's last write finds the queued prompt and keeps the lease), and the
@@ -141,19 +142,6 @@ async fn a_prompt_sent_while_busy_is_queued_and_answered_by_the_run_that_follows
     assert_eq!(users, 2);
 }
 
-/// Every event of a stream, up to its end (20 s at most).
-async fn until_end(stream: &mut tonic::Streaming<spb::PromptResponse>) -> Vec<SE> {
-    let mut events = Vec::new();
-    while let Some(ev) = tokio::time::timeout(Duration::from_secs(20), stream.message())
-        .await
-        .expect("the stream ends")
-        .unwrap()
-    {
-        events.push(ev.event.unwrap().event.unwrap());
-    }
-    events
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_queued_as_the_running_loop_ends_streams_until_the_run_that_answers_it() {
     let p = Product::start("").await;
@@ -188,8 +176,8 @@ async fn a_prompt_queued_as_the_running_loop_ends_streams_until_the_run_that_ans
     p.gateway.openai.push(text("c1", &["next answer."]));
     p.gateway.openai.push(text("c2", &["queued answer."]));
     let mut next = c.prompt(prompt(&s.id, "next")).await.unwrap().into_inner();
-    let queued = until_end(&mut queued).await;
-    let next = until_end(&mut next).await;
+    let queued = until_end(&mut queued, Duration::from_secs(20)).await;
+    let next = until_end(&mut next, Duration::from_secs(20)).await;
     let ms = messages(&mut c, &s.id).await;
     let summary: Vec<(spb::Role, String)> = ms.iter().map(|m| (m.role(), texts(m))).collect();
     assert_eq!(
