@@ -215,47 +215,58 @@ fn follow<T: Send + 'static>(
             return Box::pin(futures::stream::once(async move { Err(refused) }));
         }
     };
-    let patience = engine.config.lease_ttl;
-    // The slot goes with the stream: its place is freed when the stream ends or the caller leaves.
-    let end = (StreamEnd::new(until), slot);
-    Box::pin(futures::stream::unfold(
-        (follower, end, false),
-        move |(mut follower, (mut end, slot), finished)| {
-            let engine = Arc::clone(&engine);
-            async move {
-                if finished {
-                    return None;
-                }
-                let ev = match next_event(&mut follower, patience).await {
-                    Ok(ev) => ev,
-                    Err(Ended::Gone) => {
-                        return Some((
-                            Err(status::session_not_found()),
-                            (follower, (end, slot), true),
-                        ));
-                    }
-                    Err(Ended::Unreadable) => {
-                        // Storage stayed unreadable: end with a terminal event that says so, never silence.
-                        let ev = pb::SessionEvent {
-                            event_id: String::new(),
-                            session_id: follower.session_id().to_string(),
-                            event: Some(pb::session_event::Event::Done(pb::Done {
-                                stopped_by: pb::StopReason::StorageUnavailable as i32,
-                                ..Default::default()
-                            })),
-                        };
-                        return Some((Ok(wrap(ev)), (follower, (end, slot), true)));
-                    }
-                };
-                let last = match end.observe(&ev) {
-                    Verdict::Go => false,
-                    Verdict::End => true,
-                    Verdict::Ask(tag) => answered(&engine, &end, follower.session_id(), &tag).await,
-                };
-                Some((Ok(wrap(ev)), (follower, (end, slot), last)))
+    let state = Following {
+        patience: engine.config.lease_ttl,
+        engine,
+        follower,
+        end: StreamEnd::new(until),
+        _slot: slot,
+        finished: false,
+    };
+    Box::pin(futures::stream::unfold(state, move |mut st| async move {
+        if st.finished {
+            return None;
+        }
+        let ev = match next_event(&mut st.follower, st.patience).await {
+            Ok(ev) => ev,
+            Err(Ended::Gone) => {
+                st.finished = true;
+                return Some((Err(status::session_not_found()), st));
             }
-        },
-    ))
+            Err(Ended::Unreadable) => {
+                // Storage stayed unreadable: end with a terminal event that says so, never silence.
+                let ev = pb::SessionEvent {
+                    event_id: String::new(),
+                    session_id: st.follower.session_id().to_string(),
+                    event: Some(pb::session_event::Event::Done(pb::Done {
+                        stopped_by: pb::StopReason::StorageUnavailable as i32,
+                        ..Default::default()
+                    })),
+                };
+                st.finished = true;
+                return Some((Ok(wrap(ev)), st));
+            }
+        };
+        st.finished = match st.end.observe(&ev) {
+            Verdict::Go => false,
+            Verdict::End => true,
+            Verdict::Ask(tag) => {
+                answered(&st.engine, &st.end, st.follower.session_id(), &tag).await
+            }
+        };
+        Some((Ok(wrap(ev)), st))
+    }))
+}
+
+/// What a stream that follows a session carries from one event to the next.
+struct Following {
+    engine: Arc<Engine>,
+    follower: crate::events::Follower,
+    end: StreamEnd,
+    /// Its place in its tenant's count of open streams, freed with the stream (when it ends or the caller leaves).
+    _slot: StreamSlot,
+    patience: Duration,
+    finished: bool,
 }
 
 /// Whether the `done` a queued prompt's stream just saw ends it (see [`crate::api::stream_end`]). When Redis cannot say, the
