@@ -5,9 +5,10 @@
 //! still decodes the entry as the request (unknown fields are skipped), so a replica that predates tags delivers
 //! it as before. The tag is what makes delivery exactly-once and traceable: the loop reads the queue without
 //! taking anything out, and the script that stores a prompt's user message also removes that prompt from the
-//! queue's head (only if it is still there) and records which message the tag became, for a day after the session's last delivery (see
-//! [`Store::deliver_prompt_message`] and [`Store::prompt_delivery`]). A failure between the read and that
-//! script leaves the prompt queued for the next delivery; nothing is lost or stored twice.
+//! queue's head (only if it is still there) and records which message the tag became, for a day after the
+//! session's last delivery (see [`Store::deliver_prompt_message`] and [`Store::prompt_delivery`]). A failure
+//! between the read and that script leaves the prompt queued for the next delivery; nothing is lost or stored
+//! twice.
 
 use llm_proto::sessions as pb;
 use prost::Message as _;
