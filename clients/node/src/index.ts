@@ -157,16 +157,21 @@ function unary<Res>(call: (cb: grpc.requestCallback<Res>) => grpc.ClientUnaryCal
   });
 }
 
-/** The events of a Prompt or Subscribe stream until `done` (the last one yielded); the stream is then closed. */
-async function* untilDone(
+/**
+ * The events of a stream: until `done` (the last one yielded) when `atDone`, else until the stream ends (a Prompt
+ * stream ends at the `done` of the run that answered its prompt, which for a prompt queued behind a running loop is
+ * not the first `done` it carries). The stream is then closed.
+ */
+async function* events(
   stream: grpc.ClientReadableStream<{ event?: SessionEvent__Output | null }>,
+  atDone: boolean,
 ): AsyncGenerator<SessionEvent__Output> {
   try {
     for await (const response of stream) {
       const event = response.event;
       if (!event) continue;
       yield event;
-      if (event.event === "done") return;
+      if (atDone && event.event === "done") return;
     }
   } finally {
     // A stream left early (done, or the caller stopped reading) is cancelled; its CANCELLED status is expected.
@@ -231,8 +236,9 @@ export class SessionsClient {
   }
 
   /**
-   * Sends a prompt and yields the session's events until the loop's `done`. Client tool calls arrive as
-   * `tool_call_awaiting` events: answer each with submitToolResult while iterating (or use run).
+   * Sends a prompt and yields the session's events until the stream ends, at the `done` of the run that answered
+   * it (a prompt queued behind a running loop first sees that loop's `done`, and goes on). Client tool calls arrive
+   * as `tool_call_awaiting` events: answer each with submitToolResult while iterating (or use run).
    */
   prompt(sessionId: string, text: string, opts: PromptOptions = {}): AsyncGenerator<SessionEvent__Output> {
     const req = {
@@ -247,7 +253,7 @@ export class SessionsClient {
       system: opts.system ?? "",
       idempotency_key: opts.idempotencyKey ?? "",
     };
-    return untilDone(this.stub.Prompt(req, this.metadata, deadline(opts.timeoutMs)));
+    return events(this.stub.Prompt(req, this.metadata, deadline(opts.timeoutMs)), false);
   }
 
   /** The session's events after `afterEventId` (empty: from now on), from any replica, until `done`. */
@@ -256,7 +262,7 @@ export class SessionsClient {
     opts: { afterEventId?: string; timeoutMs?: number } = {},
   ): AsyncGenerator<SessionEvent__Output> {
     const req = { session_id: sessionId, after_event_id: opts.afterEventId ?? "" };
-    return untilDone(this.stub.Subscribe(req, this.metadata, deadline(opts.timeoutMs)));
+    return events(this.stub.Subscribe(req, this.metadata, deadline(opts.timeoutMs)), true);
   }
 
   /** Answers a client tool call; with `isError` the output is the error the model sees. */

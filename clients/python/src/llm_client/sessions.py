@@ -141,7 +141,9 @@ class SessionsClient:
         idempotency_key: str = "",
         timeout: Optional[float] = None,
     ) -> Iterator[pb.SessionEvent]:
-        """Sends a prompt and yields the session's events until the loop's `done` (the last event yielded).
+        """Sends a prompt and yields the session's events until the stream ends, at the `done` of the run that
+        answered this prompt (the last event yielded). A prompt queued behind a running loop may first see that
+        loop's `done`: the stream goes on past it to its own answer.
 
         Client tool calls arrive as `tool_call_awaiting` events: answer each with `submit_tool_result` while
         iterating (or use `run`, which does it for you).
@@ -155,7 +157,8 @@ class SessionsClient:
             idempotency_key=idempotency_key,
         )
         stream = self.stub.Prompt(req, metadata=self.metadata, timeout=timeout)
-        return _until_done(r.event for r in stream)
+        # The server ends a Prompt stream at the right `done`; read it to its end.
+        return (r.event for r in stream)
 
     def subscribe(
         self, session_id: str, *, after_event_id: str = "", timeout: Optional[float] = None
