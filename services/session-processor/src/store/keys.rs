@@ -75,7 +75,8 @@ impl SessionKeys {
         self.with("queue")
     }
 
-    /// HASH tag → user message id of the queued prompts delivered (see `queue.rs`), with a PX ttl.
+    /// HASH tag → user message id of the queued prompts delivered, empty while one is queued (see `queue.rs`), with
+    /// a PX ttl.
     pub(super) fn delivered(&self) -> String {
         self.with("delivered")
     }

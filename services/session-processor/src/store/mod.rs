@@ -25,7 +25,7 @@
 //! | `<P>{sess:<id>}:lease` | STRING | `<owner>:<token>`, PX ttl |
 //! | `<P>{sess:<id>}:fence` | STRING | INCR counter the fencing tokens come from |
 //! | `<P>{sess:<id>}:queue` | LIST | `PromptRequest`s that arrived while the session was busy, each tagged (`queue.rs`) |
-//! | `<P>{sess:<id>}:delivered` | HASH | tag → user message id of the queued prompts delivered; a day's PX ttl |
+//! | `<P>{sess:<id>}:delivered` | HASH | tag → user message id of the queued prompts delivered (empty while queued); a day's PX ttl |
 //! | `<P>{sess:<id>}:toolresults` | HASH | call id → `SubmitToolResultRequest` (durable record) |
 //! | `<P>{sess:<id>}:awaiting` | SET | `tool:<call id>`, `permission:<id>`: the questions the loop asked; only they can be answered |
 //! | `<P>{sess:<id>}:toolresult:<call>` | LIST | doorbell the waiting loop BLPOPs |

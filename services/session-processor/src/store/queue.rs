@@ -5,8 +5,8 @@
 //! still decodes the entry as the request (unknown fields are skipped), so a replica that predates tags delivers
 //! it as before. The tag is what makes delivery exactly-once and traceable: the loop reads the queue without
 //! taking anything out, and the script that stores a prompt's user message also removes that prompt from the
-//! queue's head (only if it is still there) and records which message the tag became, for a day after the
-//! session's last delivery (see [`Store::deliver_prompt_message`] and [`Store::prompt_delivery`]). A failure
+//! queue's head (only if it is still there) and records which message the tag became (the record, written empty
+//! at enqueue, lives in `…:delivered` for a day after the session's last queue write) (see [`Store::deliver_prompt_message`] and [`Store::prompt_delivery`]). A failure
 //! between the read and that script leaves the prompt queued for the next delivery; nothing is lost or stored
 //! twice.
 
@@ -88,8 +88,10 @@ impl Store {
             script
                 .key(keys.session())
                 .key(keys.queue())
+                .key(keys.delivered())
                 .arg(entry(&tag, prompt))
-                .arg(MAX_QUEUED_PROMPTS);
+                .arg(MAX_QUEUED_PROMPTS)
+                .arg(&tag);
             let code: i64 = self.invoke_acked(&script).await?;
             if code == super::scripts::QUEUE_FULL {
                 return Err(StoreError::QueueFull(MAX_QUEUED_PROMPTS));
@@ -136,8 +138,9 @@ impl Store {
             .collect()
     }
 
-    /// Where the prompt queued with `tag` is: still queued, delivered (as which message), or neither. One atomic
-    /// read, so a delivery cannot fall between its two halves.
+    /// Where the prompt queued with `tag` is: still queued, delivered (as which message), or neither. One `HGET`:
+    /// the tag's record is written empty when the prompt is queued and set to its message when it is delivered
+    /// (never the queue itself, whose entries are whole prompts).
     pub async fn prompt_delivery(
         &self,
         session_id: &str,
@@ -147,25 +150,15 @@ impl Store {
             return Ok(Delivery::Unknown);
         }
         let keys = self.keys(session_id)?;
-        let (message, items): (Option<String>, Vec<Vec<u8>>) = redis::pipe()
-            .atomic()
-            .cmd("HGET")
+        let message: Option<String> = redis::cmd("HGET")
             .arg(keys.delivered())
             .arg(tag)
-            .cmd("LRANGE")
-            .arg(keys.queue())
-            .arg(0)
-            .arg(-1)
             .query_async(&mut self.conn.clone())
             .await?;
-        if let Some(message) = message {
-            return Ok(Delivery::Delivered(message));
-        }
-        let head = head_of(tag, &[]);
-        Ok(if items.iter().any(|i| i.starts_with(&head)) {
-            Delivery::Queued
-        } else {
-            Delivery::Unknown
+        Ok(match message {
+            None => Delivery::Unknown,
+            Some(m) if m.is_empty() => Delivery::Queued,
+            Some(m) => Delivery::Delivered(m),
         })
     }
 }

@@ -81,7 +81,8 @@ pub(super) struct Scripts {
     pub(super) renew: Script,
     /// KEYS: lease. ARGV: `<owner>:<token>`. Returns 1 when released.
     pub(super) release: Script,
-    /// KEYS: session, queue. ARGV: entry bytes, most entries. Returns OK, NO_SESSION or QUEUE_FULL.
+    /// KEYS: session, queue, delivered. ARGV: entry bytes, most entries, the entry's tag (recorded as queued: an
+    /// empty value). Returns OK, NO_SESSION or QUEUE_FULL.
     pub(super) enqueue: Script,
     /// KEYS: session, watched. ARGV: ttl ms. Sets the watched mark and returns 1; 0 (nothing written) when the
     /// session does not exist.
