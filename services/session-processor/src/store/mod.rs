@@ -96,7 +96,7 @@ pub use diag::WriteFailures;
 pub use event_log::{EventPage, FlushWrites, Flushed, SessionCas, SessionWritten};
 use keys::{SessionKeys, check_id};
 pub use mailboxes::Asked;
-pub use queue::{Delivery, MAX_QUEUED_PROMPTS, Queued, TAG_FIELD};
+pub use queue::{DELIVERY_BATCH, Delivery, MAX_QUEUED_PROMPTS, Queued, TAG_FIELD};
 pub use replicas::{ReplicaWait, Traffic, TrafficCounts};
 pub use tenancy::{Listed, Scope};
 

@@ -22,6 +22,9 @@ pub const TAG_FIELD: u32 = 1000;
 /// Prompts one session may have queued; one more is refused ([`StoreError::QueueFull`]).
 pub const MAX_QUEUED_PROMPTS: usize = 64;
 
+/// Queued prompts read (and delivered) at once; the rest wait for the next step boundary or run.
+pub const DELIVERY_BATCH: usize = 8;
+
 /// The tag alone: decoding an entry as this skips the request's fields.
 #[derive(Clone, PartialEq, prost::Message)]
 struct QueueTag {
@@ -113,14 +116,14 @@ impl Store {
         Ok(len > 0)
     }
 
-    /// The queued prompts, oldest first, left in the queue: each leaves it only in the script that stores its user
-    /// message ([`Store::deliver_prompt_message`]).
+    /// The queued prompts, oldest first, at most [`DELIVERY_BATCH`] of them (a prompt can be megabytes), left in the
+    /// queue: each leaves it only in the script that stores its user message ([`Store::deliver_prompt_message`]).
     pub async fn queued_prompts(&self, session_id: &str) -> Result<Vec<Queued>, StoreError> {
         let keys = self.keys(session_id)?;
         let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
             .arg(keys.queue())
             .arg(0)
-            .arg(-1)
+            .arg(DELIVERY_BATCH - 1)
             .query_async(&mut self.conn.clone())
             .await?;
         items

@@ -257,3 +257,35 @@ async fn racing_deliveries_deliver_every_prompt_exactly_once_in_queue_order() {
     assert_eq!(all, (0..N).collect::<Vec<_>>(), "every prompt exactly once");
     cleanup(&store, &prefix).await;
 }
+
+#[tokio::test]
+async fn a_delivery_reads_a_bounded_batch_oldest_first() {
+    let (store, prefix) = store().await;
+    let sid = new_session(&store).await;
+    for i in 0..super::DELIVERY_BATCH + 3 {
+        store
+            .enqueue_prompt(&sid, &prompt(&sid, &i.to_string()))
+            .await
+            .unwrap();
+    }
+    let batch = store.queued_prompts(&sid).await.unwrap();
+    assert_eq!(
+        batch
+            .iter()
+            .map(|q| prompt_text(&q.request).to_string())
+            .collect::<Vec<_>>(),
+        (0..super::DELIVERY_BATCH)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+    );
+    for q in &batch {
+        assert!(
+            store
+                .deliver_prompt_message(&user_message(&sid, q), None, q)
+                .await
+                .unwrap()
+        );
+    }
+    assert_eq!(queued_texts(&store, &sid).await.len(), 3, "the rest waits");
+    cleanup(&store, &prefix).await;
+}
