@@ -492,6 +492,16 @@ async fn a_tenant_holds_at_most_its_streams_and_leaves_other_tenants_theirs() {
     assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
     let info = tonic_types::StatusExt::get_details_error_info(&refused).unwrap();
     assert_eq!(info.reason, "TOO_MANY_STREAMS");
+    // Ops see them: the refused one is not counted.
+    assert!(
+        p.engine
+            .metrics
+            .encode()
+            .lines()
+            .any(|l| l == "session_processor_open_streams 2"),
+        "{}",
+        p.engine.metrics.encode()
+    );
     // A prompt over the limit is refused before anything is written: no message, nothing queued or run.
     let refused = evil.prompt(prompt(&mine.id, "one more")).await.unwrap_err();
     assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");

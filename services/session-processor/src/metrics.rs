@@ -49,6 +49,10 @@ pub const LABEL_PHASE: &str = "phase";
 pub const REDIS_REQUESTS: &str = "session_processor_redis_requests";
 /// `[redis] wait_replicas`: acknowledged writes by how their `WAIT` went (`acknowledged`, `short`, `skipped`).
 pub const REDIS_WAITS: &str = "session_processor_redis_waits";
+/// Streams (`Prompt`, `Subscribe`, `Compact`) open on this replica.
+pub const OPEN_STREAMS: &str = "session_processor_open_streams";
+/// Event-log waits that polled because `[redis] max_blocking_reads` blocking reads were already waiting.
+pub const EVENT_LOG_POLLS: &str = "session_processor_event_log_polls";
 
 /// The phases of a prompt's critical path, each timed from the prompt reaching the engine to its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +119,7 @@ const REDIS_BUCKETS: [f64; 16] = [
 pub struct Metrics {
     registry: Registry,
     active_sessions: Gauge,
+    open_streams: Gauge,
     steps: Family<Labels, Counter>,
     compactions: Family<Labels, Counter>,
     tool_calls: Family<Labels, Counter>,
@@ -144,6 +149,12 @@ impl Metrics {
         let mut registry = Registry::default();
         llm_telemetry::process_metrics::register(&mut registry);
         let active_sessions = Gauge::default();
+        let open_streams = Gauge::default();
+        registry.register(
+            OPEN_STREAMS,
+            "Streams (Prompt, Subscribe, Compact) open on this replica",
+            open_streams.clone(),
+        );
         let steps = Family::<Labels, Counter>::default();
         let compactions = Family::<Labels, Counter>::default();
         let tool_calls = Family::<Labels, Counter>::default();
@@ -197,6 +208,7 @@ impl Metrics {
             snapshot_failures,
             registry,
             active_sessions,
+            open_streams,
             steps,
             compactions,
             tool_calls,
@@ -219,6 +231,11 @@ impl Metrics {
     /// See [`Metrics::loop_started`].
     pub fn loop_ended(&self) {
         self.active_sessions.dec();
+    }
+
+    /// The gauge of open streams, which their slots move (`api::stream_slots`).
+    pub fn open_streams(&self) -> Gauge {
+        self.open_streams.clone()
     }
 
     /// A step finished. `model` is `provider/model`; `duration` is the gateway call's; `tokens` are (input,
@@ -330,6 +347,15 @@ impl Collector for StoreCollector {
             let labels = Labels(vec![(LABEL_OUTCOME, Arc::from(outcome))]);
             ConstCounter::new(n).encode(waits.encode_family(&labels)?)?;
         }
+        drop(waits);
+        let polls = ConstCounter::new(counts.log_polls);
+        polls.encode(encoder.encode_descriptor(
+            EVENT_LOG_POLLS,
+            "Event-log waits that polled (every 250 ms) because redis.max_blocking_reads blocking reads were \
+             already waiting: raise it, or Redis's maxclients, when this grows",
+            None,
+            polls.metric_type(),
+        )?)?;
         Ok(())
     }
 }

@@ -44,6 +44,7 @@ fn the_store_traffic_is_exported_once_named() {
         "session_processor_redis_waits_total{outcome=\"acknowledged\"} 0",
         "session_processor_redis_waits_total{outcome=\"short\"} 0",
         "session_processor_redis_waits_total{outcome=\"skipped\"} 0",
+        "session_processor_event_log_polls_total 0",
     ] {
         assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
     }

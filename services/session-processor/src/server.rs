@@ -55,7 +55,10 @@ pub async fn run(
     let max_request_bytes = engine.config.max_request_bytes;
     let service = service_kit::compressed!(
         SessionServiceServer::new(Sessions {
-            slots: StreamSlots::new(engine.config.max_streams_per_tenant),
+            slots: StreamSlots::new(
+                engine.config.max_streams_per_tenant,
+                engine.metrics.open_streams(),
+            ),
             engine,
         })
         .max_decoding_message_size(max_request_bytes)

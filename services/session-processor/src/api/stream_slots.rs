@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use prometheus_client::metrics::gauge::Gauge;
 use tonic::Status;
 
 use super::status;
@@ -17,6 +18,8 @@ use crate::config::Caller;
 pub struct StreamSlots {
     limit: usize,
     open: Mutex<HashMap<String, usize>>,
+    /// Every tenant's open streams together, exported.
+    gauge: Gauge,
 }
 
 /// One open stream's place in its tenant's count; dropping it (with the stream) frees the place.
@@ -27,11 +30,12 @@ pub struct StreamSlot {
 }
 
 impl StreamSlots {
-    /// At most `limit` open streams per tenant.
-    pub fn new(limit: usize) -> Arc<StreamSlots> {
+    /// At most `limit` open streams per tenant; `gauge` follows the total.
+    pub fn new(limit: usize, gauge: Gauge) -> Arc<StreamSlots> {
         Arc::new(StreamSlots {
             limit,
             open: Mutex::new(HashMap::new()),
+            gauge,
         })
     }
 
@@ -45,6 +49,7 @@ impl StreamSlots {
             return Err(status::too_many_streams(self.limit));
         }
         *count += 1;
+        self.gauge.inc();
         Ok(StreamSlot {
             slots: Arc::clone(self),
             key,
@@ -72,6 +77,7 @@ impl Drop for StreamSlot {
         let mut open = self.slots.open.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(count) = open.get_mut(&self.key) {
             *count = count.saturating_sub(1);
+            self.slots.gauge.dec();
             if *count == 0 {
                 open.remove(&self.key);
             }

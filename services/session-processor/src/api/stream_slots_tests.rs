@@ -5,7 +5,7 @@ use crate::config::Caller;
 
 #[test]
 fn a_tenant_opens_at_most_its_limit_and_a_closed_stream_frees_its_place() {
-    let slots = StreamSlots::new(2);
+    let slots = StreamSlots::new(2, Default::default());
     let a = Caller::Tenant("a".into());
     let b = Caller::Tenant("b".into());
     let first = slots.take(&a).unwrap();
@@ -24,14 +24,16 @@ fn a_tenant_opens_at_most_its_limit_and_a_closed_stream_frees_its_place() {
         ),
         (2, 1, 1)
     );
+    assert_eq!(slots.gauge.get(), 4);
     drop(first);
     assert_eq!(slots.open(&a), 1);
+    assert_eq!(slots.gauge.get(), 3);
     let _again = slots.take(&a).unwrap();
 }
 
 #[test]
 fn the_counts_leave_nothing_behind() {
-    let slots = StreamSlots::new(1);
+    let slots = StreamSlots::new(1, Default::default());
     for i in 0..1000 {
         let _s = slots.take(&Caller::Tenant(format!("t{i}"))).unwrap();
     }

@@ -356,7 +356,7 @@ impl Store {
                 if let Some(wait) = wait
                     && reply.is_none()
                 {
-                    self.log_polls.fetch_add(1, Ordering::Relaxed);
+                    self.traffic.log_poll();
                     tokio::time::sleep(wait.min(super::LOG_POLL)).await;
                 }
                 reply

@@ -230,8 +230,6 @@ pub struct Store {
     blocking: Arc<blocking::Pool>,
     /// Blocking reads of event logs that may wait at once (see [`Store::with_log_waits`]).
     log_waits: Arc<tokio::sync::Semaphore>,
-    /// Event-log waits that polled because every blocking read was taken.
-    log_polls: Arc<AtomicU64>,
     event_cap: usize,
     /// Redis commands issued for event logs (see [`Store::event_log_commands`]).
     event_commands: Arc<AtomicU64>,
@@ -296,7 +294,6 @@ impl Store {
             scripts: Arc::new(scripts::Scripts::new()),
             blocking: Arc::new(blocking::Pool::new(opener, CONNECT_TIMEOUT)),
             log_waits: Arc::new(tokio::sync::Semaphore::new(DEFAULT_LOG_WAITS)),
-            log_polls: Arc::new(AtomicU64::new(0)),
             event_cap: DEFAULT_EVENT_CAP,
             event_commands: Arc::new(AtomicU64::new(0)),
             write_failures: Arc::new(AtomicU64::new(0)),
@@ -319,7 +316,7 @@ impl Store {
 
     /// Event-log waits so far that polled because every blocking read was taken (see [`Store::with_log_waits`]).
     pub fn log_polls(&self) -> u64 {
-        self.log_polls.load(Ordering::Relaxed)
+        self.traffic.counts().log_polls
     }
 
     /// Caps each session's event stream at about `n` entries (default [`DEFAULT_EVENT_CAP`]; at least 1).

@@ -47,6 +47,7 @@ pub struct Traffic {
     acknowledged: AtomicU64,
     short: AtomicU64,
     skipped: AtomicU64,
+    log_polls: AtomicU64,
 }
 
 /// A reading of [`Traffic`].
@@ -60,6 +61,8 @@ pub struct TrafficCounts {
     pub short: u64,
     /// Writes sent without `WAIT` because a short answer suspended it ([`SUSPEND`]).
     pub skipped: u64,
+    /// Event-log waits that polled because every blocking read was taken (`Store::with_log_waits`).
+    pub log_polls: u64,
 }
 
 impl Traffic {
@@ -71,7 +74,13 @@ impl Traffic {
             acknowledged: get(&self.acknowledged),
             short: get(&self.short),
             skipped: get(&self.skipped),
+            log_polls: get(&self.log_polls),
         }
+    }
+
+    /// One event-log wait polled.
+    pub(super) fn log_poll(&self) {
+        self.log_polls.fetch_add(1, Ordering::Relaxed);
     }
 
     /// One request sent.
