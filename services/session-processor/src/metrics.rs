@@ -332,22 +332,23 @@ impl Collector for StoreCollector {
             None,
             requests.metric_type(),
         )?)?;
-        let mut waits = encoder.encode_descriptor(
-            REDIS_WAITS,
-            "Writes a caller is told about, by how their WAIT for replicas went (acknowledged; short: fewer \
-             replicas within redis.wait_timeout_ms, the write stands; skipped: waiting suspended after a short one)",
-            None,
-            prometheus_client::metrics::MetricType::Counter,
-        )?;
-        for (outcome, n) in [
-            ("acknowledged", counts.acknowledged),
-            ("short", counts.short),
-            ("skipped", counts.skipped),
-        ] {
-            let labels = Labels(vec![(LABEL_OUTCOME, Arc::from(outcome))]);
-            ConstCounter::new(n).encode(waits.encode_family(&labels)?)?;
+        {
+            let mut waits = encoder.encode_descriptor(
+                REDIS_WAITS,
+                "Writes a caller is told about, by how their WAIT for replicas went (acknowledged; short: fewer \
+                 replicas within redis.wait_timeout_ms, the write stands; skipped: waiting suspended after a short one)",
+                None,
+                prometheus_client::metrics::MetricType::Counter,
+            )?;
+            for (outcome, n) in [
+                ("acknowledged", counts.acknowledged),
+                ("short", counts.short),
+                ("skipped", counts.skipped),
+            ] {
+                let labels = Labels(vec![(LABEL_OUTCOME, Arc::from(outcome))]);
+                ConstCounter::new(n).encode(waits.encode_family(&labels)?)?;
+            }
         }
-        drop(waits);
         let polls = ConstCounter::new(counts.log_polls);
         polls.encode(encoder.encode_descriptor(
             EVENT_LOG_POLLS,
