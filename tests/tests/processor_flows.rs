@@ -219,6 +219,64 @@ async fn a_prompt_queued_as_the_running_loop_ends_streams_until_the_run_that_ans
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_stops_the_running_prompt_and_the_one_queued_behind_it_is_still_answered() {
+    let p = Product::start("").await;
+    let s = p.session_on("").await;
+    p.gateway.openai.push(
+        text("c1", &["a ", "long ", "answer ", "that ", "is ", "cut."])
+            .pace(Duration::from_millis(200)),
+    );
+    p.gateway.openai.push(text("c2", &["queued answer."]));
+    let mut c = p.client().await;
+    let mut first = c.prompt(prompt(&s.id, "first")).await.unwrap().into_inner();
+    loop {
+        let ev = first
+            .message()
+            .await
+            .unwrap()
+            .unwrap()
+            .event
+            .unwrap()
+            .event
+            .unwrap();
+        if matches!(ev, SE::PartDelta(_)) {
+            break;
+        }
+    }
+    let mut queued = p
+        .client()
+        .await
+        .prompt(prompt(&s.id, "queued"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        c.abort(spb::AbortRequest {
+            session_id: s.id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .aborted
+    );
+    let first = until_end(&mut first, Duration::from_secs(20)).await;
+    assert!(
+        matches!(first.last(), Some(SE::Done(d)) if d.stopped_by() == spb::StopReason::Aborted),
+        "{first:?}"
+    );
+    // The queued prompt's caller still gets its answer: the run that follows the aborted one answers it.
+    let queued = until_end(&mut queued, Duration::from_secs(20)).await;
+    let ms = messages(&mut c, &s.id).await;
+    let last = ms.last().unwrap();
+    assert_eq!(texts(last), "queued answer.");
+    assert!(
+        matches!(queued.last(), Some(SE::Done(d)) if d.message_id == last.id
+            && d.stopped_by() == spb::StopReason::Completed),
+        "{queued:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_queues_at_most_64_prompts_and_refuses_more_with_resource_exhausted() {
     let p = Product::start("").await;
     let s = p.session_on("").await;

@@ -128,7 +128,7 @@ impl Engine {
             async move {
                 engine.metrics.loop_started();
                 engine
-                    .run_until_idle(&session_id, start, fence, &token)
+                    .run_until_idle(&session_id, start, fence, (loop_id, token))
                     .await;
                 {
                     let mut running = engine.running.lock().unwrap_or_else(|p| p.into_inner());
@@ -152,7 +152,7 @@ impl Engine {
         session_id: &str,
         start: Box<LoopStart>,
         mut fence: Fence,
-        token: &CancellationToken,
+        (loop_id, mut token): (u64, CancellationToken),
     ) {
         // The first run starts from what the caller had; the next ones (prompts queued meanwhile) from nothing.
         let mut start = Some(start);
@@ -170,7 +170,7 @@ impl Engine {
                     ActiveMark::of(session_id, &run)
                 }
             };
-            let ending = self.run(session_id, this, &fence, token).await;
+            let ending = self.run(session_id, this, &fence, &token).await;
             // Only its flag is kept: the cache itself (half a kilobyte) is dropped here, not held by the loop's future
             // across the awaits below for the session's whole life.
             let retry_status = self.forget_cache(session_id).retry_status;
@@ -180,8 +180,13 @@ impl Engine {
                 return;
             }
             let queued = Box::pin(self.end_run(session_id, &fence, retry_status, &mark)).await;
-            if matches!(ending, Ending::Abandoned) || token.is_cancelled() || !queued {
+            if matches!(ending, Ending::Abandoned) || !queued {
                 return;
+            }
+            if token.is_cancelled() {
+                // An abort stops the run it reached. The prompts queued behind it are still answered, by the run
+                // that follows (their callers' streams wait for those answers); an abort reaches that run too.
+                token = self.fresh_abort_token(session_id, loop_id);
             }
             match Box::pin(
                 self.store

@@ -148,6 +148,18 @@ impl Engine {
         }
     }
 
+    /// A new token for `Engine::abort` to cancel this loop's next run (the loop `loop_id` of the session).
+    pub(super) fn fresh_abort_token(&self, session_id: &str, loop_id: u64) -> CancellationToken {
+        let token = CancellationToken::new();
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((id, current)) = running.get_mut(session_id)
+            && *id == loop_id
+        {
+            *current = token.clone();
+        }
+        token
+    }
+
     /// Whether a loop for this session runs on this replica.
     pub fn is_running(&self, session_id: &str) -> bool {
         self.running
