@@ -65,17 +65,21 @@ fn texts(m: &spb::Message) -> String {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_prompt_sent_while_busy_is_queued_and_answered_by_the_run_that_follows() {
-    let p = Product::start("").await;
-    let s = p.session_on("").await;
-    // The first answer is slow, so the second prompt arrives while the loop is busy.
-    p.gateway.openai.push(
-        text("c1", &["first ", "answer ", "streams ", "slowly."]).pace(Duration::from_millis(60)),
-    );
-    p.gateway.openai.push(text("c2", &["second answer."]));
+/// Prompts "first" and, once its answer streams (the loop busy), `then` from another client: the two streams.
+async fn busy_then_queued(
+    p: &Product,
+    session_id: &str,
+    then: &str,
+) -> (
+    tonic::Streaming<spb::PromptResponse>,
+    tonic::Streaming<spb::PromptResponse>,
+) {
     let mut c = p.client().await;
-    let mut first = c.prompt(prompt(&s.id, "first")).await.unwrap().into_inner();
+    let mut first = c
+        .prompt(prompt(session_id, "first"))
+        .await
+        .unwrap()
+        .into_inner();
     loop {
         let ev = first
             .message()
@@ -90,13 +94,27 @@ async fn a_prompt_sent_while_busy_is_queued_and_answered_by_the_run_that_follows
             break;
         }
     }
-    let mut second = p
+    let queued = p
         .client()
         .await
-        .prompt(prompt(&s.id, "second"))
+        .prompt(prompt(session_id, then))
         .await
         .unwrap()
         .into_inner();
+    (first, queued)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_sent_while_busy_is_queued_and_answered_by_the_run_that_follows() {
+    let p = Product::start("").await;
+    let s = p.session_on("").await;
+    // The first answer is slow, so the second prompt arrives while the loop is busy.
+    p.gateway.openai.push(
+        text("c1", &["first ", "answer ", "streams ", "slowly."]).pace(Duration::from_millis(60)),
+    );
+    p.gateway.openai.push(text("c2", &["second answer."]));
+    let mut c = p.client().await;
+    let (mut first, mut second) = busy_then_queued(&p, &s.id, "second").await;
     let first = until_end(&mut first, Duration::from_secs(20)).await;
     let second = until_end(&mut second, Duration::from_secs(20)).await;
     assert_stream_invariants(&first);
@@ -228,28 +246,7 @@ async fn an_abort_stops_the_running_prompt_and_the_one_queued_behind_it_is_still
     );
     p.gateway.openai.push(text("c2", &["queued answer."]));
     let mut c = p.client().await;
-    let mut first = c.prompt(prompt(&s.id, "first")).await.unwrap().into_inner();
-    loop {
-        let ev = first
-            .message()
-            .await
-            .unwrap()
-            .unwrap()
-            .event
-            .unwrap()
-            .event
-            .unwrap();
-        if matches!(ev, SE::PartDelta(_)) {
-            break;
-        }
-    }
-    let mut queued = p
-        .client()
-        .await
-        .prompt(prompt(&s.id, "queued"))
-        .await
-        .unwrap()
-        .into_inner();
+    let (mut first, mut queued) = busy_then_queued(&p, &s.id, "queued").await;
     assert!(
         c.abort(spb::AbortRequest {
             session_id: s.id.clone(),
