@@ -324,20 +324,11 @@ async fn streams_of_a_deleted_session_end_with_not_found_on_every_replica() {
         ..Default::default()
     };
     // Idle: nothing runs, so both streams wait on the log in Redis.
-    let mut here = p
-        .client()
-        .await
-        .subscribe(subscribe())
-        .await
-        .unwrap()
-        .into_inner();
-    let mut there = other
-        .client()
-        .await
-        .subscribe(subscribe())
-        .await
-        .unwrap()
-        .into_inner();
+    let mut streams = Vec::new();
+    for mut c in [p.client().await, other.client().await] {
+        streams.push(c.subscribe(subscribe()).await.unwrap().into_inner());
+    }
+    let [mut here, mut there]: [_; 2] = streams.try_into().unwrap();
     p.client()
         .await
         .delete_session(spb::DeleteSessionRequest {

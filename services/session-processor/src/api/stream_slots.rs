@@ -55,12 +55,6 @@ impl StreamSlots {
             key,
         })
     }
-
-    /// The streams `caller`'s tenant has open.
-    pub fn open(&self, caller: &Caller) -> usize {
-        let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        open.get(key(caller)).copied().unwrap_or(0)
-    }
 }
 
 /// The count a caller's streams go to.

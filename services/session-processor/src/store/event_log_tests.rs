@@ -93,7 +93,7 @@ async fn waits_beyond_the_bound_on_blocking_reads_poll_and_still_get_every_event
         .collect();
     // The three beyond the bound poll (and none of them holds a Redis connection of its own).
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while store.log_polls() < 3 {
+    while store.traffic().counts().log_polls < 3 {
         assert!(
             std::time::Instant::now() < deadline,
             "the waits beyond the bound never polled"
@@ -120,7 +120,7 @@ async fn waits_beyond_the_bound_on_blocking_reads_poll_and_still_get_every_event
         ));
     }
     assert!(
-        store.log_polls() > 0,
+        store.traffic().counts().log_polls > 0,
         "the followers beyond the bound polled"
     );
     cleanup(&store, &prefix).await;

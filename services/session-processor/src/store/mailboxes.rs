@@ -18,7 +18,22 @@ pub enum Asked<'a> {
     Permission(&'a str),
 }
 
-impl Asked<'_> {
+impl<'a> Asked<'a> {
+    /// The id the question goes by.
+    fn id(self) -> &'a str {
+        match self {
+            Asked::ToolResult(id) | Asked::Permission(id) => id,
+        }
+    }
+
+    /// The request field an answer names it in.
+    fn field(self) -> &'static str {
+        match self {
+            Asked::ToolResult(_) => "call_id",
+            Asked::Permission(_) => "permission_id",
+        }
+    }
+
     /// Its member of the session's awaiting set.
     fn member(self) -> String {
         match self {
@@ -36,8 +51,7 @@ impl Store {
         session_id: &str,
         asked: Asked<'_>,
     ) -> Result<(), StoreError> {
-        let (Asked::ToolResult(id) | Asked::Permission(id)) = asked;
-        check_id("asked id", id)?;
+        check_id("asked id", asked.id())?;
         self.write_session(session_id, async {
             let keys = self.keys(session_id)?;
             let code: i64 = self
@@ -160,7 +174,6 @@ impl Store {
         mailbox: String,
         bytes: Vec<u8>,
     ) -> Result<(), StoreError> {
-        let (Asked::ToolResult(id) | Asked::Permission(id)) = asked;
         self.write_session(session_id, async {
             let mut script = self.scripts.submit.prepare_invoke();
             script
@@ -169,17 +182,14 @@ impl Store {
                 .key(mailbox)
                 .key(keys.aux())
                 .key(keys.awaiting())
-                .arg(id)
+                .arg(asked.id())
                 .arg(&bytes)
                 .arg(asked.member());
             let code: i64 = self.invoke_acked(&script).await?;
             match code {
                 // 0: already answered; the first answer stands.
                 0 | scripts::OK => Ok(()),
-                scripts::NO_MESSAGE => Err(StoreError::NotAwaited(match asked {
-                    Asked::ToolResult(_) => "call_id",
-                    Asked::Permission(_) => "permission_id",
-                })),
+                scripts::NO_MESSAGE => Err(StoreError::NotAwaited(asked.field())),
                 other => Self::status(other, session_id, None, String::new),
             }
         })

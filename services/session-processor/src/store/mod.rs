@@ -96,7 +96,7 @@ pub use diag::WriteFailures;
 pub use event_log::{EventPage, FlushWrites, Flushed, SessionCas, SessionWritten};
 use keys::{SessionKeys, check_id};
 pub use mailboxes::Asked;
-pub use queue::{DELIVERY_BATCH, Delivery, MAX_QUEUED_PROMPTS, Queued, TAG_FIELD};
+pub use queue::{Delivery, MAX_QUEUED_PROMPTS, Queued};
 pub use replicas::{ReplicaWait, Traffic, TrafficCounts};
 pub use tenancy::{Listed, Scope};
 
@@ -312,11 +312,6 @@ impl Store {
     pub fn with_log_waits(mut self, n: usize) -> Self {
         self.log_waits = Arc::new(tokio::sync::Semaphore::new(n.max(1)));
         self
-    }
-
-    /// Event-log waits so far that polled because every blocking read was taken (see [`Store::with_log_waits`]).
-    pub fn log_polls(&self) -> u64 {
-        self.traffic.counts().log_polls
     }
 
     /// Caps each session's event stream at about `n` entries (default [`DEFAULT_EVENT_CAP`]; at least 1).

@@ -1,7 +1,7 @@
 //! The prompt queue of a busy session.
 //!
 //! A queued prompt is stored as its `PromptRequest` encoding preceded by one field the request does not define
-//! (number [`TAG_FIELD`], reserved for this in the proto): the prompt's *tag*, a fresh id. Any protobuf reader
+//! (number 1000, reserved for this in the proto): the prompt's *tag*, a fresh id. Any protobuf reader
 //! still decodes the entry as the request (unknown fields are skipped), so a replica that predates tags delivers
 //! it as before. The tag is what makes delivery exactly-once and traceable: the loop reads the queue without
 //! taking anything out, and the script that stores a prompt's user message also removes that prompt from the
@@ -16,16 +16,13 @@ use prost::Message as _;
 use super::{Store, StoreError};
 use crate::ids;
 
-/// The field number that carries a queued prompt's tag (`reserved` in `PromptRequest`).
-pub const TAG_FIELD: u32 = 1000;
-
 /// Prompts one session may have queued; one more is refused ([`StoreError::QueueFull`]).
 pub const MAX_QUEUED_PROMPTS: usize = 64;
 
 /// Queued prompts read (and delivered) at once; the rest wait for the next step boundary or run.
 pub const DELIVERY_BATCH: usize = 8;
 
-/// The tag alone: decoding an entry as this skips the request's fields.
+/// The tag alone (field 1000, which `PromptRequest` reserves): decoding an entry as this skips the request's fields.
 #[derive(Clone, PartialEq, prost::Message)]
 struct QueueTag {
     #[prost(string, tag = "1000")]

@@ -59,9 +59,10 @@ async fn a_queued_prompt_leaves_the_queue_only_in_the_write_that_stores_its_mess
     // Reading takes nothing out, and an entry is still a plain `PromptRequest` to any reader (an older replica).
     let raw = raw_queue(&store, &sid).await;
     assert_eq!(raw.len(), 3);
-    // The tag comes first, as field TAG_FIELD (a length-delimited field: its key is one varint).
+    // The tag comes first, as field 1000, the number `PromptRequest` reserves (length-delimited: its key is one
+    // varint).
     let key = prost::encoding::decode_varint(&mut raw[0].as_slice()).unwrap();
-    assert_eq!((key >> 3, key & 7), (u64::from(super::TAG_FIELD), 2));
+    assert_eq!((key >> 3, key & 7), (1000, 2));
     assert_eq!(
         pb::PromptRequest::decode(raw[0].as_slice()).unwrap(),
         queued[0].request
