@@ -274,13 +274,22 @@ pub fn needs_work(history: &[pb::Message]) -> bool {
     let Some(last_user) = history.iter().rposition(|m| m.role() == pb::Role::User) else {
         return false;
     };
-    let Some(last) = history[last_user..]
+    history[last_user..]
         .iter()
         .rev()
         .find(|m| m.role() == pb::Role::Assistant)
-    else {
-        return true;
-    };
+        .is_none_or(unfinished)
+}
+
+/// [`needs_work`] of `history` followed by `answer`, an assistant message (a step's, as it ended), without copying
+/// the history.
+pub fn needs_work_after(history: &[pb::Message], answer: &pb::Message) -> bool {
+    history.iter().any(|m| m.role() == pb::Role::User) && unfinished(answer)
+}
+
+/// Whether an assistant message, the last after the latest user message, leaves that message without a finished
+/// answer.
+fn unfinished(last: &pb::Message) -> bool {
     // A retried or interrupted attempt is not an answer: the step runs again.
     if matches!(last.finish.as_str(), "retried" | "interrupted") {
         return true;

@@ -77,6 +77,39 @@ fn exit_rule() {
 }
 
 #[test]
+fn the_rule_after_a_step_is_the_rule_of_the_history_with_it() {
+    let histories: Vec<Vec<pb::Message>> = vec![
+        vec![],
+        vec![user("hi", "")],
+        vec![user("hi", ""), assistant("stop", true, vec![])],
+        vec![assistant("stop", true, vec![])],
+        vec![user("hi", ""), assistant("tool_calls", true, vec![])],
+    ];
+    let mut failed = assistant("", true, vec![]);
+    failed.error = Some(pb::MessageError::default());
+    let answers = [
+        assistant("stop", true, vec![]),
+        assistant("tool_calls", true, vec![]),
+        assistant("stop", false, vec![]),
+        assistant("retried", true, vec![]),
+        assistant("interrupted", true, vec![]),
+        assistant(FINISH_OVERFLOW, true, vec![]),
+        failed,
+    ];
+    for h in &histories {
+        for a in &answers {
+            let mut with = h.clone();
+            with.push(a.clone());
+            assert_eq!(
+                needs_work_after(h, a),
+                needs_work(&with),
+                "history {h:?} then {a:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn every_call_is_paired_with_one_result() {
     let history = vec![
         user("read a", ""),

@@ -508,8 +508,6 @@ fn report(
     aborted: bool,
 ) -> StepReport {
     let message = processor.message();
-    let mut with_step = history.to_vec();
-    with_step.push(message.clone());
     StepReport {
         answer: Answer {
             message_id: message.id.clone(),
@@ -532,7 +530,7 @@ fn report(
         }),
         blocked: processor.blocked(),
         aborted,
-        answered: !history::needs_work(&with_step),
+        answered: !history::needs_work_after(history, message),
         empty: processor.is_empty_answer(),
         jitter: rand::random::<f64>(),
     }
