@@ -18,6 +18,7 @@ use super::tools_run::ToolRun;
 use super::{Engine, LoopError, gateway::with_trace, now};
 use crate::config::Agent;
 use crate::context;
+use crate::events::DeltaSink;
 use crate::history;
 use crate::ids;
 use crate::metrics::PromptPhase;
@@ -259,8 +260,14 @@ impl Engine {
             aborted: cancel.is_cancelled(),
             ..StreamEnd::default()
         };
-        self.feed(processor, error_event(error), fence, &mut Vec::new())
-            .await?;
+        self.feed(
+            processor,
+            error_event(error),
+            fence,
+            &mut Vec::new(),
+            &DeltaSink::LOOK_UP,
+        )
+        .await?;
         Ok(end)
     }
 
@@ -277,9 +284,15 @@ impl Engine {
         // Grown on demand: an `Effect` is the size of a whole message, and most events make one.
         let mut out = Vec::new();
         let mut end = StreamEnd::default();
+        // The session's channel, looked up once for the stream's deltas.
+        let sink = self.events.delta_sink(&processor.message().session_id);
+        // Registered with the token once for the whole stream, not once per event.
+        let cancelled = cancel.cancelled();
+        tokio::pin!(cancelled);
         loop {
             let next = tokio::select! {
-                _ = cancel.cancelled() => {
+                biased;
+                () = &mut cancelled => {
                     // Dropping the stream cancels the gateway call, which drops the provider request.
                     Box::pin(self.events.flush_parts(&processor.message().session_id)).await?;
                     end.aborted = true;
@@ -300,7 +313,7 @@ impl Engine {
                                 | gw::stream_response::Event::Error(_)
                         )
                     );
-                    self.feed(processor, ev, fence, &mut out).await?;
+                    self.feed(processor, ev, fence, &mut out, &sink).await?;
                 }
                 Ok(None) => break,
                 Err(status) => {
@@ -311,7 +324,7 @@ impl Engine {
                         retryable: true,
                         ..Default::default()
                     };
-                    self.feed(processor, error_event(e), fence, &mut out)
+                    self.feed(processor, error_event(e), fence, &mut out, &sink)
                         .await?;
                     break;
                 }
@@ -321,18 +334,20 @@ impl Engine {
         Ok(end)
     }
 
-    /// Hands `event` to the Processor and applies what it produced (through the channel: see `apply_later`). The
-    /// event is consumed before anything is awaited, so the step's future keeps no room for it meanwhile.
+    /// Hands `event` to the Processor and applies what it produced (through the channel: see `apply_later`; deltas
+    /// through `sink`, the session's channel as the stream found it). The event is consumed before anything is
+    /// awaited, so the step's future keeps no room for it meanwhile.
     fn feed<'a>(
         &'a self,
         processor: &'a mut Processor,
         event: gw::StreamResponse,
         fence: &'a Fence,
         out: &'a mut Vec<Effect>,
+        sink: &'a DeltaSink,
     ) -> impl std::future::Future<Output = Result<(), LoopError>> + Send + 'a {
         out.clear();
         processor.handle(event, now(), out);
-        self.apply_later(out, fence, processor)
+        self.apply_with(out, fence, processor, true, sink)
     }
 
     /// Persists and publishes effects. Deltas are published at once; the event channel writes their part's text
@@ -343,7 +358,8 @@ impl Engine {
         fence: &Fence,
         processor: &Processor,
     ) -> Result<(), LoopError> {
-        self.apply_with(effects, fence, processor, false).await
+        self.apply_with(effects, fence, processor, false, &DeltaSink::LOOK_UP)
+            .await
     }
 
     /// [`Engine::apply`] for a step's stream and its cleanup: every part waits for the channel's next write (the
@@ -354,7 +370,8 @@ impl Engine {
         fence: &Fence,
         processor: &Processor,
     ) -> Result<(), LoopError> {
-        self.apply_with(effects, fence, processor, true).await
+        self.apply_with(effects, fence, processor, true, &DeltaSink::LOOK_UP)
+            .await
     }
 
     async fn apply_with(
@@ -363,6 +380,7 @@ impl Engine {
         fence: &Fence,
         processor: &Processor,
         later: bool,
+        sink: &DeltaSink,
     ) -> Result<(), LoopError> {
         let session_id = &processor.message().session_id;
         // Drained, so a delta's strings move into its event instead of being copied.
@@ -391,7 +409,7 @@ impl Engine {
                 }
                 Effect::Delta { ids, delta } => {
                     // Queued without an await in the common case; a write it needs now is boxed.
-                    if let Some(rest) = self.events.publish_delta(session_id, ids, delta) {
+                    if let Some(rest) = self.events.publish_delta(sink, session_id, ids, delta) {
                         rest.await?;
                     }
                 }

@@ -31,6 +31,18 @@ impl EventId {
     }
 }
 
+impl EventId {
+    /// The id as a string (what `to_string` makes, in one allocation of the longest id's size instead of growing
+    /// a string as it is written): a followed stream makes one per event it sends.
+    pub fn to_id_string(self) -> String {
+        use fmt::Write as _;
+        // Two u64s in decimal and the dash.
+        let mut s = String::with_capacity(41);
+        let _ = write!(s, "{}-{}", self.ms, self.seq);
+        s
+    }
+}
+
 impl fmt::Display for EventId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}-{}", self.ms, self.seq)

@@ -11,6 +11,17 @@ fn ids_parse_print_and_order() {
         }
     );
     assert_eq!(a.to_string(), "1700000000000-3");
+    for id in [
+        EventId::ZERO,
+        a,
+        EventId {
+            ms: u64::MAX,
+            seq: u64::MAX,
+        },
+    ] {
+        assert_eq!(id.to_id_string(), id.to_string());
+        assert_eq!(id.to_id_string().parse::<EventId>().unwrap(), id);
+    }
     assert_eq!("0".parse::<EventId>().unwrap(), EventId::ZERO);
     assert_eq!("5".parse::<EventId>().unwrap(), EventId { ms: 5, seq: 0 });
     assert!(EventId { ms: 2, seq: 0 } > EventId { ms: 1, seq: 9 });

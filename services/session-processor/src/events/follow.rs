@@ -73,7 +73,7 @@ impl Follower {
                 self.after = id;
                 return Ok(match entry {
                     Buffered::Ring(id, event) => pb::SessionEvent {
-                        event_id: id.to_string(),
+                        event_id: id.to_id_string(),
                         session_id: self.session_id.clone(),
                         event: Some(event.to_event()),
                     },

@@ -379,19 +379,29 @@ impl Hub {
         result
     }
 
-    /// Publishes an event: through the session's channel when this replica runs its loop (delivered to local
-    /// followers at once, written coalesced), otherwise straight to the stream. Errors of a background write are
-    /// reported by the next publish.
-    /// Publishes a text delta, the loop's per-delta path: when this replica's channel takes it without a write (the
-    /// common case) nothing is awaited, so the caller's future keeps no room for a publish; otherwise the rest
-    /// (the channel's write, or a publish without a channel) is returned to await.
+    /// The session's channel on this replica as it is now, for a step's stream to publish its deltas to without
+    /// looking it up for each ([`Hub::publish_delta`]).
+    pub fn delta_sink(&self, session_id: &str) -> DeltaSink {
+        DeltaSink(self.channel(session_id))
+    }
+
+    /// Publishes a text delta, the loop's per-delta path: through `sink`'s channel (through the session's channel
+    /// looked up now when it holds none), otherwise straight to the stream (see [`Hub::publish`]). When the channel
+    /// takes it without a write (the common case) nothing is awaited, so the caller's future keeps no room for a
+    /// publish; otherwise the rest (the channel's write, or a publish without a channel) is returned to await. A
+    /// channel closed since the sink was made sends the delta to the stream, as no channel would.
     pub fn publish_delta(
         &self,
+        sink: &DeltaSink,
         session_id: &str,
         ids: Arc<PartIds>,
         text: String,
     ) -> Option<impl std::future::Future<Output = Result<(), StoreError>> + Send + '_> {
-        let rest = self.enqueue(session_id, Stored::delta(ids, text))?;
+        let stored = Stored::delta(ids, text);
+        let rest = match &sink.0 {
+            Some(channel) => Self::enqueue_in(channel, stored),
+            None => self.enqueue(session_id, stored),
+        }?;
         Some(Box::pin(self.finish(session_id.to_owned(), rest)))
     }
 
@@ -407,12 +417,17 @@ impl Hub {
     /// Queues `stored` in this replica's channel of the session; what is left to do when queuing was not all.
     fn enqueue(&self, session_id: &str, stored: Stored) -> Option<Rest> {
         match self.channel(session_id) {
-            Some(channel) => match channel.queue(stored, None) {
-                channel::Queued::Done => None,
-                channel::Queued::Flush => Some(Rest::Flush(channel)),
-                channel::Queued::Closed(event) => Some(Rest::Elsewhere(event)),
-            },
+            Some(channel) => Self::enqueue_in(&channel, stored),
             None => Some(Rest::Elsewhere(Box::new(stored.to_event()))),
+        }
+    }
+
+    /// [`Hub::enqueue`] in a channel at hand.
+    fn enqueue_in(channel: &Arc<Channel>, stored: Stored) -> Option<Rest> {
+        match channel.queue(stored, None) {
+            channel::Queued::Done => None,
+            channel::Queued::Flush => Some(Rest::Flush(Arc::clone(channel))),
+            channel::Queued::Closed(event) => Some(Rest::Elsewhere(event)),
         }
     }
 
@@ -655,6 +670,14 @@ impl Hub {
         let after: EventId = after.parse()?;
         Ok(Follower::new(self.clone(), session_id, after))
     }
+}
+
+/// A session's channel as a step's stream found it (see [`Hub::delta_sink`]).
+pub struct DeltaSink(Option<Arc<Channel>>);
+
+impl DeltaSink {
+    /// No channel at hand: each delta looks the session's up.
+    pub const LOOK_UP: DeltaSink = DeltaSink(None);
 }
 
 /// What is left of a publish that queuing alone did not finish.

@@ -130,6 +130,46 @@ async fn local_followers_get_events_at_once_and_the_log_gets_them_in_few_entries
     store.delete_session(&sid).await.unwrap();
 }
 
+/// Publishes a delta of `prt_1` through `sink` (see [`Hub::publish_delta`]).
+async fn sink_delta(hub: &Hub, sink: &DeltaSink, sid: &str, text: &str) {
+    let ids = Arc::new(PartIds {
+        part_id: "prt_1".into(),
+        message_id: "msg_1".into(),
+    });
+    if let Some(rest) = hub.publish_delta(sink, sid, ids, text.into()) {
+        rest.await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_steps_deltas_go_through_the_channel_it_found_or_to_the_log_once_that_closed() {
+    let (store, sid) = session().await;
+    let hub = Hub::new(store.clone(), no_timer());
+    hub.open(&sid).await.unwrap();
+    let sink = hub.delta_sink(&sid);
+    let mut live = hub.follow(&sid, "0").unwrap();
+    sink_delta(&hub, &sink, &sid, "a").await;
+    let ev = live.next().await.unwrap();
+    assert!(
+        matches!(&ev.event, Some(Event::PartDelta(d)) if d.delta == "a"),
+        "{ev:?}"
+    );
+    hub.close(&sid).await.unwrap();
+    // The channel it holds is closed: the delta is logged, as with no channel at all, and so is one without a sink.
+    sink_delta(&hub, &sink, &sid, "b").await;
+    sink_delta(&hub, &DeltaSink::LOOK_UP, &sid, "c").await;
+    let logged = store.read_events(&sid, "0", None, 100).await.unwrap();
+    let text: String = logged
+        .iter()
+        .filter_map(|e| match &e.event {
+            Some(Event::PartDelta(d)) => Some(d.delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "abc");
+    store.delete_session(&sid).await.unwrap();
+}
+
 #[tokio::test]
 async fn a_follower_after_any_event_gets_exactly_the_rest_live_and_from_the_log() {
     let (store, sid, hub) = small_ring(7).await;
