@@ -8,15 +8,12 @@ use std::time::Duration;
 use llm_proto::sessions as pb;
 use pb::session_event::Event;
 use prost::Message as _;
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::{EventId, EventsConfig, SessionTotals, local_millis, lock};
-use crate::event_wire::{Kind, Stored};
+use crate::event_wire::{Kind, PartIds, Stored};
 use crate::store::{Fence, FlushWrites, Flushed, SessionCas, SessionWritten, Store, StoreError};
-
-/// What followers watch: bumped on every event, and `true` once the channel closed.
-pub(super) type Signal = bool;
 
 /// One session's live events on the replica that runs its loop.
 pub(super) struct Channel {
@@ -26,8 +23,9 @@ pub(super) struct Channel {
     pub(super) state: Mutex<State>,
     /// Serialises writes, so entries land in id order.
     pub(super) flushing: tokio::sync::Mutex<()>,
-    /// Wakes followers.
-    pub(super) live: watch::Sender<Signal>,
+    /// Wakes the followers waiting for an event (each registers before it looks at the ring last), on every event
+    /// and on close.
+    pub(super) live: Notify,
     /// Wakes the timer when a window starts, and on close.
     pub(super) timer: Notify,
 }
@@ -96,6 +94,8 @@ pub(super) struct Tracked {
     pub(super) dirty: bool,
     /// An open text or reasoning part: its deltas extend it; kept after a write.
     pub(super) open: bool,
+    /// The ids its deltas carry (shared by all of them), once one came: later ones find it by pointer.
+    pub(super) deltas: Option<Arc<PartIds>>,
 }
 
 /// A text or reasoning part not yet ended: its text grows with its deltas.
@@ -120,6 +120,25 @@ pub(super) fn extend(part: &mut pb::Part, delta: &str) {
         Some(pb::part::Kind::Reasoning(r)) => r.text.push_str(delta),
         _ => {}
     }
+}
+
+/// The open part a delta of `ids` extends: found by the ids' pointer once a delta of it came (no string compared,
+/// nothing of the part's id read), by its id the first time.
+fn delta_target<'a>(parts: &'a mut [Tracked], ids: &Arc<PartIds>) -> Option<&'a mut Tracked> {
+    let i = match parts
+        .iter()
+        .position(|t| t.open && t.deltas.as_ref().is_some_and(|d| Arc::ptr_eq(d, ids)))
+    {
+        Some(i) => i,
+        None => {
+            let i = parts
+                .iter()
+                .position(|t| t.open && t.part.id == ids.part_id)?;
+            parts[i].deltas = Some(Arc::clone(ids));
+            i
+        }
+    };
+    parts.get_mut(i)
 }
 
 /// What a publish hands the channel to persist, under the loop's fence.
@@ -208,7 +227,7 @@ impl Channel {
                 renewed_at: None,
             }),
             flushing: tokio::sync::Mutex::new(()),
-            live: watch::Sender::new(false),
+            live: Notify::new(),
             timer: Notify::new(),
         }
     }
@@ -264,10 +283,7 @@ impl Channel {
                 s.hold = Some(id);
             }
             if let Some(d) = stored.as_delta()
-                && let Some(t) = s
-                    .parts
-                    .iter_mut()
-                    .find(|t| t.open && t.part.id == d.ids.part_id)
+                && let Some(t) = delta_target(&mut s.parts, &d.ids)
             {
                 extend(&mut t.part, &d.text);
                 t.dirty = true;
@@ -294,7 +310,7 @@ impl Channel {
                 || s.pending_bytes >= self.config.max_batch_bytes;
             (write_now, window_started || first)
         };
-        self.live.send_replace(false);
+        self.live.notify_waiters();
         if write_now {
             Queued::Flush
         } else {
@@ -567,6 +583,7 @@ impl Channel {
                     part: Box::new(p),
                     dirty: true,
                     open: false,
+                    deltas: None,
                 }),
             }
         }
@@ -634,7 +651,7 @@ impl Channel {
             }
         };
         lock(&self.state).closed = true;
-        self.live.send_replace(true);
+        self.live.notify_waiters();
         self.timer.notify_one();
         result
     }
@@ -701,6 +718,7 @@ fn track(s: &mut State, write: Write<'_>) {
                 part: Box::new(part.clone()),
                 dirty: true,
                 open: open_text(part),
+                deltas: None,
             };
             match s.parts.iter_mut().find(|t| t.part.id == part.id) {
                 Some(t) => *t = tracked,

@@ -6,10 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use llm_proto::sessions as pb;
-use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::channel::{Buffered, Channel, Ring, Signal};
+use super::channel::{Buffered, Channel, Ring};
 use super::{EventId, Hub, WATCH_REFRESH, WATCH_TTL, lock};
 use crate::store::StoreError;
 
@@ -26,7 +25,8 @@ pub struct Follower {
     cursor: EventId,
     /// Read, not yet delivered; ring events are made into messages only when delivered.
     buf: VecDeque<Buffered>,
-    live: Option<(Arc<Channel>, watch::Receiver<Signal>)>,
+    /// The local channel it reads while that covers it.
+    live: Option<Arc<Channel>>,
     /// How long one blocking read of Redis waits.
     pub(super) block: Duration,
     /// Blocking reads of Redis since the follower started or last read a local channel.
@@ -80,27 +80,24 @@ impl Follower {
                     Buffered::Log(event) => *event,
                 });
             }
-            if let Some((channel, rx)) = &mut self.live {
-                // Marked seen before reading, so an event published after the read still wakes us.
-                rx.borrow_and_update();
+            if let Some(channel) = &self.live {
                 let position = self.after.max(self.cursor);
-                match channel.read(self.after, position, &mut self.buf, READ_BATCH) {
-                    Ring::Read => {}
-                    Ring::Behind => {
-                        self.live = None;
-                        self.cursor = self.after;
+                let mut ring = channel.read(self.after, position, &mut self.buf, READ_BATCH);
+                if matches!(ring, Ring::Empty(false)) {
+                    // Registered, then read again: an event published after that read still wakes us.
+                    let published = channel.live.notified();
+                    tokio::pin!(published);
+                    published.as_mut().enable();
+                    ring = channel.read(self.after, position, &mut self.buf, READ_BATCH);
+                    if matches!(ring, Ring::Empty(false)) {
+                        published.await;
+                        continue;
                     }
-                    Ring::Empty(true) => {
-                        // Closed: everything it had is in Redis.
-                        self.live = None;
-                        self.cursor = self.after;
-                    }
-                    Ring::Empty(false) => {
-                        if rx.changed().await.is_err() {
-                            self.live = None;
-                            self.cursor = self.after;
-                        }
-                    }
+                }
+                if !matches!(ring, Ring::Read) {
+                    // Behind the ring, or closed (everything it had is in Redis).
+                    self.live = None;
+                    self.cursor = self.after;
                 }
                 continue;
             }
@@ -109,8 +106,7 @@ impl Follower {
                 let (covered, closed) = channel.covers(position);
                 if !closed {
                     if covered {
-                        let rx = channel.live.subscribe();
-                        self.live = Some((channel, rx));
+                        self.live = Some(channel);
                         self.remote_reads = 0;
                         continue;
                     }

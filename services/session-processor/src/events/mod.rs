@@ -631,7 +631,7 @@ impl Hub {
             s.ring.push_back((id, Stored::new(event)));
             s.closed = true;
         }
-        channel.live.send_replace(true);
+        channel.live.notify_waiters();
         channel.timer.notify_one();
     }
 
