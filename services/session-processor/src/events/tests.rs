@@ -119,14 +119,10 @@ async fn local_followers_get_events_at_once_and_the_log_gets_them_in_few_entries
     assert_eq!(replayed, logged);
     let ids = ids_of(&logged);
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids increase");
-    let text: String = logged
-        .iter()
-        .filter_map(|e| match &e.event {
-            Some(Event::PartDelta(d)) => Some(d.delta.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(text, (0..1000).map(|i| format!("{i} ")).collect::<String>());
+    assert_eq!(
+        logged_text(&store, &sid).await,
+        (0..1000).map(|i| format!("{i} ")).collect::<String>()
+    );
     store.delete_session(&sid).await.unwrap();
 }
 
@@ -158,15 +154,7 @@ async fn a_steps_deltas_go_through_the_channel_it_found_or_to_the_log_once_that_
     // The channel it holds is closed: the delta is logged, as with no channel at all, and so is one without a sink.
     sink_delta(&hub, &sink, &sid, "b").await;
     sink_delta(&hub, &DeltaSink::LOOK_UP, &sid, "c").await;
-    let logged = store.read_events(&sid, "0", None, 100).await.unwrap();
-    let text: String = logged
-        .iter()
-        .filter_map(|e| match &e.event {
-            Some(Event::PartDelta(d)) => Some(d.delta.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(text, "abc");
+    assert_eq!(logged_text(&store, &sid).await, "abc");
     store.delete_session(&sid).await.unwrap();
 }
 
