@@ -405,7 +405,9 @@ impl Hub {
         Some(Box::pin(self.finish(session_id.to_owned(), rest)))
     }
 
-    /// Publishes `event` (see [`Hub`]).
+    /// Publishes `event`: through the session's channel when this replica runs its loop (delivered to local
+    /// followers at once, written coalesced), otherwise straight to the stream (see [`Hub`]). Errors of a background
+    /// write are reported by the next publish.
     pub async fn publish(&self, session_id: &str, event: Event) -> Result<(), StoreError> {
         match self.enqueue(session_id, Stored::new(event)) {
             None => Ok(()),
