@@ -84,7 +84,8 @@ impl Follower {
                 let position = self.after.max(self.cursor);
                 let mut ring = channel.read(self.after, position, &mut self.buf, READ_BATCH);
                 if matches!(ring, Ring::Empty(false)) {
-                    // Registered, then read again: an event published after that read still wakes us.
+                    // Made (from then on every `notify_waiters` completes it), then the ring read again: an event
+                    // published between the two reads is found, one published after wakes us.
                     let published = channel.live.notified();
                     tokio::pin!(published);
                     published.as_mut().enable();

@@ -158,6 +158,47 @@ async fn a_steps_deltas_go_through_the_channel_it_found_or_to_the_log_once_that_
     store.delete_session(&sid).await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn followers_on_other_threads_miss_no_wake_up() {
+    // Ping-pong: each event is published only once every follower has the one before, so no later event can wake a
+    // follower that missed its wake-up. A follower that looked at the ring just before an event came must still be
+    // woken by it (it registers, looks again, then waits), or this test times out.
+    let (store, sid) = session().await;
+    let hub = Hub::new(store.clone(), no_timer());
+    hub.open(&sid).await.unwrap();
+    let (acks, mut acked) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let followers = 2;
+    let readers: Vec<_> = (0..followers)
+        .map(|_| {
+            let mut f = hub.follow(&sid, "0").unwrap();
+            let acks = acks.clone();
+            tokio::spawn(async move {
+                loop {
+                    let ev = f.next().await.unwrap();
+                    if matches!(ev.event, Some(Event::Done(_))) {
+                        return;
+                    }
+                    acks.send(()).unwrap();
+                }
+            })
+        })
+        .collect();
+    for i in 0..2000 {
+        hub.publish(&sid, delta(&format!("{i},"))).await.unwrap();
+        for _ in 0..followers {
+            tokio::time::timeout(Duration::from_secs(10), acked.recv())
+                .await
+                .unwrap_or_else(|_| panic!("event {i} did not wake every follower within 10 s"));
+        }
+    }
+    hub.publish(&sid, done()).await.unwrap();
+    hub.close(&sid).await.unwrap();
+    for r in readers {
+        r.await.unwrap();
+    }
+    store.delete_session(&sid).await.unwrap();
+}
+
 #[tokio::test]
 async fn a_follower_after_any_event_gets_exactly_the_rest_live_and_from_the_log() {
     let (store, sid, hub) = small_ring(7).await;
