@@ -203,6 +203,9 @@ pub struct GatewayFile {
     pub balance: String,
     /// How often `balance = "dns"` resolves the gateway's host again.
     pub resolve_interval_ms: u64,
+    /// With `balance = "connection"`: how many HTTP/2 connections to open to the URL (1 to 64; each call goes to the
+    /// less loaded of two). Env `GATEWAY_CONNECTIONS`.
+    pub connections: usize,
     /// The model (`provider/model`) a prompt runs with when neither it, the session's earlier prompts, the session
     /// nor the agent names one; none when empty.
     pub default_model: String,
@@ -219,6 +222,7 @@ impl Default for GatewayFile {
             step_timeout_ms: 600_000,
             balance: "connection".into(),
             resolve_interval_ms: 5_000,
+            connections: 1,
             default_model: String::new(),
             tls: None,
         }
@@ -625,10 +629,18 @@ fn gateway_balance(
                     "a list of URLs needs gateway.balance = \"dns\"",
                 ));
             }
-            crate::gateway_pool::Balance::Connection
+            crate::gateway_pool::Balance::Connection {
+                connections: gateway_connections(gateway, env)?,
+            }
         }
         "dns" => {
             crate::gateway_pool::parse_targets(gateway_url).map_err(|e| err("gateway.url", e))?;
+            if gateway_connections(gateway, env)? != 1 {
+                return Err(err(
+                    "gateway.connections",
+                    "applies to gateway.balance = \"connection\" (dns keeps one connection per address)",
+                ));
+            }
             if gateway.resolve_interval_ms < 100 {
                 return Err(err("gateway.resolve_interval_ms", "must be at least 100"));
             }
@@ -644,6 +656,26 @@ fn gateway_balance(
         }
     };
     Ok(balance)
+}
+
+/// `[gateway] connections` (env `GATEWAY_CONNECTIONS`): 1 to [`crate::gateway_pool::MAX_CONNECTIONS`].
+fn gateway_connections(gateway: &GatewayFile, env: &dyn Env) -> Result<usize, ConfigError> {
+    let n = match env.var("GATEWAY_CONNECTIONS") {
+        Some(text) => text.trim().parse::<usize>().map_err(|e| {
+            err(
+                "gateway.connections",
+                format!("GATEWAY_CONNECTIONS `{text}`: {e}"),
+            )
+        })?,
+        None => gateway.connections,
+    };
+    if n == 0 || n > crate::gateway_pool::MAX_CONNECTIONS {
+        return Err(err(
+            "gateway.connections",
+            format!("{n}: must be 1 to {}", crate::gateway_pool::MAX_CONNECTIONS),
+        ));
+    }
+    Ok(n)
 }
 
 /// `[snapshots]`, validated against the workspace root.

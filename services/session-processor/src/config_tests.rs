@@ -141,7 +141,16 @@ fn snapshots_default_under_the_workspace_root_and_never_inside_a_workspace() {
 #[test]
 fn gateway_balance_modes() {
     use crate::gateway_pool::Balance;
-    assert_eq!(load("").unwrap().gateway_balance, Balance::Connection);
+    assert_eq!(
+        load("").unwrap().gateway_balance,
+        Balance::Connection { connections: 1 }
+    );
+    assert_eq!(
+        load("[gateway]\nconnections = 4\n")
+            .unwrap()
+            .gateway_balance,
+        Balance::Connection { connections: 4 }
+    );
     let c = load("[gateway]\nurl = \"http://gw-headless:50051,http://gw2:50051\"\nbalance = \"dns\"\nresolve_interval_ms = 2000\n").unwrap();
     assert_eq!(
         c.gateway_balance,
@@ -163,9 +172,27 @@ fn gateway_balance_modes() {
             "[gateway]\nurl = \"http://a:1,http://b:1\"\n",
             "gateway.url",
         ),
+        ("[gateway]\nconnections = 0\n", "gateway.connections"),
+        ("[gateway]\nconnections = 65\n", "gateway.connections"),
+        (
+            "[gateway]\nbalance = \"dns\"\nconnections = 2\n",
+            "gateway.connections",
+        ),
     ] {
         assert_eq!(load(extra).unwrap_err().key, key, "{extra}");
     }
+    let with = |n: &'static str| {
+        let env = [
+            ("GATEWAY_CONNECTIONS", n),
+            ("PROCESSOR_AUTH_TOKENS", "operator-token-0123456789"),
+        ];
+        Config::from_file(FileConfig::default(), Path::new("."), &env)
+    };
+    assert_eq!(
+        with("3").unwrap().gateway_balance,
+        Balance::Connection { connections: 3 }
+    );
+    assert_eq!(with("three").unwrap_err().key, "gateway.connections");
 }
 
 #[test]

@@ -7,6 +7,8 @@
 //! address, and sends each step to the less loaded of two addresses picked at random (tower's power-of-two-choices
 //! balancer inside tonic). Addresses that disappear from DNS are dropped (their streams in flight finish); new ones
 //! take calls from the next step on. `gateway.url` may then also be a comma-separated list of URLs, each resolved.
+//! Where DNS cannot list the pods, `gateway.connections` opens several connections to the one URL, which a
+//! connection-balancing Service spreads over several pods, each step going to the less loaded of two.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -17,17 +19,31 @@ use tonic::transport::channel::Change;
 use tonic::transport::{Channel, Endpoint};
 
 /// How calls are spread over gateway replicas.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Balance {
-    /// One HTTP/2 connection to the URL; calls follow it (the default).
-    #[default]
-    Connection,
+    /// A fixed number of HTTP/2 connections to the URL (one by default), each call on the less loaded of two picked
+    /// at random. Behind a Service that balances connections, several connections reach several gateway pods; and
+    /// each connection has its own budget for events the replica has not read yet (docs/operations.md, "A replica
+    /// that falls far behind its gateway streams").
+    Connection {
+        /// How many (at least one).
+        connections: usize,
+    },
     /// Resolve the URL's host regularly and balance each call over every address.
     Dns {
         /// How often the host names are resolved again.
         interval: Duration,
     },
 }
+
+impl Default for Balance {
+    fn default() -> Self {
+        Balance::Connection { connections: 1 }
+    }
+}
+
+/// The most connections `Balance::Connection` opens.
+pub const MAX_CONNECTIONS: usize = 64;
 
 /// One gateway URL split into what resolution needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,7 +120,7 @@ pub fn parse_targets(urls: &str) -> Result<Vec<Target>, String> {
 /// the set of addresses current; it stops when the channel (every clone) is dropped.
 pub fn channel(url: &str, balance: Balance, tls: Option<ClientTls>) -> Result<Channel, String> {
     match balance {
-        Balance::Connection => {
+        Balance::Connection { connections } => {
             let endpoint = Endpoint::from_shared(url.to_string())
                 .map_err(|e| format!("`{url}`: {e}"))?
                 .tcp_nodelay(true);
@@ -114,7 +130,17 @@ pub fn channel(url: &str, balance: Balance, tls: Option<ClientTls>) -> Result<Ch
                     .map_err(|e| format!("`{url}`: TLS: {e}"))?,
                 _ => endpoint,
             };
-            Ok(endpoint.connect_lazy())
+            if connections <= 1 {
+                return Ok(endpoint.connect_lazy());
+            }
+            // The same endpoint under n keys: n connections, each call balanced over them (a list keyed by the
+            // endpoint's URI would keep one).
+            let (channel, tx) = Channel::balance_channel::<usize>(connections);
+            for key in 0..connections {
+                tx.try_send(Change::Insert(key, endpoint.clone()))
+                    .map_err(|e| format!("`{url}`: {e}"))?;
+            }
+            Ok(channel)
         }
         Balance::Dns { interval } => {
             let targets = parse_targets(url)?;

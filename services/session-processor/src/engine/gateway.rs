@@ -144,7 +144,7 @@ pub fn gateway_client(
     url: &str,
     token: &str,
 ) -> Result<GatewayClient, Box<dyn std::error::Error + Send + Sync>> {
-    gateway_client_balanced(url, token, crate::gateway_pool::Balance::Connection, None)
+    gateway_client_balanced(url, token, crate::gateway_pool::Balance::default(), None)
 }
 
 /// Connects (lazily) to the gateway, spreading calls as `balance` says (see [`crate::gateway_pool`]), over TLS with
