@@ -618,6 +618,7 @@ fn gateway_balance(
     let balance = env
         .var("GATEWAY_BALANCE")
         .unwrap_or(gateway.balance.clone());
+    let connections = gateway_connections(gateway, env)?;
     let balance = match balance.as_str() {
         "connection" => {
             if !gateway_url.starts_with("http://") && !gateway_url.starts_with("https://") {
@@ -629,13 +630,11 @@ fn gateway_balance(
                     "a list of URLs needs gateway.balance = \"dns\"",
                 ));
             }
-            crate::gateway_pool::Balance::Connection {
-                connections: gateway_connections(gateway, env)?,
-            }
+            crate::gateway_pool::Balance::Connection { connections }
         }
         "dns" => {
             crate::gateway_pool::parse_targets(gateway_url).map_err(|e| err("gateway.url", e))?;
-            if gateway_connections(gateway, env)? != 1 {
+            if connections != 1 {
                 return Err(err(
                     "gateway.connections",
                     "applies to gateway.balance = \"connection\" (dns keeps one connection per address)",
