@@ -505,15 +505,7 @@ async fn a_tenant_holds_at_most_its_streams_and_leaves_other_tenants_theirs() {
     // A prompt over the limit is refused before anything is written: no message, nothing queued or run.
     let refused = evil.prompt(prompt(&mine.id, "one more")).await.unwrap_err();
     assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
-    let stored = evil
-        .list_messages(spb::ListMessagesRequest {
-            session_id: mine.id.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .messages;
+    let stored = e2e_tests::processor::messages(&mut evil, &mine.id).await;
     assert!(stored.is_empty(), "{stored:?}");
     // The other tenant's streams are its own.
     p.gateway
