@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    // Read when the script runs, not baked in when it is compiled: a build script compiled for one checkout is
+    // reused by another that shares the target folder (same sources, same hash), and must read that one's files.
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     let files = [
         "llm/gateway/v1/gateway.proto",
         "llm/gateway/v1/hooks.proto",
