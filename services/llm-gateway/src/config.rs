@@ -73,6 +73,9 @@ pub struct ServerFile {
     pub max_request_bytes: usize,
     /// Concurrent HTTP/2 streams per caller connection.
     pub max_concurrent_streams: u32,
+    /// HTTP/2 receive window of one call: how many bytes of a request a caller may send ahead of the gateway's
+    /// reading ([`Config::stream_window_bytes`]).
+    pub stream_window_bytes: u32,
     /// Idle time after which the server pings a connection (HTTP/2 PING).
     pub keepalive_interval_ms: u64,
     /// How long a ping may go unanswered before the server closes the connection.
@@ -98,6 +101,7 @@ impl Default for ServerFile {
             shutdown_grace_ms: 30_000,
             max_request_bytes: 32 * 1024 * 1024,
             max_concurrent_streams: 10_000,
+            stream_window_bytes: DEFAULT_STREAM_WINDOW,
             keepalive_interval_ms: 30_000,
             keepalive_timeout_ms: 20_000,
             metrics_listen: None,
@@ -248,6 +252,10 @@ pub struct Config {
     pub shutdown_grace: Duration,
     pub max_request_bytes: usize,
     pub max_concurrent_streams: u32,
+    /// HTTP/2 receive window of one call. Small by default (HTTP/2's own initial window): a caller uploading a
+    /// request of megabytes then sends it in steps the gateway reads as they come, instead of one burst of up to a
+    /// connection window that the connection's reader, and every other call on it, wait behind.
+    pub stream_window_bytes: u32,
     pub keepalive: service_kit::grpc::Keepalive,
     pub timeouts: Timeouts,
     pub retry: RetryPolicy,
@@ -368,6 +376,7 @@ impl Config {
             shutdown_grace: Duration::from_millis(file.server.shutdown_grace_ms),
             max_request_bytes: file.server.max_request_bytes,
             max_concurrent_streams: file.server.max_concurrent_streams,
+            stream_window_bytes: file.server.stream_window_bytes,
             keepalive,
             timeouts,
             retry,
@@ -412,6 +421,14 @@ fn auth_tokens(server: &ServerFile, env: &dyn Env) -> Result<Vec<Secret>, Config
     Ok(auth_tokens)
 }
 
+/// `server.stream_window_bytes` by default: HTTP/2's initial window.
+pub const DEFAULT_STREAM_WINDOW: u32 = 65_535;
+/// Bounds of `server.stream_window_bytes`: one maximum-size frame at least, 16 MiB at most.
+const MIN_STREAM_WINDOW: u32 = 16 * 1024;
+const MAX_STREAM_WINDOW: u32 = 16 * 1024 * 1024;
+/// The connection's receive window, at least: room for many calls' requests at once, whatever one call's window.
+pub const MIN_CONNECTION_WINDOW: u32 = 1024 * 1024;
+
 /// The server's size and concurrency limits are in range.
 fn check_server_limits(server: &ServerFile) -> Result<(), ConfigError> {
     if server.max_request_bytes < 1024 {
@@ -424,6 +441,12 @@ fn check_server_limits(server: &ServerFile) -> Result<(), ConfigError> {
         return Err(ConfigError::new(
             "server.max_concurrent_streams",
             "must be positive",
+        ));
+    }
+    if !(MIN_STREAM_WINDOW..=MAX_STREAM_WINDOW).contains(&server.stream_window_bytes) {
+        return Err(ConfigError::new(
+            "server.stream_window_bytes",
+            format!("must be between {MIN_STREAM_WINDOW} and {MAX_STREAM_WINDOW}"),
         ));
     }
     // The semaphore behind the limit holds at most `usize::MAX >> 3` permits.

@@ -170,13 +170,15 @@ fn ops_keys_are_validated_and_fallbacks_must_resolve() {
     let c = Config::from_file(FileConfig::default(), &env).unwrap();
     assert_eq!(c.metrics_listen, None);
     assert_eq!(c.max_inflight_generations, 4096);
+    assert_eq!(c.stream_window_bytes, 65_535);
     let file = Config::parse(
-        "[server]\nmetrics_listen = \"127.0.0.1:9464\"\nmax_inflight_generations = 8\n",
+        "[server]\nmetrics_listen = \"127.0.0.1:9464\"\nmax_inflight_generations = 8\nstream_window_bytes = 1048576\n",
     )
     .unwrap();
     let c = Config::from_file(file, &env).unwrap();
     assert_eq!(c.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
     assert_eq!(c.max_inflight_generations, 8);
+    assert_eq!(c.stream_window_bytes, 1_048_576);
     let env_over = [
         ("GATEWAY_AUTH_TOKENS", TOKEN),
         ("GATEWAY_METRICS_LISTEN", "0.0.0.0:9100"),
@@ -192,6 +194,14 @@ fn ops_keys_are_validated_and_fallbacks_must_resolve() {
         (
             "[server]\nmax_inflight_generations = 0\n",
             "server.max_inflight_generations",
+        ),
+        (
+            "[server]\nstream_window_bytes = 16383\n",
+            "server.stream_window_bytes",
+        ),
+        (
+            "[server]\nstream_window_bytes = 16777217\n",
+            "server.stream_window_bytes",
         ),
         (
             "[models.\"openai/gpt-4o\"]\nfallbacks = [\"anthropic/claude-sonnet-4-5\"]\n",

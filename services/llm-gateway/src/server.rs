@@ -69,6 +69,12 @@ pub async fn run(
     }
     let server = builder
         .max_concurrent_streams(config.max_concurrent_streams)
+        .initial_stream_window_size(Some(config.stream_window_bytes))
+        .initial_connection_window_size(Some(
+            config
+                .stream_window_bytes
+                .max(crate::config::MIN_CONNECTION_WINDOW),
+        ))
         // Outermost: a span per GatewayService call, with the status the caller gets.
         .layer(service_kit::rpc_span::ServerSpanLayer::new(TRACED))
         .layer(OversizeLayer)

@@ -181,6 +181,10 @@ impl Gateway {
                 old.max_concurrent_streams != config.max_concurrent_streams,
             ),
             (
+                "server.stream_window_bytes",
+                old.stream_window_bytes != config.stream_window_bytes,
+            ),
+            (
                 "server.max_inflight_generations",
                 old.max_inflight_generations != config.max_inflight_generations,
             ),
