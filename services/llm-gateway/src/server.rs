@@ -9,6 +9,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use futures::TryStreamExt;
 use llm_proto::gateway::gateway_service_server::GatewayServiceServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -62,7 +63,9 @@ pub async fn run(
         }
     };
     let drained = token.clone();
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let incoming = TcpIncoming::from(listener)
+        .with_nodelay(Some(true))
+        .map_ok(service_kit::coalesce::Coalescing::new);
     let mut builder = config.keepalive.apply(tonic::transport::Server::builder());
     if let Some(tls) = &config.tls {
         builder = builder.tls_config(tls.tonic_config())?;

@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use futures::Stream;
+use futures::{Stream, TryStreamExt};
 use llm_proto::sessions as pb;
 use llm_proto::sessions::session_service_server::{SessionService, SessionServiceServer};
 use tokio::net::TcpListener;
@@ -76,7 +76,9 @@ pub async fn run(
         .add_service(reflection_v1alpha)
         .add_service(InterceptedService::new(service, auth))
         .serve_with_incoming_shutdown(
-            TcpIncoming::from(listener).with_nodelay(Some(true)),
+            TcpIncoming::from(listener)
+                .with_nodelay(Some(true))
+                .map_ok(service_kit::coalesce::Coalescing::new),
             shutdown,
         )
         .await?;

@@ -11,12 +11,14 @@
 //!   `DEADLINE_EXCEEDED`.
 //! - [`rpc_span`]: OpenTelemetry spans of gRPC calls per the RPC conventions, a `SERVER` span per call a server
 //!   receives and a `CLIENT` span per call a client makes, each ended with the call's final status.
+//! - [`coalesce`]: a connection wrapper under the HTTP/2 codec that sends a burst of frames in one system call.
 //! - [`serve`]: the start-up error of a server and the SIGTERM/SIGINT shutdown signal.
 //! - [`status`]: error statuses with `google.rpc.ErrorInfo` and `BadRequest` details.
 //! - `test_certs` (feature `test-certs`): a small certificate authority with server and client certificates, for
 //!   tests.
 
 pub mod auth;
+pub mod coalesce;
 pub mod deadline;
 pub mod env;
 pub mod grpc;
