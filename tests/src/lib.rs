@@ -21,6 +21,7 @@ pub mod service;
 pub mod stack;
 pub mod turns;
 pub mod vertex;
+pub mod windows;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -96,57 +96,24 @@ async fn a_40000_tool_request_does_not_move_a_paced_streams_first_token_or_gaps(
     );
 }
 
-/// What the gateway's first frames on a new connection grant: one call's receive window (its SETTINGS'
-/// `INITIAL_WINDOW_SIZE`) and the connection's (65 535 plus its first `WINDOW_UPDATE` on stream 0).
-async fn granted_windows(addr: std::net::SocketAddr) -> (u32, u32) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    // The client preface and an empty SETTINGS frame.
-    tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
-        .await
-        .unwrap();
-    let (mut stream_window, mut connection_window) = (None, None);
-    let read = async {
-        while stream_window.is_none() || connection_window.is_none() {
-            let mut head = [0u8; 9];
-            tcp.read_exact(&mut head).await.unwrap();
-            let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
-            let (kind, flags) = (head[3], head[4]);
-            let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
-            let mut payload = vec![0u8; len];
-            tcp.read_exact(&mut payload).await.unwrap();
-            match kind {
-                // SETTINGS, not an ACK: a missing INITIAL_WINDOW_SIZE (0x4) is HTTP/2's default.
-                0x4 if flags & 1 == 0 => {
-                    let initial = payload
-                        .chunks(6)
-                        .rfind(|s| u16::from_be_bytes([s[0], s[1]]) == 0x4)
-                        .map(|s| u32::from_be_bytes([s[2], s[3], s[4], s[5]]));
-                    stream_window = Some(initial.unwrap_or(65_535));
-                }
-                0x8 if stream == 0 => {
-                    let increment = u32::from_be_bytes(payload[..4].try_into().unwrap());
-                    connection_window = Some(65_535 + (increment & 0x7fff_ffff));
-                }
-                _ => {}
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), read)
-        .await
-        .expect("the gateway's SETTINGS and WINDOW_UPDATE");
-    (stream_window.unwrap(), connection_window.unwrap())
-}
-
 /// A call may have 64 KiB of its request in flight by default (so a megabytes upload comes in steps, not as one
 /// burst every other call on the connection waits behind), the connection 1 MiB; `server.stream_window_bytes`
 /// raises one call's window, and the connection's with it when it is the larger.
 #[tokio::test]
 async fn one_call_may_send_its_window_ahead_and_the_connection_at_least_a_mebibyte() {
     let h = Harness::start_custom("", "").await;
-    assert_eq!(granted_windows(h.addr).await, (65_535, 1024 * 1024));
+    assert_eq!(
+        e2e_tests::windows::granted(h.addr).await,
+        (65_535, 1024 * 1024)
+    );
     let h = Harness::start_custom("stream_window_bytes = 262144", "").await;
-    assert_eq!(granted_windows(h.addr).await, (262_144, 1024 * 1024));
+    assert_eq!(
+        e2e_tests::windows::granted(h.addr).await,
+        (262_144, 1024 * 1024)
+    );
     let h = Harness::start_custom("stream_window_bytes = 4194304", "").await;
-    assert_eq!(granted_windows(h.addr).await, (4_194_304, 4_194_304));
+    assert_eq!(
+        e2e_tests::windows::granted(h.addr).await,
+        (4_194_304, 4_194_304)
+    );
 }

@@ -3,8 +3,8 @@
 //! prompt from a Python client with the documented client settings.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use e2e_tests::processor::{PROCESSOR_TOKEN, Product, channel};
-use e2e_tests::{Bearer, TOKEN, generation};
+use e2e_tests::processor::{PROCESSOR_TOKEN, ProcessorSetup, Product, channel};
+use e2e_tests::{Bearer, TOKEN, generation, windows};
 use fake_provider::Reply;
 use fake_provider::openai_sse::ChatStream;
 use futures::FutureExt;
@@ -262,4 +262,26 @@ async fn python_sees_v1alpha_reflection_and_sends_a_5_mib_prompt_with_the_docume
         found["processor_limit_prompt"]["stored"],
         serde_json::json!([limit, "read 3 MiB".len()])
     );
+}
+
+/// Both servers let one call send 64 KiB of its request ahead of their reading and a connection 1 MiB, so a request
+/// of megabytes arrives in steps instead of one burst the connection's other calls wait behind;
+/// `server.stream_window_bytes` raises the processor's as it does the gateway's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_servers_grant_one_call_64_kib_and_the_processor_takes_its_key() {
+    let p = Product::start("").await;
+    assert_eq!(
+        windows::granted(p.gateway.addr).await,
+        (65_535, 1024 * 1024)
+    );
+    assert_eq!(windows::granted(p.addr).await, (65_535, 1024 * 1024));
+    let p = Product::start_setup(
+        "",
+        ProcessorSetup {
+            server_lines: "stream_window_bytes = 2097152".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(windows::granted(p.addr).await, (2_097_152, 2_097_152));
 }

@@ -74,7 +74,7 @@ pub struct ServerFile {
     /// Concurrent HTTP/2 streams per caller connection.
     pub max_concurrent_streams: u32,
     /// HTTP/2 receive window of one call: how many bytes of a request a caller may send ahead of the gateway's
-    /// reading ([`Config::stream_window_bytes`]).
+    /// reading ([`Config::receive_window`]).
     pub stream_window_bytes: u32,
     /// Idle time after which the server pings a connection (HTTP/2 PING).
     pub keepalive_interval_ms: u64,
@@ -101,7 +101,7 @@ impl Default for ServerFile {
             shutdown_grace_ms: 30_000,
             max_request_bytes: 32 * 1024 * 1024,
             max_concurrent_streams: 10_000,
-            stream_window_bytes: DEFAULT_STREAM_WINDOW,
+            stream_window_bytes: service_kit::grpc::ReceiveWindow::DEFAULT.stream_bytes(),
             keepalive_interval_ms: 30_000,
             keepalive_timeout_ms: 20_000,
             metrics_listen: None,
@@ -252,10 +252,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     pub max_request_bytes: usize,
     pub max_concurrent_streams: u32,
-    /// HTTP/2 receive window of one call. Small by default (HTTP/2's own initial window): a caller uploading a
-    /// request of megabytes then sends it in steps the gateway reads as they come, instead of one burst of up to a
-    /// connection window that the connection's reader, and every other call on it, wait behind.
-    pub stream_window_bytes: u32,
+    /// HTTP/2 receive windows of a call and of a connection (`server.stream_window_bytes`).
+    pub receive_window: service_kit::grpc::ReceiveWindow,
     pub keepalive: service_kit::grpc::Keepalive,
     pub timeouts: Timeouts,
     pub retry: RetryPolicy,
@@ -350,6 +348,9 @@ impl Config {
             file.server.keepalive_timeout_ms,
         )
         .map_err(|(key, why)| ConfigError::new(format!("server.{key}"), why))?;
+        let receive_window =
+            service_kit::grpc::ReceiveWindow::from_bytes(file.server.stream_window_bytes)
+                .map_err(|why| ConfigError::new("server.stream_window_bytes", why))?;
         let metrics_listen = optional_addr(
             "server.metrics_listen",
             env.var("GATEWAY_METRICS_LISTEN")
@@ -376,7 +377,7 @@ impl Config {
             shutdown_grace: Duration::from_millis(file.server.shutdown_grace_ms),
             max_request_bytes: file.server.max_request_bytes,
             max_concurrent_streams: file.server.max_concurrent_streams,
-            stream_window_bytes: file.server.stream_window_bytes,
+            receive_window,
             keepalive,
             timeouts,
             retry,
@@ -421,14 +422,6 @@ fn auth_tokens(server: &ServerFile, env: &dyn Env) -> Result<Vec<Secret>, Config
     Ok(auth_tokens)
 }
 
-/// `server.stream_window_bytes` by default: HTTP/2's initial window.
-pub const DEFAULT_STREAM_WINDOW: u32 = 65_535;
-/// Bounds of `server.stream_window_bytes`: one maximum-size frame at least, 16 MiB at most.
-const MIN_STREAM_WINDOW: u32 = 16 * 1024;
-const MAX_STREAM_WINDOW: u32 = 16 * 1024 * 1024;
-/// The connection's receive window, at least: room for many calls' requests at once, whatever one call's window.
-pub const MIN_CONNECTION_WINDOW: u32 = 1024 * 1024;
-
 /// The server's size and concurrency limits are in range.
 fn check_server_limits(server: &ServerFile) -> Result<(), ConfigError> {
     if server.max_request_bytes < 1024 {
@@ -441,12 +434,6 @@ fn check_server_limits(server: &ServerFile) -> Result<(), ConfigError> {
         return Err(ConfigError::new(
             "server.max_concurrent_streams",
             "must be positive",
-        ));
-    }
-    if !(MIN_STREAM_WINDOW..=MAX_STREAM_WINDOW).contains(&server.stream_window_bytes) {
-        return Err(ConfigError::new(
-            "server.stream_window_bytes",
-            format!("must be between {MIN_STREAM_WINDOW} and {MAX_STREAM_WINDOW}"),
         ));
     }
     // The semaphore behind the limit holds at most `usize::MAX >> 3` permits.

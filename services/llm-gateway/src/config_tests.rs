@@ -170,7 +170,7 @@ fn ops_keys_are_validated_and_fallbacks_must_resolve() {
     let c = Config::from_file(FileConfig::default(), &env).unwrap();
     assert_eq!(c.metrics_listen, None);
     assert_eq!(c.max_inflight_generations, 4096);
-    assert_eq!(c.stream_window_bytes, 65_535);
+    assert_eq!(c.receive_window.stream_bytes(), 65_535);
     let file = Config::parse(
         "[server]\nmetrics_listen = \"127.0.0.1:9464\"\nmax_inflight_generations = 8\nstream_window_bytes = 1048576\n",
     )
@@ -178,7 +178,7 @@ fn ops_keys_are_validated_and_fallbacks_must_resolve() {
     let c = Config::from_file(file, &env).unwrap();
     assert_eq!(c.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
     assert_eq!(c.max_inflight_generations, 8);
-    assert_eq!(c.stream_window_bytes, 1_048_576);
+    assert_eq!(c.receive_window.stream_bytes(), 1_048_576);
     let env_over = [
         ("GATEWAY_AUTH_TOKENS", TOKEN),
         ("GATEWAY_METRICS_LISTEN", "0.0.0.0:9100"),

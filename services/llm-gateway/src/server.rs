@@ -66,18 +66,14 @@ pub async fn run(
     let incoming = TcpIncoming::from(listener)
         .with_nodelay(Some(true))
         .map_ok(service_kit::coalesce::Coalescing::new);
-    let mut builder = config.keepalive.apply(tonic::transport::Server::builder());
+    let mut builder = config
+        .receive_window
+        .apply(config.keepalive.apply(tonic::transport::Server::builder()));
     if let Some(tls) = &config.tls {
         builder = builder.tls_config(tls.tonic_config())?;
     }
     let server = builder
         .max_concurrent_streams(config.max_concurrent_streams)
-        .initial_stream_window_size(Some(config.stream_window_bytes))
-        .initial_connection_window_size(Some(
-            config
-                .stream_window_bytes
-                .max(crate::config::MIN_CONNECTION_WINDOW),
-        ))
         // Outermost: a span per GatewayService call, with the status the caller gets.
         .layer(service_kit::rpc_span::ServerSpanLayer::new(TRACED))
         .layer(OversizeLayer)

@@ -163,6 +163,9 @@ pub struct ServerFile {
     pub keepalive_interval_ms: u64,
     /// How long a ping may go unanswered before the server closes the connection.
     pub keepalive_timeout_ms: u64,
+    /// HTTP/2 receive window of one call: how many bytes of a request a caller may send ahead of the server's
+    /// reading (`service_kit::grpc::ReceiveWindow`).
+    pub stream_window_bytes: u32,
     /// Serve TLS (mutual TLS with `client_ca_file`); env `PROCESSOR_TLS_CERT_FILE`, `PROCESSOR_TLS_KEY_FILE` and
     /// `PROCESSOR_TLS_CLIENT_CA_FILE` override its keys.
     pub tls: Option<service_kit::tls::ServerTlsFiles>,
@@ -182,6 +185,7 @@ impl Default for ServerFile {
             max_sessions_per_tenant: 100_000,
             keepalive_interval_ms: 30_000,
             keepalive_timeout_ms: 20_000,
+            stream_window_bytes: service_kit::grpc::ReceiveWindow::DEFAULT.stream_bytes(),
             tls: None,
         }
     }
@@ -425,6 +429,8 @@ pub struct Config {
     pub max_blocking_reads: usize,
     /// HTTP/2 keepalive of the listener's connections.
     pub keepalive: service_kit::grpc::Keepalive,
+    /// HTTP/2 receive windows of the listener's calls and connections.
+    pub receive_window: service_kit::grpc::ReceiveWindow,
     /// TLS to an `https://` gateway.
     pub gateway_tls: Option<service_kit::tls::ClientTls>,
     /// Prefix of every Redis key.
@@ -509,11 +515,9 @@ impl Config {
         let redis_url = env.var("REDIS_URL").unwrap_or(file.redis.url.clone());
         let (redis_target, redis_access) = redis::redis_target(&file.redis, env)?;
         let server_tls = transport::server_tls(&file.server, env)?;
-        let (max_request_bytes, keepalive) = transport::server_limits(&file.server)?;
+        let (max_request_bytes, keepalive, receive_window) =
+            transport::server_limits(&file.server)?;
         let gateway_tls = transport::gateway_tls(&file.gateway, &gateway_url)?;
-        if file.redis.lease_ttl_ms < 500 {
-            return Err(err("redis.lease_ttl_ms", "must be at least 500"));
-        }
         let workspace_root = PathBuf::from(
             env.var("PROCESSOR_WORKSPACE_ROOT")
                 .unwrap_or(file.workspaces.root.clone()),
@@ -559,9 +563,10 @@ impl Config {
                 file.redis.max_blocking_reads,
             )?,
             keepalive,
+            receive_window,
             gateway_tls,
             redis_prefix: file.redis.prefix,
-            lease_ttl: Duration::from_millis(file.redis.lease_ttl_ms),
+            lease_ttl: lease_ttl(file.redis.lease_ttl_ms)?,
             workspace_root,
             snapshots,
             agents,
@@ -571,6 +576,14 @@ impl Config {
             sandbox,
         })
     }
+}
+
+/// The session lease's time to live (`redis.lease_ttl_ms`): at least 500 ms.
+fn lease_ttl(ms: u64) -> Result<Duration, ConfigError> {
+    if ms < 500 {
+        return Err(err("redis.lease_ttl_ms", "must be at least 500"));
+    }
+    Ok(Duration::from_millis(ms))
 }
 
 /// The file's tokens, then the variable's (comma-separated).

@@ -211,6 +211,22 @@ fn the_stream_and_blocking_read_bounds_are_configurable_and_at_least_one() {
 }
 
 #[test]
+fn one_calls_receive_window_is_configurable_and_bounded() {
+    let window = |c: Config| c.receive_window.stream_bytes();
+    assert_eq!(window(load("").unwrap()), 65_535);
+    assert_eq!(
+        window(load("stream_window_bytes = 1048576\n").unwrap()),
+        1_048_576
+    );
+    for bad in [
+        "stream_window_bytes = 100\n",
+        "stream_window_bytes = 16777217\n",
+    ] {
+        assert_eq!(load(bad).unwrap_err().key, "server.stream_window_bytes");
+    }
+}
+
+#[test]
 fn the_event_flush_window_is_configurable_and_bounded() {
     assert_eq!(
         load("").unwrap().events.flush_interval,

@@ -45,10 +45,10 @@ pub async fn run(
     let reflection = service_kit::grpc::reflection_v1(&sets, &served)?;
     let reflection_v1alpha = service_kit::grpc::reflection_v1alpha(&sets, &served)?;
     let auth = access::Auth::new(engine.config.clone());
-    let mut builder = engine
-        .config
-        .keepalive
-        .apply(tonic::transport::Server::builder());
+    let config = &engine.config;
+    let mut builder = config
+        .receive_window
+        .apply(config.keepalive.apply(tonic::transport::Server::builder()));
     if let Some(tls) = &engine.config.server_tls {
         builder = builder.tls_config(tls.tonic_config())?;
     }

@@ -205,6 +205,56 @@ impl Keepalive {
     }
 }
 
+/// How much of its request one call may send before the server reads it: the HTTP/2 stream receive window. Small
+/// by default (HTTP/2's own initial window, also gRPC's), so a request of megabytes arrives in steps read as they
+/// come instead of one burst the connection's reader, and every other call on the connection, wait behind. The
+/// connection's window is at least [`ReceiveWindow::MIN_CONNECTION_BYTES`], so many calls upload at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReceiveWindow {
+    stream: u32,
+}
+
+impl ReceiveWindow {
+    /// A call's window by default: 65 535 bytes.
+    pub const DEFAULT: ReceiveWindow = ReceiveWindow { stream: 65_535 };
+    /// The smallest a call's window may be: one frame of HTTP/2's smallest maximum size.
+    pub const MIN_BYTES: u32 = 16 * 1024;
+    /// The largest a call's window may be.
+    pub const MAX_BYTES: u32 = 16 * 1024 * 1024;
+    /// The connection's window, at least.
+    pub const MIN_CONNECTION_BYTES: u32 = 1024 * 1024;
+
+    /// A call's window of `bytes`, or why it is out of range.
+    pub fn from_bytes(bytes: u32) -> Result<ReceiveWindow, String> {
+        if (Self::MIN_BYTES..=Self::MAX_BYTES).contains(&bytes) {
+            Ok(ReceiveWindow { stream: bytes })
+        } else {
+            Err(format!(
+                "{bytes}: must be between {} and {}",
+                Self::MIN_BYTES,
+                Self::MAX_BYTES
+            ))
+        }
+    }
+
+    /// A call's window, in bytes.
+    pub fn stream_bytes(&self) -> u32 {
+        self.stream
+    }
+
+    /// The connection's window, in bytes: the call's, or [`Self::MIN_CONNECTION_BYTES`] when that is larger.
+    pub fn connection_bytes(&self) -> u32 {
+        self.stream.max(Self::MIN_CONNECTION_BYTES)
+    }
+
+    /// `builder` with these windows.
+    pub fn apply<L>(&self, builder: tonic::transport::Server<L>) -> tonic::transport::Server<L> {
+        builder
+            .initial_stream_window_size(Some(self.stream_bytes()))
+            .initial_connection_window_size(Some(self.connection_bytes()))
+    }
+}
+
 #[cfg(test)]
 #[path = "grpc_tests.rs"]
 mod tests;

@@ -15,3 +15,22 @@ fn keepalive_keys_are_checked() {
         Err("keepalive_timeout_ms")
     );
 }
+
+#[test]
+fn a_calls_receive_window_is_bounded_and_the_connections_at_least_a_mebibyte() {
+    assert_eq!(ReceiveWindow::DEFAULT.stream_bytes(), 65_535);
+    assert_eq!(ReceiveWindow::DEFAULT.connection_bytes(), 1024 * 1024);
+    let big = ReceiveWindow::from_bytes(4 * 1024 * 1024).unwrap();
+    assert_eq!(big.connection_bytes(), 4 * 1024 * 1024);
+    assert_eq!(
+        ReceiveWindow::from_bytes(65_535),
+        Ok(ReceiveWindow::DEFAULT)
+    );
+    for bad in [0, 16 * 1024 - 1, 16 * 1024 * 1024 + 1, u32::MAX] {
+        assert!(
+            ReceiveWindow::from_bytes(bad)
+                .unwrap_err()
+                .starts_with(&bad.to_string())
+        );
+    }
+}

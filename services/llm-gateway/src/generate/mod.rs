@@ -182,7 +182,7 @@ impl Gateway {
             ),
             (
                 "server.stream_window_bytes",
-                old.stream_window_bytes != config.stream_window_bytes,
+                old.receive_window != config.receive_window,
             ),
             (
                 "server.max_inflight_generations",

@@ -1,4 +1,4 @@
-//! The transport keys: `[server.tls]` (and `PROCESSOR_TLS_*`), the listener's message size and keepalive,
+//! The transport keys: `[server.tls]` (and `PROCESSOR_TLS_*`), the listener's message size, keepalive and window,
 //! `[gateway.tls]`, and `[redis]`'s URL scheme, ACL
 //! credentials and `[redis.tls]`, validated (files read and checked) into what the listener and the clients need.
 
@@ -28,10 +28,17 @@ pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
 /// of client tools, 64 KiB of system text and of schema) still fits.
 const MIN_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 
-/// The listener's request size limit and HTTP/2 keepalive.
+/// The listener's request size limit, HTTP/2 keepalive and receive window.
 pub(super) fn server_limits(
     file: &ServerFile,
-) -> Result<(usize, service_kit::grpc::Keepalive), ConfigError> {
+) -> Result<
+    (
+        usize,
+        service_kit::grpc::Keepalive,
+        service_kit::grpc::ReceiveWindow,
+    ),
+    ConfigError,
+> {
     if file.max_request_bytes < MIN_MAX_REQUEST_BYTES {
         return Err(err(
             "server.max_request_bytes",
@@ -46,7 +53,9 @@ pub(super) fn server_limits(
         file.keepalive_timeout_ms,
     )
     .map_err(|(key, why)| err(format!("server.{key}"), why))?;
-    Ok((file.max_request_bytes, keepalive))
+    let window = service_kit::grpc::ReceiveWindow::from_bytes(file.stream_window_bytes)
+        .map_err(|why| err("server.stream_window_bytes", why))?;
+    Ok((file.max_request_bytes, keepalive, window))
 }
 
 /// TLS to the gateway: needed for `https://` URLs (the system's roots when `[gateway.tls]` is absent), refused with
