@@ -3,7 +3,7 @@ CARGO ?= cargo
 TOOLS := .tools
 BUF := $(TOOLS)/node_modules/.bin/buf
 
-.PHONY: demo demo-gateway up down run test test-rust shape lint fmt clippy proto-lint proto-release deploy-lint build bench bench-full bench-processor bench-peers fuzz fuzz-smoke clean
+.PHONY: demo demo-gateway up down run test test-rust shape lint fmt clippy proto-lint proto-release deploy-lint build bench bench-full bench-processor bench-peers fuzz fuzz-ci fuzz-smoke clean
 
 demo run:
 	./scripts/demo.sh
@@ -60,12 +60,16 @@ bench-peers:
 bench-processor:
 	./scripts/bench.sh processor
 
-# Fuzzing (docs/gateway.md "Fuzzing"; cargo-fuzz and nightly, outside the workspace; never part of `test`, which
-# replays the seed corpus on stable). `fuzz` runs every target for 10 million executions (a few hours on one idle
-# core); `fuzz-smoke` for FUZZ_SECONDS (default 20) each, after a release build of fuzz/ (16-17 CPU-minutes from
-# clean, about 6 wall-minutes after a gateway change on 2 shared cores; docs/benchmarks.md "Fuzzing").
+# Fuzzing (docs/gateway.md "Fuzzing"; cargo-fuzz, outside the workspace; never part of `test`, which replays the
+# seed corpus on stable). `fuzz` runs every target for 10 million executions (a few hours on one idle core);
+# `fuzz-smoke` for FUZZ_SECONDS (default 20) each, after a release build of fuzz/ (16-17 CPU-minutes from clean,
+# about 6 wall-minutes after a gateway change on 2 shared cores; docs/benchmarks.md "Fuzzing"); `fuzz-ci`, which
+# .ci/run runs, for FUZZ_SECONDS (default 10) each after an unoptimised build (about 2.5 wall-minutes from clean).
 fuzz:
 	./scripts/fuzz.sh long $(FUZZ_RUNS)
+
+fuzz-ci:
+	./scripts/fuzz.sh ci $(FUZZ_SECONDS)
 
 fuzz-smoke:
 	./scripts/fuzz.sh smoke $(FUZZ_SECONDS)

@@ -2,7 +2,9 @@
 # Fuzzing (docs/gateway.md "Fuzzing", figures in docs/benchmarks.md "Fuzzing"). Never part of `make test`, which
 # replays the same seed corpus on stable (llm_gateway::adapter::fuzzing's tests).
 #
-#   scripts/fuzz.sh smoke [SECONDS]  # `make fuzz-smoke`: every target for SECONDS (default 20) each
+#   scripts/fuzz.sh ci [SECONDS]     # `make fuzz-ci`, run by .ci/run: an unoptimised build (minutes from clean),
+#                                    # then every target for SECONDS (default 10) each
+#   scripts/fuzz.sh smoke [SECONDS]  # `make fuzz-smoke`: a release build, every target for SECONDS (default 20) each
 #   scripts/fuzz.sh long [RUNS]      # `make fuzz`: every target for RUNS executions (default 10 000 000) each;
 #                                    # a few hours on one idle core (docs/benchmarks.md "Fuzzing")
 #   scripts/fuzz.sh seed             # only (re)write the seed corpus under fuzz/corpus/<target>/
@@ -17,14 +19,17 @@
 # Toolchain: cargo-fuzz, and nightly when installed. Without nightly the script uses stable as is: with
 # `--sanitizer none` cargo-fuzz passes rustc only stable flags (`-Cpasses=sancov-module`, `-Cllvm-args=...`,
 # `--cfg fuzzing`), which was checked with cargo-fuzz 0.13.2 and rustc 1.95; only a sanitizer needs nightly.
-# Without cargo-fuzz it says so and exits 0 for `smoke` (so a machine without it still runs the rest of CI) and 1
-# otherwise.
+# Without cargo-fuzz it says so and exits 0 for `smoke` (a developer's machine without it) and 1 otherwise.
 #
-# Builds are release with debug assertions and no sanitizer: the gateway forbids unsafe code, so AddressSanitizer
-# would only slow the runs; panics, overflows and the harness's assertions are what is hunted. Runs are one job,
+# Builds are optimised (`ci`: unoptimised) with debug assertions and no sanitizer: the gateway forbids unsafe code,
+# so AddressSanitizer would only slow the runs; panics, overflows and the harness's assertions are what is hunted. Runs are one job,
 # one worker, at nice 19, so they never starve a build sharing the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The build's profile: cargo-fuzz's default (optimised, with debug assertions), or `--dev` for `ci` (unoptimised);
+# `cargo fuzz run` is given it again so that it runs what was built.
+PROFILE=()
 
 ALL_TARGETS="sse openai_chat openai_responses anthropic gemini vertex_gemini bedrock"
 TARGETS=${FUZZ_TARGETS:-$ALL_TARGETS}
@@ -82,10 +87,15 @@ run() {
   root=$(pwd)
   seed "$t"
   mkdir -p "fuzz/logs/$t"
-  (cd "fuzz/logs/$t" && nice -n 19 "${CARGO[@]}" fuzz run --fuzz-dir "$root/fuzz" --sanitizer none "$t" \
+  (cd "fuzz/logs/$t" && nice -n 19 "${CARGO[@]}" fuzz run "${PROFILE[@]}" --fuzz-dir "$root/fuzz" --sanitizer none "$t" \
     "$root/fuzz/corpus/$t" -- -jobs=1 -workers=1 -print_final_stats=1 "$@") || status=$?
   grep -E '^(stat::|==|SUMMARY|.*panicked)' "fuzz/logs/$t/fuzz-0.log" | sed "s/^/fuzz: $t: /" || true
   return $status
+}
+
+# Builds every target once, in the chosen profile.
+build() {
+  (cd fuzz && CARGO_INCREMENTAL=0 nice -n 10 "${CARGO[@]}" fuzz build "${PROFILE[@]}" --sanitizer none)
 }
 
 mode=${1:-smoke}
@@ -93,10 +103,16 @@ case $mode in
   seed)
     for t in $TARGETS; do seed "$t"; done
     ;;
-  smoke)
-    secs=${2:-20}
-    toolchain || exit 0
-    (cd fuzz && CARGO_INCREMENTAL=0 nice -n 10 "${CARGO[@]}" fuzz build --sanitizer none)
+  smoke | ci)
+    if [ "$mode" = ci ]; then
+      secs=${2:-10}
+      PROFILE=(--dev)
+      toolchain || exit 1
+    else
+      secs=${2:-20}
+      toolchain || exit 0
+    fi
+    build
     failed=()
     # shellcheck disable=SC2086 # FUZZ_ARGS is a list of libFuzzer flags
     for t in $TARGETS; do run "$t" -max_total_time="$secs" ${FUZZ_ARGS:-} || failed+=("$t"); done
@@ -108,7 +124,7 @@ case $mode in
   long)
     runs=${2:-10000000}
     toolchain || exit 1
-    (cd fuzz && CARGO_INCREMENTAL=0 nice -n 10 "${CARGO[@]}" fuzz build --sanitizer none)
+    build
     failed=()
     for t in $TARGETS; do
       start=$(date +%s)
@@ -122,7 +138,7 @@ case $mode in
     fi
     ;;
   *)
-    echo "usage: $0 smoke [SECONDS] | long [RUNS] | seed" >&2
+    echo "usage: $0 ci [SECONDS] | smoke [SECONDS] | long [RUNS] | seed" >&2
     exit 2
     ;;
 esac
