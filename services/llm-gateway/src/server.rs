@@ -9,12 +9,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use futures::TryStreamExt;
 use llm_proto::gateway::gateway_service_server::GatewayServiceServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Status};
 
 use crate::generate::Gateway;
@@ -63,9 +61,7 @@ pub async fn run(
         }
     };
     let drained = token.clone();
-    let incoming = TcpIncoming::from(listener)
-        .with_nodelay(Some(true))
-        .map_ok(service_kit::coalesce::Coalescing::new);
+    let incoming = service_kit::coalesce::incoming(listener);
     let mut builder = config
         .receive_window
         .apply(config.keepalive.apply(tonic::transport::Server::builder()));

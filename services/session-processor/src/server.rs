@@ -10,12 +10,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use futures::{Stream, TryStreamExt};
+use futures::Stream;
 use llm_proto::sessions as pb;
 use llm_proto::sessions::session_service_server::{SessionService, SessionServiceServer};
 use tokio::net::TcpListener;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
 use crate::api::access::NamesSession;
@@ -75,12 +74,7 @@ pub async fn run(
         .add_service(reflection)
         .add_service(reflection_v1alpha)
         .add_service(InterceptedService::new(service, auth))
-        .serve_with_incoming_shutdown(
-            TcpIncoming::from(listener)
-                .with_nodelay(Some(true))
-                .map_ok(service_kit::coalesce::Coalescing::new),
-            shutdown,
-        )
+        .serve_with_incoming_shutdown(service_kit::coalesce::incoming(listener), shutdown)
         .await?;
     Ok(())
 }

@@ -17,7 +17,18 @@ use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
+use futures::{Stream, TryStreamExt};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tonic::transport::server::TcpIncoming;
+
+/// The connections a gRPC server of the product accepts on `listener`: without Nagle's delay, each wrapped in
+/// [`Coalescing`].
+pub fn incoming(listener: TcpListener) -> impl Stream<Item = io::Result<Coalescing<TcpStream>>> {
+    TcpIncoming::from(listener)
+        .with_nodelay(Some(true))
+        .map_ok(Coalescing::new)
+}
 
 /// Writes of at most this many bytes are held back for the next write or the flush: the codec's whole buffer (16
 /// KiB, plus the head of the frame whose payload follows it).
