@@ -11,11 +11,11 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use llm_proto::sessions as pb;
-use prost::Message as _;
 use redis::Script;
 
 use super::keys::SessionKeys;
 use super::messages::assemble;
+use super::script_call::ScriptCall;
 use super::{Fence, Store, StoreError, ceil_millis, check_id, records};
 use crate::event_wire::EventId;
 
@@ -84,27 +84,35 @@ fn begin_invocation(
     keys: &SessionKeys,
     message: &pb::Message,
     args: &BeginArgs<'_>,
-) -> Result<redis::ScriptInvocation<'static>, StoreError> {
+) -> Result<ScriptCall<'static>, StoreError> {
     let mut head = message.clone();
     let parts = std::mem::take(&mut head.parts);
-    let mut script = BEGIN.prepare_invoke();
+    let mut script = ScriptCall::new(
+        &BEGIN,
+        [
+            keys.session(),
+            keys.lease(),
+            keys.fence(),
+            keys.messages(),
+            keys.message(&message.id),
+            keys.parts(&message.id),
+            keys.prompt_model(),
+            keys.events(),
+            keys.watched(),
+            keys.run_inputs(),
+        ],
+    );
     script
-        .key(keys.session())
-        .key(keys.lease())
-        .key(keys.fence())
-        .key(keys.messages())
-        .key(keys.message(&message.id))
-        .key(keys.parts(&message.id))
-        .key(keys.prompt_model())
-        .key(keys.events())
-        .key(keys.watched())
-        .key(keys.run_inputs())
         .arg(args.owner)
         .arg(ceil_millis(args.ttl))
         .arg(&message.id)
-        .arg(head.encode_to_vec())
-        .arg(head.model.as_str())
-        .arg(args.inputs.map(|i| i.encode_to_vec()).unwrap_or_default())
+        .message(&head)
+        .arg(head.model.as_str());
+    match args.inputs {
+        Some(inputs) => script.message(inputs),
+        None => script.arg(""),
+    };
+    script
         .arg(if args.time { "1" } else { "0" })
         .arg(keys.message(""))
         .arg(keys.parts(""));
@@ -114,7 +122,7 @@ fn begin_invocation(
     };
     for part in &parts {
         check_id("part id", &part.id)?;
-        script.arg(&part.id).arg(part.encode_to_vec());
+        script.arg(&part.id).message(part);
     }
     Ok(script)
 }
@@ -219,11 +227,9 @@ impl Store {
     ) -> Result<bool, StoreError> {
         self.write_session(session_id, async {
             let keys = self.keys(session_id)?;
-            let queued: i64 = RELEASE
-                .key(keys.lease())
-                .key(keys.queue())
+            let queued: i64 = ScriptCall::new(&RELEASE, [keys.lease(), keys.queue()])
                 .arg(fence.lease_value())
-                .invoke_async(&mut self.conn.clone())
+                .invoke(&mut self.conn.clone())
                 .await?;
             Ok(queued > 0)
         })

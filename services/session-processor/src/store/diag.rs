@@ -28,6 +28,7 @@ use llm_proto::sessions as pb;
 use prost::Message as _;
 use redis::Script;
 
+use super::script_call::ScriptCall;
 use super::{Fence, Store, StoreError};
 
 /// Sessions whose unflushed tallies a replica keeps at most; failures of further sessions still count in the
@@ -246,14 +247,13 @@ impl Store {
         let Ok(keys) = self.keys(session_id) else {
             return;
         };
-        let result: Result<i64, redis::RedisError> = FLUSH_FAILURES
-            .key(keys.session())
-            .key(keys.write_failures())
-            .arg(tally.count)
-            .arg(tally.last_at_ms)
-            .arg(&tally.last_message)
-            .invoke_async(&mut self.conn.clone())
-            .await;
+        let result: Result<i64, redis::RedisError> =
+            ScriptCall::new(&FLUSH_FAILURES, [keys.session(), keys.write_failures()])
+                .arg(tally.count)
+                .arg(tally.last_at_ms)
+                .arg(&tally.last_message)
+                .invoke(&mut self.conn.clone())
+                .await;
         match result {
             // Stored, or the session is gone (deleted) and its tally with it.
             Ok(_) => {}
@@ -299,15 +299,15 @@ impl Store {
         self.write_session(session_id, async {
             let keys = self.keys(session_id)?;
             let ttl = super::ceil_millis(wait.saturating_add(Duration::from_secs(60)));
-            let code: i64 = SET_RETRY
-                .key(keys.session())
-                .key(keys.lease())
-                .key(keys.retry_status())
-                .arg(fence.lease_value())
-                .arg(status.encode_to_vec())
-                .arg(ttl)
-                .invoke_async(&mut self.conn.clone())
-                .await?;
+            let code: i64 = ScriptCall::new(
+                &SET_RETRY,
+                [keys.session(), keys.lease(), keys.retry_status()],
+            )
+            .arg(fence.lease_value())
+            .arg(status.encode_to_vec())
+            .arg(ttl)
+            .invoke(&mut self.conn.clone())
+            .await?;
             Self::status(code, session_id, Some(fence), String::new)
         })
         .await
@@ -322,10 +322,9 @@ impl Store {
     ) -> Result<(), StoreError> {
         self.write_session(session_id, async {
             let keys = self.keys(session_id)?;
-            let _: i64 = CLEAR_RETRY
-                .key(keys.retry_status())
+            let _: i64 = ScriptCall::new(&CLEAR_RETRY, [keys.retry_status()])
                 .arg(fence.lease_value())
-                .invoke_async(&mut self.conn.clone())
+                .invoke(&mut self.conn.clone())
                 .await?;
             Ok(())
         })

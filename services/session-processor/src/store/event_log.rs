@@ -9,6 +9,7 @@ use prost::Message as _;
 use redis::streams::{StreamRangeReply, StreamReadReply};
 
 use super::keys::{SessionKeys, check_id};
+use super::script_call::ScriptCall;
 use super::{BLOCKING_GRACE, Fence, Store, StoreError, ceil_millis, fence_arg};
 use crate::event_wire::EventId;
 
@@ -41,15 +42,12 @@ impl Store {
                 event: Some(event),
             };
             self.count_event_command();
-            let id: Option<String> = self
-                .scripts
-                .publish
-                .key(keys.session())
-                .key(keys.events())
-                .arg(self.event_cap)
-                .arg(stored.encode_to_vec())
-                .invoke_async(&mut self.conn.clone())
-                .await?;
+            let id: Option<String> =
+                ScriptCall::new(&self.scripts.publish, [keys.session(), keys.events()])
+                    .arg(self.event_cap)
+                    .arg(stored.encode_to_vec())
+                    .invoke(&mut self.conn.clone())
+                    .await?;
             id.ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))
         })
         .await
@@ -68,16 +66,13 @@ impl Store {
         self.write_session(session_id, async {
             let keys = self.keys(session_id)?;
             self.count_event_command();
-            let id: Option<String> = self
-                .scripts
-                .append_events
-                .key(keys.session())
-                .key(keys.events())
-                .arg(self.event_cap)
-                .arg(last.to_string())
-                .arg(batch)
-                .invoke_async(&mut self.conn.clone())
-                .await?;
+            let id: Option<String> =
+                ScriptCall::new(&self.scripts.append_events, [keys.session(), keys.events()])
+                    .arg(self.event_cap)
+                    .arg(last.to_string())
+                    .arg(batch)
+                    .invoke(&mut self.conn.clone())
+                    .await?;
             let id = id.ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))?;
             id.parse()
                 .map_err(|_| StoreError::Unexpected(format!("entry id {id:?}")))
@@ -187,23 +182,28 @@ impl Store {
         renew: Option<Duration>,
         (messages, listed): (&[MessageWrite<'_>], &HashSet<String>),
         (session, ends_run, release): (Option<SessionCas<'_>>, bool, bool),
-    ) -> redis::ScriptInvocation<'_> {
+    ) -> ScriptCall<'_> {
         let (last, bytes) = match batch {
             Some((last, bytes)) => (last.to_string(), bytes),
             None => (String::new(), Vec::new()),
         };
-        let mut script = self.scripts.flush.prepare_invoke();
-        script
-            .key(keys.session())
-            .key(keys.lease())
-            .key(keys.watched())
-            .key(keys.events())
-            .key(keys.messages());
-        for m in messages {
-            script.key(keys.message(m.id)).key(keys.parts(m.id));
-        }
-        // Last, wherever the messages' keys end.
-        script.key(keys.queue());
+        let fixed = [
+            keys.session(),
+            keys.lease(),
+            keys.watched(),
+            keys.events(),
+            keys.messages(),
+        ];
+        let per_message = messages
+            .iter()
+            .flat_map(|m| [keys.message(m.id), keys.parts(m.id)]);
+        // The queue's key last, wherever the messages' keys end.
+        let all: Vec<String> = fixed
+            .into_iter()
+            .chain(per_message)
+            .chain([keys.queue()])
+            .collect();
+        let mut script = ScriptCall::new(&self.scripts.flush, all);
         let renew_ms = renew.map(|ttl| ceil_millis(ttl).to_string());
         script
             .arg(self.event_cap)
@@ -225,11 +225,14 @@ impl Store {
         for m in messages {
             script
                 .arg(m.id)
-                .arg(if listed.contains(m.id) { "0" } else { "1" })
-                .arg(m.head.map(|h| h.encode_to_vec()).unwrap_or_default())
-                .arg(m.parts.len());
+                .arg(if listed.contains(m.id) { "0" } else { "1" });
+            match m.head {
+                Some(head) => script.message(head),
+                None => script.arg(""),
+            };
+            script.arg(m.parts.len());
             for p in &m.parts {
-                script.arg(&p.id).arg(p.encode_to_vec());
+                script.arg(&p.id).message(*p);
             }
         }
         script
@@ -242,13 +245,9 @@ impl Store {
     pub async fn mark_watched(&self, session_id: &str, ttl: Duration) -> Result<(), StoreError> {
         let keys = self.keys(session_id)?;
         self.count_event_command();
-        let marked: i64 = self
-            .scripts
-            .watch
-            .key(keys.session())
-            .key(keys.watched())
+        let marked: i64 = ScriptCall::new(&self.scripts.watch, [keys.session(), keys.watched()])
             .arg(ceil_millis(ttl))
-            .invoke_async(&mut self.conn.clone())
+            .invoke(&mut self.conn.clone())
             .await?;
         if marked == 0 {
             return Err(StoreError::NotFound(format!("session {session_id}")));
@@ -271,12 +270,10 @@ impl Store {
     pub async fn open_events(&self, session_id: &str) -> Result<(EventId, i64), StoreError> {
         let keys = self.keys(session_id)?;
         self.count_event_command();
-        let (secs, micros, id): (i64, i64, String) = self
-            .scripts
-            .open_events
-            .key(keys.events())
-            .invoke_async(&mut self.conn.clone())
-            .await?;
+        let (secs, micros, id): (i64, i64, String) =
+            ScriptCall::new(&self.scripts.open_events, [keys.events()])
+                .invoke(&mut self.conn.clone())
+                .await?;
         let last = id
             .parse()
             .map_err(|_| StoreError::Unexpected(format!("entry id {id:?}")))?;

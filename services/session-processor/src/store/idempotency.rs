@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::keys::check_id;
+use super::script_call::ScriptCall;
 use super::{Store, StoreError, ceil_millis, scripts};
 
 impl Store {
@@ -23,16 +24,14 @@ impl Store {
             }
             check_id("message id", message_id)?;
             let keys = self.keys(session_id)?;
-            let (code, existing): (i64, String) = self
-                .scripts
-                .claim
-                .key(keys.session())
-                .key(keys.idempotency(key))
-                .key(keys.aux())
-                .arg(message_id)
-                .arg(ceil_millis(ttl))
-                .invoke_async(&mut self.conn.clone())
-                .await?;
+            let (code, existing): (i64, String) = ScriptCall::new(
+                &self.scripts.claim,
+                [keys.session(), keys.idempotency(key), keys.aux()],
+            )
+            .arg(message_id)
+            .arg(ceil_millis(ttl))
+            .invoke(&mut self.conn.clone())
+            .await?;
             match code {
                 scripts::OK => Ok(None),
                 0 => Ok(Some(existing)),

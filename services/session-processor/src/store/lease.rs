@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::script_call::ScriptCall;
 use super::{Fence, Store, StoreError, ceil_millis, scripts};
 
 impl Store {
@@ -21,16 +22,14 @@ impl Store {
                 ));
             }
             let keys = self.keys(session_id)?;
-            let code: i64 = self
-                .scripts
-                .acquire
-                .key(keys.session())
-                .key(keys.lease())
-                .key(keys.fence())
-                .arg(owner)
-                .arg(ceil_millis(ttl))
-                .invoke_async(&mut self.conn.clone())
-                .await?;
+            let code: i64 = ScriptCall::new(
+                &self.scripts.acquire,
+                [keys.session(), keys.lease(), keys.fence()],
+            )
+            .arg(owner)
+            .arg(ceil_millis(ttl))
+            .invoke(&mut self.conn.clone())
+            .await?;
             match code {
                 scripts::FENCED => Ok(None),
                 scripts::NO_SESSION => Err(StoreError::NotFound(format!("session {session_id}"))),
@@ -54,13 +53,10 @@ impl Store {
     ) -> Result<bool, StoreError> {
         self.write_session(session_id, async {
             let keys = self.keys(session_id)?;
-            let renewed: i64 = self
-                .scripts
-                .renew
-                .key(keys.lease())
+            let renewed: i64 = ScriptCall::new(&self.scripts.renew, [keys.lease()])
                 .arg(fence.lease_value())
                 .arg(ceil_millis(ttl))
-                .invoke_async(&mut self.conn.clone())
+                .invoke(&mut self.conn.clone())
                 .await?;
             Ok(renewed == 1)
         })
@@ -71,12 +67,9 @@ impl Store {
     pub async fn release_lease(&self, session_id: &str, fence: &Fence) -> Result<(), StoreError> {
         self.write_session(session_id, async {
             let keys = self.keys(session_id)?;
-            let _: i64 = self
-                .scripts
-                .release
-                .key(keys.lease())
+            let _: i64 = ScriptCall::new(&self.scripts.release, [keys.lease()])
                 .arg(fence.lease_value())
-                .invoke_async(&mut self.conn.clone())
+                .invoke(&mut self.conn.clone())
                 .await?;
             Ok(())
         })

@@ -7,6 +7,7 @@ use prost::Message as _;
 
 use super::keys::SessionKeys;
 use super::keys::check_id;
+use super::script_call::ScriptCall;
 use super::{BLOCKING_GRACE, Store, StoreError, ceil_millis, scripts};
 
 /// A question a loop asks the caller, and waits for the answer to.
@@ -54,14 +55,11 @@ impl Store {
         check_id("asked id", asked.id())?;
         self.write_session(session_id, async {
             let keys = self.keys(session_id)?;
-            let code: i64 = self
-                .scripts
-                .expect
-                .key(keys.session())
-                .key(keys.awaiting())
-                .arg(asked.member())
-                .invoke_async(&mut self.conn.clone())
-                .await?;
+            let code: i64 =
+                ScriptCall::new(&self.scripts.expect, [keys.session(), keys.awaiting()])
+                    .arg(asked.member())
+                    .invoke(&mut self.conn.clone())
+                    .await?;
             Self::status(code, session_id, None, String::new)
         })
         .await
@@ -175,16 +173,17 @@ impl Store {
         bytes: Vec<u8>,
     ) -> Result<(), StoreError> {
         self.write_session(session_id, async {
-            let mut script = self.scripts.submit.prepare_invoke();
-            script
-                .key(keys.session())
-                .key(records)
-                .key(mailbox)
-                .key(keys.aux())
-                .key(keys.awaiting())
-                .arg(asked.id())
-                .arg(&bytes)
-                .arg(asked.member());
+            let mut script = ScriptCall::new(
+                &self.scripts.submit,
+                [
+                    keys.session(),
+                    records,
+                    mailbox,
+                    keys.aux(),
+                    keys.awaiting(),
+                ],
+            );
+            script.arg(asked.id()).arg(&bytes).arg(asked.member());
             let code: i64 = self.invoke_acked(&script).await?;
             match code {
                 // 0: already answered; the first answer stands.

@@ -7,6 +7,7 @@ use prost::Message as _;
 
 use super::keys::SessionKeys;
 use super::keys::check_id;
+use super::script_call::ScriptCall;
 use super::{Fence, MAX_LIMIT, Queued, Store, StoreError, fence_arg};
 
 impl Store {
@@ -59,19 +60,23 @@ impl Store {
             let keys = self.keys(&m.session_id)?;
             let mut head = m.clone();
             let parts = std::mem::take(&mut head.parts);
-            let mut script = self.scripts.put_message.prepare_invoke();
+            let mut script = ScriptCall::new(
+                &self.scripts.put_message,
+                [
+                    keys.session(),
+                    keys.lease(),
+                    keys.messages(),
+                    keys.message(&m.id),
+                    keys.parts(&m.id),
+                    keys.prompt_model(),
+                    keys.queue(),
+                    keys.delivered(),
+                ],
+            );
             script
-                .key(keys.session())
-                .key(keys.lease())
-                .key(keys.messages())
-                .key(keys.message(&m.id))
-                .key(keys.parts(&m.id))
-                .key(keys.prompt_model())
-                .key(keys.queue())
-                .key(keys.delivered())
                 .arg(fence_arg(fence))
                 .arg(&m.id)
-                .arg(head.encode_to_vec())
+                .message(&head)
                 .arg(if listed { "1" } else { "0" })
                 .arg(if head.role() == pb::Role::User {
                     head.model.as_str()
@@ -95,9 +100,9 @@ impl Store {
                         part.id, part.session_id, part.message_id, m.session_id, m.id
                     )));
                 }
-                script.arg(&part.id).arg(part.encode_to_vec());
+                script.arg(&part.id).message(&part);
             }
-            let code: i64 = script.invoke_async(&mut self.conn.clone()).await?;
+            let code: i64 = script.invoke(&mut self.conn.clone()).await?;
             if code == super::scripts::NOT_QUEUED {
                 return Ok(false);
             }
@@ -157,23 +162,21 @@ impl Store {
                     slot.insert(&p.message_id, messages.len());
                 }
             }
-            let mut script = self.scripts.put_parts.prepare_invoke();
-            script
-                .key(keys.session())
-                .key(keys.lease())
-                .key(keys.messages());
-            for m in &messages {
-                script.key(keys.parts(m));
-            }
+            let fixed = [keys.session(), keys.lease(), keys.messages()];
+            let parts_keys = messages.iter().map(|m| keys.parts(m));
+            let mut script = ScriptCall::new(
+                &self.scripts.put_parts,
+                fixed.into_iter().chain(parts_keys).collect::<Vec<_>>(),
+            );
             script.arg(fence_arg(fence)).arg(messages.len());
             for m in &messages {
                 script.arg(*m);
             }
             for p in parts {
                 let index = slot.get(p.message_id.as_str()).copied().unwrap_or_default();
-                script.arg(index).arg(&p.id).arg(p.encode_to_vec());
+                script.arg(index).arg(&p.id).message(p);
             }
-            let code: i64 = script.invoke_async(&mut self.conn.clone()).await?;
+            let code: i64 = script.invoke(&mut self.conn.clone()).await?;
             Self::status(code, session_id, fence, || {
                 format!("message {} of session {session_id}", messages.join(" or "))
             })

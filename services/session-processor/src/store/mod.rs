@@ -72,6 +72,7 @@ mod messages;
 mod queue;
 mod records;
 mod replicas;
+mod script_call;
 mod scripts;
 mod sentinel;
 mod sessions;

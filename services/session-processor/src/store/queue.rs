@@ -13,6 +13,7 @@
 use llm_proto::sessions as pb;
 use prost::Message as _;
 
+use super::script_call::ScriptCall;
 use super::{Store, StoreError};
 use crate::ids;
 
@@ -84,11 +85,11 @@ impl Store {
         self.write_session(session_id, async {
             let keys = self.keys(session_id)?;
             let tag = ids::new("qp");
-            let mut script = self.scripts.enqueue.prepare_invoke();
+            let mut script = ScriptCall::new(
+                &self.scripts.enqueue,
+                [keys.session(), keys.queue(), keys.delivered()],
+            );
             script
-                .key(keys.session())
-                .key(keys.queue())
-                .key(keys.delivered())
                 .arg(entry(&tag, prompt))
                 .arg(MAX_QUEUED_PROMPTS)
                 .arg(&tag);

@@ -23,7 +23,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redis::{FromRedisValue, ScriptInvocation};
+use redis::FromRedisValue;
+
+use super::script_call::ScriptCall;
 
 use super::{Store, StoreError, ceil_millis};
 
@@ -165,23 +167,23 @@ impl Store {
     /// Runs a write script whose success a caller is told about: with a replica wait configured (and not
     /// suspended), `WAIT` follows it in one pipeline on the same connection (see the module docs). A script the node
     /// does not know (`NOSCRIPT`: a restart, a failover) is loaded and the pipeline sent again, as
-    /// `ScriptInvocation::invoke_async` does for a lone script.
+    /// [`ScriptCall::invoke`] does for a lone script.
     pub(super) async fn invoke_acked<T: FromRedisValue>(
         &self,
-        script: &ScriptInvocation<'_>,
+        script: &ScriptCall<'_>,
     ) -> Result<T, StoreError> {
         let mut conn = self.conn.clone();
         let Some(waiter) = self.waiter.as_deref().filter(|w| w.due(&self.traffic)) else {
-            return Ok(script.invoke_async(&mut conn).await?);
+            return Ok(script.invoke(&mut conn).await?);
         };
         let mut pipe = redis::pipe();
-        pipe.invoke_script(script)
+        pipe.add_command(script.cmd().clone())
             .cmd("WAIT")
             .arg(waiter.wait.replicas)
             .arg(ceil_millis(waiter.wait.timeout));
         let (value, acked): (T, u64) = match pipe.query_async(&mut conn).await {
             Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                script.load_async(&mut conn).await?;
+                script.script().load_async(&mut conn).await?;
                 pipe.query_async(&mut conn).await?
             }
             other => other?,

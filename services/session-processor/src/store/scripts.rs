@@ -32,8 +32,8 @@ pub(super) const QUEUE_FULL: i64 = -7;
 // never fails on ids; a batch whose id is already the newest entry (a retried write that landed) is not written
 // again. Returns the entry id.
 
-/// Every script the store runs, hashed once so calls go out as EVALSHA (redis::Script falls back to loading the
-/// body when the server answers NOSCRIPT, e.g. after a restart or a failover).
+/// Every script the store runs, hashed once so calls go out as EVALSHA (a [`super::script_call::ScriptCall`] sends
+/// the body when the server answers NOSCRIPT, e.g. after a restart or a failover).
 pub(super) struct Scripts {
     /// KEYS: session, lease. ARGV: fence, session bytes.
     pub(super) put_session: Script,

@@ -3,6 +3,7 @@
 use llm_proto::sessions as pb;
 use prost::Message as _;
 
+use super::script_call::ScriptCall;
 use super::{
     DELETE_CHUNK, Fence, Listed, Scope, Store, StoreError, UPDATE_ATTEMPTS, fence_arg, keys,
     now_millis, records, scripts, timestamp_millis,
@@ -160,15 +161,12 @@ impl Store {
             let mut stored = s.clone();
             stored.status = None;
             let bytes = stored.encode_to_vec();
-            let code: i64 = self
-                .scripts
-                .put_session
-                .key(keys.session())
-                .key(keys.lease())
-                .arg(fence_arg(fence))
-                .arg(&bytes)
-                .invoke_async(&mut self.conn.clone())
-                .await?;
+            let code: i64 =
+                ScriptCall::new(&self.scripts.put_session, [keys.session(), keys.lease()])
+                    .arg(fence_arg(fence))
+                    .arg(&bytes)
+                    .invoke(&mut self.conn.clone())
+                    .await?;
             Self::status(code, &s.id, fence, String::new)?;
             self.records.record_written(&s.id, &bytes);
             Ok(())
@@ -222,16 +220,13 @@ impl Store {
                 change(&mut session);
                 session.status = None;
                 let written = session.encode_to_vec();
-                let code: i64 = self
-                    .scripts
-                    .cas_session
-                    .key(keys.session())
-                    .key(keys.lease())
-                    .arg(fence_arg(fence))
-                    .arg(bytes)
-                    .arg(&written)
-                    .invoke_async(&mut self.conn.clone())
-                    .await?;
+                let code: i64 =
+                    ScriptCall::new(&self.scripts.cas_session, [keys.session(), keys.lease()])
+                        .arg(fence_arg(fence))
+                        .arg(bytes)
+                        .arg(&written)
+                        .invoke(&mut self.conn.clone())
+                        .await?;
                 match code {
                     scripts::CONFLICT => continue,
                     scripts::NO_SESSION => return Ok(None),

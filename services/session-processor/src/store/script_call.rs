@@ -1,0 +1,78 @@
+//! One call of a Lua script, written straight into the `EVALSHA` command that carries it.
+//!
+//! `redis::ScriptInvocation` keeps every key and argument as a `Vec` of its own and copies them all into the command
+//! when it is sent, so a call held two copies of its arguments until Redis answered (three with the packed request),
+//! and a prompt's window writes and begin script allocated a buffer per argument. Here the keys come first (Redis reads
+//! their count before them), every argument is written once into the command's one buffer, and protobuf arguments
+//! are encoded in place. Like `ScriptInvocation`, a node that does not know the script (`NOSCRIPT`: a restart, a
+//! failover) is sent its body and the call is sent again; on Redis Cluster the command routes by its first key, as
+//! any `EVALSHA` does.
+
+use redis::aio::ConnectionLike;
+use redis::{Cmd, FromRedisValue, RedisResult, RedisWrite, Script, ToRedisArgs};
+
+/// A script's call (module docs).
+pub(super) struct ScriptCall<'s> {
+    script: &'s Script,
+    cmd: Cmd,
+}
+
+impl<'s> ScriptCall<'s> {
+    /// A call of `script` on `keys`, all of them: arguments follow with [`ScriptCall::arg`].
+    pub(super) fn new<I>(script: &'s Script, keys: I) -> Self
+    where
+        I: IntoIterator,
+        I::IntoIter: ExactSizeIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        let keys = keys.into_iter();
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash()).arg(keys.len());
+        for key in keys {
+            cmd.write_arg(key.as_ref());
+        }
+        ScriptCall { script, cmd }
+    }
+
+    /// Appends an argument.
+    pub(super) fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
+        self.cmd.arg(arg);
+        self
+    }
+
+    /// Appends a protobuf message's encoding as one argument, encoded in place.
+    pub(super) fn message<M: prost::Message>(&mut self, message: &M) -> &mut Self {
+        let len = message.encoded_len();
+        message.encode_raw(&mut self.cmd.bufmut_for_next_arg(len));
+        self
+    }
+
+    /// The command as it goes out (for a pipeline).
+    pub(super) fn cmd(&self) -> &Cmd {
+        &self.cmd
+    }
+
+    /// The script this calls.
+    pub(super) fn script(&self) -> &Script {
+        self.script
+    }
+
+    /// Runs the call; a node that does not know the script is sent its body first and asked again.
+    pub(super) async fn invoke<T: FromRedisValue>(
+        &self,
+        conn: &mut impl ConnectionLike,
+    ) -> RedisResult<T> {
+        match self.cmd.query_async(conn).await {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                self.script.load_async(conn).await?;
+                self.cmd.query_async(conn).await
+            }
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+#[path = "script_call_tests.rs"]
+mod tests;
