@@ -12,7 +12,8 @@
 //! - [`history`]: stored messages → the gateway conversation; the loop's exit rule and model priority.
 //! - [`engine`]: the runLoop (a pure policy and the driver that performs it) and the engine that owns storage, the
 //!   gateway client and the running loops.
-//! - [`server`]: the `SessionService` gRPC server.
+//! - [`server`]: the `SessionService` gRPC server; its `routes` serve the calls that stream a session's events with a
+//!   codec that writes each event straight from what this replica keeps.
 //! - [`api`]: the API's edge: request validation and limits, tenant checks, error details, paging by bytes.
 //! - [`config`]: typed, validated configuration and agents.
 //! - [`tools`]: built-in workspace tools confined to the session's workspace, permission rules, doom-loop detection.

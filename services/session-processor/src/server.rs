@@ -23,10 +23,13 @@ use crate::api::stream_slots::{StreamSlot, StreamSlots};
 use crate::api::{access, catalog, edge, paging, status, validate};
 use crate::config::{Caller, usd_to_nano};
 use crate::engine::{Accepted, Engine, LoopError, PromptSession};
+use crate::event_wire::Outgoing;
 use crate::ids;
 use crate::store::Scope;
 
 pub use service_kit::serve::ServeError;
+
+mod routes;
 
 /// The services whose calls get a server span (health checks and reflection do not: see docs/operations.md).
 const TRACED: &[&str] = &[<SessionServiceServer<Sessions> as tonic::server::NamedService>::NAME];
@@ -52,15 +55,15 @@ pub async fn run(
         builder = builder.tls_config(tls.tonic_config())?;
     }
     let max_request_bytes = engine.config.max_request_bytes;
-    let service = service_kit::compressed!(
-        SessionServiceServer::new(Sessions {
+    let service = routes::SessionServer::new(
+        Sessions {
             slots: StreamSlots::new(
                 engine.config.max_streams_per_tenant,
                 engine.metrics.open_streams(),
             ),
             engine,
-        })
-        .max_decoding_message_size(max_request_bytes)
+        },
+        max_request_bytes,
     );
     builder
         // Outermost: a span per SessionService call, with the status the caller gets.
@@ -144,6 +147,106 @@ impl Sessions {
     }
 }
 
+/// The streaming calls, as the routes serve them (`routes`): each event as [`Outgoing`], which the routes' codec
+/// writes straight into the response. The generated service's methods (below) make whole messages of the same
+/// streams.
+impl Sessions {
+    async fn prompt_events(
+        &self,
+        request: Request<pb::PromptRequest>,
+    ) -> Result<Response<OutgoingStream>, Status> {
+        let caller = access::caller(&request)?;
+        let trace = trace_context(request.metadata());
+        let req = request.into_inner();
+        validate::prompt(&req)?;
+        // Before anything is written: a prompt whose stream cannot open is not run.
+        let slot = self.slots.take(&caller)?;
+        let read = self.prompt_session(&caller, &req, true).await?;
+        let session_id = req.session_id.clone();
+        let accepted = if req.idempotency_key.is_empty() {
+            self.begin_prompt(&caller, &req, &trace, read).await?
+        } else {
+            let start = self
+                .engine
+                .events
+                .last_event_id(&session_id)
+                .await
+                .map_err(status::storage)?;
+            match self
+                .engine
+                .store
+                .claim_idempotency_key(
+                    &session_id,
+                    &req.idempotency_key,
+                    &start,
+                    Duration::from_secs(24 * 3600),
+                )
+                .await
+                .map_err(status::storage)?
+            {
+                // A retry follows from where the first call's stream started, to the first `done`.
+                Some(first_start) => Accepted {
+                    start: first_start,
+                    queued: None,
+                },
+                None => self.begin_prompt(&caller, &req, &trace, read).await?,
+            }
+        };
+        let until = accepted.queued.map_or(Until::Done, Until::Answered);
+        Ok(Response::new(follow(
+            self.engine.clone(),
+            slot,
+            session_id,
+            accepted.start,
+            until,
+        )))
+    }
+
+    async fn subscribe_events(
+        &self,
+        request: Request<pb::SubscribeRequest>,
+    ) -> Result<Response<OutgoingStream>, Status> {
+        let (caller, req, _) = self.open(request, "Subscribe", validate::subscribe).await?;
+        let slot = self.slots.take(&caller)?;
+        let after = if req.after_event_id.is_empty() {
+            self.engine
+                .events
+                .last_event_id(&req.session_id)
+                .await
+                .map_err(status::storage)?
+        } else {
+            req.after_event_id
+        };
+        Ok(Response::new(follow(
+            self.engine.clone(),
+            slot,
+            req.session_id,
+            after,
+            Until::Never,
+        )))
+    }
+
+    async fn compact_events(
+        &self,
+        request: Request<pb::CompactRequest>,
+    ) -> Result<Response<OutgoingStream>, Status> {
+        let (caller, req, _) = self.open(request, "Compact", validate::compact).await?;
+        let slot = self.slots.take(&caller)?;
+        let start = self
+            .engine
+            .compact_now(&req.session_id, &req.model)
+            .await
+            .map_err(loop_status)?;
+        Ok(Response::new(follow(
+            self.engine.clone(),
+            slot,
+            req.session_id,
+            start,
+            Until::Done,
+        )))
+    }
+}
+
 /// Attempts of a prompt's begin against a session that keeps changing under it (each attempt reads it afresh).
 const STALE_ATTEMPTS: usize = 4;
 
@@ -196,17 +299,30 @@ fn trace_context(metadata: &tonic::metadata::MetadataMap) -> Vec<(String, String
 
 type EventStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
+/// A followed session's events as the routes send them.
+type OutgoingStream = EventStream<Outgoing>;
+
+/// The same stream as whole messages, each in its call's response (`wrap`): what the generated service returns.
+fn whole<T: Send + 'static>(
+    response: Response<OutgoingStream>,
+    wrap: fn(pb::SessionEvent) -> T,
+) -> Response<EventStream<T>> {
+    use futures::StreamExt as _;
+    response.map(|events| -> EventStream<T> {
+        Box::pin(events.map(move |e| e.map(|e| wrap(e.into_event()))))
+    })
+}
+
 /// Follows the session's events after `after` (from this replica's event hub while the loop runs here, otherwise
 /// from the event log in Redis), ending as `until` says ([`crate::api::stream_end`]). `after` must be an event id (callers
 /// validate what a client sent).
-fn follow<T: Send + 'static>(
+fn follow(
     engine: Arc<Engine>,
     slot: StreamSlot,
     session_id: String,
     after: String,
     until: Until,
-    wrap: fn(pb::SessionEvent) -> T,
-) -> EventStream<T> {
+) -> OutgoingStream {
     let follower = match engine.events.follow(&session_id, &after) {
         Ok(f) => f,
         Err(e) => {
@@ -243,7 +359,7 @@ fn follow<T: Send + 'static>(
                     })),
                 };
                 st.finished = true;
-                return Some((Ok(wrap(ev)), st));
+                return Some((Ok(Outgoing::Event(Box::new(ev))), st));
             }
         };
         st.finished = match st.end.observe(&ev) {
@@ -253,7 +369,7 @@ fn follow<T: Send + 'static>(
                 answered(&st.engine, &st.end, st.follower.session_id(), &tag).await
             }
         };
-        Some((Ok(wrap(ev)), st))
+        Some((Ok(ev), st))
     }))
 }
 
@@ -293,11 +409,11 @@ enum Ended {
 async fn next_event(
     follower: &mut crate::events::Follower,
     patience: Duration,
-) -> Result<pb::SessionEvent, Ended> {
+) -> Result<Outgoing, Ended> {
     let mut failing_since: Option<std::time::Instant> = None;
     let mut delay = Duration::from_millis(50);
     loop {
-        match follower.next().await {
+        match follower.next_outgoing().await {
             Ok(ev) => return Ok(ev),
             Err(crate::store::StoreError::NotFound(_)) => return Err(Ended::Gone),
             Err(e) => {
@@ -447,77 +563,18 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::PromptRequest>,
     ) -> Result<Response<Self::PromptStream>, Status> {
-        let caller = access::caller(&request)?;
-        let trace = trace_context(request.metadata());
-        let req = request.into_inner();
-        validate::prompt(&req)?;
-        // Before anything is written: a prompt whose stream cannot open is not run.
-        let slot = self.slots.take(&caller)?;
-        let read = self.prompt_session(&caller, &req, true).await?;
-        let session_id = req.session_id.clone();
-        let accepted = if req.idempotency_key.is_empty() {
-            self.begin_prompt(&caller, &req, &trace, read).await?
-        } else {
-            let start = self
-                .engine
-                .events
-                .last_event_id(&session_id)
-                .await
-                .map_err(status::storage)?;
-            match self
-                .engine
-                .store
-                .claim_idempotency_key(
-                    &session_id,
-                    &req.idempotency_key,
-                    &start,
-                    Duration::from_secs(24 * 3600),
-                )
-                .await
-                .map_err(status::storage)?
-            {
-                // A retry follows from where the first call's stream started, to the first `done`.
-                Some(first_start) => Accepted {
-                    start: first_start,
-                    queued: None,
-                },
-                None => self.begin_prompt(&caller, &req, &trace, read).await?,
-            }
-        };
-        let until = accepted.queued.map_or(Until::Done, Until::Answered);
-        Ok(Response::new(follow(
-            self.engine.clone(),
-            slot,
-            session_id,
-            accepted.start,
-            until,
-            |e| pb::PromptResponse { event: Some(e) },
-        )))
+        Ok(whole(self.prompt_events(request).await?, |e| {
+            pb::PromptResponse { event: Some(e) }
+        }))
     }
 
     async fn subscribe(
         &self,
         request: Request<pb::SubscribeRequest>,
     ) -> Result<Response<Self::SubscribeStream>, Status> {
-        let (caller, req, _) = self.open(request, "Subscribe", validate::subscribe).await?;
-        let slot = self.slots.take(&caller)?;
-        let after = if req.after_event_id.is_empty() {
-            self.engine
-                .events
-                .last_event_id(&req.session_id)
-                .await
-                .map_err(status::storage)?
-        } else {
-            req.after_event_id
-        };
-        Ok(Response::new(follow(
-            self.engine.clone(),
-            slot,
-            req.session_id,
-            after,
-            Until::Never,
-            |e| pb::SubscribeResponse { event: Some(e) },
-        )))
+        Ok(whole(self.subscribe_events(request).await?, |e| {
+            pb::SubscribeResponse { event: Some(e) }
+        }))
     }
 
     async fn list_messages(
@@ -584,21 +641,9 @@ impl SessionService for Sessions {
         &self,
         request: Request<pb::CompactRequest>,
     ) -> Result<Response<Self::CompactStream>, Status> {
-        let (caller, req, _) = self.open(request, "Compact", validate::compact).await?;
-        let slot = self.slots.take(&caller)?;
-        let start = self
-            .engine
-            .compact_now(&req.session_id, &req.model)
-            .await
-            .map_err(loop_status)?;
-        Ok(Response::new(follow(
-            self.engine.clone(),
-            slot,
-            req.session_id,
-            start,
-            Until::Done,
-            |e| pb::CompactResponse { event: Some(e) },
-        )))
+        Ok(whole(self.compact_events(request).await?, |e| {
+            pb::CompactResponse { event: Some(e) }
+        }))
     }
 
     async fn get_spend(

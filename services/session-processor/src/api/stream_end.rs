@@ -9,6 +9,7 @@
 
 use llm_proto::sessions as pb;
 
+use crate::event_wire::Outgoing;
 use crate::store::Delivery;
 
 /// When a stream ends.
@@ -52,24 +53,22 @@ impl StreamEnd {
     }
 
     /// Takes note of an event the stream delivers, and says what follows it.
-    pub fn observe(&mut self, event: &pb::SessionEvent) -> Verdict {
-        use pb::session_event::Event;
-        match &event.event {
-            Some(Event::MessageUpdated(m)) => {
-                if matches!(self.until, Until::Answered(_)) {
-                    self.note(m);
-                }
-                Verdict::Go
-            }
-            Some(Event::Done(_)) => match &self.until {
+    pub(crate) fn observe(&mut self, event: &Outgoing) -> Verdict {
+        if event.is_done() {
+            return match &self.until {
                 Until::Never => Verdict::Go,
                 Until::Done => Verdict::End,
                 // A `done` that is not in the log (the log stayed unreadable) always ends the stream.
-                Until::Answered(_) if event.event_id.is_empty() => Verdict::End,
+                Until::Answered(_) if event.unlogged() => Verdict::End,
                 Until::Answered(tag) => Verdict::Ask(tag.clone()),
-            },
-            _ => Verdict::Go,
+            };
         }
+        if matches!(self.until, Until::Answered(_))
+            && let Some(m) = event.message_updated()
+        {
+            self.note(&m);
+        }
+        Verdict::Go
     }
 
     /// Notes the prompt a message is (a user message) or answers (an assistant message).

@@ -2,17 +2,27 @@ use llm_proto::sessions as pb;
 use pb::session_event::Event;
 
 use super::{StreamEnd, Until, Verdict};
+use crate::event_wire::{Outgoing, Stored};
 use crate::store::Delivery;
 
-fn event(id: &str, event: Event) -> pb::SessionEvent {
-    pb::SessionEvent {
-        event_id: id.into(),
-        session_id: "ses_a".into(),
-        event: Some(event),
+/// An event as a stream meets it: from the local ring as kept when it has an id (ids ending in `-1`), read from
+/// the log otherwise (the rule must not care), whole and unlogged when it has none.
+fn event(id: &str, event: Event) -> Outgoing {
+    match id.parse() {
+        Ok(parsed) if id.ends_with("-1") => Outgoing::Kept {
+            id: parsed,
+            session_id: "ses_a".into(),
+            event: Stored::new(event),
+        },
+        _ => Outgoing::Event(Box::new(pb::SessionEvent {
+            event_id: id.into(),
+            session_id: "ses_a".into(),
+            event: Some(event),
+        })),
     }
 }
 
-fn message(id: &str, role: pb::Role, parent: &str) -> pb::SessionEvent {
+fn message(id: &str, role: pb::Role, parent: &str) -> Outgoing {
     event(
         "1-1",
         Event::MessageUpdated(pb::Message {
@@ -24,11 +34,11 @@ fn message(id: &str, role: pb::Role, parent: &str) -> pb::SessionEvent {
     )
 }
 
-fn done(id: &str) -> pb::SessionEvent {
+fn done(id: &str) -> Outgoing {
     event(id, Event::Done(pb::Done::default()))
 }
 
-fn delta() -> pb::SessionEvent {
+fn delta() -> Outgoing {
     event("1-2", Event::PartDelta(pb::PartDelta::default()))
 }
 

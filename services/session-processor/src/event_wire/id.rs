@@ -43,6 +43,41 @@ impl EventId {
     }
 }
 
+impl EventId {
+    /// The id as text, made on the stack: what a stream writes into each event it sends.
+    pub fn text(self) -> IdText {
+        use std::io::Write as _;
+        let mut text = IdText {
+            bytes: [0; ID_TEXT_MAX],
+            len: 0,
+        };
+        let mut rest = &mut text.bytes[..];
+        // Two u64s in decimal and the dash always fit.
+        let _ = write!(rest, "{}-{}", self.ms, self.seq);
+        let left = rest.len();
+        text.len = (ID_TEXT_MAX - left) as u8;
+        text
+    }
+}
+
+/// The longest id's text: two u64s in decimal and the dash.
+const ID_TEXT_MAX: usize = 41;
+
+/// An id's text ([`EventId::text`]).
+#[derive(Debug, Clone, Copy)]
+pub struct IdText {
+    bytes: [u8; ID_TEXT_MAX],
+    len: u8,
+}
+
+impl IdText {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        // Only ASCII digits and a dash were written.
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
 impl fmt::Display for EventId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}-{}", self.ms, self.seq)

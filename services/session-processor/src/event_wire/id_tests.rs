@@ -20,6 +20,7 @@ fn ids_parse_print_and_order() {
         },
     ] {
         assert_eq!(id.to_id_string(), id.to_string());
+        assert_eq!(id.text().as_str(), id.to_string());
         assert_eq!(id.to_id_string().parse::<EventId>().unwrap(), id);
     }
     assert_eq!("0".parse::<EventId>().unwrap(), EventId::ZERO);

@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use bytes::BufMut;
 use compact_str::CompactString;
 use llm_proto::sessions as pb;
 use pb::session_event::Event;
@@ -15,6 +16,9 @@ use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, k
 
 /// The `SessionEvent` field number of `part_delta`, which a kept delta encodes as.
 const PART_DELTA_FIELD: u32 = 5;
+
+/// The `SessionEvent` field number of `message_updated`.
+const MESSAGE_UPDATED_FIELD: u32 = 3;
 
 /// The ids a part's deltas carry: made once per part and shared by all of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,23 +159,52 @@ impl Stored {
     /// an event other than a delta shares the bytes it was kept as.
     pub(crate) fn encode(&self) -> bytes::Bytes {
         match self {
-            Stored::Delta(d) => {
-                let len = d.message_len();
-                let mut buf = Vec::with_capacity(1 + encoded_len_varint(len as u64) + len);
-                encode_key(PART_DELTA_FIELD, WireType::LengthDelimited, &mut buf);
-                encode_varint(len as u64, &mut buf);
-                put_str(1, &d.ids.part_id, &mut buf);
-                put_str(2, &d.ids.message_id, &mut buf);
-                put_str(3, &d.text, &mut buf);
+            Stored::Delta(_) => {
+                let mut buf = Vec::with_capacity(self.encoded_len());
+                self.encode_to(&mut buf);
                 buf.into()
             }
             Stored::Whole(w) => w.bytes.clone(),
         }
     }
+
+    /// The length of [`Stored::encode`]'s bytes.
+    pub(crate) fn encoded_len(&self) -> usize {
+        match self {
+            Stored::Delta(d) => {
+                let len = d.message_len();
+                key_len(PART_DELTA_FIELD) + encoded_len_varint(len as u64) + len
+            }
+            Stored::Whole(w) => w.bytes.len(),
+        }
+    }
+
+    /// Writes [`Stored::encode`]'s bytes into `buf`, with no allocation of its own.
+    pub(crate) fn encode_to(&self, buf: &mut impl BufMut) {
+        match self {
+            Stored::Delta(d) => {
+                encode_key(PART_DELTA_FIELD, WireType::LengthDelimited, buf);
+                encode_varint(d.message_len() as u64, buf);
+                put_str(1, &d.ids.part_id, buf);
+                put_str(2, &d.ids.message_id, buf);
+                put_str(3, &d.text, buf);
+            }
+            Stored::Whole(w) => buf.put_slice(&w.bytes),
+        }
+    }
+
+    /// Whether it is a `message_updated` event.
+    pub(crate) fn is_message_update(&self) -> bool {
+        match self {
+            Stored::Delta(_) => false,
+            Stored::Whole(w) => prost::encoding::decode_key(&mut &w.bytes[..])
+                .is_ok_and(|(field, _)| field == MESSAGE_UPDATED_FIELD),
+        }
+    }
 }
 
 /// A protobuf string field's encoded length (nothing when empty, as proto3 omits it).
-fn str_len(tag: u32, s: &str) -> usize {
+pub(super) fn str_len(tag: u32, s: &str) -> usize {
     if s.is_empty() {
         return 0;
     }
@@ -179,13 +212,13 @@ fn str_len(tag: u32, s: &str) -> usize {
 }
 
 /// Writes a protobuf string field (nothing when empty, as proto3 omits it).
-fn put_str(tag: u32, s: &str, buf: &mut Vec<u8>) {
+pub(super) fn put_str(tag: u32, s: &str, buf: &mut impl BufMut) {
     if s.is_empty() {
         return;
     }
     encode_key(tag, WireType::LengthDelimited, buf);
     encode_varint(s.len() as u64, buf);
-    buf.extend_from_slice(s.as_bytes());
+    buf.put_slice(s.as_bytes());
 }
 
 #[cfg(test)]

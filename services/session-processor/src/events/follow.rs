@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::channel::{Buffered, Channel, Ring};
 use super::{EventId, Hub, WATCH_REFRESH, WATCH_TTL, lock};
+use crate::event_wire::Outgoing;
 use crate::store::StoreError;
 
 /// Events read per Redis call or ring visit.
@@ -18,7 +19,8 @@ const READ_BATCH: usize = 256;
 /// Follows a session's events after a start id: every event exactly once, in order (see the module docs).
 pub struct Follower {
     hub: Hub,
-    session_id: String,
+    /// Shared with every event it sends from the ring.
+    session_id: Arc<str>,
     /// The last event delivered (or the start).
     after: EventId,
     /// How far the log was read (entry ids).
@@ -40,7 +42,7 @@ impl Follower {
     pub(super) fn new(hub: Hub, session_id: &str, after: EventId) -> Follower {
         Follower {
             hub,
-            session_id: session_id.to_string(),
+            session_id: Arc::from(session_id),
             after,
             cursor: after,
             buf: VecDeque::new(),
@@ -56,8 +58,14 @@ impl Follower {
         &self.session_id
     }
 
-    /// The next event; waits for one as long as it takes.
+    /// The next event, whole; waits for one as long as it takes.
     pub async fn next(&mut self) -> Result<pb::SessionEvent, StoreError> {
+        self.next_outgoing().await.map(Outgoing::into_event)
+    }
+
+    /// The next event as a stream sends it (a ring event as kept: see [`Outgoing`]); waits for one as long as it
+    /// takes.
+    pub(crate) async fn next_outgoing(&mut self) -> Result<Outgoing, StoreError> {
         loop {
             while let Some(entry) = self.buf.pop_front() {
                 let id = match &entry {
@@ -72,12 +80,12 @@ impl Follower {
                 }
                 self.after = id;
                 return Ok(match entry {
-                    Buffered::Ring(id, event) => pb::SessionEvent {
-                        event_id: id.to_id_string(),
-                        session_id: self.session_id.clone(),
-                        event: Some(event.to_event()),
+                    Buffered::Ring(id, event) => Outgoing::Kept {
+                        id,
+                        session_id: Arc::clone(&self.session_id),
+                        event,
                     },
-                    Buffered::Log(event) => *event,
+                    Buffered::Log(event) => Outgoing::Event(event),
                 });
             }
             if let Some(channel) = &self.live {
