@@ -18,3 +18,23 @@ fn millis_round_trips() {
     assert!(ms >= before && ms <= now_ms() + 1);
     assert_eq!(millis("nope"), None);
 }
+
+#[test]
+fn ids_are_the_millisecond_sequence_and_random_part_in_fixed_width_hex() {
+    let mut out = String::new();
+    push_hex(&mut out, 0x1_2345_6789_abcd, 12);
+    push_hex(&mut out, 7, 4);
+    push_hex(&mut out, u64::from(u32::MAX), 8);
+    assert_eq!(out, "23456789abcd0007ffffffff");
+    let id = new("ses");
+    assert!(
+        id[4..]
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+        "{id}"
+    );
+    assert_eq!(
+        u64::from_str_radix(&id[4..16], 16).unwrap(),
+        millis(&id).unwrap()
+    );
+}

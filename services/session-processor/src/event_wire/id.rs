@@ -46,17 +46,34 @@ impl EventId {
 impl EventId {
     /// The id as text, made on the stack: what a stream writes into each event it sends.
     pub fn text(self) -> IdText {
-        use std::io::Write as _;
         let mut text = IdText {
             bytes: [0; ID_TEXT_MAX],
             len: 0,
         };
-        let mut rest = &mut text.bytes[..];
-        // Two u64s in decimal and the dash always fit.
-        let _ = write!(rest, "{}-{}", self.ms, self.seq);
-        let left = rest.len();
-        text.len = (ID_TEXT_MAX - left) as u8;
+        let mut digits = [0; 20];
+        for part in [
+            decimal(self.ms, &mut digits),
+            b"-",
+            decimal(self.seq, &mut [0; 20]),
+        ] {
+            let at = usize::from(text.len);
+            text.bytes[at..at + part.len()].copy_from_slice(part);
+            text.len += part.len() as u8;
+        }
         text
+    }
+}
+
+/// `n` in decimal, written at the end of `buf` (a u64 has at most 20 digits).
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[at..];
+        }
     }
 }
 

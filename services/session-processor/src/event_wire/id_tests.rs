@@ -49,3 +49,20 @@ fn next_ids_increase_even_when_the_clock_goes_back() {
     assert_eq!(a.next_at(100), EventId { ms: 100, seq: 5 });
     assert_eq!(a.next_at(50), EventId { ms: 100, seq: 5 });
 }
+
+#[test]
+fn an_ids_text_is_its_display_at_every_digit_count() {
+    let mut values = vec![0, u64::MAX, u64::MAX - 1];
+    let mut p: u64 = 1;
+    while let Some(next) = p.checked_mul(10) {
+        values.extend([p - 1, p, p + 1]);
+        p = next;
+    }
+    values.extend([p - 1, p, p + 1]);
+    for &ms in &values {
+        for &seq in &values {
+            let id = EventId { ms, seq };
+            assert_eq!(id.text().as_str(), id.to_string());
+        }
+    }
+}
