@@ -57,7 +57,8 @@ impl Engine {
             time: !self.events.clock_fresh(),
             validated: Some((&bytes, model.as_deref())),
         };
-        let b = match self.store.begin_prompt(&message, args).await? {
+        let session_id = session.id.clone();
+        let b = match self.store.begin_prompt(message, args).await? {
             Begin::Begun(b) => b,
             Begin::Stale => return Err(LoopError::Stale),
             Begin::Busy => {
@@ -72,13 +73,16 @@ impl Engine {
             .open_at(&session.id, &b.fence, b.last_event, b.redis_ms, b.watched);
         // The caller's stream starts after what the log held: the user message's events come first.
         let start = b.last_event.to_string();
-        if let Err(e) = self.publish_message(&message).await {
+        let mut history = b.history;
+        if let Some(message) = history.last_mut()
+            && let Err(e) = self.publish_message(message).await
+        {
             // Stored, and the loop owns the lease now: it goes on (and rides out the storage failure).
             tracing::warn!(message = "cannot publish the user message", session_id = %session.id, error = %e);
         }
-        let prefetched = Prefetched { history: b.history };
+        let prefetched = Prefetched { history };
         self.spawn_loop(
-            session.id.clone(),
+            session_id,
             Some((session, Some(bytes))),
             b.fence,
             inputs,

@@ -8,6 +8,7 @@ use prost_types::Timestamp;
 
 use super::policy::{Answer, StopReason};
 use super::{Engine, LoopError, now};
+use crate::event_wire::Stored;
 use crate::history;
 use crate::ids;
 use crate::store::{Fence, Queued, StoreError};
@@ -56,7 +57,7 @@ impl Engine {
         prompt: &Queued,
         fence: &Fence,
     ) -> Result<bool, StoreError> {
-        let message = self.user_message(session, &prompt.request, None).await?;
+        let mut message = self.user_message(session, &prompt.request, None).await?;
         if !self
             .store
             .deliver_prompt_message(&message, Some(fence), prompt)
@@ -64,7 +65,7 @@ impl Engine {
         {
             return Ok(false);
         }
-        self.publish_message(&message).await?;
+        self.publish_message(&mut message).await?;
         Ok(true)
     }
 
@@ -126,23 +127,19 @@ impl Engine {
     }
 
     /// Publishes a message stored with its parts: `message_updated` (without the parts), then each part.
-    pub(super) async fn publish_message(&self, message: &pb::Message) -> Result<(), StoreError> {
-        let head = pb::Message {
-            parts: Vec::new(),
-            ..message.clone()
-        };
-        self.events
-            .publish(
-                &message.session_id,
-                pb::session_event::Event::MessageUpdated(head),
-            )
-            .await?;
+    /// The parts are taken out while the head is published and put back, so nothing is copied.
+    pub(super) async fn publish_message(
+        &self,
+        message: &mut pb::Message,
+    ) -> Result<(), StoreError> {
+        let parts = std::mem::take(&mut message.parts);
+        let head = Stored::message_updated(message);
+        message.parts = parts;
+        let session_id = &message.session_id;
+        self.events.publish_kept(session_id, head).await?;
         for p in &message.parts {
             self.events
-                .publish(
-                    &message.session_id,
-                    pb::session_event::Event::PartUpdated(p.clone()),
-                )
+                .publish_kept(session_id, Stored::part_updated(p))
                 .await?;
         }
         Ok(())
@@ -155,12 +152,12 @@ impl Engine {
         parts: Vec<pb::Part>,
         fence: Option<&Fence>,
     ) -> Result<pb::Message, StoreError> {
-        let stored = pb::Message {
+        let mut stored = pb::Message {
             parts,
             ..message.clone()
         };
         self.store.put_message(&stored, fence).await?;
-        self.publish_message(&stored).await?;
+        self.publish_message(&mut stored).await?;
         Ok(message)
     }
 

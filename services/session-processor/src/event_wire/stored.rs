@@ -17,8 +17,9 @@ use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, k
 /// The `SessionEvent` field number of `part_delta`, which a kept delta encodes as.
 const PART_DELTA_FIELD: u32 = 5;
 
-/// The `SessionEvent` field number of `message_updated`.
+/// The `SessionEvent` field numbers of `message_updated` and `part_updated`.
 const MESSAGE_UPDATED_FIELD: u32 = 3;
+const PART_UPDATED_FIELD: u32 = 4;
 
 /// The ids a part's deltas carry: made once per part and shared by all of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,8 +53,9 @@ pub(crate) enum Stored {
     /// A text delta.
     Delta(KeptDelta),
     /// Any other event, encoded (a `SessionEvent` holding only it): a fraction of the generated enum's size, and
-    /// decoded again only for a follower. Boxed, so a ring entry is the size of a delta (deltas are most of them).
-    Whole(Box<Whole>),
+    /// never decoded to be streamed. Behind a pointer, so a ring entry is the size of a delta (deltas are most of
+    /// them); shared, so the ring, the write and each follower that reads it hold one allocation.
+    Whole(Arc<Whole>),
 }
 
 /// A kept event other than a delta.
@@ -98,12 +100,35 @@ impl Stored {
                 };
                 let mut bytes = Vec::with_capacity(other.encoded_len());
                 other.encode(&mut bytes);
-                Stored::Whole(Box::new(Whole {
+                Stored::Whole(Arc::new(Whole {
                     bytes: bytes.into(),
                     kind,
                 }))
             }
         }
+    }
+
+    /// Keeps a `part_updated` of `part`, encoded from the reference (no copy of the part is made).
+    pub(crate) fn part_updated(part: &pb::Part) -> Stored {
+        Stored::whole_of(PART_UPDATED_FIELD, part)
+    }
+
+    /// Keeps a `message_updated` of `message`, encoded from the reference.
+    pub(crate) fn message_updated(message: &pb::Message) -> Stored {
+        Stored::whole_of(MESSAGE_UPDATED_FIELD, message)
+    }
+
+    /// An event other than a delta whose oneof field `field` is `message` (neither urgent nor `done`).
+    fn whole_of(field: u32, message: &impl prost::Message) -> Stored {
+        let len = message.encoded_len();
+        let mut bytes = Vec::with_capacity(key_len(field) + encoded_len_varint(len as u64) + len);
+        encode_key(field, WireType::LengthDelimited, &mut bytes);
+        encode_varint(len as u64, &mut bytes);
+        message.encode_raw(&mut bytes);
+        Stored::Whole(Arc::new(Whole {
+            bytes: bytes.into(),
+            kind: Kind::Other,
+        }))
     }
 
     /// What kind of event it is, `None` for a delta.

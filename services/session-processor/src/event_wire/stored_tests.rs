@@ -71,3 +71,35 @@ fn deltas_made_from_shared_ids_encode_as_the_event_with_those_ids() {
     let d = kept.as_delta().unwrap();
     assert!(std::sync::Arc::ptr_eq(&d.ids, &ids));
 }
+
+#[test]
+fn an_update_kept_from_a_reference_is_the_event_kept_whole() {
+    let part = pb::Part {
+        id: "prt_1".into(),
+        message_id: "msg_1".into(),
+        session_id: "ses_1".into(),
+        ..Default::default()
+    };
+    let message = pb::Message {
+        id: "msg_1".into(),
+        session_id: "ses_1".into(),
+        role: pb::Role::Assistant as i32,
+        ..Default::default()
+    };
+    for (kept, whole) in [
+        (
+            Stored::part_updated(&part),
+            Stored::new(Event::PartUpdated(part.clone())),
+        ),
+        (
+            Stored::message_updated(&message),
+            Stored::new(Event::MessageUpdated(message.clone())),
+        ),
+    ] {
+        assert_eq!(kept.encode(), whole.encode());
+        assert_eq!(kept.kind(), whole.kind());
+        assert_eq!(kept.to_event(), whole.to_event());
+    }
+    assert!(Stored::message_updated(&message).is_message_update());
+    assert!(!Stored::part_updated(&part).is_message_update());
+}

@@ -250,8 +250,8 @@ impl Channel {
 
     /// Assigns the id, delivers to local followers, and writes now only when the event, the part handed with it
     /// (see [`Hub::put_part`]) or the batch asks for it. A message head waits for the next write, whatever it is.
-    pub(super) async fn publish(&self, event: Event, write: Option<Write<'_>>) -> Published {
-        match self.queue(Stored::new(event), write) {
+    pub(super) async fn publish(&self, event: Stored, write: Option<Write<'_>>) -> Published {
+        match self.queue(event, write) {
             Queued::Done => Published::Done(Ok(())),
             // Boxed: a write is rare next to the publishes that only queue an event, and every future that
             // publishes (the loop's per-delta path) would otherwise carry room for it.
@@ -351,7 +351,7 @@ impl Channel {
     pub(super) fn stage_session(&self, mut totals: SessionTotals, fence: &Fence) {
         {
             let mut s = lock(&self.state);
-            s.fence = Some(fence.clone());
+            hold_fence(&mut s, fence);
             if let Some(older) = s.session.take() {
                 totals.expected = older.expected;
                 totals.charge = totals.charge.saturating_add(older.charge);
@@ -710,10 +710,17 @@ struct Taken {
 }
 
 /// Tracks the part or message head a publish hands over, in its latest state, for the next write.
+/// The fence the channel's writes carry from now on; the same one is not copied again (most publishes carry it).
+fn hold_fence(s: &mut State, fence: &Fence) {
+    if s.fence.as_ref() != Some(fence) {
+        s.fence = Some(fence.clone());
+    }
+}
+
 fn track(s: &mut State, write: Write<'_>) {
     match write {
         Write::Part(part, fence) | Write::PartLater(part, fence) => {
-            s.fence = Some(fence.clone());
+            hold_fence(s, fence);
             let tracked = Tracked {
                 part: Box::new(part.clone()),
                 dirty: true,
@@ -726,7 +733,7 @@ fn track(s: &mut State, write: Write<'_>) {
             }
         }
         Write::Message(head, fence) => {
-            s.fence = Some(fence.clone());
+            hold_fence(s, fence);
             match s.heads.iter_mut().find(|h| h.id == head.id) {
                 Some(h) => h.clone_from(head),
                 None => {

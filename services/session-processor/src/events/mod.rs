@@ -409,7 +409,16 @@ impl Hub {
     /// followers at once, written coalesced), otherwise straight to the stream (see [`Hub`]). Errors of a background
     /// write are reported by the next publish.
     pub async fn publish(&self, session_id: &str, event: Event) -> Result<(), StoreError> {
-        match self.enqueue(session_id, Stored::new(event)) {
+        self.publish_kept(session_id, Stored::new(event)).await
+    }
+
+    /// [`Hub::publish`] of an event already in the form the channel keeps it (see [`Stored::part_updated`]).
+    pub(crate) async fn publish_kept(
+        &self,
+        session_id: &str,
+        stored: Stored,
+    ) -> Result<(), StoreError> {
+        match self.enqueue(session_id, stored) {
             None => Ok(()),
             // Boxed: the store's futures are kilobytes, and this is the rare path.
             Some(rest) => Box::pin(self.finish(session_id.to_owned(), rest)).await,
@@ -457,7 +466,7 @@ impl Hub {
     pub async fn put_part(&self, part: &pb::Part, fence: &Fence) -> Result<(), StoreError> {
         let session_id = &part.session_id;
         if let Some(channel) = self.channel(session_id) {
-            let event = Event::PartUpdated(part.clone());
+            let event = Stored::part_updated(part);
             match channel.publish(event, Some(Write::Part(part, fence))).await {
                 Published::Done(result) => return result,
                 Published::Closed => {}
@@ -479,7 +488,7 @@ impl Hub {
     /// that ends the run): at most one window after they changed, and never after the events that show them.
     pub async fn put_part_later(&self, part: &pb::Part, fence: &Fence) -> Result<(), StoreError> {
         if let Some(channel) = self.channel(&part.session_id) {
-            let event = Event::PartUpdated(part.clone());
+            let event = Stored::part_updated(part);
             match channel
                 .publish(event, Some(Write::PartLater(part, fence)))
                 .await
@@ -512,7 +521,7 @@ impl Hub {
     pub async fn put_message(&self, head: &pb::Message, fence: &Fence) -> Result<(), StoreError> {
         let session_id = &head.session_id;
         if let Some(channel) = self.channel(session_id) {
-            let event = Event::MessageUpdated(head.clone());
+            let event = Stored::message_updated(head);
             match channel
                 .publish(event, Some(Write::Message(head, fence)))
                 .await

@@ -82,11 +82,24 @@ pub struct BeginArgs<'a> {
 /// The begin script's call: the session's keys, the lease request, the message head and its parts, the inputs.
 fn begin_invocation(
     keys: &SessionKeys,
-    message: &pb::Message,
+    message: &mut pb::Message,
     args: &BeginArgs<'_>,
 ) -> Result<ScriptCall<'static>, StoreError> {
-    let mut head = message.clone();
-    let parts = std::mem::take(&mut head.parts);
+    // The head is the message without its parts: they are taken out while it is encoded, and put back.
+    let parts = std::mem::take(&mut message.parts);
+    let script = begin_call(keys, message, &parts, args);
+    message.parts = parts;
+    script
+}
+
+/// [`begin_invocation`]'s call, `head` without its parts.
+fn begin_call(
+    keys: &SessionKeys,
+    head: &pb::Message,
+    parts: &[pb::Part],
+    args: &BeginArgs<'_>,
+) -> Result<ScriptCall<'static>, StoreError> {
+    let message = head;
     let mut script = ScriptCall::new(
         &BEGIN,
         [
@@ -106,7 +119,7 @@ fn begin_invocation(
         .arg(args.owner)
         .arg(ceil_millis(args.ttl))
         .arg(&message.id)
-        .message(&head)
+        .message(head)
         .arg(head.model.as_str());
     match args.inputs {
         Some(inputs) => script.message(inputs),
@@ -120,7 +133,7 @@ fn begin_invocation(
         Some((record, model)) => script.arg("1").arg(record).arg(model.unwrap_or_default()),
         None => script.arg("").arg("").arg(""),
     };
-    for part in &parts {
+    for part in parts {
         check_id("part id", &part.id)?;
         script.arg(&part.id).message(part);
     }
@@ -130,21 +143,22 @@ fn begin_invocation(
 impl Store {
     /// Takes the lease for `args.owner` and stores `message` (a user message with its parts), the prompt model it
     /// carries, and the run's inputs (when given), reading the rest of what the loop starts from in the same script
-    /// (see the module docs). [`StoreError::NotFound`] when the session is missing.
+    /// (see the module docs); the message is the history's last. [`StoreError::NotFound`] when the session is
+    /// missing.
     pub async fn begin_prompt(
         &self,
-        message: &pb::Message,
+        mut message: pb::Message,
         args: BeginArgs<'_>,
     ) -> Result<Begin, StoreError> {
-        let session_id = &message.session_id;
         check_id("message id", &message.id)?;
         if args.owner.is_empty() {
             return Err(StoreError::InvalidArgument(
                 "lease owner must not be empty".into(),
             ));
         }
-        let keys = self.keys(session_id)?;
-        let script = begin_invocation(&keys, message, &args)?;
+        let keys = self.keys(&message.session_id)?;
+        let script = begin_invocation(&keys, &mut message, &args)?;
+        let session_id = &message.session_id;
         let mut active_conn = self.conn.clone();
         let mark = super::ActiveMark::of(session_id, args.run);
         let sadd = self.mark_cmd(&mark);
@@ -180,7 +194,7 @@ impl Store {
         }
         marked?;
         if let Some(validated) = args.validated {
-            self.remember_begun(message, validated);
+            self.remember_begun(&message, validated);
         }
         let reply = decode(reply)
             .map_err(|e| StoreError::Unexpected(format!("begin_prompt reply: {e}")))?;
@@ -188,7 +202,8 @@ impl Store {
         for m in reply.earlier {
             history.push(assemble(&keys, &m.id, &m.head, m.parts)?);
         }
-        history.push(message.clone());
+        // The message itself ends the history the loop starts from.
+        history.push(message);
         Ok(Begin::Begun(Begun {
             fence: Fence {
                 owner: args.owner.to_string(),

@@ -48,7 +48,7 @@ async fn a_prompt_begins_in_one_script_and_a_busy_session_is_left_untouched() {
     store.enqueue_prompt(&sid, &queued).await.unwrap();
     let first = user(&sid, "one");
     let Begin::Begun(b) = store
-        .begin_prompt(&first, args("rep_a", true))
+        .begin_prompt(first.clone(), args("rep_a", true))
         .await
         .unwrap()
     else {
@@ -85,7 +85,7 @@ async fn a_prompt_begins_in_one_script_and_a_busy_session_is_left_untouched() {
     let second = user(&sid, "two");
     assert!(matches!(
         store
-            .begin_prompt(&second, args("rep_b", false))
+            .begin_prompt(second.clone(), args("rep_b", false))
             .await
             .unwrap(),
         Begin::Busy
@@ -103,7 +103,7 @@ async fn a_prompt_begins_in_one_script_and_a_busy_session_is_left_untouched() {
         .await
         .unwrap();
     let Begin::Begun(again) = store
-        .begin_prompt(&second, args("rep_b", false))
+        .begin_prompt(second.clone(), args("rep_b", false))
         .await
         .unwrap()
     else {
@@ -122,7 +122,7 @@ async fn a_prompt_begins_in_one_script_and_a_busy_session_is_left_untouched() {
     );
     assert!(matches!(
         store
-            .begin_prompt(&user("ses_missing", "x"), args("rep_a", false))
+            .begin_prompt(user("ses_missing", "x"), args("rep_a", false))
             .await,
         Err(StoreError::NotFound(_))
     ));
@@ -155,7 +155,7 @@ async fn a_prompt_begins_only_from_the_record_and_prompt_model_redis_holds() {
         ..args("rep_a", false)
     };
     assert!(matches!(
-        store.begin_prompt(&first, stale).await.unwrap(),
+        store.begin_prompt(first.clone(), stale).await.unwrap(),
         Begin::Stale
     ));
     assert!(store.lease_holder(&sid).await.unwrap().is_none());
@@ -171,7 +171,7 @@ async fn a_prompt_begins_only_from_the_record_and_prompt_model_redis_holds() {
         validated: Some((&fresh, model.as_deref())),
         ..args("rep_a", false)
     };
-    let Begin::Begun(b) = store.begin_prompt(&first, current).await.unwrap() else {
+    let Begin::Begun(b) = store.begin_prompt(first.clone(), current).await.unwrap() else {
         panic!("the record is current and the lease free")
     };
     let (_, remembered, model) = store.known_session_for_prompt(&sid).unwrap();
@@ -188,7 +188,10 @@ async fn a_prompt_begins_only_from_the_record_and_prompt_model_redis_holds() {
         ..args("rep_a", false)
     };
     assert!(matches!(
-        store.begin_prompt(&third, stale_model).await.unwrap(),
+        store
+            .begin_prompt(third.clone(), stale_model)
+            .await
+            .unwrap(),
         Begin::Stale
     ));
     cleanup(&store, &prefix).await;
