@@ -9,10 +9,21 @@ use std::fs;
 
 /// `VmRSS` of `pid` in KiB, if the process exists.
 pub fn rss_kib(pid: u32) -> Option<u64> {
+    status_kib(pid, "VmRSS:")
+}
+
+/// `RssAnon` of `pid` in KiB: the resident memory that is the process's own (heap, stacks), without the file-backed
+/// pages of its executable and libraries, which `VmRSS` counts as they are touched.
+pub fn anon_kib(pid: u32) -> Option<u64> {
+    status_kib(pid, "RssAnon:")
+}
+
+/// A `kB` field of `/proc/<pid>/status`.
+fn status_kib(pid: u32, field: &str) -> Option<u64> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 

@@ -4,6 +4,8 @@ use super::*;
 fn reads_own_process() {
     let pid = std::process::id();
     assert!(rss_kib(pid).unwrap() > 0);
+    let anon = anon_kib(pid).unwrap();
+    assert!(anon > 0 && anon <= rss_kib(pid).unwrap() + 1024);
     // Burn a little CPU so both clocks move.
     let mut x = 0u64;
     for i in 0..2_000_000u64 {

@@ -179,6 +179,7 @@ async fn run_setup(args: &Args, plan: &[(usize, usize)], bin_dir: &Path, setup: 
     );
     warm_up(&ctx, &pids, &dir, args.no_direct).await;
     let baseline_rss = rss_all(&pids);
+    let baseline_anon = processor_anon(&pids);
     let load_start = loadavg();
     let metrics = services.processor_metrics;
     let levels = measure(&ctx, &pids, args, plan, &mut redis, metrics).await;
@@ -186,6 +187,7 @@ async fn run_setup(args: &Args, plan: &[(usize, usize)], bin_dir: &Path, setup: 
         setup: setup.name(),
         redis: redis.description.clone(),
         baseline_rss,
+        baseline_anon,
         load_start,
         load_end: loadavg(),
     };

@@ -27,6 +27,14 @@ pub(super) fn rss_all(pids: &Pids) -> [u64; 5] {
     sum_per_process(pids, procfs::rss_kib)
 }
 
+/// The processor's anonymous resident memory (KiB): what it allocated, without the code pages `VmRSS` also counts.
+pub(super) fn processor_anon(pids: &Pids) -> u64 {
+    pids[PROCESSOR]
+        .iter()
+        .map(|&p| procfs::anon_kib(p).unwrap_or(0))
+        .sum()
+}
+
 /// `read` summed over each slot's pids (a cluster's nodes count as one Redis); an unreadable pid counts 0.
 fn sum_per_process(pids: &Pids, read: impl Fn(u32) -> Option<u64>) -> [u64; 5] {
     std::array::from_fn(|k| pids[k].iter().map(|&p| read(p).unwrap_or(0)).sum())
@@ -135,6 +143,8 @@ pub(super) struct Level {
     pub(super) rss_peak: [u64; 5],
     /// RSS (KiB) per process when the level started.
     pub(super) rss_start: [u64; 5],
+    /// The processor's peak anonymous RSS (KiB) during the level's rounds.
+    pub(super) anon_peak: u64,
     /// Wall time of the level's rounds, nanoseconds.
     pub(super) wall: u64,
     /// Redis commands executed during the level.
@@ -155,6 +165,7 @@ impl Level {
             cpu: [0; 5],
             rss_peak: [0; 5],
             rss_start,
+            anon_peak: 0,
             wall: 0,
             redis: CommandStats::default(),
             phases: promtext::Totals::new(),
@@ -214,12 +225,14 @@ pub(super) async fn round(
         let pids = pids.clone();
         tokio::spawn(async move {
             let mut peak = [0u64; 5];
+            let mut anon = 0;
             loop {
                 for (slot, rss) in peak.iter_mut().zip(rss_all(&pids)) {
                     *slot = (*slot).max(rss);
                 }
+                anon = processor_anon(&pids).max(anon);
                 if stop.load(Ordering::Relaxed) {
-                    return peak;
+                    return (peak, anon);
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
@@ -263,7 +276,8 @@ pub(super) async fn round(
     level.wall += nanos(start.elapsed());
     let cpu_after = cpu_all(pids);
     stop.store(true, Ordering::Relaxed);
-    let peak = sampler.await.unwrap_or_default();
+    let (peak, anon) = sampler.await.unwrap_or_default();
+    level.anon_peak = level.anon_peak.max(anon);
     for k in 0..5 {
         level.cpu[k] += cpu_after[k].saturating_sub(cpu_before[k]);
         level.rss_peak[k] = level.rss_peak[k].max(peak[k]);

@@ -39,6 +39,8 @@ pub(super) struct RunInfo {
     pub(super) setup: String,
     pub(super) redis: String,
     pub(super) baseline_rss: [u64; 5],
+    /// The processor's anonymous RSS (KiB) after the warm-up.
+    pub(super) baseline_anon: u64,
     pub(super) load_start: String,
     pub(super) load_end: String,
 }
@@ -218,6 +220,15 @@ fn resources_table(level: &Level, args: &Args, run: &RunInfo, deltas: u64, out: 
             }
         );
     }
+    if level.anon_peak > 0 {
+        let _ = writeln!(
+            out,
+            "\nThe processor's own memory (`RssAnon`: heap and stacks, without the executable's pages that `VmRSS` counts as code runs): idle {} KiB, peak {} KiB, **{:.1} KiB per open session**",
+            run.baseline_anon,
+            level.anon_peak,
+            level.anon_peak.saturating_sub(run.baseline_anon) as f64 / level.s as f64
+        );
+    }
 }
 
 /// The Redis commands the level caused, by command, and the prompt phases.
@@ -298,6 +309,7 @@ pub(super) fn to_json(levels: &mut [Level], args: &Args, run: &RunInfo) -> serde
                 "cpu_ns": named(&l.cpu),
                 "rss_peak_kib": named(&l.rss_peak),
                 "rss_start_kib": named(&l.rss_start),
+                "processor_anon_peak_kib": l.anon_peak,
                 "wall_ns": l.wall,
                 "prompts_per_second": l.prompts_per_second(),
                 "sessions_per_second": l.sessions_per_second(),
@@ -325,6 +337,7 @@ pub(super) fn to_json(levels: &mut [Level], args: &Args, run: &RunInfo) -> serde
         "grpc_conns": args.grpc_conns,
         "plan": args.plan,
         "no_direct": args.no_direct,
+        "processor_idle_anon_kib": run.baseline_anon,
         "idle_rss_kib": PROCS.iter().zip(run.baseline_rss).map(|(k, v)| ((*k).to_owned(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>(),
         "levels": levels,
     })

@@ -11,10 +11,6 @@
 use redis::aio::ConnectionLike;
 use redis::{Cmd, FromRedisValue, RedisResult, RedisWrite, Script, ToRedisArgs};
 
-/// Arguments a call is expected to have after its keys, and their bytes, for the command's first allocation.
-const ARGS_HINT: usize = 16;
-const BYTES_HINT: usize = 512;
-
 /// A script's call (module docs).
 pub(super) struct ScriptCall<'s> {
     script: &'s Script,
@@ -30,12 +26,7 @@ impl<'s> ScriptCall<'s> {
         I::Item: AsRef<[u8]>,
     {
         let keys = keys.into_iter();
-        // Room for a typical call up front (a key is tens of bytes; the window write's arguments a few hundred), so
-        // the command's two buffers are not regrown argument by argument; a larger one still grows as needed.
-        let mut cmd = Cmd::with_capacity(
-            3 + keys.len() + ARGS_HINT,
-            64 + 64 * keys.len() + BYTES_HINT,
-        );
+        let mut cmd = Cmd::new();
         cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys.len());
         for key in keys {
             cmd.write_arg(key.as_ref());
