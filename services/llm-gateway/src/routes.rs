@@ -6,21 +6,16 @@
 //! `Stream` or `Generate` request is handed over still encoded ([`Incoming`]), so its decoding runs off the async
 //! worker that serves the connection's other streams.
 
-use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use llm_proto::codec::ProstCodec;
 use llm_proto::gateway as pb;
 use llm_proto::gateway::gateway_service_server::{GatewayService, GatewayServiceServer};
+use service_kit::hand_wired::{BoxFuture, HandRoutes, HandWired, RouteFuture};
 use tonic::{Request, Response, Status};
 
 use crate::offload::Incoming;
 use crate::rpc::{EventStream, GatewayRpc};
-
-const SERVICE: &str = "/llm.gateway.v1.GatewayService/";
 
 /// Initial size of a `Stream` response's encode buffer. tonic's generated code uses its default, 8 KiB, for every
 /// call, held for the whole stream; a stream's messages are tens of bytes each (a text delta is ~30), written out
@@ -33,53 +28,62 @@ const UNARY_ENCODE_BUFFER: usize = llm_proto::codec::DEFAULT_BUFFER;
 
 /// `GatewayService` with every method served through [`codec`]; anything else (an unknown method) goes to the
 /// generated router, which answers `UNIMPLEMENTED`.
+pub(crate) type GatewayServer = HandWired<GatewayRoutes, GatewayServiceServer<GatewayRpc>>;
+
+/// The service, requests up to `max_request_bytes`.
+pub(crate) fn gateway_server(rpc: GatewayRpc, max_request_bytes: usize) -> GatewayServer {
+    let rpc = Arc::new(rpc);
+    let generated = service_kit::compressed!(
+        GatewayServiceServer::from_arc(Arc::clone(&rpc))
+            .max_decoding_message_size(max_request_bytes)
+            .max_encoding_message_size(usize::MAX)
+    );
+    HandWired::new(
+        GatewayRoutes {
+            rpc,
+            max_request_bytes,
+        },
+        generated,
+    )
+}
+
+/// The methods served here.
 #[derive(Clone)]
-pub(crate) struct GatewayServer {
-    generated: GatewayServiceServer<GatewayRpc>,
+pub(crate) struct GatewayRoutes {
     rpc: Arc<GatewayRpc>,
     max_request_bytes: usize,
 }
 
-impl GatewayServer {
-    pub(crate) fn new(rpc: GatewayRpc, max_request_bytes: usize) -> GatewayServer {
-        let rpc = Arc::new(rpc);
-        GatewayServer {
-            generated: service_kit::compressed!(
-                GatewayServiceServer::from_arc(Arc::clone(&rpc))
-                    .max_decoding_message_size(max_request_bytes)
-                    .max_encoding_message_size(usize::MAX)
-            ),
-            rpc,
-            max_request_bytes,
-        }
-    }
+/// One of them.
+pub(crate) enum Method {
+    Stream,
+    Generate,
+    ListModels,
+    GetModel,
 }
 
-impl tonic::server::NamedService for GatewayServer {
-    const NAME: &'static str =
-        <GatewayServiceServer<GatewayRpc> as tonic::server::NamedService>::NAME;
-}
-
-type HttpResponse = http::Response<tonic::body::Body>;
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 type Handler<Req, Resp> =
     fn(Arc<GatewayRpc>, Request<Req>) -> BoxFuture<Result<Response<Resp>, Status>>;
 
-impl tower::Service<http::Request<tonic::body::Body>> for GatewayServer {
-    type Response = HttpResponse;
-    type Error = Infallible;
-    type Future = BoxFuture<Result<HttpResponse, Infallible>>;
+impl HandRoutes for GatewayRoutes {
+    const SERVICE: &'static str = "/llm.gateway.v1.GatewayService/";
+    type Route = Method;
 
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
+    fn pick(method: &str) -> Option<Method> {
+        match method {
+            "Stream" => Some(Method::Stream),
+            "Generate" => Some(Method::Generate),
+            "ListModels" => Some(Method::ListModels),
+            "GetModel" => Some(Method::GetModel),
+            _ => None,
+        }
     }
 
-    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
-        let method = req.uri().path().strip_prefix(SERVICE).unwrap_or_default();
+    fn serve(&self, route: Method, req: http::Request<tonic::body::Body>) -> RouteFuture {
         let rpc = Arc::clone(&self.rpc);
         let max = self.max_request_bytes;
-        match method {
-            "Stream" => Box::pin(async move {
+        match route {
+            Method::Stream => Box::pin(async move {
                 let mut grpc = service_kit::compressed!(
                     tonic::server::Grpc::new(codec::<_, Incoming<pb::StreamRequest>>(
                         STREAM_ENCODE_BUFFER
@@ -88,16 +92,15 @@ impl tower::Service<http::Request<tonic::body::Body>> for GatewayServer {
                 );
                 Ok(grpc.server_streaming(StreamMethod(rpc), req).await)
             }),
-            "Generate" => unary(rpc, max, req, |rpc, r| {
+            Method::Generate => unary(rpc, max, req, |rpc, r| {
                 Box::pin(async move { rpc.generate_incoming(r).await })
             }),
-            "ListModels" => unary(rpc, max, req, |rpc, r| {
+            Method::ListModels => unary(rpc, max, req, |rpc, r| {
                 Box::pin(async move { rpc.list_models(r).await })
             }),
-            "GetModel" => unary(rpc, max, req, |rpc, r| {
+            Method::GetModel => unary(rpc, max, req, |rpc, r| {
                 Box::pin(async move { rpc.get_model(r).await })
             }),
-            _ => self.generated.call(req),
         }
     }
 }
@@ -107,7 +110,7 @@ fn unary<Req, Resp>(
     max: usize,
     req: http::Request<tonic::body::Body>,
     handler: Handler<Req, Resp>,
-) -> BoxFuture<Result<HttpResponse, Infallible>>
+) -> RouteFuture
 where
     Req: FromWire,
     Resp: prost::Message + Send + 'static,

@@ -43,7 +43,7 @@ pub async fn run(
     let reflection_v1alpha = service_kit::grpc::reflection_v1alpha(&sets, &served)?;
 
     let gateway_for_auth = gateway.clone();
-    let service = GatewayServer::new(GatewayRpc { gateway }, config.max_request_bytes);
+    let service = crate::routes::gateway_server(GatewayRpc { gateway }, config.max_request_bytes);
     let auth = Auth {
         gateway: gateway_for_auth,
     };

@@ -55,7 +55,7 @@ pub async fn run(
         builder = builder.tls_config(tls.tonic_config())?;
     }
     let max_request_bytes = engine.config.max_request_bytes;
-    let service = routes::SessionServer::new(
+    let service = routes::session_server(
         Sessions {
             slots: StreamSlots::new(
                 engine.config.max_streams_per_tenant,

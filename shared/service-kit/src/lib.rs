@@ -6,6 +6,7 @@
 //! - [`env`]: where configuration reads environment variables from (the process, or a fixed list in tests).
 //! - [`grpc`]: the gRPC conventions every server follows: gzip and zstd, reflection v1 and v1alpha listing only
 //!   the served services, health `Watch` per the protocol, HTTP/2 keepalive.
+//! - [`hand_wired`]: a gRPC service some of whose methods are served by hand, the rest by the generated server.
 //! - [`raw`]: a codec that sends bytes as they are (requests no typed client can build, or encoded ahead of time).
 //! - [`deadline`]: the caller's `grpc-timeout` honoured over the whole call, streams included, with
 //!   `DEADLINE_EXCEEDED`.
@@ -22,6 +23,7 @@ pub mod coalesce;
 pub mod deadline;
 pub mod env;
 pub mod grpc;
+pub mod hand_wired;
 pub mod raw;
 pub mod rpc_span;
 pub mod serve;

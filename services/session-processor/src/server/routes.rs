@@ -4,80 +4,83 @@
 //! Requests decode as the generated code decodes them (the codec of `llm_proto::codec`), with the same size limit and
 //! compression, so a caller cannot tell the two apart.
 
-use std::convert::Infallible;
-use std::future::Future;
 use std::marker::PhantomData;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use llm_proto::codec::ProstCodec;
 use llm_proto::sessions as pb;
 use llm_proto::sessions::session_service_server::SessionServiceServer;
+use service_kit::hand_wired::{BoxFuture, HandRoutes, HandWired, RouteFuture};
 use tonic::codec::{BufferSettings, Codec, EncodeBuf, Encoder};
 use tonic::{Request, Response, Status};
 
 use super::{OutgoingStream, Sessions};
 use crate::event_wire::Outgoing;
 
-const SERVICE: &str = "/llm.sessions.v1.SessionService/";
+/// The `SessionService` these routes and the generated server serve together.
+pub(super) type SessionServer = HandWired<StreamingRoutes, SessionServiceServer<Sessions>>;
 
-/// `SessionService`: the streaming calls served here, the rest by the generated server.
+/// The service: the streaming calls here, the rest by the generated server, requests up to `max_request_bytes`.
+pub(super) fn session_server(sessions: Sessions, max_request_bytes: usize) -> SessionServer {
+    let sessions = Arc::new(sessions);
+    let generated = service_kit::compressed!(
+        SessionServiceServer::from_arc(Arc::clone(&sessions))
+            .max_decoding_message_size(max_request_bytes)
+    );
+    HandWired::new(
+        StreamingRoutes {
+            sessions,
+            max_request_bytes,
+        },
+        generated,
+    )
+}
+
+/// The calls that stream a session's events.
 #[derive(Clone)]
-pub(super) struct SessionServer {
-    generated: SessionServiceServer<Sessions>,
+pub(super) struct StreamingRoutes {
     sessions: Arc<Sessions>,
     max_request_bytes: usize,
 }
 
-impl SessionServer {
-    pub(super) fn new(sessions: Sessions, max_request_bytes: usize) -> SessionServer {
-        let sessions = Arc::new(sessions);
-        SessionServer {
-            generated: service_kit::compressed!(
-                SessionServiceServer::from_arc(Arc::clone(&sessions))
-                    .max_decoding_message_size(max_request_bytes)
-            ),
-            sessions,
-            max_request_bytes,
-        }
-    }
+/// One of them.
+pub(super) enum Streaming {
+    Prompt,
+    Subscribe,
+    Compact,
 }
 
-impl tonic::server::NamedService for SessionServer {
-    const NAME: &'static str =
-        <SessionServiceServer<Sessions> as tonic::server::NamedService>::NAME;
-}
-
-type HttpResponse = http::Response<tonic::body::Body>;
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 type Handler<Req> =
     fn(Arc<Sessions>, Request<Req>) -> BoxFuture<Result<Response<OutgoingStream>, Status>>;
 
-impl tower::Service<http::Request<tonic::body::Body>> for SessionServer {
-    type Response = HttpResponse;
-    type Error = Infallible;
-    type Future = BoxFuture<Result<HttpResponse, Infallible>>;
+impl HandRoutes for StreamingRoutes {
+    const SERVICE: &'static str = "/llm.sessions.v1.SessionService/";
+    type Route = Streaming;
 
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
+    fn pick(method: &str) -> Option<Streaming> {
+        match method {
+            "Prompt" => Some(Streaming::Prompt),
+            "Subscribe" => Some(Streaming::Subscribe),
+            "Compact" => Some(Streaming::Compact),
+            _ => None,
+        }
     }
 
-    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
-        let method = req.uri().path().strip_prefix(SERVICE).unwrap_or_default();
+    fn serve(&self, route: Streaming, req: http::Request<tonic::body::Body>) -> RouteFuture {
         let sessions = Arc::clone(&self.sessions);
         let max = self.max_request_bytes;
-        match method {
-            "Prompt" => streaming::<pb::PromptRequest>(sessions, max, req, |s, r| {
+        match route {
+            Streaming::Prompt => streaming::<pb::PromptRequest>(sessions, max, req, |s, r| {
                 Box::pin(async move { s.prompt_events(r).await })
             }),
-            "Subscribe" => streaming::<pb::SubscribeRequest>(sessions, max, req, |s, r| {
-                Box::pin(async move { s.subscribe_events(r).await })
-            }),
-            "Compact" => streaming::<pb::CompactRequest>(sessions, max, req, |s, r| {
+            Streaming::Subscribe => {
+                streaming::<pb::SubscribeRequest>(sessions, max, req, |s, r| {
+                    Box::pin(async move { s.subscribe_events(r).await })
+                })
+            }
+            Streaming::Compact => streaming::<pb::CompactRequest>(sessions, max, req, |s, r| {
                 Box::pin(async move { s.compact_events(r).await })
             }),
-            _ => self.generated.call(req),
         }
     }
 }
@@ -88,7 +91,7 @@ fn streaming<Req>(
     max: usize,
     req: http::Request<tonic::body::Body>,
     handler: Handler<Req>,
-) -> BoxFuture<Result<HttpResponse, Infallible>>
+) -> RouteFuture
 where
     Req: prost::Message + Default + Send + 'static,
 {
