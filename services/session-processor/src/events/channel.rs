@@ -709,7 +709,6 @@ struct Taken {
     release: bool,
 }
 
-/// Tracks the part or message head a publish hands over, in its latest state, for the next write.
 /// The fence the channel's writes carry from now on; the same one is not copied again (most publishes carry it).
 fn hold_fence(s: &mut State, fence: &Fence) {
     if s.fence.as_ref() != Some(fence) {
@@ -717,6 +716,7 @@ fn hold_fence(s: &mut State, fence: &Fence) {
     }
 }
 
+/// Tracks the part or message head a publish hands over, in its latest state, for the next write.
 fn track(s: &mut State, write: Write<'_>) {
     match write {
         Write::Part(part, fence) | Write::PartLater(part, fence) => {
