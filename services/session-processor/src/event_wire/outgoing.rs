@@ -13,7 +13,6 @@ use std::sync::Arc;
 use bytes::BufMut;
 use llm_proto::sessions as pb;
 use pb::session_event::Event;
-use prost::Message as _;
 use prost::encoding::{WireType, encode_key, encode_varint};
 
 use super::stored::{put_str, str_len};
@@ -91,18 +90,15 @@ impl Outgoing {
     /// Writes it as a streamed response: a message whose field 1 is the `SessionEvent` (what `PromptResponse`,
     /// `SubscribeResponse` and `CompactResponse` all are).
     pub fn encode_response(&self, buf: &mut impl BufMut) {
-        encode_key(RESPONSE_EVENT_FIELD, WireType::LengthDelimited, buf);
         match self {
-            Outgoing::Event(e) => {
-                encode_varint(e.encoded_len() as u64, buf);
-                e.encode_raw(buf);
-            }
+            Outgoing::Event(e) => prost::encoding::message::encode(RESPONSE_EVENT_FIELD, &**e, buf),
             Outgoing::Kept {
                 id,
                 session_id,
                 event,
             } => {
                 let id = id.text();
+                encode_key(RESPONSE_EVENT_FIELD, WireType::LengthDelimited, buf);
                 encode_varint(kept_len(id.as_str(), session_id, event) as u64, buf);
                 put_str(EVENT_ID_FIELD, id.as_str(), buf);
                 put_str(SESSION_ID_FIELD, session_id, buf);

@@ -100,10 +100,7 @@ impl Stored {
                 };
                 let mut bytes = Vec::with_capacity(other.encoded_len());
                 other.encode(&mut bytes);
-                Stored::Whole(Arc::new(Whole {
-                    bytes: bytes.into(),
-                    kind,
-                }))
+                Stored::whole(bytes, kind)
             }
         }
     }
@@ -119,15 +116,17 @@ impl Stored {
     }
 
     /// An event other than a delta whose oneof field `field` is `message` (neither urgent nor `done`).
-    fn whole_of(field: u32, message: &impl prost::Message) -> Stored {
-        let len = message.encoded_len();
-        let mut bytes = Vec::with_capacity(key_len(field) + encoded_len_varint(len as u64) + len);
-        encode_key(field, WireType::LengthDelimited, &mut bytes);
-        encode_varint(len as u64, &mut bytes);
-        message.encode_raw(&mut bytes);
+    fn whole_of<M: prost::Message>(field: u32, message: &M) -> Stored {
+        let mut bytes = Vec::with_capacity(prost::encoding::message::encoded_len(field, message));
+        prost::encoding::message::encode(field, message, &mut bytes);
+        Stored::whole(bytes, Kind::Other)
+    }
+
+    /// An event other than a delta, from its encoding.
+    fn whole(bytes: Vec<u8>, kind: Kind) -> Stored {
         Stored::Whole(Arc::new(Whole {
             bytes: bytes.into(),
-            kind: Kind::Other,
+            kind,
         }))
     }
 
