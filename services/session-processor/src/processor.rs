@@ -65,17 +65,21 @@ pub enum Outcome {
     Compact,
 }
 
+/// Open blocks by gateway block id: looked up for every delta, so hashed with a fast seeded hasher rather than
+/// SipHash (the ids come from the gateway, and the hasher is still seeded per map).
+type Blocks = HashMap<String, usize, foldhash::fast::RandomState>;
+
 /// The Processor of one assistant message.
 #[derive(Debug, Clone)]
 pub struct Processor {
     message: pb::Message,
     parts: Vec<pb::Part>,
     /// Gateway block id → index in `parts`, for open text blocks.
-    text_blocks: HashMap<String, usize>,
+    text_blocks: Blocks,
     /// By index in `parts`: the ids its deltas carry, made at its first delta.
     delta_ids: Vec<Option<Arc<PartIds>>>,
     /// Gateway block id → index in `parts`, for open reasoning blocks.
-    reasoning_blocks: HashMap<String, usize>,
+    reasoning_blocks: Blocks,
     /// Call id → index in `parts`.
     tools: HashMap<String, usize>,
     /// Usable context (input limit − reserve); a step whose context reaches it needs compaction.
@@ -129,9 +133,9 @@ impl Processor {
             requested_model,
             message,
             parts: Vec::new(),
-            text_blocks: HashMap::new(),
+            text_blocks: Blocks::default(),
             delta_ids: Vec::new(),
-            reasoning_blocks: HashMap::new(),
+            reasoning_blocks: Blocks::default(),
             tools: HashMap::new(),
             usable_context,
             needs_compaction: false,
@@ -190,6 +194,17 @@ impl Processor {
 
     /// Handles one gateway event.
     pub fn handle(&mut self, ev: gw::StreamResponse, now: Timestamp, out: &mut Vec<Effect>) {
+        self.handle_at(ev, || now, out);
+    }
+
+    /// [`Processor::handle`] with the time read from `clock` only by the events that stamp it (a part's start or
+    /// end, a tool call's start): deltas, most of a stream, do not read the clock.
+    pub fn handle_at(
+        &mut self,
+        ev: gw::StreamResponse,
+        clock: impl FnOnce() -> Timestamp,
+        out: &mut Vec<Effect>,
+    ) {
         use gw::stream_response::Event as E;
         let Some(ev) = ev.event else { return };
         match ev {
@@ -205,14 +220,14 @@ impl Processor {
                 }));
                 out.push(Effect::Part(Box::new(part)));
             }
-            E::TextStart(t) => self.open_block(Block::Text, t.id, now, out),
+            E::TextStart(t) => self.open_block(Block::Text, t.id, clock(), out),
             E::TextDelta(d) => self.append_to_block(Block::Text, &d.id, d.delta, out),
-            E::TextEnd(t) => self.close_block(Block::Text, &t.id, None, now, out),
-            E::ReasoningStart(r) => self.open_block(Block::Reasoning, r.id, now, out),
+            E::TextEnd(t) => self.close_block(Block::Text, &t.id, None, clock(), out),
+            E::ReasoningStart(r) => self.open_block(Block::Reasoning, r.id, clock(), out),
             E::ReasoningDelta(d) => self.append_to_block(Block::Reasoning, &d.id, d.delta, out),
             E::ReasoningEnd(r) => {
                 let metadata = r.provider_metadata.as_ref();
-                self.close_block(Block::Reasoning, &r.id, metadata, now, out);
+                self.close_block(Block::Reasoning, &r.id, metadata, clock(), out);
             }
             E::ToolInputStart(t) => self.tool_input_start(t, out),
             E::ToolInputDelta(d) => {
@@ -222,7 +237,7 @@ impl Processor {
                 }
             }
             E::ToolInputEnd(_) => {}
-            E::ToolCall(c) => self.tool_call(c, now, out),
+            E::ToolCall(c) => self.tool_call(c, clock(), out),
             E::StepFinish(f) => self.step_finish(f, out),
             E::Error(e) => self.error(e, out),
         }
@@ -595,7 +610,7 @@ impl Processor {
     }
 
     /// The open blocks of one kind: gateway block id → index in `parts`.
-    fn blocks(&mut self, block: Block) -> &mut HashMap<String, usize> {
+    fn blocks(&mut self, block: Block) -> &mut Blocks {
         match block {
             Block::Text => &mut self.text_blocks,
             Block::Reasoning => &mut self.reasoning_blocks,

@@ -657,3 +657,42 @@ fn the_served_model_is_recorded_after_a_fallback() {
     assert_eq!(p.message().model, "anthropic/x");
     assert!(matches!(&out[0], Effect::Message(_)));
 }
+
+#[test]
+fn only_the_events_that_stamp_a_time_read_the_clock() {
+    let mut p = processor();
+    let mut out = Vec::new();
+    let mut reads = 0;
+    let events = [
+        (text_start("t"), true),
+        (text_delta("t", "a"), false),
+        (text_delta("t", "b"), false),
+        (reasoning_start("r"), true),
+        (reasoning_delta("r", "x"), false),
+        (E::ToolInputDelta(gw::ToolInputDelta::default()), false),
+        (text_end("t"), true),
+        (tool_call("c1", "read", "{}"), true),
+        (finish(gw::FinishReason::ToolCalls, 10, 1), false),
+    ];
+    for (i, (event, stamps)) in events.into_iter().enumerate() {
+        let before = reads;
+        p.handle_at(
+            ev(event),
+            || {
+                reads += 1;
+                ts(i as i64)
+            },
+            &mut out,
+        );
+        assert_eq!(reads - before, usize::from(stamps), "event {i}");
+    }
+    // The times read are the ones stamped.
+    let text = p.parts().iter().find_map(|part| match &part.kind {
+        Some(pb::part::Kind::Text(t)) => Some(t.clone()),
+        _ => None,
+    });
+    let text = text.unwrap();
+    assert_eq!(text.text, "ab");
+    assert_eq!(text.started_at, Some(ts(0)));
+    assert_eq!(text.ended_at, Some(ts(6)));
+}

@@ -346,7 +346,7 @@ impl Engine {
         sink: &'a DeltaSink,
     ) -> impl std::future::Future<Output = Result<(), LoopError>> + Send + 'a {
         out.clear();
-        processor.handle(event, now(), out);
+        processor.handle_at(event, now, out);
         self.apply_with(out, fence, processor, true, sink)
     }
 
