@@ -203,14 +203,19 @@ impl Store {
             .chain(per_message)
             .chain([keys.queue()])
             .collect();
-        let mut script = ScriptCall::new(&self.scripts.flush, all);
-        let renew_ms = renew.map(|ttl| ceil_millis(ttl).to_string());
+        let fence = fence_arg(fence);
+        let renew_ms = renew
+            .map(|ttl| ceil_millis(ttl).to_string())
+            .unwrap_or_default();
+        let (args, room) = flush_room(messages, session.as_ref());
+        let room = room + last.len() + bytes.len() + fence.len() + renew_ms.len();
+        let mut script = ScriptCall::with_room(&self.scripts.flush, &all, args, room);
         script
             .arg(self.event_cap)
             .arg(last)
             .arg(bytes)
-            .arg(fence_arg(fence))
-            .arg(renew_ms.unwrap_or_default());
+            .arg(fence)
+            .arg(renew_ms);
         match session {
             Some(cas) => script.arg("1").arg(cas.expected).arg(cas.new),
             None => script.arg("").arg("").arg(""),
@@ -489,6 +494,26 @@ struct MessageWrite<'a> {
     id: &'a str,
     head: Option<&'a pb::Message>,
     parts: Vec<&'a pb::Part>,
+}
+
+/// The flush call's arguments after its keys, and their bytes but for the batch's, the fence's and the renewal's
+/// (numbers and flags counted at their widest).
+fn flush_room(messages: &[MessageWrite<'_>], session: Option<&SessionCas<'_>>) -> (usize, usize) {
+    // The event cap, the last id, the batch, the fence, the renewal, the record's three and the end flag; the
+    // message count.
+    const FIXED_ARGS: usize = 10;
+    let mut args = FIXED_ARGS;
+    let mut bytes = 20 + session.map_or(1, |cas| 1 + cas.expected.len() + cas.new.len()) + 1 + 20;
+    for m in messages {
+        args += 4 + 2 * m.parts.len();
+        bytes += m.id.len() + 1 + m.head.map_or(0, |h| h.encoded_len()) + 20;
+        bytes += m
+            .parts
+            .iter()
+            .map(|p| p.id.len() + p.encoded_len())
+            .sum::<usize>();
+    }
+    (args, bytes)
 }
 
 /// Parts and heads grouped by message, in order of first appearance (the script writes one HSET per message).

@@ -25,8 +25,32 @@ impl<'s> ScriptCall<'s> {
         I::IntoIter: ExactSizeIterator,
         I::Item: AsRef<[u8]>,
     {
+        Self::write_keys(script, Cmd::new(), keys)
+    }
+
+    /// [`ScriptCall::new`] with room for the keys and `args` arguments of `bytes` in all allocated at once, for a
+    /// large call whose size is known: grown argument by argument, its buffer doubles, and a call holds its
+    /// command until Redis answers (with up to half of it unused, for every session's window write in flight).
+    pub(super) fn with_room(
+        script: &'s Script,
+        keys: &[String],
+        args: usize,
+        bytes: usize,
+    ) -> Self {
+        let key_bytes: usize = keys.iter().map(String::len).sum();
+        let count = keys.len().to_string();
+        let head_bytes = "EVALSHA".len() + script.get_hash().len() + count.len();
+        let cmd = Cmd::with_capacity(3 + keys.len() + args, head_bytes + key_bytes + bytes);
+        Self::write_keys(script, cmd, keys)
+    }
+
+    fn write_keys<I>(script: &'s Script, mut cmd: Cmd, keys: I) -> Self
+    where
+        I: IntoIterator,
+        I::IntoIter: ExactSizeIterator,
+        I::Item: AsRef<[u8]>,
+    {
         let keys = keys.into_iter();
-        let mut cmd = Cmd::new();
         cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys.len());
         for key in keys {
             cmd.write_arg(key.as_ref());

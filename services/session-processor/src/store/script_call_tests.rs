@@ -84,3 +84,24 @@ async fn a_script_error_is_the_callers_and_is_not_retried() {
         "{shown}"
     );
 }
+
+#[test]
+fn a_call_with_room_is_the_same_command() {
+    let script = redis::Script::new("return 1");
+    let keys = ["{s}:a".to_string(), "{s}:bb".to_string()];
+    let part = pb::Part {
+        id: "prt_1".into(),
+        ..Default::default()
+    };
+    let mut grown = ScriptCall::new(&script, keys.clone());
+    grown.arg(7).arg("").message(&part);
+    // Room too small and room to spare both write the same bytes.
+    for (args, bytes) in [(0, 0), (3, 1 + part.encoded_len()), (64, 4096)] {
+        let mut sized = ScriptCall::with_room(&script, &keys, args, bytes);
+        sized.arg(7).arg("").message(&part);
+        assert_eq!(
+            sized.cmd().get_packed_command(),
+            grown.cmd().get_packed_command()
+        );
+    }
+}
