@@ -321,9 +321,15 @@ impl Channel {
         }
     }
 
-    /// Drops written events beyond the ring's bounds, oldest first.
+    /// Drops written events beyond the ring's bounds, oldest first. A ring that grew past its bound (a window
+    /// with more unwritten events than it keeps: a fast stream, or a write slow to come back) gets its room back
+    /// once those are written, so an open session holds the bound's room, not its largest window's.
     pub(super) fn trim(&self, s: &mut State) {
-        self.trim_to(s, self.config.ring_events);
+        let bound = self.config.ring_events;
+        self.trim_to(s, bound);
+        if s.ring.capacity() >= 2 * bound.max(1) && s.ring.len() <= bound {
+            s.ring.shrink_to(bound);
+        }
     }
 
     /// Drops written events, oldest first, until the ring holds at most `events` and its byte bound.

@@ -315,6 +315,35 @@ async fn a_ring_whose_events_are_written_never_grows_past_its_bound() {
     store.delete_session(&sid).await.unwrap();
 }
 
+#[tokio::test]
+async fn a_ring_grown_by_a_long_window_gets_its_room_back_once_written() {
+    // Writes every 100 events: the ring keeps all of them meanwhile (they are not in Redis yet), four times its bound.
+    let (store, sid, hub) = small_ring(100).await;
+    let room = |hub: &Hub| {
+        hub.channel(&sid)
+            .map(|c| {
+                let s = lock(&c.state);
+                (s.ring.len(), s.ring.capacity())
+            })
+            .unwrap()
+    };
+    for round in 0..3 {
+        for i in 0..99 {
+            hub.publish(&sid, delta(&i.to_string())).await.unwrap();
+        }
+        let (len, grown) = room(&hub);
+        assert_eq!(len, 99, "round {round}: every unwritten event kept");
+        assert!(grown >= 99, "round {round}: room for {grown}");
+        // The hundredth writes the window.
+        hub.publish(&sid, delta("x")).await.unwrap();
+        let (len, back) = room(&hub);
+        assert!(len <= 16, "round {round}: {len} kept");
+        assert!(back < 32, "round {round}: room for {back} after the write");
+    }
+    hub.close(&sid).await.unwrap();
+    store.delete_session(&sid).await.unwrap();
+}
+
 impl Follower {
     /// Publishes a status and returns it as this follower receives it.
     async fn next_after_publish(&mut self, hub: &Hub, sid: &str) -> pb::SessionEvent {
