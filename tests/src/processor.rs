@@ -177,6 +177,11 @@ pub struct ProcessorSetup {
     pub recovery: bool,
     /// The Redis key prefix; a fresh one when empty (a second replica of the same deployment passes the first's).
     pub prefix: String,
+    /// Serve on these runtimes (`session_processor::runtimes::serve`, as the binary does) instead of on the test's
+    /// own runtime alone.
+    pub runtimes: Option<session_processor::runtimes::Runtimes>,
+    /// Stops serving when cancelled (never, when absent); the serving task then ends.
+    pub shutdown: Option<tokio_util::sync::CancellationToken>,
 }
 
 /// A session-processor served in this process.
@@ -253,11 +258,23 @@ pub async fn start_processor(setup: ProcessorSetup) -> Processor {
     }
     // The sweep stops with the server task (dropped when the test aborts it).
     let guard = stop.drop_guard();
+    let (runtimes, shutdown) = (setup.runtimes, setup.shutdown.clone());
     let server = tokio::spawn(async move {
         let _guard = guard;
-        session_processor::server::run(e, listener, std::future::pending())
-            .await
-            .expect("processor serves");
+        let shutdown = async move {
+            match shutdown {
+                Some(token) => token.cancelled_owned().await,
+                None => std::future::pending().await,
+            }
+        };
+        match runtimes {
+            Some(r) => session_processor::runtimes::serve(e, listener, shutdown, r)
+                .await
+                .expect("processor serves"),
+            None => session_processor::server::run(e, listener, shutdown)
+                .await
+                .expect("processor serves"),
+        }
     });
     Processor {
         addr,
@@ -288,6 +305,17 @@ async fn channel_at(addr: &str) -> Channel {
 }
 
 impl Product {
+    /// Waits at most `bound` for the processor to stop serving (after its [`ProcessorSetup::shutdown`]): whether it
+    /// ended, and without a panic. Its sessions are then not checked on drop (nothing serves them any more): a test
+    /// checks them before the stop.
+    pub async fn stopped(&mut self, bound: std::time::Duration) -> bool {
+        self.check_on_drop = false;
+        matches!(
+            tokio::time::timeout(bound, &mut self.server).await,
+            Ok(Ok(()))
+        )
+    }
+
     /// Starts the gateway harness and a processor with [`AGENTS`] (plus `extra` TOML).
     pub async fn start(extra: &str) -> Product {
         Self::start_with("", extra).await

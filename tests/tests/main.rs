@@ -46,6 +46,7 @@ mod processor_loop_rules;
 mod processor_paging;
 mod processor_replica_wait;
 mod processor_retry;
+mod processor_runtimes;
 mod processor_sandbox;
 mod processor_sentinel;
 mod processor_snapshots;

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::config::{Config, ProcessEnv};
+use crate::runtimes::Runtimes;
 
 /// `--check`: loads and validates the configuration as a start would (file, environment, TLS files), connecting to
 /// nothing; a one-line summary of what it configures, or the error naming the key.
@@ -46,6 +47,7 @@ pub async fn serve(
         config.disable_bash();
     }
     let config = Arc::new(config);
+    let runtimes = Runtimes::from_env()?;
     let store = connect_store(&config).await?;
     let gateway = crate::engine::gateway_client_balanced(
         &config.gateway_url,
@@ -59,7 +61,7 @@ pub async fn serve(
         .server_tls
         .as_ref()
         .map(|t| if t.mutual() { "mutual" } else { "server" });
-    tracing::info!(message = "session-processor listening", addr = %addr, ?tls, agents = ?config.agents.keys().collect::<Vec<_>>());
+    tracing::info!(message = "session-processor listening", addr = %addr, ?tls, runtimes = %runtimes.describe(), agents = ?config.agents.keys().collect::<Vec<_>>());
     // Tests and scripts read the bound address from this line (the port may be 0 in the config).
     eprintln!("session-processor listening on {addr}");
     // Sessions created before the per-tenant indexes existed (or by replicas of an older version) join them: a
@@ -97,7 +99,7 @@ pub async fn serve(
         std::time::Duration::from_secs(600),
         stop.clone(),
     ));
-    let result = crate::server::run(engine, listener, shutdown).await;
+    let result = crate::runtimes::serve(engine, listener, shutdown, runtimes).await;
     stop.cancel();
     result?;
     Ok(())

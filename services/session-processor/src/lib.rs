@@ -44,6 +44,7 @@ pub mod metrics;
 pub mod names;
 pub mod processor;
 pub mod retry;
+pub mod runtimes;
 pub mod server;
 pub mod snapshot;
 pub mod store;

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
+use session_processor::runtimes::Runtimes;
 
 /// Runs LLM sessions with tools through llm-gateway, persisted in Redis.
 #[derive(Parser)]
@@ -18,8 +19,25 @@ struct Args {
     check: bool,
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
+    // The runtime comes first (`session_processor::runtimes`): with one per core, this thread runs the first.
+    let runtimes = match Runtimes::from_env() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("session-processor: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtimes.first() {
+        Ok(rt) => rt.block_on(run(runtimes)),
+        Err(e) => {
+            eprintln!("session-processor: runtime: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(runtimes: Runtimes) -> std::process::ExitCode {
     // Logs to stderr; spans over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set. Dropped last, so spans flush.
     let _telemetry = match llm_telemetry::init("session-processor") {
         Ok(t) => t,
@@ -28,7 +46,7 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match serve(Args::parse()).await {
+    match serve(Args::parse(), runtimes).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(message = "session-processor failed", error = %e);
@@ -38,10 +56,13 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
-async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+async fn serve(
+    args: Args,
+    runtimes: Runtimes,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     if args.check {
         let summary = session_processor::app::check(args.config.as_deref())?;
-        eprintln!("configuration OK: {summary}");
+        eprintln!("configuration OK: {summary}, {}", runtimes.describe());
         return Ok(());
     }
     session_processor::app::serve(

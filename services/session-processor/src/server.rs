@@ -40,6 +40,25 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    run_incoming(engine, service_kit::coalesce::incoming(listener), shutdown).await
+}
+
+/// [`run`] on the connections `incoming` yields.
+pub async fn run_incoming<IO, IE>(
+    engine: Arc<Engine>,
+    incoming: impl Stream<Item = Result<IO, IE>> + Send + 'static,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError>
+where
+    IO: tonic::transport::server::Connected
+        + tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + Unpin
+        + Send
+        + 'static,
+    IO::ConnectInfo: Clone + Send + Sync + 'static,
+    IE: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let (health, health_service) = service_kit::grpc::Health::new();
     health.set_serving::<SessionServiceServer<Sessions>>().await;
     let served = [<SessionServiceServer<Sessions> as tonic::server::NamedService>::NAME];
@@ -77,7 +96,7 @@ pub async fn run(
         .add_service(reflection)
         .add_service(reflection_v1alpha)
         .add_service(InterceptedService::new(service, auth))
-        .serve_with_incoming_shutdown(service_kit::coalesce::incoming(listener), shutdown)
+        .serve_with_incoming_shutdown(incoming, shutdown)
         .await?;
     Ok(())
 }

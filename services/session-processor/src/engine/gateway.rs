@@ -36,6 +36,22 @@ impl std::ops::DerefMut for GatewayClient {
     }
 }
 
+thread_local! {
+    /// The gateway client of this thread's runtime, when the processor runs a runtime per core: its connection is
+    /// driven by the same thread as the loops that stream through it.
+    static LOCAL: std::cell::RefCell<Option<GatewayClient>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Sets this thread's gateway client (see [`local_client`]).
+pub fn set_local_client(client: GatewayClient) {
+    LOCAL.with(|c| *c.borrow_mut() = Some(client));
+}
+
+/// This thread's gateway client, when one was set.
+pub(super) fn local_client() -> Option<GatewayClient> {
+    LOCAL.with(|c| c.borrow().clone())
+}
+
 /// Largest gateway message the processor reads.
 const MAX_GATEWAY_MESSAGE: usize = 64 * 1024 * 1024;
 

@@ -50,7 +50,9 @@ mod tools_run;
 mod totals;
 
 pub use accept::Accepted;
-pub use gateway::{GatewayAuth, GatewayClient, gateway_client, gateway_client_balanced};
+pub use gateway::{
+    GatewayAuth, GatewayClient, gateway_client, gateway_client_balanced, set_local_client,
+};
 pub use inputs::RunInputs;
 
 /// Why a loop could not run.

@@ -236,7 +236,7 @@ impl Engine {
         });
         request.set_timeout(self.config.step_timeout);
         with_trace(&mut request, trace);
-        let mut gateway = self.gateway.clone();
+        let mut gateway = super::gateway::local_client().unwrap_or_else(|| self.gateway.clone());
         // Both sides boxed: the result is held by the step's future while it streams (and an async fn keeps its
         // argument twice), so inline it would cost the future a few hundred bytes per copy for the whole step.
         gateway
