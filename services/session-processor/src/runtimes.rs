@@ -5,9 +5,9 @@
 //! caller connection's. On the shared runtime those wake each other across worker threads, and on a machine shared
 //! with other processes the workers park and wake each other for most deltas. With a runtime per core, each
 //! accepted connection is served by one runtime, every loop its prompts start runs on that runtime, and each runtime
-//! has its own gateway connection(s): a delta's tasks all run on one thread. Connections are handed to the runtimes
-//! in turn. What is shared stays shared: Redis's connection (driven by the first runtime), the event hub (a stream
-//! on one runtime follows a loop on another), the metrics.
+//! has its own gateway connection(s) and Redis connection: a delta's tasks, and a prompt's Redis requests, run on one
+//! thread. Connections are handed to the runtimes in turn. What is shared stays shared: the event hub (a stream on
+//! one runtime follows a loop on another), the blocking reads' Redis connections, the metrics.
 //!
 //! `PROCESSOR_RUNTIMES` chooses: unset or `per-core` for one per available core (the CPU quota of a container
 //! counts), a number for that many, `shared` for the multi-threaded runtime (whose worker count
@@ -206,7 +206,7 @@ struct Other {
 }
 
 impl Other {
-    /// Builds the runtime and its gateway client (saying so through `ready`), serves until `stop`, reports, and
+    /// Builds the runtime, its gateway client and its Redis connection (saying so through `ready`), serves until `stop`, reports, and
     /// keeps the runtime until `release`.
     fn run(self, ready: tokio::sync::oneshot::Sender<Result<(), Error>>) {
         let started = tokio::runtime::Builder::new_current_thread()
@@ -242,6 +242,14 @@ impl Other {
                 }
             };
             crate::engine::set_local_client(gateway);
+            if let Err(e) = engine
+                .store
+                .connect_here(&config.redis_target, &config.redis_access)
+                .await
+            {
+                let _ = ready.send(Err(e.into()));
+                return;
+            }
             let _ = ready.send(Ok(()));
             let incoming = UnboundedReceiverStream::new(connections).map(|s| {
                 let t = TcpStream::from_std(s)?;

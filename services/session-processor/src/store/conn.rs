@@ -137,16 +137,47 @@ pub(super) struct Counted {
     traffic: Arc<Traffic>,
 }
 
+thread_local! {
+    /// A store's connection of this thread's own (a runtime per core: see `crate::runtimes`), with the store it
+    /// belongs to: its requests are then driven by the thread that makes them.
+    static LOCAL: std::cell::RefCell<Option<(usize, Conn)>> = const { std::cell::RefCell::new(None) };
+}
+
 impl Counted {
     pub(super) fn new(conn: Conn, traffic: Arc<Traffic>) -> Self {
         Self { conn, traffic }
+    }
+
+    /// Which store this is (clones share it): the address of its counters.
+    fn key(&self) -> usize {
+        Arc::as_ptr(&self.traffic).addr()
+    }
+
+    /// Makes `conn` this thread's connection of this store.
+    pub(super) fn set_local(&self, conn: Conn) {
+        let key = self.key();
+        LOCAL.with(|l| *l.borrow_mut() = Some((key, conn)));
+    }
+
+    /// This thread's connection of this store, when it has one.
+    fn local(&self) -> Option<Conn> {
+        let key = self.key();
+        LOCAL.with(|l| {
+            l.borrow()
+                .as_ref()
+                .filter(|(k, _)| *k == key)
+                .map(|(_, c)| c.clone())
+        })
     }
 }
 
 impl ConnectionLike for Counted {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         self.traffic.request();
-        self.conn.req_packed_command(cmd)
+        match self.local() {
+            Some(mut conn) => Box::pin(async move { conn.req_packed_command(cmd).await }),
+            None => self.conn.req_packed_command(cmd),
+        }
     }
 
     fn req_packed_commands<'a>(
@@ -156,7 +187,12 @@ impl ConnectionLike for Counted {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         self.traffic.request();
-        self.conn.req_packed_commands(pipeline, offset, count)
+        match self.local() {
+            Some(mut conn) => {
+                Box::pin(async move { conn.req_packed_commands(pipeline, offset, count).await })
+            }
+            None => self.conn.req_packed_commands(pipeline, offset, count),
+        }
     }
 
     fn get_db(&self) -> i64 {

@@ -272,6 +272,23 @@ impl Store {
         Self::connect_to(&RedisTarget::standalone(url), access, prefix).await
     }
 
+    /// Opens another connection to `target` (the one this store was connected to) for the current thread: requests
+    /// this thread makes through the store (or its clones) take it, so a runtime per core drives its own Redis
+    /// requests (`crate::runtimes`). The blocking reads keep their shared pool.
+    pub async fn connect_here(
+        &self,
+        target: &RedisTarget,
+        access: &RedisAccess,
+    ) -> Result<(), StoreError> {
+        let timeouts = access::Timeouts {
+            connect: CONNECT_TIMEOUT,
+            response: RESPONSE_TIMEOUT,
+        };
+        let (conn, _) = access::connect(target, access, timeouts).await?;
+        self.conn.set_local(conn);
+        Ok(())
+    }
+
     /// Connects to a standalone Redis, a cluster or a sentinel-managed primary (see [`RedisTarget`]).
     pub async fn connect_to(
         target: &RedisTarget,
