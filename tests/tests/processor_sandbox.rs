@@ -157,8 +157,13 @@ async fn hostile_commands_are_refused_or_capped_and_the_processor_carries_on() {
         network.contains("refused:") && !network.contains("connected"),
         "{network}"
     );
+    // Contained either way: the timeout ends it, or the process limit stops the shell's own last fork first (which
+    // of the two comes first is the scheduler's race).
     let (ok, bomb) = get("fork_bomb");
-    assert!(!ok && bomb.starts_with("timed out after 3 s"), "{bomb}");
+    assert!(
+        !ok && (bomb.starts_with("timed out after 3 s") || bomb.contains("Cannot fork")),
+        "{bomb}"
+    );
     let (ok, gigabyte) = get("gigabyte");
     assert!(
         !ok && gigabyte.starts_with("output limit:"),
