@@ -143,8 +143,8 @@ pub async fn serve(
     let result =
         crate::server::run_incoming(engine, incoming, stop.clone().cancelled_owned()).await;
     stop.cancel();
-    // Every other runtime's server, then all of them go.
-    // Each other runtime reports once and lets go of its sender (one whose thread panicked lets go unreported).
+    // Every other runtime's server, then all of them go: each reports once and lets go of its sender (one whose
+    // thread panicked lets go unreported).
     let mut others = Ok(());
     while let Some(r) = done_rx.recv().await {
         others = others.and(r);
