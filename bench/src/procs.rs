@@ -52,8 +52,29 @@ pub fn bin_dir(arg: Option<&Path>) -> std::path::PathBuf {
     })
 }
 
-/// A free TCP port on 127.0.0.1 (bound, read, released: a tiny race with other binders is accepted).
+/// A free TCP port on 127.0.0.1 (bound and released; the caller binds it next), picked at random below the kernel's
+/// range for outgoing connections. A port from that range (what binding port 0 gives) can become the local end of
+/// some other process's outgoing connection before the caller binds it ("Address already in use"); below it, only
+/// another pick can take it. Port 0's answer when no port below the range is free.
 pub fn free_port() -> std::io::Result<u16> {
+    use std::hash::{BuildHasher, Hasher};
+    const LOWEST: u16 = 10_000;
+    let outgoing_from = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    if let Some(span) = outgoing_from.checked_sub(LOWEST).filter(|s| *s >= 1_000) {
+        for attempt in 0..200u64 {
+            // Randomly keyed per call: a different port each time, in each process.
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(attempt);
+            let offset = u16::try_from(h.finish() % u64::from(span)).unwrap_or(0);
+            let port = LOWEST + offset;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())
 }

@@ -48,3 +48,19 @@ fn the_run_header_names_the_run_the_machine_and_the_load() {
         "{out}"
     );
 }
+
+#[test]
+fn free_ports_bind_and_lie_below_the_range_of_outgoing_connections() {
+    let outgoing_from: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768);
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..20 {
+        let port = free_port().unwrap();
+        assert!(port < outgoing_from, "{port} is in the outgoing range");
+        std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        seen.insert(port);
+    }
+    assert!(seen.len() > 10, "picked at random: {seen:?}");
+}

@@ -120,12 +120,9 @@ pub async fn wait_until_caught(pid: u32, signal: u32) {
     }
 }
 
-/// A free loopback port (bound and released; the caller binds it next).
+/// A free loopback port (bound and released; the caller binds it next): see [`bench::procs::free_port`].
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    bench::procs::free_port().expect("free port")
 }
 
 /// A `redis-server` that speaks only TLS on the returned port, with the server certificate and CA of `pki`, client
