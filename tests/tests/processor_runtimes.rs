@@ -1,6 +1,7 @@
 //! The processor on a runtime per core, in process as the binary runs it (`session_processor::runtimes::serve`):
 //! connections spread over the runtimes, a prompt on each completes, a stream on one runtime follows a loop on
-//! another live, and a shutdown drains every runtime and ends their threads.
+//! another live, and a shutdown drains every runtime and ends their threads. And the binary's refusal of a bad
+//! `PROCESSOR_RUNTIMES`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -119,4 +120,21 @@ async fn a_shutdown_drains_every_runtime_and_ends_their_threads() {
         "serving ends, without error, once every runtime drained"
     );
     assert_eq!(runtime_threads(), 0, "the other runtimes' threads are gone");
+}
+
+#[tokio::test]
+async fn a_bad_runtimes_value_stops_the_start_naming_the_variable() {
+    for bad in ["0", "many", "Shared"] {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_processor_replica"))
+            .env("PROCESSOR_RUNTIMES", bad)
+            .output()
+            .await
+            .unwrap();
+        assert!(!out.status.success(), "{bad}: started");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("PROCESSOR_RUNTIMES") && stderr.contains(bad),
+            "{bad}: {stderr}"
+        );
+    }
 }
