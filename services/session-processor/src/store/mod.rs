@@ -215,6 +215,12 @@ impl Fence {
     }
 }
 
+/// The bounds of the shared connection (and of each thread's, [`Store::connect_here`]).
+const SHARED_TIMEOUTS: access::Timeouts = access::Timeouts {
+    connect: CONNECT_TIMEOUT,
+    response: RESPONSE_TIMEOUT,
+};
+
 /// The script argument for an optional fence: empty means unfenced (a real fence value always contains `:`).
 fn fence_arg(fence: Option<&Fence>) -> String {
     fence.map(Fence::lease_value).unwrap_or_default()
@@ -280,11 +286,7 @@ impl Store {
         target: &RedisTarget,
         access: &RedisAccess,
     ) -> Result<(), StoreError> {
-        let timeouts = access::Timeouts {
-            connect: CONNECT_TIMEOUT,
-            response: RESPONSE_TIMEOUT,
-        };
-        let (conn, _) = access::connect(target, access, timeouts).await?;
+        let (conn, _) = access::connect(target, access, SHARED_TIMEOUTS).await?;
         self.conn.set_local(conn);
         Ok(())
     }
@@ -300,11 +302,7 @@ impl Store {
                 "key prefix {prefix:?} must not contain braces (it would override the per-session hash tag)"
             )));
         }
-        let timeouts = access::Timeouts {
-            connect: CONNECT_TIMEOUT,
-            response: RESPONSE_TIMEOUT,
-        };
-        let (conn, opener) = access::connect(target, access, timeouts).await?;
+        let (conn, opener) = access::connect(target, access, SHARED_TIMEOUTS).await?;
         let traffic = Arc::new(Traffic::default());
         Ok(Store {
             conn: Counted::new(conn, traffic.clone()),
