@@ -49,12 +49,7 @@ pub async fn serve(
     let config = Arc::new(config);
     let runtimes = Runtimes::from_env()?;
     let store = connect_store(&config).await?;
-    let gateway = crate::engine::gateway_client_balanced(
-        &config.gateway_url,
-        &config.gateway_token,
-        config.gateway_balance,
-        config.gateway_tls.clone(),
-    )?;
+    let gateway = crate::engine::configured_gateway_client(&config)?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
     let tls = config

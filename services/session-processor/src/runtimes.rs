@@ -229,12 +229,7 @@ impl Other {
         } = self;
         rt.block_on(async move {
             let config: &Config = &engine.config;
-            let gateway = match crate::engine::gateway_client_balanced(
-                &config.gateway_url,
-                &config.gateway_token,
-                config.gateway_balance,
-                config.gateway_tls.clone(),
-            ) {
+            let gateway = match crate::engine::configured_gateway_client(config) {
                 Ok(g) => g,
                 Err(e) => {
                     let _ = ready.send(Err(e));

@@ -163,6 +163,19 @@ pub fn gateway_client(
     gateway_client_balanced(url, token, crate::gateway_pool::Balance::default(), None)
 }
 
+/// The gateway client the configuration describes (its URL, token, balancing and TLS), connecting lazily: the
+/// engine's, and each other runtime's (`crate::runtimes`).
+pub fn configured_gateway_client(
+    config: &crate::config::Config,
+) -> Result<GatewayClient, Box<dyn std::error::Error + Send + Sync>> {
+    gateway_client_balanced(
+        &config.gateway_url,
+        &config.gateway_token,
+        config.gateway_balance,
+        config.gateway_tls.clone(),
+    )
+}
+
 /// Connects (lazily) to the gateway, spreading calls as `balance` says (see [`crate::gateway_pool`]), over TLS with
 /// `tls` for `https://` URLs.
 pub fn gateway_client_balanced(

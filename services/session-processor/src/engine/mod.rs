@@ -51,7 +51,8 @@ mod totals;
 
 pub use accept::Accepted;
 pub use gateway::{
-    GatewayAuth, GatewayClient, gateway_client, gateway_client_balanced, set_local_client,
+    GatewayAuth, GatewayClient, configured_gateway_client, gateway_client, gateway_client_balanced,
+    set_local_client,
 };
 pub use inputs::RunInputs;
 
