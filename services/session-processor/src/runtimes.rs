@@ -107,7 +107,9 @@ pub async fn serve(
     let release = CancellationToken::new();
     let _release_on_exit = release.clone().drop_guard();
     let (done_tx, mut done_rx) = unbounded_channel::<Result<(), String>>();
-    let mut handoffs = Vec::with_capacity(n - 1);
+    let (local_tx, local_rx) = unbounded_channel::<std::net::TcpStream>();
+    let mut handoffs = Vec::with_capacity(n);
+    handoffs.push(local_tx);
     let mut threads = Vec::with_capacity(n - 1);
     for k in 1..n {
         let (tx, rx) = unbounded_channel::<std::net::TcpStream>();
@@ -129,19 +131,15 @@ pub async fn serve(
         threads.push(thread);
     }
     drop(done_tx);
-    let (local_tx, local_rx) = unbounded_channel::<TcpStream>();
-    tokio::spawn(accept(listener, local_tx, handoffs, stop.clone()));
+    tokio::spawn(accept(listener, handoffs, stop.clone()));
     let stopping = stop.clone();
     tokio::spawn(async move {
         shutdown.await;
         stopping.cancel();
     });
-    let incoming = UnboundedReceiverStream::new(local_rx).map(|t| {
-        t.set_nodelay(true)?;
-        Ok::<_, std::io::Error>(Coalescing::new(t))
-    });
     let result =
-        crate::server::run_incoming(engine, incoming, stop.clone().cancelled_owned()).await;
+        crate::server::run_incoming(engine, incoming(local_rx), stop.clone().cancelled_owned())
+            .await;
     stop.cancel();
     // Every other runtime's server, then all of them go: each reports once and lets go of its sender (one whose
     // thread panicked lets go unreported).
@@ -157,43 +155,42 @@ pub async fn serve(
     Ok(others?)
 }
 
-/// Accepts connections and hands them to the runtimes in turn (the first, this one, through `local`).
+/// Accepts connections and hands them to the runtimes in turn, each moved off this runtime's reactor (the first
+/// runtime's too: every runtime takes its connections the same way, [`incoming`]).
 async fn accept(
     listener: TcpListener,
-    local: UnboundedSender<TcpStream>,
-    others: Vec<UnboundedSender<std::net::TcpStream>>,
+    runtimes: Vec<UnboundedSender<std::net::TcpStream>>,
     stop: CancellationToken,
 ) {
-    let mut turn = 0usize;
-    loop {
+    for turn in (0..runtimes.len()).cycle() {
         let accepted = tokio::select! {
             a = listener.accept() => a,
             () = stop.cancelled() => return,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let handed = accepted.and_then(|(stream, _)| stream.into_std());
+        match handed {
+            Ok(stream) => {
+                let _ = runtimes[turn].send(stream);
+            }
             Err(e) => {
-                // Out of file descriptors, or a connection reset before it was taken: tonic's own listener waits
-                // too rather than spin.
+                // Out of file descriptors, or a connection reset before it was taken: a pause rather than a spin.
                 tracing::warn!(message = "cannot accept a connection", error = %e);
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let k = turn % (others.len() + 1);
-        turn = turn.wrapping_add(1);
-        if k == 0 {
-            let _ = local.send(stream);
-        } else {
-            // Moved off this runtime's reactor, onto the receiving one's.
-            match stream.into_std() {
-                Ok(std) => {
-                    let _ = others[k - 1].send(std);
-                }
-                Err(e) => tracing::warn!(message = "cannot hand a connection over", error = %e),
             }
         }
     }
+}
+
+/// The connections handed to a runtime, as its server takes them: registered with that runtime's reactor, without
+/// Nagle's delay.
+fn incoming(
+    connections: UnboundedReceiver<std::net::TcpStream>,
+) -> impl futures::Stream<Item = std::io::Result<Coalescing<TcpStream>>> {
+    UnboundedReceiverStream::new(connections).map(|s| {
+        let t = TcpStream::from_std(s)?;
+        t.set_nodelay(true)?;
+        Ok(Coalescing::new(t))
+    })
 }
 
 /// A runtime other than the first, with what it serves.
@@ -206,17 +203,16 @@ struct Other {
 }
 
 impl Other {
-    /// Builds the runtime, its gateway client and its Redis connection (saying so through `ready`), serves until `stop`, reports, and
-    /// keeps the runtime until `release`.
+    /// Builds the runtime and what it needs of its own ([`Other::prepare`]), says so through `ready`, serves until
+    /// `stop`, reports, and keeps the runtime until `release`.
     fn run(self, ready: tokio::sync::oneshot::Sender<Result<(), Error>>) {
-        let started = tokio::runtime::Builder::new_current_thread()
+        let rt = match tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(Error::from);
-        let rt = match started {
+        {
             Ok(rt) => rt,
             Err(e) => {
-                let _ = ready.send(Err(e));
+                let _ = ready.send(Err(e.into()));
                 return;
             }
         };
@@ -228,35 +224,30 @@ impl Other {
             done,
         } = self;
         rt.block_on(async move {
-            let config: &Config = &engine.config;
-            let gateway = match crate::engine::configured_gateway_client(config) {
-                Ok(g) => g,
-                Err(e) => {
-                    let _ = ready.send(Err(e));
-                    return;
-                }
-            };
-            crate::engine::set_local_client(gateway);
-            if let Err(e) = engine
-                .store
-                .connect_here(&config.redis_target, &config.redis_access)
-                .await
-            {
-                let _ = ready.send(Err(e.into()));
+            let prepared = Self::prepare(&engine).await;
+            let failed = prepared.is_err();
+            let _ = ready.send(prepared);
+            if failed {
                 return;
             }
-            let _ = ready.send(Ok(()));
-            let incoming = UnboundedReceiverStream::new(connections).map(|s| {
-                let t = TcpStream::from_std(s)?;
-                t.set_nodelay(true)?;
-                Ok::<_, std::io::Error>(Coalescing::new(t))
-            });
             let served =
-                crate::server::run_incoming(engine, incoming, stop.cancelled_owned()).await;
+                crate::server::run_incoming(engine, incoming(connections), stop.cancelled_owned())
+                    .await;
             let _ = done.send(served.map_err(|e| e.to_string()));
             drop(done);
             release.cancelled().await;
         });
+    }
+
+    /// On the runtime's thread: its gateway client and its Redis connection.
+    async fn prepare(engine: &Engine) -> Result<(), Error> {
+        let config: &Config = &engine.config;
+        crate::engine::set_local_client(crate::engine::configured_gateway_client(config)?);
+        engine
+            .store
+            .connect_here(&config.redis_target, &config.redis_access)
+            .await?;
+        Ok(())
     }
 }
 
