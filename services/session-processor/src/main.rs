@@ -21,20 +21,7 @@ struct Args {
 
 fn main() -> std::process::ExitCode {
     // The runtime comes first (`session_processor::runtimes`): with one per core, this thread runs the first.
-    let runtimes = match Runtimes::from_env() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("session-processor: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    match runtimes.first() {
-        Ok(rt) => rt.block_on(run(runtimes)),
-        Err(e) => {
-            eprintln!("session-processor: runtime: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    session_processor::runtimes::run_main("session-processor", run)
 }
 
 async fn run(runtimes: Runtimes) -> std::process::ExitCode {

@@ -88,6 +88,24 @@ impl Runtimes {
     }
 }
 
+/// Runs `main` on the first runtime as `PROCESSOR_RUNTIMES` says (the binaries' start): a bad value, or a runtime that
+/// cannot start, is printed as `program: <error>` and fails.
+pub fn run_main<F>(program: &str, main: impl FnOnce(Runtimes) -> F) -> std::process::ExitCode
+where
+    F: Future<Output = std::process::ExitCode>,
+{
+    let started = Runtimes::from_env()
+        .map_err(Error::from)
+        .and_then(|r| Ok((r, r.first()?)));
+    match started {
+        Ok((runtimes, rt)) => rt.block_on(main(runtimes)),
+        Err(e) => {
+            eprintln!("{program}: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Serves `listener` until `shutdown` as `runtimes` says: on the current runtime alone, or on it and the other
 /// per-core runtimes, each started on a thread of its own and kept until every one has drained its connections.
 pub async fn serve(

@@ -1,20 +1,9 @@
 //! A session-processor replica as a real process, for tests that kill one (SIGKILL) mid-step. It is the service's
 //! own `app::serve`, so it runs exactly the production code.
 
-use session_processor::runtimes::Runtimes;
-
 fn main() -> std::process::ExitCode {
     // The runtime as the binary picks it (`PROCESSOR_RUNTIMES`).
-    let runtime = Runtimes::from_env()
-        .map_err(|e| e.to_string())
-        .and_then(|r| r.first().map_err(|e| e.to_string()));
-    match runtime {
-        Ok(rt) => rt.block_on(run()),
-        Err(e) => {
-            eprintln!("processor-replica: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    session_processor::runtimes::run_main("processor-replica", |_| run())
 }
 
 async fn run() -> std::process::ExitCode {
