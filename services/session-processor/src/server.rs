@@ -385,7 +385,14 @@ fn follow(
             Verdict::Go => false,
             Verdict::End => true,
             Verdict::Ask(tag) => {
-                answered(&st.engine, &st.end, st.follower.session_id(), &tag).await
+                answered(
+                    &st.engine,
+                    &st.end,
+                    st.follower.session_id(),
+                    &tag,
+                    st.patience,
+                )
+                .await
             }
         };
         Some((Ok(ev), st))
@@ -403,15 +410,61 @@ struct Following {
     finished: bool,
 }
 
-/// Whether the `done` a queued prompt's stream just saw ends it (see [`crate::api::stream_end`]). When Redis cannot say, the
-/// stream ends there: a stream that ends early can be resumed with `Subscribe`, one that never ends cannot.
-async fn answered(engine: &Engine, end: &StreamEnd, session_id: &str, tag: &str) -> bool {
-    match engine.store.prompt_delivery(session_id, tag).await {
-        Ok(delivery) => end.answered(&delivery),
-        Err(e) => {
-            tracing::warn!(message = "cannot tell whether a queued prompt was answered; ending its stream", session_id = %session_id, error = %e);
-            true
+/// Whether the `done` a queued prompt's stream just saw ends it (see [`crate::api::stream_end`]). A failed read is
+/// retried like the stream's own ([`Patience`]): the first request after a Redis restart can fail on a connection
+/// nothing used since. When Redis still cannot say, the stream ends there: a stream that ends early can be resumed
+/// with `Subscribe`, one that never ends cannot.
+async fn answered(
+    engine: &Engine,
+    end: &StreamEnd,
+    session_id: &str,
+    tag: &str,
+    patience: Duration,
+) -> bool {
+    let mut patience = Patience::new(patience);
+    loop {
+        let e = match engine.store.prompt_delivery(session_id, tag).await {
+            Ok(delivery) => return end.answered(&delivery),
+            Err(e @ crate::store::StoreError::NotFound(_)) => e,
+            Err(e) => match patience.retry(e).await {
+                Ok(()) => continue,
+                Err(e) => e,
+            },
+        };
+        tracing::warn!(message = "cannot tell whether a queued prompt was answered; ending its stream", session_id = %session_id, error = %e);
+        return true;
+    }
+}
+
+/// How long a stream keeps retrying a failed read of storage (the lease time: a Redis restart shorter than that is
+/// invisible to the caller), with backoff between tries.
+struct Patience {
+    limit: Duration,
+    failing_since: Option<std::time::Instant>,
+    delay: Duration,
+}
+
+impl Patience {
+    fn new(limit: Duration) -> Patience {
+        Patience {
+            limit,
+            failing_since: None,
+            delay: Duration::from_millis(50),
         }
+    }
+
+    /// After a failure: waits before the next try, or hands the failure back when that try would come past the
+    /// limit.
+    async fn retry<E>(&mut self, failure: E) -> Result<(), E> {
+        let since = *self
+            .failing_since
+            .get_or_insert_with(std::time::Instant::now);
+        if since.elapsed() + self.delay > self.limit {
+            return Err(failure);
+        }
+        tokio::time::sleep(self.delay).await;
+        self.delay = (self.delay * 2).min(Duration::from_millis(500));
+        Ok(())
     }
 }
 
@@ -429,21 +482,17 @@ async fn next_event(
     follower: &mut crate::events::Follower,
     patience: Duration,
 ) -> Result<Outgoing, Ended> {
-    let mut failing_since: Option<std::time::Instant> = None;
-    let mut delay = Duration::from_millis(50);
+    let mut patience = Patience::new(patience);
     loop {
         match follower.next_outgoing().await {
             Ok(ev) => return Ok(ev),
             Err(crate::store::StoreError::NotFound(_)) => return Err(Ended::Gone),
             Err(e) => {
-                let since = *failing_since.get_or_insert_with(std::time::Instant::now);
-                if since.elapsed() + delay > patience {
+                tracing::debug!(message = "reading the session's events failed; retrying", session_id = %follower.session_id(), error = %e);
+                if let Err(e) = patience.retry(e).await {
                     tracing::warn!(message = "cannot read the session's events; ending the stream", session_id = %follower.session_id(), error = %e);
                     return Err(Ended::Unreadable);
                 }
-                tracing::debug!(message = "reading the session's events failed; retrying", session_id = %follower.session_id(), error = %e);
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_millis(500));
             }
         }
     }
