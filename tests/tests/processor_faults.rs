@@ -77,6 +77,8 @@ async fn rig() -> Rig {
         recovery: true,
         // Windows shorter than the fault, so the loop writes while Redis is down whatever the lease's renewal does.
         extra: "[events]\nflush_interval_ms = 50\nunwatched_flush_interval_ms = 50\n".into(),
+        // As the binary runs by default: each runtime with its own Redis connection, all of them hit by the fault.
+        runtimes: Some(session_processor::runtimes::Runtimes::PerCore(2)),
         ..Default::default()
     })
     .await;
