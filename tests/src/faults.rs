@@ -81,11 +81,14 @@ pub async fn two_replicas(
     url: &str,
     redis_lines: &str,
 ) -> (Processor, Processor) {
+    // The first as the binary runs by default (a runtime per core, each with its own connection to the deployment),
+    // the second on one shared runtime: a fleet in the middle of a rollout.
     let a = start_processor(ProcessorSetup {
         gateway: gateway.addr.to_string(),
         redis: url.into(),
         redis_lines: redis_lines.into(),
         recovery: true,
+        runtimes: Some(session_processor::runtimes::Runtimes::PerCore(2)),
         ..Default::default()
     })
     .await;
