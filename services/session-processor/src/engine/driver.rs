@@ -411,8 +411,9 @@ impl Engine {
                 }
                 action => match self.interrupted(run, &action) {
                     Some(o) => o,
-                    // Boxed: the driver's own future stays small whatever the action's size.
-                    None => match Box::pin(self.perform(run, action)).await {
+                    // Not boxed as a whole: `perform` boxes each action at that action's own size, so its future
+                    // stays small, and a budget check does not allocate and copy room for a streaming step.
+                    None => match self.perform(run, action).await {
                         Ok(o) => o,
                         Err(e) => self.failure(run, e),
                     },
@@ -456,8 +457,8 @@ impl Engine {
     /// Performs one action.
     async fn perform(&self, run: &mut Run, action: Action) -> Result<Observation, LoopError> {
         match action {
-            // Every action but the step is boxed: the loop's future keeps room for the largest of its actions for
-            // its whole life, and the step (what streams) is the one that runs longest.
+            // Every action is boxed, each at its own size: unboxed, the loop's future would keep room for the largest
+            // of them for its whole life.
             Action::DeliverQueue => Box::pin(self.deliver(run)).await,
             Action::ReadHistory => Box::pin(self.read_history(run)).await,
             Action::AwaitClientCalls => {
@@ -476,7 +477,9 @@ impl Engine {
             Action::Compact { cause, model } => {
                 Box::pin(self.perform_compaction(run, cause, &model)).await
             }
-            Action::Step { model, final_step } => self.perform_step(run, &model, final_step).await,
+            Action::Step { model, final_step } => {
+                Box::pin(self.perform_step(run, &model, final_step)).await
+            }
             Action::Wait { delay, why } => Box::pin(self.wait(run, delay, why)).await,
             Action::ProveLease => {
                 let sent = Instant::now();
