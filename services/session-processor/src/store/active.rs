@@ -22,7 +22,7 @@ impl ActiveMark {
     pub fn of(session_id: &str, run: &str) -> ActiveMark {
         ActiveMark {
             session_id: session_id.to_string(),
-            member: format!("{session_id} {run}"),
+            member: [session_id, " ", run].concat(),
         }
     }
 

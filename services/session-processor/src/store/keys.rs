@@ -27,12 +27,19 @@ impl SessionKeys {
             )));
         }
         Ok(Self {
-            base: format!("{prefix}{{sess:{session_id}}}:"),
+            base: [prefix, "{sess:", session_id, "}:"].concat(),
         })
     }
 
+    /// The base followed by `suffix`. `concat` allocates the key at its size once; `format!` would grow it as it
+    /// writes, and a prompt's writes name a few dozen keys.
     fn with(&self, suffix: &str) -> String {
-        format!("{}{suffix}", self.base)
+        [self.base.as_str(), suffix].concat()
+    }
+
+    /// The base followed by `kind` and `id` (`msg:<id>`, `parts:<id>`, ...).
+    fn with_id(&self, kind: &str, id: &str) -> String {
+        [self.base.as_str(), kind, id].concat()
     }
 
     /// Encoded `Session` (without live status).
@@ -47,12 +54,12 @@ impl SessionKeys {
 
     /// Encoded `Message` with `parts` cleared.
     pub(super) fn message(&self, message_id: &str) -> String {
-        self.with(&format!("msg:{message_id}"))
+        self.with_id("msg:", message_id)
     }
 
     /// HASH part id → encoded `Part`.
     pub(super) fn parts(&self, message_id: &str) -> String {
-        self.with(&format!("parts:{message_id}"))
+        self.with_id("parts:", message_id)
     }
 
     /// Stream of encoded `SessionEvent`s.
@@ -94,7 +101,7 @@ impl SessionKeys {
 
     /// LIST that wakes the loop waiting for `call_id` (a doorbell; the record above is the truth).
     pub(super) fn tool_mailbox(&self, call_id: &str) -> String {
-        self.with(&format!("toolresult:{call_id}"))
+        self.with_id("toolresult:", call_id)
     }
 
     /// SET of the questions a loop asked the caller (`tool:<call id>`, `permission:<permission id>`): only those
@@ -110,7 +117,7 @@ impl SessionKeys {
 
     /// LIST that wakes the loop waiting for `permission_id`.
     pub(super) fn permission_mailbox(&self, permission_id: &str) -> String {
-        self.with(&format!("permission:{permission_id}"))
+        self.with_id("permission:", permission_id)
     }
 
     /// Idempotency claim; the caller's key is hashed so any length or byte content makes a bounded key name.
@@ -118,7 +125,7 @@ impl SessionKeys {
         use sha2::Digest as _;
         let digest = sha2::Sha256::digest(key.as_bytes());
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        self.with(&format!("idem:{hex}"))
+        self.with_id("idem:", &hex)
     }
 
     /// HASH `lease` → `<owner>:<token>`, `s` → encoded `SessionStatus`: the retry status of the loop holding that
@@ -182,13 +189,13 @@ impl SessionKeys {
 /// Global index of sessions (ZSET, score = created ms). It lives outside every session's slot, so it is never
 /// written in the same script as a session key.
 pub(super) fn index(prefix: &str) -> String {
-    format!("{prefix}sessions")
+    [prefix, "sessions"].concat()
 }
 
 /// Global set of sessions with a loop in progress, so any replica can find sessions whose owner died (their lease
 /// expired while they were still in this set) and resume them.
 pub(super) fn active(prefix: &str) -> String {
-    format!("{prefix}active")
+    [prefix, "active"].concat()
 }
 
 /// A tenant's spend in nano-USD (an INCRBY counter). Tenant names are validated by the configuration
