@@ -4,7 +4,7 @@
 //! ids of the configured agents, so callers cannot mint series. Recording happens once per step, tool call or store
 //! call, never per streamed delta.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use llm_telemetry::gen_ai_metrics::GenAiMetrics;
@@ -123,8 +123,8 @@ pub struct Metrics {
     steps: Family<Labels, Counter>,
     compactions: Family<Labels, Counter>,
     tool_calls: Family<Labels, Counter>,
-    redis: Family<Labels, Histogram>,
-    prompt_phase: Family<Labels, Histogram>,
+    redis: ByValue<Histogram>,
+    prompt_phase: ByValue<Histogram>,
     snapshot_failures: Family<Labels, Counter>,
     gen_ai: GenAiMetrics,
     /// The store's traffic, once [`Metrics::count_store_traffic`] names it.
@@ -212,8 +212,8 @@ impl Metrics {
             steps,
             compactions,
             tool_calls,
-            redis,
-            prompt_phase,
+            redis: ByValue::new(LABEL_OP, redis),
+            prompt_phase: ByValue::new(LABEL_PHASE, prompt_phase),
             gen_ai,
         }
     }
@@ -298,8 +298,7 @@ impl Metrics {
     /// A prompt's critical path reached the end of `phase`, `elapsed` after the prompt reached the engine.
     pub fn prompt_phase(&self, phase: PromptPhase, elapsed: Duration) {
         self.prompt_phase
-            .get_or_create(&Labels(vec![(LABEL_PHASE, Arc::from(phase.as_str()))]))
-            .observe(elapsed.as_secs_f64());
+            .with(phase.as_str(), |h| h.observe(elapsed.as_secs_f64()));
     }
 
     /// Exports the store's request and `WAIT` counts (the first store named wins).
@@ -309,9 +308,48 @@ impl Metrics {
 
     /// A store call took `elapsed`.
     pub fn redis(&self, op: &'static str, elapsed: Duration) {
-        self.redis
-            .get_or_create(&Labels(vec![(LABEL_OP, Arc::from(op))]))
-            .observe(elapsed.as_secs_f64());
+        self.redis.with(op, |h| h.observe(elapsed.as_secs_f64()));
+    }
+}
+
+/// A family labelled by one name whose values are static strings, with each series' handle kept once made: every
+/// prompt records a few of these, and finding a handle by a short scan spares building, hashing and dropping a label
+/// set each time.
+struct ByValue<M> {
+    name: &'static str,
+    family: Family<Labels, M>,
+    known: RwLock<Vec<(&'static str, M)>>,
+}
+
+impl<M: Clone> ByValue<M>
+where
+    fn() -> M: prometheus_client::metrics::family::MetricConstructor<M>,
+{
+    fn new(name: &'static str, family: Family<Labels, M>) -> ByValue<M> {
+        ByValue {
+            name,
+            family,
+            known: RwLock::new(Vec::new()),
+        }
+    }
+
+    /// Runs `f` on the series of `value`, made on first use.
+    fn with(&self, value: &'static str, f: impl FnOnce(&M)) {
+        {
+            let known = self.known.read().unwrap_or_else(|p| p.into_inner());
+            if let Some((_, m)) = known.iter().find(|(v, _)| *v == value) {
+                return f(m);
+            }
+        }
+        let m = self
+            .family
+            .get_or_create(&Labels(vec![(self.name, Arc::from(value))]))
+            .clone();
+        f(&m);
+        self.known
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((value, m));
     }
 }
 

@@ -49,3 +49,26 @@ fn the_store_traffic_is_exported_once_named() {
         assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
     }
 }
+
+#[test]
+fn a_label_value_seen_again_counts_in_the_same_series() {
+    let m = Metrics::new();
+    for op in ["put_part", "put_message", "put_part"] {
+        m.redis(op, Duration::from_micros(300));
+    }
+    m.prompt_phase(PromptPhase::Begun, Duration::from_micros(100));
+    m.prompt_phase(PromptPhase::Begun, Duration::from_micros(200));
+    let text = m.encode();
+    for line in [
+        "session_processor_redis_seconds_count{op=\"put_part\"} 2",
+        "session_processor_redis_seconds_count{op=\"put_message\"} 1",
+        "session_processor_prompt_phase_seconds_count{phase=\"begun\"} 2",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
+    }
+    let series = text
+        .lines()
+        .filter(|l| l.starts_with("session_processor_redis_seconds_count"))
+        .count();
+    assert_eq!(series, 2, "one series per value\n{text}");
+}
