@@ -489,13 +489,21 @@ impl Channel {
         if let Some((last, _)) = batch.last() {
             s.handed = *last;
         }
+        // Written parts that no delta extends any more are done with: those move to the write; the open ones are
+        // copied (their deltas go on extending them).
         let mut parts = Vec::new();
-        for t in s.parts.iter_mut().filter(|t| t.dirty) {
+        s.parts.retain_mut(|t| {
+            if !t.dirty {
+                return t.open;
+            }
             t.dirty = false;
-            parts.push((*t.part).clone());
-        }
-        // Written parts that no delta extends any more are done with.
-        s.parts.retain(|t| t.open || t.dirty);
+            if t.open {
+                parts.push((*t.part).clone());
+            } else {
+                parts.push(std::mem::take(&mut *t.part));
+            }
+            t.open
+        });
         let heads = std::mem::take(&mut s.heads);
         let listed = if parts.is_empty() && heads.is_empty() {
             HashSet::new()
