@@ -19,6 +19,11 @@ use tracing_subscriber::{EnvFilter, Layer, Registry};
 /// The `tracing` target of the gRPC call spans (`service_kit::rpc_span`): exported as traces, kept out of logs.
 pub const RPC_SPAN_TARGET: &str = "rpc_span";
 
+/// The `tracing` target of the other spans that only shape a trace (the processor's prompt loop and its steps):
+/// exported, kept out of logs like [`RPC_SPAN_TARGET`]'s, so without an exporter they are not created at all. The log
+/// lines emitted under them carry the ids they would have added (a session's id) as fields of their own.
+pub const TRACE_SPAN_TARGET: &str = "trace_span";
+
 /// Keeps the exporter alive; dropping it flushes pending spans.
 pub struct Telemetry {
     provider: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
@@ -53,11 +58,13 @@ pub fn init(
         Box::new(fmt)
     };
     // Logs follow RUST_LOG; spans go to the exporter whatever the log level, so a quiet log does not lose traces.
-    // The gRPC call spans are for traces only: log lines keep their shape, and without an exporter those spans
-    // are not even created.
-    let not_rpc = tracing_subscriber::filter::filter_fn(|m| m.target() != RPC_SPAN_TARGET);
+    // The gRPC call spans and the other trace-only ones are for traces only: log lines keep their shape, and
+    // without an exporter those spans are not even created (nor entered on every poll of what they wrap).
+    let not_trace_only = tracing_subscriber::filter::filter_fn(|m| {
+        m.target() != RPC_SPAN_TARGET && m.target() != TRACE_SPAN_TARGET
+    });
     let mut layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> =
-        vec![Box::new(fmt.with_filter(filter.and(not_rpc)))];
+        vec![Box::new(fmt.with_filter(filter.and(not_trace_only)))];
 
     let provider = if std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT").is_some() {
         let exporter = opentelemetry_otlp::SpanExporter::builder()

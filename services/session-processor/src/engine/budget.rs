@@ -62,7 +62,7 @@ impl Engine {
             return;
         }
         if let Err(e) = self.store.add_tenant_spend(&session.tenant, nano_usd).await {
-            tracing::warn!(message = "cannot add to the tenant's spend", tenant = %session.tenant, error = %e);
+            tracing::warn!(message = "cannot add to the tenant's spend", session_id = %session.id, tenant = %session.tenant, error = %e);
         }
     }
 }

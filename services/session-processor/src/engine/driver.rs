@@ -117,6 +117,7 @@ impl Engine {
         // (`Prompt`, `Compact`), which took the caller's trace context. A loop the recovery sweep resumed starts a
         // trace of its own (the caller's context is not kept with the run).
         let span = tracing::info_span!(
+            target: llm_telemetry::TRACE_SPAN_TARGET,
             "session.prompt",
             "otel.name" = "invoke_agent",
             "gen_ai.operation.name" = "invoke_agent",

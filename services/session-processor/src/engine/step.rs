@@ -423,6 +423,7 @@ impl Engine {
 /// The step's span; its usage and finish are recorded when it ends (`record_step`).
 fn step_span(input: &StepInput<'_>) -> tracing::Span {
     tracing::info_span!(
+        target: llm_telemetry::TRACE_SPAN_TARGET,
         "session.step",
         "otel.name" = %format!("step {}", input.number),
         "session.id" = %input.session.id,
@@ -496,7 +497,7 @@ fn prepare(input: &StepInput<'_>) -> (gw::Generation, structured::Turn) {
     let format = history::output_format(history).and_then(|f| {
         structured::Format::from_proto(&f)
             .inspect_err(
-                |e| tracing::warn!(message = "ignoring a stored output format", error = %e),
+                |e| tracing::warn!(message = "ignoring a stored output format", session_id = %input.session.id, error = %e),
             )
             .ok()
             .flatten()

@@ -63,7 +63,7 @@ impl Engine {
                 && cost > 0
                 && let Err(e) = store.add_tenant_spend(&session.tenant, cost).await
             {
-                tracing::warn!(message = "cannot add to the tenant's spend", tenant = %session.tenant, error = %e);
+                tracing::warn!(message = "cannot add to the tenant's spend", session_id = %session.id, tenant = %session.tenant, error = %e);
             }
             let Some(title) = title::from_reply(&reply) else {
                 tracing::warn!(message = "the title model returned no usable title", session_id = %session.id);

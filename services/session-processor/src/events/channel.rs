@@ -470,7 +470,7 @@ impl Channel {
         if totals.charge > 0 && !totals.record.tenant.is_empty() {
             let tenant = &totals.record.tenant;
             if let Err(e) = self.store.add_tenant_spend(tenant, totals.charge).await {
-                tracing::warn!(message = "cannot add to the tenant's spend", tenant = %tenant, error = %e);
+                tracing::warn!(message = "cannot add to the tenant's spend", session_id = %self.session_id, tenant = %tenant, error = %e);
             }
         }
         Ok(())
