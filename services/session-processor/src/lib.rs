@@ -3,6 +3,7 @@
 //!
 //! Module map:
 //! - [`ids`]: ascending, sortable ids for sessions, messages and parts.
+//! - [`maps`]: the maps and sets keyed by ids on a prompt's path, with a fast seeded hasher.
 //! - [`names`]: the names callers and operators choose (tenants): the one rule, shared by config, the API and the
 //!   workspace layout.
 //! - [`processor`]: the Processor, a state machine with no I/O: gateway events in, part changes out.
@@ -40,6 +41,7 @@ pub mod events;
 pub mod gateway_pool;
 pub mod history;
 pub mod ids;
+pub mod maps;
 pub mod metrics;
 pub mod names;
 pub mod processor;

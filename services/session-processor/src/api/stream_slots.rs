@@ -4,7 +4,7 @@
 //! streams without end would otherwise take them from every other tenant. The count is per replica: the bound a
 //! deployment gives a tenant is this times its replicas.
 
-use std::collections::HashMap;
+use crate::maps::IdMap;
 use std::sync::{Arc, Mutex};
 
 use prometheus_client::metrics::gauge::Gauge;
@@ -17,7 +17,7 @@ use crate::config::Caller;
 #[derive(Debug)]
 pub struct StreamSlots {
     limit: usize,
-    open: Mutex<HashMap<String, usize>>,
+    open: Mutex<IdMap<String, usize>>,
     /// Every tenant's open streams together, exported.
     gauge: Gauge,
 }
@@ -34,7 +34,7 @@ impl StreamSlots {
     pub fn new(limit: usize, gauge: Gauge) -> Arc<StreamSlots> {
         Arc::new(StreamSlots {
             limit,
-            open: Mutex::new(HashMap::new()),
+            open: Mutex::new(IdMap::default()),
             gauge,
         })
     }

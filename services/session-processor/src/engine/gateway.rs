@@ -231,7 +231,7 @@ const LIMITS_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Catalog limits by model, as the gateway last answered (`None`: it does not know the model), and when.
 pub(super) type LimitsCache =
-    std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, Option<Limits>)>>;
+    std::sync::Mutex<crate::maps::IdMap<String, (std::time::Instant, Option<Limits>)>>;
 
 impl Engine {
     /// The model's limits from the gateway's catalog, cached for [`LIMITS_TTL`] (so a prompt does not wait for a

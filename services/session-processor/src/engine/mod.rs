@@ -15,7 +15,7 @@
 //! - `persist`: user messages (model resolved), retry bookkeeping, status, stops and the loop's end.
 //! - `compact`, `budget`, `titling`, `totals`, `step_metrics`, `inputs`, `gateway`: one concern each.
 
-use std::collections::HashMap;
+use crate::maps::IdMap;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -100,14 +100,14 @@ pub struct Engine {
     /// This replica's lease owner id.
     pub owner: String,
     /// Loops running on this replica, by session, for Abort.
-    running: Mutex<HashMap<String, (u64, CancellationToken)>>,
+    running: Mutex<IdMap<String, (u64, CancellationToken)>>,
     /// Prometheus metrics, served by the `/metrics` listener when one is configured.
     pub metrics: Arc<Metrics>,
     /// Session events: live to this replica's streams, coalesced into the sessions' event logs.
     pub events: Hub,
     /// What each running loop of this replica knows of its session, so a step does not re-read it (see
     /// [`totals::RunCache`]).
-    caches: Mutex<HashMap<String, totals::RunCache>>,
+    caches: Mutex<IdMap<String, totals::RunCache>>,
     /// Catalog limits by model (see `gateway::model_limits`).
     limits: gateway::LimitsCache,
 }
@@ -126,9 +126,9 @@ impl Engine {
             gateway,
             config,
             owner: ids::new("rep"),
-            running: Mutex::new(HashMap::new()),
+            running: Mutex::new(IdMap::default()),
             metrics: Arc::new(Metrics::new()),
-            caches: Mutex::new(HashMap::new()),
+            caches: Mutex::new(IdMap::default()),
             limits: Default::default(),
         })
     }

@@ -1,7 +1,7 @@
 //! One session's live events on the replica that runs its loop: ids, the ring local followers read, and the
 //! coalesced writes to the session's event log (see the module docs of [`super`]).
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use super::{EventId, EventsConfig, SessionTotals, local_millis, lock};
 use crate::event_wire::{Kind, PartIds, Stored};
+use crate::maps::IdSet;
 use crate::store::{Fence, FlushWrites, Flushed, SessionCas, SessionWritten, Store, StoreError};
 
 /// One session's live events on the replica that runs its loop.
@@ -73,7 +74,7 @@ pub(super) struct State {
     /// [`Hub::put_message`]).
     pub(super) heads: Vec<pb::Message>,
     /// Messages a write already found listed in the session (the script checks each message once).
-    pub(super) listed: HashSet<String>,
+    pub(super) listed: IdSet<String>,
     /// The session record's new totals, not yet written (see [`Hub::stage_session`]).
     pub(super) session: Option<Box<SessionTotals>>,
     /// Whether a stream on another replica followed the session at the last write: picks the window.
@@ -220,7 +221,7 @@ impl Channel {
                 fence: None,
                 parts: Vec::new(),
                 heads: Vec::new(),
-                listed: HashSet::new(),
+                listed: IdSet::default(),
                 session: None,
                 watched,
                 lease_ttl: None,
@@ -505,11 +506,14 @@ impl Channel {
             t.open
         });
         let heads = std::mem::take(&mut s.heads);
-        let listed = if parts.is_empty() && heads.is_empty() {
-            HashSet::new()
-        } else {
-            s.listed.clone()
-        };
+        // Of the messages this write names, those a write already found listed (the script checks the others).
+        let listed: IdSet<String> = parts
+            .iter()
+            .map(|p| &p.message_id)
+            .chain(heads.iter().map(|h| &h.id))
+            .filter(|id| s.listed.contains(*id))
+            .cloned()
+            .collect();
         let session = s.session.take().map(|totals| *totals);
         let ends_run = s
             .hold
@@ -714,7 +718,7 @@ struct Taken {
     parts: Vec<pb::Part>,
     heads: Vec<pb::Message>,
     fence: Option<Fence>,
-    listed: HashSet<String>,
+    listed: IdSet<String>,
     renew: Option<Duration>,
     session: Option<SessionTotals>,
     /// The batch holds the run's end (see [`Hub::hold_from_here`]).

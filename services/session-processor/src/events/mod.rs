@@ -49,7 +49,7 @@
 mod channel;
 mod follow;
 
-use std::collections::HashMap;
+use crate::maps::IdMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -180,12 +180,12 @@ pub struct Hub {
 struct HubInner {
     store: Store,
     config: EventsConfig,
-    channels: Mutex<HashMap<String, Arc<Channel>>>,
+    channels: Mutex<IdMap<String, Arc<Channel>>>,
     /// Redis's clock minus this replica's, in ms, and when it was measured.
     clock: Mutex<Option<(i64, Instant)>>,
     /// Followers on this replica waiting on the log of a session whose loop does not run here: woken when its
     /// channel opens, so they attach to it at once instead of waiting for its first write.
-    waiting: Mutex<HashMap<String, Weak<Notify>>>,
+    waiting: Mutex<IdMap<String, Weak<Notify>>>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -204,9 +204,9 @@ impl Hub {
             inner: Arc::new(HubInner {
                 store,
                 config,
-                channels: Mutex::new(HashMap::new()),
+                channels: Mutex::new(IdMap::default()),
                 clock: Mutex::new(None),
-                waiting: Mutex::new(HashMap::new()),
+                waiting: Mutex::new(IdMap::default()),
             }),
         }
     }

@@ -1,6 +1,6 @@
 //! A session's event log (a capped Redis stream): appends, the loop's coalesced flushes, reads and watched marks.
 
-use std::collections::HashSet;
+use crate::maps::IdSet;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -180,7 +180,7 @@ impl Store {
         batch: Option<(EventId, Vec<u8>)>,
         fence: Option<&Fence>,
         renew: Option<Duration>,
-        (messages, listed): (&[MessageWrite<'_>], &HashSet<String>),
+        (messages, listed): (&[MessageWrite<'_>], &IdSet<String>),
         (session, ends_run, release): (Option<SessionCas<'_>>, bool, bool),
     ) -> ScriptCall<'_> {
         let (last, bytes) = match batch {
@@ -478,7 +478,7 @@ pub struct FlushWrites<'a> {
     /// Message heads (no parts) in their latest state.
     pub heads: &'a [pb::Message],
     /// Messages already listed in the session.
-    pub listed: &'a HashSet<String>,
+    pub listed: &'a IdSet<String>,
     /// The session record, when its totals changed.
     pub session: Option<SessionCas<'a>>,
     /// The batch holds the end of the loop's run (`done`): it is appended only while the lease holds the fence, so

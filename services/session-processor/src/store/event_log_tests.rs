@@ -1,12 +1,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::HashSet;
+use crate::maps::IdSet;
 
 use super::super::test_support::{cleanup, leased_session, new_session, store};
 use super::*;
 
 /// The run's end, as the event channel writes it: the batch up to `done`, releasing the lease.
-fn the_end(listed: &HashSet<String>) -> FlushWrites<'_> {
+fn the_end(listed: &IdSet<String>) -> FlushWrites<'_> {
     FlushWrites {
         parts: &[],
         heads: &[],
@@ -21,7 +21,7 @@ fn the_end(listed: &HashSet<String>) -> FlushWrites<'_> {
 async fn a_run_end_sent_again_after_its_reply_was_lost_is_taken_as_written() {
     let (store, prefix) = store().await;
     let (sid, fence) = leased_session(&store, "replica-a").await;
-    let listed = HashSet::new();
+    let listed = IdSet::default();
     let end: EventId = "1000-3".parse().unwrap();
     let write = |id: EventId, batch: &'static [u8]| {
         store.flush_events(

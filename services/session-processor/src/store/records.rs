@@ -6,7 +6,7 @@
 //! and every prompt model it stores; a write by another replica is what makes an entry stale. Bounded: past
 //! [`CAPACITY`] entries, one is dropped for each added.
 
-use std::collections::HashMap;
+use crate::maps::IdMap;
 use std::sync::Mutex;
 
 /// Sessions remembered at most (a few hundred bytes each).
@@ -24,7 +24,7 @@ pub struct Known {
 /// The remembered records, by session id.
 #[derive(Debug)]
 pub struct Records {
-    map: Mutex<HashMap<String, Known>>,
+    map: Mutex<IdMap<String, Known>>,
     capacity: usize,
 }
 
@@ -38,12 +38,12 @@ impl Records {
     /// At most `capacity` entries (at least one).
     pub fn with_capacity(capacity: usize) -> Records {
         Records {
-            map: Mutex::new(HashMap::new()),
+            map: Mutex::new(IdMap::default()),
             capacity: capacity.max(1),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Known>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, IdMap<String, Known>> {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 

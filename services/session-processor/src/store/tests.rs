@@ -1,7 +1,7 @@
 //! Tests against a real Redis (`REDIS_URL`, default `redis://127.0.0.1:6379`). Each test works under its own random
 //! key prefix, so tests run in parallel without seeing each other's keys, and removes its keys at the end.
 
-use std::collections::HashSet;
+use crate::maps::IdSet;
 use std::time::{Duration, Instant};
 
 use llm_proto::sessions as pb;
@@ -1081,7 +1081,7 @@ async fn delete_session_removes_every_key() {
             FlushWrites {
                 parts: &[text_part(&sid, &m2, &ids::new("prt"), "late")],
                 heads: &[],
-                listed: &HashSet::new(),
+                listed: &IdSet::default(),
                 session: None,
                 ends_run: false,
                 release: false,
@@ -1307,7 +1307,7 @@ async fn a_flush_writes_its_batch_and_the_fenced_parts_in_one_script() {
                     text_part(&sid, &m, &p2, "world"),
                 ],
                 heads: &[],
-                listed: &HashSet::new(),
+                listed: &IdSet::default(),
                 session: None,
                 ends_run: false,
                 release: false,
@@ -1337,7 +1337,7 @@ async fn a_flush_writes_its_batch_and_the_fenced_parts_in_one_script() {
         .await
         .unwrap();
     assert!(store.is_watched(&sid).await.unwrap());
-    let listed: HashSet<String> = [m.clone()].into();
+    let listed: IdSet<String> = [m.clone()].into_iter().collect();
     let flushed = store
         .flush_events(
             &sid,
@@ -1373,7 +1373,7 @@ async fn a_flush_writes_its_batch_and_the_fenced_parts_in_one_script() {
             FlushWrites {
                 parts: &[text_part(&sid, "msg_unlisted", &ids::new("prt"), "x")],
                 heads: &[],
-                listed: &HashSet::new(),
+                listed: &IdSet::default(),
                 session: None,
                 ends_run: false,
                 release: false,
@@ -1440,7 +1440,7 @@ async fn a_flush_writes_its_batch_and_the_fenced_parts_in_one_script() {
             FlushWrites {
                 parts: &[text_part(&sid, &m, &p1, "x")],
                 heads: &[],
-                listed: &HashSet::new(),
+                listed: &IdSet::default(),
                 session: None,
                 ends_run: false,
                 release: false,
