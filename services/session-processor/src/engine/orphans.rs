@@ -134,7 +134,7 @@ impl Engine {
                     }
                 }
                 state.ended_at = Some(now());
-                self.events.put_part(part, fence).await?;
+                self.events.put_part(Box::new(part.clone()), fence).await?;
             }
             m.parts.clear();
             m.completed_at = Some(now());

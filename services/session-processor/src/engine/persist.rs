@@ -181,7 +181,7 @@ impl Engine {
                 next_attempt_at: Some(next),
             })),
         };
-        self.events.put_part(&part, fence).await?;
+        self.events.put_part(Box::new(part), fence).await?;
         let msg = message
             .error
             .as_ref()
@@ -353,7 +353,7 @@ impl Engine {
             m.parts.clear();
             m.stopped_by = reason as i32;
             // Written with `done`, in the same write.
-            self.events.put_message(&m, fence).await?;
+            self.events.put_message(Box::new(m), fence).await?;
         }
         self.status(session_id, pb::session_status::Kind::Idle)
             .await?;

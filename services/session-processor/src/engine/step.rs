@@ -388,15 +388,15 @@ impl Engine {
             match effect {
                 Effect::Message(m) => {
                     let t = Instant::now();
-                    Box::pin(self.events.put_message(&m, fence)).await?;
+                    Box::pin(self.events.put_message(m, fence)).await?;
                     self.metrics.redis("put_message", t.elapsed());
                 }
                 Effect::Part(p) => {
                     let t = Instant::now();
                     if later {
-                        Box::pin(self.events.put_part_later(&p, fence)).await?;
+                        Box::pin(self.events.put_part_later(p, fence)).await?;
                     } else {
-                        Box::pin(self.events.put_part(&p, fence)).await?;
+                        Box::pin(self.events.put_part(p, fence)).await?;
                     }
                     self.metrics.redis("put_part", t.elapsed());
                 }

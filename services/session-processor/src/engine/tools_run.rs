@@ -173,7 +173,9 @@ impl Engine {
         // Written before the caller is asked: the call's `client` mark must survive a replica that dies while the
         // caller runs the tool, so the loop that resumes the session waits for the same answer.
         if let Some(part) = &part {
-            self.events.put_part(part, run.fence).await?;
+            self.events
+                .put_part(Box::new(part.clone()), run.fence)
+                .await?;
         }
         let timeout = run.agent.client_tool_timeout;
         // Only a call the loop asks about can be answered (see `Store::expect_answer`).

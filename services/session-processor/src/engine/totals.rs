@@ -71,6 +71,10 @@ impl Engine {
     /// The run cache of a session, changed by `f` under the lock.
     pub(super) fn with_cache<T>(&self, session_id: &str, f: impl FnOnce(&mut RunCache) -> T) -> T {
         let mut caches = self.caches.lock().unwrap_or_else(|p| p.into_inner());
+        // Looked up first: the loop's own session is nearly always there, and an entry would copy the id each time.
+        if let Some(cache) = caches.get_mut(session_id) {
+            return f(cache);
+        }
         f(caches.entry(session_id.to_string()).or_default())
     }
 
@@ -162,17 +166,18 @@ impl Engine {
         change(&mut record);
         record.status = None;
         let bytes = record.encode_to_vec();
-        let totals = SessionTotals {
+        // Carried as it will be written: the next budget check reads it, the next settle compares with it.
+        let cached = record.clone();
+        let totals = Box::new(SessionTotals {
             expected,
-            record: record.clone(),
+            record,
             charge,
-        };
-        if !self.events.stage_session(session_id, fence, totals.clone()) {
+        });
+        if let Err(totals) = self.events.stage_session(session_id, fence, totals) {
             return Err(totals.expected);
         }
-        // Carried as it will be written: the next budget check reads it, the next settle compares with it.
         self.with_cache(session_id, |s| {
-            s.session = Some(record);
+            s.session = Some(cached);
             s.session_bytes = Some(bytes);
         });
         Ok(())

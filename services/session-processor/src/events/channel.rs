@@ -143,29 +143,30 @@ fn delta_target<'a>(parts: &'a mut [Tracked], ids: &Arc<PartIds>) -> Option<&'a 
 }
 
 /// What a publish hands the channel to persist, under the loop's fence.
+/// Owned: the channel keeps what it is handed (until written) instead of a copy.
 pub(super) enum Write<'a> {
     /// A part (see [`Hub::put_part`]).
-    Part(&'a pb::Part, &'a Fence),
+    Part(Box<pb::Part>, &'a Fence),
     /// A part that waits for the channel's next write whatever it is (see [`Hub::put_part_later`]).
-    PartLater(&'a pb::Part, &'a Fence),
+    PartLater(Box<pb::Part>, &'a Fence),
     /// A message head (see [`Hub::put_message`]).
-    Message(&'a pb::Message, &'a Fence),
+    Message(Box<pb::Message>, &'a Fence),
 }
 
-pub(super) enum Published {
+pub(super) enum Published<'a> {
     Done(Result<(), StoreError>),
-    /// The channel closed in between: publish elsewhere.
-    Closed,
+    /// The channel closed in between: publish elsewhere (with the write handed back).
+    Closed(Option<Write<'a>>),
 }
 
 /// What [`Channel::queue`] did with an event.
-pub(super) enum Queued {
+pub(super) enum Queued<'a> {
     /// Queued; the window's write will carry it.
     Done,
     /// Queued, and the channel must write now (an urgent event, a full batch, a failed write to retry).
     Flush,
-    /// The channel closed in between: publish elsewhere.
-    Closed(Box<Event>),
+    /// The channel closed in between: publish elsewhere (with the write handed back).
+    Closed(Box<Event>, Option<Write<'a>>),
 }
 
 /// An event a follower has read and not yet delivered.
@@ -251,28 +252,32 @@ impl Channel {
 
     /// Assigns the id, delivers to local followers, and writes now only when the event, the part handed with it
     /// (see [`Hub::put_part`]) or the batch asks for it. A message head waits for the next write, whatever it is.
-    pub(super) async fn publish(&self, event: Stored, write: Option<Write<'_>>) -> Published {
+    pub(super) async fn publish<'a>(
+        &self,
+        event: Stored,
+        write: Option<Write<'a>>,
+    ) -> Published<'a> {
         match self.queue(event, write) {
             Queued::Done => Published::Done(Ok(())),
             // Boxed: a write is rare next to the publishes that only queue an event, and every future that
             // publishes (the loop's per-delta path) would otherwise carry room for it.
             Queued::Flush => Published::Done(Box::pin(self.flush()).await),
-            Queued::Closed(_) => Published::Closed,
+            Queued::Closed(_, write) => Published::Closed(write),
         }
     }
 
     /// The part of [`Channel::publish`] that needs no await: the event queued (or handed back when the channel
     /// has closed), and whether a write must follow at once.
-    pub(super) fn queue(&self, stored: Stored, write: Option<Write<'_>>) -> Queued {
+    pub(super) fn queue<'a>(&self, stored: Stored, write: Option<Write<'a>>) -> Queued<'a> {
         let kind = stored.kind();
         let urgent = matches!(kind, Some(Kind::Urgent | Kind::Done))
-            || matches!(write, Some(Write::Part(p, _)) if !lazy(p));
+            || matches!(&write, Some(Write::Part(p, _)) if !lazy(p));
         let done = kind == Some(Kind::Done);
         let bytes = stored.weight();
         let (write_now, window_started) = {
             let mut s = lock(&self.state);
             if s.closed {
-                return Queued::Closed(Box::new(stored.to_event()));
+                return Queued::Closed(Box::new(stored.to_event()), write);
             }
             // A background write failed: this publish writes at once, with everything that write held, and
             // reports the failure only if Redis still refuses it (the event itself is never dropped).
@@ -355,7 +360,7 @@ impl Channel {
 
     /// Holds the session record's new totals for the next write (replacing totals not yet written, whose expected
     /// bytes it keeps: Redis still has those) and opens a window if none is, so they are written within it.
-    pub(super) fn stage_session(&self, mut totals: SessionTotals, fence: &Fence) {
+    pub(super) fn stage_session(&self, mut totals: Box<SessionTotals>, fence: &Fence) {
         {
             let mut s = lock(&self.state);
             hold_fence(&mut s, fence);
@@ -363,7 +368,7 @@ impl Channel {
                 totals.expected = older.expected;
                 totals.charge = totals.charge.saturating_add(older.charge);
             }
-            s.session = Some(Box::new(totals));
+            s.session = Some(totals);
             if s.window_start.is_some() {
                 return;
             }
@@ -740,12 +745,12 @@ fn track(s: &mut State, write: Write<'_>) {
         Write::Part(part, fence) | Write::PartLater(part, fence) => {
             hold_fence(s, fence);
             let tracked = Tracked {
-                part: Box::new(part.clone()),
+                open: open_text(&part),
+                part,
                 dirty: true,
-                open: open_text(part),
                 deltas: None,
             };
-            match s.parts.iter_mut().find(|t| t.part.id == part.id) {
+            match s.parts.iter_mut().find(|t| t.part.id == tracked.part.id) {
                 Some(t) => *t = tracked,
                 None => s.parts.push(tracked),
             }
@@ -753,12 +758,12 @@ fn track(s: &mut State, write: Write<'_>) {
         Write::Message(head, fence) => {
             hold_fence(s, fence);
             match s.heads.iter_mut().find(|h| h.id == head.id) {
-                Some(h) => h.clone_from(head),
+                Some(h) => *h = *head,
                 None => {
                     // Room for exactly one more: a session has one or two heads pending, and a message is hundreds
                     // of bytes, so the vector's usual room for four would cost a kilobyte per open session.
                     s.heads.reserve_exact(1);
-                    s.heads.push(head.clone());
+                    s.heads.push(*head);
                 }
             }
         }

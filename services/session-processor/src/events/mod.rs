@@ -438,7 +438,7 @@ impl Hub {
         match channel.queue(stored, None) {
             channel::Queued::Done => None,
             channel::Queued::Flush => Some(Rest::Flush(Arc::clone(channel))),
-            channel::Queued::Closed(event) => Some(Rest::Elsewhere(event)),
+            channel::Queued::Closed(event, _) => Some(Rest::Elsewhere(event)),
         }
     }
 
@@ -463,20 +463,20 @@ impl Hub {
     /// by its `part_delta`s, so its text reaches Redis once per window, never behind what the log holds. Without a
     /// channel: `put_part` and a direct publish. [`StoreError::Fenced`] when the lease moved on (a background
     /// window's refusal is reported by the next publish).
-    pub async fn put_part(&self, part: &pb::Part, fence: &Fence) -> Result<(), StoreError> {
-        let session_id = &part.session_id;
-        if let Some(channel) = self.channel(session_id) {
-            let event = Stored::part_updated(part);
+    pub async fn put_part(&self, mut part: Box<pb::Part>, fence: &Fence) -> Result<(), StoreError> {
+        if let Some(channel) = self.channel(&part.session_id) {
+            let event = Stored::part_updated(&part);
             match channel.publish(event, Some(Write::Part(part, fence))).await {
                 Published::Done(result) => return result,
-                Published::Closed => {}
+                Published::Closed(write) => part = handed_back_part(write)?,
             }
         }
-        Box::pin(self.inner.store.put_part(part, Some(fence))).await?;
+        Box::pin(self.inner.store.put_part(&part, Some(fence))).await?;
+        let session_id = part.session_id.clone();
         Box::pin(
             self.inner
                 .store
-                .publish(session_id, Event::PartUpdated(part.clone())),
+                .publish(&session_id, Event::PartUpdated(*part)),
         )
         .await
         .map(drop)
@@ -486,30 +486,39 @@ impl Hub {
     /// its stream runs and when it is cleaned up. They are written with the window, with the write of an event
     /// somebody must act on, or when the loop asks ([`Hub::flush_parts`] before a step's tools run, the `done`
     /// that ends the run): at most one window after they changed, and never after the events that show them.
-    pub async fn put_part_later(&self, part: &pb::Part, fence: &Fence) -> Result<(), StoreError> {
+    pub async fn put_part_later(
+        &self,
+        mut part: Box<pb::Part>,
+        fence: &Fence,
+    ) -> Result<(), StoreError> {
         if let Some(channel) = self.channel(&part.session_id) {
-            let event = Stored::part_updated(part);
+            let event = Stored::part_updated(&part);
             match channel
                 .publish(event, Some(Write::PartLater(part, fence)))
                 .await
             {
                 Published::Done(result) => return result,
-                Published::Closed => {}
+                Published::Closed(write) => part = handed_back_part(write)?,
             }
         }
         Box::pin(self.put_part(part, fence)).await
     }
 
     /// Holds a step's new session totals for the channel's next write (the same script as the step's last parts
-    /// and events, compared with the record as the loop last knew it; the tenant is charged once they are in). False
-    /// when no channel is open here: the caller writes them itself.
-    pub fn stage_session(&self, session_id: &str, fence: &Fence, totals: SessionTotals) -> bool {
+    /// and events, compared with the record as the loop last knew it; the tenant is charged once they are in). Hands
+    /// them back when no channel is open here: the caller writes them itself.
+    pub fn stage_session(
+        &self,
+        session_id: &str,
+        fence: &Fence,
+        totals: Box<SessionTotals>,
+    ) -> Result<(), Box<SessionTotals>> {
         match self.channel(session_id) {
             Some(channel) if !lock(&channel.state).closed => {
                 channel.stage_session(totals, fence);
-                true
+                Ok(())
             }
-            _ => false,
+            _ => Err(totals),
         }
     }
 
@@ -518,23 +527,27 @@ impl Hub {
     /// the same script as the events and parts (which it precedes), under the fence; a message changes with the
     /// parts and events around it (its step's start, finish and end), so it rides their writes instead of costing
     /// one of its own. Without a channel: `put_message` and a direct publish.
-    pub async fn put_message(&self, head: &pb::Message, fence: &Fence) -> Result<(), StoreError> {
-        let session_id = &head.session_id;
-        if let Some(channel) = self.channel(session_id) {
-            let event = Stored::message_updated(head);
+    pub async fn put_message(
+        &self,
+        mut head: Box<pb::Message>,
+        fence: &Fence,
+    ) -> Result<(), StoreError> {
+        if let Some(channel) = self.channel(&head.session_id) {
+            let event = Stored::message_updated(&head);
             match channel
                 .publish(event, Some(Write::Message(head, fence)))
                 .await
             {
                 Published::Done(result) => return result,
-                Published::Closed => {}
+                Published::Closed(write) => head = handed_back_message(write)?,
             }
         }
-        Box::pin(self.inner.store.put_message(head, Some(fence))).await?;
+        Box::pin(self.inner.store.put_message(&head, Some(fence))).await?;
+        let session_id = head.session_id.clone();
         Box::pin(
             self.inner
                 .store
-                .publish(session_id, Event::MessageUpdated(head.clone())),
+                .publish(&session_id, Event::MessageUpdated(*head)),
         )
         .await
         .map(drop)
@@ -697,6 +710,26 @@ enum Rest {
     Flush(Arc<Channel>),
     /// No channel took it: publish through the store.
     Elsewhere(Box<Event>),
+}
+
+/// The part a closed channel handed back (it hands back exactly the write it was given).
+fn handed_back_part(write: Option<Write<'_>>) -> Result<Box<pb::Part>, StoreError> {
+    match write {
+        Some(Write::Part(p, _) | Write::PartLater(p, _)) => Ok(p),
+        _ => Err(not_handed_back()),
+    }
+}
+
+/// The message head a closed channel handed back.
+fn handed_back_message(write: Option<Write<'_>>) -> Result<Box<pb::Message>, StoreError> {
+    match write {
+        Some(Write::Message(m, _)) => Ok(m),
+        _ => Err(not_handed_back()),
+    }
+}
+
+fn not_handed_back() -> StoreError {
+    StoreError::Unexpected("a closed event channel did not hand its write back".into())
 }
 
 #[cfg(test)]

@@ -549,7 +549,7 @@ async fn a_streamed_part_is_written_by_the_window_that_logs_its_deltas() {
     hub.flush(&sid).await.unwrap();
     let pid = ids::new("prt");
     // An open text part waits for the window, like its deltas.
-    hub.put_part(&text_part(&sid, &mid, &pid, "", false), &fence)
+    hub.put_part(Box::new(text_part(&sid, &mid, &pid, "", false)), &fence)
         .await
         .unwrap();
     hub.publish(&sid, part_delta(&mid, &pid, "Hello"))
@@ -589,9 +589,12 @@ async fn a_streamed_part_is_written_by_the_window_that_logs_its_deltas() {
         .await
         .unwrap();
     let before = store.event_log_commands();
-    hub.put_part(&text_part(&sid, &mid, &pid, "Hello, world!", true), &fence)
-        .await
-        .unwrap();
+    hub.put_part(
+        Box::new(text_part(&sid, &mid, &pid, "Hello, world!", true)),
+        &fence,
+    )
+    .await
+    .unwrap();
     assert_eq!(store.event_log_commands() - before, 1);
     let stored = store.get_message(&sid, &mid).await.unwrap().unwrap();
     assert!(matches!(
@@ -615,7 +618,7 @@ async fn a_channel_whose_lease_moved_on_cannot_overwrite_a_part() {
     hub.open_fenced(&sid, &fence).await.unwrap();
     hub.publish(&sid, status()).await.unwrap();
     let pid = ids::new("prt");
-    hub.put_part(&text_part(&sid, &mid, &pid, "", false), &fence)
+    hub.put_part(Box::new(text_part(&sid, &mid, &pid, "", false)), &fence)
         .await
         .unwrap();
     hub.publish(&sid, part_delta(&mid, &pid, "old"))
@@ -649,7 +652,10 @@ async fn a_channel_whose_lease_moved_on_cannot_overwrite_a_part() {
     assert_eq!(logged_text(&store, &sid).await, "old stale");
     // So is a part's end handed over afterwards.
     let err = hub
-        .put_part(&text_part(&sid, &mid, &pid, "old stale", true), &fence)
+        .put_part(
+            Box::new(text_part(&sid, &mid, &pid, "old stale", true)),
+            &fence,
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Fenced { .. }), "{err}");
@@ -924,9 +930,12 @@ async fn a_steps_last_parts_and_totals_wait_for_the_next_write_and_the_tenant_is
     let (store, prefix, sid, fence, mid) = running_session().await;
     let hub = opened_by_a_prompt(&store, &sid, &fence, false).await;
     let pid = ids::new("prt");
-    hub.put_part_later(&text_part(&sid, &mid, &pid, "all of it", true), &fence)
-        .await
-        .unwrap();
+    hub.put_part_later(
+        Box::new(text_part(&sid, &mid, &pid, "all of it", true)),
+        &fence,
+    )
+    .await
+    .unwrap();
     let (record, bytes) = store.get_session_record(&sid).await.unwrap().unwrap();
     let tenant = format!("t{:x}", rand::random::<u32>());
     let totals = |cost: i64, expected: Vec<u8>| {
@@ -939,7 +948,10 @@ async fn a_steps_last_parts_and_totals_wait_for_the_next_write_and_the_tenant_is
             charge: 5,
         }
     };
-    assert!(hub.stage_session(&sid, &fence, totals(5, bytes.clone())));
+    assert!(
+        hub.stage_session(&sid, &fence, Box::new(totals(5, bytes.clone())))
+            .is_ok()
+    );
     assert_eq!(stored_text(&store, &sid, &mid, &pid).await, None);
     assert_eq!(charged(&store, &sid, &tenant).await, (0, 0));
     hub.flush_parts(&sid).await.unwrap();
@@ -952,7 +964,10 @@ async fn a_steps_last_parts_and_totals_wait_for_the_next_write_and_the_tenant_is
     let mut titled = store.get_session(&sid).await.unwrap().unwrap();
     titled.title = "a title".into();
     store.put_session(&titled, None).await.unwrap();
-    assert!(hub.stage_session(&sid, &fence, totals(8, bytes)));
+    assert!(
+        hub.stage_session(&sid, &fence, Box::new(totals(8, bytes)))
+            .is_ok()
+    );
     hub.flush_parts(&sid).await.unwrap();
     let now = store.get_session(&sid).await.unwrap().unwrap();
     assert_eq!((now.title.as_str(), now.cost_nano_usd), ("a title", 8));
