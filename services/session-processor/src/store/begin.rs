@@ -141,6 +141,38 @@ fn begin_call(
 }
 
 impl Store {
+    /// The begin script and, beside it, the run's active mark. On one node they go in one pipeline (one round trip);
+    /// on a cluster, concurrently: the mark's key lives in another slot, and a replica `WAIT` must follow the script
+    /// on the script's node.
+    async fn begin_and_mark(
+        &self,
+        session_id: &str,
+        script: ScriptCall<'_>,
+        mark: &super::ActiveMark,
+    ) -> (
+        Result<Vec<redis::Value>, StoreError>,
+        Result<i64, StoreError>,
+    ) {
+        let sadd = self.mark_cmd(mark);
+        if self.conn.one_node() {
+            let both = self
+                .write_session(session_id, self.invoke_acked_beside(script, sadd))
+                .await;
+            return match both {
+                Ok((reply, marked)) => (Ok(reply), Ok(marked)),
+                Err(e) => (Err(e), Ok(0)),
+            };
+        }
+        let mut active_conn = self.conn.clone();
+        let (reply, marked) = tokio::join!(
+            self.write_session(session_id, async {
+                self.invoke_acked::<Vec<redis::Value>>(&script).await
+            }),
+            sadd.query_async::<i64>(&mut active_conn)
+        );
+        (reply, marked.map_err(StoreError::from))
+    }
+
     /// Takes the lease for `args.owner` and stores `message` (a user message with its parts), the prompt model it
     /// carries, and the run's inputs (when given), reading the rest of what the loop starts from in the same script
     /// (see the module docs); the message is the history's last. [`StoreError::NotFound`] when the session is
@@ -159,16 +191,8 @@ impl Store {
         let keys = self.keys(&message.session_id)?;
         let script = begin_invocation(&keys, &mut message, &args)?;
         let session_id = &message.session_id;
-        let mut active_conn = self.conn.clone();
         let mark = super::ActiveMark::of(session_id, args.run);
-        let sadd = self.mark_cmd(&mark);
-        let active = sadd.query_async::<i64>(&mut active_conn);
-        let (reply, marked) = tokio::join!(
-            self.write_session(session_id, async {
-                self.invoke_acked::<Vec<redis::Value>>(&script).await
-            }),
-            active
-        );
+        let (reply, marked) = self.begin_and_mark(session_id, script, &mark).await;
         let reply = reply?;
         let code = reply
             .first()

@@ -196,3 +196,31 @@ async fn a_prompt_begins_only_from_the_record_and_prompt_model_redis_holds() {
     ));
     cleanup(&store, &prefix).await;
 }
+
+#[tokio::test]
+async fn on_one_node_a_prompt_begins_and_marks_its_run_in_one_round_trip() {
+    let (store, prefix) = store().await;
+    let sid = new_session(&store).await;
+    let before = store.traffic().counts().requests;
+    let Begin::Begun(_) = store
+        .begin_prompt(user(&sid, "one"), args("rep_a", false))
+        .await
+        .unwrap()
+    else {
+        panic!("the lease was free")
+    };
+    assert_eq!(
+        store.traffic().counts().requests - before,
+        1,
+        "the begin script and the run's mark in one pipeline"
+    );
+    assert!(
+        store
+            .active_sessions()
+            .await
+            .unwrap()
+            .contains(&ActiveMark::of(&sid, "run_1")),
+        "the run is marked"
+    );
+    cleanup(&store, &prefix).await;
+}

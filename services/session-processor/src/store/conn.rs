@@ -153,6 +153,11 @@ impl Counted {
         Arc::as_ptr(&self.traffic).addr()
     }
 
+    /// Whether every key lives on one node (standalone, sentinel): a pipeline may then mix slots.
+    pub(super) fn one_node(&self) -> bool {
+        !matches!(self.conn, Conn::Cluster(_))
+    }
+
     /// Makes `conn` this thread's connection of this store.
     pub(super) fn set_local(&self, conn: Conn) {
         let key = self.key();

@@ -164,6 +164,47 @@ impl Store {
         self.traffic.clone()
     }
 
+    /// [`Store::invoke_acked`] with `beside` in the same pipeline, after the script (and its `WAIT`): one round trip
+    /// for both. On one node only: a cluster client would send a command of another slot to another node.
+    pub(super) async fn invoke_acked_beside<T: FromRedisValue, U: FromRedisValue>(
+        &self,
+        script: ScriptCall<'_>,
+        beside: redis::Cmd,
+    ) -> Result<(T, U), StoreError> {
+        let mut conn = self.conn.clone();
+        let waiter = self.waiter.as_deref().filter(|w| w.due(&self.traffic));
+        let (body, cmd) = script.into_parts();
+        let mut pipe = redis::pipe();
+        pipe.add_command(cmd);
+        if let Some(waiter) = waiter {
+            pipe.cmd("WAIT")
+                .arg(waiter.wait.replicas)
+                .arg(ceil_millis(waiter.wait.timeout));
+        }
+        pipe.add_command(beside);
+        let replies: Vec<redis::Value> = match pipe.query_async(&mut conn).await {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                body.load_async(&mut conn).await?;
+                pipe.query_async(&mut conn).await?
+            }
+            other => other?,
+        };
+        let mut replies = replies.into_iter();
+        let mut next = || {
+            replies.next().ok_or_else(|| {
+                StoreError::Unexpected("a short reply to the script's pipeline".into())
+            })
+        };
+        let parse = |e: redis::ParsingError| StoreError::Unexpected(e.to_string());
+        let value = redis::from_redis_value::<T>(next()?).map_err(parse)?;
+        if let Some(waiter) = waiter {
+            let acked = redis::from_redis_value::<u64>(next()?).map_err(parse)?;
+            waiter.record(acked, &self.traffic);
+        }
+        let beside = redis::from_redis_value::<U>(next()?).map_err(parse)?;
+        Ok((value, beside))
+    }
+
     /// Runs a write script whose success a caller is told about: with a replica wait configured (and not
     /// suspended), `WAIT` follows it in one pipeline on the same connection (see the module docs). A script the node
     /// does not know (`NOSCRIPT`: a restart, a failover) is loaded and the pipeline sent again, as

@@ -76,6 +76,11 @@ impl<'s> ScriptCall<'s> {
         &self.cmd
     }
 
+    /// The script and the command, for a pipeline that takes the command.
+    pub(super) fn into_parts(self) -> (&'s Script, Cmd) {
+        (self.script, self.cmd)
+    }
+
     /// The script this calls.
     pub(super) fn script(&self) -> &Script {
         self.script
