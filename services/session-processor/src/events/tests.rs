@@ -1078,3 +1078,28 @@ async fn charged(store: &Store, sid: &str, tenant: &str) -> (i64, i64) {
     let cost = store.get_session(sid).await.unwrap().unwrap().cost_nano_usd;
     (cost, store.tenant_spend(tenant).await.unwrap())
 }
+
+#[test]
+fn the_first_event_after_an_id_is_found_wherever_it_is_in_the_ring() {
+    let ids = Arc::new(PartIds {
+        part_id: "prt_1".into(),
+        message_id: "msg_1".into(),
+    });
+    for len in 0..24u64 {
+        // Ids 10, 20, ..., with gaps, so the ids looked up fall between events as well as on them.
+        let ring: std::collections::VecDeque<(EventId, Stored)> = (1..=len)
+            .map(|i| {
+                let id = EventId { ms: 7, seq: i * 10 };
+                (id, Stored::delta(Arc::clone(&ids), "x".into()))
+            })
+            .collect();
+        for seq in 0..=(len * 10 + 11) {
+            let id = EventId { ms: 7, seq };
+            assert_eq!(
+                channel::first_after(&ring, id),
+                ring.partition_point(|(e, _)| *e <= id),
+                "{len} events, after 7-{seq}"
+            );
+        }
+    }
+}
