@@ -4,7 +4,6 @@
 //! streams without end would otherwise take them from every other tenant. The count is per replica: the bound a
 //! deployment gives a tenant is this times its replicas.
 
-use crate::maps::IdMap;
 use std::sync::{Arc, Mutex};
 
 use prometheus_client::metrics::gauge::Gauge;
@@ -12,6 +11,7 @@ use tonic::Status;
 
 use super::status;
 use crate::config::Caller;
+use crate::maps::IdMap;
 
 /// The open streams per tenant.
 #[derive(Debug)]

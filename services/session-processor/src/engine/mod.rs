@@ -15,7 +15,6 @@
 //! - `persist`: user messages (model resolved), retry bookkeeping, status, stops and the loop's end.
 //! - `compact`, `budget`, `titling`, `totals`, `step_metrics`, `inputs`, `gateway`: one concern each.
 
-use crate::maps::IdMap;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -26,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Agent, Config};
 use crate::events::Hub;
 use crate::ids;
+use crate::maps::IdMap;
 use crate::metrics::Metrics;
 use crate::store::{Store, StoreError};
 use crate::tools::Workspace;

@@ -49,7 +49,6 @@
 mod channel;
 mod follow;
 
-use crate::maps::IdMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -58,6 +57,7 @@ use pb::session_event::Event;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::maps::IdMap;
 use crate::store::{Fence, Store, StoreError};
 
 use crate::event_wire::Stored;

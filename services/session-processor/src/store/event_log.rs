@@ -1,6 +1,5 @@
 //! A session's event log (a capped Redis stream): appends, the loop's coalesced flushes, reads and watched marks.
 
-use crate::maps::IdSet;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -12,6 +11,7 @@ use super::keys::{SessionKeys, check_id};
 use super::script_call::ScriptCall;
 use super::{BLOCKING_GRACE, Fence, Store, StoreError, ceil_millis, fence_arg};
 use crate::event_wire::EventId;
+use crate::maps::IdSet;
 
 impl Store {
     /// Redis commands the store issued for session event logs since start (appends and flushes, reads, last-id

@@ -6,8 +6,9 @@
 //! and every prompt model it stores; a write by another replica is what makes an entry stale. Bounded: past
 //! [`CAPACITY`] entries, one is dropped for each added.
 
-use crate::maps::IdMap;
 use std::sync::Mutex;
+
+use crate::maps::IdMap;
 
 /// Sessions remembered at most (a few hundred bytes each).
 pub const CAPACITY: usize = 16_384;
