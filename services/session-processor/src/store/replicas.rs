@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use redis::FromRedisValue;
 
-use super::script_call::ScriptCall;
+use super::script_call::{ScriptCall, query_loading};
 
 use super::{Store, StoreError, ceil_millis};
 
@@ -100,6 +100,13 @@ pub(super) struct Waiter {
 }
 
 impl Waiter {
+    /// Appends the `WAIT` that follows an acknowledged write.
+    fn add_wait(&self, pipe: &mut redis::Pipeline) {
+        pipe.cmd("WAIT")
+            .arg(self.wait.replicas)
+            .arg(ceil_millis(self.wait.timeout));
+    }
+
     pub(super) fn new(wait: ReplicaWait) -> Self {
         Self {
             wait,
@@ -177,18 +184,10 @@ impl Store {
         let mut pipe = redis::pipe();
         pipe.add_command(cmd);
         if let Some(waiter) = waiter {
-            pipe.cmd("WAIT")
-                .arg(waiter.wait.replicas)
-                .arg(ceil_millis(waiter.wait.timeout));
+            waiter.add_wait(&mut pipe);
         }
         pipe.add_command(beside);
-        let replies: Vec<redis::Value> = match pipe.query_async(&mut conn).await {
-            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                body.load_async(&mut conn).await?;
-                pipe.query_async(&mut conn).await?
-            }
-            other => other?,
-        };
+        let replies: Vec<redis::Value> = query_loading(body, &pipe, &mut conn).await?;
         let mut replies = replies.into_iter();
         let mut next = || {
             replies.next().ok_or_else(|| {
@@ -218,17 +217,9 @@ impl Store {
             return Ok(script.invoke(&mut conn).await?);
         };
         let mut pipe = redis::pipe();
-        pipe.add_command(script.cmd().clone())
-            .cmd("WAIT")
-            .arg(waiter.wait.replicas)
-            .arg(ceil_millis(waiter.wait.timeout));
-        let (value, acked): (T, u64) = match pipe.query_async(&mut conn).await {
-            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                script.script().load_async(&mut conn).await?;
-                pipe.query_async(&mut conn).await?
-            }
-            other => other?,
-        };
+        pipe.add_command(script.cmd().clone());
+        waiter.add_wait(&mut pipe);
+        let (value, acked): (T, u64) = query_loading(script.script(), &pipe, &mut conn).await?;
         waiter.record(acked, &self.traffic);
         Ok(value)
     }

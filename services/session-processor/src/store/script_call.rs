@@ -92,13 +92,33 @@ impl<'s> ScriptCall<'s> {
         conn: &mut impl ConnectionLike,
     ) -> RedisResult<T> {
         match self.cmd.query_async(conn).await {
-            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            Err(e) if no_script(&e) => {
                 self.script.load_async(conn).await?;
                 self.cmd.query_async(conn).await
             }
             other => other,
         }
     }
+}
+
+/// Sends `pipe`, which carries a call of `script`, as [`ScriptCall::invoke`] sends a lone call: a node that does not
+/// know the script is sent its body first and the pipeline again.
+pub(super) async fn query_loading<T: FromRedisValue>(
+    script: &Script,
+    pipe: &redis::Pipeline,
+    conn: &mut impl ConnectionLike,
+) -> RedisResult<T> {
+    match pipe.query_async(conn).await {
+        Err(e) if no_script(&e) => {
+            script.load_async(conn).await?;
+            pipe.query_async(conn).await
+        }
+        other => other,
+    }
+}
+
+fn no_script(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
 }
 
 #[cfg(test)]
