@@ -57,14 +57,8 @@ pub fn init(
     } else {
         Box::new(fmt)
     };
-    // Logs follow RUST_LOG; spans go to the exporter whatever the log level, so a quiet log does not lose traces.
-    // The gRPC call spans and the other trace-only ones are for traces only: log lines keep their shape, and
-    // without an exporter those spans are not even created (nor entered on every poll of what they wrap).
-    let not_trace_only = tracing_subscriber::filter::filter_fn(|m| {
-        m.target() != RPC_SPAN_TARGET && m.target() != TRACE_SPAN_TARGET
-    });
     let mut layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> =
-        vec![Box::new(fmt.with_filter(filter.and(not_trace_only)))];
+        vec![Box::new(fmt.with_filter(log_filter(filter)))];
 
     let provider = if std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT").is_some() {
         let exporter = opentelemetry_otlp::SpanExporter::builder()
@@ -89,6 +83,25 @@ pub fn init(
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     tracing_subscriber::registry().with(layers).try_init()?;
     Ok(Telemetry { provider })
+}
+
+/// What reaches the logs: `filter` (from `RUST_LOG`) without the trace-only spans. Spans go to the exporter whatever
+/// the log level, so a quiet log does not lose traces; the gRPC call spans and the other trace-only ones are for
+/// traces only: log lines keep their shape, and without an exporter those spans are not even created (nor entered on
+/// every poll of what they wrap).
+///
+/// The target test keeps the log level's hint: without one the process-wide maximum level would be `TRACE`, and
+/// every `trace!` and `debug!` of the libraries on the stream path (h2, hyper, tonic, redis: several per frame) would
+/// look up its call site's interest instead of stopping at one global comparison.
+fn log_filter<S>(filter: EnvFilter) -> impl tracing_subscriber::layer::Filter<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    let not_trace_only = tracing_subscriber::filter::filter_fn(|m| {
+        m.target() != RPC_SPAN_TARGET && m.target() != TRACE_SPAN_TARGET
+    })
+    .with_max_level_hint(tracing_subscriber::filter::LevelFilter::TRACE);
+    filter.and(not_trace_only)
 }
 
 /// The resource of both services' spans: `service.name`, `service.version` (the workspace's version, which every
@@ -227,3 +240,7 @@ pub fn inject_headers(span: &tracing::Span, headers: &mut Vec<(String, String)>)
     TraceContextPropagator::new().inject_context(&cx, &mut VecInjector(headers));
     true
 }
+
+#[cfg(test)]
+#[path = "lib_tests.rs"]
+mod tests;
