@@ -4,12 +4,19 @@
 //! when it is sent, so a call held two copies of its arguments until Redis answered (three with the packed request),
 //! and a prompt's window writes and begin script allocated a buffer per argument. Here the keys come first (Redis reads
 //! their count before them), every argument is written once into the command's one buffer, and protobuf arguments
-//! are encoded in place. Like `ScriptInvocation`, a node that does not know the script (`NOSCRIPT`: a restart, a
+//! are encoded into a scratch buffer of the thread's and copied in whole. Like `ScriptInvocation`, a node that does not know the script (`NOSCRIPT`: a restart, a
 //! failover) is sent its body and the call is sent again; on Redis Cluster the command routes by its first key, as
 //! any `EVALSHA` does.
 
 use redis::aio::ConnectionLike;
 use redis::{Cmd, FromRedisValue, RedisResult, RedisWrite, Script, ToRedisArgs};
+
+/// The largest scratch buffer a thread keeps for [`ScriptCall::message`] between calls (a larger message's is freed).
+const SCRATCH_KEPT: usize = 64 * 1024;
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// A script's call (module docs).
 pub(super) struct ScriptCall<'s> {
@@ -64,10 +71,17 @@ impl<'s> ScriptCall<'s> {
         self
     }
 
-    /// Appends a protobuf message's encoding as one argument, encoded in place.
+    /// Appends a protobuf message's encoding as one argument: encoded into this thread's scratch buffer, then copied
+    /// into the command at once (the command's own argument writer takes every varint byte as a call of its own).
     pub(super) fn message<M: prost::Message>(&mut self, message: &M) -> &mut Self {
-        let len = message.encoded_len();
-        message.encode_raw(&mut self.cmd.bufmut_for_next_arg(len));
+        SCRATCH.with_borrow_mut(|buf| {
+            buf.clear();
+            message.encode_raw(buf);
+            self.cmd.arg(buf.as_slice());
+            if buf.capacity() > SCRATCH_KEPT {
+                *buf = Vec::new();
+            }
+        });
         self
     }
 
