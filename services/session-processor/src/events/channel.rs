@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use llm_proto::sessions as pb;
@@ -11,6 +12,7 @@ use prost::Message as _;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::reading::{Buffered, Ring, first_after, wake_followers};
 use super::{EventId, EventsConfig, SessionTotals, local_millis, lock};
 use crate::event_wire::{Kind, PartIds, Stored};
 use crate::maps::IdSet;
@@ -24,9 +26,6 @@ pub(super) struct Channel {
     pub(super) state: Mutex<State>,
     /// Serialises writes, so entries land in id order.
     pub(super) flushing: tokio::sync::Mutex<()>,
-    /// Wakes the followers waiting for an event (each registers before it looks at the ring last), on every event
-    /// and on close.
-    pub(super) live: Notify,
     /// Wakes the timer when a window starts, and on close.
     pub(super) timer: Notify,
 }
@@ -77,6 +76,9 @@ pub(super) struct State {
     pub(super) listed: IdSet<String>,
     /// The session record's new totals, not yet written (see [`Hub::stage_session`]).
     pub(super) session: Option<Box<SessionTotals>>,
+    /// The followers waiting for an event: each registers (under this lock) when it found nothing to read, and
+    /// every event and the channel's close wake them all ([`wake_followers`]).
+    pub(super) waiting: Vec<Waker>,
     /// Whether a stream on another replica followed the session at the last write: picks the window.
     pub(super) watched: bool,
     /// The loop's lease ttl, once the loop told it ([`Hub::lease_renewal_due`]): writes then renew the lease.
@@ -142,24 +144,6 @@ fn delta_target<'a>(parts: &'a mut [Tracked], ids: &Arc<PartIds>) -> Option<&'a 
     parts.get_mut(i)
 }
 
-/// The index of the ring's first event after `id`. A follower or a write looks for the events since it last looked,
-/// nearly always a few at the ring's end, so the scan starts there and reads a cache line or two (a binary search
-/// probes lines all over the ring, for every delta every follower reads); further back, it searches.
-pub(super) fn first_after(ring: &VecDeque<(EventId, Stored)>, id: EventId) -> usize {
-    const NEAR: usize = 8;
-    let len = ring.len();
-    let newer = ring
-        .iter()
-        .rev()
-        .take(NEAR)
-        .take_while(|(e, _)| *e > id)
-        .count();
-    if newer < NEAR.min(len) {
-        return len - newer;
-    }
-    ring.partition_point(|(e, _)| *e <= id)
-}
-
 /// What a publish hands the channel to persist, under the loop's fence.
 /// Owned: the channel keeps what it is handed (until written) instead of a copy.
 pub(super) enum Write<'a> {
@@ -185,24 +169,6 @@ pub(super) enum Queued<'a> {
     Flush,
     /// The channel closed in between: publish elsewhere (with the write handed back).
     Closed(Box<Event>, Option<Write<'a>>),
-}
-
-/// An event a follower has read and not yet delivered.
-pub(super) enum Buffered {
-    /// From this replica's ring: its id and the kept event, shared with the ring.
-    Ring(EventId, Stored),
-    /// From the log in Redis.
-    Log(Box<pb::SessionEvent>),
-}
-
-/// What a follower found in a channel's ring.
-pub(super) enum Ring {
-    /// Events were added to the follower's buffer.
-    Read,
-    /// The ring no longer holds everything after the follower's position.
-    Behind,
-    /// Nothing new; `true` when the channel is closed.
-    Empty(bool),
 }
 
 impl Channel {
@@ -242,12 +208,12 @@ impl Channel {
                 heads: Vec::new(),
                 listed: IdSet::default(),
                 session: None,
+                waiting: Vec::new(),
                 watched,
                 lease_ttl: None,
                 renewed_at: None,
             }),
             flushing: tokio::sync::Mutex::new(()),
-            live: Notify::new(),
             timer: Notify::new(),
         }
     }
@@ -332,9 +298,9 @@ impl Channel {
                 || retry_failed
                 || s.pending_events >= self.config.max_batch_events
                 || s.pending_bytes >= self.config.max_batch_bytes;
+            wake_followers(&mut s.waiting);
             (write_now, window_started || first)
         };
-        self.live.notify_waiters();
         if write_now {
             Queued::Flush
         } else {
@@ -691,24 +657,29 @@ impl Channel {
                 break Ok(());
             }
         };
-        lock(&self.state).closed = true;
-        self.live.notify_waiters();
+        {
+            let mut s = lock(&self.state);
+            s.closed = true;
+            wake_followers(&mut s.waiting);
+        }
         self.timer.notify_one();
         result
     }
 
     /// Copies up to `max` events after `after` into `buf`. `position` is how far the follower has read (it may be
-    /// past `after` when the log had nothing new for it), which decides whether the ring still covers it.
-    pub(super) fn read(
+    /// past `after` when the log had nothing new for it), which decides whether the ring still covers it. Pending,
+    /// with the follower's waker registered under the same lock the publishers take, while there is nothing to
+    /// read and the channel is open: the next event or the close wakes it.
+    pub(super) fn poll_read(
         &self,
-        after: EventId,
-        position: EventId,
+        (after, position): (EventId, EventId),
         buf: &mut VecDeque<Buffered>,
         max: usize,
-    ) -> Ring {
-        let s = lock(&self.state);
+        cx: &mut Context<'_>,
+    ) -> Poll<Ring> {
+        let mut s = lock(&self.state);
         if position < s.covered {
-            return Ring::Behind;
+            return Poll::Ready(Ring::Behind);
         }
         let start = first_after(&s.ring, after);
         let end = match s.hold {
@@ -716,7 +687,13 @@ impl Channel {
             _ => s.ring.len(),
         };
         if start >= end {
-            return Ring::Empty(s.closed);
+            if s.closed {
+                return Poll::Ready(Ring::Closed);
+            }
+            if !s.waiting.iter().any(|w| w.will_wake(cx.waker())) {
+                s.waiting.push(cx.waker().clone());
+            }
+            return Poll::Pending;
         }
         // Shared, not copied: a follower makes the event it sends when it sends it.
         buf.extend(
@@ -725,7 +702,7 @@ impl Channel {
                 .take(max)
                 .map(|(id, event)| Buffered::Ring(*id, event.clone())),
         );
-        Ring::Read
+        Poll::Ready(Ring::Read)
     }
 
     /// Whether the ring holds everything after `position`, and whether the channel is closed.

@@ -8,7 +8,8 @@ use std::time::Duration;
 use llm_proto::sessions as pb;
 use tokio::time::Instant;
 
-use super::channel::{Buffered, Channel, Ring};
+use super::channel::Channel;
+use super::reading::{Buffered, Ring};
 use super::{EventId, Hub, WATCH_REFRESH, WATCH_TTL, lock};
 use crate::event_wire::Outgoing;
 use crate::store::StoreError;
@@ -89,20 +90,11 @@ impl Follower {
                 });
             }
             if let Some(channel) = &self.live {
-                let position = self.after.max(self.cursor);
-                let mut ring = channel.read(self.after, position, &mut self.buf, READ_BATCH);
-                if matches!(ring, Ring::Empty(false)) {
-                    // Made (from then on every `notify_waiters` completes it), then the ring read again: an event
-                    // published between the two reads is found, one published after wakes us.
-                    let published = channel.live.notified();
-                    tokio::pin!(published);
-                    published.as_mut().enable();
-                    ring = channel.read(self.after, position, &mut self.buf, READ_BATCH);
-                    if matches!(ring, Ring::Empty(false)) {
-                        published.await;
-                        continue;
-                    }
-                }
+                let at = (self.after, self.after.max(self.cursor));
+                let buf = &mut self.buf;
+                // Waits (registered under the channel's lock) while the ring has nothing after us.
+                let ring =
+                    std::future::poll_fn(|cx| channel.poll_read(at, buf, READ_BATCH, cx)).await;
                 if !matches!(ring, Ring::Read) {
                     // Behind the ring, or closed (everything it had is in Redis).
                     self.live = None;

@@ -48,6 +48,7 @@
 
 mod channel;
 mod follow;
+mod reading;
 
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -654,8 +655,8 @@ impl Hub {
             s.last = id;
             s.ring.push_back((id, Stored::new(event)));
             s.closed = true;
+            reading::wake_followers(&mut s.waiting);
         }
-        channel.live.notify_waiters();
         channel.timer.notify_one();
     }
 

@@ -1096,7 +1096,7 @@ fn the_first_event_after_an_id_is_found_wherever_it_is_in_the_ring() {
         for seq in 0..=(len * 10 + 11) {
             let id = EventId { ms: 7, seq };
             assert_eq!(
-                channel::first_after(&ring, id),
+                reading::first_after(&ring, id),
                 ring.partition_point(|(e, _)| *e <= id),
                 "{len} events, after 7-{seq}"
             );
