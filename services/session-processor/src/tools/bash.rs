@@ -79,6 +79,12 @@ pub(crate) async fn run(
         () = tokio::time::sleep(bash.timeout) => End::TimedOut,
         () = budget.exceeded.notified() => End::OutputLimit,
     };
+    // Past the limit the reader stops and drops its pipe, so the command may die of SIGPIPE and its exit be seen
+    // first: it was the output limit all the same.
+    let end = match end {
+        End::Exited(_) if budget.is_exceeded() => End::OutputLimit,
+        end => end,
+    };
     group.kill();
     if !matches!(end, End::Exited(_)) {
         // The group kill already hit it; this covers a missing group id and reaps the process.
@@ -194,6 +200,11 @@ impl Budget {
             limit,
             exceeded: Notify::new(),
         }
+    }
+
+    /// Whether the output passed the limit.
+    fn is_exceeded(&self) -> bool {
+        self.read.load(Ordering::Relaxed) > self.limit
     }
 
     /// Counts `n` more bytes; false (and the supervisor told) once the total passes the limit.
