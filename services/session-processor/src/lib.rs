@@ -7,6 +7,7 @@
 //! - [`names`]: the names callers and operators choose (tenants): the one rule, shared by config, the API and the
 //!   workspace layout.
 //! - [`processor`]: the Processor, a state machine with no I/O: gateway events in, part changes out.
+//! - [`step_event`]: a gateway stream's event as the loop reads it, a delta decoded without an allocation.
 //! - [`store`]: the one place that talks to Redis: sessions, messages, parts, the event log, leases.
 //! - [`event_wire`]: event ids and the batch encoding of the event log, shared by the store and the hub.
 //! - [`events`]: the per-replica event hub: live delivery to local streams, coalesced writes to the event log.
@@ -49,6 +50,7 @@ pub mod retry;
 pub mod runtimes;
 pub mod server;
 pub mod snapshot;
+pub mod step_event;
 pub mod store;
 pub mod structured;
 pub mod title;

@@ -11,12 +11,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use compact_str::CompactString;
 use llm_proto::gateway as gw;
 use llm_proto::sessions as pb;
 use prost_types::Timestamp;
 
 use crate::event_wire::PartIds;
 use crate::ids;
+use crate::step_event::StepEvent;
 
 /// Finish of an assistant message whose step hit the context limit (a provider overflow error, also mid-stream):
 /// not an answer, never replayed, and the reason a compaction is pending.
@@ -38,8 +40,8 @@ pub enum Effect {
     Delta {
         /// The part and its message, shared by all the part's deltas.
         ids: Arc<PartIds>,
-        /// The appended text.
-        delta: String,
+        /// The appended text (inline up to 24 bytes, as the gateway stream's reader decoded it).
+        delta: CompactString,
     },
     /// A complete tool call to execute once the step's stream has ended.
     ToolCall {
@@ -197,6 +199,31 @@ impl Processor {
         self.handle_at(ev, || now, out);
     }
 
+    /// [`Processor::handle_at`] for an event as the loop reads the gateway stream: a delta as decoded, without the
+    /// generated message.
+    pub fn handle_event(
+        &mut self,
+        ev: StepEvent,
+        clock: impl FnOnce() -> Timestamp,
+        out: &mut Vec<Effect>,
+    ) {
+        match ev {
+            StepEvent::Delta {
+                reasoning,
+                id,
+                text,
+            } => {
+                let block = if reasoning {
+                    Block::Reasoning
+                } else {
+                    Block::Text
+                };
+                self.append_to_block(block, &id, text, out);
+            }
+            StepEvent::Other(ev) => self.handle_at(*ev, clock, out),
+        }
+    }
+
     /// [`Processor::handle`] with the time read from `clock` only by the events that stamp it (a part's start or
     /// end, a tool call's start): deltas, most of a stream, do not read the clock.
     pub fn handle_at(
@@ -221,10 +248,12 @@ impl Processor {
                 out.push(Effect::Part(Box::new(part)));
             }
             E::TextStart(t) => self.open_block(Block::Text, t.id, clock(), out),
-            E::TextDelta(d) => self.append_to_block(Block::Text, &d.id, d.delta, out),
+            E::TextDelta(d) => self.append_to_block(Block::Text, &d.id, d.delta.into(), out),
             E::TextEnd(t) => self.close_block(Block::Text, &t.id, None, clock(), out),
             E::ReasoningStart(r) => self.open_block(Block::Reasoning, r.id, clock(), out),
-            E::ReasoningDelta(d) => self.append_to_block(Block::Reasoning, &d.id, d.delta, out),
+            E::ReasoningDelta(d) => {
+                self.append_to_block(Block::Reasoning, &d.id, d.delta.into(), out);
+            }
             E::ReasoningEnd(r) => {
                 let metadata = r.provider_metadata.as_ref();
                 self.close_block(Block::Reasoning, &r.id, metadata, clock(), out);
@@ -578,7 +607,13 @@ impl Processor {
 
     /// Text for an open block: appended to its part and emitted as a delta. A block id that is not open (or not
     /// of this kind) is ignored.
-    fn append_to_block(&mut self, block: Block, id: &str, delta: String, out: &mut Vec<Effect>) {
+    fn append_to_block(
+        &mut self,
+        block: Block,
+        id: &str,
+        delta: CompactString,
+        out: &mut Vec<Effect>,
+    ) {
         let Some(&i) = self.blocks(block).get(id) else {
             return;
         };
@@ -617,7 +652,7 @@ impl Processor {
         }
     }
 
-    fn delta(&mut self, i: usize, delta: String) -> Effect {
+    fn delta(&mut self, i: usize, delta: CompactString) -> Effect {
         if self.delta_ids.len() <= i {
             self.delta_ids.resize(i + 1, None);
         }

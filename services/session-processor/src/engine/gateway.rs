@@ -10,6 +10,7 @@ use tonic::transport::Channel;
 
 use super::Engine;
 use crate::context::Limits;
+use crate::step_event::StepEvent;
 
 /// The channel every gateway call takes, with the processor's bearer token and a client span per call.
 type Authed = SpanService<InterceptedService<Channel, GatewayAuth>>;
@@ -72,7 +73,7 @@ impl GatewayClient {
     pub async fn stream_step(
         &mut self,
         request: tonic::Request<gw::StreamRequest>,
-    ) -> Result<tonic::Streaming<gw::StreamResponse>, tonic::Status> {
+    ) -> Result<tonic::Streaming<StepEvent>, tonic::Status> {
         self.grpc
             .ready()
             .await
@@ -91,13 +92,14 @@ impl GatewayClient {
     }
 }
 
-/// Protobuf codec of `Stream` with a small decode buffer (see [`STREAM_RECEIVE_BUFFER`]).
+/// Protobuf codec of `Stream` with a small decode buffer (see [`STREAM_RECEIVE_BUFFER`]); events decode as
+/// [`StepEvent`]s (a delta without the generated message).
 #[derive(Debug, Clone, Copy, Default)]
 struct StreamCodec;
 
 impl tonic::codec::Codec for StreamCodec {
     type Encode = gw::StreamRequest;
-    type Decode = gw::StreamResponse;
+    type Decode = StepEvent;
     type Encoder = StreamCodec;
     type Decoder = StreamCodec;
 
@@ -124,14 +126,24 @@ impl tonic::codec::Encoder for StreamCodec {
 }
 
 impl tonic::codec::Decoder for StreamCodec {
-    type Item = gw::StreamResponse;
+    type Item = StepEvent;
     type Error = tonic::Status;
 
     fn decode(
         &mut self,
         src: &mut tonic::codec::DecodeBuf<'_>,
-    ) -> Result<Option<gw::StreamResponse>, tonic::Status> {
-        <gw::StreamResponse as prost::Message>::decode(src)
+    ) -> Result<Option<StepEvent>, tonic::Status> {
+        use bytes::Buf as _;
+        // The message is one contiguous slice of the receive buffer: read in place, no copy.
+        let len = src.remaining();
+        let decoded = if src.chunk().len() >= len {
+            let ev = StepEvent::decode(&src.chunk()[..len]);
+            src.advance(len);
+            ev
+        } else {
+            StepEvent::decode(&src.copy_to_bytes(len))
+        };
+        decoded
             .map(Some)
             .map_err(|e| tonic::Status::internal(e.to_string()))
     }

@@ -24,6 +24,7 @@ use crate::ids;
 use crate::metrics::PromptPhase;
 use crate::processor::{Effect, Processor};
 use crate::snapshot::StepSnapshots;
+use crate::step_event::StepEvent;
 use crate::store::Fence;
 use crate::structured;
 use crate::tools::{DoomLoopDetector, Workspace};
@@ -230,7 +231,7 @@ impl Engine {
         &self,
         generation: gw::Generation,
         trace: &[(String, String)],
-    ) -> Result<Box<tonic::Streaming<gw::StreamResponse>>, Box<tonic::Status>> {
+    ) -> Result<Box<tonic::Streaming<StepEvent>>, Box<tonic::Status>> {
         let mut request = tonic::Request::new(gw::StreamRequest {
             generation: Some(generation),
         });
@@ -262,7 +263,7 @@ impl Engine {
         };
         self.feed(
             processor,
-            error_event(error),
+            error_event(error).into(),
             fence,
             &mut Vec::new(),
             &DeltaSink::LOOK_UP,
@@ -276,7 +277,7 @@ impl Engine {
     async fn consume(
         &self,
         processor: &mut Processor,
-        mut stream: Box<tonic::Streaming<gw::StreamResponse>>,
+        mut stream: Box<tonic::Streaming<StepEvent>>,
         fence: &Fence,
         cancel: &CancellationToken,
         mut arrived: Option<Instant>,
@@ -306,13 +307,7 @@ impl Engine {
                         self.metrics
                             .prompt_phase(PromptPhase::FirstEvent, at.elapsed());
                     }
-                    end.output_started |= !matches!(
-                        ev.event,
-                        None | Some(
-                            gw::stream_response::Event::StreamStart(_)
-                                | gw::stream_response::Event::Error(_)
-                        )
-                    );
+                    end.output_started |= ev.is_output();
                     self.feed(processor, ev, fence, &mut out, &sink).await?;
                 }
                 Ok(None) => break,
@@ -324,7 +319,7 @@ impl Engine {
                         retryable: true,
                         ..Default::default()
                     };
-                    self.feed(processor, error_event(e), fence, &mut out, &sink)
+                    self.feed(processor, error_event(e).into(), fence, &mut out, &sink)
                         .await?;
                     break;
                 }
@@ -340,13 +335,13 @@ impl Engine {
     fn feed<'a>(
         &'a self,
         processor: &'a mut Processor,
-        event: gw::StreamResponse,
+        event: StepEvent,
         fence: &'a Fence,
         out: &'a mut Vec<Effect>,
         sink: &'a DeltaSink,
     ) -> impl std::future::Future<Output = Result<(), LoopError>> + Send + 'a {
         out.clear();
-        processor.handle_at(event, now, out);
+        processor.handle_event(event, now, out);
         self.apply_with(out, fence, processor, true, sink)
     }
 

@@ -139,10 +139,10 @@ impl Stored {
     }
 
     /// Keeps a delta of the part `ids` names.
-    pub(crate) fn delta(ids: Arc<PartIds>, text: String) -> Stored {
+    pub(crate) fn delta(ids: Arc<PartIds>, text: impl Into<CompactString>) -> Stored {
         Stored::Delta(KeptDelta {
             ids,
-            text: CompactString::from(text),
+            text: text.into(),
         })
     }
 

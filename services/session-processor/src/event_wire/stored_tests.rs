@@ -63,7 +63,7 @@ fn deltas_made_from_shared_ids_encode_as_the_event_with_those_ids() {
         part_id: "prt_1".into(),
         message_id: "msg_1".into(),
     });
-    let kept = Stored::delta(std::sync::Arc::clone(&ids), "Hello, wörld".into());
+    let kept = Stored::delta(std::sync::Arc::clone(&ids), "Hello, wörld");
     assert_eq!(kept.to_event(), delta());
     let mut whole = Vec::new();
     delta().encode(&mut whole);

@@ -396,7 +396,7 @@ impl Hub {
         sink: &DeltaSink,
         session_id: &str,
         ids: Arc<PartIds>,
-        text: String,
+        text: compact_str::CompactString,
     ) -> Option<impl std::future::Future<Output = Result<(), StoreError>> + Send + '_> {
         let stored = Stored::delta(ids, text);
         let rest = match &sink.0 {

@@ -1090,7 +1090,7 @@ fn the_first_event_after_an_id_is_found_wherever_it_is_in_the_ring() {
         let ring: std::collections::VecDeque<(EventId, Stored)> = (1..=len)
             .map(|i| {
                 let id = EventId { ms: 7, seq: i * 10 };
-                (id, Stored::delta(Arc::clone(&ids), "x".into()))
+                (id, Stored::delta(Arc::clone(&ids), "x"))
             })
             .collect();
         for seq in 0..=(len * 10 + 11) {
