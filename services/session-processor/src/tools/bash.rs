@@ -79,12 +79,7 @@ pub(crate) async fn run(
         () = tokio::time::sleep(bash.timeout) => End::TimedOut,
         () = budget.exceeded.notified() => End::OutputLimit,
     };
-    // Past the limit the reader stops and drops its pipe, so the command may die of SIGPIPE and its exit be seen
-    // first: it was the output limit all the same.
-    let end = match end {
-        End::Exited(_) if budget.is_exceeded() => End::OutputLimit,
-        end => end,
-    };
+    let end = end.judged(&budget);
     group.kill();
     if !matches!(end, End::Exited(_)) {
         // The group kill already hit it; this covers a missing group id and reaps the process.
@@ -126,6 +121,18 @@ enum End {
     Exited(ExitStatus),
     TimedOut,
     OutputLimit,
+}
+
+impl End {
+    /// What ended the command, given what its output did: past the limit the reader stops and drops its pipe, so
+    /// the command may die of SIGPIPE (or ignore it and exit) and its exit be seen first; it was the output limit
+    /// all the same.
+    fn judged(self, budget: &Budget) -> End {
+        match self {
+            End::Exited(_) if budget.is_exceeded() => End::OutputLimit,
+            end => end,
+        }
+    }
 }
 
 /// The command's process group, killed (SIGKILL) on [`Group::kill`] and again when dropped, so an aborted call
