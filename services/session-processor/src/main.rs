@@ -6,6 +6,13 @@ use std::path::PathBuf;
 use clap::Parser;
 use session_processor::runtimes::Runtimes;
 
+/// jemalloc, not glibc's malloc: a prompt allocates and frees a few hundred small objects on the runtime threads,
+/// and jemalloc's per-thread caches take them with fewer cycles and less memory kept per open session
+/// (docs/architecture.md, "Memory"; measured in docs/benchmarks.md). Tuned, when ever needed, through
+/// `_RJEM_MALLOC_CONF` (docs/operations.md).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Runs LLM sessions with tools through llm-gateway, persisted in Redis.
 #[derive(Parser)]
 #[command(version)]
