@@ -39,7 +39,7 @@ impl StepEvent {
         if let Some(delta) = delta(bytes) {
             return Ok(delta);
         }
-        gw::StreamResponse::decode(bytes).map(|e| StepEvent::Other(Box::new(e)))
+        gw::StreamResponse::decode(bytes).map(StepEvent::from)
     }
 
     /// Whether the model produced something with it (anything but the stream's start or an error).

@@ -4,9 +4,9 @@
 //! when it is sent, so a call held two copies of its arguments until Redis answered (three with the packed request),
 //! and a prompt's window writes and begin script allocated a buffer per argument. Here the keys come first (Redis reads
 //! their count before them), every argument is written once into the command's one buffer, and protobuf arguments
-//! are encoded into a scratch buffer of the thread's and copied in whole. Like `ScriptInvocation`, a node that does not know the script (`NOSCRIPT`: a restart, a
-//! failover) is sent its body and the call is sent again; on Redis Cluster the command routes by its first key, as
-//! any `EVALSHA` does.
+//! are encoded into a scratch buffer of the thread's and copied in whole. Like `ScriptInvocation`, a node that does
+//! not know the script (`NOSCRIPT`: a restart, a failover) is sent its body and the call is sent again; on Redis
+//! Cluster the command routes by its first key, as any `EVALSHA` does.
 
 use redis::aio::ConnectionLike;
 use redis::{Cmd, FromRedisValue, RedisResult, RedisWrite, Script, ToRedisArgs};
