@@ -103,13 +103,16 @@ impl Engine {
         }
         // The gateway call starts at once; the step's message and start snapshot are written meanwhile (the
         // gateway answers with its first event, after the provider's first byte), and before any event is used.
-        let call = self
-            .call_gateway(generation, &input.inputs.trace)
-            .instrument(span.clone());
         let (opened, called) = tokio::select! {
             // Boxed here and below: once per step, so the step's future (alive while it streams) keeps room only for
-            // the streaming itself.
-            r = Box::pin(async { tokio::join!(self.open_step(input, &mut processor), call) }) => r,
+            // the streaming itself. The call is made inside the block, which then holds it once (moved in, it would
+            // keep room for it twice: as captured and as joined).
+            r = Box::pin(async {
+                let call = self
+                    .call_gateway(generation, &input.inputs.trace)
+                    .instrument(span.clone());
+                tokio::join!(self.open_step(input, &mut processor), call)
+            }) => r,
             // Aborted before the gateway answered: cleanup writes the message as aborted.
             _ = input.cancel.cancelled() => (Ok(()), Err(Box::new(tonic::Status::cancelled("aborted")))),
         };
@@ -342,7 +345,31 @@ impl Engine {
     ) -> impl std::future::Future<Output = Result<(), LoopError>> + Send + 'a {
         out.clear();
         processor.handle_event(event, now, out);
-        self.apply_with(out, fence, processor, true, sink)
+        self.apply_fed(out, fence, processor, sink)
+    }
+
+    /// What [`Engine::feed`] applies. Deltas alone (most events make nothing else) are published here; anything
+    /// else goes through a boxed [`Engine::apply_with`], whose future (a few hundred bytes) the stream's future would
+    /// otherwise keep room for, per open session, for as long as the step streams.
+    async fn apply_fed(
+        &self,
+        out: &mut Vec<Effect>,
+        fence: &Fence,
+        processor: &Processor,
+        sink: &DeltaSink,
+    ) -> Result<(), LoopError> {
+        if !out.iter().all(|e| matches!(e, Effect::Delta { .. })) {
+            return Box::pin(self.apply_with(out, fence, processor, true, sink)).await;
+        }
+        let session_id = &processor.message().session_id;
+        for effect in out.drain(..) {
+            if let Effect::Delta { ids, delta } = effect
+                && let Some(rest) = self.events.publish_delta(sink, session_id, ids, delta)
+            {
+                rest.await?;
+            }
+        }
+        Ok(())
     }
 
     /// Persists and publishes effects. Deltas are published at once; the event channel writes their part's text
