@@ -134,7 +134,9 @@ impl Processor {
         Processor {
             requested_model,
             message,
-            parts: Vec::new(),
+            // A step's usual parts: its start, one text, its finish (a part is a quarter of a kilobyte, and a
+            // vector's first growth would make room for four).
+            parts: Vec::with_capacity(3),
             text_blocks: Blocks::default(),
             delta_ids: Vec::new(),
             reasoning_blocks: Blocks::default(),

@@ -83,6 +83,14 @@ pub(super) struct LoopStart {
     marked: Option<String>,
 }
 
+impl LoopStart {
+    /// The start moved out of its box, which is freed now: a box moved out of in place (`*start`) is freed only
+    /// when its binding goes, which for a parameter of the loop's future is when the run ends.
+    fn unboxed(self: Box<Self>) -> LoopStart {
+        *self
+    }
+}
+
 impl Engine {
     /// Runs the session's loop under `fence` on a task of its own; `session` is the record the caller just read
     /// (the first run uses it instead of reading it again), `None` to have the loop read it.
@@ -247,7 +255,7 @@ impl Engine {
             inputs,
             prefetched,
             marked: _,
-        } = *start;
+        } = start.unboxed();
         let lost = abort.child_token();
         let lease = LeaseClock::new();
         let renew = tokio::spawn(self.renew_lease_forever(

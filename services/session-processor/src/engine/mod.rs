@@ -106,8 +106,8 @@ pub struct Engine {
     /// Session events: live to this replica's streams, coalesced into the sessions' event logs.
     pub events: Hub,
     /// What each running loop of this replica knows of its session, so a step does not re-read it (see
-    /// [`totals::RunCache`]).
-    caches: Mutex<IdMap<String, totals::RunCache>>,
+    /// [`totals::RunCache`]). Boxed: a map's empty slots are the size of its entries, and a cache is half a kilobyte.
+    caches: Mutex<IdMap<String, Box<totals::RunCache>>>,
     /// Catalog limits by model (see `gateway::model_limits`).
     limits: gateway::LimitsCache,
 }

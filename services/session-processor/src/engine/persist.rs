@@ -87,27 +87,26 @@ impl Engine {
             .await?;
         let created_at = Some(now());
         let id = ids::new("msg");
-        let parts: Vec<pb::Part> = req
-            .parts
-            .iter()
-            .filter_map(|p| {
-                let kind = match p.kind.as_ref()? {
-                    pb::prompt_part::Kind::Text(t) => pb::part::Kind::Text(pb::TextPart {
-                        text: t.clone(),
-                        started_at: created_at,
-                        ended_at: created_at,
-                        synthetic: false,
-                    }),
-                    pb::prompt_part::Kind::File(f) => pb::part::Kind::File(f.clone()),
-                };
-                Some(pb::Part {
-                    id: ids::new("prt"),
-                    message_id: id.clone(),
-                    session_id: session.id.clone(),
-                    kind: Some(kind),
-                })
+        // Sized to the request: collected through the filter, the vector would start with room for four parts, which
+        // the run's history then keeps for the whole run.
+        let mut parts: Vec<pb::Part> = Vec::with_capacity(req.parts.len());
+        parts.extend(req.parts.iter().filter_map(|p| {
+            let kind = match p.kind.as_ref()? {
+                pb::prompt_part::Kind::Text(t) => pb::part::Kind::Text(pb::TextPart {
+                    text: t.clone(),
+                    started_at: created_at,
+                    ended_at: created_at,
+                    synthetic: false,
+                }),
+                pb::prompt_part::Kind::File(f) => pb::part::Kind::File(f.clone()),
+            };
+            Some(pb::Part {
+                id: ids::new("prt"),
+                message_id: id.clone(),
+                session_id: session.id.clone(),
+                kind: Some(kind),
             })
-            .collect();
+        }));
         Ok(pb::Message {
             id,
             session_id: session.id.clone(),

@@ -84,6 +84,7 @@ impl Engine {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(session_id)
+            .map(|cache| *cache)
             .unwrap_or_default()
     }
 
