@@ -489,7 +489,8 @@ async fn next_event(
             Err(crate::store::StoreError::NotFound(_)) => return Err(Ended::Gone),
             Err(e) => {
                 tracing::debug!(message = "reading the session's events failed; retrying", session_id = %follower.session_id(), error = %e);
-                if let Err(e) = patience.retry(e).await {
+                // Boxed: rare, and the stream's future (one per open stream) would otherwise keep room for it.
+                if let Err(e) = Box::pin(patience.retry(e)).await {
                     tracing::warn!(message = "cannot read the session's events; ending the stream", session_id = %follower.session_id(), error = %e);
                     return Err(Ended::Unreadable);
                 }
