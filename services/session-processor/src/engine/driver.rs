@@ -84,8 +84,7 @@ pub(super) struct LoopStart {
 }
 
 impl LoopStart {
-    /// The start moved out of its box, which is freed now: a box moved out of in place (`*start`) is freed only
-    /// when its binding goes, which for a parameter of the loop's future is when the run ends.
+    /// Moved out of its box, which is freed now (moved out in place, a parameter's box stays until the run ends).
     fn unboxed(self: Box<Self>) -> LoopStart {
         *self
     }
@@ -210,8 +209,7 @@ impl Engine {
     }
 
     /// After a loop ended (`done` published): the lease released (usually by the write that logged `done`, when no
-    /// prompt was queued; else here), then the run's active mark removed; this replica's streams get `done`.
-    /// Returns whether prompts are queued.
+    /// prompt was queued; else here), the run's mark removed, this replica's streams get `done`. Whether prompts wait.
     async fn end_run(
         &self,
         session_id: &str,
@@ -225,8 +223,7 @@ impl Engine {
             if retry_status {
                 let _ = self.store.clear_retry_status(session_id, fence).await;
             }
-            // A prompt queued between the loop's last check and the release would otherwise wait for ever: the
-            // release says whether one is there.
+            // A prompt queued between the loop's last check and the release would otherwise wait for ever.
             self.store
                 .release_lease_and_peek(session_id, fence)
                 .await
@@ -254,7 +251,7 @@ impl Engine {
             session,
             inputs,
             prefetched,
-            marked: _,
+            ..
         } = start.unboxed();
         let lost = abort.child_token();
         let lease = LeaseClock::new();
@@ -264,10 +261,8 @@ impl Engine {
             lease.clone(),
             lost.clone(),
         ));
-        // Boxed (as the loop's end below): run once, they would otherwise widen the future that lives as long as
-        // the session's loop.
-        // The run boxed, in a block of its own: the open's result and the run it holds would otherwise stay in
-        // this future, twice, for as long as the run lasts.
+        // Boxed (as the loop's end below), in a block of its own: the open's result and the run it holds would
+        // otherwise stay in this future, twice, for as long as the run lasts.
         let opened = {
             Box::pin(self.open_run(session_id, session, fence, inputs, abort, &lost, &lease))
                 .await
