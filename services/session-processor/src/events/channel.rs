@@ -21,7 +21,7 @@ use crate::store::{Fence, FlushWrites, Flushed, SessionCas, SessionWritten, Stor
 /// One session's live events on the replica that runs its loop.
 pub(super) struct Channel {
     pub(super) session_id: String,
-    pub(super) store: Store,
+    pub(super) store: Arc<Store>,
     pub(super) config: EventsConfig,
     pub(super) state: Mutex<State>,
     /// Serialises writes, so entries land in id order.
@@ -174,7 +174,7 @@ pub(super) enum Queued<'a> {
 impl Channel {
     pub(super) fn new(
         session_id: String,
-        store: Store,
+        store: Arc<Store>,
         config: EventsConfig,
         last: EventId,
         offset_ms: i64,

@@ -14,8 +14,13 @@ use super::{EventId, Hub, WATCH_REFRESH, WATCH_TTL, lock};
 use crate::event_wire::Outgoing;
 use crate::store::StoreError;
 
-/// Events read per Redis call or ring visit.
+/// Events read per Redis call.
 const READ_BATCH: usize = 256;
+
+/// Events copied per ring visit. Small: the follower's buffer keeps the room its largest read took for as long as
+/// it follows, and a follower behind the ring by many events (a slow caller, a saturated replica) would otherwise
+/// copy them all (48 bytes each) into a buffer per open stream; a visit is a lock and a search from the ring's end.
+const RING_BATCH: usize = 16;
 
 /// Follows a session's events after a start id: every event exactly once, in order (see the module docs).
 pub struct Follower {
@@ -94,7 +99,7 @@ impl Follower {
                 let buf = &mut self.buf;
                 // Waits (registered under the channel's lock) while the ring has nothing after us.
                 let ring =
-                    std::future::poll_fn(|cx| channel.poll_read(at, buf, READ_BATCH, cx)).await;
+                    std::future::poll_fn(|cx| channel.poll_read(at, buf, RING_BATCH, cx)).await;
                 if !matches!(ring, Ring::Read) {
                     // Behind the ring, or closed (everything it had is in Redis).
                     self.live = None;

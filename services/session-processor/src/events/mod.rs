@@ -179,7 +179,8 @@ pub struct Hub {
 }
 
 struct HubInner {
-    store: Store,
+    /// Shared with every channel (one pointer each, not a copy of the store's dozen handles).
+    store: Arc<Store>,
     config: EventsConfig,
     channels: Mutex<IdMap<String, Arc<Channel>>>,
     /// Redis's clock minus this replica's, in ms, and when it was measured.
@@ -203,7 +204,7 @@ impl Hub {
     pub fn new(store: Store, config: EventsConfig) -> Hub {
         Hub {
             inner: Arc::new(HubInner {
-                store,
+                store: Arc::new(store),
                 config,
                 channels: Mutex::new(IdMap::default()),
                 clock: Mutex::new(None),
@@ -304,7 +305,7 @@ impl Hub {
         }
         let channel = Arc::new(Channel::new(
             session_id.to_string(),
-            self.inner.store.clone(),
+            Arc::clone(&self.inner.store),
             self.inner.config,
             last,
             offset_ms,
