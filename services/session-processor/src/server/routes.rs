@@ -172,6 +172,12 @@ impl<Req> Encoder for EventCodec<Req> {
     }
 
     fn buffer_settings(&self) -> BufferSettings {
-        Encoder::buffer_settings(&self.generated)
+        // The generated codec's starting size, with a smaller yield threshold.
+        BufferSettings::new(llm_proto::codec::SMALL_BUFFER, EVENT_YIELD_THRESHOLD)
     }
 }
+
+/// Bytes of events encoded before a stream hands its buffer to HTTP/2 though more are ready: a stream behind its
+/// events (a slow caller, a busy replica) encodes what is ready into one buffer, which keeps the room of its largest
+/// batch for as long as the stream lasts; a few dozen deltas a frame still batch the writes.
+const EVENT_YIELD_THRESHOLD: usize = 4 * 1024;
