@@ -294,38 +294,45 @@ impl Engine {
         let cancelled = cancel.cancelled();
         tokio::pin!(cancelled);
         loop {
-            let next = tokio::select! {
-                biased;
-                () = &mut cancelled => {
-                    // Dropping the stream cancels the gateway call, which drops the provider request.
-                    Box::pin(self.events.flush_parts(&processor.message().session_id)).await?;
-                    end.aborted = true;
-                    return Ok(end);
-                }
-                n = stream.message() => n,
-            };
-            match next {
-                Ok(Some(ev)) => {
-                    if let Some(at) = arrived.take() {
-                        self.metrics
-                            .prompt_phase(PromptPhase::FirstEvent, at.elapsed());
+            // In a block of its own: what was read and the event made of it are gone before the feed is awaited,
+            // so the stream's future keeps no room for them meanwhile.
+            let fed = {
+                let next = tokio::select! {
+                    biased;
+                    () = &mut cancelled => {
+                        // Dropping the stream cancels the gateway call, which drops the provider request.
+                        Box::pin(self.events.flush_parts(&processor.message().session_id)).await?;
+                        end.aborted = true;
+                        return Ok(end);
                     }
-                    end.output_started |= ev.is_output();
-                    self.feed(processor, ev, fence, &mut out, &sink).await?;
-                }
-                Ok(None) => break,
-                Err(status) => {
-                    end.transport = true;
-                    let e = gw::Error {
-                        kind: gw::ErrorKind::Network as i32,
-                        message: format!("gateway stream broke: {}", status.message()),
-                        retryable: true,
-                        ..Default::default()
-                    };
-                    self.feed(processor, error_event(e).into(), fence, &mut out, &sink)
-                        .await?;
-                    break;
-                }
+                    n = stream.message() => n,
+                };
+                let event = match next {
+                    Ok(Some(ev)) => {
+                        if let Some(at) = arrived.take() {
+                            self.metrics
+                                .prompt_phase(PromptPhase::FirstEvent, at.elapsed());
+                        }
+                        end.output_started |= ev.is_output();
+                        ev
+                    }
+                    Ok(None) => break,
+                    Err(status) => {
+                        end.transport = true;
+                        error_event(gw::Error {
+                            kind: gw::ErrorKind::Network as i32,
+                            message: format!("gateway stream broke: {}", status.message()),
+                            retryable: true,
+                            ..Default::default()
+                        })
+                        .into()
+                    }
+                };
+                self.feed(processor, event, fence, &mut out, &sink)
+            };
+            fed.await?;
+            if end.transport {
+                break;
             }
         }
         // The step's last parts wait for its end (`close_step`), or for its tools (`run_tools` writes them first).
@@ -362,12 +369,13 @@ impl Engine {
             return Box::pin(self.apply_with(out, fence, processor, true, sink)).await;
         }
         let session_id = &processor.message().session_id;
-        for effect in out.drain(..) {
-            if let Effect::Delta { ids, delta } = effect
-                && let Some(rest) = self.events.publish_delta(sink, session_id, ids, delta)
-            {
-                rest.await?;
-            }
+        // Published in the closure: no effect (96 bytes) is held across the rare await of a write.
+        let mut deltas = out.drain(..);
+        while let Some(rest) = deltas.by_ref().find_map(|effect| match effect {
+            Effect::Delta { ids, delta } => self.events.publish_delta(sink, session_id, ids, delta),
+            _ => None,
+        }) {
+            rest.await?;
         }
         Ok(())
     }
