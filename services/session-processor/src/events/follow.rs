@@ -95,6 +95,11 @@ impl Follower {
                 });
             }
             if let Some(channel) = &self.live {
+                // A page read from the log (up to READ_BATCH events) left its room behind: given back before the
+                // follower settles on the ring for the rest of its stream.
+                if self.buf.capacity() > RING_BATCH {
+                    self.buf.shrink_to(RING_BATCH);
+                }
                 let at = (self.after, self.after.max(self.cursor));
                 let buf = &mut self.buf;
                 // Waits (registered under the channel's lock) while the ring has nothing after us.
