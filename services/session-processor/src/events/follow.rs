@@ -20,7 +20,7 @@ const READ_BATCH: usize = 256;
 /// Events copied per ring visit. Small: the follower's buffer keeps the room its largest read took for as long as
 /// it follows, and a follower behind the ring by many events (a slow caller, a saturated replica) would otherwise
 /// copy them all (48 bytes each) into a buffer per open stream; a visit is a lock and a search from the ring's end.
-const RING_BATCH: usize = 16;
+pub(super) const RING_BATCH: usize = 16;
 
 /// Follows a session's events after a start id: every event exactly once, in order (see the module docs).
 pub struct Follower {
@@ -62,6 +62,12 @@ impl Follower {
     /// The session it follows.
     pub fn session_id(&self) -> &str {
         &self.session_id
+    }
+
+    /// The room its buffer keeps, in events.
+    #[cfg(test)]
+    pub(super) fn buffered_room(&self) -> usize {
+        self.buf.capacity()
     }
 
     /// The next event, whole; waits for one as long as it takes.

@@ -295,6 +295,68 @@ async fn a_lagging_follower_reads_the_log_and_the_ring_stays_bounded() {
 }
 
 #[tokio::test]
+async fn a_follower_far_behind_keeps_a_small_buffer_from_the_ring_and_after_the_log() {
+    let (store, sid) = session().await;
+    let config = EventsConfig {
+        flush_interval: Duration::from_secs(3600),
+        max_batch_events: 8,
+        ring_events: 64,
+        ..Default::default()
+    };
+    let hub = Hub::new(store.clone(), config);
+    hub.open(&sid).await.unwrap();
+    let mut far = hub.follow(&sid, "0").unwrap();
+    let first = far.next_after_publish(&hub, &sid).await;
+    let text = |events: &[pb::SessionEvent]| -> Vec<String> {
+        events
+            .iter()
+            .map(|e| match &e.event {
+                Some(Event::PartDelta(d)) => d.delta.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    // Behind by most of the ring: read in visits of a few events, every one in order.
+    for i in 0..60 {
+        hub.publish(&sid, delta(&i.to_string())).await.unwrap();
+    }
+    let mut got = Vec::new();
+    for _ in 0..60 {
+        got.push(far.next().await.unwrap());
+    }
+    assert_eq!(
+        text(&got),
+        (0..60).map(|i| i.to_string()).collect::<Vec<_>>()
+    );
+    assert!(
+        far.buffered_room() <= follow::RING_BATCH,
+        "{}",
+        far.buffered_room()
+    );
+    // Behind the ring: pages from the log, then back on the ring with the pages' room given back.
+    for i in 60..400 {
+        hub.publish(&sid, delta(&i.to_string())).await.unwrap();
+    }
+    let mut got = Vec::new();
+    for _ in 60..400 {
+        got.push(far.next().await.unwrap());
+    }
+    assert_eq!(
+        text(&got),
+        (60..400).map(|i| i.to_string()).collect::<Vec<_>>()
+    );
+    let last = far.next_after_publish(&hub, &sid).await;
+    assert!(last.event_id > first.event_id);
+    assert!(
+        far.buffered_room() <= follow::RING_BATCH,
+        "{}",
+        far.buffered_room()
+    );
+    hub.close(&sid).await.unwrap();
+    store.delete_session(&sid).await.unwrap();
+}
+
+#[tokio::test]
 async fn a_ring_whose_events_are_written_never_grows_past_its_bound() {
     // Each event written as it comes: the ring can always drop its oldest, so its room stays at its bound instead of
     // doubling when a full ring takes one more (memory per open session).
