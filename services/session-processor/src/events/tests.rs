@@ -19,16 +19,33 @@ async fn session() -> (Store, String) {
 /// A session and a hub with an open channel whose ring keeps 16 events and whose writes happen every
 /// `max_batch_events` events (no window: an hour).
 async fn small_ring(max_batch_events: usize) -> (Store, String, Hub) {
+    ring_of(16, max_batch_events).await
+}
+
+/// A session and a hub with an open channel whose ring keeps `ring_events` events and whose writes happen every
+/// `max_batch_events` events (no window: an hour).
+async fn ring_of(ring_events: usize, max_batch_events: usize) -> (Store, String, Hub) {
     let (store, sid) = session().await;
     let config = EventsConfig {
         flush_interval: Duration::from_secs(3600),
         max_batch_events,
-        ring_events: 16,
+        ring_events,
         ..Default::default()
     };
     let hub = Hub::new(store.clone(), config);
     hub.open(&sid).await.unwrap();
     (store, sid, hub)
+}
+
+/// The texts of events that are all deltas.
+fn delta_texts(events: &[pb::SessionEvent]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| match &e.event {
+            Some(Event::PartDelta(d)) => d.delta.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect()
 }
 
 fn delta(text: &str) -> Event {
@@ -259,15 +276,7 @@ async fn a_follower_after_any_event_gets_exactly_the_rest_live_and_from_the_log(
 
 #[tokio::test]
 async fn a_lagging_follower_reads_the_log_and_the_ring_stays_bounded() {
-    let (store, sid) = session().await;
-    let config = EventsConfig {
-        flush_interval: Duration::from_secs(3600),
-        max_batch_events: 8,
-        ring_events: 16,
-        ..Default::default()
-    };
-    let hub = Hub::new(store.clone(), config);
-    hub.open(&sid).await.unwrap();
+    let (store, sid, hub) = small_ring(8).await;
     let mut slow = hub.follow(&sid, "0").unwrap();
     let first = slow.next_after_publish(&hub, &sid).await;
     for i in 0..500 {
@@ -282,69 +291,43 @@ async fn a_lagging_follower_reads_the_log_and_the_ring_stays_bounded() {
     for _ in 0..500 {
         got.push(slow.next().await.unwrap());
     }
-    let text: Vec<String> = got[1..]
-        .iter()
-        .map(|e| match &e.event {
-            Some(Event::PartDelta(d)) => d.delta.clone(),
-            other => panic!("{other:?}"),
-        })
-        .collect();
-    assert_eq!(text, (0..500).map(|i| i.to_string()).collect::<Vec<_>>());
+    assert_eq!(
+        delta_texts(&got[1..]),
+        (0..500).map(|i| i.to_string()).collect::<Vec<_>>()
+    );
     hub.close(&sid).await.unwrap();
     store.delete_session(&sid).await.unwrap();
 }
 
-#[tokio::test]
-async fn a_follower_far_behind_keeps_a_small_buffer_from_the_ring_and_after_the_log() {
-    let (store, sid) = session().await;
-    let config = EventsConfig {
-        flush_interval: Duration::from_secs(3600),
-        max_batch_events: 8,
-        ring_events: 64,
-        ..Default::default()
-    };
-    let hub = Hub::new(store.clone(), config);
-    hub.open(&sid).await.unwrap();
-    let mut far = hub.follow(&sid, "0").unwrap();
-    let first = far.next_after_publish(&hub, &sid).await;
-    let text = |events: &[pb::SessionEvent]| -> Vec<String> {
-        events
-            .iter()
-            .map(|e| match &e.event {
-                Some(Event::PartDelta(d)) => d.delta.clone(),
-                other => panic!("{other:?}"),
-            })
-            .collect()
-    };
-    // Behind by most of the ring: read in visits of a few events, every one in order.
-    for i in 0..60 {
-        hub.publish(&sid, delta(&i.to_string())).await.unwrap();
+/// Publishes a delta for each number of `texts` (its text) and checks that `f` reads them all, in order.
+async fn publish_and_follow(hub: &Hub, sid: &str, f: &mut Follower, texts: std::ops::Range<u32>) {
+    for i in texts.clone() {
+        hub.publish(sid, delta(&i.to_string())).await.unwrap();
     }
     let mut got = Vec::new();
-    for _ in 0..60 {
-        got.push(far.next().await.unwrap());
+    for _ in texts.clone() {
+        got.push(f.next().await.unwrap());
     }
     assert_eq!(
-        text(&got),
-        (0..60).map(|i| i.to_string()).collect::<Vec<_>>()
+        delta_texts(&got),
+        texts.map(|i| i.to_string()).collect::<Vec<_>>()
     );
+}
+
+#[tokio::test]
+async fn a_follower_far_behind_keeps_a_small_buffer_from_the_ring_and_after_the_log() {
+    let (store, sid, hub) = ring_of(64, 8).await;
+    let mut far = hub.follow(&sid, "0").unwrap();
+    let first = far.next_after_publish(&hub, &sid).await;
+    // Behind by most of the ring: read in visits of a few events, every one in order.
+    publish_and_follow(&hub, &sid, &mut far, 0..60).await;
     assert!(
         far.buffered_room() <= follow::RING_BATCH,
         "{}",
         far.buffered_room()
     );
     // Behind the ring: pages from the log, then back on the ring with the pages' room given back.
-    for i in 60..400 {
-        hub.publish(&sid, delta(&i.to_string())).await.unwrap();
-    }
-    let mut got = Vec::new();
-    for _ in 60..400 {
-        got.push(far.next().await.unwrap());
-    }
-    assert_eq!(
-        text(&got),
-        (60..400).map(|i| i.to_string()).collect::<Vec<_>>()
-    );
+    publish_and_follow(&hub, &sid, &mut far, 60..400).await;
     let last = far.next_after_publish(&hub, &sid).await;
     assert!(last.event_id > first.event_id);
     assert!(
