@@ -69,14 +69,13 @@ async fn tool_results(
         for part in m.parts {
             if let Some(spb::part::Kind::Tool(t)) = part.kind {
                 let state = t.state.unwrap();
-                let ok = state.status() == spb::tool_state::Status::Completed;
-                let text = match state.status() {
-                    spb::tool_state::Status::Completed => state.output,
-                    spb::tool_state::Status::Error => state.error,
+                let result = match state.status() {
+                    spb::tool_state::Status::Completed => (true, state.output),
+                    spb::tool_state::Status::Error => (false, state.error),
                     // Neither done nor failed: said, so an assertion on the text names it.
-                    other => format!("(status {other:?}) {}", state.error),
+                    other => (false, format!("(status {other:?}) {}", state.error)),
                 };
-                results.insert(t.call_id, (ok, text));
+                results.insert(t.call_id, result);
             }
         }
     }
