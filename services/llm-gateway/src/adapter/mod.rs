@@ -20,6 +20,8 @@ pub(crate) mod encoding;
 mod event_kit;
 pub mod eventstream;
 mod framing;
+#[cfg(test)]
+mod framing_tests;
 pub mod fuzzing;
 pub mod gemini;
 pub mod ids;
@@ -39,6 +41,8 @@ pub(crate) mod testkit;
 pub mod transport;
 pub(crate) mod turns;
 pub mod vertex;
+#[cfg(test)]
+mod whole_tests;
 
 use llm_proto::gateway as pb;
 
@@ -201,6 +205,12 @@ pub trait Decoder: Send {
     fn bare_json(&mut self, json: &str, out: &mut Vec<Event>) {
         self.frame("", json, out);
     }
+
+    /// Feeds a whole JSON response body: the provider answered with one document instead of a stream (its
+    /// non-streaming response, as some servers give to a streaming request, or Bedrock's `Converse`), or with an
+    /// error object under a 2xx status. Decodes it into the same events its stream would have carried, ending with
+    /// the finish or the error.
+    fn whole(&mut self, json: &str, out: &mut Vec<Event>);
 
     /// Feeds one `application/vnd.amazon.eventstream` message. The default hands its `:event-type` and payload to
     /// [`frame`](Decoder::frame); the Bedrock decoder reads the exception headers too.

@@ -18,7 +18,7 @@ use tokio::time::{Instant, Sleep};
 
 use crate::adapter::classify::{classify, redact};
 pub use crate::adapter::framing::Framing;
-use crate::adapter::framing::Parser;
+use crate::adapter::framing::{self, Parser};
 use crate::adapter::{Decoder, EncodedRequest, HttpRequest};
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::Event;
@@ -243,13 +243,15 @@ impl Transport {
             ));
         }
 
+        let parser = self
+            .parser_for(&mut response, opening.framing, deadline, &secrets)
+            .await?;
         // hyper parses the response head in place: every header value is a slice of the connection's read buffer,
         // so while the headers live that buffer cannot be reused and each later read allocates a fresh one (8 KiB
-        // per open stream). Nothing reads them after the status check.
+        // per open stream). Nothing reads them after this.
         drop(std::mem::take(response.headers_mut()));
         let now = Instant::now();
         let (wait, _) = bounded(self.timeouts.idle, deadline, now);
-        let parser = Parser::new(opening.framing, self.max_event_bytes);
         Ok(ProviderStream {
             response,
             parser,
@@ -260,6 +262,32 @@ impl Transport {
             idle_timer: Box::pin(tokio::time::sleep_until(after(now, wait))),
             ended: false,
         })
+    }
+}
+
+impl Transport {
+    /// The framing parser for a 2xx `response` to a request that asked for `expected`, chosen by its content type
+    /// ([`framing::answered`]); a media type no adapter reads is an error carrying the start of the body.
+    async fn parser_for(
+        &self,
+        response: &mut reqwest::Response,
+        expected: Framing,
+        deadline: Option<Instant>,
+        secrets: &[&str],
+    ) -> Result<Parser, ProviderError> {
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        match framing::answered(expected, content_type) {
+            Ok(Some(framing)) => Ok(Parser::new(framing, self.max_event_bytes)),
+            Ok(None) => Ok(Parser::sniffing(expected, self.max_event_bytes)),
+            Err(media) => {
+                let status = response.status().as_u16();
+                let raw = read_error_body(response, self.timeouts.idle, deadline).await;
+                Err(unreadable(status, &media, expected, redact(&raw, secrets)))
+            }
+        }
     }
 }
 
@@ -403,12 +431,7 @@ fn build_headers(
 ) -> Result<HeaderMap, ProviderError> {
     let mut headers = HeaderMap::with_capacity(extra.len() + auth.len() + 2);
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    let accept = match framing {
-        Framing::Sse => "text/event-stream",
-        Framing::EventStream => "application/vnd.amazon.eventstream",
-        Framing::Json => "application/json",
-    };
-    headers.insert(ACCEPT, HeaderValue::from_static(accept));
+    headers.insert(ACCEPT, HeaderValue::from_static(framing.media_type()));
     for (name, value) in extra {
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
             ProviderError::new(
@@ -501,6 +524,22 @@ async fn read_error_body(
         }
     }
     String::from_utf8_lossy(&body).into_owned()
+}
+
+/// A 2xx response whose content type no adapter reads (an HTML page from a proxy, say): a provider error that keeps
+/// the start of the body for diagnosis. Not retried: the same request would be answered the same way.
+fn unreadable(status: u16, media: &str, expected: Framing, body: String) -> ProviderError {
+    let mut err = ProviderError::new(
+        ErrorKind::ProviderError,
+        format!(
+            "the provider answered {status} with content type `{media}`, not `{}` or JSON",
+            expected.media_type()
+        ),
+    );
+    err.http_status = Some(status);
+    err.retryable = false;
+    err.provider_body = body;
+    err
 }
 
 /// Maps a reqwest failure before the response headers arrived.

@@ -183,6 +183,7 @@ fn timeouts(idle_ms: u64, total_ms: u64) -> Timeouts {
 struct Recorder {
     frames: Vec<(String, String)>,
     bare: Vec<String>,
+    wholes: Vec<String>,
     ended: bool,
 }
 
@@ -197,6 +198,10 @@ impl Decoder for Recorder {
 
     fn bare_json(&mut self, json: &str, _out: &mut Vec<Event>) {
         self.bare.push(json.to_string());
+    }
+
+    fn whole(&mut self, json: &str, _out: &mut Vec<Event>) {
+        self.wholes.push(json.to_string());
     }
 
     fn end(&mut self, out: &mut Vec<Event>) {
@@ -461,7 +466,7 @@ async fn a_whole_json_answer_may_take_longer_than_the_first_byte_timeout() {
     let mut decoder = Recorder::default();
     let mut out = Vec::new();
     while stream.pump(&mut decoder, &mut out).await.unwrap() {}
-    assert_eq!(decoder.bare, [r#"{"ok":true}"#]);
+    assert_eq!(decoder.wholes, [r#"{"ok":true}"#]);
 
     let base = late().await;
     let err = transport
@@ -546,4 +551,62 @@ async fn invalid_auth_value_is_rejected_without_echo() {
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Auth);
     assert!(!err.message.contains("bad"));
+}
+
+/// A server answering 200 with `content_type` (none when `None`) and `body`.
+async fn answering(content_type: Option<&'static str>, body: &'static str) -> String {
+    serve(move |mut sock, _| async move {
+        let ct = content_type
+            .map(|c| format!("content-type: {c}\r\n"))
+            .unwrap_or_default();
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\n{ct}content-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        sock.write_all(reply.as_bytes()).await.unwrap();
+    })
+    .await
+}
+
+async fn pumped(base: &str) -> Result<Recorder, ProviderError> {
+    let transport = Transport::new(timeouts(2000, 10_000)).unwrap();
+    let mut stream = transport.open(base, &auth(), &request()).await?;
+    let mut decoder = Recorder::default();
+    let mut out = Vec::new();
+    while stream.pump(&mut decoder, &mut out).await? {}
+    Ok(decoder)
+}
+
+#[tokio::test]
+async fn a_json_answer_to_a_streaming_request_reaches_the_decoder_whole() {
+    let body = "{\n  \"id\": \"chatcmpl-1\",\n  \"object\": \"chat.completion\"\n}\n";
+    for ct in [
+        Some("application/json"),
+        Some("application/json; charset=utf-8"),
+        None,
+    ] {
+        let decoder = pumped(&answering(ct, body).await).await.unwrap();
+        assert_eq!(decoder.wholes, [body], "{ct:?}");
+        assert!(
+            decoder.frames.is_empty() && decoder.bare.is_empty(),
+            "{ct:?}"
+        );
+    }
+    // No content type and a body that is not JSON: read as the stream that was asked for.
+    let decoder = pumped(&answering(None, "data: a\n\n").await).await.unwrap();
+    assert_eq!(decoder.frames, [(String::new(), "a".to_string())]);
+}
+
+#[tokio::test]
+async fn a_200_in_a_media_type_no_adapter_reads_is_a_typed_error_keeping_the_body() {
+    let page = "<html><body>Please sign in to the proxy</body></html>";
+    let err = pumped(&answering(Some("text/html; charset=utf-8"), page).await)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.kind, ErrorKind::ProviderError);
+    assert_eq!(err.http_status, Some(200));
+    assert!(!err.retryable);
+    assert!(err.message.contains("`text/html`"), "{}", err.message);
+    assert_eq!(err.provider_body, page);
 }

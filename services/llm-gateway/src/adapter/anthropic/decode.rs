@@ -413,6 +413,10 @@ impl Decoder for AnthropicDecoder {
         }
     }
 
+    fn whole(&mut self, json: &str, out: &mut Vec<Event>) {
+        super::whole::decode(self, json, out);
+    }
+
     fn end(&mut self, out: &mut Vec<Event>) {
         if self.done {
             return;

@@ -4,10 +4,12 @@
 //!   before the request leaves (docs/providers.md §6): empty blocks and turns dropped, turns merged so roles
 //!   alternate, a minimal user turn put first when the conversation opens with the assistant, tool-use ids rewritten, thinking replayed only to the model that produced it, prompt-cache markers,
 //!   sampling parameters the model rejects dropped.
-//! - [`decode`] turns the SSE stream into unified events.
+//! - [`decode`] turns the SSE stream into unified events; [`whole`] turns a whole (non-streaming) response into the
+//!   stream events it is equivalent to.
 
 mod decode;
 mod request;
+mod whole;
 
 pub use decode::AnthropicDecoder;
 pub(crate) use request::{ClaudeSampling, thinking_budget, token_plan};

@@ -322,7 +322,9 @@ impl Decoder for BedrockDecoder {
     }
 
     /// The one JSON answer of the non-streaming `Converse`.
-    fn bare_json(&mut self, json: &str, out: &mut Vec<Event>) {
+    /// `Converse`'s response (the non-streaming call made for structured output, or a `ConverseStream` a proxy
+    /// answered whole).
+    fn whole(&mut self, json: &str, out: &mut Vec<Event>) {
         if self.done {
             return;
         }

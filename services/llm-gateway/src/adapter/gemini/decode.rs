@@ -427,6 +427,12 @@ impl Decoder for GeminiDecoder {
         }
     }
 
+    /// `generateContent`'s response is one chunk, and `streamGenerateContent` without `alt=sse` an array of them:
+    /// both are what [`bare_json`](Decoder::bare_json) decodes.
+    fn whole(&mut self, json: &str, out: &mut Vec<Event>) {
+        self.bare_json(json, out);
+    }
+
     fn end(&mut self, out: &mut Vec<Event>) {
         if self.done {
             return;

@@ -552,6 +552,13 @@ impl Decoder for ChatDecoder {
         }
     }
 
+    fn whole(&mut self, json: &str, out: &mut Vec<Event>) {
+        self.frame("", &super::whole::as_chunk(json), out);
+        if !self.done {
+            self.end(out);
+        }
+    }
+
     fn end(&mut self, out: &mut Vec<Event>) {
         if self.done {
             return;

@@ -23,6 +23,7 @@ mod openrouter_tests;
 mod request;
 #[cfg(test)]
 mod stream_tests;
+mod whole;
 mod wire;
 
 use super::strict::StrictTools;

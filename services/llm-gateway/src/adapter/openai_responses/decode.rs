@@ -765,6 +765,10 @@ impl Decoder for ResponsesDecoder {
         self.apply(event, ev, data, out);
     }
 
+    fn whole(&mut self, json: &str, out: &mut Vec<Event>) {
+        super::whole::decode(self, json, out);
+    }
+
     fn end(&mut self, out: &mut Vec<Event>) {
         if self.done {
             return;

@@ -8,11 +8,13 @@
 //! - `decode` turns the `response.*` events back into unified [`Event`](crate::event::Event)s. Block ids are the
 //!   provider's item ids (`msg_…`, `rs_…`); tool calls carry the item's `call_id` (`call_…`), never its item id
 //!   (`fc_…`), because the `call_id` is what a `function_call_output` must quote on the next step.
+//! - `whole` turns a whole (non-streaming) response into the stream events it is equivalent to.
 
 mod decode;
 mod request;
 #[cfg(test)]
 mod stream_tests;
+mod whole;
 mod wire;
 
 use serde::{Deserialize, Serialize};
