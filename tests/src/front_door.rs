@@ -1,11 +1,12 @@
 //! The real `llm-gateway` binary with its HTTP front door turned on (`GATEWAY_HTTP_LISTEN`), and a plain HTTP/1.1
-//! POST to it: what the suites that drive the front door without a vendor SDK share.
+//! POST to it, and a plain HTTP client for any front door: what the suites that drive the front door without a
+//! vendor SDK share.
 
 use std::path::Path;
 
 use bytes::Bytes;
-use http_body_util::Full;
-use hyper_util::rt::TokioIo;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 
 use crate::service::{self, ServiceProcess};
 
@@ -71,4 +72,48 @@ impl FrontDoor {
             .await
             .expect("the front door answers")
     }
+}
+
+/// Sends one request over a fresh connection (HTTP/2 with prior knowledge when `h2`) and returns the status, the
+/// headers and the whole body.
+pub async fn send(
+    addr: std::net::SocketAddr,
+    h2: bool,
+    req: http::Request<Full<Bytes>>,
+) -> (http::StatusCode, http::HeaderMap, String) {
+    let io = TokioIo::new(tokio::net::TcpStream::connect(addr).await.unwrap());
+    let resp = if h2 {
+        let (mut sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        sender.send_request(req).await.unwrap()
+    } else {
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+        tokio::spawn(conn);
+        sender.send_request(req).await.unwrap()
+    };
+    let (parts, body) = resp.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    (
+        parts.status,
+        parts.headers,
+        String::from_utf8_lossy(&body).into_owned(),
+    )
+}
+
+pub fn request(
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> http::Request<Full<Bytes>> {
+    let mut b = http::Request::builder()
+        .method(method)
+        .uri(format!("http://front-door{path}"))
+        .header("content-type", "application/json");
+    if let Some(t) = token {
+        b = b.header("authorization", format!("Bearer {t}"));
+    }
+    b.body(Full::new(Bytes::from(body.to_string()))).unwrap()
 }

@@ -15,6 +15,28 @@ pub const GREETING: &str = "Hello! How can I help you today?";
 /// What the Anthropic and Gemini text fixtures say.
 pub const FILE_SAYS: &str = "Hello! The file says \"done\".\nAnything else?";
 
+/// The checks the OpenAI SDK scripts' `text` scenario makes, in order: a streamed then a whole completion.
+pub const OPENAI_TEXT_CHECKS: [&str; 8] = [
+    "stream_text",
+    "stream_finish_reason",
+    "stream_usage_chunk_last",
+    "stream_prompt_tokens",
+    "stream_cached_tokens",
+    "whole_text",
+    "whole_finish_reason",
+    "whole_usage",
+];
+
+/// The checks the Anthropic SDK script's `text` scenario makes, in order: a streamed then a whole message.
+pub const ANTHROPIC_TEXT_CHECKS: [&str; 6] = [
+    "stream_text",
+    "stream_stop_reason",
+    "stream_usage",
+    "whole_text",
+    "whole_stop_reason",
+    "whole_usage",
+];
+
 /// Queues the `fixture` reply twice on `fake`: a `text` scenario asks twice, streamed then whole.
 pub fn twice(fake: &FakeProvider, fixture: &str) {
     fake.push(fake_provider::Reply::fixture(fixture));

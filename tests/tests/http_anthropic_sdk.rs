@@ -3,17 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use e2e_tests::Harness;
-use e2e_tests::sdk::{FILE_SAYS, GREETING, Sdk, twice};
+use e2e_tests::sdk::{ANTHROPIC_TEXT_CHECKS, FILE_SAYS, GREETING, Sdk, twice};
 use fake_provider::Reply;
-
-const TEXT_CHECKS: [&str; 6] = [
-    "stream_text",
-    "stream_stop_reason",
-    "stream_usage",
-    "whole_text",
-    "whole_stop_reason",
-    "whole_usage",
-];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_streamed_and_whole_from_an_anthropic_model_with_cache_usage() {
@@ -25,7 +16,10 @@ async fn text_streamed_and_whole_from_an_anthropic_model_with_cache_usage() {
         ("EXPECT_TEXT", FILE_SAYS),
         ("EXPECT_USAGE", "25,1210,3840,15"),
     ];
-    assert_eq!(Sdk::Anthropic.run(&h, "text", &env).await, TEXT_CHECKS);
+    assert_eq!(
+        Sdk::Anthropic.run(&h, "text", &env).await,
+        ANTHROPIC_TEXT_CHECKS
+    );
     // The model has prompt caching: the request carried cache breakpoints (the system block's among them).
     let sent = h.anthropic.requests()[0].json();
     assert_eq!(
@@ -44,7 +38,10 @@ async fn text_from_an_openai_model_reports_its_cached_tokens_apart() {
         ("EXPECT_TEXT", GREETING),
         ("EXPECT_USAGE", "210,0,1024,9"),
     ];
-    assert_eq!(Sdk::Anthropic.run(&h, "text", &env).await, TEXT_CHECKS);
+    assert_eq!(
+        Sdk::Anthropic.run(&h, "text", &env).await,
+        ANTHROPIC_TEXT_CHECKS
+    );
     let sent = h.openai.requests()[0].json();
     assert_eq!(sent["messages"][0]["content"], "Be kind.", "{sent}");
 }
@@ -58,7 +55,10 @@ async fn text_from_a_gemini_model() {
         ("EXPECT_TEXT", FILE_SAYS),
         ("EXPECT_USAGE", "9,0,0,12"),
     ];
-    assert_eq!(Sdk::Anthropic.run(&h, "text", &env).await, TEXT_CHECKS);
+    assert_eq!(
+        Sdk::Anthropic.run(&h, "text", &env).await,
+        ANTHROPIC_TEXT_CHECKS
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,55 +2,9 @@
 //! same metrics as gRPC generations, and the answers for paths and methods it does not serve.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use bytes::Bytes;
+use e2e_tests::front_door::{request, send};
 use e2e_tests::{Harness, TOKEN};
 use fake_provider::Reply;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-
-/// Sends one request over a fresh connection (HTTP/2 with prior knowledge when `h2`) and returns the status, the
-/// headers and the whole body.
-async fn send(
-    h: &Harness,
-    h2: bool,
-    req: http::Request<Full<Bytes>>,
-) -> (http::StatusCode, http::HeaderMap, String) {
-    let io = TokioIo::new(tokio::net::TcpStream::connect(h.http_addr).await.unwrap());
-    let resp = if h2 {
-        let (mut sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        sender.send_request(req).await.unwrap()
-    } else {
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
-        tokio::spawn(conn);
-        sender.send_request(req).await.unwrap()
-    };
-    let (parts, body) = resp.into_parts();
-    let body = body.collect().await.unwrap().to_bytes();
-    (
-        parts.status,
-        parts.headers,
-        String::from_utf8_lossy(&body).into_owned(),
-    )
-}
-
-fn request(
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: &str,
-) -> http::Request<Full<Bytes>> {
-    let mut b = http::Request::builder()
-        .method(method)
-        .uri(format!("http://front-door{path}"))
-        .header("content-type", "application/json");
-    if let Some(t) = token {
-        b = b.header("authorization", format!("Bearer {t}"));
-    }
-    b.body(Full::new(Bytes::from(body.to_string()))).unwrap()
-}
 
 const CHAT: &str =
     r#"{"model":"openai/gpt-4o","stream":true,"messages":[{"role":"user","content":"Hi"}]}"#;
@@ -62,7 +16,7 @@ async fn both_http_versions_stream_on_one_port_and_count_in_the_metrics() {
     h.openai.push(Reply::fixture("openai_chat/text.sse"));
     for h2 in [false, true] {
         let (status, headers, body) = send(
-            &h,
+            h.http_addr,
             h2,
             request("POST", "/v1/chat/completions", Some(TOKEN), CHAT),
         )
@@ -85,7 +39,7 @@ async fn both_http_versions_stream_on_one_port_and_count_in_the_metrics() {
 async fn unserved_paths_methods_and_missing_tokens_get_their_own_status() {
     let h = Harness::start().await;
     let (status, headers, body) = send(
-        &h,
+        h.http_addr,
         false,
         request("POST", "/v1/chat/completions", None, CHAT),
     )
@@ -93,7 +47,7 @@ async fn unserved_paths_methods_and_missing_tokens_get_their_own_status() {
     assert_eq!(status, 401, "{body}");
     assert_eq!(headers["www-authenticate"], "Bearer");
     let (status, _, body) = send(
-        &h,
+        h.http_addr,
         false,
         request(
             "POST",
@@ -106,7 +60,7 @@ async fn unserved_paths_methods_and_missing_tokens_get_their_own_status() {
     assert_eq!(status, 401, "{body}");
     assert!(body.contains(r#""type":"authentication_error""#), "{body}");
     let (status, _, body) = send(
-        &h,
+        h.http_addr,
         false,
         request("POST", "/v1/responses", Some(TOKEN), "{}"),
     )
@@ -114,14 +68,14 @@ async fn unserved_paths_methods_and_missing_tokens_get_their_own_status() {
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("/v1/chat/completions"), "{body}");
     let (status, _, _) = send(
-        &h,
+        h.http_addr,
         false,
         request("GET", "/v1/chat/completions", Some(TOKEN), ""),
     )
     .await;
     assert_eq!(status, 405);
     let (status, _, body) = send(
-        &h,
+        h.http_addr,
         true,
         request("POST", "/v1/chat/completions", Some(TOKEN), "{not json"),
     )
@@ -129,7 +83,7 @@ async fn unserved_paths_methods_and_missing_tokens_get_their_own_status() {
     assert_eq!(status, 400, "{body}");
     assert!(body.contains(r#""param":"body""#), "{body}");
     let (status, _, body) = send(
-        &h,
+        h.http_addr,
         false,
         request("GET", "/v1/models/openai%2Fgpt-4o", Some(TOKEN), ""),
     )
@@ -149,7 +103,7 @@ async fn a_large_body_is_served_and_one_over_the_request_limit_is_413() {
         "x".repeat(600_000)
     );
     let (status, _, body) = send(
-        &h,
+        h.http_addr,
         false,
         request("POST", "/v1/chat/completions", Some(TOKEN), &large),
     )
@@ -169,7 +123,7 @@ async fn a_large_body_is_served_and_one_over_the_request_limit_is_413() {
         "x".repeat(1_100_000)
     );
     let (status, _, body) = send(
-        &h,
+        h.http_addr,
         false,
         request("POST", "/v1/chat/completions", Some(TOKEN), &big),
     )

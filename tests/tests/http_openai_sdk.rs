@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use e2e_tests::Harness;
-use e2e_tests::sdk::{FILE_SAYS, GREETING, Sdk, twice};
+use e2e_tests::sdk::{FILE_SAYS, GREETING, OPENAI_TEXT_CHECKS, Sdk, twice};
 use fake_provider::Reply;
 use fake_provider::openai_sse::ChatStream;
 
@@ -23,7 +23,7 @@ async fn text_streamed_and_whole_from_an_openai_model() {
             ],
         )
         .await;
-    assert_eq!(ran, TEXT_CHECKS);
+    assert_eq!(ran, OPENAI_TEXT_CHECKS);
     let sent = h.openai.requests();
     assert_eq!(sent.len(), 2);
     // The system message reached the provider as the unified request's system instruction.
@@ -41,7 +41,7 @@ async fn text_from_an_anthropic_model_reports_cached_prompt_tokens() {
         ("EXPECT_PROMPT_TOKENS", "5075"),
         ("EXPECT_CACHED_TOKENS", "3840"),
     ];
-    assert_eq!(Sdk::OpenAi.run(&h, "text", &env).await, TEXT_CHECKS);
+    assert_eq!(Sdk::OpenAi.run(&h, "text", &env).await, OPENAI_TEXT_CHECKS);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,19 +54,8 @@ async fn text_from_a_gemini_model() {
         ("EXPECT_PROMPT_TOKENS", "9"),
         ("EXPECT_CACHED_TOKENS", "0"),
     ];
-    assert_eq!(Sdk::OpenAi.run(&h, "text", &env).await, TEXT_CHECKS);
+    assert_eq!(Sdk::OpenAi.run(&h, "text", &env).await, OPENAI_TEXT_CHECKS);
 }
-
-const TEXT_CHECKS: [&str; 8] = [
-    "stream_text",
-    "stream_finish_reason",
-    "stream_usage_chunk_last",
-    "stream_prompt_tokens",
-    "stream_cached_tokens",
-    "whole_text",
-    "whole_finish_reason",
-    "whole_usage",
-];
 
 const TOOL_CHECKS: [&str; 4] = [
     "first_turn_finish_tool_calls",

@@ -23,6 +23,7 @@ mod gateway_responses;
 mod gateway_scenarios;
 mod gateway_sighup;
 mod gateway_turn_order;
+mod gateway_upstream_manners;
 mod gateway_vertex;
 mod grpc_conventions;
 mod grpc_deadline;

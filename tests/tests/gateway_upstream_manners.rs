@@ -1,0 +1,156 @@
+//! Upstreams that answer as real ones sometimes do, through both doors: a whole JSON response to a streaming
+//! request (several OpenAI-compatible servers ignore `stream: true`) is decoded as the complete answer, the same one
+//! its stream would have given; a 2xx body no adapter can read (an HTML page from a proxy) is a typed error, never
+//! an empty success.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use e2e_tests::front_door::{request, send};
+use e2e_tests::sdk::{ANTHROPIC_TEXT_CHECKS, FILE_SAYS, GREETING, OPENAI_TEXT_CHECKS, Sdk};
+use e2e_tests::*;
+use fake_provider::{FakeProvider, Reply};
+use llm_proto::gateway as pb;
+
+/// Each protocol's whole-response fixture, the stream fixture it is the twin of, and a model served over it.
+const TWINS: [(&str, &str, &str); 5] = [
+    ("openai", "openai_chat/text", "openai/gpt-4o"),
+    ("openai", "openai_chat/parallel_tools", "openai/gpt-4o"),
+    ("openai", "openai_responses/reasoning", "openai/gpt-5-codex"),
+    (
+        "anthropic",
+        "anthropic/thinking_tool_use",
+        "anthropic/claude-sonnet-4-5",
+    ),
+    ("gemini", "gemini/text", "gemini/gemini-2.5-flash"),
+];
+
+fn fake<'h>(h: &'h Harness, name: &str) -> &'h FakeProvider {
+    match name {
+        "openai" => &h.openai,
+        "anthropic" => &h.anthropic,
+        _ => &h.gemini,
+    }
+}
+
+/// What a caller can act on in a rendered stream: the text and reasoning (deltas joined per block), the tool calls
+/// (arguments as JSON values) and the finish line. Delta boundaries differ between a stream and a whole body.
+fn content(lines: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in lines {
+        let (kind, rest) = line.split_once(' ').unwrap_or((line, ""));
+        match kind {
+            "text_delta" | "reasoning_delta" => {
+                let (id, delta) = rest.split_once(' ').unwrap();
+                let delta: String = serde_json::from_str(delta).unwrap();
+                let key = format!("{kind} {id} ");
+                match out.last_mut() {
+                    Some(last) if last.starts_with(&key) => last.push_str(&delta),
+                    _ => out.push(format!("{key}{delta}")),
+                }
+            }
+            "tool_call" => {
+                let mut fields = rest.splitn(3, ' ');
+                let (id, name, args) = (
+                    fields.next().unwrap(),
+                    fields.next().unwrap(),
+                    fields.next().unwrap(),
+                );
+                let args: serde_json::Value = serde_json::from_str(args).unwrap();
+                out.push(format!("tool_call {id} {name} {args}"));
+            }
+            "step_finish" | "error" | "reasoning_end" => out.push(line.clone()),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_answer_to_a_streaming_request_is_the_answer_its_stream_would_be() {
+    let h = Harness::start().await;
+    for (provider, fixture, model) in TWINS {
+        let fake = fake(&h, provider);
+        let before = fake.requests().len();
+        fake.push(Reply::fixture(&format!("{fixture}.sse")));
+        fake.push(Reply::json_fixture(200, &format!("{fixture}.json")));
+        let g = || generation(model, "hi");
+        let streamed = render(&h.stream(g()).await.unwrap());
+        let whole = render(&h.stream(g()).await.unwrap());
+        assert_well_formed(&whole);
+        assert!(
+            streamed.last().unwrap().starts_with("step_finish"),
+            "{streamed:#?}"
+        );
+        assert_eq!(content(&whole), content(&streamed), "{fixture}");
+        // One request each: neither answer was retried.
+        assert_eq!(fake.requests().len(), before + 2, "{fixture}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_sdk_gets_the_whole_answer_streamed_and_not() {
+    let h = Harness::start().await;
+    for _ in 0..2 {
+        h.openai
+            .push(Reply::json_fixture(200, "openai_chat/text.json"));
+    }
+    let env = [
+        ("MODEL", "openai/gpt-4o"),
+        ("EXPECT_TEXT", GREETING),
+        ("EXPECT_PROMPT_TOKENS", "1234"),
+        ("EXPECT_CACHED_TOKENS", "1024"),
+    ];
+    let ran = Sdk::OpenAi.run(&h, "text", &env).await;
+    assert_eq!(ran, OPENAI_TEXT_CHECKS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_anthropic_sdk_gets_the_whole_answer_streamed_and_not() {
+    let h = Harness::start().await;
+    for _ in 0..2 {
+        h.anthropic
+            .push(Reply::json_fixture(200, "anthropic/text.json"));
+    }
+    let env = [
+        ("MODEL", "anthropic/claude-sonnet-4-5"),
+        ("EXPECT_TEXT", FILE_SAYS),
+        ("EXPECT_USAGE", "25,1210,3840,15"),
+    ];
+    let ran = Sdk::Anthropic.run(&h, "text", &env).await;
+    assert_eq!(ran, ANTHROPIC_TEXT_CHECKS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_html_page_under_200_is_a_typed_error_through_both_doors() {
+    let h = Harness::start().await;
+    let page = "<!DOCTYPE html><html><body><h1>Sign in to the proxy</h1></body></html>";
+    for _ in 0..2 {
+        h.openai
+            .push(Reply::json(200, page).header("content-type", "text/html; charset=utf-8"));
+    }
+    let events = h.stream(generation("openai/gpt-4o", "hi")).await.unwrap();
+    let Some(pb::stream_response::Event::Error(e)) = &events.last().unwrap().event else {
+        panic!("{:#?}", render(&events));
+    };
+    assert_eq!(e.kind(), pb::ErrorKind::ProviderError);
+    assert!(e.message.contains("text/html"), "{}", e.message);
+    assert_eq!(e.provider_body, page);
+    // Not retried: the same request would get the same page.
+    assert_eq!(h.openai.requests().len(), 1);
+
+    let chat = r#"{"model":"openai/gpt-4o","messages":[{"role":"user","content":"hi"}]}"#;
+    let (status, _, body) = send(
+        h.http_addr,
+        false,
+        request("POST", "/v1/chat/completions", Some(TOKEN), chat),
+    )
+    .await;
+    assert!(status.is_server_error(), "{status} {body}");
+    let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("text/html"),
+        "{body}"
+    );
+}
