@@ -40,6 +40,7 @@ fn started() -> Processor {
             provider: "bench".into(),
             model: "bench/paced".into(),
             attempt: 1,
+            ..Default::default()
         }),
         E::StepStart(gw::StepStart {}),
         E::TextStart(gw::TextStart { id: "t0".into() }),

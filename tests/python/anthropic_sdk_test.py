@@ -6,6 +6,7 @@ providers' replies. Each check prints `ok: <name>` when it holds and exits non-z
 Rust side compares the names printed with the list it expects, so a check that never ran fails the test.
 """
 
+import json
 import os
 import sys
 
@@ -96,7 +97,11 @@ def errors(model: str) -> None:
         check(False, "overloaded", "no error")
     except anthropic.APIStatusError as e:
         check(e.status_code == 529, "overloaded", e)
-        check(e.body.get("error", {}).get("type") == "overloaded_error", "anthropic_error_shape", e.body)
+        # The provider's own error body, as the provider wrote it (EXPECT_ERROR is its JSON), and its headers.
+        check(e.body == json.loads(os.environ["EXPECT_ERROR"]), "provider_error_body", e.body)
+        headers = e.response.headers
+        check(headers.get("request-id") == "req_overloaded"
+              and headers.get("anthropic-ratelimit-requests-remaining") == "49", "rate_limit_headers", dict(headers))
     try:
         client().messages.create(model="anthropic/no-such-model", max_tokens=64,
                                  messages=[{"role": "user", "content": "Hi"}])

@@ -129,7 +129,11 @@ def errors(model: str) -> None:
     except openai.RateLimitError as e:
         check(e.status_code == 429, "rate_limited", e)
         check(e.response.headers.get("retry-after") == "30", "retry_after_header", dict(e.response.headers))
-        check(e.body.get("type") == "rate_limit_error", "openai_error_shape", e.body)
+        # The provider's own error object, as the provider wrote it (EXPECT_ERROR is its JSON).
+        check(e.body == json.loads(os.environ["EXPECT_ERROR"])["error"], "provider_error_object", e.body)
+        headers = e.response.headers
+        check(headers.get("x-ratelimit-remaining-requests") == "0"
+              and headers.get("x-request-id") == "req_rate_limited", "rate_limit_headers", dict(headers))
     try:
         client().chat.completions.create(model="openai/no-such-model", messages=[{"role": "user", "content": "Hi"}])
         check(False, "unknown_model", "no error")

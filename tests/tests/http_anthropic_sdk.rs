@@ -146,18 +146,24 @@ async fn parallel_tool_calls_from_an_openai_model_over_two_turns() {
 async fn an_overloaded_provider_is_a_529_and_other_errors_their_own_status() {
     let h = Harness::start().await;
     // Every attempt (the gateway retries overloaded ones) is refused the same way.
-    h.anthropic.set_fallback(Reply::json(
-        529,
-        r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
-    ));
-    let ran = Sdk::Anthropic
-        .run(&h, "errors", &[("MODEL", "anthropic/claude-sonnet-4-5")])
-        .await;
+    let error = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_overloaded"}"#;
+    h.anthropic.set_fallback(
+        Reply::json(529, error)
+            .header("request-id", "req_overloaded")
+            .header("anthropic-ratelimit-requests-limit", "50")
+            .header("anthropic-ratelimit-requests-remaining", "49"),
+    );
+    let env = [
+        ("MODEL", "anthropic/claude-sonnet-4-5"),
+        ("EXPECT_ERROR", error),
+    ];
+    let ran = Sdk::Anthropic.run(&h, "errors", &env).await;
     assert_eq!(
         ran,
         [
             "overloaded",
-            "anthropic_error_shape",
+            "provider_error_body",
+            "rate_limit_headers",
             "unknown_model",
             "wrong_key"
         ]

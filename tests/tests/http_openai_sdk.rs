@@ -159,19 +159,28 @@ async fn json_schema_output_is_parsed_by_the_sdk() {
 async fn errors_reach_the_sdk_as_its_own_exceptions() {
     let h = Harness::start().await;
     // Longer than the gateway waits (retry.max_retry_after_ms), so it answers at once with the provider's delay.
+    let error = r#"{"error":{"message":"Rate limit reached for gpt-4o on requests per min (RPM): Limit 500, Used 500, Requested 1.","type":"requests","param":null,"code":"rate_limit_exceeded"}}"#;
     h.openai.push(
-        Reply::json(429, r#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#)
-            .header("retry-after", "30"),
+        Reply::json(429, error)
+            .header("retry-after", "30")
+            .header("x-ratelimit-limit-requests", "500")
+            .header("x-ratelimit-remaining-requests", "0")
+            .header("x-request-id", "req_rate_limited"),
     );
     let ran = Sdk::OpenAi
-        .run(&h, "errors", &[("MODEL", "openai/gpt-4o")])
+        .run(
+            &h,
+            "errors",
+            &[("MODEL", "openai/gpt-4o"), ("EXPECT_ERROR", error)],
+        )
         .await;
     assert_eq!(
         ran,
         [
             "rate_limited",
             "retry_after_header",
-            "openai_error_shape",
+            "provider_error_object",
+            "rate_limit_headers",
             "unknown_model",
             "wrong_key",
             "invalid_field"

@@ -12,13 +12,34 @@ use crate::error::{ErrorKind, ProviderError};
 use crate::event::{Event, FinishReason, Usage};
 use crate::status::provider_error_status;
 
-/// `stream_start` event.
-pub fn stream_start(provider: &str, model: &str, attempt: u32) -> pb::StreamResponse {
+/// `stream_start` event: `model` served by `provider`, on `attempt`, with the provider's relayed response `headers`.
+pub fn stream_start(
+    provider: &str,
+    model: &ModelInfo,
+    attempt: u32,
+    headers: Vec<(String, String)>,
+) -> pb::StreamResponse {
     wrap(pb::stream_response::Event::StreamStart(pb::StreamStart {
         provider: provider.to_string(),
-        model: model.to_string(),
+        model: model.id.clone(),
         attempt,
+        protocol: model.protocol.wire().as_str().to_string(),
+        provider_headers: header_map(headers),
     }))
+}
+
+/// Relayed headers as the proto's map; a name sent twice keeps its values joined by `, ` (as HTTP folds them).
+fn header_map(headers: Vec<(String, String)>) -> std::collections::HashMap<String, String> {
+    let mut map = std::collections::HashMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        map.entry(name)
+            .and_modify(|v: &mut String| {
+                v.push_str(", ");
+                v.push_str(&value);
+            })
+            .or_insert(value);
+    }
+    map
 }
 
 /// `step_start` event.
@@ -143,6 +164,7 @@ fn error(e: ProviderError) -> pb::Error {
         http_status: e.http_status.map(u32::from).unwrap_or(0),
         provider_body: e.provider_body,
         retry_after_beyond_cap: e.retry_after_beyond_cap,
+        provider_headers: header_map(e.headers),
     }
 }
 
@@ -168,6 +190,11 @@ pub fn error_from_pb(e: &pb::Error) -> ProviderError {
         http_status: u16::try_from(e.http_status).ok().filter(|s| *s != 0),
         provider_body: e.provider_body.clone(),
         retry_after_beyond_cap: e.retry_after_beyond_cap,
+        headers: e
+            .provider_headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
     }
 }
 

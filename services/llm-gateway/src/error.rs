@@ -52,6 +52,9 @@ pub struct ProviderError {
     pub provider_body: String,
     /// The gateway stopped retrying because `retry_after` is longer than it waits (`retry.max_retry_after_ms`).
     pub retry_after_beyond_cap: bool,
+    /// The provider's retry, rate-limit and request-id headers of the failed response
+    /// ([`relayed_headers`](crate::adapter::classify::relayed_headers)), relayed to callers as they were sent.
+    pub headers: Vec<(String, String)>,
 }
 
 impl ProviderError {
@@ -72,6 +75,7 @@ impl ProviderError {
             http_status: None,
             provider_body: String::new(),
             retry_after_beyond_cap: false,
+            headers: Vec::new(),
         }
     }
 

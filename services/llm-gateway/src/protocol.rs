@@ -54,6 +54,11 @@ impl Protocol {
         }
     }
 
+    /// The protocol named `name` ([`as_str`](Protocol::as_str)), if any.
+    pub fn from_name(name: &str) -> Option<Protocol> {
+        Protocol::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+
     /// The publisher wire format this protocol carries: Vertex's protocols speak Gemini's and Anthropic's, Azure's
     /// OpenAI's. Replay metadata is labelled with it, so a signature made on Vertex (or encrypted reasoning made on
     /// Azure) is recognised by the Gemini, Anthropic or OpenAI request builder (still only for the model that made

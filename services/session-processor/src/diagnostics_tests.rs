@@ -471,6 +471,7 @@ fn the_processor_records_the_requested_and_the_served_model_on_step_finish() {
             provider: "anthropic".into(),
             model: "anthropic/claude-sonnet-4-5".into(),
             attempt: 4,
+            ..Default::default()
         }),
         E::StepStart(gw::StepStart {}),
         E::StepFinish(gw::StepFinish {

@@ -652,6 +652,7 @@ fn the_served_model_is_recorded_after_a_fallback() {
             provider: "anthropic".into(),
             model: "anthropic/x".into(),
             attempt: 1,
+            ..Default::default()
         })],
     );
     assert_eq!(p.message().model, "anthropic/x");

@@ -60,7 +60,47 @@ pub fn classify(
         http_status: status,
         provider_body: truncate(body, MAX_PROVIDER_BODY).to_string(),
         retry_after_beyond_cap: false,
+        headers: headers
+            .map(|h| relayed_headers(h, Relay::Failure))
+            .unwrap_or_default(),
     }
+}
+
+/// Which of a provider's responses headers are relayed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relay {
+    /// A response that served the generation: rate-limit state and request ids.
+    Success,
+    /// A failed response: those, and the retry hints (`retry-after`, `retry-after-ms`).
+    Failure,
+}
+
+/// Most headers relayed from one response, and the longest value: bounds on what a provider can make the gateway
+/// copy to its callers.
+const MAX_RELAYED: usize = 32;
+const MAX_RELAYED_VALUE: usize = 256;
+
+/// The response headers callers act on, in the order received, lower-case names: the rate-limit state
+/// (`x-ratelimit-*`, `anthropic-ratelimit-*`, which clients read to pace themselves), the request ids (`x-request-id`,
+/// `request-id`, what a provider's support asks for) and, on a failure, the retry hints the SDKs honour
+/// (`retry-after-ms`, `retry-after`). Values that are not visible ASCII or longer than 256 bytes are left out.
+pub fn relayed_headers(headers: &http::HeaderMap, relay: Relay) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (name, value) in headers {
+        let name = name.as_str();
+        let wanted = name.starts_with("x-ratelimit-")
+            || name.starts_with("anthropic-ratelimit-")
+            || matches!(name, "x-request-id" | "request-id")
+            || (relay == Relay::Failure && matches!(name, "retry-after" | "retry-after-ms"));
+        let Ok(value) = value.to_str() else { continue };
+        if wanted && value.len() <= MAX_RELAYED_VALUE {
+            out.push((name.to_string(), value.to_string()));
+            if out.len() == MAX_RELAYED {
+                break;
+            }
+        }
+    }
+    out
 }
 
 pub use super::redact::redact;

@@ -16,7 +16,7 @@ use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use tokio::time::{Instant, Sleep};
 
-use crate::adapter::classify::{classify, redact};
+use crate::adapter::classify::{Relay, classify, redact, relayed_headers};
 pub use crate::adapter::framing::Framing;
 use crate::adapter::framing::{self, Parser};
 use crate::adapter::{Decoder, EncodedRequest, HttpRequest};
@@ -246,6 +246,7 @@ impl Transport {
         let parser = self
             .parser_for(&mut response, opening.framing, deadline, &secrets)
             .await?;
+        let relayed = relayed_headers(response.headers(), Relay::Success);
         // hyper parses the response head in place: every header value is a slice of the connection's read buffer,
         // so while the headers live that buffer cannot be reused and each later read allocates a fresh one (8 KiB
         // per open stream). Nothing reads them after this.
@@ -261,6 +262,7 @@ impl Transport {
             deadline,
             idle_timer: Box::pin(tokio::time::sleep_until(after(now, wait))),
             ended: false,
+            relayed,
         })
     }
 }
@@ -315,6 +317,8 @@ pub struct ProviderStream {
     idle_timer: Pin<Box<Sleep>>,
     /// The body ended or failed: `pump` does nothing more.
     ended: bool,
+    /// The response headers relayed to callers ([`relayed_headers`]), until taken.
+    relayed: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for ProviderStream {
@@ -332,6 +336,11 @@ impl ProviderStream {
     /// The response status (always 2xx).
     pub fn status(&self) -> u16 {
         self.response.status().as_u16()
+    }
+
+    /// The provider's rate-limit and request-id headers of this response ([`relayed_headers`]); empty once taken.
+    pub fn take_headers(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.relayed)
     }
 
     /// Removes this request's credentials from `err` (a mid-stream error echoing what was sent).

@@ -229,8 +229,13 @@ impl Run {
             if let Some(p) = self.prepared.as_mut() {
                 p.request.body = bytes::Bytes::new();
             }
+            let headers = self
+                .stream
+                .as_mut()
+                .map(ProviderStream::take_headers)
+                .unwrap_or_default();
             let c = self.candidate();
-            let start = convert::stream_start(&c.provider.id, &c.model.id, self.attempt);
+            let start = convert::stream_start(&c.provider.id, &c.model, self.attempt, headers);
             self.metrics
                 .first_event(&c.labels, self.clock.started.elapsed());
             self.pending.push_back(start);
@@ -369,8 +374,9 @@ impl Run {
         self.pristine = None;
         self.pending.push_back(convert::stream_start(
             &c.provider.id,
-            &c.model.id,
+            &c.model,
             self.attempt,
+            Vec::new(),
         ));
         let kind = err.kind.as_str();
         self.pending

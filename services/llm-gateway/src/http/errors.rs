@@ -1,7 +1,8 @@
 //! Errors of the HTTP front door: one [`ApiError`] built from whatever went wrong (a body that does not parse, a
 //! validation status, a start error, a provider error), rendered in the caller's dialect: OpenAI's
 //! `{"error": {"message", "type", "param", "code"}}` or Anthropic's `{"type": "error", "error": {"type", "message"}}`,
-//! with the status code each API uses for that class of failure.
+//! with the status code each API uses for that class of failure. A provider's failure keeps what the provider said
+//! ([`Upstream`]): its status, its headers and, when the door speaks its protocol, its error object itself.
 
 use std::time::Duration;
 
@@ -11,6 +12,8 @@ use tonic::Code;
 use tonic_types::StatusExt;
 
 use crate::error::{ErrorKind, ProviderError};
+use crate::http::upstream::Upstream;
+use crate::protocol::Protocol;
 use crate::start_error::StartError;
 
 /// Which API's error shape and status codes a response uses.
@@ -49,6 +52,8 @@ pub enum Class {
     Unavailable,
     /// The provider did not answer in time (504).
     Timeout,
+    /// The provider failed on its side, and may not the next time (500).
+    ServerError,
     /// The provider failed in a way the caller cannot fix (502).
     Upstream,
     /// The gateway itself failed (500).
@@ -64,8 +69,12 @@ pub struct ApiError {
     pub message: String,
     /// The request field at fault, when there is one.
     pub param: Option<String>,
-    /// Sent as `retry-after` (whole seconds, rounded up).
+    /// The machine-readable code (OpenAI's `code`) when the failure has a more precise one than its class.
+    pub code: Option<&'static str>,
+    /// Sent as `retry-after` (whole seconds, rounded up) unless the provider sent its own.
     pub retry_after: Option<Duration>,
+    /// What the provider said, for a provider's failure.
+    pub upstream: Option<Box<Upstream>>,
 }
 
 impl ApiError {
@@ -75,7 +84,9 @@ impl ApiError {
             class,
             message: message.into(),
             param: None,
+            code: None,
             retry_after: None,
+            upstream: None,
         }
     }
 
@@ -114,6 +125,7 @@ impl ApiError {
         match e {
             StartError::UnknownModel { .. } => ApiError {
                 param: Some("model".into()),
+                code: Some("model_not_found"),
                 ..ApiError::new(Class::NotFound, e.to_string())
             },
             StartError::Invalid(b) => ApiError {
@@ -132,8 +144,9 @@ impl ApiError {
         }
     }
 
-    /// From a generation that failed (before any output when it becomes a status; in a stream otherwise).
-    pub fn from_provider(e: &ProviderError) -> ApiError {
+    /// From a generation that failed (before any output when it becomes a status; in a stream otherwise), served
+    /// by a provider speaking `protocol` when known.
+    pub fn from_provider(e: &ProviderError, protocol: Option<Protocol>) -> ApiError {
         let class = match e.kind {
             ErrorKind::RateLimited => Class::RateLimited,
             ErrorKind::Overloaded => Class::Overloaded,
@@ -142,18 +155,37 @@ impl ApiError {
             }
             ErrorKind::Timeout => Class::Timeout,
             ErrorKind::Network | ErrorKind::Cancelled => Class::Unavailable,
-            ErrorKind::ProviderError if e.retryable => Class::Unavailable,
+            ErrorKind::ProviderError if e.retryable => Class::ServerError,
             // The provider refused the gateway's own key: nothing the caller can fix.
             ErrorKind::Auth | ErrorKind::ProviderError => Class::Upstream,
         };
+        let (code, param) = match e.kind {
+            // What truncate-and-retry logic keys on, whichever provider overflowed.
+            ErrorKind::ContextOverflow => {
+                (Some("context_length_exceeded"), Some("messages".into()))
+            }
+            ErrorKind::ContentFilter => (Some("content_filter"), None),
+            _ => (None, None),
+        };
         ApiError {
             retry_after: e.retry_after,
+            code,
+            param,
+            upstream: Some(Box::new(Upstream::of(e, protocol))),
             ..ApiError::new(class, e.message.clone())
         }
     }
 
-    /// The HTTP status in `dialect`.
+    /// The HTTP status in `dialect`: the provider's own error status when there is one, else the class's.
     pub fn status(&self, dialect: Dialect) -> StatusCode {
+        if let Some(status) = self
+            .upstream
+            .as_ref()
+            .and_then(|u| u.status())
+            .and_then(|s| StatusCode::from_u16(s).ok())
+        {
+            return status;
+        }
         match self.class {
             Class::InvalidRequest => StatusCode::BAD_REQUEST,
             Class::Authentication => StatusCode::UNAUTHORIZED,
@@ -168,7 +200,7 @@ impl ApiError {
             Class::Overloaded | Class::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Class::Timeout => StatusCode::GATEWAY_TIMEOUT,
             Class::Upstream => StatusCode::BAD_GATEWAY,
-            Class::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            Class::ServerError | Class::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -180,21 +212,53 @@ impl ApiError {
         })
     }
 
-    /// The error body in `dialect`.
+    /// The response headers beyond the content type: the provider's retry, rate-limit and request-id headers as it
+    /// sent them, and a `retry-after` of the gateway's own when the provider sent none.
+    pub fn headers(&self) -> Vec<(String, String)> {
+        let mut out = self
+            .upstream
+            .as_ref()
+            .map(|u| u.headers.clone())
+            .unwrap_or_default();
+        if !self.upstream.as_ref().is_some_and(|u| u.has_retry_after())
+            && let Some(v) = self.retry_after_header()
+        {
+            out.push(("retry-after".into(), v));
+        }
+        out
+    }
+
+    /// The error body in `dialect`: the provider's own when the door speaks its protocol, else the door's shape.
     pub fn body(&self, dialect: Dialect) -> Value {
+        if let Some(body) = self.upstream.as_ref().and_then(|u| u.verbatim(dialect)) {
+            return body;
+        }
         match dialect {
             Dialect::OpenAi => json!({
                 "error": {
                     "message": self.message,
                     "type": openai_type(self.class),
                     "param": self.param,
-                    "code": openai_code(self.class),
+                    "code": self.code.or_else(|| openai_code(self.class)),
                 }
             }),
             Dialect::Anthropic => json!({
                 "type": "error",
-                "error": {"type": anthropic_type(self.class), "message": self.message},
+                "error": {"type": anthropic_type(self.class), "message": self.anthropic_message()},
             }),
+        }
+    }
+
+    /// The message for an Anthropic client: an overflow says "prompt is too long", the words Anthropic's own
+    /// overflow error starts with and clients look for, whichever provider overflowed.
+    fn anthropic_message(&self) -> std::borrow::Cow<'_, str> {
+        const OVERFLOW: &str = "prompt is too long";
+        if self.code == Some("context_length_exceeded")
+            && !self.message.to_ascii_lowercase().contains(OVERFLOW)
+        {
+            format!("{OVERFLOW}: {}", self.message).into()
+        } else {
+            self.message.as_str().into()
         }
     }
 }
@@ -219,6 +283,7 @@ fn openai_type(class: Class) -> &'static str {
         Class::Overloaded
         | Class::Unavailable
         | Class::Timeout
+        | Class::ServerError
         | Class::Upstream
         | Class::Internal => "server_error",
     }
@@ -227,7 +292,6 @@ fn openai_type(class: Class) -> &'static str {
 fn openai_code(class: Class) -> Option<&'static str> {
     match class {
         Class::Authentication => Some("invalid_api_key"),
-        Class::NotFound => Some("model_not_found"),
         Class::RateLimited => Some("rate_limit_exceeded"),
         Class::TooLarge => Some("request_too_large"),
         Class::RequestTimeout => Some("request_timeout"),
@@ -251,7 +315,7 @@ fn anthropic_type(class: Class) -> &'static str {
         Class::RateLimited => "rate_limit_error",
         Class::Overloaded | Class::Unavailable => "overloaded_error",
         Class::Timeout => "timeout_error",
-        Class::Upstream | Class::Internal => "api_error",
+        Class::ServerError | Class::Upstream | Class::Internal => "api_error",
     }
 }
 

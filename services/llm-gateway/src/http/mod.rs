@@ -21,6 +21,7 @@ pub mod models;
 pub mod openai_chat;
 pub mod sse;
 pub mod unified;
+pub mod upstream;
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode};
@@ -147,15 +148,10 @@ pub fn json(status: StatusCode, body: &Value) -> Response<Body> {
     r
 }
 
-/// An error response in `dialect`, with `retry-after` when the error carries one.
+/// An error response in `dialect`, with the provider's relayed headers and `retry-after` when the error carries
+/// one.
 pub fn error(dialect: Dialect, e: &ApiError) -> Response<Body> {
-    let mut r = json(e.status(dialect), &e.body(dialect));
-    if let Some(v) = e
-        .retry_after_header()
-        .and_then(|s| HeaderValue::from_str(&s).ok())
-    {
-        r.headers_mut().insert(http::header::RETRY_AFTER, v);
-    }
+    let mut r = relaying(json(e.status(dialect), &e.body(dialect)), &e.headers());
     if dialect == Dialect::OpenAi && e.class == Class::Authentication {
         r.headers_mut().insert(
             http::header::WWW_AUTHENTICATE,
@@ -163,6 +159,20 @@ pub fn error(dialect: Dialect, e: &ApiError) -> Response<Body> {
         );
     }
     r
+}
+
+/// `response` with `headers` added (the provider's relayed ones, names already lower-case and values checked; one
+/// that is not a valid header is left out).
+pub fn relaying(mut response: Response<Body>, headers: &[(String, String)]) -> Response<Body> {
+    for (name, value) in headers {
+        if let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            response.headers_mut().append(name, value);
+        }
+    }
+    response
 }
 
 /// A streamed `text/event-stream` response.

@@ -21,17 +21,22 @@ pub async fn run(
 ) -> Result<Response<Body>, ApiError> {
     let (generation, stream) = crate::http::translate_body(body, request::translate).await?;
     let model = generation.model.clone();
-    let events = crate::http::generation::start(gateway, headers, generation).await?;
+    let started = crate::http::generation::start(gateway, headers, generation).await?;
+    let protocol = started.protocol;
     let id = crate::http::response_id("msg_");
     if stream {
-        let mut encoder = response::EventEncoder::new(id, model);
-        let body = sse::encoded(events, move |ev, out| encoder.push(ev, out), PING);
-        Ok(crate::http::event_stream(body))
+        let mut encoder = response::EventEncoder::new(id, model, protocol);
+        let body = sse::encoded(started.events, move |ev, out| encoder.push(ev, out), PING);
+        Ok(crate::http::relaying(
+            crate::http::event_stream(body),
+            &started.headers,
+        ))
     } else {
-        let reply = crate::http::generation::collect(events).await?;
-        Ok(crate::http::json(
-            StatusCode::OK,
-            &response::message(&id, &model, &reply),
+        let reply = crate::http::generation::collect(started.events, protocol).await?;
+        let body = response::message(&id, &model, &reply);
+        Ok(crate::http::relaying(
+            crate::http::json(StatusCode::OK, &body),
+            &started.headers,
         ))
     }
 }

@@ -27,14 +27,17 @@ pub struct EventEncoder {
     /// end).
     reasoning: HashMap<String, Option<usize>>,
     tools: HashMap<String, (usize, String)>,
+    /// The wire protocol of the provider serving the generation, for its error objects.
+    protocol: Option<Protocol>,
 }
 
 impl EventEncoder {
     /// An encoder for message `id` of `model`.
-    pub fn new(id: String, model: String) -> EventEncoder {
+    pub fn new(id: String, model: String, protocol: Option<Protocol>) -> EventEncoder {
         EventEncoder {
             id,
             model,
+            protocol,
             next_index: 0,
             text: HashMap::new(),
             reasoning: HashMap::new(),
@@ -99,7 +102,8 @@ impl EventEncoder {
                 sse::event(out, "message_stop", &json!({"type": "message_stop"}));
             }
             E::Error(e) => {
-                let api = ApiError::from_provider(&crate::convert::error_from_pb(&e));
+                let e = crate::convert::error_from_pb(&e);
+                let api = ApiError::from_provider(&e, self.protocol);
                 sse::event(out, "error", &api.body(Dialect::Anthropic));
             }
             E::StreamStart(_) | E::ToolInputEnd(_) => {}

@@ -2,7 +2,7 @@ use super::*;
 use pb::stream_response::Event as E;
 
 fn events(events: Vec<E>) -> Vec<(String, Value)> {
-    let mut enc = EventEncoder::new("msg_1".into(), "anthropic/claude-sonnet-4-5".into());
+    let mut enc = EventEncoder::new("msg_1".into(), "anthropic/claude-sonnet-4-5".into(), None);
     let mut out = BytesMut::new();
     for e in events {
         enc.push(pb::StreamResponse { event: Some(e) }, &mut out);

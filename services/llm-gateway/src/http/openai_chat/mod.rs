@@ -21,18 +21,28 @@ pub async fn run(
 ) -> Result<Response<Body>, ApiError> {
     let (generation, shape) = crate::http::translate_body(body, request::translate).await?;
     let model = generation.model.clone();
-    let events = crate::http::generation::start(gateway, headers, generation).await?;
+    let started = crate::http::generation::start(gateway, headers, generation).await?;
+    let protocol = started.protocol;
     let id = crate::http::response_id("chatcmpl-");
     let created = crate::http::unix_now();
     if shape.stream {
-        let mut encoder = response::ChunkEncoder::new(id, created, model, shape.include_usage);
-        let body = sse::encoded(events, move |ev, out| encoder.push(ev, out), KEEP_ALIVE);
-        Ok(crate::http::event_stream(body))
+        let mut encoder =
+            response::ChunkEncoder::new(id, created, model, shape.include_usage, protocol);
+        let body = sse::encoded(
+            started.events,
+            move |ev, out| encoder.push(ev, out),
+            KEEP_ALIVE,
+        );
+        Ok(crate::http::relaying(
+            crate::http::event_stream(body),
+            &started.headers,
+        ))
     } else {
-        let reply = crate::http::generation::collect(events).await?;
-        Ok(crate::http::json(
-            StatusCode::OK,
-            &response::completion(&id, created, &model, &reply),
+        let reply = crate::http::generation::collect(started.events, protocol).await?;
+        let body = response::completion(&id, created, &model, &reply);
+        Ok(crate::http::relaying(
+            crate::http::json(StatusCode::OK, &body),
+            &started.headers,
         ))
     }
 }

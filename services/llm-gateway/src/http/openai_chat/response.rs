@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::http::errors::{ApiError, Dialect};
 use crate::http::sse;
+use crate::protocol::Protocol;
 
 /// Turns one generation's events into `chat.completion.chunk` frames.
 pub struct ChunkEncoder {
@@ -19,18 +20,27 @@ pub struct ChunkEncoder {
     created: u64,
     model: String,
     include_usage: bool,
+    /// The wire protocol of the provider serving the generation, for its error objects.
+    protocol: Option<Protocol>,
     /// Index and the arguments sent so far, by call id.
     calls: HashMap<String, (usize, String)>,
 }
 
 impl ChunkEncoder {
     /// An encoder for a completion `id` of `model` created at `created` (Unix seconds).
-    pub fn new(id: String, created: u64, model: String, include_usage: bool) -> ChunkEncoder {
+    pub fn new(
+        id: String,
+        created: u64,
+        model: String,
+        include_usage: bool,
+        protocol: Option<Protocol>,
+    ) -> ChunkEncoder {
         ChunkEncoder {
             id,
             created,
             model,
             include_usage,
+            protocol,
             calls: HashMap::new(),
         }
     }
@@ -58,7 +68,8 @@ impl ChunkEncoder {
             E::ToolCall(c) => self.tool_call(c, out),
             E::StepFinish(f) => self.finish(&f, out),
             E::Error(e) => {
-                let api = ApiError::from_provider(&crate::convert::error_from_pb(&e));
+                let e = crate::convert::error_from_pb(&e);
+                let api = ApiError::from_provider(&e, self.protocol);
                 sse::data(out, &api.body(Dialect::OpenAi));
             }
             E::StreamStart(_)

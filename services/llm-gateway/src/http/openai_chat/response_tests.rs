@@ -11,6 +11,7 @@ fn frames(events: Vec<E>, include_usage: bool) -> Vec<Value> {
         7,
         "openai/gpt-4o".into(),
         include_usage,
+        None,
     );
     let mut out = BytesMut::new();
     for e in events {
