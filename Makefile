@@ -3,7 +3,7 @@ CARGO ?= cargo
 TOOLS := .tools
 BUF := $(TOOLS)/node_modules/.bin/buf
 
-.PHONY: demo demo-gateway up down run test test-rust shape lint fmt clippy proto-lint proto-release deploy-lint build bench bench-full bench-processor bench-peers fuzz fuzz-ci fuzz-smoke clean
+.PHONY: demo demo-gateway up down run test test-deps test-rust shape lint fmt clippy proto-lint proto-release deploy-lint build bench bench-full bench-processor bench-peers fuzz fuzz-ci fuzz-smoke clean
 
 demo run:
 	./scripts/demo.sh
@@ -22,15 +22,22 @@ down:
 build:
 	$(CARGO) build --workspace --all-targets
 
-test: shape proto-lint deploy-lint test-rust
+# First what the tests need (scripts/install-test-deps.sh: as root on Debian/Ubuntu it installs what is missing, saying
+# so first; otherwise it prints the commands and stops), so a fresh machine needs nothing but `make test`.
+test: test-deps
+	$(MAKE) shape proto-lint deploy-lint test-rust
+
+test-deps:
+	./scripts/install-test-deps.sh
 
 # The shape rules (docs/architecture.md, "Shape"): no source file over 800 lines, no function over 80, no import
 # cycle between a crate's modules (tests exempt). A second or so; first, so a breach fails before the long suite.
 shape:
 	python3 scripts/shape.py
 
+# Against REDIS_URL's Redis, the one on 127.0.0.1:6379, or a private one for the run (scripts/with-redis.sh).
 test-rust:
-	$(CARGO) nextest run --workspace --no-fail-fast
+	./scripts/with-redis.sh $(CARGO) nextest run --workspace --no-fail-fast
 
 lint: shape proto-lint clippy
 	$(CARGO) fmt --all -- --check

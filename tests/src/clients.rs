@@ -9,6 +9,20 @@ use std::process::Output;
 
 use crate::processor::{PROCESSOR_TOKEN, Product};
 
+/// Where a test's missing prerequisite comes from, for its failure message.
+pub const INSTALL: &str =
+    "scripts/install-test-deps.sh installs what the tests need (`make test` runs it first)";
+
+/// What to install, for a failure message, when a script's `stderr` says a package it imports is missing (Python's
+/// `ModuleNotFoundError`, Node's `ERR_MODULE_NOT_FOUND`); empty otherwise.
+pub fn missing_package(stderr: &str) -> String {
+    if stderr.contains("ModuleNotFoundError") || stderr.contains("ERR_MODULE_NOT_FOUND") {
+        format!(" (a package is missing; {INSTALL})")
+    } else {
+        String::new()
+    }
+}
+
 /// The model the tests' sessions use: the fake `openai` provider, answering as the demo provider does.
 pub const MODEL: &str = "openai/gpt-4o";
 
@@ -18,6 +32,18 @@ pub fn repo() -> PathBuf {
         .parent()
         .expect("tests/ is inside the repository")
         .to_path_buf()
+}
+
+/// The Python the tests run: .tools/test-venv's, which holds the pinned packages of tests/python/requirements.txt
+/// (scripts/install-test-deps.sh), or `python3` on PATH before that venv exists (where a missing package then fails
+/// the test, naming [`INSTALL`]).
+pub fn python3() -> PathBuf {
+    let venv = repo().join(".tools/test-venv/bin/python3");
+    if venv.exists() {
+        venv
+    } else {
+        PathBuf::from("python3")
+    }
 }
 
 /// The product with the demo provider's scenario behind every `openai/...` model: it calls `get_time` when a

@@ -1,6 +1,7 @@
 //! Runs the vendor SDK scripts in tests/python/ and tests/node/ against a [`Harness`]'s HTTP front door, one
 //! scenario per run, and reads back the checks they passed (`ok: <name>` lines).
 
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Instant;
 
@@ -8,6 +9,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 use fake_provider::FakeProvider;
 
+use crate::clients::{INSTALL, missing_package, python3};
 use crate::{CANCEL_NOTICED, Harness, SHORT, TOKEN};
 
 /// What the OpenAI text fixture (`openai_chat/text.sse`) says.
@@ -56,18 +58,18 @@ pub enum Sdk {
 
 impl Sdk {
     /// The interpreter and the script.
-    fn script(self) -> (&'static str, &'static str) {
+    fn script(self) -> (PathBuf, &'static str) {
         match self {
             Sdk::OpenAi => (
-                "python3",
+                python3(),
                 concat!(env!("CARGO_MANIFEST_DIR"), "/python/openai_sdk_test.py"),
             ),
             Sdk::Anthropic => (
-                "python3",
+                python3(),
                 concat!(env!("CARGO_MANIFEST_DIR"), "/python/anthropic_sdk_test.py"),
             ),
             Sdk::OpenAiNode => (
-                "node",
+                PathBuf::from("node"),
                 concat!(env!("CARGO_MANIFEST_DIR"), "/node/openai_sdk_test.mjs"),
             ),
         }
@@ -105,12 +107,13 @@ impl Sdk {
             .command(h, scenario, env)
             .output()
             .await
-            .expect("the interpreter runs (install the SDKs as .ci/run does)");
+            .unwrap_or_else(|e| panic!("the interpreter did not start ({e}); {INSTALL}"));
         let stdout = String::from_utf8_lossy(&output.stdout);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(
             output.status.success(),
-            "{scenario} failed:\n{stdout}\n{stderr}"
+            "{scenario} failed{}:\n{stdout}\n{stderr}",
+            missing_package(&stderr)
         );
         stdout
             .lines()
@@ -131,7 +134,7 @@ impl Sdk {
         let mut child = self
             .command(h, scenario, env)
             .spawn()
-            .expect("python3 runs");
+            .unwrap_or_else(|e| panic!("the interpreter did not start ({e}); {INSTALL}"));
         let stdout = child.stdout.take().expect("piped stdout");
         let mut lines = BufReader::new(stdout).lines();
         let wanted = format!("ok: {signal}");

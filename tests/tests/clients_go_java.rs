@@ -3,18 +3,19 @@
 //! replaces cannot decode messages protoc-gen-go generates today), protoc-gen-go, protoc-gen-go-grpc,
 //! protobuf-compiler, built in GOPATH mode against /usr/share/gocode; Java: a JDK, libgrpc-java, libprotobuf-java,
 //! libnetty-java, libperfmark-java, libgeronimo-annotation-1.3-spec-java, protobuf-compiler-grpc-java-plugin), then run against the real processor, gateway and Redis with the demo provider.
-//! .ci/run installs the packages. Without them the tests say so and pass, except under CI (`CI` set), where a missing
-//! toolchain fails.
+//! scripts/install-test-deps.sh installs the packages (`make test` runs it first). Without them a test fails under CI
+//! (`CI` set) and elsewhere skips, saying so loudly (service_kit::prerequisite).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 
 use e2e_tests::clients::{
-    assert_example_conversation, client_env, demo_product, repo, run_ok, which,
+    INSTALL, assert_example_conversation, client_env, demo_product, repo, run_ok, which,
 };
+use service_kit::prerequisite::skip_or_fail;
 
-/// None when every tool and path is there; otherwise what is missing, after failing under CI.
-fn missing(tools: &[&str], paths: &[&str], packages: &str) -> Option<String> {
+/// Whether every tool and path is there; if not, the test fails under CI, and elsewhere is skipped, saying so.
+fn present(tools: &[&str], paths: &[&str], packages: &str) -> bool {
     let absent: Vec<&str> = tools
         .iter()
         .copied()
@@ -22,18 +23,20 @@ fn missing(tools: &[&str], paths: &[&str], packages: &str) -> Option<String> {
         .chain(paths.iter().copied().filter(|p| !Path::new(p).exists()))
         .collect();
     if absent.is_empty() {
-        return None;
+        return true;
     }
-    let message = format!("missing {absent:?}: apt-get install {packages} (.ci/run installs them)");
-    assert!(std::env::var_os("CI").is_none(), "{message}");
-    Some(message)
+    skip_or_fail(
+        &format!("{absent:?} not installed"),
+        &format!("apt-get install {packages}; {INSTALL}"),
+    );
+    false
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_go_example_compiles_offline_against_debians_grpc_and_converses() {
     let packages = "golang-go golang-google-grpc-dev golang-google-protobuf-dev \
                     golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc protobuf-compiler";
-    if let Some(why) = missing(
+    if !present(
         &["go", "protoc", "protoc-gen-go", "protoc-gen-go-grpc"],
         &[
             "/usr/share/gocode/src/google.golang.org/grpc",
@@ -41,7 +44,6 @@ async fn the_go_example_compiles_offline_against_debians_grpc_and_converses() {
         ],
         packages,
     ) {
-        eprintln!("SKIPPED (toolchain absent): {why}");
         return;
     }
     let gopath = tempfile::tempdir().unwrap();
@@ -95,7 +97,7 @@ async fn the_java_example_compiles_against_debians_grpc_java_and_converses() {
     let packages = "default-jdk-headless libgrpc-java libprotobuf-java libnetty-java libperfmark-java \
                     libgeronimo-annotation-1.3-spec-java protobuf-compiler \
                     protobuf-compiler-grpc-java-plugin";
-    if let Some(why) = missing(
+    if !present(
         &["javac", "java", "protoc", "grpc_java_plugin"],
         &[
             "/usr/share/java/grpc-netty.jar",
@@ -103,7 +105,6 @@ async fn the_java_example_compiles_against_debians_grpc_java_and_converses() {
         ],
         packages,
     ) {
-        eprintln!("SKIPPED (toolchain absent): {why}");
         return;
     }
     let out_dir = tempfile::tempdir().unwrap();

@@ -1,14 +1,12 @@
 //! clients/node built from this checkout (types generated from proto/, TypeScript compiled), its own node:test
 //! suite, and examples/node/conversation.mjs using it, against the real processor, gateway and Redis with the demo
-//! provider behind them. The npm dependencies are installed by .ci/run (`npm install` in both folders).
+//! provider behind them. The npm dependencies are installed by scripts/install-test-deps.sh (`npm ci` in both
+//! folders), which `make test` runs first.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use e2e_tests::clients::{
-    assert_example_conversation, client_env, demo_product, repo, run_ok, tap_passed,
+    INSTALL, assert_example_conversation, client_env, demo_product, repo, run_ok, tap_passed,
 };
-
-const HINT: &str = "needs node and the npm packages: (cd clients/node && npm install) && (cd examples/node && npm \
-                    install), as .ci/run does";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_node_package_builds_from_the_repo_passes_its_tests_and_runs_the_example() {
@@ -18,7 +16,11 @@ async fn the_node_package_builds_from_the_repo_passes_its_tests_and_runs_the_exa
         package.join("node_modules/.bin/tsc"),
         repo().join("examples/node/node_modules/llm-grpc-client"),
     ] {
-        assert!(needed.exists(), "{} is missing; {HINT}", needed.display());
+        assert!(
+            needed.exists(),
+            "{} is missing; {INSTALL}",
+            needed.display()
+        );
     }
     let p = demo_product().await;
     // The build the package's `prepare` runs, so the suite tests this checkout's source and protos.
@@ -26,7 +28,7 @@ async fn the_node_package_builds_from_the_repo_passes_its_tests_and_runs_the_exa
         tokio::process::Command::new("node")
             .arg("scripts/build.mjs")
             .current_dir(&package),
-        HINT,
+        INSTALL,
     )
     .await;
     let node = |args: &[&str]| {
@@ -42,7 +44,7 @@ async fn the_node_package_builds_from_the_repo_passes_its_tests_and_runs_the_exa
             "dist/test/sessions.test.js",
         ])
         .current_dir(&package),
-        HINT,
+        INSTALL,
     )
     .await;
     let stdout = String::from_utf8_lossy(&suite.stdout);
@@ -66,6 +68,6 @@ async fn the_node_package_builds_from_the_repo_passes_its_tests_and_runs_the_exa
     );
 
     let example = repo().join("examples/node/conversation.mjs");
-    let out = run_ok(&mut node(&[example.to_str().unwrap()]), HINT).await;
+    let out = run_ok(&mut node(&[example.to_str().unwrap()]), INSTALL).await;
     assert_example_conversation(&String::from_utf8_lossy(&out.stdout));
 }

@@ -4,11 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use e2e_tests::clients::{
-    assert_example_conversation, client_env, demo_product, repo, run_ok, unittest_passed,
+    INSTALL, assert_example_conversation, client_env, demo_product, python3, repo, run_ok,
+    unittest_passed,
 };
-
-const HINT: &str =
-    "needs python3 with pip, setuptools, grpcio and grpcio-tools (.ci/run installs them)";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_package_installs_from_the_repo_passes_its_tests_and_runs_the_example() {
@@ -16,7 +14,7 @@ async fn the_python_package_installs_from_the_repo_passes_its_tests_and_runs_the
     let site = tempfile::tempdir().unwrap();
     // Offline and from this checkout: no build isolation (setuptools and grpcio-tools are already installed).
     run_ok(
-        tokio::process::Command::new("python3")
+        tokio::process::Command::new(python3())
             .args([
                 "-m",
                 "pip",
@@ -28,11 +26,11 @@ async fn the_python_package_installs_from_the_repo_passes_its_tests_and_runs_the
             .arg("--target")
             .arg(site.path())
             .arg(repo().join("clients/python")),
-        HINT,
+        INSTALL,
     )
     .await;
     let python = |args: &[&str]| {
-        let mut cmd = tokio::process::Command::new("python3");
+        let mut cmd = tokio::process::Command::new(python3());
         cmd.args(args)
             .current_dir(site.path())
             .env("PYTHONPATH", site.path())
@@ -51,7 +49,7 @@ async fn the_python_package_installs_from_the_repo_passes_its_tests_and_runs_the
             "-s",
             tests.to_str().unwrap(),
         ]),
-        HINT,
+        INSTALL,
     )
     .await;
     let mut passed = unittest_passed(&String::from_utf8_lossy(&suite.stderr));
@@ -74,6 +72,6 @@ async fn the_python_package_installs_from_the_repo_passes_its_tests_and_runs_the
     );
 
     let example = repo().join("examples/python/conversation.py");
-    let out = run_ok(&mut python(&[example.to_str().unwrap()]), HINT).await;
+    let out = run_ok(&mut python(&[example.to_str().unwrap()]), INSTALL).await;
     assert_example_conversation(&String::from_utf8_lossy(&out.stdout));
 }

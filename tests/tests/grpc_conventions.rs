@@ -203,7 +203,7 @@ async fn python_sees_v1alpha_reflection_and_sends_a_5_mib_prompt_with_the_docume
     p.gateway.openai.push(reply("read 3 MiB"));
     let out = tempfile::tempdir().unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/conventions_test.py");
-    let output = tokio::process::Command::new("python3")
+    let output = tokio::process::Command::new(e2e_tests::clients::python3())
         .arg(script)
         .env("GATEWAY_ADDR", p.gateway.addr.to_string())
         .env("GATEWAY_TOKEN", TOKEN)
@@ -212,12 +212,18 @@ async fn python_sees_v1alpha_reflection_and_sends_a_5_mib_prompt_with_the_docume
         .env("OUT_DIR", out.path())
         .output()
         .await
-        .expect("python3 runs (grpcio, grpcio-tools, grpcio-reflection: see .ci/run)");
+        .unwrap_or_else(|e| {
+            panic!(
+                "python3 did not start ({e}); {}",
+                e2e_tests::clients::INSTALL
+            )
+        });
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
-        "python failed:\n{stdout}\n{stderr}"
+        "python failed{}:\n{stdout}\n{stderr}",
+        e2e_tests::clients::missing_package(&stderr)
     );
     let found: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
 

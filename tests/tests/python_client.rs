@@ -2,6 +2,7 @@
 //! persisted messages through the real processor, gateway and Redis.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use e2e_tests::clients::{INSTALL, missing_package, python3};
 use e2e_tests::processor::{PROCESSOR_TOKEN, Product};
 use fake_provider::Reply;
 use fake_provider::openai_sse::ChatStream;
@@ -16,7 +17,7 @@ async fn a_python_client_generated_from_the_protos_drives_a_session() {
     ));
     let out = tempfile::tempdir().unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/client_test.py");
-    let output = tokio::process::Command::new("python3")
+    let output = tokio::process::Command::new(python3())
         .arg(script)
         .env("PROCESSOR_ADDR", p.addr.to_string())
         .env("PROCESSOR_TOKEN", PROCESSOR_TOKEN)
@@ -24,12 +25,13 @@ async fn a_python_client_generated_from_the_protos_drives_a_session() {
         .env("PYTHONOPTIMIZE", "2")
         .output()
         .await
-        .expect("python3 runs (install grpcio and grpcio-tools: see .ci/run)");
+        .unwrap_or_else(|e| panic!("python3 did not start ({e}); {INSTALL}"));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
-        "python client failed:\n{stdout}\n{stderr}"
+        "python client failed{}:\n{stdout}\n{stderr}",
+        missing_package(&stderr)
     );
     // Every check ran and held, in order: a check skipped (or an `assert` optimised away) fails here.
     let ran: Vec<&str> = stdout

@@ -334,7 +334,7 @@ fn report(args: &Args, s: &Samples, encode: Duration, heavy_bytes: usize, refuse
 
 /// The provider of the heavy requests, under SCHED_IDLE (`chrt --idle 0`): it stands for a provider on another
 /// machine, so its reading of each 4 MB body must not take this machine's cores from the gateway and the caller being
-/// measured (docs/benchmarks.md, session 8: at normal priority the first text's p99 beside the heavy request was
+/// measured (docs/benchmarks.md, "Fairness": at normal priority the first text's p99 beside the heavy request was
 /// +6.6 ms against +4.0 and +5.6 with it idle).
 async fn start_heavy_provider(
     bin_dir: &std::path::Path,

@@ -17,6 +17,8 @@
 //! - [`status`]: error statuses with `google.rpc.ErrorInfo` and `BadRequest` details.
 //! - `test_certs` (feature `test-certs`): a small certificate authority with server and client certificates, for
 //!   tests.
+//! - `prerequisite` (feature `test-support`): what a test does when a toolchain or kernel feature it needs is
+//!   missing: fail under CI, else skip loudly.
 
 pub mod auth;
 pub mod coalesce;
@@ -32,3 +34,6 @@ pub mod tls;
 
 #[cfg(any(test, feature = "test-certs"))]
 pub mod test_certs;
+
+#[cfg(any(test, feature = "test-support"))]
+pub mod prerequisite;

@@ -11,7 +11,7 @@
 //! the script's slot (`WAIT` has no key; `conn::command_slot` says so, and the `redis` crate routes a pipeline by its
 //! first keyed command). The shared connection is multiplexed, so the wait also covers other sessions' writes sent
 //! before it on that connection, and Redis serves nothing else of that connection while `WAIT` blocks: that
-//! head-of-line wait is the option's main cost (docs/benchmarks.md, "Session 7: Redis Cluster").
+//! head-of-line wait is the option's main cost (docs/benchmarks.md, "Redis Cluster").
 //!
 //! A short answer (fewer replicas within the timeout) is not a failure: Redis has already applied the write, and
 //! refusing it would only make the caller retry a write that is there. It is logged, counted, and `WAIT` is skipped

@@ -16,9 +16,10 @@ pub(crate) fn enterable_tempdir() -> tempfile::TempDir {
     dir
 }
 
-/// The default `namespaces` sandbox, probed; `None` (after saying why on stderr) only when the kernel itself refuses
-/// the namespaces, which `unshare` from util-linux confirms independently of bubblewrap. A missing `bwrap`, or a
-/// probe failing on a kernel that allows the namespaces, fails the test.
+/// The default `namespaces` sandbox, probed; `None` only when the kernel itself refuses the namespaces, which
+/// `unshare` from util-linux confirms independently of bubblewrap: then the test fails under CI and elsewhere skips,
+/// saying so (service_kit::prerequisite). A missing `bwrap`, or a probe failing on a kernel that allows the
+/// namespaces, fails the test.
 pub(crate) async fn namespaces_or_skip() -> Option<Arc<Sandbox>> {
     sandbox_or_skip(SandboxSettings::default()).await
 }
@@ -32,10 +33,16 @@ pub(crate) async fn sandbox_or_skip(settings: SandboxSettings) -> Option<Arc<San
     };
     assert!(
         !why.contains("was not found"),
-        "the sandbox tests need bubblewrap: {why}"
+        "the sandbox tests need bubblewrap (apt-get install bubblewrap; scripts/install-test-deps.sh installs \
+         it): {why}"
     );
     if sandbox.settings().confinement == Confinement::Namespaces && kernel_refuses(&sandbox) {
-        eprintln!("SKIPPED: this kernel refuses the namespaces the bash sandbox needs: {why}");
+        service_kit::prerequisite::skip_or_fail(
+            &format!("this kernel refuses the namespaces the bash sandbox needs ({why})"),
+            "allow unprivileged user, pid, mount and network namespaces (sysctl \
+             kernel.unprivileged_userns_clone=1 and user.max_user_namespaces > 0; in a container, one \
+             started with user namespaces allowed)",
+        );
         return None;
     }
     panic!("the sandbox probe failed although the kernel allows the namespaces: {why}");

@@ -1,7 +1,8 @@
 //! The sandbox against what a hostile command tries, with real processes and a real file system: other workspaces,
 //! the processor's configuration, `/etc/shadow`, writes outside the workspace, the network, a fork bomb, a gigabyte
 //! of output, memory, and processes that try to outlive the call. Each is refused or capped, quickly, and the test
-//! process keeps working. Skipped (saying so) only on a kernel that refuses the namespaces.
+//! process keeps working. Skipped only on a kernel that refuses the namespaces, loudly, and failed there under CI
+//! (test_support::sandbox_or_skip).
 
 use std::path::PathBuf;
 use std::sync::Arc;
