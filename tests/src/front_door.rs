@@ -117,3 +117,15 @@ pub fn request(
     }
     b.body(Full::new(Bytes::from(body.to_string()))).unwrap()
 }
+
+/// POSTs `body` with the kit's token to the front door at `addr` and returns the status, headers and parsed body.
+pub async fn post(
+    addr: std::net::SocketAddr,
+    path: &str,
+    body: &str,
+) -> (u16, http::HeaderMap, serde_json::Value) {
+    let (status, headers, text) =
+        send(addr, false, request("POST", path, Some(crate::TOKEN), body)).await;
+    let json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    (status.as_u16(), headers, json)
+}

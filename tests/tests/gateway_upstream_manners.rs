@@ -4,7 +4,7 @@
 //! an empty success.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use e2e_tests::front_door::{request, send};
+use e2e_tests::front_door::{post, request, send};
 use e2e_tests::sdk::{ANTHROPIC_TEXT_CHECKS, FILE_SAYS, GREETING, OPENAI_TEXT_CHECKS, Sdk};
 use e2e_tests::*;
 use fake_provider::{FakeProvider, Reply};
@@ -155,14 +155,6 @@ async fn an_html_page_under_200_is_a_typed_error_through_both_doors() {
     );
 }
 
-/// POSTs `body` to the front door's `path` and returns the status, headers and parsed body.
-async fn post(h: &Harness, path: &str, body: &str) -> (u16, http::HeaderMap, serde_json::Value) {
-    let (status, headers, text) =
-        send(h.http_addr, false, request("POST", path, Some(TOKEN), body)).await;
-    let json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
-    (status.as_u16(), headers, json)
-}
-
 const CHAT_TO: &str = r#"{"model":"MODEL","messages":[{"role":"user","content":"hi"}]}"#;
 const MESSAGES_TO: &str =
     r#"{"model":"MODEL","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}"#;
@@ -176,7 +168,7 @@ async fn another_protocols_error_keeps_its_status_and_what_clients_act_on() {
         r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208656 tokens > 200000 maximum"},"request_id":"req_1"}"#,
     ));
     let chat = CHAT_TO.replace("MODEL", "anthropic/claude-sonnet-4-5");
-    let (status, _, body) = post(&h, "/v1/chat/completions", &chat).await;
+    let (status, _, body) = post(h.http_addr, "/v1/chat/completions", &chat).await;
     assert_eq!(status, 400);
     assert_eq!(body["error"]["code"], "context_length_exceeded", "{body}");
     assert_eq!(body["error"]["param"], "messages", "{body}");
@@ -186,7 +178,7 @@ async fn another_protocols_error_keeps_its_status_and_what_clients_act_on() {
         r#"{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
     ));
     let messages = MESSAGES_TO.replace("MODEL", "openai/gpt-4o");
-    let (status, _, body) = post(&h, "/v1/messages", &messages).await;
+    let (status, _, body) = post(h.http_addr, "/v1/messages", &messages).await;
     assert_eq!(status, 400);
     assert_eq!(body["error"]["type"], "invalid_request_error");
     let message = body["error"]["message"].as_str().unwrap();
@@ -200,13 +192,13 @@ async fn another_protocols_error_keeps_its_status_and_what_clients_act_on() {
     h.gemini.set_fallback(Reply::json(500, gemini_500));
     let chat = CHAT_TO.replace("MODEL", "gemini/gemini-2.5-flash");
     let messages = MESSAGES_TO.replace("MODEL", "gemini/gemini-2.5-flash");
-    let (status, _, body) = post(&h, "/v1/chat/completions", &chat).await;
+    let (status, _, body) = post(h.http_addr, "/v1/chat/completions", &chat).await;
     assert_eq!(
         (status, &body["error"]["type"]),
         (500, &"server_error".into()),
         "{body}"
     );
-    let (status, _, body) = post(&h, "/v1/messages", &messages).await;
+    let (status, _, body) = post(h.http_addr, "/v1/messages", &messages).await;
     assert_eq!(
         (status, &body["error"]["type"]),
         (500, &"api_error".into()),
@@ -238,11 +230,11 @@ async fn a_successful_answer_carries_the_providers_rate_limit_headers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_path_is_a_404_that_names_no_model() {
     let h = Harness::start().await;
-    let (status, _, body) = post(&h, "/v1/chat/complete", "{}").await;
+    let (status, _, body) = post(h.http_addr, "/v1/chat/complete", "{}").await;
     assert_eq!(status, 404);
     assert_eq!(body["error"]["code"], serde_json::Value::Null, "{body}");
     assert_eq!(body["error"]["type"], "invalid_request_error");
-    let (status, _, body) = post(&h, "/v1/messages/nope", "{}").await;
+    let (status, _, body) = post(h.http_addr, "/v1/messages/nope", "{}").await;
     assert_eq!(status, 404);
     assert_eq!(body["error"]["type"], "not_found_error", "{body}");
 }

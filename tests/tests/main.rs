@@ -17,6 +17,7 @@ mod gateway_fallbacks;
 mod gateway_gemini;
 mod gateway_hooks;
 mod gateway_limits;
+mod gateway_model_names;
 mod gateway_ops;
 mod gateway_provider_fixes;
 mod gateway_responses;

@@ -379,6 +379,9 @@ pub struct Catalog {
     /// Configured fallbacks by model id. Kept beside [`ModelInfo`] rather than in it: adapters build `ModelInfo`
     /// literals in their tests, and fallbacks are the core's business, not theirs.
     fallbacks: BTreeMap<String, Vec<String>>,
+    /// The ids of the models with each provider-side name (`gpt-4o` → `openai/gpt-4o`, `azure/gpt-4o`), so a bare
+    /// name resolves without a scan.
+    names: BTreeMap<String, Vec<String>>,
     /// Sampling defaults by model id, beside [`ModelInfo`] for the same reason: the core applies them before the
     /// adapter ever sees the request.
     defaults: BTreeMap<String, SamplingDefaults>,
@@ -461,6 +464,7 @@ impl Catalog {
             );
         }
         Ok(Catalog {
+            names: name_index(&models),
             models,
             fallbacks,
             defaults,
@@ -504,7 +508,16 @@ impl Catalog {
 
     /// Adds a model outside the catalog (providers with `allow_unlisted_models`).
     pub fn insert(&mut self, model: ModelInfo) {
+        let ids = self.names.entry(model.name.clone()).or_default();
+        if !ids.contains(&model.id) {
+            ids.push(model.id.clone());
+        }
         self.models.insert(model.id.clone(), model);
+    }
+
+    /// The ids of the models whose provider-side name is `name`, in id order.
+    pub fn named(&self, name: &str) -> &[String] {
+        self.names.get(name).map(Vec::as_slice).unwrap_or_default()
     }
 
     /// Every model, ordered by id.
@@ -512,13 +525,18 @@ impl Catalog {
         self.models.values()
     }
 
-    /// Up to three ids close to `id`, for `NOT_FOUND` messages.
+    /// Up to three ids close to `id` (as a full id or as a provider-side name), for `NOT_FOUND` messages.
     pub fn close_matches(&self, id: &str) -> Vec<&str> {
         let needle = id.to_ascii_lowercase();
+        // Against the provider-side name too: a bare name with a typo is far from every full id.
         let mut scored: Vec<(usize, &str)> = self
             .models
-            .keys()
-            .map(|k| (edit_distance(&needle, &k.to_ascii_lowercase()), k.as_str()))
+            .values()
+            .map(|m| {
+                let full = edit_distance(&needle, &m.id.to_ascii_lowercase());
+                let bare = edit_distance(&needle, &m.name.to_ascii_lowercase());
+                (full.min(bare), m.id.as_str())
+            })
             .collect();
         scored.sort();
         let limit = needle.len().max(4) / 2;
@@ -529,6 +547,15 @@ impl Catalog {
             .map(|(_, k)| k)
             .collect()
     }
+}
+
+/// The ids of the models with each provider-side name.
+fn name_index(models: &BTreeMap<String, ModelInfo>) -> BTreeMap<String, Vec<String>> {
+    let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for m in models.values() {
+        names.entry(m.name.clone()).or_default().push(m.id.clone());
+    }
+    names
 }
 
 /// The entry `id` has once `layers` are merged in order (later layers override single fields), or `None` when no

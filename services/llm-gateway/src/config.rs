@@ -32,6 +32,9 @@ pub struct FileConfig {
     /// Catalog entries that extend or override the bundled catalog.
     #[serde(default)]
     pub models: BTreeMap<String, ModelEntry>,
+    /// `[aliases]`: public model names for catalog models (docs/gateway.md "Model names").
+    #[serde(default)]
+    pub aliases: BTreeMap<String, crate::model_names::AliasFile>,
     /// `[[hooks]]`: declarative hooks, applied in this order.
     #[serde(default)]
     pub hooks: Vec<HookFile>,
@@ -259,6 +262,8 @@ pub struct Config {
     pub retry: RetryPolicy,
     pub providers: BTreeMap<String, Provider>,
     pub catalog: Catalog,
+    /// The aliases, and how a requested model name finds its catalog model.
+    pub names: crate::model_names::ModelNames,
     /// Where `/metrics` is served; `None` turns the listener off.
     pub metrics_listen: Option<SocketAddr>,
     /// Where the HTTP front door is served; `None` turns it off.
@@ -367,6 +372,9 @@ impl Config {
         let capture_message_content = capture_message_content(&file.telemetry, env)?;
         let providers = providers(&file.providers, env)?;
         let catalog = catalog(file.models, &file.providers, &providers)?;
+        let names = crate::model_names::ModelNames::compile(&file.aliases, &catalog, |id| {
+            serves(&catalog, &providers, id)
+        })?;
         let (hooks, hook_services) = crate::hooks::compile(&file.hooks, &file.hook_services)?;
         let limits = file.limits.validate()?;
 
@@ -383,6 +391,7 @@ impl Config {
             retry,
             providers,
             catalog,
+            names,
             metrics_listen,
             http_listen,
             max_inflight_generations: file.server.max_inflight_generations,
@@ -579,15 +588,18 @@ fn catalog(
     let catalog = Catalog::build(&[&bundled, &deployments, &overrides], &protocols)
         .map_err(|e| ConfigError::new("models", e.to_string()))?;
     catalog
-        .check_fallbacks(|id| {
-            catalog.get(id).is_some()
-                || id
-                    .split_once('/')
-                    .and_then(|(p, _)| providers.get(p))
-                    .is_some_and(|p| p.allow_unlisted_models)
-        })
+        .check_fallbacks(|id| serves(&catalog, providers, id))
         .map_err(|e| ConfigError::new(format!("models.\"{}\".{}", e.model, e.field), e.message))?;
     Ok(catalog)
+}
+
+/// True when `id` is a catalog model, or a model of a provider that serves unlisted ones.
+fn serves(catalog: &Catalog, providers: &BTreeMap<String, Provider>, id: &str) -> bool {
+    catalog.get(id).is_some()
+        || id
+            .split_once('/')
+            .and_then(|(p, _)| providers.get(p))
+            .is_some_and(|p| p.allow_unlisted_models)
 }
 
 /// An optional listen address, the error naming `key`.

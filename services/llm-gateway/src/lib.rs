@@ -4,6 +4,7 @@
 //! Module map:
 //! - [`config`]: the typed, validated configuration (file + environment).
 //! - [`catalog`]: models, limits, capabilities and prices; exact integer nano-USD cost.
+//! - [`model_names`]: aliases and bare names, resolved to catalog models.
 //! - [`event`] / [`error`]: the unified events and the typed provider error.
 //! - [`adapter`]: one pure translation per wire protocol, over the shared SSE parser and HTTP transport.
 //! - [`generate`]: one generation end to end: resolve, hooks, build, send, retry and fall back before the first
@@ -33,6 +34,7 @@ pub mod hooks;
 pub mod http;
 pub mod limits;
 pub mod metrics;
+pub mod model_names;
 pub mod oauth;
 pub mod offload;
 pub mod prep_pool;

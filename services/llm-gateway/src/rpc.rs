@@ -62,12 +62,16 @@ impl GatewayService for GatewayRpc {
             )
         };
         let config = self.gateway.config();
-        let mut models = config
-            .catalog
+        let listed = config.names.listed(&config.catalog);
+        let mut models = listed
             .iter()
-            .filter(|m| req.provider.is_empty() || m.provider == req.provider)
-            .filter(|m| after.as_deref().is_none_or(|a| m.id.as_str() > a));
-        let page: Vec<pb::Model> = models.by_ref().take(page_size).map(model_to_pb).collect();
+            .filter(|l| req.provider.is_empty() || l.model.provider == req.provider)
+            .filter(|l| after.as_deref().is_none_or(|a| l.id > a));
+        let page: Vec<pb::Model> = models
+            .by_ref()
+            .take(page_size)
+            .map(|l| listed_to_pb(l.id, l.model, l.alias_of))
+            .collect();
         let next_page_token = match (models.next(), page.last()) {
             (Some(_), Some(last)) => encode_page_token(&last.id),
             _ => String::new(),
@@ -86,13 +90,13 @@ impl GatewayService for GatewayRpc {
         if id.is_empty() {
             return Err(status::invalid("model", "required"));
         }
-        let (model, _) = self
+        let resolved = self
             .gateway
             .resolve(id)
             .map_err(|e| status::start_error_status(&e))?;
-        Ok(Response::new(pb::GetModelResponse {
-            model: Some(model_to_pb(&model)),
-        }))
+        let mut model = model_to_pb(&resolved.model);
+        model.alias_of = resolved.alias_of.unwrap_or_default();
+        Ok(Response::new(pb::GetModelResponse { model: Some(model) }))
     }
 }
 
@@ -233,6 +237,15 @@ fn decode_page_token(token: &str) -> Option<String> {
     String::from_utf8(bytes?).ok()
 }
 
+/// A served name's entry: the model's, under `id`, naming the model an alias stands for.
+fn listed_to_pb(id: &str, m: &crate::catalog::ModelInfo, alias_of: Option<&str>) -> pb::Model {
+    pb::Model {
+        id: id.to_string(),
+        alias_of: alias_of.unwrap_or_default().to_string(),
+        ..model_to_pb(m)
+    }
+}
+
 pub(crate) fn model_to_pb(m: &crate::catalog::ModelInfo) -> pb::Model {
     let c = m.capabilities;
     pb::Model {
@@ -240,6 +253,7 @@ pub(crate) fn model_to_pb(m: &crate::catalog::ModelInfo) -> pb::Model {
         provider: m.provider.clone(),
         protocol: m.protocol.as_str().to_string(),
         display_name: m.display_name.clone(),
+        alias_of: String::new(),
         context_window: m.context_window,
         max_input_tokens: m.max_input_tokens,
         max_output_tokens: m.max_output_tokens,

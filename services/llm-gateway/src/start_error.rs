@@ -9,12 +9,22 @@ use crate::hooks::HookError;
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// The model (or a fallback model) is not served.
-    #[error("model `{model}` is not in the catalog{}", suggestions(.close))]
+    #[error("model `{model}` is not served{}", suggestions(.close, .served))]
     UnknownModel {
         /// The id asked for.
         model: String,
         /// Close matches, for the message.
         close: Vec<String>,
+        /// Some served model names, and how many there are, for the message when nothing is close.
+        served: (Vec<String>, usize),
+    },
+    /// A bare model name several catalog models have.
+    #[error("model `{model}` is served by several providers ({}); name one of them", .candidates.join(", "))]
+    AmbiguousModel {
+        /// The name asked for.
+        model: String,
+        /// The catalog ids that have it.
+        candidates: Vec<String>,
     },
     /// The request cannot be translated.
     #[error(transparent)]
@@ -30,18 +40,26 @@ pub enum StartError {
     },
 }
 
-fn suggestions(close: &[String]) -> String {
-    if close.is_empty() {
-        String::new()
-    } else {
-        format!("; did you mean {}", close.join(", "))
+fn suggestions(close: &[String], (served, total): &(Vec<String>, usize)) -> String {
+    if !close.is_empty() {
+        return format!("; did you mean {}", close.join(", "));
     }
+    if served.is_empty() {
+        return "; this gateway serves no models (no provider is configured)".to_string();
+    }
+    let more = match total - served.len() {
+        0 => String::new(),
+        n => format!(" and {n} more (GET /v1/models or ListModels lists them)"),
+    };
+    format!("; served: {}{more}", served.join(", "))
 }
 
 /// `ErrorKind` for a start error, for metrics and logs.
 pub fn start_error_kind(e: &StartError) -> ErrorKind {
     match e {
-        StartError::UnknownModel { .. } | StartError::Invalid(_) => ErrorKind::InvalidRequest,
+        StartError::UnknownModel { .. }
+        | StartError::AmbiguousModel { .. }
+        | StartError::Invalid(_) => ErrorKind::InvalidRequest,
         StartError::Hook(_) => ErrorKind::ProviderError,
         StartError::TooManyGenerations { .. } => ErrorKind::Overloaded,
     }

@@ -38,6 +38,7 @@ pub fn start_error_status(e: &StartError) -> Status {
             details.set_resource_info("model", model, "", "not in the gateway's catalog");
             Status::with_error_details(Code::NotFound, bounded(&e.to_string()), details)
         }
+        StartError::AmbiguousModel { .. } => invalid("generation.model", &e.to_string()),
         StartError::Invalid(b) => invalid(&b.field, &b.message),
         StartError::Hook(h) => hook_error_status(h),
         StartError::TooManyGenerations { limit } => {

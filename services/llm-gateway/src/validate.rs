@@ -115,9 +115,13 @@ pub fn counts(c: &Census, limits: &Limits) -> Result<(), Status> {
     Ok(())
 }
 
+/// A model name (an id, an alias or a bare name; which one is decided when the generation starts).
 fn model_id(field: &str, id: &str) -> Result<(), Status> {
     if id.is_empty() {
-        return Err(invalid(field, "required (`provider/model`)"));
+        return Err(invalid(
+            field,
+            "required (`provider/model`, an alias or a model name)",
+        ));
     }
     if id.len() > MAX_MODEL_ID_BYTES {
         return Err(invalid(
@@ -125,14 +129,20 @@ fn model_id(field: &str, id: &str) -> Result<(), Status> {
             &format!("at most {MAX_MODEL_ID_BYTES} bytes"),
         ));
     }
-    // A CR/LF would forge a log line wherever the id is echoed; no provider names a model with control characters.
-    if id.chars().any(char::is_control) {
-        return Err(invalid(field, "must not contain control characters"));
+    // A CR/LF would forge a log line wherever the id is echoed, and bidirectional overrides would make it read as
+    // another name; no provider names a model with either.
+    if id.chars().any(|c| c.is_control() || is_bidi_control(c)) {
+        return Err(invalid(
+            field,
+            "must not contain control or bidirectional formatting characters",
+        ));
     }
-    match id.split_once('/') {
-        Some((p, m)) if !p.is_empty() && !m.is_empty() => Ok(()),
-        _ => Err(invalid(field, "must be `provider/model`")),
-    }
+    Ok(())
+}
+
+/// The characters that reorder how text displays (Unicode's bidirectional marks, embeddings, overrides, isolates).
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{200E}' | '\u{200F}' | '\u{061C}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 fn context(c: Option<&pb::RequestContext>) -> Result<(), Status> {

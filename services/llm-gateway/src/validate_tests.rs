@@ -358,3 +358,17 @@ fn a_thinking_budget_below_the_providers_minimum_is_refused() {
     assert_eq!(e.field, "generation.reasoning.budget_tokens");
     model_rules(&g, &model(64_000), 0).unwrap();
 }
+
+#[test]
+fn a_model_name_needs_no_provider_but_no_bidi_or_control_characters() {
+    for model in ["gpt-4o", "openai/gpt-4o", "my alias"] {
+        let mut g = base();
+        g.model = model.into();
+        validate(Some(&g), &Limits::default()).unwrap();
+    }
+    for model in ["gpt\u{202E}o4-", "gpt\u{2066}x", "gpt\n4o", ""] {
+        let mut g = base();
+        g.model = model.into();
+        assert_invalid(&g, "generation.model");
+    }
+}

@@ -27,6 +27,7 @@ use crate::config::{Config, ConfigError, Env, Provider};
 use crate::error::ProviderError;
 use crate::hooks::HookRunner;
 use crate::metrics::{Metrics, ModelLabels, UNLISTED_MODEL};
+use crate::model_names::Named;
 
 use attempt::Candidate;
 use attempt::prepare;
@@ -59,6 +60,24 @@ struct Inner {
     /// Global in-flight limit. Fixed at start-up: resizing a semaphore under load is not worth its edge cases.
     pub(super) inflight: Arc<Semaphore>,
     pub(super) inflight_limit: usize,
+}
+
+/// A model name resolved for a caller ([`Gateway::resolve`]).
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The catalog entry (under the alias's name for an alias).
+    pub model: ModelInfo,
+    /// The provider serving it.
+    pub provider: Provider,
+    /// For an alias, the catalog id it names.
+    pub alias_of: Option<String>,
+}
+
+/// Up to eight served model names and how many there are, for an unknown model's message.
+fn served_sample(config: &Config) -> (Vec<String>, usize) {
+    let listed = config.names.listed(&config.catalog);
+    let sample = listed.iter().take(8).map(|l| l.id.to_string()).collect();
+    (sample, listed.len())
 }
 
 /// One consistent configuration and what is built from it.
@@ -96,6 +115,38 @@ impl State {
         })
     }
 
+    /// The candidate serving the name a caller wrote (an id, an alias or a bare name; [`ModelNames::lookup`]), with
+    /// the fallbacks that name comes with: an alias's own, else the model's from the catalog.
+    fn resolve_named<'s>(
+        &'s self,
+        requested: &str,
+    ) -> Result<(Candidate, &'s [String]), StartError> {
+        let config = &self.config;
+        let named = config
+            .names
+            .lookup(
+                &config.catalog,
+                |p| config.providers.contains_key(p),
+                requested,
+            )
+            .map_err(|a| StartError::AmbiguousModel {
+                model: requested.to_string(),
+                candidates: a.candidates,
+            })?;
+        let candidate = match named {
+            Named::Id(id) => self.resolve(id)?,
+            Named::Alias(alias) => self.resolve(&alias.model)?,
+        };
+        // Looked up again rather than taken from `named`, whose borrow also holds `requested`: the fallbacks live
+        // in the configuration.
+        let own = config
+            .names
+            .alias(requested)
+            .map(|a| a.fallbacks.as_slice());
+        let catalog = config.catalog.fallbacks(&candidate.model.id);
+        Ok((candidate, own.filter(|f| !f.is_empty()).unwrap_or(catalog)))
+    }
+
     fn resolve(&self, id: &str) -> Result<Candidate, StartError> {
         let config = &self.config;
         let unknown = || StartError::UnknownModel {
@@ -106,6 +157,7 @@ impl State {
                 .into_iter()
                 .map(String::from)
                 .collect(),
+            served: served_sample(config),
         };
         let (provider_id, name) = id.split_once('/').ok_or_else(unknown)?;
         let provider = config.providers.get(provider_id).ok_or_else(unknown)?;
@@ -225,10 +277,21 @@ impl Gateway {
         }
     }
 
-    /// Resolves a `provider/model` id to its catalog entry and provider.
-    pub fn resolve(&self, id: &str) -> Result<(ModelInfo, Provider), StartError> {
-        let c = self.inner.state.load().resolve(id)?;
-        Ok((c.model, c.provider))
+    /// Resolves a model name as a caller writes it (an id, an alias, a bare name) to its catalog entry and provider.
+    /// For an alias, the entry is the aliased model's under the alias's name, with the model's id in `alias_of`.
+    pub fn resolve(&self, requested: &str) -> Result<Resolved, StartError> {
+        let state = self.inner.state.load();
+        let (c, _) = state.resolve_named(requested)?;
+        let alias_of = state.config.names.alias(requested).map(|a| a.model.clone());
+        let mut model = c.model;
+        if alias_of.is_some() {
+            model.id = requested.to_string();
+        }
+        Ok(Resolved {
+            model,
+            provider: c.provider,
+            alias_of,
+        })
     }
 
     /// Starts a generation: takes an in-flight slot, resolves the model and its fallbacks, runs the hooks and builds
@@ -259,9 +322,10 @@ impl Gateway {
                 limit: self.inner.inflight_limit,
             })?;
         let state = self.inner.state.load_full();
-        let mut candidates = vec![state.resolve(&generation.model)?];
+        let (first, configured) = state.resolve_named(&generation.model)?;
+        let mut candidates = vec![first];
         let fallbacks = if generation.fallback_models.is_empty() {
-            state.config.catalog.fallbacks(&generation.model)
+            configured
         } else {
             generation.fallback_models.as_slice()
         };
@@ -314,7 +378,7 @@ impl Gateway {
 /// The metrics `reason` of a start error.
 fn rejection_reason(e: &StartError) -> &'static str {
     match e {
-        StartError::UnknownModel { .. } => "unknown_model",
+        StartError::UnknownModel { .. } | StartError::AmbiguousModel { .. } => "unknown_model",
         StartError::Invalid(_) => "invalid_request",
         StartError::Hook(_) => "hook",
         StartError::TooManyGenerations { .. } => "too_many_generations",

@@ -128,6 +128,10 @@ impl ApiError {
                 code: Some("model_not_found"),
                 ..ApiError::new(Class::NotFound, e.to_string())
             },
+            StartError::AmbiguousModel { .. } => ApiError {
+                param: Some("model".into()),
+                ..ApiError::new(Class::InvalidRequest, e.to_string())
+            },
             StartError::Invalid(b) => ApiError {
                 param: Some(b.field.clone()),
                 ..ApiError::new(Class::InvalidRequest, e.to_string())

@@ -65,6 +65,7 @@ fn an_unknown_model_is_404_naming_the_model() {
     let e = StartError::UnknownModel {
         model: "openai/nope".into(),
         close: vec![],
+        served: (vec!["openai/gpt-4o".into()], 1),
     };
     let api = ApiError::from_start(&e);
     assert_eq!(api.status(Dialect::OpenAi), 404);

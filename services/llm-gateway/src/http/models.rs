@@ -8,9 +8,14 @@ use crate::config::Config;
 use crate::generate::Gateway;
 use crate::http::errors::ApiError;
 
-/// Every catalog model.
+/// Every served name: the catalog's models and the configured aliases.
 pub fn list(config: &Config) -> Value {
-    let data: Vec<Value> = config.catalog.iter().map(model).collect();
+    let data: Vec<Value> = config
+        .names
+        .listed(&config.catalog)
+        .iter()
+        .map(|l| model(l.id, l.model, l.alias_of))
+        .collect();
     let id = |v: Option<&Value>| v.map_or(Value::Null, |m| m["id"].clone());
     json!({
         "object": "list",
@@ -21,16 +26,17 @@ pub fn list(config: &Config) -> Value {
     })
 }
 
-/// One model by id (`provider/model`; the `/` may come percent-encoded).
+/// One model by any name a generation accepts (`provider/model`, the `/` maybe percent-encoded; an alias; a bare
+/// name).
 pub fn get(gateway: &Gateway, id: &str) -> Result<Value, ApiError> {
     let id = id.replace("%2F", "/").replace("%2f", "/");
-    let (m, _) = gateway.resolve(&id).map_err(|e| ApiError::from_start(&e))?;
-    Ok(model(&m))
+    let r = gateway.resolve(&id).map_err(|e| ApiError::from_start(&e))?;
+    Ok(model(&r.model.id, &r.model, r.alias_of.as_deref()))
 }
 
-fn model(m: &ModelInfo) -> Value {
-    json!({
-        "id": m.id,
+fn model(id: &str, m: &ModelInfo, alias_of: Option<&str>) -> Value {
+    let mut v = json!({
+        "id": id,
         "object": "model",
         "type": "model",
         "created": 0,
@@ -39,7 +45,11 @@ fn model(m: &ModelInfo) -> Value {
         "display_name": m.display_name,
         "context_window": m.context_window,
         "max_output_tokens": m.max_output_tokens,
-    })
+    });
+    if let Some(target) = alias_of {
+        v["alias_of"] = Value::from(target);
+    }
+    v
 }
 
 #[cfg(test)]
