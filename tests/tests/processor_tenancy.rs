@@ -596,6 +596,7 @@ async fn answers_to_questions_nobody_asked_are_refused_and_store_nothing() {
     let store = &p.engine.store;
     assert_eq!(
         store
+            .mailboxes()
             .wait_tool_result(&s.id, "call_made_up", Duration::ZERO)
             .await
             .unwrap(),
@@ -603,6 +604,7 @@ async fn answers_to_questions_nobody_asked_are_refused_and_store_nothing() {
     );
     assert_eq!(
         store
+            .mailboxes()
             .wait_permission(&s.id, "per_made_up", Duration::ZERO)
             .await
             .unwrap(),

@@ -61,7 +61,7 @@ pub async fn serve(
     eprintln!("session-processor listening on {addr}");
     // Sessions created before the per-tenant indexes existed (or by replicas of an older version) join them: a
     // one-time pass at the first start, then only what is new since. In the background: serving does not wait.
-    let indexer = store.clone();
+    let indexer = store.index();
     tokio::spawn(async move {
         match indexer.index_tenants().await {
             Ok(n) => tracing::info!(message = "tenant indexes up to date", entries = n),

@@ -533,10 +533,15 @@ async fn load(engine: &Engine, session: pb::Session) -> Result<Loaded, Status> {
     let session_id = session.id.as_str();
     // The lease first: a loop that starts after this read makes its message look settled, never the other way.
     let mut lease = store
+        .leases()
         .lease_holder(session_id)
         .await
         .map_err(status::storage)?;
-    let mut active = store.is_active(session_id).await.map_err(status::storage)?;
+    let mut active = store
+        .active()
+        .is_active(session_id)
+        .await
+        .map_err(status::storage)?;
     // Lease and active mark disagree for a moment whenever a loop starts or ends; only a lasting mismatch is news.
     for _ in 0..RECHECKS {
         if lease.is_some() == active {
@@ -544,12 +549,18 @@ async fn load(engine: &Engine, session: pb::Session) -> Result<Loaded, Status> {
         }
         tokio::time::sleep(RECHECK_DELAY).await;
         lease = store
+            .leases()
             .lease_holder(session_id)
             .await
             .map_err(status::storage)?;
-        active = store.is_active(session_id).await.map_err(status::storage)?;
+        active = store
+            .active()
+            .is_active(session_id)
+            .await
+            .map_err(status::storage)?;
     }
     let (messages, _) = store
+        .messages()
         .list_messages(session_id, None, usize::MAX)
         .await
         .map_err(status::storage)?;
@@ -558,7 +569,11 @@ async fn load(engine: &Engine, session: pb::Session) -> Result<Loaded, Status> {
         .is_some_and(|(owner, _)| *owner == engine.owner && !engine.is_running(session_id));
     // A recorded permission request counts only while a loop holds the lease (it expires by itself otherwise).
     let asking = match &lease {
-        Some(_) => store.asking(session_id).await.map_err(status::storage)?,
+        Some(_) => store
+            .mailboxes()
+            .asking(session_id)
+            .await
+            .map_err(status::storage)?,
         None => None,
     };
     let client_tool_timeout = engine
@@ -584,6 +599,7 @@ pub async fn diagnose(
     let data = load(engine, session).await?;
     let failures = engine
         .store
+        .statuses()
         .session_write_failures(&session_id)
         .await
         .map_err(status::storage)?;

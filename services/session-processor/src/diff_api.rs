@@ -115,6 +115,7 @@ async fn session_range(engine: &Engine, session_id: &str) -> Result<(String, Str
     loop {
         let (page, next) = engine
             .store
+            .messages()
             .list_messages(session_id, after.as_deref(), 200)
             .await
             .map_err(status::storage)?;
@@ -141,6 +142,7 @@ async fn message_range(
 ) -> Result<(String, String), Status> {
     let message = engine
         .store
+        .messages()
         .get_message(session_id, message_id)
         .await
         .map_err(status::storage)?

@@ -194,6 +194,7 @@ impl Sessions {
             match self
                 .engine
                 .store
+                .prompts()
                 .claim_idempotency_key(
                     &session_id,
                     &req.idempotency_key,
@@ -423,7 +424,7 @@ async fn answered(
 ) -> bool {
     let mut patience = Patience::new(patience);
     loop {
-        let e = match engine.store.prompt_delivery(session_id, tag).await {
+        let e = match engine.store.queue().prompt_delivery(session_id, tag).await {
             Ok(delivery) => return end.answered(&delivery),
             Err(e @ crate::store::StoreError::NotFound(_)) => e,
             Err(e) => match patience.retry(e).await {
@@ -532,6 +533,7 @@ impl SessionService for Sessions {
         let quota = config.session_quota(&session.tenant);
         self.engine
             .store
+            .sessions()
             .create_session_within(&session, Some(quota))
             .await
             .map_err(status::storage)?;
@@ -550,6 +552,7 @@ impl SessionService for Sessions {
         session.status = Some(
             self.engine
                 .store
+                .statuses()
                 .live_status(&session.id)
                 .await
                 .map_err(status::storage)?,
@@ -572,16 +575,15 @@ impl SessionService for Sessions {
             Caller::Tenant(own) => Scope::Tenant(own),
         };
         access::audit(&caller, "ListSessions", "", "*");
-        let (mut listed, next) = self
-            .engine
-            .store
+        let store = &self.engine.store;
+        let (mut listed, next) = store
+            .index()
             .list_sessions(scope, size, after)
             .await
             .map_err(status::storage)?;
         let ids: Vec<&str> = listed.iter().map(|l| l.session.id.as_str()).collect();
-        let statuses = self
-            .engine
-            .store
+        let statuses = store
+            .statuses()
             .live_statuses(&ids)
             .await
             .map_err(status::storage)?;
@@ -606,6 +608,7 @@ impl SessionService for Sessions {
         if !self
             .engine
             .store
+            .sessions()
             .delete_session(id)
             .await
             .map_err(status::storage)?
@@ -657,7 +660,7 @@ impl SessionService for Sessions {
         let cursor = validate::message_cursor(&req.page_token)?;
         let session =
             access::session(&self.engine, &caller, "ListMessages", &req.session_id).await?;
-        let store = &self.engine.store;
+        let store = self.engine.store.messages();
         // A token inside a message: the rest of its parts first.
         let mut first = None;
         if let Some((message_id, Some(part_id))) = cursor
@@ -700,6 +703,7 @@ impl SessionService for Sessions {
             .await?;
         self.engine
             .store
+            .mailboxes()
             .submit_tool_result(&r.session_id, &r.call_id, &r.output, r.is_error)
             .await
             .map_err(status::storage)?;
@@ -748,6 +752,7 @@ impl SessionService for Sessions {
         let spend = self
             .engine
             .store
+            .spend()
             .tenant_spend(&tenant.name)
             .await
             .map_err(status::storage)?;
@@ -783,6 +788,7 @@ impl SessionService for Sessions {
             .await?;
         self.engine
             .store
+            .mailboxes()
             .reply_permission(&r.session_id, &r.permission_id, r.allow)
             .await
             .map_err(status::storage)?;

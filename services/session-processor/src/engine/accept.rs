@@ -19,7 +19,7 @@ use crate::store::{ActiveMark, Begin, BeginArgs, Fence};
 pub struct Accepted {
     /// The event id after which the caller's stream starts.
     pub start: String,
-    /// The prompt's tag when it waits in the queue for the running loop ([`crate::store::Store::prompt_delivery`]
+    /// The prompt's tag when it waits in the queue for the running loop ([`crate::store::PromptQueue::prompt_delivery`]
     /// tells when it was delivered, and as which message); `None` when this call started the loop.
     pub queued: Option<String>,
 }
@@ -58,7 +58,7 @@ impl Engine {
             validated: Some((&bytes, model.as_deref())),
         };
         let session_id = session.id.clone();
-        let b = match self.store.begin_prompt(message, args).await? {
+        let b = match self.store.prompts().begin_prompt(message, args).await? {
             Begin::Begun(b) => b,
             Begin::Stale => return Err(LoopError::Stale),
             Begin::Busy => {
@@ -104,12 +104,13 @@ impl Engine {
         trace: Vec<(String, String)>,
     ) -> Result<Accepted, LoopError> {
         let start = self.events.last_event_id(&session.id).await?;
-        let tag = self.store.enqueue_prompt(&session.id, req).await?;
+        let tag = self.store.queue().enqueue_prompt(&session.id, req).await?;
         // The loop may have made its last queue check and released the lease between our failed acquire and the
         // enqueue; then nobody would deliver the prompt. Trying again closes that window: whoever holds the lease
         // next (that loop re-checking after its release, or us) delivers the queue.
         if let Some(fence) = self
             .store
+            .leases()
             .acquire_lease(&session.id, &self.owner, self.config.lease_ttl)
             .await?
         {
@@ -159,6 +160,7 @@ impl Engine {
         };
         let Some(fence) = self
             .store
+            .leases()
             .acquire_lease(session_id, &self.owner, self.config.lease_ttl)
             .await?
         else {
@@ -168,15 +170,19 @@ impl Engine {
         // is all this was.
         let mut still_marked = false;
         for mark in marks {
-            still_marked |= self.store.is_marked(mark).await?;
+            still_marked |= self.store.active().is_marked(mark).await?;
         }
         if !still_marked {
-            self.store.release_lease(session_id, &fence).await?;
+            self.store
+                .leases()
+                .release_lease(session_id, &fence)
+                .await?;
             return Ok(false);
         }
-        let Some((session, bytes)) = self.store.get_session_record(session_id).await? else {
+        let Some((session, bytes)) = self.store.sessions().get_session_record(session_id).await?
+        else {
             for mark in marks {
-                self.store.clear_active(mark).await?;
+                self.store.active().clear_active(mark).await?;
             }
             return Ok(false);
         };
@@ -184,7 +190,7 @@ impl Engine {
         // The run's client tools, system text and model survive the replica: a pending client tool call is still
         // the caller's to answer, and the next step offers the same tools.
         let mut inputs = RunInputs::default();
-        match self.store.run_inputs(session_id).await {
+        match self.store.sessions().run_inputs(session_id).await {
             Ok(Some(stored)) => {
                 inputs.absorb(&stored);
             }
@@ -195,9 +201,9 @@ impl Engine {
         }
         // The new run's mark first, so the session is never unmarked while its loop runs.
         let run = ids::new("run");
-        self.store.mark_active(session_id, &run).await?;
+        self.store.active().mark_active(session_id, &run).await?;
         for mark in marks {
-            self.store.clear_active(mark).await?;
+            self.store.active().clear_active(mark).await?;
         }
         self.spawn_loop(
             session_id.to_string(),
@@ -218,7 +224,7 @@ impl Engine {
                 _ = stop.cancelled() => return,
                 _ = tokio::time::sleep(interval) => {}
             }
-            let marks = match self.store.active_sessions().await {
+            let marks = match self.store.active().active_sessions().await {
                 Ok(marks) => marks,
                 Err(e) => {
                     tracing::warn!(message = "recovery scan failed", error = %e);
@@ -235,7 +241,7 @@ impl Engine {
                 {
                     continue;
                 }
-                if matches!(self.store.lease_holder(id).await, Ok(None))
+                if matches!(self.store.leases().lease_holder(id).await, Ok(None))
                     && let Err(e) = self.resume(&marks).await
                 {
                     tracing::warn!(message = "resume failed", session_id = %id, error = %e);

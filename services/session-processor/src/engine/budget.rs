@@ -27,7 +27,7 @@ impl Engine {
         let carried = self.with_cache(session_id, |s| s.session.clone());
         let session = match carried {
             Some(s) => Some(s),
-            None => self.store.get_session(session_id).await?,
+            None => self.store.sessions().get_session(session_id).await?,
         };
         let Some(s) = session else {
             return Ok(None);
@@ -42,7 +42,7 @@ impl Engine {
         if let Some(t) = self.config.tenants.get(&s.tenant)
             && t.budget_nano_usd > 0
         {
-            let spend = self.store.tenant_spend(&t.name).await?;
+            let spend = self.store.spend().tenant_spend(&t.name).await?;
             if spend >= t.budget_nano_usd {
                 return Ok(Some(format!(
                     "tenant `{}`'s budget of {} USD is spent ({} USD)",
@@ -61,7 +61,12 @@ impl Engine {
         if session.tenant.is_empty() || nano_usd <= 0 {
             return;
         }
-        if let Err(e) = self.store.add_tenant_spend(&session.tenant, nano_usd).await {
+        if let Err(e) = self
+            .store
+            .spend()
+            .add_tenant_spend(&session.tenant, nano_usd)
+            .await
+        {
             tracing::warn!(message = "cannot add to the tenant's spend", session_id = %session.id, tenant = %session.tenant, error = %e);
         }
     }

@@ -157,11 +157,13 @@ impl Engine {
     ) -> Result<String, LoopError> {
         let session = self
             .store
+            .sessions()
             .get_session(session_id)
             .await?
             .ok_or_else(|| LoopError::NotFound(session_id.to_string()))?;
         let (messages, _) = self
             .store
+            .messages()
             .list_messages(session_id, None, usize::MAX)
             .await?;
         let view = history::since_compaction(messages);
@@ -173,6 +175,7 @@ impl Engine {
         let start = self.events.last_event_id(&session.id).await?;
         let Some(fence) = self
             .store
+            .leases()
             .acquire_lease(&session.id, &self.owner, self.config.lease_ttl)
             .await?
         else {

@@ -24,10 +24,10 @@ use crate::config::Agent;
 use crate::history;
 use crate::ids;
 use crate::snapshot::StepSnapshots;
-use crate::store::{ActiveMark, Fence, Queued, StoreError};
+use crate::store::{ActiveMark, Fence, StoreError};
 use crate::tools::Workspace;
 
-/// What a prompt's fast path already read for the loop's first iteration (see `Store::begin_prompt`).
+/// What a prompt's fast path already read for the loop's first iteration (see `Prompts::begin_prompt`).
 #[derive(Debug)]
 pub(super) struct Prefetched {
     /// The whole history when the lease was taken.
@@ -172,7 +172,9 @@ impl Engine {
                 Some(run) => ActiveMark::of(session_id, &run),
                 None => {
                     let run = ids::new("run");
-                    if let Err(e) = Box::pin(self.store.mark_active(session_id, &run)).await {
+                    if let Err(e) =
+                        Box::pin(self.store.active().mark_active(session_id, &run)).await
+                    {
                         tracing::warn!(message = "cannot mark the session active", session_id = %session_id, error = %e);
                     }
                     ActiveMark::of(session_id, &run)
@@ -196,10 +198,11 @@ impl Engine {
                 // that follows (their callers' streams wait for those answers); an abort reaches that run too.
                 token = self.fresh_abort_token(session_id, loop_id);
             }
-            match Box::pin(
-                self.store
-                    .acquire_lease(session_id, &self.owner, self.config.lease_ttl),
-            )
+            match Box::pin(self.store.leases().acquire_lease(
+                session_id,
+                &self.owner,
+                self.config.lease_ttl,
+            ))
             .await
             {
                 Ok(Some(f)) => fence = f,
@@ -220,11 +223,13 @@ impl Engine {
         let queued = if self.events.lease_released(session_id) {
             false
         } else {
+            let statuses = self.store.statuses();
             if retry_status {
-                let _ = self.store.clear_retry_status(session_id, fence).await;
+                let _ = statuses.clear_retry_status(session_id, fence).await;
             }
             // A prompt queued between the loop's last check and the release would otherwise wait for ever.
             self.store
+                .leases()
                 .release_lease_and_peek(session_id, fence)
                 .await
                 .unwrap_or(false)
@@ -232,7 +237,7 @@ impl Engine {
         // The run's own mark, after the release: a prompt that took the lease meanwhile marked its own run. A
         // replica dying in between leaves a mark without a lease, which the recovery sweep resumes: the run finds
         // nothing to do and ends again.
-        let _ = self.store.clear_active(mark).await;
+        let _ = self.store.active().clear_active(mark).await;
         // `done` was written to the log when published (before the release, so a successor's ids follow it); this
         // replica's streams get it now that the session is idle.
         self.close_events(session_id).await;
@@ -316,7 +321,7 @@ impl Engine {
         // The record the prompt (or resume) just read, else read now; carried from here on (see `RunCache`).
         let (session, bytes) = match session {
             Some(carried) => carried,
-            None => match self.store.get_session_record(session_id).await? {
+            None => match self.store.sessions().get_session_record(session_id).await? {
                 Some((s, b)) => (s, Some(b)),
                 None => return Ok(None),
             },
@@ -487,7 +492,7 @@ impl Engine {
             Action::Wait { delay, why } => Box::pin(self.wait(run, delay, why)).await,
             Action::ProveLease => {
                 let sent = Instant::now();
-                if !Box::pin(self.store.renew_lease(
+                if !Box::pin(self.store.leases().renew_lease(
                     &run.session.id,
                     &run.fence,
                     self.config.lease_ttl,
@@ -539,7 +544,7 @@ impl Engine {
             // is delivered at the first step boundary.
             Vec::new()
         } else {
-            self.queued_prompts(&run.session.id).await?
+            self.store.queue().waiting(&run.session.id).await?
         };
         let mut changed = false;
         let mut delivered = 0;
@@ -560,15 +565,6 @@ impl Engine {
             run.inputs_saved = true;
         }
         Ok(Observation::Delivered(delivered))
-    }
-
-    /// The prompts waiting in the session's queue, still queued: one LLEN when there are none (the usual case at a
-    /// step boundary), one LRANGE otherwise.
-    async fn queued_prompts(&self, session_id: &str) -> Result<Vec<Queued>, LoopError> {
-        if !self.store.has_queued_prompts(session_id).await? {
-            return Ok(Vec::new());
-        }
-        Ok(self.store.queued_prompts(session_id).await?)
     }
 
     /// Reads the history, closes what a stopped loop left open, and tells the policy what it found.
@@ -774,6 +770,7 @@ impl Engine {
     async fn save_inputs(&self, session_id: &str, inputs: &RunInputs) {
         if let Err(e) = self
             .store
+            .sessions()
             .put_run_inputs(session_id, &inputs.stored())
             .await
         {

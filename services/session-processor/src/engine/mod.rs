@@ -178,6 +178,7 @@ impl Engine {
         self.events.flush(session_id).await?;
         Ok(self
             .store
+            .messages()
             .list_messages(session_id, None, usize::MAX)
             .await?
             .0)

@@ -66,10 +66,16 @@ impl Engine {
                     .into();
                 }
             }
-            self.store.put_parts(&changed, Some(fence)).await?;
+            self.store
+                .messages()
+                .put_parts(&changed, Some(fence))
+                .await?;
             let mut stored = m.clone();
             stored.parts.clear();
-            self.store.put_message(&stored, Some(fence)).await?;
+            self.store
+                .messages()
+                .put_message(&stored, Some(fence))
+                .await?;
             self.events
                 .publish(
                     &m.session_id,
@@ -113,11 +119,13 @@ impl Engine {
                 // Asked again: a call asked before answers were checked against the questions (an older replica)
                 // can still be answered.
                 self.store
+                    .mailboxes()
                     .expect_answer(&m.session_id, Asked::ToolResult(&tool.call_id))
                     .await?;
+                let mailboxes = self.store.mailboxes();
                 let answer = tokio::select! {
                     _ = cancel.cancelled() => return Ok(()),
-                    a = self.store.wait_tool_result(&m.session_id, &tool.call_id, left) => a?,
+                    a = mailboxes.wait_tool_result(&m.session_id, &tool.call_id, left) => a?,
                 };
                 match answer {
                     Some((output, false)) => {
@@ -141,7 +149,7 @@ impl Engine {
             if m.finish.is_empty() {
                 m.finish = "tool_calls".into();
             }
-            self.store.put_message(&m, Some(fence)).await?;
+            self.store.messages().put_message(&m, Some(fence)).await?;
             let session_id = m.session_id.clone();
             self.events
                 .publish(&session_id, pb::session_event::Event::MessageUpdated(m))
@@ -165,6 +173,7 @@ impl Engine {
         loop {
             let page = self
                 .store
+                .event_log()
                 .read_event_page(&session_id, cursor, None, 1000)
                 .await?;
             let Some(next) = page.cursor else { break };

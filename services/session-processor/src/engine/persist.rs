@@ -32,7 +32,7 @@ impl Engine {
         }
         let previous = match previous {
             Some(read) => read,
-            None => self.store.prompt_model(&session.id).await?,
+            None => self.store.messages().prompt_model(&session.id).await?,
         }
         .unwrap_or_default();
         let agent_model = self.agent(agent).map_or("", |a| a.model.as_str());
@@ -60,6 +60,7 @@ impl Engine {
         let mut message = self.user_message(session, &prompt.request, None).await?;
         if !self
             .store
+            .messages()
             .deliver_prompt_message(&message, Some(fence), prompt)
             .await?
         {
@@ -155,7 +156,7 @@ impl Engine {
             parts,
             ..message.clone()
         };
-        self.store.put_message(&stored, fence).await?;
+        self.store.messages().put_message(&stored, fence).await?;
         self.publish_message(&mut stored).await?;
         Ok(message)
     }
@@ -196,6 +197,7 @@ impl Engine {
         self.with_cache(&message.session_id, |s| s.retry_status = true);
         if let Err(e) = self
             .store
+            .statuses()
             .set_retry_status(&message.session_id, &status, fence, delay)
             .await
         {
@@ -212,7 +214,10 @@ impl Engine {
         fence: &Fence,
     ) -> Result<(), LoopError> {
         let session_id = &failed.session_id;
-        self.store.clear_retry_status(session_id, fence).await?;
+        self.store
+            .statuses()
+            .clear_retry_status(session_id, fence)
+            .await?;
         self.with_cache(session_id, |s| s.retry_status = false);
         self.status(session_id, pb::session_status::Kind::Busy)
             .await?;
@@ -222,7 +227,7 @@ impl Engine {
         m.error = None;
         // The channel's older state of this message must not land after this write.
         self.events.flush(session_id).await?;
-        self.store.put_message(&m, Some(fence)).await?;
+        self.store.messages().put_message(&m, Some(fence)).await?;
         Ok(())
     }
 
@@ -300,7 +305,10 @@ impl Engine {
         };
         // The channel's older state of this message must not land after this write.
         self.events.flush(session_id).await?;
-        self.store.put_message(&message, Some(fence)).await?;
+        self.store
+            .messages()
+            .put_message(&message, Some(fence))
+            .await?;
         self.events
             .publish(
                 &message.session_id,
@@ -338,7 +346,11 @@ impl Engine {
         });
         // A retry status is the lease's: cleared while it is held (the run's end may release it).
         if self.with_cache(session_id, |s| std::mem::take(&mut s.retry_status))
-            && let Err(e) = self.store.clear_retry_status(session_id, fence).await
+            && let Err(e) = self
+                .store
+                .statuses()
+                .clear_retry_status(session_id, fence)
+                .await
         {
             tracing::warn!(message = "cannot clear the retry status", session_id = %session_id, error = %e);
         }

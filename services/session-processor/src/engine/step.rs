@@ -434,7 +434,7 @@ impl Engine {
                     let t = Instant::now();
                     // Its message may still wait in the channel: the part needs it listed.
                     Box::pin(self.events.flush(session_id)).await?;
-                    Box::pin(self.store.put_part(&p, Some(fence))).await?;
+                    Box::pin(self.store.messages().put_part(&p, Some(fence))).await?;
                     self.metrics.redis("put_part", t.elapsed());
                 }
                 Effect::Delta { ids, delta } => {

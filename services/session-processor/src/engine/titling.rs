@@ -1,6 +1,6 @@
 //! The title task: one `Generate` call after a session's first prompt, spawned so it never delays the loop.
 //!
-//! The title is written with [`crate::store::Store::update_session`], a compare-and-set on the session record, and
+//! The title is written with [`crate::store::Sessions::update_session`], a compare-and-set on the session record, and
 //! so are the loop's totals: neither writer can overwrite the other's field, whichever lands first. The write is not
 //! fenced: it touches only the title, and it may well finish after the loop released its lease (a one-step answer
 //! with a slow title model).
@@ -61,7 +61,7 @@ impl Engine {
                 .map_or(0, |c| c.total_nano_usd);
             if tenants
                 && cost > 0
-                && let Err(e) = store.add_tenant_spend(&session.tenant, cost).await
+                && let Err(e) = store.spend().add_tenant_spend(&session.tenant, cost).await
             {
                 tracing::warn!(message = "cannot add to the tenant's spend", session_id = %session.id, tenant = %session.tenant, error = %e);
             }
@@ -70,6 +70,7 @@ impl Engine {
                 return;
             };
             let written = store
+                .sessions()
                 .update_session(&session.id, None, |s| {
                     // A title set meanwhile (by another replica's task) stays.
                     if s.title.is_empty() {

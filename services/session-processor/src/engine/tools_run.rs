@@ -178,8 +178,9 @@ impl Engine {
                 .await?;
         }
         let timeout = run.agent.client_tool_timeout;
-        // Only a call the loop asks about can be answered (see `Store::expect_answer`).
+        // Only a call the loop asks about can be answered (see `Mailboxes::expect_answer`).
         self.store
+            .mailboxes()
             .expect_answer(&session_id, Asked::ToolResult(&call.call_id))
             .await?;
         self.events
@@ -195,9 +196,10 @@ impl Engine {
                 }),
             )
             .await?;
+        let mailboxes = self.store.mailboxes();
         let answer = tokio::select! {
             _ = run.cancel.cancelled() => return Ok(false),
-            a = self.store.wait_tool_result(&session_id, &call.call_id, timeout) => a?,
+            a = mailboxes.wait_tool_result(&session_id, &call.call_id, timeout) => a?,
         };
         let result = match answer {
             Some((output, false)) => Ok(output),
@@ -282,11 +284,17 @@ impl Engine {
             reason: reason.into(),
             deadline: Some(Timestamp::from(SystemTime::now() + timeout)),
         };
-        if let Err(e) = self.store.set_asking(&session_id, &asked, timeout).await {
+        if let Err(e) = self
+            .store
+            .mailboxes()
+            .set_asking(&session_id, &asked, timeout)
+            .await
+        {
             tracing::warn!(message = "cannot record the permission request for Diagnose", session_id = %session_id, error = %e);
         }
         let permission_id = asked.permission_id.clone();
         self.store
+            .mailboxes()
             .expect_answer(&session_id, Asked::Permission(&permission_id))
             .await?;
         self.events
@@ -295,11 +303,12 @@ impl Engine {
                 pb::session_event::Event::PermissionAsked(asked),
             )
             .await?;
+        let mailboxes = self.store.mailboxes();
         let reply = tokio::select! {
             _ = run.cancel.cancelled() => None,
-            r = self.store.wait_permission(&session_id, &permission_id, timeout) => r?,
+            r = mailboxes.wait_permission(&session_id, &permission_id, timeout) => r?,
         };
-        if let Err(e) = self.store.clear_asking(&session_id).await {
+        if let Err(e) = self.store.mailboxes().clear_asking(&session_id).await {
             tracing::warn!(message = "cannot clear the recorded permission request", session_id = %session_id, error = %e);
         }
         Ok(reply.unwrap_or(false))

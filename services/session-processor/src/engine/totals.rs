@@ -138,6 +138,7 @@ impl Engine {
             };
         let written = self
             .store
+            .sessions()
             .update_session_from(session_id, Some(fence), known, change)
             .await?;
         // The record as written is the freshest view of it: the next budget check reads it from here.

@@ -401,7 +401,7 @@ impl Channel {
         };
         // Boxed, like every Redis call on the loop's path: a store future is kilobytes, and inline it would make every
         // future that awaits a write (the loop's, a step's, each publish's) that much bigger for its whole life.
-        let result = Box::pin(self.store.flush_events(
+        let result = Box::pin(self.store.event_log().flush_events(
             &self.session_id,
             encoded,
             fence.as_ref(),
@@ -445,6 +445,7 @@ impl Channel {
                 let record = &totals.record;
                 let updated = self
                     .store
+                    .sessions()
                     .update_session_from(&self.session_id, fence, None, |s| {
                         s.cost_nano_usd = record.cost_nano_usd;
                         s.tokens = record.tokens;
@@ -459,7 +460,12 @@ impl Channel {
         }
         if totals.charge > 0 && !totals.record.tenant.is_empty() {
             let tenant = &totals.record.tenant;
-            if let Err(e) = self.store.add_tenant_spend(tenant, totals.charge).await {
+            if let Err(e) = self
+                .store
+                .spend()
+                .add_tenant_spend(tenant, totals.charge)
+                .await
+            {
                 tracing::warn!(message = "cannot add to the tenant's spend", session_id = %self.session_id, tenant = %tenant, error = %e);
             }
         }

@@ -25,8 +25,8 @@
 //! The window adapts to who is watching: streams on this replica get every event at once whatever it is, so while
 //! no stream on another replica follows the session the channel uses the long window
 //! (`events.unwatched_flush_interval_ms`); a remote follower marks the session as watched
-//! ([`Store::mark_watched`], refreshed about once a second), the script reports the mark, and the channel uses the
-//! short window (`events.flush_interval_ms`) while it exists.
+//! ([`crate::store::EventLog::mark_watched`], refreshed about once a second), the script reports the mark, and the
+//! channel uses the short window (`events.flush_interval_ms`) while it exists.
 //!
 //! A `done` is written at once like the other urgent events, but the channel's own followers get it only when the
 //! channel closes, which the loop does after releasing its lease: `done` means "idle", and a caller on the loop's
@@ -280,7 +280,7 @@ impl Hub {
             channel.set_fence(fence, acquired);
             return Ok(());
         }
-        let (last, redis_ms) = self.inner.store.open_events(session_id).await?;
+        let (last, redis_ms) = self.inner.store.event_log().open_events(session_id).await?;
         let offset = self.measured(redis_ms);
         // Not known here: the first write goes out at once, as for a watched session.
         self.install(session_id, fence, last, offset, true, acquired);
@@ -451,6 +451,7 @@ impl Hub {
             Rest::Elsewhere(event) => self
                 .inner
                 .store
+                .event_log()
                 .publish(&session_id, *event)
                 .await
                 .map(drop),
@@ -473,11 +474,12 @@ impl Hub {
                 Published::Closed(write) => part = handed_back_part(write)?,
             }
         }
-        Box::pin(self.inner.store.put_part(&part, Some(fence))).await?;
+        Box::pin(self.inner.store.messages().put_part(&part, Some(fence))).await?;
         let session_id = part.session_id.clone();
         Box::pin(
             self.inner
                 .store
+                .event_log()
                 .publish(&session_id, Event::PartUpdated(*part)),
         )
         .await
@@ -544,11 +546,12 @@ impl Hub {
                 Published::Closed(write) => head = handed_back_message(write)?,
             }
         }
-        Box::pin(self.inner.store.put_message(&head, Some(fence))).await?;
+        Box::pin(self.inner.store.messages().put_message(&head, Some(fence))).await?;
         let session_id = head.session_id.clone();
         Box::pin(
             self.inner
                 .store
+                .event_log()
                 .publish(&session_id, Event::MessageUpdated(*head)),
         )
         .await
@@ -570,9 +573,9 @@ impl Hub {
         }
     }
 
-    /// Renews the lease of the loop holding `fence` (see [`Store::renew_lease`]), unless a write of the session's
-    /// channel renewed it less than [`renew_after`] ago: while a step streams, the window's script extends the
-    /// lease as it checks it (one PEXPIRE instead of a renewal script). False when the lease was lost.
+    /// Renews the lease of the loop holding `fence` (see [`crate::store::Leases::renew_lease`]), unless a write of the
+    /// session's channel renewed it less than [`renew_after`] ago: while a step streams, the window's script extends
+    /// the lease as it checks it (one PEXPIRE instead of a renewal script). False when the lease was lost.
     pub async fn renew_lease(
         &self,
         session_id: &str,
@@ -591,7 +594,12 @@ impl Hub {
             }
         }
         let started = Instant::now();
-        let renewed = self.inner.store.renew_lease(session_id, fence, ttl).await?;
+        let renewed = self
+            .inner
+            .store
+            .leases()
+            .renew_lease(session_id, fence, ttl)
+            .await?;
         if renewed && let Some(channel) = channel {
             let mut s = lock(&channel.state);
             if s.fence.as_ref() == Some(fence) {
@@ -688,7 +696,7 @@ impl Hub {
         if let Some(last) = self.channel(session_id).and_then(|c| c.last_id()) {
             return Ok(last.to_string());
         }
-        self.inner.store.last_event_id(session_id).await
+        self.inner.store.event_log().last_event_id(session_id).await
     }
 
     /// A follower of the session's events after `after` (an event id; `"0"` for the beginning).

@@ -109,7 +109,7 @@ async fn local_followers_get_events_at_once_and_the_log_gets_them_in_few_entries
         live.next().await.unwrap().event,
         Some(Event::Status(_))
     ));
-    let before = store.event_log_commands();
+    let before = store.event_log().commands();
     for i in 0..1000 {
         hub.publish(&sid, delta(&format!("{i} "))).await.unwrap();
         // Delivered from the ring before any write: the window is an hour long.
@@ -120,16 +120,20 @@ async fn local_followers_get_events_at_once_and_the_log_gets_them_in_few_entries
         );
     }
     assert_eq!(
-        store.event_log_commands() - before,
+        store.event_log().commands() - before,
         1000 / 512,
         "only the size bound wrote so far"
     );
     hub.publish(&sid, done()).await.unwrap();
     hub.close(&sid).await.unwrap();
-    assert!(store.event_log_commands() - before <= 3);
+    assert!(store.event_log().commands() - before <= 3);
 
     // The log holds the same events with the same ids.
-    let logged = store.read_events(&sid, "0", None, 10_000).await.unwrap();
+    let logged = store
+        .event_log()
+        .read_events(&sid, "0", None, 10_000)
+        .await
+        .unwrap();
     assert_eq!(logged.len(), 1002);
     let mut replay = hub.follow(&sid, "0").unwrap();
     let replayed = until_done(&mut replay).await;
@@ -140,7 +144,7 @@ async fn local_followers_get_events_at_once_and_the_log_gets_them_in_few_entries
         logged_text(&store, &sid).await,
         (0..1000).map(|i| format!("{i} ")).collect::<String>()
     );
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 /// Publishes a delta of `prt_1` through `sink` (see [`Hub::publish_delta`]).
@@ -172,7 +176,7 @@ async fn a_steps_deltas_go_through_the_channel_it_found_or_to_the_log_once_that_
     sink_delta(&hub, &sink, &sid, "b").await;
     sink_delta(&hub, &DeltaSink::LOOK_UP, &sid, "c").await;
     assert_eq!(logged_text(&store, &sid).await, "abc");
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -213,7 +217,7 @@ async fn followers_on_other_threads_miss_no_wake_up() {
     for r in readers {
         r.await.unwrap();
     }
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 #[tokio::test]
@@ -250,6 +254,7 @@ async fn a_follower_after_any_event_gets_exactly_the_rest_live_and_from_the_log(
     );
     assert!(matches!(
         store
+            .event_log()
             .read_events(&sid, &seen[39].event_id, None, 10)
             .await
             .unwrap()[..],
@@ -271,7 +276,7 @@ async fn a_follower_after_any_event_gets_exactly_the_rest_live_and_from_the_log(
             ev.event_id
         );
     }
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 #[tokio::test]
@@ -296,7 +301,7 @@ async fn a_lagging_follower_reads_the_log_and_the_ring_stays_bounded() {
         (0..500).map(|i| i.to_string()).collect::<Vec<_>>()
     );
     hub.close(&sid).await.unwrap();
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 /// Publishes a delta for each number of `texts` (its text) and checks that `f` reads them all, in order.
@@ -336,7 +341,7 @@ async fn a_follower_far_behind_keeps_a_small_buffer_from_the_ring_and_after_the_
         far.buffered_room()
     );
     hub.close(&sid).await.unwrap();
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 #[tokio::test]
@@ -357,7 +362,7 @@ async fn a_ring_whose_events_are_written_never_grows_past_its_bound() {
         assert!(room < 32, "event {i}: room for {room}");
     }
     hub.close(&sid).await.unwrap();
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 #[tokio::test]
@@ -386,7 +391,7 @@ async fn a_ring_grown_by_a_long_window_gets_its_room_back_once_written() {
         assert!(back < 32, "round {round}: room for {back} after the write");
     }
     hub.close(&sid).await.unwrap();
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 impl Follower {
@@ -429,7 +434,7 @@ async fn the_window_writes_pending_deltas_and_remote_followers_wake() {
     let ids = ids_of(&[a, b]);
     assert!(ids[0] < ids[1]);
     hub.close(&sid).await.unwrap();
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 #[tokio::test]
@@ -437,6 +442,7 @@ async fn ids_follow_the_log_and_a_foreign_write_never_fails_a_flush() {
     let (store, sid) = session().await;
     // Something already logged, with a Redis-assigned id.
     let first: EventId = store
+        .event_log()
         .publish(&sid, status())
         .await
         .unwrap()
@@ -453,6 +459,7 @@ async fn ids_follow_the_log_and_a_foreign_write_never_fails_a_flush() {
         seq: 0,
     };
     let got = store
+        .event_log()
         .append_events(
             &sid,
             foreign,
@@ -471,6 +478,7 @@ async fn ids_follow_the_log_and_a_foreign_write_never_fails_a_flush() {
     hub.close(&sid).await.unwrap();
     // A retried write whose entry already landed is not logged twice.
     let again = store
+        .event_log()
         .append_events(
             &sid,
             foreign,
@@ -482,8 +490,15 @@ async fn ids_follow_the_log_and_a_foreign_write_never_fails_a_flush() {
         again > foreign,
         "not the newest entry any more: written after it"
     );
-    let top: EventId = store.last_event_id(&sid).await.unwrap().parse().unwrap();
+    let top: EventId = store
+        .event_log()
+        .last_event_id(&sid)
+        .await
+        .unwrap()
+        .parse()
+        .unwrap();
     let same = store
+        .event_log()
         .append_events(
             &sid,
             top,
@@ -492,8 +507,11 @@ async fn ids_follow_the_log_and_a_foreign_write_never_fails_a_flush() {
         .await
         .unwrap();
     assert_eq!(same, top);
-    assert_eq!(store.last_event_id(&sid).await.unwrap(), top.to_string());
-    store.delete_session(&sid).await.unwrap();
+    assert_eq!(
+        store.event_log().last_event_id(&sid).await.unwrap(),
+        top.to_string()
+    );
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 #[tokio::test]
@@ -503,7 +521,7 @@ async fn publishing_for_a_deleted_session_fails() {
     hub.open(&sid).await.unwrap();
     hub.publish(&sid, status()).await.unwrap();
     hub.flush(&sid).await.unwrap();
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
     hub.publish(&sid, delta("buffered")).await.unwrap();
     let err = hub.publish(&sid, done()).await.unwrap_err();
     assert!(matches!(err, StoreError::NotFound(_)), "{err}");
@@ -521,6 +539,7 @@ async fn running_session() -> (Store, String, String, Fence, String) {
     let (sid, fence) = test_support::leased_session(&store, "replica-a").await;
     let mid = ids::new("msg");
     store
+        .messages()
         .put_message(
             &pb::Message {
                 id: mid.clone(),
@@ -558,7 +577,7 @@ fn part_delta(mid: &str, part_id: &str, text: &str) -> Event {
 
 /// The stored text of a part, `None` when it is not stored.
 async fn stored_text(store: &Store, sid: &str, mid: &str, part_id: &str) -> Option<String> {
-    let message = store.get_message(sid, mid).await.unwrap()?;
+    let message = store.messages().get_message(sid, mid).await.unwrap()?;
     message
         .parts
         .into_iter()
@@ -572,6 +591,7 @@ async fn stored_text(store: &Store, sid: &str, mid: &str, part_id: &str) -> Opti
 /// The text of every delta in the log.
 async fn logged_text(store: &Store, sid: &str) -> String {
     store
+        .event_log()
         .read_events(sid, "0", None, 10_000)
         .await
         .unwrap()
@@ -604,9 +624,13 @@ async fn a_streamed_part_is_written_by_the_window_that_logs_its_deltas() {
         .await
         .unwrap();
     assert_eq!(stored_text(&store, &sid, &mid, &pid).await, None);
-    let before = store.event_log_commands();
+    let before = store.event_log().commands();
     hub.flush_parts(&sid).await.unwrap();
-    assert_eq!(store.event_log_commands() - before, 1, "one write for both");
+    assert_eq!(
+        store.event_log().commands() - before,
+        1,
+        "one write for both"
+    );
     // Mid-stream, after a write: the part holds exactly the text the log holds.
     assert_eq!(
         stored_text(&store, &sid, &mid, &pid).await.as_deref(),
@@ -614,9 +638,9 @@ async fn a_streamed_part_is_written_by_the_window_that_logs_its_deltas() {
     );
     assert_eq!(logged_text(&store, &sid).await, "Hello, wor");
     // Nothing new: no write.
-    let before = store.event_log_commands();
+    let before = store.event_log().commands();
     hub.flush_parts(&sid).await.unwrap();
-    assert_eq!(store.event_log_commands() - before, 0);
+    assert_eq!(store.event_log().commands() - before, 0);
     // A write for any other reason (here an urgent event) carries the part's latest text too.
     hub.publish(&sid, part_delta(&mid, &pid, "ld"))
         .await
@@ -633,15 +657,20 @@ async fn a_streamed_part_is_written_by_the_window_that_logs_its_deltas() {
     hub.publish(&sid, part_delta(&mid, &pid, "!"))
         .await
         .unwrap();
-    let before = store.event_log_commands();
+    let before = store.event_log().commands();
     hub.put_part(
         Box::new(text_part(&sid, &mid, &pid, "Hello, world!", true)),
         &fence,
     )
     .await
     .unwrap();
-    assert_eq!(store.event_log_commands() - before, 1);
-    let stored = store.get_message(&sid, &mid).await.unwrap().unwrap();
+    assert_eq!(store.event_log().commands() - before, 1);
+    let stored = store
+        .messages()
+        .get_message(&sid, &mid)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(matches!(
         &stored.parts[0].kind,
         Some(pb::part::Kind::Text(t)) if t.text == "Hello, world!" && t.ended_at.is_some()
@@ -653,7 +682,7 @@ async fn a_streamed_part_is_written_by_the_window_that_logs_its_deltas() {
         .unwrap();
     assert!(!hub.channel(&sid).unwrap().has_dirty_parts());
     hub.close(&sid).await.unwrap();
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 #[tokio::test]
@@ -671,13 +700,15 @@ async fn a_channel_whose_lease_moved_on_cannot_overwrite_a_part() {
         .unwrap();
     hub.flush_parts(&sid).await.unwrap();
     // The lease moves to another replica, which writes the part.
-    store.release_lease(&sid, &fence).await.unwrap();
+    store.leases().release_lease(&sid, &fence).await.unwrap();
     let successor = store
+        .leases()
         .acquire_lease(&sid, "replica-b", Duration::from_secs(30))
         .await
         .unwrap()
         .unwrap();
     store
+        .messages()
         .put_part(&text_part(&sid, &mid, &pid, "new", true), Some(&successor))
         .await
         .unwrap();
@@ -709,7 +740,7 @@ async fn a_channel_whose_lease_moved_on_cannot_overwrite_a_part() {
         Some("new")
     );
     let _ = hub.close(&sid).await;
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 /// Deletes the session's watched mark (as its expiry would).
@@ -756,13 +787,13 @@ async fn the_window_is_short_while_a_remote_stream_watches_and_long_otherwise() 
         far.next().await.unwrap().event,
         Some(Event::Status(_))
     ));
-    assert!(!store.is_watched(&sid).await.unwrap());
+    assert!(!store.event_log().is_watched(&sid).await.unwrap());
     let reader = tokio::spawn(async move {
         let ev = far.next().await.unwrap();
         (far, ev)
     });
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !store.is_watched(&sid).await.unwrap() {
+    while !store.event_log().is_watched(&sid).await.unwrap() {
         assert!(
             std::time::Instant::now() < deadline,
             "the remote follower marks the session"
@@ -801,7 +832,7 @@ async fn the_window_is_short_while_a_remote_stream_watches_and_long_otherwise() 
     assert!(!watched);
     assert_eq!(length, Duration::from_secs(3600));
     hub.close(&sid).await.unwrap();
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 /// The lease's remaining time, in ms.
@@ -874,8 +905,9 @@ async fn the_windows_renew_the_lease_on_the_way() {
         .unwrap();
     assert_eq!(lock(&channel.state).renewed_at, renewed);
     // A write whose fence lost the lease renews nothing, and the loop's renewal then finds the loss.
-    store.release_lease(&sid, &fence).await.unwrap();
+    store.leases().release_lease(&sid, &fence).await.unwrap();
     let successor = store
+        .leases()
         .acquire_lease(&sid, "replica-b", Duration::from_secs(10))
         .await
         .unwrap()
@@ -892,14 +924,14 @@ async fn the_windows_renew_the_lease_on_the_way() {
     assert!(!hub.renew_lease(&sid, &fence, ttl).await.unwrap());
     assert!(hub.renew_lease(&sid, &successor, ttl).await.unwrap());
     let _ = hub.close(&sid).await;
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 /// A hub whose windows never end during a test, with the session's channel opened as a prompt opens it (the log's
 /// position and Redis's clock read by the prompt's script).
 async fn opened_by_a_prompt(store: &Store, sid: &str, fence: &Fence, watched: bool) -> Hub {
     let hub = Hub::new(store.clone(), no_timer());
-    let (last, redis_ms) = store.open_events(sid).await.unwrap();
+    let (last, redis_ms) = store.event_log().open_events(sid).await.unwrap();
     hub.open_at(sid, fence, last, Some(redis_ms), watched);
     hub
 }
@@ -922,14 +954,14 @@ async fn a_channel_a_prompt_opens_writes_its_first_event_at_once_only_while_watc
         hub.close(&sid).await.unwrap();
     }
     assert!(hub_clock_is_kept(&store, &sid, &fence).await);
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 /// A hub that measured Redis's clock reports it fresh, and a channel opened without reading it again uses it.
 async fn hub_clock_is_kept(store: &Store, sid: &str, fence: &Fence) -> bool {
     let hub = Hub::new(store.clone(), no_timer());
     assert!(!hub.clock_fresh());
-    let (last, redis_ms) = store.open_events(sid).await.unwrap();
+    let (last, redis_ms) = store.event_log().open_events(sid).await.unwrap();
     hub.open_at(sid, fence, last, Some(redis_ms), false);
     hub.close(sid).await.unwrap();
     let fresh = hub.clock_fresh();
@@ -949,7 +981,7 @@ async fn a_follower_waiting_on_the_log_attaches_when_a_channel_opens_here() {
     let follower = tokio::spawn(async move { waiting.next().await.map(|e| e.event) });
     // Give it time to start waiting (the test passes either way: attached at once or woken).
     tokio::task::yield_now().await;
-    let (last, redis_ms) = store.open_events(&sid).await.unwrap();
+    let (last, redis_ms) = store.event_log().open_events(&sid).await.unwrap();
     hub.open_at(&sid, &fence, last, Some(redis_ms), false);
     hub.publish(&sid, status()).await.unwrap();
     let got = tokio::time::timeout(Duration::from_secs(10), follower)
@@ -960,6 +992,7 @@ async fn a_follower_waiting_on_the_log_attaches_when_a_channel_opens_here() {
     assert!(matches!(got, Some(Event::Status(_))), "{got:?}");
     assert!(
         store
+            .event_log()
             .read_events(&sid, "0", None, 10)
             .await
             .unwrap()
@@ -967,7 +1000,7 @@ async fn a_follower_waiting_on_the_log_attaches_when_a_channel_opens_here() {
         "nothing was written: the follower read the channel"
     );
     hub.close(&sid).await.unwrap();
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 #[tokio::test]
@@ -981,7 +1014,12 @@ async fn a_steps_last_parts_and_totals_wait_for_the_next_write_and_the_tenant_is
     )
     .await
     .unwrap();
-    let (record, bytes) = store.get_session_record(&sid).await.unwrap().unwrap();
+    let (record, bytes) = store
+        .sessions()
+        .get_session_record(&sid)
+        .await
+        .unwrap()
+        .unwrap();
     let tenant = format!("t{:x}", rand::random::<u32>());
     let totals = |cost: i64, expected: Vec<u8>| {
         let mut record = record.clone();
@@ -1006,19 +1044,19 @@ async fn a_steps_last_parts_and_totals_wait_for_the_next_write_and_the_tenant_is
     );
     assert_eq!(charged(&store, &sid, &tenant).await, (5, 5));
     // Another writer (the title) changed the record since: the totals go onto the record as it is now.
-    let mut titled = store.get_session(&sid).await.unwrap().unwrap();
+    let mut titled = store.sessions().get_session(&sid).await.unwrap().unwrap();
     titled.title = "a title".into();
-    store.put_session(&titled, None).await.unwrap();
+    store.sessions().put_session(&titled, None).await.unwrap();
     assert!(
         hub.stage_session(&sid, &fence, Box::new(totals(8, bytes)))
             .is_ok()
     );
     hub.flush_parts(&sid).await.unwrap();
-    let now = store.get_session(&sid).await.unwrap().unwrap();
+    let now = store.sessions().get_session(&sid).await.unwrap().unwrap();
     assert_eq!((now.title.as_str(), now.cost_nano_usd), ("a title", 8));
-    assert_eq!(store.tenant_spend(&tenant).await.unwrap(), 10);
+    assert_eq!(store.spend().tenant_spend(&tenant).await.unwrap(), 10);
     hub.close(&sid).await.unwrap();
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
     let _ = prefix;
 }
 
@@ -1035,8 +1073,9 @@ async fn a_run_end_is_neither_logged_nor_shown_when_the_lease_moved_on() {
     // The follower reads the channel (as a Prompt stream on the loop's replica does).
     let first = live.next().await.unwrap().event;
     assert_eq!(first, Some(part_delta(&mid, "prt_1", "seen")));
-    store.release_lease(&sid, &fence).await.unwrap();
+    store.leases().release_lease(&sid, &fence).await.unwrap();
     store
+        .leases()
         .acquire_lease(&sid, "replica-b", Duration::from_secs(30))
         .await
         .unwrap()
@@ -1052,6 +1091,7 @@ async fn a_run_end_is_neither_logged_nor_shown_when_the_lease_moved_on() {
     );
     assert!(
         !store
+            .event_log()
             .read_events(&sid, "0", None, 100)
             .await
             .unwrap()
@@ -1074,7 +1114,7 @@ async fn a_run_end_is_neither_logged_nor_shown_when_the_lease_moved_on() {
         [handed_off],
         "this replica's followers get the hand-off, not the stale end"
     );
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 #[tokio::test]
@@ -1084,6 +1124,7 @@ async fn a_run_end_releases_the_lease_in_its_write_unless_a_prompt_waits() {
     let hub = Hub::new(store.clone(), no_timer());
     hub.open_fenced(&sid, &fence).await.unwrap();
     store
+        .queue()
         .enqueue_prompt(&sid, &pb::PromptRequest::default())
         .await
         .unwrap();
@@ -1091,11 +1132,12 @@ async fn a_run_end_releases_the_lease_in_its_write_unless_a_prompt_waits() {
     hub.publish(&sid, done()).await.unwrap();
     assert!(!hub.lease_released(&sid));
     assert_eq!(
-        store.lease_holder(&sid).await.unwrap().unwrap().1,
+        store.leases().lease_holder(&sid).await.unwrap().unwrap().1,
         fence.token
     );
     assert!(
         store
+            .event_log()
             .read_events(&sid, "0", None, 100)
             .await
             .unwrap()
@@ -1103,7 +1145,7 @@ async fn a_run_end_releases_the_lease_in_its_write_unless_a_prompt_waits() {
             .any(|e| matches!(e.event, Some(Event::Done(_)))),
         "the end is logged"
     );
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 
     // None waits: the same write releases it.
     let (store, _prefix, sid, fence, _mid) = running_session().await;
@@ -1114,14 +1156,20 @@ async fn a_run_end_releases_the_lease_in_its_write_unless_a_prompt_waits() {
     hub.hold_from_here(&sid);
     hub.publish(&sid, done()).await.unwrap();
     assert!(hub.lease_released(&sid));
-    assert!(store.lease_holder(&sid).await.unwrap().is_none());
-    store.delete_session(&sid).await.unwrap();
+    assert!(store.leases().lease_holder(&sid).await.unwrap().is_none());
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 /// The session's recorded cost and its tenant's spend.
 async fn charged(store: &Store, sid: &str, tenant: &str) -> (i64, i64) {
-    let cost = store.get_session(sid).await.unwrap().unwrap().cost_nano_usd;
-    (cost, store.tenant_spend(tenant).await.unwrap())
+    let cost = store
+        .sessions()
+        .get_session(sid)
+        .await
+        .unwrap()
+        .unwrap()
+        .cost_nano_usd;
+    (cost, store.spend().tenant_spend(tenant).await.unwrap())
 }
 
 #[test]

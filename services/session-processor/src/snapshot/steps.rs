@@ -120,6 +120,7 @@ pub async fn first_snapshot(store: &Store, session_id: &str) -> Result<Option<St
     let mut after: Option<String> = None;
     loop {
         let (page, next) = store
+            .messages()
             .list_messages(session_id, after.as_deref(), 16)
             .await?;
         let (first, _) = first_and_latest(&page);
@@ -192,6 +193,7 @@ impl StepSnapshots {
         };
         let summary = summary(changes);
         store
+            .sessions()
             .update_session(&self.session_id, Some(fence), |s| {
                 s.summary = Some(summary.clone());
             })
