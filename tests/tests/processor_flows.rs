@@ -181,6 +181,7 @@ async fn a_prompt_queued_as_the_running_loop_ends_streams_until_the_run_that_ans
     // That loop ends without seeing it: its `done` is logged, its lease released.
     p.engine
         .events
+        .publisher()
         .publish(
             &s.id,
             SE::Done(spb::Done {

@@ -220,7 +220,7 @@ impl Engine {
         retry_status: bool,
         mark: &ActiveMark,
     ) -> bool {
-        let queued = if self.events.lease_released(session_id) {
+        let queued = if self.loop_lease.lease_released(session_id) {
             false
         } else {
             let statuses = self.store.statuses();
@@ -388,7 +388,7 @@ impl Engine {
                 } => {
                     // Ending again after a failure, and a retried write already logged the end and released the
                     // lease: the run is over.
-                    if self.events.lease_released(&run.session.id) {
+                    if self.loop_lease.lease_released(&run.session.id) {
                         return Ending::Finished;
                     }
                     // The answer's message is made inside the boxed future: held by this one, it would widen the
@@ -446,7 +446,7 @@ impl Engine {
     /// What a failed action means to the policy.
     fn failure(&self, run: &Run, e: LoopError) -> Observation {
         let lease_age = self
-            .events
+            .loop_lease
             .lease_age(&run.session.id)
             .map_or(run.lease.age(), |a| a.min(run.lease.age()));
         match e {
@@ -503,7 +503,7 @@ impl Engine {
                 }
                 run.lease.proven(sent);
                 // What the channel could not write while storage failed goes now, before the history is read.
-                Box::pin(self.events.flush(&run.session.id)).await?;
+                Box::pin(self.publisher.flush(&run.session.id)).await?;
                 tracing::info!(message = "storage is back; the loop goes on", session_id = %run.session.id);
                 Ok(Observation::LeaseProven)
             }
@@ -745,7 +745,7 @@ impl Engine {
     /// a retried write of it released the lease after the loop took the first attempt for failed, so the lease is
     /// gone because the run finished.
     fn hand_off(&self, session_id: &str, answer: Option<&Answer>) -> Ending {
-        if self.events.lease_released(session_id) {
+        if self.loop_lease.lease_released(session_id) {
             return Ending::Finished;
         }
         tracing::warn!(message = "the loop cannot prove its lease; the session is left to recovery", session_id = %session_id);

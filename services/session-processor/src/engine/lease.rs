@@ -38,7 +38,7 @@ impl Engine {
         lease: LeaseClock,
         lost: CancellationToken,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let events = self.events.clone();
+        let channels = self.loop_lease.clone();
         let ttl = self.config.lease_ttl;
         async move {
             let mut failing = false;
@@ -46,7 +46,7 @@ impl Engine {
                 let due = if failing {
                     (ttl / 10).min(Duration::from_millis(200))
                 } else {
-                    events.lease_renewal_due(&session_id, ttl)
+                    channels.lease_renewal_due(&session_id, ttl)
                 };
                 tokio::select! {
                     _ = lost.cancelled() => break,
@@ -55,7 +55,7 @@ impl Engine {
                 let sent = Instant::now();
                 // Boxed: the renewal's Redis call is kilobytes of future, and this task sleeps far more than it
                 // renews; unboxed, every open session's renewal task would keep room for it.
-                match Box::pin(events.renew_lease(&session_id, &fence, ttl)).await {
+                match Box::pin(channels.renew_lease(&session_id, &fence, ttl)).await {
                     Ok(true) => {
                         lease.proven(sent);
                         failing = false;

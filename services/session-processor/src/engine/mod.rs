@@ -23,7 +23,7 @@ use prost_types::Timestamp;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Agent, Config};
-use crate::events::Hub;
+use crate::events::{Hub, LoopLease, Publisher};
 use crate::ids;
 use crate::maps::IdMap;
 use crate::metrics::Metrics;
@@ -105,6 +105,10 @@ pub struct Engine {
     pub metrics: Arc<Metrics>,
     /// Session events: live to this replica's streams, coalesced into the sessions' event logs.
     pub events: Hub,
+    /// What the loops publish and persist through `events`.
+    publisher: Publisher,
+    /// The loops' leases as their channels see them.
+    loop_lease: LoopLease,
     /// What each running loop of this replica knows of its session, so a step does not re-read it (see
     /// [`totals::RunCache`]). Boxed: a map's empty slots are the size of its entries, and a cache is half a kilobyte.
     caches: Mutex<IdMap<String, Box<totals::RunCache>>>,
@@ -121,6 +125,8 @@ impl Engine {
     pub fn new(store: Store, gateway: GatewayClient, config: Arc<Config>) -> Arc<Engine> {
         let events = Hub::new(store.clone(), config.events);
         Arc::new(Engine {
+            publisher: events.publisher(),
+            loop_lease: events.loop_lease(),
             events,
             store,
             gateway,
@@ -175,7 +181,7 @@ impl Engine {
     /// step's last parts, its message and the session's totals wait for the channel's next write: see
     /// `Hub::stage_session`).
     async fn stored_messages(&self, session_id: &str) -> Result<Vec<pb::Message>, LoopError> {
-        self.events.flush(session_id).await?;
+        self.publisher.flush(session_id).await?;
         Ok(self
             .store
             .messages()

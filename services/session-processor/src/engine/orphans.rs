@@ -76,7 +76,7 @@ impl Engine {
                 .messages()
                 .put_message(&stored, Some(fence))
                 .await?;
-            self.events
+            self.publisher
                 .publish(
                     &m.session_id,
                     pb::session_event::Event::MessageUpdated(stored),
@@ -142,7 +142,9 @@ impl Engine {
                     }
                 }
                 state.ended_at = Some(now());
-                self.events.put_part(Box::new(part.clone()), fence).await?;
+                self.publisher
+                    .put_part(Box::new(part.clone()), fence)
+                    .await?;
             }
             m.parts.clear();
             m.completed_at = Some(now());
@@ -151,7 +153,7 @@ impl Engine {
             }
             self.store.messages().put_message(&m, Some(fence)).await?;
             let session_id = m.session_id.clone();
-            self.events
+            self.publisher
                 .publish(&session_id, pb::session_event::Event::MessageUpdated(m))
                 .await?;
         }

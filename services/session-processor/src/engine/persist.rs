@@ -136,9 +136,9 @@ impl Engine {
         let head = Stored::message_updated(message);
         message.parts = parts;
         let session_id = &message.session_id;
-        self.events.publish_kept(session_id, head).await?;
+        self.publisher.publish_kept(session_id, head).await?;
         for p in &message.parts {
-            self.events
+            self.publisher
                 .publish_kept(session_id, Stored::part_updated(p))
                 .await?;
         }
@@ -181,7 +181,7 @@ impl Engine {
                 next_attempt_at: Some(next),
             })),
         };
-        self.events.put_part(Box::new(part), fence).await?;
+        self.publisher.put_part(Box::new(part), fence).await?;
         let msg = message
             .error
             .as_ref()
@@ -226,7 +226,7 @@ impl Engine {
         m.finish = "retried".into();
         m.error = None;
         // The channel's older state of this message must not land after this write.
-        self.events.flush(session_id).await?;
+        self.publisher.flush(session_id).await?;
         self.store.messages().put_message(&m, Some(fence)).await?;
         Ok(())
     }
@@ -252,7 +252,7 @@ impl Engine {
         session_id: &str,
         status: pb::SessionStatus,
     ) -> Result<(), LoopError> {
-        self.events
+        self.publisher
             .publish(session_id, pb::session_event::Event::Status(status))
             .await?;
         Ok(())
@@ -304,12 +304,12 @@ impl Engine {
             }
         };
         // The channel's older state of this message must not land after this write.
-        self.events.flush(session_id).await?;
+        self.publisher.flush(session_id).await?;
         self.store
             .messages()
             .put_message(&message, Some(fence))
             .await?;
-        self.events
+        self.publisher
             .publish(
                 &message.session_id,
                 pb::session_event::Event::MessageUpdated(message.clone()),
@@ -325,7 +325,7 @@ impl Engine {
         session_id: &str,
         error: pb::MessageError,
     ) -> Result<(), LoopError> {
-        self.events
+        self.publisher
             .publish(session_id, pb::session_event::Event::Error(error))
             .await?;
         Ok(())
@@ -356,7 +356,7 @@ impl Engine {
         }
         // Shown to this replica's streams only once the run's end is written and the lease released (by the same
         // write, when no prompt waits).
-        self.events.hold_from_here(session_id);
+        self.loop_lease.hold_from_here(session_id);
         if let Some(m) = message
             && m.stopped_by != reason as i32
         {
@@ -364,11 +364,11 @@ impl Engine {
             m.parts.clear();
             m.stopped_by = reason as i32;
             // Written with `done`, in the same write.
-            self.events.put_message(Box::new(m), fence).await?;
+            self.publisher.put_message(Box::new(m), fence).await?;
         }
         self.status(session_id, pb::session_status::Kind::Idle)
             .await?;
-        self.events
+        self.publisher
             .publish(
                 session_id,
                 pb::session_event::Event::Done(done(answer.as_ref(), reason)),

@@ -289,7 +289,7 @@ impl Engine {
         let mut out = Vec::new();
         let mut end = StreamEnd::default();
         // The session's channel, looked up once for the stream's deltas.
-        let sink = self.events.delta_sink(&processor.message().session_id);
+        let sink = self.publisher.delta_sink(&processor.message().session_id);
         // Registered with the token once for the whole stream, not once per event.
         let cancelled = cancel.cancelled();
         tokio::pin!(cancelled);
@@ -301,7 +301,7 @@ impl Engine {
                     biased;
                     () = &mut cancelled => {
                         // Dropping the stream cancels the gateway call, which drops the provider request.
-                        Box::pin(self.events.flush_parts(&processor.message().session_id)).await?;
+                        Box::pin(self.publisher.flush_parts(&processor.message().session_id)).await?;
                         end.aborted = true;
                         return Ok(end);
                     }
@@ -372,7 +372,9 @@ impl Engine {
         // Published in the closure: no effect (96 bytes) is held across the rare await of a write.
         let mut deltas = out.drain(..);
         while let Some(rest) = deltas.by_ref().find_map(|effect| match effect {
-            Effect::Delta { ids, delta } => self.events.publish_delta(sink, session_id, ids, delta),
+            Effect::Delta { ids, delta } => {
+                self.publisher.publish_delta(sink, session_id, ids, delta)
+            }
             _ => None,
         }) {
             rest.await?;
@@ -418,28 +420,28 @@ impl Engine {
             match effect {
                 Effect::Message(m) => {
                     let t = Instant::now();
-                    Box::pin(self.events.put_message(m, fence)).await?;
+                    Box::pin(self.publisher.put_message(m, fence)).await?;
                     self.metrics.redis("put_message", t.elapsed());
                 }
                 Effect::Part(p) => {
                     let t = Instant::now();
                     if later {
-                        Box::pin(self.events.put_part_later(p, fence)).await?;
+                        Box::pin(self.publisher.put_part_later(p, fence)).await?;
                     } else {
-                        Box::pin(self.events.put_part(p, fence)).await?;
+                        Box::pin(self.publisher.put_part(p, fence)).await?;
                     }
                     self.metrics.redis("put_part", t.elapsed());
                 }
                 Effect::Persist(p) => {
                     let t = Instant::now();
                     // Its message may still wait in the channel: the part needs it listed.
-                    Box::pin(self.events.flush(session_id)).await?;
+                    Box::pin(self.publisher.flush(session_id)).await?;
                     Box::pin(self.store.messages().put_part(&p, Some(fence))).await?;
                     self.metrics.redis("put_part", t.elapsed());
                 }
                 Effect::Delta { ids, delta } => {
                     // Queued without an await in the common case; a write it needs now is boxed.
-                    if let Some(rest) = self.events.publish_delta(sink, session_id, ids, delta) {
+                    if let Some(rest) = self.publisher.publish_delta(sink, session_id, ids, delta) {
                         rest.await?;
                     }
                 }

@@ -69,7 +69,7 @@ impl Engine {
         if !calls.is_empty() {
             // The step's parts (its tool calls among them) are in Redis before any tool runs: a replica dying
             // during a tool leaves a call the resumed loop sees, never one it would run again unknowingly.
-            self.events
+            self.publisher
                 .flush_parts(&processor.message().session_id)
                 .await?;
         }
@@ -173,7 +173,7 @@ impl Engine {
         // Written before the caller is asked: the call's `client` mark must survive a replica that dies while the
         // caller runs the tool, so the loop that resumes the session waits for the same answer.
         if let Some(part) = &part {
-            self.events
+            self.publisher
                 .put_part(Box::new(part.clone()), run.fence)
                 .await?;
         }
@@ -183,7 +183,7 @@ impl Engine {
             .mailboxes()
             .expect_answer(&session_id, Asked::ToolResult(&call.call_id))
             .await?;
-        self.events
+        self.publisher
             .publish(
                 &session_id,
                 pb::session_event::Event::ToolCallAwaiting(pb::ToolCallAwaiting {
@@ -297,7 +297,7 @@ impl Engine {
             .mailboxes()
             .expect_answer(&session_id, Asked::Permission(&permission_id))
             .await?;
-        self.events
+        self.publisher
             .publish(
                 &session_id,
                 pb::session_event::Event::PermissionAsked(asked),

@@ -175,7 +175,7 @@ impl Engine {
             record,
             charge,
         });
-        if let Err(totals) = self.events.stage_session(session_id, fence, totals) {
+        if let Err(totals) = self.publisher.stage_session(session_id, fence, totals) {
             return Err(totals.expected);
         }
         self.with_cache(session_id, |s| {

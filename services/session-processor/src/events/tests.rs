@@ -103,15 +103,18 @@ async fn local_followers_get_events_at_once_and_the_log_gets_them_in_few_entries
     let mut live = hub.follow(&sid, "0").unwrap();
     // The first event after open is written promptly by the channel's timer; writing it here makes the order
     // deterministic.
-    hub.publish(&sid, status()).await.unwrap();
-    hub.flush(&sid).await.unwrap();
+    hub.publisher().publish(&sid, status()).await.unwrap();
+    hub.publisher().flush(&sid).await.unwrap();
     assert!(matches!(
         live.next().await.unwrap().event,
         Some(Event::Status(_))
     ));
     let before = store.event_log().commands();
     for i in 0..1000 {
-        hub.publish(&sid, delta(&format!("{i} "))).await.unwrap();
+        hub.publisher()
+            .publish(&sid, delta(&format!("{i} ")))
+            .await
+            .unwrap();
         // Delivered from the ring before any write: the window is an hour long.
         let ev = live.next().await.unwrap();
         assert!(
@@ -124,7 +127,7 @@ async fn local_followers_get_events_at_once_and_the_log_gets_them_in_few_entries
         1000 / 512,
         "only the size bound wrote so far"
     );
-    hub.publish(&sid, done()).await.unwrap();
+    hub.publisher().publish(&sid, done()).await.unwrap();
     hub.close(&sid).await.unwrap();
     assert!(store.event_log().commands() - before <= 3);
 
@@ -153,7 +156,7 @@ async fn sink_delta(hub: &Hub, sink: &DeltaSink, sid: &str, text: &str) {
         part_id: "prt_1".into(),
         message_id: "msg_1".into(),
     });
-    if let Some(rest) = hub.publish_delta(sink, sid, ids, text.into()) {
+    if let Some(rest) = hub.publisher().publish_delta(sink, sid, ids, text.into()) {
         rest.await.unwrap();
     }
 }
@@ -163,7 +166,7 @@ async fn a_steps_deltas_go_through_the_channel_it_found_or_to_the_log_once_that_
     let (store, sid) = session().await;
     let hub = Hub::new(store.clone(), no_timer());
     hub.open(&sid).await.unwrap();
-    let sink = hub.delta_sink(&sid);
+    let sink = hub.publisher().delta_sink(&sid);
     let mut live = hub.follow(&sid, "0").unwrap();
     sink_delta(&hub, &sink, &sid, "a").await;
     let ev = live.next().await.unwrap();
@@ -205,14 +208,17 @@ async fn followers_on_other_threads_miss_no_wake_up() {
         })
         .collect();
     for i in 0..2000 {
-        hub.publish(&sid, delta(&format!("{i},"))).await.unwrap();
+        hub.publisher()
+            .publish(&sid, delta(&format!("{i},")))
+            .await
+            .unwrap();
         for _ in 0..followers {
             tokio::time::timeout(Duration::from_secs(10), acked.recv())
                 .await
                 .unwrap_or_else(|_| panic!("event {i} did not wake every follower within 10 s"));
         }
     }
-    hub.publish(&sid, done()).await.unwrap();
+    hub.publisher().publish(&sid, done()).await.unwrap();
     hub.close(&sid).await.unwrap();
     for r in readers {
         r.await.unwrap();
@@ -230,7 +236,7 @@ async fn a_follower_after_any_event_gets_exactly_the_rest_live_and_from_the_log(
         } else {
             delta(&i.to_string())
         };
-        hub.publish(&sid, event).await.unwrap();
+        hub.publisher().publish(&sid, event).await.unwrap();
     }
     let mut seen = Vec::new();
     for _ in 0..40 {
@@ -245,7 +251,7 @@ async fn a_follower_after_any_event_gets_exactly_the_rest_live_and_from_the_log(
         }
         assert_eq!(rest, seen[k + 1..], "after {}", ev.event_id);
     }
-    hub.publish(&sid, done()).await.unwrap();
+    hub.publisher().publish(&sid, done()).await.unwrap();
     // `done` is in the log at once, but local followers get it only when the channel closes (the loop closes it
     // after releasing its lease), so `done` means the session is idle.
     assert!(
@@ -285,7 +291,10 @@ async fn a_lagging_follower_reads_the_log_and_the_ring_stays_bounded() {
     let mut slow = hub.follow(&sid, "0").unwrap();
     let first = slow.next_after_publish(&hub, &sid).await;
     for i in 0..500 {
-        hub.publish(&sid, delta(&i.to_string())).await.unwrap();
+        hub.publisher()
+            .publish(&sid, delta(&i.to_string()))
+            .await
+            .unwrap();
     }
     let ring = hub
         .channel(&sid)
@@ -307,7 +316,10 @@ async fn a_lagging_follower_reads_the_log_and_the_ring_stays_bounded() {
 /// Publishes a delta for each number of `texts` (its text) and checks that `f` reads them all, in order.
 async fn publish_and_follow(hub: &Hub, sid: &str, f: &mut Follower, texts: std::ops::Range<u32>) {
     for i in texts.clone() {
-        hub.publish(sid, delta(&i.to_string())).await.unwrap();
+        hub.publisher()
+            .publish(sid, delta(&i.to_string()))
+            .await
+            .unwrap();
     }
     let mut got = Vec::new();
     for _ in texts.clone() {
@@ -350,7 +362,10 @@ async fn a_ring_whose_events_are_written_never_grows_past_its_bound() {
     // doubling when a full ring takes one more (memory per open session).
     let (store, sid, hub) = small_ring(1).await;
     for i in 0..100 {
-        hub.publish(&sid, delta(&i.to_string())).await.unwrap();
+        hub.publisher()
+            .publish(&sid, delta(&i.to_string()))
+            .await
+            .unwrap();
         let (len, room) = hub
             .channel(&sid)
             .map(|c| {
@@ -379,13 +394,16 @@ async fn a_ring_grown_by_a_long_window_gets_its_room_back_once_written() {
     };
     for round in 0..3 {
         for i in 0..99 {
-            hub.publish(&sid, delta(&i.to_string())).await.unwrap();
+            hub.publisher()
+                .publish(&sid, delta(&i.to_string()))
+                .await
+                .unwrap();
         }
         let (len, grown) = room(&hub);
         assert_eq!(len, 99, "round {round}: every unwritten event kept");
         assert!(grown >= 99, "round {round}: room for {grown}");
         // The hundredth writes the window.
-        hub.publish(&sid, delta("x")).await.unwrap();
+        hub.publisher().publish(&sid, delta("x")).await.unwrap();
         let (len, back) = room(&hub);
         assert!(len <= 16, "round {round}: {len} kept");
         assert!(back < 32, "round {round}: room for {back} after the write");
@@ -397,7 +415,7 @@ async fn a_ring_grown_by_a_long_window_gets_its_room_back_once_written() {
 impl Follower {
     /// Publishes a status and returns it as this follower receives it.
     async fn next_after_publish(&mut self, hub: &Hub, sid: &str) -> pb::SessionEvent {
-        hub.publish(sid, status()).await.unwrap();
+        hub.publisher().publish(sid, status()).await.unwrap();
         self.next().await.unwrap()
     }
 }
@@ -415,14 +433,14 @@ async fn the_window_writes_pending_deltas_and_remote_followers_wake() {
     // Another replica: no channel, reads Redis only.
     let remote = Hub::new(store.clone(), EventsConfig::default());
     hub.open(&sid).await.unwrap();
-    hub.publish(&sid, status()).await.unwrap();
+    hub.publisher().publish(&sid, status()).await.unwrap();
     let mut far = remote.follow(&sid, "0").unwrap();
     assert!(matches!(
         far.next().await.unwrap().event,
         Some(Event::Status(_))
     ));
-    hub.publish(&sid, delta("a")).await.unwrap();
-    hub.publish(&sid, delta("b")).await.unwrap();
+    hub.publisher().publish(&sid, delta("a")).await.unwrap();
+    hub.publisher().publish(&sid, delta("b")).await.unwrap();
     // No further publish: only the window's timer can write these.
     let a = tokio::time::timeout(Duration::from_secs(5), far.next())
         .await
@@ -451,8 +469,8 @@ async fn ids_follow_the_log_and_a_foreign_write_never_fails_a_flush() {
     let hub = Hub::new(store.clone(), no_timer());
     hub.open(&sid).await.unwrap();
     assert_eq!(hub.last_event_id(&sid).await.unwrap(), first.to_string());
-    hub.publish(&sid, status()).await.unwrap();
-    hub.publish(&sid, delta("x")).await.unwrap();
+    hub.publisher().publish(&sid, status()).await.unwrap();
+    hub.publisher().publish(&sid, delta("x")).await.unwrap();
     // A write from outside the channel lands after the channel's pending ids.
     let foreign = EventId {
         ms: first.ms + 60_000,
@@ -469,10 +487,10 @@ async fn ids_follow_the_log_and_a_foreign_write_never_fails_a_flush() {
         .unwrap();
     assert_eq!(got, foreign);
     // The channel's next write is placed after it, and its later ids follow it.
-    hub.publish(&sid, done()).await.unwrap();
+    hub.publisher().publish(&sid, done()).await.unwrap();
     let next: EventId = hub.last_event_id(&sid).await.unwrap().parse().unwrap();
     assert!(next >= foreign, "{next} after {foreign}");
-    hub.publish(&sid, delta("y")).await.unwrap();
+    hub.publisher().publish(&sid, delta("y")).await.unwrap();
     let after: EventId = hub.last_event_id(&sid).await.unwrap().parse().unwrap();
     assert!(after > foreign);
     hub.close(&sid).await.unwrap();
@@ -519,16 +537,19 @@ async fn publishing_for_a_deleted_session_fails() {
     let (store, sid) = session().await;
     let hub = Hub::new(store.clone(), no_timer());
     hub.open(&sid).await.unwrap();
-    hub.publish(&sid, status()).await.unwrap();
-    hub.flush(&sid).await.unwrap();
+    hub.publisher().publish(&sid, status()).await.unwrap();
+    hub.publisher().flush(&sid).await.unwrap();
     store.sessions().delete_session(&sid).await.unwrap();
-    hub.publish(&sid, delta("buffered")).await.unwrap();
-    let err = hub.publish(&sid, done()).await.unwrap_err();
+    hub.publisher()
+        .publish(&sid, delta("buffered"))
+        .await
+        .unwrap();
+    let err = hub.publisher().publish(&sid, done()).await.unwrap_err();
     assert!(matches!(err, StoreError::NotFound(_)), "{err}");
     assert!(hub.close(&sid).await.is_err());
     // Closed: later publishes go straight to Redis, which refuses them too.
     assert!(matches!(
-        hub.publish(&sid, status()).await,
+        hub.publisher().publish(&sid, status()).await,
         Err(StoreError::NotFound(_))
     ));
 }
@@ -610,22 +631,25 @@ async fn a_streamed_part_is_written_by_the_window_that_logs_its_deltas() {
     hub.open_fenced(&sid, &fence).await.unwrap();
     // The first event after open is written promptly by the channel's timer; writing it here makes the order
     // deterministic.
-    hub.publish(&sid, status()).await.unwrap();
-    hub.flush(&sid).await.unwrap();
+    hub.publisher().publish(&sid, status()).await.unwrap();
+    hub.publisher().flush(&sid).await.unwrap();
     let pid = ids::new("prt");
     // An open text part waits for the window, like its deltas.
-    hub.put_part(Box::new(text_part(&sid, &mid, &pid, "", false)), &fence)
+    hub.publisher()
+        .put_part(Box::new(text_part(&sid, &mid, &pid, "", false)), &fence)
         .await
         .unwrap();
-    hub.publish(&sid, part_delta(&mid, &pid, "Hello"))
+    hub.publisher()
+        .publish(&sid, part_delta(&mid, &pid, "Hello"))
         .await
         .unwrap();
-    hub.publish(&sid, part_delta(&mid, &pid, ", wor"))
+    hub.publisher()
+        .publish(&sid, part_delta(&mid, &pid, ", wor"))
         .await
         .unwrap();
     assert_eq!(stored_text(&store, &sid, &mid, &pid).await, None);
     let before = store.event_log().commands();
-    hub.flush_parts(&sid).await.unwrap();
+    hub.publisher().flush_parts(&sid).await.unwrap();
     assert_eq!(
         store.event_log().commands() - before,
         1,
@@ -639,13 +663,15 @@ async fn a_streamed_part_is_written_by_the_window_that_logs_its_deltas() {
     assert_eq!(logged_text(&store, &sid).await, "Hello, wor");
     // Nothing new: no write.
     let before = store.event_log().commands();
-    hub.flush_parts(&sid).await.unwrap();
+    hub.publisher().flush_parts(&sid).await.unwrap();
     assert_eq!(store.event_log().commands() - before, 0);
     // A write for any other reason (here an urgent event) carries the part's latest text too.
-    hub.publish(&sid, part_delta(&mid, &pid, "ld"))
+    hub.publisher()
+        .publish(&sid, part_delta(&mid, &pid, "ld"))
         .await
         .unwrap();
-    hub.publish(&sid, Event::Error(pb::MessageError::default()))
+    hub.publisher()
+        .publish(&sid, Event::Error(pb::MessageError::default()))
         .await
         .unwrap();
     assert_eq!(
@@ -654,16 +680,18 @@ async fn a_streamed_part_is_written_by_the_window_that_logs_its_deltas() {
     );
     assert_eq!(logged_text(&store, &sid).await, "Hello, world");
     // The part's end is written at once, with the deltas before it, in one write.
-    hub.publish(&sid, part_delta(&mid, &pid, "!"))
+    hub.publisher()
+        .publish(&sid, part_delta(&mid, &pid, "!"))
         .await
         .unwrap();
     let before = store.event_log().commands();
-    hub.put_part(
-        Box::new(text_part(&sid, &mid, &pid, "Hello, world!", true)),
-        &fence,
-    )
-    .await
-    .unwrap();
+    hub.publisher()
+        .put_part(
+            Box::new(text_part(&sid, &mid, &pid, "Hello, world!", true)),
+            &fence,
+        )
+        .await
+        .unwrap();
     assert_eq!(store.event_log().commands() - before, 1);
     let stored = store
         .messages()
@@ -677,7 +705,8 @@ async fn a_streamed_part_is_written_by_the_window_that_logs_its_deltas() {
     ));
     assert_eq!(logged_text(&store, &sid).await, "Hello, world!");
     // An ended part is not tracked any more: later deltas naming it do not rewrite it.
-    hub.publish(&sid, part_delta(&mid, &pid, "??"))
+    hub.publisher()
+        .publish(&sid, part_delta(&mid, &pid, "??"))
         .await
         .unwrap();
     assert!(!hub.channel(&sid).unwrap().has_dirty_parts());
@@ -690,15 +719,17 @@ async fn a_channel_whose_lease_moved_on_cannot_overwrite_a_part() {
     let (store, _prefix, sid, fence, mid) = running_session().await;
     let hub = Hub::new(store.clone(), no_timer());
     hub.open_fenced(&sid, &fence).await.unwrap();
-    hub.publish(&sid, status()).await.unwrap();
+    hub.publisher().publish(&sid, status()).await.unwrap();
     let pid = ids::new("prt");
-    hub.put_part(Box::new(text_part(&sid, &mid, &pid, "", false)), &fence)
+    hub.publisher()
+        .put_part(Box::new(text_part(&sid, &mid, &pid, "", false)), &fence)
         .await
         .unwrap();
-    hub.publish(&sid, part_delta(&mid, &pid, "old"))
+    hub.publisher()
+        .publish(&sid, part_delta(&mid, &pid, "old"))
         .await
         .unwrap();
-    hub.flush_parts(&sid).await.unwrap();
+    hub.publisher().flush_parts(&sid).await.unwrap();
     // The lease moves to another replica, which writes the part.
     store.leases().release_lease(&sid, &fence).await.unwrap();
     let successor = store
@@ -713,10 +744,11 @@ async fn a_channel_whose_lease_moved_on_cannot_overwrite_a_part() {
         .await
         .unwrap();
     // The stale channel's next window: its deltas are logged (the log is unfenced), its part is refused.
-    hub.publish(&sid, part_delta(&mid, &pid, " stale"))
+    hub.publisher()
+        .publish(&sid, part_delta(&mid, &pid, " stale"))
         .await
         .unwrap();
-    let err = hub.flush_parts(&sid).await.unwrap_err();
+    let err = hub.publisher().flush_parts(&sid).await.unwrap_err();
     assert!(
         matches!(&err, StoreError::Fenced { owner, token, .. } if owner == "replica-a" && *token == fence.token),
         "{err}"
@@ -728,6 +760,7 @@ async fn a_channel_whose_lease_moved_on_cannot_overwrite_a_part() {
     assert_eq!(logged_text(&store, &sid).await, "old stale");
     // So is a part's end handed over afterwards.
     let err = hub
+        .publisher()
         .put_part(
             Box::new(text_part(&sid, &mid, &pid, "old stale", true)),
             &fence,
@@ -772,9 +805,9 @@ async fn the_window_is_short_while_a_remote_stream_watches_and_long_otherwise() 
     };
     // The first event is written promptly by the channel's timer (not by the publisher); writing it here makes
     // the order deterministic.
-    hub.publish(&sid, status()).await.unwrap();
-    hub.flush(&sid).await.unwrap();
-    hub.publish(&sid, delta("a")).await.unwrap();
+    hub.publisher().publish(&sid, status()).await.unwrap();
+    hub.publisher().flush(&sid).await.unwrap();
+    hub.publisher().publish(&sid, delta("a")).await.unwrap();
     let (watched, length, _) = window().expect("a window is open");
     assert!(!watched);
     assert_eq!(length, Duration::from_secs(3600));
@@ -801,7 +834,8 @@ async fn the_window_is_short_while_a_remote_stream_watches_and_long_otherwise() 
         tokio::task::yield_now().await;
     }
     // The next write learns it; from then on the window is the short one.
-    hub.publish(&sid, Event::Error(pb::MessageError::default()))
+    hub.publisher()
+        .publish(&sid, Event::Error(pb::MessageError::default()))
         .await
         .unwrap();
     let (far, ev) = reader.await.unwrap();
@@ -809,7 +843,7 @@ async fn the_window_is_short_while_a_remote_stream_watches_and_long_otherwise() 
         matches!(&ev.event, Some(Event::PartDelta(d)) if d.delta == "a"),
         "{ev:?}"
     );
-    hub.publish(&sid, delta("b")).await.unwrap();
+    hub.publisher().publish(&sid, delta("b")).await.unwrap();
     let (watched, length, _) = window().expect("a window is open");
     assert!(watched);
     assert_eq!(length, Duration::from_millis(50));
@@ -824,10 +858,11 @@ async fn the_window_is_short_while_a_remote_stream_watches_and_long_otherwise() 
 
     // The mark gone (expired): the next write learns it, and the window is long again.
     unwatch(&prefix, &sid).await;
-    hub.publish(&sid, Event::Error(pb::MessageError::default()))
+    hub.publisher()
+        .publish(&sid, Event::Error(pb::MessageError::default()))
         .await
         .unwrap();
-    hub.publish(&sid, delta("c")).await.unwrap();
+    hub.publisher().publish(&sid, delta("c")).await.unwrap();
     let (watched, length, _) = window().expect("a window is open");
     assert!(!watched);
     assert_eq!(length, Duration::from_secs(3600));
@@ -879,28 +914,35 @@ async fn the_windows_renew_the_lease_on_the_way() {
     let ttl = Duration::from_secs(60);
     let hub = Hub::new(store.clone(), no_timer());
     // Without a channel: half the ttl.
-    assert_eq!(hub.lease_renewal_due(&sid, ttl), ttl / 2);
+    assert_eq!(hub.loop_lease().lease_renewal_due(&sid, ttl), ttl / 2);
     // Opened right after the lease was taken: that counts as a renewal, and a write right away renews nothing.
     hub.open_fenced(&sid, &fence).await.unwrap();
-    let due = hub.lease_renewal_due(&sid, ttl);
+    let due = hub.loop_lease().lease_renewal_due(&sid, ttl);
     assert!(due > ttl / 3 && due <= ttl / 2, "{due:?}");
-    hub.publish(&sid, status()).await.unwrap();
+    hub.publisher().publish(&sid, status()).await.unwrap();
     assert!(lease_pttl(&prefix, &sid).await <= 30_000);
     // A write once the loop's renewal would be due before the next window (this hub's window is an hour, so a
     // quarter of the ttl ahead) renews the lease as it checks it, and the loop's renewal is then due half the ttl
     // later.
     let channel = hub.channel(&sid).unwrap();
     lock(&channel.state).renewed_at = Some(Instant::now() - ttl / 4);
-    hub.publish(&sid, Event::Error(pb::MessageError::default()))
+    hub.publisher()
+        .publish(&sid, Event::Error(pb::MessageError::default()))
         .await
         .unwrap();
     assert!(lease_pttl(&prefix, &sid).await > 30_000);
-    let due = hub.lease_renewal_due(&sid, ttl);
+    let due = hub.loop_lease().lease_renewal_due(&sid, ttl);
     assert!(due > ttl / 3 && due <= ttl / 2, "{due:?}");
     // Renewing now costs nothing; a write soon after does not renew again.
-    assert!(hub.renew_lease(&sid, &fence, ttl).await.unwrap());
+    assert!(
+        hub.loop_lease()
+            .renew_lease(&sid, &fence, ttl)
+            .await
+            .unwrap()
+    );
     let renewed = lock(&channel.state).renewed_at;
-    hub.publish(&sid, Event::Error(pb::MessageError::default()))
+    hub.publisher()
+        .publish(&sid, Event::Error(pb::MessageError::default()))
         .await
         .unwrap();
     assert_eq!(lock(&channel.state).renewed_at, renewed);
@@ -913,7 +955,8 @@ async fn the_windows_renew_the_lease_on_the_way() {
         .unwrap()
         .unwrap();
     lock(&channel.state).renewed_at = None;
-    hub.publish(&sid, Event::Error(pb::MessageError::default()))
+    hub.publisher()
+        .publish(&sid, Event::Error(pb::MessageError::default()))
         .await
         .unwrap();
     assert_eq!(lock(&channel.state).renewed_at, None);
@@ -921,8 +964,18 @@ async fn the_windows_renew_the_lease_on_the_way() {
         lease_pttl(&prefix, &sid).await <= 10_000,
         "the successor's lease is left alone"
     );
-    assert!(!hub.renew_lease(&sid, &fence, ttl).await.unwrap());
-    assert!(hub.renew_lease(&sid, &successor, ttl).await.unwrap());
+    assert!(
+        !hub.loop_lease()
+            .renew_lease(&sid, &fence, ttl)
+            .await
+            .unwrap()
+    );
+    assert!(
+        hub.loop_lease()
+            .renew_lease(&sid, &successor, ttl)
+            .await
+            .unwrap()
+    );
     let _ = hub.close(&sid).await;
     store.sessions().delete_session(&sid).await.unwrap();
 }
@@ -941,7 +994,7 @@ async fn a_channel_a_prompt_opens_writes_its_first_event_at_once_only_while_watc
     let (store, _prefix, sid, fence, _mid) = running_session().await;
     for watched in [false, true] {
         let hub = opened_by_a_prompt(&store, &sid, &fence, watched).await;
-        hub.publish(&sid, status()).await.unwrap();
+        hub.publisher().publish(&sid, status()).await.unwrap();
         let deadline = hub.channel(&sid).unwrap().deadline().unwrap();
         if watched {
             assert!(deadline <= Instant::now(), "written at once");
@@ -983,7 +1036,7 @@ async fn a_follower_waiting_on_the_log_attaches_when_a_channel_opens_here() {
     tokio::task::yield_now().await;
     let (last, redis_ms) = store.event_log().open_events(&sid).await.unwrap();
     hub.open_at(&sid, &fence, last, Some(redis_ms), false);
-    hub.publish(&sid, status()).await.unwrap();
+    hub.publisher().publish(&sid, status()).await.unwrap();
     let got = tokio::time::timeout(Duration::from_secs(10), follower)
         .await
         .expect("the follower attached to the channel")
@@ -1008,12 +1061,13 @@ async fn a_steps_last_parts_and_totals_wait_for_the_next_write_and_the_tenant_is
     let (store, prefix, sid, fence, mid) = running_session().await;
     let hub = opened_by_a_prompt(&store, &sid, &fence, false).await;
     let pid = ids::new("prt");
-    hub.put_part_later(
-        Box::new(text_part(&sid, &mid, &pid, "all of it", true)),
-        &fence,
-    )
-    .await
-    .unwrap();
+    hub.publisher()
+        .put_part_later(
+            Box::new(text_part(&sid, &mid, &pid, "all of it", true)),
+            &fence,
+        )
+        .await
+        .unwrap();
     let (record, bytes) = store
         .sessions()
         .get_session_record(&sid)
@@ -1032,12 +1086,13 @@ async fn a_steps_last_parts_and_totals_wait_for_the_next_write_and_the_tenant_is
         }
     };
     assert!(
-        hub.stage_session(&sid, &fence, Box::new(totals(5, bytes.clone())))
+        hub.publisher()
+            .stage_session(&sid, &fence, Box::new(totals(5, bytes.clone())))
             .is_ok()
     );
     assert_eq!(stored_text(&store, &sid, &mid, &pid).await, None);
     assert_eq!(charged(&store, &sid, &tenant).await, (0, 0));
-    hub.flush_parts(&sid).await.unwrap();
+    hub.publisher().flush_parts(&sid).await.unwrap();
     assert_eq!(
         stored_text(&store, &sid, &mid, &pid).await.as_deref(),
         Some("all of it")
@@ -1048,10 +1103,11 @@ async fn a_steps_last_parts_and_totals_wait_for_the_next_write_and_the_tenant_is
     titled.title = "a title".into();
     store.sessions().put_session(&titled, None).await.unwrap();
     assert!(
-        hub.stage_session(&sid, &fence, Box::new(totals(8, bytes)))
+        hub.publisher()
+            .stage_session(&sid, &fence, Box::new(totals(8, bytes)))
             .is_ok()
     );
-    hub.flush_parts(&sid).await.unwrap();
+    hub.publisher().flush_parts(&sid).await.unwrap();
     let now = store.sessions().get_session(&sid).await.unwrap().unwrap();
     assert_eq!((now.title.as_str(), now.cost_nano_usd), ("a title", 8));
     assert_eq!(store.spend().tenant_spend(&tenant).await.unwrap(), 10);
@@ -1066,10 +1122,11 @@ async fn a_run_end_is_neither_logged_nor_shown_when_the_lease_moved_on() {
     let hub = Hub::new(store.clone(), no_timer());
     hub.open_fenced(&sid, &fence).await.unwrap();
     let mut live = hub.follow(&sid, "0").unwrap();
-    hub.publish(&sid, part_delta(&mid, "prt_1", "seen"))
+    hub.publisher()
+        .publish(&sid, part_delta(&mid, "prt_1", "seen"))
         .await
         .unwrap();
-    hub.flush(&sid).await.unwrap();
+    hub.publisher().flush(&sid).await.unwrap();
     // The follower reads the channel (as a Prompt stream on the loop's replica does).
     let first = live.next().await.unwrap().event;
     assert_eq!(first, Some(part_delta(&mid, "prt_1", "seen")));
@@ -1080,9 +1137,9 @@ async fn a_run_end_is_neither_logged_nor_shown_when_the_lease_moved_on() {
         .await
         .unwrap()
         .unwrap();
-    hub.hold_from_here(&sid);
-    hub.publish(&sid, status()).await.unwrap();
-    let err = hub.publish(&sid, done()).await.unwrap_err();
+    hub.loop_lease().hold_from_here(&sid);
+    hub.publisher().publish(&sid, status()).await.unwrap();
+    let err = hub.publisher().publish(&sid, done()).await.unwrap_err();
     assert!(matches!(err, StoreError::Fenced { .. }), "{err}");
     assert_eq!(
         logged_text(&store, &sid).await,
@@ -1128,9 +1185,9 @@ async fn a_run_end_releases_the_lease_in_its_write_unless_a_prompt_waits() {
         .enqueue_prompt(&sid, &pb::PromptRequest::default())
         .await
         .unwrap();
-    hub.hold_from_here(&sid);
-    hub.publish(&sid, done()).await.unwrap();
-    assert!(!hub.lease_released(&sid));
+    hub.loop_lease().hold_from_here(&sid);
+    hub.publisher().publish(&sid, done()).await.unwrap();
+    assert!(!hub.loop_lease().lease_released(&sid));
     assert_eq!(
         store.leases().lease_holder(&sid).await.unwrap().unwrap().1,
         fence.token
@@ -1151,11 +1208,14 @@ async fn a_run_end_releases_the_lease_in_its_write_unless_a_prompt_waits() {
     let (store, _prefix, sid, fence, _mid) = running_session().await;
     let hub = Hub::new(store.clone(), no_timer());
     hub.open_fenced(&sid, &fence).await.unwrap();
-    hub.publish(&sid, status()).await.unwrap();
-    assert!(!hub.lease_released(&sid), "only the run's end releases");
-    hub.hold_from_here(&sid);
-    hub.publish(&sid, done()).await.unwrap();
-    assert!(hub.lease_released(&sid));
+    hub.publisher().publish(&sid, status()).await.unwrap();
+    assert!(
+        !hub.loop_lease().lease_released(&sid),
+        "only the run's end releases"
+    );
+    hub.loop_lease().hold_from_here(&sid);
+    hub.publisher().publish(&sid, done()).await.unwrap();
+    assert!(hub.loop_lease().lease_released(&sid));
     assert!(store.leases().lease_holder(&sid).await.unwrap().is_none());
     store.sessions().delete_session(&sid).await.unwrap();
 }
