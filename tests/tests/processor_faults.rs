@@ -115,7 +115,7 @@ async fn redis_fault_mid_prompt(fault: Fault) {
     let other = start_processor(ProcessorSetup {
         gateway: gateway.addr.to_string(),
         redis: redis.url(),
-        prefix: p.engine.config.redis_prefix.clone(),
+        prefix: p.engine.config().redis_prefix.clone(),
         ..Default::default()
     })
     .await;
@@ -314,7 +314,7 @@ async fn redis_fault_as_the_run_ends(fault: Fault) {
         1,
         "answered once"
     );
-    let store = &p.engine.store;
+    let store = &p.engine.store();
     tokio::time::timeout(Duration::from_secs(10), async {
         while store.active().is_active(&s.id).await.unwrap_or(true) {
             tokio::time::sleep(Duration::from_millis(50)).await;

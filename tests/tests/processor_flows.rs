@@ -164,7 +164,7 @@ async fn a_prompt_sent_while_busy_is_queued_and_answered_by_the_run_that_follows
 async fn a_prompt_queued_as_the_running_loop_ends_streams_until_the_run_that_answers_it() {
     let p = Product::start("").await;
     let s = p.session_on("").await;
-    let store = &p.engine.store;
+    let store = &p.engine.store();
     // A loop (another replica's) holds the session, past its last step boundary: the prompt is queued behind it.
     let fence = store
         .leases()
@@ -180,7 +180,7 @@ async fn a_prompt_queued_as_the_running_loop_ends_streams_until_the_run_that_ans
         .into_inner();
     // That loop ends without seeing it: its `done` is logged, its lease released.
     p.engine
-        .events
+        .events()
         .publisher()
         .publish(
             &s.id,
@@ -281,7 +281,7 @@ async fn a_session_queues_at_most_64_prompts_and_refuses_more_with_resource_exha
     let s = p.session_on("").await;
     let fence = p
         .engine
-        .store
+        .store()
         .leases()
         .acquire_lease(&s.id, "replica-x", Duration::from_secs(30))
         .await
@@ -305,7 +305,7 @@ async fn a_session_queues_at_most_64_prompts_and_refuses_more_with_resource_exha
     // queued prompts stay queued for the next run (dropped here with the session).
     drop(streams);
     p.engine
-        .store
+        .store()
         .leases()
         .release_lease(&s.id, &fence)
         .await
@@ -322,7 +322,7 @@ async fn streams_of_a_deleted_session_end_with_not_found_on_every_replica() {
     let p = Product::start("").await;
     let other = e2e_tests::processor::start_processor(ProcessorSetup {
         gateway: p.gateway.addr.to_string(),
-        prefix: p.engine.config.redis_prefix.clone(),
+        prefix: p.engine.config().redis_prefix.clone(),
         ..Default::default()
     })
     .await;
@@ -639,7 +639,7 @@ async fn the_recovery_sweep_leaves_an_ended_run_alone_and_clears_a_mark_it_left(
     })
     .await
     .expect("the loop ends");
-    let store = &p.engine.store;
+    let store = &p.engine.store();
     assert!(
         !store.active().is_active(&s.id).await.unwrap(),
         "the run removed its mark"

@@ -93,13 +93,13 @@ async fn a_message_larger_than_a_response_comes_in_pieces() {
         ..Default::default()
     };
     p.engine
-        .store
+        .store()
         .messages()
         .put_message(&big, None)
         .await
         .unwrap();
     p.engine
-        .store
+        .store()
         .messages()
         .put_message(&small, None)
         .await

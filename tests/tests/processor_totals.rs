@@ -79,7 +79,7 @@ async fn session_totals_equal_the_sum_of_messages_across_prompts_tools_and_a_res
 
     // A replica died mid-step: it stored a prompt and a step that finished with a tool call (its cost and tokens
     // stored with it) but never completed it, settled the totals or released the session.
-    let store = &p.engine.store;
+    let store = &p.engine.store();
     let user = spb::Message {
         id: session_processor::ids::new("msg"),
         session_id: id.clone(),

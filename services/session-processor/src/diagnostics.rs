@@ -529,7 +529,7 @@ fn waiting(data: &Loaded) -> Vec<pb::Waiting> {
 /// INVALID_ARGUMENT naming `session_id`, with a `BadRequest` field violation.
 /// Loads what the checks need.
 async fn load(engine: &Engine, session: pb::Session) -> Result<Loaded, Status> {
-    let store = &engine.store;
+    let store = &engine.store();
     let session_id = session.id.as_str();
     // The lease first: a loop that starts after this read makes its message look settled, never the other way.
     let mut lease = store
@@ -566,7 +566,7 @@ async fn load(engine: &Engine, session: pb::Session) -> Result<Loaded, Status> {
         .map_err(status::storage)?;
     let held_here_without_loop = lease
         .as_ref()
-        .is_some_and(|(owner, _)| *owner == engine.owner && !engine.is_running(session_id));
+        .is_some_and(|(owner, _)| *owner == engine.owner() && !engine.is_running(session_id));
     // A recorded permission request counts only while a loop holds the lease (it expires by itself otherwise).
     let asking = match &lease {
         Some(_) => store
@@ -598,7 +598,7 @@ pub async fn diagnose(
     let session_id = session.id.clone();
     let data = load(engine, session).await?;
     let failures = engine
-        .store
+        .store()
         .statuses()
         .session_write_failures(&session_id)
         .await

@@ -65,20 +65,20 @@ where
     let sets = [llm_proto::FILE_DESCRIPTOR_SET];
     let reflection = service_kit::grpc::reflection_v1(&sets, &served)?;
     let reflection_v1alpha = service_kit::grpc::reflection_v1alpha(&sets, &served)?;
-    let auth = access::Auth::new(engine.config.clone());
-    let config = &engine.config;
+    let auth = access::Auth::new(engine.config().clone());
+    let config = engine.config();
     let mut builder = config
         .receive_window
         .apply(config.keepalive.apply(tonic::transport::Server::builder()));
-    if let Some(tls) = &engine.config.server_tls {
+    if let Some(tls) = &engine.config().server_tls {
         builder = builder.tls_config(tls.tonic_config())?;
     }
-    let max_request_bytes = engine.config.max_request_bytes;
+    let max_request_bytes = engine.config().max_request_bytes;
     let service = routes::session_server(
         Sessions {
             slots: StreamSlots::new(
-                engine.config.max_streams_per_tenant,
-                engine.metrics.open_streams(),
+                engine.config().max_streams_per_tenant,
+                engine.metrics().open_streams(),
             ),
             engine,
         },
@@ -140,7 +140,7 @@ impl Sessions {
         } else {
             &req.agent
         };
-        access::agent(&self.engine.config, caller, "agent", agent)?;
+        access::agent(self.engine.config(), caller, "agent", agent)?;
         Ok(read)
     }
 
@@ -187,13 +187,13 @@ impl Sessions {
         } else {
             let start = self
                 .engine
-                .events
+                .events()
                 .last_event_id(&session_id)
                 .await
                 .map_err(status::storage)?;
             match self
                 .engine
-                .store
+                .store()
                 .prompts()
                 .claim_idempotency_key(
                     &session_id,
@@ -230,7 +230,7 @@ impl Sessions {
         let slot = self.slots.take(&caller)?;
         let after = if req.after_event_id.is_empty() {
             self.engine
-                .events
+                .events()
                 .last_event_id(&req.session_id)
                 .await
                 .map_err(status::storage)?
@@ -343,7 +343,7 @@ fn follow(
     after: String,
     until: Until,
 ) -> OutgoingStream {
-    let follower = match engine.events.follow(&session_id, &after) {
+    let follower = match engine.events().follow(&session_id, &after) {
         Ok(f) => f,
         Err(e) => {
             let refused = status::invalid("after_event_id", &e.to_string());
@@ -351,7 +351,7 @@ fn follow(
         }
     };
     let state = Following {
-        patience: engine.config.lease_ttl,
+        patience: engine.config().lease_ttl,
         engine,
         follower,
         end: StreamEnd::new(until),
@@ -423,8 +423,9 @@ async fn answered(
     patience: Duration,
 ) -> bool {
     let mut patience = Patience::new(patience);
+    let queue = engine.store().queue();
     loop {
-        let e = match engine.store.queue().prompt_delivery(session_id, tag).await {
+        let e = match queue.prompt_delivery(session_id, tag).await {
             Ok(delivery) => return end.answered(&delivery),
             Err(e @ crate::store::StoreError::NotFound(_)) => e,
             Err(e) => match patience.retry(e).await {
@@ -513,7 +514,7 @@ impl SessionService for Sessions {
         let caller = access::caller(&request)?;
         let req = request.into_inner();
         validate::create_session(&req)?;
-        let config = &self.engine.config;
+        let config = self.engine.config();
         let agent = access::agent(config, &caller, "agent", &req.agent)?.to_string();
         if !req.default_model.is_empty() {
             catalog::check_model(&self.engine, "default_model", &req.default_model).await?;
@@ -532,7 +533,7 @@ impl SessionService for Sessions {
         }
         let quota = config.session_quota(&session.tenant);
         self.engine
-            .store
+            .store()
             .sessions()
             .create_session_within(&session, Some(quota))
             .await
@@ -551,7 +552,7 @@ impl SessionService for Sessions {
         // RETRY (attempt, next attempt, error) while the loop waits to retry a step, BUSY under a live lease, IDLE.
         session.status = Some(
             self.engine
-                .store
+                .store()
                 .statuses()
                 .live_status(&session.id)
                 .await
@@ -575,7 +576,7 @@ impl SessionService for Sessions {
             Caller::Tenant(own) => Scope::Tenant(own),
         };
         access::audit(&caller, "ListSessions", "", "*");
-        let store = &self.engine.store;
+        let store = self.engine.store();
         let (mut listed, next) = store
             .index()
             .list_sessions(scope, size, after)
@@ -607,7 +608,7 @@ impl SessionService for Sessions {
         self.engine.abort(id);
         if !self
             .engine
-            .store
+            .store()
             .sessions()
             .delete_session(id)
             .await
@@ -616,10 +617,10 @@ impl SessionService for Sessions {
             return Err(status::session_not_found());
         }
         // Its streams here end now (`NOT_FOUND`); those on other replicas at their next look, within seconds.
-        self.engine.events.wake_followers(id);
+        self.engine.events().wake_followers(id);
         // The session's snapshots go with it (a replica whose snapshot root is not shared removes its own copy at
         // its next sweep).
-        if let Some(dir) = crate::snapshot::session_dir(&self.engine.config.snapshots, id) {
+        if let Some(dir) = crate::snapshot::session_dir(&self.engine.config().snapshots, id) {
             match tokio::fs::remove_dir_all(&dir).await {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -660,7 +661,7 @@ impl SessionService for Sessions {
         let cursor = validate::message_cursor(&req.page_token)?;
         let session =
             access::session(&self.engine, &caller, "ListMessages", &req.session_id).await?;
-        let store = self.engine.store.messages();
+        let store = self.engine.store().messages();
         // A token inside a message: the rest of its parts first.
         let mut first = None;
         if let Some((message_id, Some(part_id))) = cursor
@@ -702,7 +703,7 @@ impl SessionService for Sessions {
             .open(request, "SubmitToolResult", validate::submit_tool_result)
             .await?;
         self.engine
-            .store
+            .store()
             .mailboxes()
             .submit_tool_result(&r.session_id, &r.call_id, &r.output, r.is_error)
             .await
@@ -745,13 +746,13 @@ impl SessionService for Sessions {
         access::audit(&caller, "GetSpend", "", &name);
         let tenant = self
             .engine
-            .config
+            .config()
             .tenants
             .get(&name)
             .ok_or_else(status::tenant_not_found)?;
         let spend = self
             .engine
-            .store
+            .store()
             .spend()
             .tenant_spend(&tenant.name)
             .await
@@ -787,7 +788,7 @@ impl SessionService for Sessions {
             .open(request, "ReplyPermission", validate::reply_permission)
             .await?;
         self.engine
-            .store
+            .store()
             .mailboxes()
             .reply_permission(&r.session_id, &r.permission_id, r.allow)
             .await

@@ -1,19 +1,36 @@
 //! The loop's own writes beside the Processor's effects: user messages (with their model resolved), the retry
 //! bookkeeping, status events, a stop's error on the answer, and the loop's end.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use llm_proto::sessions as pb;
 use prost_types::Timestamp;
 
 use super::policy::{Answer, StopReason};
-use super::{Engine, LoopError, now};
+use super::totals::RunCaches;
+use super::{LoopError, now};
+use crate::config::Config;
 use crate::event_wire::Stored;
+use crate::events::{LoopLease, Publisher};
 use crate::history;
 use crate::ids;
-use crate::store::{Fence, Queued, StoreError};
+use crate::store::{Fence, Messages, Queued, Statuses, StoreError};
 
-impl Engine {
+/// The loop's writes beside the Processor's effects (see the module docs).
+pub(super) struct LoopWrites {
+    /// The agents and the default model, for a prompt's model.
+    pub(super) config: Arc<Config>,
+    pub(super) publisher: Publisher,
+    /// The run's end releases the lease.
+    pub(super) loop_lease: LoopLease,
+    pub(super) messages: Messages,
+    pub(super) statuses: Statuses,
+    /// Whether the run stored a retry status.
+    pub(super) caches: Arc<RunCaches>,
+}
+
+impl LoopWrites {
     /// The model a prompt runs with, by the priority rule: its own `model`, else the one the session's previous
     /// prompt ran with, else the session's default, else the agent's, else the processor's default ("" when no
     /// level names one: the loop then stops with an error saying so).
@@ -32,10 +49,10 @@ impl Engine {
         }
         let previous = match previous {
             Some(read) => read,
-            None => self.store.messages().prompt_model(&session.id).await?,
+            None => self.messages.prompt_model(&session.id).await?,
         }
         .unwrap_or_default();
-        let agent_model = self.agent(agent).map_or("", |a| a.model.as_str());
+        let agent_model = super::agent(&self.config, agent).map_or("", |a| a.model.as_str());
         let levels = [
             previous.as_str(),
             session.default_model.as_str(),
@@ -59,8 +76,7 @@ impl Engine {
     ) -> Result<bool, StoreError> {
         let mut message = self.user_message(session, &prompt.request, None).await?;
         if !self
-            .store
-            .messages()
+            .messages
             .deliver_prompt_message(&message, Some(fence), prompt)
             .await?
         {
@@ -156,7 +172,7 @@ impl Engine {
             parts,
             ..message.clone()
         };
-        self.store.messages().put_message(&stored, fence).await?;
+        self.messages.put_message(&stored, fence).await?;
         self.publish_message(&mut stored).await?;
         Ok(message)
     }
@@ -194,10 +210,10 @@ impl Engine {
             next_attempt_at: Some(next),
             message: msg.clone(),
         };
-        self.with_cache(&message.session_id, |s| s.retry_status = true);
+        self.caches
+            .with(&message.session_id, |s| s.retry_status = true);
         if let Err(e) = self
-            .store
-            .statuses()
+            .statuses
             .set_retry_status(&message.session_id, &status, fence, delay)
             .await
         {
@@ -214,11 +230,8 @@ impl Engine {
         fence: &Fence,
     ) -> Result<(), LoopError> {
         let session_id = &failed.session_id;
-        self.store
-            .statuses()
-            .clear_retry_status(session_id, fence)
-            .await?;
-        self.with_cache(session_id, |s| s.retry_status = false);
+        self.statuses.clear_retry_status(session_id, fence).await?;
+        self.caches.with(session_id, |s| s.retry_status = false);
         self.status(session_id, pb::session_status::Kind::Busy)
             .await?;
         let mut m = failed.clone();
@@ -227,7 +240,7 @@ impl Engine {
         m.error = None;
         // The channel's older state of this message must not land after this write.
         self.publisher.flush(session_id).await?;
-        self.store.messages().put_message(&m, Some(fence)).await?;
+        self.messages.put_message(&m, Some(fence)).await?;
         Ok(())
     }
 
@@ -305,10 +318,7 @@ impl Engine {
         };
         // The channel's older state of this message must not land after this write.
         self.publisher.flush(session_id).await?;
-        self.store
-            .messages()
-            .put_message(&message, Some(fence))
-            .await?;
+        self.messages.put_message(&message, Some(fence)).await?;
         self.publisher
             .publish(
                 &message.session_id,
@@ -345,12 +355,10 @@ impl Engine {
             finish: m.finish.clone(),
         });
         // A retry status is the lease's: cleared while it is held (the run's end may release it).
-        if self.with_cache(session_id, |s| std::mem::take(&mut s.retry_status))
-            && let Err(e) = self
-                .store
-                .statuses()
-                .clear_retry_status(session_id, fence)
-                .await
+        if self
+            .caches
+            .with(session_id, |s| std::mem::take(&mut s.retry_status))
+            && let Err(e) = self.statuses.clear_retry_status(session_id, fence).await
         {
             tracing::warn!(message = "cannot clear the retry status", session_id = %session_id, error = %e);
         }

@@ -2,19 +2,22 @@
 //! the doom-loop check, client tools (the caller runs them and answers through the API), and the built-in workspace
 //! tools under the agent's permission rules.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use llm_proto::sessions as pb;
 use prost_types::Timestamp;
 use tokio_util::sync::CancellationToken;
 
+use super::effects::Effects;
 use super::inputs::RunInputs;
 use super::step_metrics::tool_outcome;
-use super::{Engine, LoopError, now};
+use super::{LoopError, now};
 use crate::config::Agent;
-use crate::metrics::{ToolKind, ToolOutcome as CallOutcome};
+use crate::events::Publisher;
+use crate::metrics::{Metrics, ToolKind, ToolOutcome as CallOutcome};
 use crate::processor::{Blocked, Processor};
-use crate::store::{Asked, Fence};
+use crate::store::{Asked, Fence, Mailboxes};
 use crate::structured;
 use crate::tools::{self, Decision, DoomLoopDetector, DoomPolicy, ToolOutcome, Workspace};
 
@@ -39,7 +42,16 @@ struct Call {
     input: String,
 }
 
-impl Engine {
+/// Runs a step's tool calls.
+pub(super) struct ToolRunner {
+    pub(super) publisher: Publisher,
+    /// The caller's answers to client tool calls and permission requests.
+    pub(super) mailboxes: Mailboxes,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) effects: Arc<Effects>,
+}
+
+impl ToolRunner {
     /// Runs the step's complete tool calls in order, recording each result on the processor. Stops early when the
     /// loop is cancelled (cleanup then closes the rest as aborted).
     pub(super) async fn run_tools(
@@ -87,7 +99,7 @@ impl Engine {
                 now(),
                 &mut out,
             ) {
-                self.apply(&mut out, run.fence, processor).await?;
+                self.effects.apply(&mut out, run.fence, processor).await?;
                 continue;
             }
             if !self
@@ -141,7 +153,7 @@ impl Engine {
             now(),
             &mut out,
         );
-        self.apply(&mut out, run.fence, processor).await?;
+        self.effects.apply(&mut out, run.fence, processor).await?;
         Ok(false)
     }
 
@@ -160,7 +172,7 @@ impl Engine {
         if let Err(e) = tools::validate_input(&schema, &call.input) {
             self.metrics.tool_call(ToolKind::Client, CallOutcome::Error);
             processor.tool_finished(&call.call_id, Err(e), now(), &mut out);
-            self.apply(&mut out, run.fence, processor).await?;
+            self.effects.apply(&mut out, run.fence, processor).await?;
             return Ok(true);
         }
         processor.mark_client_tool(&call.call_id);
@@ -179,8 +191,7 @@ impl Engine {
         }
         let timeout = run.agent.client_tool_timeout;
         // Only a call the loop asks about can be answered (see `Mailboxes::expect_answer`).
-        self.store
-            .mailboxes()
+        self.mailboxes
             .expect_answer(&session_id, Asked::ToolResult(&call.call_id))
             .await?;
         self.publisher
@@ -196,10 +207,9 @@ impl Engine {
                 }),
             )
             .await?;
-        let mailboxes = self.store.mailboxes();
         let answer = tokio::select! {
             _ = run.cancel.cancelled() => return Ok(false),
-            a = mailboxes.wait_tool_result(&session_id, &call.call_id, timeout) => a?,
+            a = self.mailboxes.wait_tool_result(&session_id, &call.call_id, timeout) => a?,
         };
         let result = match answer {
             Some((output, false)) => Ok(output),
@@ -209,7 +219,7 @@ impl Engine {
         self.metrics
             .tool_call(ToolKind::Client, tool_outcome(&result));
         processor.tool_finished(&call.call_id, result, now(), &mut out);
-        self.apply(&mut out, run.fence, processor).await?;
+        self.effects.apply(&mut out, run.fence, processor).await?;
         Ok(true)
     }
 
@@ -230,7 +240,7 @@ impl Engine {
                 now(),
                 &mut out,
             );
-            return self.apply(&mut out, run.fence, processor).await;
+            return self.effects.apply(&mut out, run.fence, processor).await;
         };
         let parsed: serde_json::Value =
             serde_json::from_str(&call.input).unwrap_or(serde_json::Value::Null);
@@ -249,7 +259,7 @@ impl Engine {
                 now(),
                 &mut out,
             );
-            return self.apply(&mut out, run.fence, processor).await;
+            return self.effects.apply(&mut out, run.fence, processor).await;
         }
         // Aborting drops the call, which kills a running command's processes.
         let outcome = tokio::select! {
@@ -263,7 +273,7 @@ impl Engine {
         self.metrics
             .tool_call(ToolKind::Builtin, tool_outcome(&result));
         processor.tool_finished(&call.call_id, result, now(), &mut out);
-        self.apply(&mut out, run.fence, processor).await
+        self.effects.apply(&mut out, run.fence, processor).await
     }
 
     /// Publishes a permission request and waits for the reply; no reply within the agent's permission timeout is a
@@ -285,16 +295,14 @@ impl Engine {
             deadline: Some(Timestamp::from(SystemTime::now() + timeout)),
         };
         if let Err(e) = self
-            .store
-            .mailboxes()
+            .mailboxes
             .set_asking(&session_id, &asked, timeout)
             .await
         {
             tracing::warn!(message = "cannot record the permission request for Diagnose", session_id = %session_id, error = %e);
         }
         let permission_id = asked.permission_id.clone();
-        self.store
-            .mailboxes()
+        self.mailboxes
             .expect_answer(&session_id, Asked::Permission(&permission_id))
             .await?;
         self.publisher
@@ -303,12 +311,11 @@ impl Engine {
                 pb::session_event::Event::PermissionAsked(asked),
             )
             .await?;
-        let mailboxes = self.store.mailboxes();
         let reply = tokio::select! {
             _ = run.cancel.cancelled() => None,
-            r = mailboxes.wait_permission(&session_id, &permission_id, timeout) => r?,
+            r = self.mailboxes.wait_permission(&session_id, &permission_id, timeout) => r?,
         };
-        if let Err(e) = self.store.mailboxes().clear_asking(&session_id).await {
+        if let Err(e) = self.mailboxes.clear_asking(&session_id).await {
             tracing::warn!(message = "cannot clear the recorded permission request", session_id = %session_id, error = %e);
         }
         Ok(reply.unwrap_or(false))
