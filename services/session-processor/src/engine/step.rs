@@ -490,7 +490,7 @@ fn report(
             output_started: end.output_started,
             beyond_gateway_cap: f.retry_after_beyond_cap,
         }),
-        blocked: processor.blocked(),
+        blocked: processor.parts().blocked(),
         aborted,
         answered: !history::needs_work_after(history, message),
         empty: processor.is_empty_answer(),

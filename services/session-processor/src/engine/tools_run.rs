@@ -62,6 +62,7 @@ impl ToolRunner {
         mut detector: DoomLoopDetector,
     ) -> Result<(), LoopError> {
         let calls: Vec<Call> = processor
+            .parts()
             .tool_calls()
             .filter(|t| {
                 t.state
@@ -146,7 +147,7 @@ impl ToolRunner {
         };
         self.metrics.tool_call(kind, CallOutcome::Denied);
         let mut out = Vec::new();
-        processor.block(
+        processor.parts_mut().block(
             &call.call_id,
             Blocked::DoomLoop,
             "refused: the same tool calls keep repeating (doom loop)",
@@ -171,11 +172,13 @@ impl ToolRunner {
             serde_json::from_str(&client.input_schema_json).unwrap_or(serde_json::json!({}));
         if let Err(e) = tools::validate_input(&schema, &call.input) {
             self.metrics.tool_call(ToolKind::Client, CallOutcome::Error);
-            processor.tool_finished(&call.call_id, Err(e), now(), &mut out);
+            processor
+                .parts_mut()
+                .tool_finished(&call.call_id, Err(e), now(), &mut out);
             self.effects.apply(&mut out, run.fence, processor).await?;
             return Ok(true);
         }
-        processor.mark_client_tool(&call.call_id);
+        processor.parts_mut().mark_client_tool(&call.call_id);
         let part = processor
             .parts()
             .iter()
@@ -218,7 +221,9 @@ impl ToolRunner {
         };
         self.metrics
             .tool_call(ToolKind::Client, tool_outcome(&result));
-        processor.tool_finished(&call.call_id, result, now(), &mut out);
+        processor
+            .parts_mut()
+            .tool_finished(&call.call_id, result, now(), &mut out);
         self.effects.apply(&mut out, run.fence, processor).await?;
         Ok(true)
     }
@@ -234,7 +239,7 @@ impl ToolRunner {
         let (Some(ws), true) = (run.workspace, run.agent.tools.contains(&call.tool)) else {
             self.metrics
                 .tool_call(ToolKind::Builtin, CallOutcome::Error);
-            processor.tool_finished(
+            processor.parts_mut().tool_finished(
                 &call.call_id,
                 Err(format!("unknown tool `{}`", call.tool)),
                 now(),
@@ -252,7 +257,7 @@ impl ToolRunner {
         if !allowed {
             self.metrics
                 .tool_call(ToolKind::Builtin, CallOutcome::Denied);
-            processor.block(
+            processor.parts_mut().block(
                 &call.call_id,
                 Blocked::PermissionDenied,
                 &format!("permission denied for `{}`", call.tool),
@@ -272,7 +277,9 @@ impl ToolRunner {
         };
         self.metrics
             .tool_call(ToolKind::Builtin, tool_outcome(&result));
-        processor.tool_finished(&call.call_id, result, now(), &mut out);
+        processor
+            .parts_mut()
+            .tool_finished(&call.call_id, result, now(), &mut out);
         self.effects.apply(&mut out, run.fence, processor).await
     }
 
