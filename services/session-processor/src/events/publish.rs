@@ -26,9 +26,9 @@ impl Publisher {
     }
 
     /// Publishes a text delta, the loop's per-delta path: through `sink`'s channel (through the session's channel
-    /// looked up now when it holds none), otherwise straight to the stream (see [`Publisher::publish`]). When the channel
-    /// takes it without a write (the common case) nothing is awaited, so the caller's future keeps no room for a
-    /// publish; otherwise the rest (the channel's write, or a publish without a channel) is returned to await. A
+    /// looked up now when it holds none), otherwise straight to the stream (see [`Publisher::publish`]). When the
+    /// channel takes it without a write (the common case) nothing is awaited, so the caller's future keeps no room for
+    /// a publish; otherwise the rest (the channel's write, or a publish without a channel) is returned to await. A
     /// channel closed since the sink was made sends the delta to the stream, as no channel would.
     pub fn publish_delta(
         &self,
@@ -45,9 +45,9 @@ impl Publisher {
         Some(Box::pin(self.finish(session_id.to_owned(), rest)))
     }
 
-    /// Publishes `event`: through the session's channel when this replica runs its loop (delivered to local
-    /// followers at once, written coalesced), otherwise straight to the stream (see [`Hub`]). Errors of a background
-    /// write are reported by the next publish.
+    /// Publishes `event`: through the session's channel when this replica runs its loop (delivered to local followers
+    /// at once, written coalesced), otherwise straight to the stream (see [`super::Hub`]). Errors of a background write
+    /// are reported by the next publish.
     pub async fn publish(&self, session_id: &str, event: Event) -> Result<(), StoreError> {
         self.publish_kept(session_id, Stored::new(event)).await
     }
@@ -124,8 +124,8 @@ impl Publisher {
         .map(drop)
     }
 
-    /// [`Publisher::put_part`] for a part that may wait for the channel's next write whatever it is: a step's parts while
-    /// its stream runs and when it is cleaned up. They are written with the window, with the write of an event
+    /// [`Publisher::put_part`] for a part that may wait for the channel's next write whatever it is: a step's parts
+    /// while its stream runs and when it is cleaned up. They are written with the window, with the write of an event
     /// somebody must act on, or when the loop asks ([`Publisher::flush_parts`] before a step's tools run, the `done`
     /// that ends the run): at most one window after they changed, and never after the events that show them.
     pub async fn put_part_later(

@@ -45,7 +45,7 @@ pub enum Effect {
     /// step-finish part waiting for its end snapshot), and each part's final state is published once.
     Persist(Box<pb::Part>),
     /// Text was appended to a part: publish `part_delta`; persistence is coalesced (the part's full text is in
-    /// [`Processor::part`]).
+    /// [`Processor::parts`]).
     Delta {
         /// The part and its message, shared by all the part's deltas.
         ids: Arc<PartIds>,

@@ -36,8 +36,8 @@ pub struct Prompts {
 pub enum Begin {
     /// Another loop holds the lease; nothing was written.
     Busy,
-    /// The session's record or prompt model is not what the caller validated the prompt against (it changed, or
-    /// the caller started from what this replica knew: [`Sessions::known_session_for_prompt`]); nothing was written.
+    /// The session's record or prompt model is not what the caller validated the prompt against (it changed, or the
+    /// caller started from what this replica knew: [`super::Sessions::known_session_for_prompt`]); nothing was written.
     Stale,
     /// The lease is this caller's and the message is stored.
     Begun(Begun),

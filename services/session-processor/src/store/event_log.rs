@@ -92,14 +92,14 @@ impl EventLog {
             .await
     }
 
-    /// Writes one window of a running loop's event channel in one round trip (one script): `batch` (its last
-    /// event's id and the encoded batch, as for [`EventLog::append_events`]; `None` writes no entry) and `parts`, the
-    /// loop's parts to persist, which need `fence`. Parts are written only while `fence` holds the lease, all or
-    /// none; the batch is appended either way (the log is unfenced). The script checks that each part's message is
-    /// listed in the session unless it is in `listed` (messages a previous write already checked: a message stays
-    /// listed until the session is deleted, which also ends the lease). With `renew`, a lease that holds `fence` is
-    /// extended to that ttl as [`Leases::renew_lease`] would ([`Flushed::renewed`]). Also reports whether a stream
-    /// on another replica follows the session ([`EventLog::mark_watched`]), so the channel picks its flush window.
+    /// Writes one window of a running loop's event channel in one round trip (one script): `batch` (its last event's id
+    /// and the encoded batch, as for [`EventLog::append_events`]; `None` writes no entry) and `parts`, the loop's parts
+    /// to persist, which need `fence`. Parts are written only while `fence` holds the lease, all or none; the batch is
+    /// appended either way (the log is unfenced). The script checks that each part's message is listed in the session
+    /// unless it is in `listed` (messages a previous write already checked: a message stays listed until the session is
+    /// deleted, which also ends the lease). With `renew`, a lease that holds `fence` is extended to that ttl as
+    /// [`super::Leases::renew_lease`] would ([`Flushed::renewed`]). Also reports whether a stream on another replica
+    /// follows the session ([`EventLog::mark_watched`]), so the channel picks its flush window.
     ///
     /// [`StoreError::NotFound`] when the session does not exist; a refused part write (fenced, or an unlisted
     /// message) is [`Flushed::parts`], the batch having been appended.

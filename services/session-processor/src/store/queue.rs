@@ -134,7 +134,8 @@ impl PromptQueue {
     }
 
     /// The queued prompts, oldest first, at most [`DELIVERY_BATCH`] of them (a prompt can be megabytes), left in the
-    /// queue: each leaves it only in the script that stores its user message ([`Messages::deliver_prompt_message`]).
+    /// queue: each leaves it only in the script that stores its user message
+    /// ([`super::Messages::deliver_prompt_message`]).
     pub async fn queued_prompts(&self, session_id: &str) -> Result<Vec<Queued>, StoreError> {
         let keys = self.db.keys(session_id)?;
         let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
