@@ -331,3 +331,23 @@ async fn a_delivery_reads_a_bounded_batch_oldest_first() {
     assert_eq!(queued_texts(&store, &sid).await.len(), 3, "the rest waits");
     cleanup(&store, &prefix).await;
 }
+
+#[tokio::test]
+async fn waiting_prompts_are_the_queue_left_in_place_and_none_on_an_empty_one() {
+    let (store, prefix) = store().await;
+    let sid = new_session(&store).await;
+    let queue = store.queue();
+    assert!(queue.waiting(&sid).await.unwrap().is_empty());
+    for text in ["first", "second"] {
+        queue
+            .enqueue_prompt(&sid, &prompt(&sid, text))
+            .await
+            .unwrap();
+    }
+    let waiting = queue.waiting(&sid).await.unwrap();
+    let texts: Vec<&str> = waiting.iter().map(|q| prompt_text(&q.request)).collect();
+    assert_eq!(texts, ["first", "second"]);
+    // Read, not taken: they leave the queue only when delivered.
+    assert_eq!(queued_texts(&store, &sid).await, ["first", "second"]);
+    cleanup(&store, &prefix).await;
+}
