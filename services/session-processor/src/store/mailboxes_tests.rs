@@ -1,7 +1,7 @@
 //! Tests against a real Redis (`REDIS_URL`): each works under its own random key prefix (`test_support`).
 
-use std::time::Duration;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
 use tokio::sync::oneshot;
 
 use super::super::test_support::{cleanup, new_session, store};
@@ -204,5 +204,28 @@ async fn permission_mailbox_is_durable() {
             .unwrap(),
         None
     );
+    cleanup(&store, &prefix).await;
+}
+
+#[tokio::test]
+async fn the_permission_request_a_loop_waits_on_is_kept_until_cleared() {
+    let (store, prefix) = store().await;
+    let sid = new_session(&store).await;
+    let mailboxes = store.mailboxes();
+    assert_eq!(mailboxes.asking(&sid).await.unwrap(), None);
+    let asked = pb::PermissionAsked {
+        permission_id: "per_1".into(),
+        tool: "bash".into(),
+        input_json: "{}".into(),
+        reason: "rule".into(),
+        deadline: None,
+    };
+    mailboxes
+        .set_asking(&sid, &asked, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(mailboxes.asking(&sid).await.unwrap(), Some(asked));
+    mailboxes.clear_asking(&sid).await.unwrap();
+    assert_eq!(mailboxes.asking(&sid).await.unwrap(), None);
     cleanup(&store, &prefix).await;
 }
