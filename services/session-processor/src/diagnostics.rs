@@ -529,7 +529,7 @@ fn waiting(data: &Loaded) -> Vec<pb::Waiting> {
 /// INVALID_ARGUMENT naming `session_id`, with a `BadRequest` field violation.
 /// Loads what the checks need.
 async fn load(engine: &Engine, session: pb::Session) -> Result<Loaded, Status> {
-    let store = &engine.store();
+    let store = engine.store();
     let session_id = session.id.as_str();
     // The lease first: a loop that starts after this read makes its message look settled, never the other way.
     let mut lease = store

@@ -150,7 +150,7 @@ async fn local_followers_get_events_at_once_and_the_log_gets_them_in_few_entries
     store.sessions().delete_session(&sid).await.unwrap();
 }
 
-/// Publishes a delta of `prt_1` through `sink` (see [`Hub::publish_delta`]).
+/// Publishes a delta of `prt_1` through `sink` (see [`Publisher::publish_delta`]).
 async fn sink_delta(hub: &Hub, sink: &DeltaSink, sid: &str, text: &str) {
     let ids = Arc::new(PartIds {
         part_id: "prt_1".into(),
