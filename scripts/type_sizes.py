@@ -16,6 +16,7 @@ Usage: scripts/type_sizes.py [--top N] [--report] [root]   (--report prints the 
 """
 import os
 import re
+import signal
 import sys
 
 MAX_METHODS = 25
@@ -170,6 +171,8 @@ def type_label(module, name):
 
 
 def main():
+    # Piped into `head`, stop quietly when the reader has seen enough.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = sys.argv[1:]
     report = '--report' in args
     top = 10
