@@ -97,7 +97,7 @@ pub async fn two_replicas(
         redis: url.into(),
         redis_lines: redis_lines.into(),
         recovery: true,
-        prefix: a.engine.config.redis_prefix.clone(),
+        prefix: a.engine.config().redis_prefix.clone(),
         ..Default::default()
     })
     .await;

@@ -253,7 +253,7 @@ pub async fn start_processor(setup: ProcessorSetup) -> Processor {
         tokio::spawn(
             engine
                 .clone()
-                .recover(engine.config.lease_ttl / 2, stop.clone()),
+                .recover(engine.config().lease_ttl / 2, stop.clone()),
         );
     }
     // The sweep stops with the server task (dropped when the test aborts it).

@@ -32,7 +32,7 @@ async fn cluster_fault_mid_prompt(fault: Fault) {
     let gateway = Harness::start().await;
     gateway.openai.set_fallback(short_answer());
     let (a, b) = two_replicas(&gateway, &cluster.seeds(), "mode = \"cluster\"").await;
-    let prefix = a.engine.config.redis_prefix.clone();
+    let prefix = a.engine.config().redis_prefix.clone();
     let mut clients = [a.client().await, b.client().await];
     let sessions = spread(&cluster, &mut clients, &prefix).await;
     let slot = sessions[0].1;

@@ -188,7 +188,7 @@ async fn a_replica_that_knows_a_stale_record_reads_it_afresh_and_acts_on_the_fre
     let other = start_processor(ProcessorSetup {
         gateway: p.gateway.addr.to_string(),
         redis: redis.url(),
-        prefix: p.engine.config.redis_prefix.clone(),
+        prefix: p.engine.config().redis_prefix.clone(),
         ..Default::default()
     })
     .await;

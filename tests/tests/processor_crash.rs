@@ -119,7 +119,8 @@ async fn a_replica_killed_mid_step_is_resumed_by_another_with_nothing_lost() {
     // logged before the crash ends up persisted in closed, consistent parts.
     let log = session_processor::store::Store::connect(&redis_url(), &prefix)
         .await
-        .unwrap();
+        .unwrap()
+        .event_log();
     tokio::time::timeout(Duration::from_secs(10), async {
         let mut cursor = session_processor::events::EventId::ZERO;
         loop {

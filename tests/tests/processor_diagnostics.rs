@@ -174,7 +174,7 @@ async fn broken_stored_data_is_named_by_exactly_the_checks_it_breaks_and_the_cli
 
     // Break the answer on purpose through the store: a step-start with no step-finish after its last step, and a
     // cost its steps do not add up to.
-    let store = &p.engine.store;
+    let store = &p.engine.store();
     let mut answer = messages(&mut c, &s.id).await.pop().unwrap();
     assert_eq!(answer.finish, "stop");
     let stray = spb::Part {
@@ -183,11 +183,11 @@ async fn broken_stored_data_is_named_by_exactly_the_checks_it_breaks_and_the_cli
         session_id: s.id.clone(),
         kind: Some(spb::part::Kind::StepStart(spb::StepStartPart::default())),
     };
-    store.put_part(&stray, None).await.unwrap();
+    store.messages().put_part(&stray, None).await.unwrap();
     let cost = answer.cost_nano_usd;
     answer.cost_nano_usd = cost + 7;
     answer.parts.clear();
-    store.put_message(&answer, None).await.unwrap();
+    store.messages().put_message(&answer, None).await.unwrap();
 
     let r = diagnose(&mut c, &s.id).await;
     assert!(!r.healthy);

@@ -184,7 +184,7 @@ async fn a_multi_step_conversation_with_a_builtin_and_a_client_tool_is_persisted
                 && m["content"] == "sunny")
     );
     // One prompt, three steps: its critical path is timed once per phase, on its first step only.
-    let metrics = p.engine.metrics.encode();
+    let metrics = p.engine.metrics().encode();
     for phase in ["begun", "gateway_called", "first_event"] {
         let line = format!("session_processor_prompt_phase_seconds_count{{phase=\"{phase}\"}} 1");
         assert!(

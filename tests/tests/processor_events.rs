@@ -84,7 +84,7 @@ fn text_of(events: &[spb::SessionEvent]) -> String {
 
 /// A second processor replica on the same Redis prefix (no loop runs there: its streams read the event log).
 async fn second_replica(p: &Product) -> (SessionsClient, tokio::task::JoinHandle<()>) {
-    let config = p.engine.config.clone();
+    let config = p.engine.config().clone();
     let store = Store::connect(&config.redis_url, &config.redis_prefix)
         .await
         .unwrap();
@@ -117,7 +117,7 @@ async fn a_thousand_deltas_cost_few_event_log_commands_with_a_local_subscriber()
     let s = new_session(&mut c).await;
     let (reply, expected) = many_deltas(1000, Duration::from_millis(1));
     p.gateway.openai.push(reply);
-    let before = p.engine.store.event_log_commands();
+    let before = p.engine.store().event_log().commands();
     let started = std::time::Instant::now();
     let mut stream = c.prompt(prompt(&s.id, "count")).await.unwrap().into_inner();
     let events = read_until_done(&mut stream, |r| r.event).await;
@@ -130,13 +130,21 @@ async fn a_thousand_deltas_cost_few_event_log_commands_with_a_local_subscriber()
     // Everything the loop published is in the log once the lease is released; wait for that (the loop ends
     // right after `done`) so the count includes the last write.
     tokio::time::timeout(Duration::from_secs(10), async {
-        while p.engine.store.lease_holder(&s.id).await.unwrap().is_some() {
+        while p
+            .engine
+            .store()
+            .leases()
+            .lease_holder(&s.id)
+            .await
+            .unwrap()
+            .is_some()
+        {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     })
     .await
     .expect("the loop releases its lease");
-    let commands = p.engine.store.event_log_commands() - before;
+    let commands = p.engine.store().event_log().commands() - before;
     eprintln!(
         "1 000 deltas in {:?}: {commands} event-log commands",
         started.elapsed()

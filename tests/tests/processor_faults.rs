@@ -115,7 +115,7 @@ async fn redis_fault_mid_prompt(fault: Fault) {
     let other = start_processor(ProcessorSetup {
         gateway: gateway.addr.to_string(),
         redis: redis.url(),
-        prefix: p.engine.config.redis_prefix.clone(),
+        prefix: p.engine.config().redis_prefix.clone(),
         ..Default::default()
     })
     .await;
@@ -314,17 +314,18 @@ async fn redis_fault_as_the_run_ends(fault: Fault) {
         1,
         "answered once"
     );
-    let store = &p.engine.store;
+    let store = &p.engine.store();
     tokio::time::timeout(Duration::from_secs(10), async {
-        while store.is_active(&s.id).await.unwrap_or(true) {
+        while store.active().is_active(&s.id).await.unwrap_or(true) {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })
     .await
     .expect("no active mark is left");
-    assert!(store.lease_holder(&s.id).await.unwrap().is_none());
+    assert!(store.leases().lease_holder(&s.id).await.unwrap().is_none());
     if matches!(events.last(), Some(SE::Done(d)) if d.stopped_by() == spb::StopReason::Completed) {
         let ends = store
+            .event_log()
             .read_events(&s.id, "0", None, 1000)
             .await
             .unwrap()

@@ -164,9 +164,10 @@ async fn a_prompt_sent_while_busy_is_queued_and_answered_by_the_run_that_follows
 async fn a_prompt_queued_as_the_running_loop_ends_streams_until_the_run_that_answers_it() {
     let p = Product::start("").await;
     let s = p.session_on("").await;
-    let store = &p.engine.store;
+    let store = &p.engine.store();
     // A loop (another replica's) holds the session, past its last step boundary: the prompt is queued behind it.
     let fence = store
+        .leases()
         .acquire_lease(&s.id, "replica-x", Duration::from_secs(30))
         .await
         .unwrap()
@@ -179,7 +180,8 @@ async fn a_prompt_queued_as_the_running_loop_ends_streams_until_the_run_that_ans
         .into_inner();
     // That loop ends without seeing it: its `done` is logged, its lease released.
     p.engine
-        .events
+        .events()
+        .publisher()
         .publish(
             &s.id,
             SE::Done(spb::Done {
@@ -189,7 +191,7 @@ async fn a_prompt_queued_as_the_running_loop_ends_streams_until_the_run_that_ans
         )
         .await
         .unwrap();
-    store.release_lease(&s.id, &fence).await.unwrap();
+    store.leases().release_lease(&s.id, &fence).await.unwrap();
     // The next run delivers the queued prompt (here: the run of a prompt arriving now, at its first step boundary).
     p.gateway.openai.push(text("c1", &["next answer."]));
     p.gateway.openai.push(text("c2", &["queued answer."]));
@@ -279,7 +281,8 @@ async fn a_session_queues_at_most_64_prompts_and_refuses_more_with_resource_exha
     let s = p.session_on("").await;
     let fence = p
         .engine
-        .store
+        .store()
+        .leases()
         .acquire_lease(&s.id, "replica-x", Duration::from_secs(30))
         .await
         .unwrap()
@@ -301,7 +304,12 @@ async fn a_session_queues_at_most_64_prompts_and_refuses_more_with_resource_exha
     // Nothing was written for it, and the session is left as it was: the test's loop gives it back, and the
     // queued prompts stay queued for the next run (dropped here with the session).
     drop(streams);
-    p.engine.store.release_lease(&s.id, &fence).await.unwrap();
+    p.engine
+        .store()
+        .leases()
+        .release_lease(&s.id, &fence)
+        .await
+        .unwrap();
     c.delete_session(spb::DeleteSessionRequest {
         session_id: s.id.clone(),
     })
@@ -314,7 +322,7 @@ async fn streams_of_a_deleted_session_end_with_not_found_on_every_replica() {
     let p = Product::start("").await;
     let other = e2e_tests::processor::start_processor(ProcessorSetup {
         gateway: p.gateway.addr.to_string(),
-        prefix: p.engine.config.redis_prefix.clone(),
+        prefix: p.engine.config().redis_prefix.clone(),
         ..Default::default()
     })
     .await;
@@ -631,12 +639,12 @@ async fn the_recovery_sweep_leaves_an_ended_run_alone_and_clears_a_mark_it_left(
     })
     .await
     .expect("the loop ends");
-    let store = &p.engine.store;
+    let store = &p.engine.store();
     assert!(
-        !store.is_active(&s.id).await.unwrap(),
+        !store.active().is_active(&s.id).await.unwrap(),
         "the run removed its mark"
     );
-    let before = store.last_event_id(&s.id).await.unwrap();
+    let before = store.event_log().last_event_id(&s.id).await.unwrap();
     // A sweep that saw the mark of the run that just ended: the mark is gone by the time it holds the lease.
     assert!(
         !p.engine
@@ -646,19 +654,19 @@ async fn the_recovery_sweep_leaves_an_ended_run_alone_and_clears_a_mark_it_left(
         "nothing to resume"
     );
     assert!(
-        store.lease_holder(&s.id).await.unwrap().is_none(),
+        store.leases().lease_holder(&s.id).await.unwrap().is_none(),
         "the lease is given back"
     );
     assert_eq!(
-        store.last_event_id(&s.id).await.unwrap(),
+        store.event_log().last_event_id(&s.id).await.unwrap(),
         before,
         "nothing published"
     );
     // The run's replica died after the release, before removing its mark: the sweep clears it (a lease ttl of
     // 1.5 s, a sweep every 750 ms), and the answered prompt is not answered again.
-    store.mark_active(&s.id, "run_left").await.unwrap();
+    store.active().mark_active(&s.id, "run_left").await.unwrap();
     tokio::time::timeout(Duration::from_secs(10), async {
-        while store.is_active(&s.id).await.unwrap() || p.engine.is_running(&s.id) {
+        while store.active().is_active(&s.id).await.unwrap() || p.engine.is_running(&s.id) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })

@@ -92,8 +92,18 @@ async fn a_message_larger_than_a_response_comes_in_pieces() {
         parts: vec![text_part(&s.id, ids[1], "prt_0000", 10)],
         ..Default::default()
     };
-    p.engine.store.put_message(&big, None).await.unwrap();
-    p.engine.store.put_message(&small, None).await.unwrap();
+    p.engine
+        .store()
+        .messages()
+        .put_message(&big, None)
+        .await
+        .unwrap();
+    p.engine
+        .store()
+        .messages()
+        .put_message(&small, None)
+        .await
+        .unwrap();
 
     let mut parts: Vec<(String, String)> = Vec::new();
     let mut token = String::new();

@@ -46,7 +46,7 @@ async fn with_wait_replicas_prompts_complete_and_each_primary_waits_for_its_repl
         ..Default::default()
     })
     .await;
-    let prefix = processor.engine.config.redis_prefix.clone();
+    let prefix = processor.engine.config().redis_prefix.clone();
     let mut clients = [processor.client().await];
     let sessions = spread(&cluster, &mut clients, &prefix).await;
     let mut owners = Vec::new();
@@ -77,7 +77,7 @@ async fn with_wait_replicas_prompts_complete_and_each_primary_waits_for_its_repl
             answer(&mut clients[0], id, "hello").await;
         }
     }
-    let counts = processor.engine.store.traffic().counts();
+    let counts = processor.engine.store().traffic().counts();
     assert_eq!(
         (counts.short, counts.skipped),
         (0, 0),

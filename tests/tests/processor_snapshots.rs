@@ -308,7 +308,7 @@ async fn a_workspace_session_whose_patches_list_exactly_the_files_each_step_chan
     assert_eq!(files(&totals), files(&d));
 
     // Snapshots live outside the workspace, which never gets a `.git`.
-    let snapshot_dir = p.engine.config.snapshots.root.join(&session.id);
+    let snapshot_dir = p.engine.config().snapshots.root.join(&session.id);
     assert!(
         snapshot_dir.join("HEAD").exists(),
         "{}",
@@ -323,7 +323,7 @@ async fn a_workspace_session_whose_patches_list_exactly_the_files_each_step_chan
 
     // Deleting the session deletes its snapshots at once.
     let other = create(&p, "builder", "other").await;
-    let other_dir = p.engine.config.snapshots.root.join(&other.id);
+    let other_dir = p.engine.config().snapshots.root.join(&other.id);
     std::fs::create_dir_all(&other_dir).unwrap();
     c.delete_session(spb::DeleteSessionRequest {
         session_id: session.id.clone(),
@@ -337,14 +337,15 @@ async fn a_workspace_session_whose_patches_list_exactly_the_files_each_step_chan
     // The sweeper removes what another replica's DeleteSession could not reach (a root that is not shared).
     let orphan = p
         .engine
-        .config
+        .config()
         .snapshots
         .root
         .join("ses_00000000000000000000000000");
     std::fs::create_dir_all(&orphan).unwrap();
-    let removed = session_processor::snapshot::sweep(&p.engine.config.snapshots, &p.engine.store)
-        .await
-        .unwrap();
+    let removed =
+        session_processor::snapshot::sweep(&p.engine.config().snapshots, p.engine.store())
+            .await
+            .unwrap();
     assert_eq!(removed, 1);
     assert!(!orphan.exists());
     assert!(other_dir.exists(), "a live session's snapshots stay");

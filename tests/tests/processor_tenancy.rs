@@ -495,12 +495,12 @@ async fn a_tenant_holds_at_most_its_streams_and_leaves_other_tenants_theirs() {
     // Ops see them: the refused one is not counted.
     assert!(
         p.engine
-            .metrics
+            .metrics()
             .encode()
             .lines()
             .any(|l| l == "session_processor_open_streams 2"),
         "{}",
-        p.engine.metrics.encode()
+        p.engine.metrics().encode()
     );
     // A prompt over the limit is refused before anything is written: no message, nothing queued or run.
     let refused = evil.prompt(prompt(&mine.id, "one more")).await.unwrap_err();
@@ -593,9 +593,10 @@ async fn answers_to_questions_nobody_asked_are_refused_and_store_nothing() {
         .await
         .unwrap_err();
     assert_eq!(refused.code(), Code::NotFound, "{refused:?}");
-    let store = &p.engine.store;
+    let store = &p.engine.store();
     assert_eq!(
         store
+            .mailboxes()
             .wait_tool_result(&s.id, "call_made_up", Duration::ZERO)
             .await
             .unwrap(),
@@ -603,6 +604,7 @@ async fn answers_to_questions_nobody_asked_are_refused_and_store_nothing() {
     );
     assert_eq!(
         store
+            .mailboxes()
             .wait_permission(&s.id, "per_made_up", Duration::ZERO)
             .await
             .unwrap(),

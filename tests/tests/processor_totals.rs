@@ -79,7 +79,7 @@ async fn session_totals_equal_the_sum_of_messages_across_prompts_tools_and_a_res
 
     // A replica died mid-step: it stored a prompt and a step that finished with a tool call (its cost and tokens
     // stored with it) but never completed it, settled the totals or released the session.
-    let store = &p.engine.store;
+    let store = &p.engine.store();
     let user = spb::Message {
         id: session_processor::ids::new("msg"),
         session_id: id.clone(),
@@ -94,7 +94,7 @@ async fn session_totals_equal_the_sum_of_messages_across_prompts_tools_and_a_res
         }],
         ..Default::default()
     };
-    store.put_message(&user, None).await.unwrap();
+    store.messages().put_message(&user, None).await.unwrap();
     let orphan_tokens = spb::Tokens {
         input: 9,
         output: 5,
@@ -143,9 +143,13 @@ async fn session_totals_equal_the_sum_of_messages_across_prompts_tools_and_a_res
         ],
         ..Default::default()
     };
-    store.put_message(&orphan, None).await.unwrap();
-    store.mark_active(&id, "run_orphaned").await.unwrap();
-    let after = store.last_event_id(&id).await.unwrap();
+    store.messages().put_message(&orphan, None).await.unwrap();
+    store
+        .active()
+        .mark_active(&id, "run_orphaned")
+        .await
+        .unwrap();
+    let after = store.event_log().last_event_id(&id).await.unwrap();
     let mut sub = c
         .subscribe(spb::SubscribeRequest {
             session_id: id.clone(),

@@ -61,7 +61,7 @@ pub async fn serve(
     eprintln!("session-processor listening on {addr}");
     // Sessions created before the per-tenant indexes existed (or by replicas of an older version) join them: a
     // one-time pass at the first start, then only what is new since. In the background: serving does not wait.
-    let indexer = store.clone();
+    let indexer = store.index();
     tokio::spawn(async move {
         match indexer.index_tenants().await {
             Ok(n) => tracing::info!(message = "tenant indexes up to date", entries = n),
@@ -71,7 +71,9 @@ pub async fn serve(
         }
     });
     let engine = crate::engine::Engine::new(store, gateway, config.clone());
-    engine.metrics.count_store_traffic(engine.store.traffic());
+    engine
+        .metrics()
+        .count_store_traffic(engine.store().traffic());
     let stop = tokio_util::sync::CancellationToken::new();
     if let Some(metrics_addr) = config.metrics_listen {
         let metrics_listener = tokio::net::TcpListener::bind(metrics_addr).await?;
@@ -81,7 +83,7 @@ pub async fn serve(
         eprintln!("session-processor metrics on {metrics_addr}");
         // Served until the loops' stop: scrapes keep working while the server drains.
         tokio::spawn(llm_telemetry::metrics_http::serve(
-            engine.metrics.clone(),
+            engine.metrics().clone(),
             metrics_listener,
             stop.clone().cancelled_owned(),
         ));
@@ -90,7 +92,7 @@ pub async fn serve(
     // Snapshot repositories of deleted sessions go within ten minutes, from every replica's snapshot root.
     tokio::spawn(crate::snapshot::sweep_forever(
         config.snapshots.clone(),
-        engine.store.clone(),
+        engine.store().clone(),
         std::time::Duration::from_secs(600),
         stop.clone(),
     ));

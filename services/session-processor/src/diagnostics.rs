@@ -529,14 +529,19 @@ fn waiting(data: &Loaded) -> Vec<pb::Waiting> {
 /// INVALID_ARGUMENT naming `session_id`, with a `BadRequest` field violation.
 /// Loads what the checks need.
 async fn load(engine: &Engine, session: pb::Session) -> Result<Loaded, Status> {
-    let store = &engine.store;
+    let store = engine.store();
     let session_id = session.id.as_str();
     // The lease first: a loop that starts after this read makes its message look settled, never the other way.
     let mut lease = store
+        .leases()
         .lease_holder(session_id)
         .await
         .map_err(status::storage)?;
-    let mut active = store.is_active(session_id).await.map_err(status::storage)?;
+    let mut active = store
+        .active()
+        .is_active(session_id)
+        .await
+        .map_err(status::storage)?;
     // Lease and active mark disagree for a moment whenever a loop starts or ends; only a lasting mismatch is news.
     for _ in 0..RECHECKS {
         if lease.is_some() == active {
@@ -544,21 +549,31 @@ async fn load(engine: &Engine, session: pb::Session) -> Result<Loaded, Status> {
         }
         tokio::time::sleep(RECHECK_DELAY).await;
         lease = store
+            .leases()
             .lease_holder(session_id)
             .await
             .map_err(status::storage)?;
-        active = store.is_active(session_id).await.map_err(status::storage)?;
+        active = store
+            .active()
+            .is_active(session_id)
+            .await
+            .map_err(status::storage)?;
     }
     let (messages, _) = store
+        .messages()
         .list_messages(session_id, None, usize::MAX)
         .await
         .map_err(status::storage)?;
     let held_here_without_loop = lease
         .as_ref()
-        .is_some_and(|(owner, _)| *owner == engine.owner && !engine.is_running(session_id));
+        .is_some_and(|(owner, _)| *owner == engine.owner() && !engine.is_running(session_id));
     // A recorded permission request counts only while a loop holds the lease (it expires by itself otherwise).
     let asking = match &lease {
-        Some(_) => store.asking(session_id).await.map_err(status::storage)?,
+        Some(_) => store
+            .mailboxes()
+            .asking(session_id)
+            .await
+            .map_err(status::storage)?,
         None => None,
     };
     let client_tool_timeout = engine
@@ -583,7 +598,8 @@ pub async fn diagnose(
     let session_id = session.id.clone();
     let data = load(engine, session).await?;
     let failures = engine
-        .store
+        .store()
+        .statuses()
         .session_write_failures(&session_id)
         .await
         .map_err(status::storage)?;

@@ -60,12 +60,12 @@ pub async fn get_diff(
         message_range(engine, &session.id, &request.message_id, request.step).await?
     };
     let work_tree = crate::tools::workspace_dir(
-        &engine.config.workspace_root,
+        &engine.config().workspace_root,
         &session.tenant,
         &session.workspace,
     )
     .map_err(|m| Status::failed_precondition(format!("the session's workspace: {m}")))?;
-    let repo = Repo::new(&engine.config.snapshots, &session.id, &work_tree).ok_or_else(|| {
+    let repo = Repo::new(&engine.config().snapshots, &session.id, &work_tree).ok_or_else(|| {
         Status::failed_precondition("the session id cannot name a snapshot repository")
     })?;
     let changes = repo.changes(&from, &to).await.map_err(snapshot_status)?;
@@ -114,7 +114,8 @@ async fn session_range(engine: &Engine, session_id: &str) -> Result<(String, Str
     let mut after: Option<String> = None;
     loop {
         let (page, next) = engine
-            .store
+            .store()
+            .messages()
             .list_messages(session_id, after.as_deref(), 200)
             .await
             .map_err(status::storage)?;
@@ -140,7 +141,8 @@ async fn message_range(
     step: u32,
 ) -> Result<(String, String), Status> {
     let message = engine
-        .store
+        .store()
+        .messages()
         .get_message(session_id, message_id)
         .await
         .map_err(status::storage)?

@@ -6,28 +6,36 @@
 //! - [`maps`]: the maps and sets keyed by ids on a prompt's path, with a fast seeded hasher.
 //! - [`names`]: the names callers and operators choose (tenants): the one rule, shared by config, the API and the
 //!   workspace layout.
-//! - [`processor`]: the Processor, a state machine with no I/O: gateway events in, part changes out.
-//! - [`step_event`]: a gateway stream's event as the loop reads it, a delta decoded without an allocation.
-//! - [`store`]: the one place that talks to Redis: sessions, messages, parts, the event log, leases.
 //! - [`event_wire`]: event ids and the batch encoding of the event log, shared by the store and the hub.
-//! - [`events`]: the per-replica event hub: live delivery to local streams, coalesced writes to the event log.
+//! - [`store`]: the one place that talks to Redis: [`store::Store`] hands out a handle per concern over one
+//!   connection (sessions, the index, messages and parts, the event log, leases, the active set, a prompt's first
+//!   write, the prompt queue, mailboxes, spend, statuses).
+//! - [`processor`]: the Processor, a state machine with no I/O: gateway events in, part changes out; the step's
+//!   parts, open blocks and tool calls in [`processor::StepParts`].
+//! - [`step_event`]: a gateway stream's event as the loop reads it, a delta decoded without an allocation.
 //! - [`history`]: stored messages → the gateway conversation; the loop's exit rule and model priority.
-//! - [`engine`]: the runLoop (a pure policy and the driver that performs it) and the engine that owns storage, the
-//!   gateway client and the running loops.
-//! - [`server`]: the `SessionService` gRPC server; its `routes` serve the calls that stream a session's events with a
-//!   codec that writes each event straight from what this replica keeps.
-//! - [`api`]: the API's edge: request validation and limits, tenant checks, error details, paging by bytes.
-//! - [`config`]: typed, validated configuration and agents.
-//! - [`tools`]: built-in workspace tools confined to the session's workspace, permission rules, doom-loop detection.
 //! - [`context`]: token estimates and usable context for compaction; the summary step's prompts.
-//! - [`retry`]: whether and when a failed step runs again.
+//! - [`retry`]: whether and when a failed step runs again, and the backoff.
 //! - [`structured`]: structured output through a dedicated, schema-validated tool.
 //! - [`title`]: the session title request and its clean-up.
+//! - [`events`]: the per-replica event hub: live delivery to local streams, coalesced writes to the event log; what
+//!   a loop publishes through it ([`events::Publisher`]) and its lease as the channel renews it
+//!   ([`events::LoopLease`]).
+//! - [`tools`]: built-in workspace tools confined to the session's workspace, permission rules, doom-loop detection.
 //! - [`snapshot`]: git-tree snapshots of session workspaces, kept outside them, and the diffs between them.
-//! - [`diff_api`]: the `GetDiff` RPC over those snapshots.
-//! - [`diagnostics`]: the `Diagnose` RPC: a session's stored data checked against the invariants.
 //! - [`gateway_pool`]: the channels to llm-gateway replicas and how a step picks one.
+//! - [`engine`]: the runLoop (a pure policy, and the driver and services that perform it, each holding only the
+//!   store handles it uses) and [`engine::Engine`], which builds them and is what the API calls.
+//! - [`api`]: the API's edge: request validation and limits, tenant checks, error details, paging by bytes.
+//! - [`server`]: the `SessionService` gRPC server: the listener and a router to one handler file per RPC; its
+//!   `routes` serve the calls that stream a session's events with a codec that writes each event straight from what
+//!   this replica keeps.
+//! - [`diff_api`]: the `GetDiff` RPC over the snapshots.
+//! - [`diagnostics`]: the `Diagnose` RPC: a session's stored data checked against the invariants.
+//! - [`config`]: typed, validated configuration and agents.
 //! - [`metrics`]: the processor's Prometheus metrics.
+//! - [`runtimes`]: a single-threaded runtime per core (or the shared one), each with its own gateway client and
+//!   Redis connection.
 //! - [`app`]: start-up shared by `main` and the tests: config, Redis, gateway client, sweeper, server.
 
 pub mod api;

@@ -60,12 +60,17 @@ pub fn decide(failure: &Failure, attempt: u32, policy: &RetryPolicy, jitter: f64
     {
         return Decision::Stop(StopReason::RetryAfterTooLong(after));
     }
-    let exp = policy
-        .base_delay
-        .saturating_mul(1u32 << (attempt - 1).min(16))
-        .min(policy.max_delay);
-    let backoff = exp.mul_f64(1.0 - 0.2 * jitter.clamp(0.0, 1.0));
+    let backoff = backoff(policy, attempt, jitter);
     Decision::RetryAfter(backoff.max(failure.retry_after.unwrap_or_default()))
+}
+
+/// Exponential backoff for the `attempt`-th try (1-based): `base · 2^(attempt-1)`, capped, minus up to 20 % jitter.
+pub fn backoff(policy: &RetryPolicy, attempt: u32, jitter: f64) -> Duration {
+    policy
+        .base_delay
+        .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
+        .min(policy.max_delay)
+        .mul_f64(1.0 - 0.2 * jitter.clamp(0.0, 1.0))
 }
 
 #[cfg(test)]

@@ -259,10 +259,10 @@ impl Other {
 
     /// On the runtime's thread: its gateway client and its Redis connection.
     async fn prepare(engine: &Engine) -> Result<(), Error> {
-        let config: &Config = &engine.config;
+        let config: &Config = engine.config();
         crate::engine::set_local_client(crate::engine::configured_gateway_client(config)?);
         engine
-            .store
+            .store()
             .connect_here(&config.redis_target, &config.redis_access)
             .await?;
         Ok(())

@@ -152,7 +152,7 @@ impl Turn {
     ) -> bool {
         let Some(f) = &self.format else { return false };
         if self.settled {
-            p.tool_finished(
+            p.parts_mut().tool_finished(
                 call_id,
                 Err("not run: the final structured answer was already given".into()),
                 now,
@@ -165,13 +165,19 @@ impl Turn {
         }
         match f.check(input_json) {
             Ok(json) => {
-                p.tool_finished(call_id, Ok("Structured output accepted.".into()), now, out);
+                p.parts_mut().tool_finished(
+                    call_id,
+                    Ok("Structured output accepted.".into()),
+                    now,
+                    out,
+                );
                 p.set_structured_output(json, out);
                 self.settled = true;
             }
             Err(e) => {
                 self.failures += 1;
-                p.tool_finished(call_id, Err(e.clone()), now, out);
+                p.parts_mut()
+                    .tool_finished(call_id, Err(e.clone()), now, out);
                 if self.failures > f.retry_count {
                     p.fail(
                         error(format!(

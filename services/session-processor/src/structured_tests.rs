@@ -108,7 +108,14 @@ fn a_valid_call_is_the_answer_and_an_invalid_one_a_correction_until_they_run_out
     let mut turn = Turn::new(f(), 0);
     turn.intercept(&mut p, "c1", TOOL_NAME, "{}", now, &mut out);
     assert!(p.message().error.is_none(), "one correction allowed");
-    let state = p.tool_calls().next().unwrap().state.clone().unwrap();
+    let state = p
+        .parts()
+        .tool_calls()
+        .next()
+        .unwrap()
+        .state
+        .clone()
+        .unwrap();
     assert_eq!(state.status(), pb::tool_state::Status::Error);
     let mut p = processor_with_call("c2", "{}");
     let mut turn = Turn::new(f(), 1);

@@ -112,7 +112,8 @@ pub async fn session_record(
     session_id: &str,
 ) -> Result<(pb::Session, Vec<u8>), Status> {
     let found = engine
-        .store
+        .store()
+        .sessions()
         .get_session_record(session_id)
         .await
         .map_err(status::storage)?;
@@ -140,13 +141,19 @@ pub async fn session_for_prompt(
     // Another tenant's session takes the same path as a missing one (a read of Redis, then NOT_FOUND), so how fast
     // the answer comes tells nothing about what this replica knows.
     let remembered = known
-        .then(|| engine.store.known_session_for_prompt(session_id))
+        .then(|| {
+            engine
+                .store()
+                .sessions()
+                .known_session_for_prompt(session_id)
+        })
         .flatten()
         .filter(|(s, _, _)| caller.sees(&s.tenant));
     let found = match remembered {
         Some(found) => Some(found),
         None => engine
-            .store
+            .store()
+            .sessions()
             .get_session_for_prompt(session_id)
             .await
             .map_err(status::storage)?,

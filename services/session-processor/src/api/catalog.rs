@@ -18,7 +18,7 @@ pub const CATALOG_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Checks `model` (well-formed, non-empty) against the gateway's catalog; `field` names it in the error.
 pub async fn check_model(engine: &Engine, field: &str, model: &str) -> Result<(), Status> {
-    let mut gateway = engine.gateway.clone();
+    let mut gateway = engine.gateway().clone();
     let mut request = tonic::Request::new(gw::GetModelRequest {
         model: model.to_string(),
     });

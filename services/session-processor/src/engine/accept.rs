@@ -1,5 +1,6 @@
-//! Prompts accepted (the loop starts at once, or the prompt waits in the queue for the loop that holds the
-//! session), sessions resumed after their replica stopped, and the recovery sweep that finds them.
+//! The engine's entry points: prompts accepted (the loop starts at once, or the prompt waits in the queue for the
+//! loop that holds the session), manual compactions, sessions resumed after their replica stopped, and the recovery
+//! sweep that finds them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,16 +11,17 @@ use tokio_util::sync::CancellationToken;
 use super::driver::Prefetched;
 use super::inputs::RunInputs;
 use super::{Engine, LoopError, PromptSession};
+use crate::history;
 use crate::ids;
 use crate::metrics::PromptPhase;
-use crate::store::{ActiveMark, Begin, BeginArgs, Fence};
+use crate::store::{ActiveMark, Begin, BeginArgs};
 
 /// A prompt accepted: where its caller's stream starts, and its queue tag when it was queued.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Accepted {
     /// The event id after which the caller's stream starts.
     pub start: String,
-    /// The prompt's tag when it waits in the queue for the running loop ([`crate::store::Store::prompt_delivery`]
+    /// The prompt's tag when it waits in the queue for the running loop ([`crate::store::PromptQueue::prompt_delivery`]
     /// tells when it was delivered, and as which message); `None` when this call started the loop.
     pub queued: Option<String>,
 }
@@ -43,6 +45,7 @@ impl Engine {
             model,
         } = read;
         let message = self
+            .writes
             .user_message(&session, req, Some(model.clone()))
             .await?;
         let mut inputs = RunInputs::from_prompt(req, trace);
@@ -58,7 +61,7 @@ impl Engine {
             validated: Some((&bytes, model.as_deref())),
         };
         let session_id = session.id.clone();
-        let b = match self.store.begin_prompt(message, args).await? {
+        let b = match self.store.prompts().begin_prompt(message, args).await? {
             Begin::Begun(b) => b,
             Begin::Stale => return Err(LoopError::Stale),
             Begin::Busy => {
@@ -75,13 +78,13 @@ impl Engine {
         let start = b.last_event.to_string();
         let mut history = b.history;
         if let Some(message) = history.last_mut()
-            && let Err(e) = self.publish_message(message).await
+            && let Err(e) = self.writes.publish_message(message).await
         {
             // Stored, and the loop owns the lease now: it goes on (and rides out the storage failure).
             tracing::warn!(message = "cannot publish the user message", session_id = %session.id, error = %e);
         }
         let prefetched = Prefetched { history };
-        self.spawn_loop(
+        self.driver.spawn(
             session_id,
             Some((session, Some(bytes))),
             b.fence,
@@ -104,22 +107,23 @@ impl Engine {
         trace: Vec<(String, String)>,
     ) -> Result<Accepted, LoopError> {
         let start = self.events.last_event_id(&session.id).await?;
-        let tag = self.store.enqueue_prompt(&session.id, req).await?;
+        let tag = self.store.queue().enqueue_prompt(&session.id, req).await?;
         // The loop may have made its last queue check and released the lease between our failed acquire and the
         // enqueue; then nobody would deliver the prompt. Trying again closes that window: whoever holds the lease
         // next (that loop re-checking after its release, or us) delivers the queue.
         if let Some(fence) = self
             .store
+            .leases()
             .acquire_lease(&session.id, &self.owner, self.config.lease_ttl)
             .await?
         {
-            self.open_events(&session.id, &fence).await;
+            self.driver.open_events(&session.id, &fence).await;
             // The queued prompt is delivered by the loop, which takes its inputs then.
             let inputs = RunInputs {
                 trace,
                 ..RunInputs::default()
             };
-            self.spawn_loop(
+            self.driver.spawn(
                 session.id.clone(),
                 Some((session.clone(), bytes)),
                 fence,
@@ -134,20 +138,55 @@ impl Engine {
         })
     }
 
-    /// Opens the session's event channel on this replica for the loop holding `fence` (its loop runs here from now
-    /// on). On failure the loop's events go straight to Redis, one command each, and its parts are written by
-    /// `put_part` (streamed text at the part's end), which is slower but loses nothing.
-    pub(super) async fn open_events(&self, session_id: &str, fence: &Fence) {
-        if let Err(e) = self.events.open_fenced(session_id, fence).await {
-            tracing::warn!(message = "cannot open the session's event channel; publishing directly", session_id = %session_id, error = %e);
+    /// Starts a manual compaction of an idle session (the `Compact` RPC). Returns the event id after which the
+    /// caller's stream starts.
+    pub async fn compact_now(
+        self: &Arc<Self>,
+        session_id: &str,
+        model: &str,
+    ) -> Result<String, LoopError> {
+        let session = self
+            .store
+            .sessions()
+            .get_session(session_id)
+            .await?
+            .ok_or_else(|| LoopError::NotFound(session_id.to_string()))?;
+        let (messages, _) = self
+            .store
+            .messages()
+            .list_messages(session_id, None, usize::MAX)
+            .await?;
+        let view = history::since_compaction(messages);
+        if view.iter().all(history::is_compaction) {
+            return Err(LoopError::Precondition(
+                "nothing to compact: no messages since the last compaction".into(),
+            ));
         }
-    }
-
-    /// Writes the session's remaining events and closes its channel (the loop is over and its lease released).
-    pub(super) async fn close_events(&self, session_id: &str) {
-        if let Err(e) = self.events.close(session_id).await {
-            tracing::warn!(message = "cannot write the session's last events", session_id = %session_id, error = %e);
-        }
+        let start = self.events.last_event_id(&session.id).await?;
+        let Some(fence) = self
+            .store
+            .leases()
+            .acquire_lease(&session.id, &self.owner, self.config.lease_ttl)
+            .await?
+        else {
+            return Err(LoopError::Precondition(
+                "the session is busy: compact it when its loop is idle".into(),
+            ));
+        };
+        let inputs = RunInputs {
+            model: Some(model.to_string()).filter(|m| !m.is_empty()),
+            compact: true,
+            ..Default::default()
+        };
+        self.driver.spawn(
+            session.id.clone(),
+            Some((session.clone(), None)),
+            fence,
+            inputs,
+            None,
+            None,
+        );
+        Ok(start)
     }
 
     /// Resumes a session whose lease is free but whose loop never finished (its replica died mid-step): the new
@@ -159,6 +198,7 @@ impl Engine {
         };
         let Some(fence) = self
             .store
+            .leases()
             .acquire_lease(session_id, &self.owner, self.config.lease_ttl)
             .await?
         else {
@@ -168,15 +208,19 @@ impl Engine {
         // is all this was.
         let mut still_marked = false;
         for mark in marks {
-            still_marked |= self.store.is_marked(mark).await?;
+            still_marked |= self.store.active().is_marked(mark).await?;
         }
         if !still_marked {
-            self.store.release_lease(session_id, &fence).await?;
+            self.store
+                .leases()
+                .release_lease(session_id, &fence)
+                .await?;
             return Ok(false);
         }
-        let Some((session, bytes)) = self.store.get_session_record(session_id).await? else {
+        let Some((session, bytes)) = self.store.sessions().get_session_record(session_id).await?
+        else {
             for mark in marks {
-                self.store.clear_active(mark).await?;
+                self.store.active().clear_active(mark).await?;
             }
             return Ok(false);
         };
@@ -184,7 +228,7 @@ impl Engine {
         // The run's client tools, system text and model survive the replica: a pending client tool call is still
         // the caller's to answer, and the next step offers the same tools.
         let mut inputs = RunInputs::default();
-        match self.store.run_inputs(session_id).await {
+        match self.store.sessions().run_inputs(session_id).await {
             Ok(Some(stored)) => {
                 inputs.absorb(&stored);
             }
@@ -195,11 +239,11 @@ impl Engine {
         }
         // The new run's mark first, so the session is never unmarked while its loop runs.
         let run = ids::new("run");
-        self.store.mark_active(session_id, &run).await?;
+        self.store.active().mark_active(session_id, &run).await?;
         for mark in marks {
-            self.store.clear_active(mark).await?;
+            self.store.active().clear_active(mark).await?;
         }
-        self.spawn_loop(
+        self.driver.spawn(
             session_id.to_string(),
             Some((session, Some(bytes))),
             fence,
@@ -218,7 +262,7 @@ impl Engine {
                 _ = stop.cancelled() => return,
                 _ = tokio::time::sleep(interval) => {}
             }
-            let marks = match self.store.active_sessions().await {
+            let marks = match self.store.active().active_sessions().await {
                 Ok(marks) => marks,
                 Err(e) => {
                     tracing::warn!(message = "recovery scan failed", error = %e);
@@ -227,15 +271,10 @@ impl Engine {
             };
             for marks in by_session(marks) {
                 let id = &marks[0].session_id;
-                if self
-                    .running
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .contains_key(id)
-                {
+                if self.loops.is_running(id) {
                     continue;
                 }
-                if matches!(self.store.lease_holder(id).await, Ok(None))
+                if matches!(self.store.leases().lease_holder(id).await, Ok(None))
                     && let Err(e) = self.resume(&marks).await
                 {
                     tracing::warn!(message = "resume failed", session_id = %id, error = %e);

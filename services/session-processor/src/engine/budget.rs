@@ -7,9 +7,12 @@
 //! written in the session's fenced script: it is incremented right after the step is settled, and a replica that
 //! dies between the two leaves that one step uncounted (never counted twice).
 
-use llm_proto::sessions as pb;
+use std::sync::Arc;
 
-use super::{Engine, LoopError};
+use super::LoopError;
+use super::totals::RunCaches;
+use crate::config::Config;
+use crate::store::{Sessions, Spend};
 
 /// USD with nano precision trimmed for messages: `0.25`, `1.5`, `0.000001`.
 pub(super) fn usd(nano: i64) -> String {
@@ -18,16 +21,26 @@ pub(super) fn usd(nano: i64) -> String {
     text.to_string()
 }
 
-impl Engine {
+/// Checks the session's and its tenant's budgets at a step boundary.
+pub(super) struct Budget {
+    /// The tenants' budgets.
+    pub(super) config: Arc<Config>,
+    pub(super) sessions: Sessions,
+    pub(super) spend: Spend,
+    /// The session record the loop carries.
+    pub(super) caches: Arc<RunCaches>,
+}
+
+impl Budget {
     /// Why the next model call must not happen, when the session's or its tenant's budget is spent.
     ///
     /// The session record is the one the loop carries (read when it started, then as written by its last
     /// `settle_session`), so a step boundary costs no read of it; a loop without one reads it.
     pub(super) async fn budget_spent(&self, session_id: &str) -> Result<Option<String>, LoopError> {
-        let carried = self.with_cache(session_id, |s| s.session.clone());
+        let carried = self.caches.with(session_id, |s| s.session.clone());
         let session = match carried {
             Some(s) => Some(s),
-            None => self.store.get_session(session_id).await?,
+            None => self.sessions.get_session(session_id).await?,
         };
         let Some(s) = session else {
             return Ok(None);
@@ -42,7 +55,7 @@ impl Engine {
         if let Some(t) = self.config.tenants.get(&s.tenant)
             && t.budget_nano_usd > 0
         {
-            let spend = self.store.tenant_spend(&t.name).await?;
+            let spend = self.spend.tenant_spend(&t.name).await?;
             if spend >= t.budget_nano_usd {
                 return Ok(Some(format!(
                     "tenant `{}`'s budget of {} USD is spent ({} USD)",
@@ -53,17 +66,6 @@ impl Engine {
             }
         }
         Ok(None)
-    }
-
-    /// Adds a call's cost to the session's tenant. A failure is logged, not fatal: the step already happened and
-    /// its cost is stored on the session either way.
-    pub(super) async fn charge_tenant(&self, session: &pb::Session, nano_usd: i64) {
-        if session.tenant.is_empty() || nano_usd <= 0 {
-            return;
-        }
-        if let Err(e) = self.store.add_tenant_spend(&session.tenant, nano_usd).await {
-            tracing::warn!(message = "cannot add to the tenant's spend", session_id = %session.id, tenant = %session.tenant, error = %e);
-        }
     }
 }
 

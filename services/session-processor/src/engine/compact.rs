@@ -20,9 +20,13 @@ use llm_proto::gateway as gw;
 use llm_proto::sessions as pb;
 use tokio_util::sync::CancellationToken;
 
+use super::effects::Effects;
 use super::inputs::RunInputs;
+use super::persist::LoopWrites;
 use super::policy::{Compaction, overflow_error};
-use super::{Engine, LoopError, now};
+use super::step::Steps;
+use super::totals::Totals;
+use super::{LoopError, now};
 use crate::config::Agent;
 use crate::context;
 use crate::history;
@@ -147,55 +151,16 @@ fn summary_failure(processor: &Processor, model: &str) -> Option<pb::MessageErro
     })
 }
 
-impl Engine {
-    /// Starts a manual compaction of an idle session (the `Compact` RPC). Returns the event id after which the
-    /// caller's stream starts.
-    pub async fn compact_now(
-        self: &Arc<Self>,
-        session_id: &str,
-        model: &str,
-    ) -> Result<String, LoopError> {
-        let session = self
-            .store
-            .get_session(session_id)
-            .await?
-            .ok_or_else(|| LoopError::NotFound(session_id.to_string()))?;
-        let (messages, _) = self
-            .store
-            .list_messages(session_id, None, usize::MAX)
-            .await?;
-        let view = history::since_compaction(messages);
-        if view.iter().all(history::is_compaction) {
-            return Err(LoopError::Precondition(
-                "nothing to compact: no messages since the last compaction".into(),
-            ));
-        }
-        let start = self.events.last_event_id(&session.id).await?;
-        let Some(fence) = self
-            .store
-            .acquire_lease(&session.id, &self.owner, self.config.lease_ttl)
-            .await?
-        else {
-            return Err(LoopError::Precondition(
-                "the session is busy: compact it when its loop is idle".into(),
-            ));
-        };
-        let inputs = RunInputs {
-            model: Some(model.to_string()).filter(|m| !m.is_empty()),
-            compact: true,
-            ..Default::default()
-        };
-        self.spawn_loop(
-            session.id.clone(),
-            Some((session.clone(), None)),
-            fence,
-            inputs,
-            None,
-            None,
-        );
-        Ok(start)
-    }
+/// Runs compactions: the summary step and what follows it.
+pub(super) struct Compactor {
+    /// The summary step streams like a model step.
+    pub(super) steps: Arc<Steps>,
+    pub(super) effects: Arc<Effects>,
+    pub(super) writes: Arc<LoopWrites>,
+    pub(super) totals: Arc<Totals>,
+}
 
+impl Compactor {
     /// Closes what the summary step left open (as interrupted when `interrupted`), persists it with `out`, and
     /// settles the session's totals.
     /// The tenant is charged the summary's cost unless it was `interrupted`.
@@ -207,20 +172,21 @@ impl Engine {
         c: &CompactRun<'_>,
     ) -> Result<(), LoopError> {
         processor.cleanup(now(), interrupted, &mut out);
-        self.apply(&mut out, c.fence, processor).await?;
+        self.effects.apply(&mut out, c.fence, processor).await?;
         let charge = if interrupted {
             0
         } else {
             processor.message().cost_nano_usd
         };
-        self.settle_session(
-            c.session,
-            processor.message(),
-            processor.parts(),
-            c.fence,
-            charge,
-        )
-        .await?;
+        self.totals
+            .settle_session(
+                c.session,
+                processor.message(),
+                processor.parts(),
+                c.fence,
+                charge,
+            )
+            .await?;
         Ok(())
     }
 
@@ -240,6 +206,7 @@ impl Engine {
                 format!("the context does not fit {model} and there is nothing new to compact")
             });
             let m = self
+                .writes
                 .stop_with(&c.session.id, c.view, model, &c.agent.name, error, c.fence)
                 .await?;
             return Ok(Compacted::Failed(m));
@@ -247,6 +214,7 @@ impl Engine {
         let mut processor = self.open_compaction(c, &plan).await?;
         let generation = summary_generation(c, plan.input);
         let aborted = self
+            .steps
             .stream_step(
                 &mut processor,
                 generation,
@@ -282,7 +250,7 @@ impl Engine {
             return Ok(Compacted::Done(m));
         }
         if let Some(e) = m.error.clone() {
-            self.publish_error(&c.session.id, e).await?;
+            self.writes.publish_error(&c.session.id, e).await?;
         }
         Ok(Compacted::Failed(m))
     }
@@ -318,7 +286,7 @@ impl Engine {
             }),
             &mut out,
         );
-        self.apply(&mut out, c.fence, &processor).await?;
+        self.effects.apply(&mut out, c.fence, &processor).await?;
         Ok(processor)
     }
 
@@ -371,7 +339,8 @@ impl Engine {
                 kind: Some(kind),
             })
             .collect();
-        self.put_and_publish_message(message, parts, Some(fence))
+        self.writes
+            .put_and_publish_message(message, parts, Some(fence))
             .await?;
         Ok(())
     }

@@ -8,7 +8,6 @@ use service_kit::rpc_span::{ClientSpanLayer, SpanService};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
-use super::Engine;
 use crate::context::Limits;
 use crate::step_event::StepEvent;
 
@@ -242,10 +241,23 @@ fn insert_trace(metadata: &mut tonic::metadata::MetadataMap, trace: &[(String, S
 const LIMITS_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Catalog limits by model, as the gateway last answered (`None`: it does not know the model), and when.
-pub(super) type LimitsCache =
+type LimitsCache =
     std::sync::Mutex<crate::maps::IdMap<String, (std::time::Instant, Option<Limits>)>>;
 
-impl Engine {
+/// The catalog limits of the models the loops use, from the gateway, cached.
+pub(super) struct CatalogLimits {
+    gateway: GatewayClient,
+    cache: LimitsCache,
+}
+
+impl CatalogLimits {
+    pub(super) fn new(gateway: GatewayClient) -> CatalogLimits {
+        CatalogLimits {
+            gateway,
+            cache: LimitsCache::default(),
+        }
+    }
+
     /// The model's limits from the gateway's catalog, cached for [`LIMITS_TTL`] (so a prompt does not wait for a
     /// catalog call before its first step); `None` when the gateway does not know the model (then no estimate-based
     /// compaction happens, and only the provider's own overflow error triggers one). A failed call is not cached.
@@ -255,7 +267,7 @@ impl Engine {
         trace: &[(String, String)],
     ) -> Option<Limits> {
         {
-            let cache = self.limits.lock().unwrap_or_else(|p| p.into_inner());
+            let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
             if let Some((at, limits)) = cache.get(model)
                 && at.elapsed() < LIMITS_TTL
             {
@@ -272,7 +284,7 @@ impl Engine {
             Err(status) if status.code() == tonic::Code::NotFound => None,
             Err(_) => return None,
         };
-        let mut cache = self.limits.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         if cache.len() > 1024 {
             cache.clear();
         }

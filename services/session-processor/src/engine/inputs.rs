@@ -51,7 +51,7 @@ impl RunInputs {
         changed
     }
 
-    /// What [`crate::store::Store::put_run_inputs`] keeps of these inputs.
+    /// What [`crate::store::Sessions::put_run_inputs`] keeps of these inputs.
     pub(super) fn stored(&self) -> pb::PromptRequest {
         pb::PromptRequest {
             client_tools: self.client_tools.clone(),

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::Engine;
+use crate::events::LoopLease;
 use crate::store::Fence;
 
 /// When the loop's lease was last proven (a renewal that succeeded, timed from when it was sent).
@@ -27,54 +27,49 @@ impl LeaseClock {
     }
 }
 
-impl Engine {
-    /// Renews the lease half its ttl after its last renewal (the event channel's writes renew it too while a step
-    /// streams: `events::renew_after`). A renewal that fails because storage does is retried; the loop is stopped
-    /// (`lost`) when the lease belongs to someone else, or when it has gone unproven for a whole ttl.
-    pub(super) fn renew_lease_forever(
-        &self,
-        session_id: String,
-        fence: Fence,
-        lease: LeaseClock,
-        lost: CancellationToken,
-    ) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let events = self.events.clone();
-        let ttl = self.config.lease_ttl;
-        async move {
-            let mut failing = false;
-            loop {
-                let due = if failing {
-                    (ttl / 10).min(Duration::from_millis(200))
-                } else {
-                    events.lease_renewal_due(&session_id, ttl)
-                };
-                tokio::select! {
-                    _ = lost.cancelled() => break,
-                    _ = tokio::time::sleep(due) => {}
+/// Renews the lease half its ttl after its last renewal (the event channel's writes renew it too while a step
+/// streams: `events::renew_after`). A renewal that fails because storage does is retried; the loop is stopped
+/// (`lost`) when the lease belongs to someone else, or when it has gone unproven for a whole ttl.
+pub(super) async fn renew_lease_forever(
+    channels: LoopLease,
+    ttl: Duration,
+    session_id: String,
+    fence: Fence,
+    lease: LeaseClock,
+    lost: CancellationToken,
+) {
+    let mut failing = false;
+    loop {
+        let due = if failing {
+            (ttl / 10).min(Duration::from_millis(200))
+        } else {
+            channels.lease_renewal_due(&session_id, ttl)
+        };
+        tokio::select! {
+            _ = lost.cancelled() => break,
+            _ = tokio::time::sleep(due) => {}
+        }
+        let sent = Instant::now();
+        // Boxed: the renewal's Redis call is kilobytes of future, and this task sleeps far more than it
+        // renews; unboxed, every open session's renewal task would keep room for it.
+        match Box::pin(channels.renew_lease(&session_id, &fence, ttl)).await {
+            Ok(true) => {
+                lease.proven(sent);
+                failing = false;
+            }
+            Ok(false) => {
+                tracing::warn!(message = "lease lost; stopping the loop", session_id = %session_id);
+                lost.cancel();
+                break;
+            }
+            Err(e) => {
+                failing = true;
+                if lease.age() >= ttl {
+                    tracing::warn!(message = "lease unproven for its whole ttl; stopping the loop", session_id = %session_id, error = %e);
+                    lost.cancel();
+                    break;
                 }
-                let sent = Instant::now();
-                // Boxed: the renewal's Redis call is kilobytes of future, and this task sleeps far more than it
-                // renews; unboxed, every open session's renewal task would keep room for it.
-                match Box::pin(events.renew_lease(&session_id, &fence, ttl)).await {
-                    Ok(true) => {
-                        lease.proven(sent);
-                        failing = false;
-                    }
-                    Ok(false) => {
-                        tracing::warn!(message = "lease lost; stopping the loop", session_id = %session_id);
-                        lost.cancel();
-                        break;
-                    }
-                    Err(e) => {
-                        failing = true;
-                        if lease.age() >= ttl {
-                            tracing::warn!(message = "lease unproven for its whole ttl; stopping the loop", session_id = %session_id, error = %e);
-                            lost.cancel();
-                            break;
-                        }
-                        tracing::debug!(message = "lease renewal failed; retrying", session_id = %session_id, error = %e);
-                    }
-                }
+                tracing::debug!(message = "lease renewal failed; retrying", session_id = %session_id, error = %e);
             }
         }
     }

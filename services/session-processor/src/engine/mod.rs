@@ -1,42 +1,47 @@
-//! The engine: storage, the gateway, the configuration and the loops this replica runs, one task per running
-//! session.
+//! The engine: the loops this replica runs, one task per running session, and the services they are made of.
 //!
 //! A loop is the runLoop of the design: one gateway `Stream` call per step, the Processor turning its events into
 //! persisted parts, tools run between steps, under a lease with a fencing token. Every decision of the loop is made
-//! by a pure policy; the rest of this module performs what it decides.
+//! by a pure policy; the rest of this module performs what it decides. Each service below holds only the store
+//! handles and the other services it uses; [`Engine`] builds them and is what the API calls.
 //!
 //! - [`policy`]: the loop's state and `next(observation) -> action`, pure (no I/O, no clock), tested rule by rule.
-//! - `driver`: the task of a running session: the lease and its renewal, and the actions the policy asks for.
-//! - `accept`: prompts accepted (run now, or queued for the running loop), resumed sessions, the recovery sweep.
-//! - `step`: one model step (request, stream through the Processor, tools, snapshots, accounting).
-//! - `tools_run`: a step's tool calls (structured output, doom loop, client tools, built-ins and permissions).
-//! - `request`: the gateway request of a step (system sections, tools, reasoning).
-//! - `orphans`: what a stopped loop left open, closed; client calls it waited on, awaited again.
-//! - `persist`: user messages (model resolved), retry bookkeeping, status, stops and the loop's end.
-//! - `compact`, `budget`, `titling`, `totals`, `step_metrics`, `inputs`, `gateway`: one concern each.
+//! - `accept`: prompts accepted (run now, or queued for the running loop), resumed sessions, the recovery sweep,
+//!   manual compactions: the engine's entry points.
+//! - `driver` (`Driver`): the task of a running session: the lease and its renewal, the run's start and end, the
+//!   policy asked what to do; `actions` (`Actions`): each action the policy asks for, performed.
+//! - `step` (`Steps`): one model step (request, stream through the Processor, tools, snapshots, accounting);
+//!   `effects` (`Effects`): the Processor's effects persisted and published.
+//! - `tools_run` (`ToolRunner`): a step's tool calls (structured output, doom loop, client tools, built-ins).
+//! - `persist` (`LoopWrites`): user messages (model resolved), retry bookkeeping, status, stops, the loop's end.
+//! - `orphans` (`Orphans`): what a stopped loop left open, closed; client calls it waited on, awaited again.
+//! - `compact` (`Compactor`), `budget` (`Budget`), `totals` (`Totals`, `RunCaches`), `titling` (`Titles`),
+//!   `gateway` (the client, `CatalogLimits`), `loops` (`Loops`), `lease`, `request`, `inputs`, `step_metrics`: one
+//!   concern each.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use llm_proto::sessions as pb;
 use prost_types::Timestamp;
-use tokio_util::sync::CancellationToken;
 
 use crate::config::{Agent, Config};
-use crate::events::Hub;
+use crate::events::{Hub, Publisher};
 use crate::ids;
-use crate::maps::IdMap;
 use crate::metrics::Metrics;
-use crate::store::{Store, StoreError};
+use crate::store::{Messages, Store, StoreError};
 use crate::tools::Workspace;
 
 mod accept;
+mod actions;
 mod budget;
 mod compact;
 mod driver;
+mod effects;
 mod gateway;
 mod inputs;
 mod lease;
+mod loops;
 mod orphans;
 mod persist;
 pub mod policy;
@@ -89,110 +94,214 @@ pub struct PromptSession {
     pub model: Option<String>,
 }
 
-/// Shared state of the processor: storage, the gateway, configuration and the loops this replica runs.
+/// The processor's engine: what the API calls to run sessions' loops on this replica. It builds the loop's services
+/// (see the module docs) and holds what its entry points use; everything else belongs to the service that uses it.
 pub struct Engine {
     /// Storage.
-    pub store: Store,
+    store: Store,
     /// The gateway.
-    pub gateway: GatewayClient,
+    gateway: GatewayClient,
     /// Configuration.
-    pub config: Arc<Config>,
+    config: Arc<Config>,
     /// This replica's lease owner id.
-    pub owner: String,
-    /// Loops running on this replica, by session, for Abort.
-    running: Mutex<IdMap<String, (u64, CancellationToken)>>,
+    owner: Arc<str>,
     /// Prometheus metrics, served by the `/metrics` listener when one is configured.
-    pub metrics: Arc<Metrics>,
+    metrics: Arc<Metrics>,
     /// Session events: live to this replica's streams, coalesced into the sessions' event logs.
-    pub events: Hub,
-    /// What each running loop of this replica knows of its session, so a step does not re-read it (see
-    /// [`totals::RunCache`]). Boxed: a map's empty slots are the size of its entries, and a cache is half a kilobyte.
-    caches: Mutex<IdMap<String, Box<totals::RunCache>>>,
-    /// Catalog limits by model (see `gateway::model_limits`).
-    limits: gateway::LimitsCache,
+    events: Hub,
+    /// The loops running here.
+    loops: Arc<loops::Loops>,
+    /// Runs the loops.
+    driver: Arc<driver::Driver>,
+    /// A prompt's user message, and the loop's other writes.
+    writes: Arc<persist::LoopWrites>,
 }
 
 fn now() -> Timestamp {
     Timestamp::from(SystemTime::now())
 }
 
+/// The agent for a name (the default agent for an empty or unknown one).
+fn agent<'a>(config: &'a Config, name: &str) -> Option<&'a Arc<Agent>> {
+    let name = if name.is_empty() { "default" } else { name };
+    config.agents.get(name)
+}
+
+/// The session's workspace, when it has one that opens.
+fn workspace(config: &Config, session: &pb::Session) -> Option<Workspace> {
+    if session.workspace.is_empty() {
+        return None;
+    }
+    Workspace::for_session(&config.workspace_root, &session.tenant, &session.workspace).ok()
+}
+
+/// Every message of the session as stored, once what this replica's event channel holds for it is written (a step's
+/// last parts, its message and the session's totals wait for the channel's next write: see
+/// [`Publisher::stage_session`]).
+async fn stored_messages(
+    publisher: &Publisher,
+    messages: &Messages,
+    session_id: &str,
+) -> Result<Vec<pb::Message>, LoopError> {
+    publisher.flush(session_id).await?;
+    Ok(messages
+        .list_messages(session_id, None, usize::MAX)
+        .await?
+        .0)
+}
+
 impl Engine {
     /// A new engine.
     pub fn new(store: Store, gateway: GatewayClient, config: Arc<Config>) -> Arc<Engine> {
         let events = Hub::new(store.clone(), config.events);
+        let metrics = Arc::new(Metrics::new());
+        let owner: Arc<str> = ids::new("rep").into();
+        let loops = Arc::new(loops::Loops::default());
+        let caches = Arc::new(totals::RunCaches::default());
+        let publisher = events.publisher();
+        let writes = Arc::new(persist::LoopWrites {
+            config: config.clone(),
+            publisher: publisher.clone(),
+            loop_lease: events.loop_lease(),
+            messages: store.messages(),
+            statuses: store.statuses(),
+            caches: caches.clone(),
+        });
+        let effects = Arc::new(effects::Effects {
+            publisher: publisher.clone(),
+            messages: store.messages(),
+            metrics: metrics.clone(),
+        });
+        let totals = Arc::new(totals::Totals {
+            publisher: publisher.clone(),
+            sessions: store.sessions(),
+            messages: store.messages(),
+            spend: store.spend(),
+            caches: caches.clone(),
+        });
+        let steps = Arc::new(step::Steps {
+            config: config.clone(),
+            gateway: gateway.clone(),
+            publisher: publisher.clone(),
+            metrics: metrics.clone(),
+            sessions: store.sessions(),
+            messages: store.messages(),
+            effects: effects.clone(),
+            totals: totals.clone(),
+            tools: tools_run::ToolRunner {
+                publisher: publisher.clone(),
+                mailboxes: store.mailboxes(),
+                metrics: metrics.clone(),
+                effects: effects.clone(),
+            },
+        });
+        let actions = actions::Actions {
+            config: config.clone(),
+            publisher: publisher.clone(),
+            metrics: metrics.clone(),
+            sessions: store.sessions(),
+            messages: store.messages(),
+            leases: store.leases(),
+            queue: store.queue(),
+            caches: caches.clone(),
+            writes: writes.clone(),
+            budget: budget::Budget {
+                config: config.clone(),
+                sessions: store.sessions(),
+                spend: store.spend(),
+                caches: caches.clone(),
+            },
+            orphans: orphans::Orphans {
+                publisher: publisher.clone(),
+                messages: store.messages(),
+                mailboxes: store.mailboxes(),
+                log: store.event_log(),
+            },
+            compactor: compact::Compactor {
+                steps: steps.clone(),
+                effects,
+                writes: writes.clone(),
+                totals,
+            },
+            steps,
+            limits: gateway::CatalogLimits::new(gateway.clone()),
+            titles: titling::Titles {
+                config: config.clone(),
+                gateway: gateway.clone(),
+                sessions: store.sessions(),
+                spend: store.spend(),
+            },
+        };
+        let driver = Arc::new(driver::Driver {
+            config: config.clone(),
+            owner: owner.clone(),
+            metrics: metrics.clone(),
+            events: events.clone(),
+            loop_lease: events.loop_lease(),
+            sessions: store.sessions(),
+            leases: store.leases(),
+            active: store.active(),
+            statuses: store.statuses(),
+            loops: loops.clone(),
+            caches,
+            writes: writes.clone(),
+            actions,
+        });
         Arc::new(Engine {
-            events,
             store,
             gateway,
             config,
-            owner: ids::new("rep"),
-            running: Mutex::new(IdMap::default()),
-            metrics: Arc::new(Metrics::new()),
-            caches: Mutex::new(IdMap::default()),
-            limits: Default::default(),
+            owner,
+            metrics,
+            events,
+            loops,
+            driver,
+            writes,
         })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The gateway client.
+    pub fn gateway(&self) -> &GatewayClient {
+        &self.gateway
+    }
+
+    /// The session events of this replica.
+    pub fn events(&self) -> &Hub {
+        &self.events
+    }
+
+    /// The processor's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// This replica's lease owner id.
+    pub fn owner(&self) -> &str {
+        &self.owner
     }
 
     /// The agent for a name (the default agent for an empty or unknown one).
     pub fn agent(&self, name: &str) -> Option<&Arc<Agent>> {
-        let name = if name.is_empty() { "default" } else { name };
-        self.config.agents.get(name)
+        agent(&self.config, name)
     }
 
     /// Stops a loop running on this replica. Returns whether one was running.
     pub fn abort(&self, session_id: &str) -> bool {
-        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        match running.get(session_id) {
-            Some((_, token)) => {
-                token.cancel();
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// A new token for `Engine::abort` to cancel this loop's next run (the loop `loop_id` of the session).
-    pub(super) fn fresh_abort_token(&self, session_id: &str, loop_id: u64) -> CancellationToken {
-        let token = CancellationToken::new();
-        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((id, current)) = running.get_mut(session_id)
-            && *id == loop_id
-        {
-            *current = token.clone();
-        }
-        token
+        self.loops.abort(session_id)
     }
 
     /// Whether a loop for this session runs on this replica.
     pub fn is_running(&self, session_id: &str) -> bool {
-        self.running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains_key(session_id)
-    }
-
-    /// Every message of the session as stored, once what this replica's event channel holds for it is written (a
-    /// step's last parts, its message and the session's totals wait for the channel's next write: see
-    /// `Hub::stage_session`).
-    async fn stored_messages(&self, session_id: &str) -> Result<Vec<pb::Message>, LoopError> {
-        self.events.flush(session_id).await?;
-        Ok(self
-            .store
-            .list_messages(session_id, None, usize::MAX)
-            .await?
-            .0)
-    }
-
-    /// The session's workspace, when it has one that opens.
-    fn workspace(&self, session: &pb::Session) -> Option<Workspace> {
-        if session.workspace.is_empty() {
-            return None;
-        }
-        Workspace::for_session(
-            &self.config.workspace_root,
-            &session.tenant,
-            &session.workspace,
-        )
-        .ok()
+        self.loops.is_running(session_id)
     }
 }

@@ -6,8 +6,9 @@ use std::time::{Duration, SystemTime};
 
 use llm_proto::sessions as pb;
 
-use super::{Engine, LoopError, now};
-use crate::store::{Asked, Fence};
+use super::{LoopError, now};
+use crate::events::Publisher;
+use crate::store::{Asked, EventLog, Fence, Mailboxes, Messages};
 
 /// A client tool call still waiting for the caller's answer: a running tool part the caller was asked to run.
 pub(super) fn open_client_call(part: &pb::Part) -> bool {
@@ -25,11 +26,20 @@ pub(super) fn open_client_calls(history: &[pb::Message]) -> usize {
         .count()
 }
 
-impl Engine {
+/// Closes what a stopped loop left open and awaits the client calls it waited on.
+pub(super) struct Orphans {
+    pub(super) publisher: Publisher,
+    pub(super) messages: Messages,
+    pub(super) mailboxes: Mailboxes,
+    /// The text a part streamed, read back from the session's event log.
+    pub(super) log: EventLog,
+}
+
+impl Orphans {
     /// Closes the assistant messages no loop completed the way cleanup would have (open parts ended, unfinished
     /// tools `error: aborted`, marked interrupted), then returns the history without the interrupted answers that
     /// produced nothing (their step simply runs again). A client tool call the caller was asked to run stays open,
-    /// and so does its message: the loop waits for the answer ([`Engine::settle_client_calls`]).
+    /// and so does its message: the loop waits for the answer ([`Orphans::settle_client_calls`]).
     pub(super) async fn close_orphans(
         &self,
         mut history: Vec<pb::Message>,
@@ -66,11 +76,11 @@ impl Engine {
                     .into();
                 }
             }
-            self.store.put_parts(&changed, Some(fence)).await?;
+            self.messages.put_parts(&changed, Some(fence)).await?;
             let mut stored = m.clone();
             stored.parts.clear();
-            self.store.put_message(&stored, Some(fence)).await?;
-            self.events
+            self.messages.put_message(&stored, Some(fence)).await?;
+            self.publisher
                 .publish(
                     &m.session_id,
                     pb::session_event::Event::MessageUpdated(stored),
@@ -112,12 +122,12 @@ impl Engine {
                     .unwrap_or_default();
                 // Asked again: a call asked before answers were checked against the questions (an older replica)
                 // can still be answered.
-                self.store
+                self.mailboxes
                     .expect_answer(&m.session_id, Asked::ToolResult(&tool.call_id))
                     .await?;
                 let answer = tokio::select! {
                     _ = cancel.cancelled() => return Ok(()),
-                    a = self.store.wait_tool_result(&m.session_id, &tool.call_id, left) => a?,
+                    a = self.mailboxes.wait_tool_result(&m.session_id, &tool.call_id, left) => a?,
                 };
                 match answer {
                     Some((output, false)) => {
@@ -134,16 +144,18 @@ impl Engine {
                     }
                 }
                 state.ended_at = Some(now());
-                self.events.put_part(Box::new(part.clone()), fence).await?;
+                self.publisher
+                    .put_part(Box::new(part.clone()), fence)
+                    .await?;
             }
             m.parts.clear();
             m.completed_at = Some(now());
             if m.finish.is_empty() {
                 m.finish = "tool_calls".into();
             }
-            self.store.put_message(&m, Some(fence)).await?;
+            self.messages.put_message(&m, Some(fence)).await?;
             let session_id = m.session_id.clone();
-            self.events
+            self.publisher
                 .publish(&session_id, pb::session_event::Event::MessageUpdated(m))
                 .await?;
         }
@@ -164,7 +176,7 @@ impl Engine {
         let mut seen = crate::events::EventId::ZERO;
         loop {
             let page = self
-                .store
+                .log
                 .read_event_page(&session_id, cursor, None, 1000)
                 .await?;
             let Some(next) = page.cursor else { break };

@@ -1,19 +1,36 @@
 //! The loop's own writes beside the Processor's effects: user messages (with their model resolved), the retry
 //! bookkeeping, status events, a stop's error on the answer, and the loop's end.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use llm_proto::sessions as pb;
 use prost_types::Timestamp;
 
 use super::policy::{Answer, StopReason};
-use super::{Engine, LoopError, now};
+use super::totals::RunCaches;
+use super::{LoopError, now};
+use crate::config::Config;
 use crate::event_wire::Stored;
+use crate::events::{LoopLease, Publisher};
 use crate::history;
 use crate::ids;
-use crate::store::{Fence, Queued, StoreError};
+use crate::store::{Fence, Messages, Queued, Statuses, StoreError};
 
-impl Engine {
+/// The loop's writes beside the Processor's effects (see the module docs).
+pub(super) struct LoopWrites {
+    /// The agents and the default model, for a prompt's model.
+    pub(super) config: Arc<Config>,
+    pub(super) publisher: Publisher,
+    /// The run's end releases the lease.
+    pub(super) loop_lease: LoopLease,
+    pub(super) messages: Messages,
+    pub(super) statuses: Statuses,
+    /// Whether the run stored a retry status.
+    pub(super) caches: Arc<RunCaches>,
+}
+
+impl LoopWrites {
     /// The model a prompt runs with, by the priority rule: its own `model`, else the one the session's previous
     /// prompt ran with, else the session's default, else the agent's, else the processor's default ("" when no
     /// level names one: the loop then stops with an error saying so).
@@ -32,10 +49,10 @@ impl Engine {
         }
         let previous = match previous {
             Some(read) => read,
-            None => self.store.prompt_model(&session.id).await?,
+            None => self.messages.prompt_model(&session.id).await?,
         }
         .unwrap_or_default();
-        let agent_model = self.agent(agent).map_or("", |a| a.model.as_str());
+        let agent_model = super::agent(&self.config, agent).map_or("", |a| a.model.as_str());
         let levels = [
             previous.as_str(),
             session.default_model.as_str(),
@@ -59,7 +76,7 @@ impl Engine {
     ) -> Result<bool, StoreError> {
         let mut message = self.user_message(session, &prompt.request, None).await?;
         if !self
-            .store
+            .messages
             .deliver_prompt_message(&message, Some(fence), prompt)
             .await?
         {
@@ -135,9 +152,9 @@ impl Engine {
         let head = Stored::message_updated(message);
         message.parts = parts;
         let session_id = &message.session_id;
-        self.events.publish_kept(session_id, head).await?;
+        self.publisher.publish_kept(session_id, head).await?;
         for p in &message.parts {
-            self.events
+            self.publisher
                 .publish_kept(session_id, Stored::part_updated(p))
                 .await?;
         }
@@ -155,7 +172,7 @@ impl Engine {
             parts,
             ..message.clone()
         };
-        self.store.put_message(&stored, fence).await?;
+        self.messages.put_message(&stored, fence).await?;
         self.publish_message(&mut stored).await?;
         Ok(message)
     }
@@ -180,7 +197,7 @@ impl Engine {
                 next_attempt_at: Some(next),
             })),
         };
-        self.events.put_part(Box::new(part), fence).await?;
+        self.publisher.put_part(Box::new(part), fence).await?;
         let msg = message
             .error
             .as_ref()
@@ -193,9 +210,10 @@ impl Engine {
             next_attempt_at: Some(next),
             message: msg.clone(),
         };
-        self.with_cache(&message.session_id, |s| s.retry_status = true);
+        self.caches
+            .with(&message.session_id, |s| s.retry_status = true);
         if let Err(e) = self
-            .store
+            .statuses
             .set_retry_status(&message.session_id, &status, fence, delay)
             .await
         {
@@ -212,8 +230,8 @@ impl Engine {
         fence: &Fence,
     ) -> Result<(), LoopError> {
         let session_id = &failed.session_id;
-        self.store.clear_retry_status(session_id, fence).await?;
-        self.with_cache(session_id, |s| s.retry_status = false);
+        self.statuses.clear_retry_status(session_id, fence).await?;
+        self.caches.with(session_id, |s| s.retry_status = false);
         self.status(session_id, pb::session_status::Kind::Busy)
             .await?;
         let mut m = failed.clone();
@@ -221,8 +239,8 @@ impl Engine {
         m.finish = "retried".into();
         m.error = None;
         // The channel's older state of this message must not land after this write.
-        self.events.flush(session_id).await?;
-        self.store.put_message(&m, Some(fence)).await?;
+        self.publisher.flush(session_id).await?;
+        self.messages.put_message(&m, Some(fence)).await?;
         Ok(())
     }
 
@@ -247,7 +265,7 @@ impl Engine {
         session_id: &str,
         status: pb::SessionStatus,
     ) -> Result<(), LoopError> {
-        self.events
+        self.publisher
             .publish(session_id, pb::session_event::Event::Status(status))
             .await?;
         Ok(())
@@ -299,9 +317,9 @@ impl Engine {
             }
         };
         // The channel's older state of this message must not land after this write.
-        self.events.flush(session_id).await?;
-        self.store.put_message(&message, Some(fence)).await?;
-        self.events
+        self.publisher.flush(session_id).await?;
+        self.messages.put_message(&message, Some(fence)).await?;
+        self.publisher
             .publish(
                 &message.session_id,
                 pb::session_event::Event::MessageUpdated(message.clone()),
@@ -317,7 +335,7 @@ impl Engine {
         session_id: &str,
         error: pb::MessageError,
     ) -> Result<(), LoopError> {
-        self.events
+        self.publisher
             .publish(session_id, pb::session_event::Event::Error(error))
             .await?;
         Ok(())
@@ -337,14 +355,16 @@ impl Engine {
             finish: m.finish.clone(),
         });
         // A retry status is the lease's: cleared while it is held (the run's end may release it).
-        if self.with_cache(session_id, |s| std::mem::take(&mut s.retry_status))
-            && let Err(e) = self.store.clear_retry_status(session_id, fence).await
+        if self
+            .caches
+            .with(session_id, |s| std::mem::take(&mut s.retry_status))
+            && let Err(e) = self.statuses.clear_retry_status(session_id, fence).await
         {
             tracing::warn!(message = "cannot clear the retry status", session_id = %session_id, error = %e);
         }
         // Shown to this replica's streams only once the run's end is written and the lease released (by the same
         // write, when no prompt waits).
-        self.events.hold_from_here(session_id);
+        self.loop_lease.hold_from_here(session_id);
         if let Some(m) = message
             && m.stopped_by != reason as i32
         {
@@ -352,11 +372,11 @@ impl Engine {
             m.parts.clear();
             m.stopped_by = reason as i32;
             // Written with `done`, in the same write.
-            self.events.put_message(Box::new(m), fence).await?;
+            self.publisher.put_message(Box::new(m), fence).await?;
         }
         self.status(session_id, pb::session_status::Kind::Idle)
             .await?;
-        self.events
+        self.publisher
             .publish(
                 session_id,
                 pb::session_event::Event::Done(done(answer.as_ref(), reason)),

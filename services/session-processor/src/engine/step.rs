@@ -2,6 +2,7 @@
 //! stream turned into parts by the Processor (effects persisted and published as they come), the step's tools run,
 //! the end snapshot, cleanup, and the totals settled. What happened goes back to the policy as a [`StepReport`].
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use llm_proto::gateway as gw;
@@ -10,22 +11,25 @@ use tokio_util::sync::CancellationToken;
 use tonic_types::StatusExt as _;
 use tracing::Instrument;
 
+use super::effects::Effects;
+use super::gateway::{GatewayClient, with_trace};
 use super::inputs::RunInputs;
 use super::policy::{Answer, FailureSource, Observation, StepFailure, StepReport};
 use super::request::{LAST_STEP_SYSTEM, StepRequest, render};
-use super::step_metrics::record_step;
-use super::tools_run::ToolRun;
-use super::{Engine, LoopError, gateway::with_trace, now};
-use crate::config::Agent;
+use super::step_metrics::{record_step, record_step_metrics};
+use super::tools_run::{ToolRun, ToolRunner};
+use super::totals::Totals;
+use super::{LoopError, now};
+use crate::config::{Agent, Config};
 use crate::context;
-use crate::events::DeltaSink;
+use crate::events::{DeltaSink, Publisher};
 use crate::history;
 use crate::ids;
-use crate::metrics::PromptPhase;
+use crate::metrics::{Metrics, PromptPhase};
 use crate::processor::{Effect, Processor};
 use crate::snapshot::StepSnapshots;
 use crate::step_event::StepEvent;
-use crate::store::Fence;
+use crate::store::{Fence, Messages, Sessions};
 use crate::structured;
 use crate::tools::{DoomLoopDetector, Workspace};
 
@@ -68,7 +72,22 @@ pub(super) struct StreamEnd {
     transport: bool,
 }
 
-impl Engine {
+/// Runs model steps: the gateway call, its stream through the Processor, the step's tools and its close.
+pub(super) struct Steps {
+    /// The step's deadline.
+    pub(super) config: Arc<Config>,
+    pub(super) gateway: GatewayClient,
+    pub(super) publisher: Publisher,
+    pub(super) metrics: Arc<Metrics>,
+    /// The session summary a step's end snapshot updates.
+    pub(super) sessions: Sessions,
+    pub(super) messages: Messages,
+    pub(super) effects: Arc<Effects>,
+    pub(super) totals: Arc<Totals>,
+    pub(super) tools: ToolRunner,
+}
+
+impl Steps {
     /// Runs one step; returns what the policy observes and the step's message as finally written (`None` when the
     /// model was not called).
     pub(super) async fn run_step(
@@ -131,20 +150,18 @@ impl Engine {
         };
         let duration = started.elapsed();
         if !end.aborted {
-            let run = ToolRun {
-                agent: input.agent,
-                workspace: input.workspace,
-                inputs: input.inputs,
-                fence: input.fence,
-                cancel: input.cancel,
-            };
-            Box::pin(self.run_tools(&mut processor, &run, &mut turn, doom_detector(history)))
-                .await?;
+            let run = tool_run(input);
+            let detector = doom_detector(history);
+            Box::pin(
+                self.tools
+                    .run_tools(&mut processor, &run, &mut turn, detector),
+            )
+            .await?;
         }
         let aborted = end.aborted || input.cancel.is_cancelled();
         Box::pin(self.close_step(input, &mut processor, &turn, aborted)).await?;
         record_step(&span, processor.message());
-        self.record_step_metrics(processor.message(), input.model, duration);
+        record_step_metrics(&self.metrics, processor.message(), input.model, duration);
         let report = report(&processor, history, &end, aborted);
         Ok((
             Observation::Stepped(report),
@@ -161,12 +178,13 @@ impl Engine {
         if let Some(s) = input.snapshots {
             processor.set_start_snapshot(s.start().await);
         }
-        self.apply(
-            &mut vec![Effect::Message(Box::new(processor.message().clone()))],
-            input.fence,
-            processor,
-        )
-        .await
+        self.effects
+            .apply(
+                &mut vec![Effect::Message(Box::new(processor.message().clone()))],
+                input.fence,
+                processor,
+            )
+            .await
     }
 
     /// After the stream and the tools: the end snapshot and patch (covering the tools), cleanup, a missing
@@ -183,8 +201,9 @@ impl Engine {
         {
             let mut out = Vec::new();
             processor.finish_snapshot(after.clone(), changes, &mut out);
-            self.apply(&mut out, input.fence, processor).await?;
-            s.update_summary(&self.store, &after, input.fence).await?;
+            self.effects.apply(&mut out, input.fence, processor).await?;
+            s.update_summary((&self.sessions, &self.messages), &after, input.fence)
+                .await?;
         }
         let mut out = Vec::new();
         // Nothing at all came back (an empty stream): an empty answer, finished `other`, not an error.
@@ -197,16 +216,19 @@ impl Engine {
         {
             processor.fail(error, &mut out);
         }
-        self.apply_later(&mut out, input.fence, processor).await?;
+        self.effects
+            .apply_later(&mut out, input.fence, processor)
+            .await?;
         // Written with the step's last parts (the tenant charged once they are in): see `settle_session`.
-        self.settle_session(
-            input.session,
-            processor.message(),
-            processor.parts(),
-            input.fence,
-            processor.message().cost_nano_usd,
-        )
-        .await?;
+        self.totals
+            .settle_session(
+                input.session,
+                processor.message(),
+                processor.parts(),
+                input.fence,
+                processor.message().cost_nano_usd,
+            )
+            .await?;
         Ok(())
     }
 
@@ -264,14 +286,15 @@ impl Engine {
             aborted: cancel.is_cancelled(),
             ..StreamEnd::default()
         };
-        self.feed(
-            processor,
-            error_event(error).into(),
-            fence,
-            &mut Vec::new(),
-            &DeltaSink::LOOK_UP,
-        )
-        .await?;
+        self.effects
+            .feed(
+                processor,
+                error_event(error).into(),
+                fence,
+                &mut Vec::new(),
+                &DeltaSink::LOOK_UP,
+            )
+            .await?;
         Ok(end)
     }
 
@@ -289,7 +312,7 @@ impl Engine {
         let mut out = Vec::new();
         let mut end = StreamEnd::default();
         // The session's channel, looked up once for the stream's deltas.
-        let sink = self.events.delta_sink(&processor.message().session_id);
+        let sink = self.publisher.delta_sink(&processor.message().session_id);
         // Registered with the token once for the whole stream, not once per event.
         let cancelled = cancel.cancelled();
         tokio::pin!(cancelled);
@@ -301,7 +324,7 @@ impl Engine {
                     biased;
                     () = &mut cancelled => {
                         // Dropping the stream cancels the gateway call, which drops the provider request.
-                        Box::pin(self.events.flush_parts(&processor.message().session_id)).await?;
+                        Box::pin(self.publisher.flush_parts(&processor.message().session_id)).await?;
                         end.aborted = true;
                         return Ok(end);
                     }
@@ -328,7 +351,7 @@ impl Engine {
                         .into()
                     }
                 };
-                self.feed(processor, event, fence, &mut out, &sink)
+                self.effects.feed(processor, event, fence, &mut out, &sink)
             };
             fed.await?;
             if end.transport {
@@ -337,116 +360,6 @@ impl Engine {
         }
         // The step's last parts wait for its end (`close_step`), or for its tools (`run_tools` writes them first).
         Ok(end)
-    }
-
-    /// Hands `event` to the Processor and applies what it produced (through the channel: see `apply_later`; deltas
-    /// through `sink`, the session's channel as the stream found it). The event is consumed before anything is
-    /// awaited, so the step's future keeps no room for it meanwhile.
-    fn feed<'a>(
-        &'a self,
-        processor: &'a mut Processor,
-        event: StepEvent,
-        fence: &'a Fence,
-        out: &'a mut Vec<Effect>,
-        sink: &'a DeltaSink,
-    ) -> impl std::future::Future<Output = Result<(), LoopError>> + Send + 'a {
-        out.clear();
-        processor.handle_event(event, now, out);
-        self.apply_fed(out, fence, processor, sink)
-    }
-
-    /// What [`Engine::feed`] applies. Deltas alone (most events make nothing else) are published here; anything
-    /// else goes through a boxed [`Engine::apply_with`], whose future (a few hundred bytes) the stream's future would
-    /// otherwise keep room for, per open session, for as long as the step streams.
-    async fn apply_fed(
-        &self,
-        out: &mut Vec<Effect>,
-        fence: &Fence,
-        processor: &Processor,
-        sink: &DeltaSink,
-    ) -> Result<(), LoopError> {
-        if !out.iter().all(|e| matches!(e, Effect::Delta { .. })) {
-            return Box::pin(self.apply_with(out, fence, processor, true, sink)).await;
-        }
-        let session_id = &processor.message().session_id;
-        // Published in the closure: no effect (96 bytes) is held across the rare await of a write.
-        let mut deltas = out.drain(..);
-        while let Some(rest) = deltas.by_ref().find_map(|effect| match effect {
-            Effect::Delta { ids, delta } => self.events.publish_delta(sink, session_id, ids, delta),
-            _ => None,
-        }) {
-            rest.await?;
-        }
-        Ok(())
-    }
-
-    /// Persists and publishes effects. Deltas are published at once; the event channel writes their part's text
-    /// with its next window, and a part that ends something at once (see [`crate::events::Hub::put_part`]).
-    pub(super) async fn apply(
-        &self,
-        effects: &mut Vec<Effect>,
-        fence: &Fence,
-        processor: &Processor,
-    ) -> Result<(), LoopError> {
-        self.apply_with(effects, fence, processor, false, &DeltaSink::LOOK_UP)
-            .await
-    }
-
-    /// [`Engine::apply`] for a step's stream and its cleanup: every part waits for the channel's next write (the
-    /// window, the step's tools, the run's `done`: see [`crate::events::Hub::put_part_later`]).
-    pub(super) async fn apply_later(
-        &self,
-        effects: &mut Vec<Effect>,
-        fence: &Fence,
-        processor: &Processor,
-    ) -> Result<(), LoopError> {
-        self.apply_with(effects, fence, processor, true, &DeltaSink::LOOK_UP)
-            .await
-    }
-
-    async fn apply_with(
-        &self,
-        effects: &mut Vec<Effect>,
-        fence: &Fence,
-        processor: &Processor,
-        later: bool,
-        sink: &DeltaSink,
-    ) -> Result<(), LoopError> {
-        let session_id = &processor.message().session_id;
-        // Drained, so a delta's strings move into its event instead of being copied.
-        for effect in effects.drain(..) {
-            match effect {
-                Effect::Message(m) => {
-                    let t = Instant::now();
-                    Box::pin(self.events.put_message(m, fence)).await?;
-                    self.metrics.redis("put_message", t.elapsed());
-                }
-                Effect::Part(p) => {
-                    let t = Instant::now();
-                    if later {
-                        Box::pin(self.events.put_part_later(p, fence)).await?;
-                    } else {
-                        Box::pin(self.events.put_part(p, fence)).await?;
-                    }
-                    self.metrics.redis("put_part", t.elapsed());
-                }
-                Effect::Persist(p) => {
-                    let t = Instant::now();
-                    // Its message may still wait in the channel: the part needs it listed.
-                    Box::pin(self.events.flush(session_id)).await?;
-                    Box::pin(self.store.put_part(&p, Some(fence))).await?;
-                    self.metrics.redis("put_part", t.elapsed());
-                }
-                Effect::Delta { ids, delta } => {
-                    // Queued without an await in the common case; a write it needs now is boxed.
-                    if let Some(rest) = self.events.publish_delta(sink, session_id, ids, delta) {
-                        rest.await?;
-                    }
-                }
-                Effect::ToolCall { .. } => {}
-            }
-        }
-        Ok(())
     }
 }
 
@@ -577,11 +490,22 @@ fn report(
             output_started: end.output_started,
             beyond_gateway_cap: f.retry_after_beyond_cap,
         }),
-        blocked: processor.blocked(),
+        blocked: processor.parts().blocked(),
         aborted,
         answered: !history::needs_work_after(history, message),
         empty: processor.is_empty_answer(),
         jitter: rand::random::<f64>(),
+    }
+}
+
+/// What the step's tools run with.
+fn tool_run<'a>(input: &StepInput<'a>) -> ToolRun<'a> {
+    ToolRun {
+        agent: input.agent,
+        workspace: input.workspace,
+        inputs: input.inputs,
+        fence: input.fence,
+        cancel: input.cancel,
     }
 }
 

@@ -4,8 +4,7 @@ use std::time::Duration;
 
 use llm_proto::sessions as pb;
 
-use super::Engine;
-use crate::metrics::ToolOutcome as CallOutcome;
+use crate::metrics::{Metrics, ToolOutcome as CallOutcome};
 
 /// The step's tokens (as the GenAI conventions count them: input includes cached, output includes reasoning), its
 /// exact cost and its finish, on the step's span.
@@ -45,29 +44,27 @@ fn error_type_name(kind: pb::message_error::Kind) -> &'static str {
     }
 }
 
-impl Engine {
-    /// Records a finished step in the metrics: its finish, and the GenAI client view of its gateway call (tokens
-    /// counted as the conventions do, like [`record_step`]).
-    pub(super) fn record_step_metrics(
-        &self,
-        message: &pb::Message,
-        model: &str,
-        duration: Duration,
-    ) {
-        let t = message.tokens.unwrap_or_default();
-        let error_type = message
-            .error
-            .as_ref()
-            .map(|e| pb::message_error::Kind::try_from(e.kind).map_or("_OTHER", error_type_name));
-        self.metrics.step(
-            &message.finish,
-            model,
-            duration,
-            (
-                t.input + t.cache_read + t.cache_write,
-                t.output + t.reasoning,
-            ),
-            error_type,
-        );
-    }
+/// Records a finished step in the metrics: its finish, and the GenAI client view of its gateway call (tokens counted
+/// as the conventions do, like [`record_step`]).
+pub(super) fn record_step_metrics(
+    metrics: &Metrics,
+    message: &pb::Message,
+    model: &str,
+    duration: Duration,
+) {
+    let t = message.tokens.unwrap_or_default();
+    let error_type = message
+        .error
+        .as_ref()
+        .map(|e| pb::message_error::Kind::try_from(e.kind).map_or("_OTHER", error_type_name));
+    metrics.step(
+        &message.finish,
+        model,
+        duration,
+        (
+            t.input + t.cache_read + t.cache_write,
+            t.output + t.reasoning,
+        ),
+        error_type,
+    );
 }

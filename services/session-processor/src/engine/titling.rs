@@ -1,6 +1,6 @@
 //! The title task: one `Generate` call after a session's first prompt, spawned so it never delays the loop.
 //!
-//! The title is written with [`crate::store::Store::update_session`], a compare-and-set on the session record, and
+//! The title is written with [`crate::store::Sessions::update_session`], a compare-and-set on the session record, and
 //! so are the loop's totals: neither writer can overwrite the other's field, whichever lands first. The write is not
 //! fenced: it touches only the title, and it may well finish after the loop released its lease (a one-step answer
 //! with a slow title model).
@@ -9,12 +9,25 @@ use llm_proto::gateway as gw;
 use llm_proto::sessions as pb;
 use tracing::Instrument;
 
-use super::Engine;
-use super::gateway::with_trace;
-use crate::config::Agent;
+use std::sync::Arc;
+
+use super::gateway::{GatewayClient, with_trace};
+use crate::config::{Agent, Config};
+use crate::store::{Sessions, Spend};
 use crate::title;
 
-impl Engine {
+/// Starts the title task of a session's first loop.
+pub(super) struct Titles {
+    /// Whether titles are on, and the call's deadline.
+    pub(super) config: Arc<Config>,
+    pub(super) gateway: GatewayClient,
+    /// Where the title is written.
+    pub(super) sessions: Sessions,
+    /// The title call's cost goes to the session's tenant.
+    pub(super) spend: Spend,
+}
+
+impl Titles {
     /// Starts the title call when one is due (titles enabled, none yet, the session's first loop).
     pub(super) fn spawn_title(
         &self,
@@ -40,7 +53,7 @@ impl Engine {
         });
         request.set_timeout(self.config.step_timeout);
         with_trace(&mut request, trace);
-        let store = self.store.clone();
+        let (sessions, spend) = (self.sessions.clone(), self.spend.clone());
         let mut gateway = self.gateway.clone();
         let session = session.clone();
         let tenants = self.config.tenants.contains_key(&session.tenant);
@@ -61,7 +74,7 @@ impl Engine {
                 .map_or(0, |c| c.total_nano_usd);
             if tenants
                 && cost > 0
-                && let Err(e) = store.add_tenant_spend(&session.tenant, cost).await
+                && let Err(e) = spend.add_tenant_spend(&session.tenant, cost).await
             {
                 tracing::warn!(message = "cannot add to the tenant's spend", session_id = %session.id, tenant = %session.tenant, error = %e);
             }
@@ -69,7 +82,7 @@ impl Engine {
                 tracing::warn!(message = "the title model returned no usable title", session_id = %session.id);
                 return;
             };
-            let written = store
+            let written = sessions
                 .update_session(&session.id, None, |s| {
                     // A title set meanwhile (by another replica's task) stays.
                     if s.title.is_empty() {

@@ -2,19 +2,22 @@
 //! the doom-loop check, client tools (the caller runs them and answers through the API), and the built-in workspace
 //! tools under the agent's permission rules.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use llm_proto::sessions as pb;
 use prost_types::Timestamp;
 use tokio_util::sync::CancellationToken;
 
+use super::effects::Effects;
 use super::inputs::RunInputs;
 use super::step_metrics::tool_outcome;
-use super::{Engine, LoopError, now};
+use super::{LoopError, now};
 use crate::config::Agent;
-use crate::metrics::{ToolKind, ToolOutcome as CallOutcome};
+use crate::events::Publisher;
+use crate::metrics::{Metrics, ToolKind, ToolOutcome as CallOutcome};
 use crate::processor::{Blocked, Processor};
-use crate::store::{Asked, Fence};
+use crate::store::{Asked, Fence, Mailboxes};
 use crate::structured;
 use crate::tools::{self, Decision, DoomLoopDetector, DoomPolicy, ToolOutcome, Workspace};
 
@@ -39,7 +42,16 @@ struct Call {
     input: String,
 }
 
-impl Engine {
+/// Runs a step's tool calls.
+pub(super) struct ToolRunner {
+    pub(super) publisher: Publisher,
+    /// The caller's answers to client tool calls and permission requests.
+    pub(super) mailboxes: Mailboxes,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) effects: Arc<Effects>,
+}
+
+impl ToolRunner {
     /// Runs the step's complete tool calls in order, recording each result on the processor. Stops early when the
     /// loop is cancelled (cleanup then closes the rest as aborted).
     pub(super) async fn run_tools(
@@ -50,6 +62,7 @@ impl Engine {
         mut detector: DoomLoopDetector,
     ) -> Result<(), LoopError> {
         let calls: Vec<Call> = processor
+            .parts()
             .tool_calls()
             .filter(|t| {
                 t.state
@@ -69,7 +82,7 @@ impl Engine {
         if !calls.is_empty() {
             // The step's parts (its tool calls among them) are in Redis before any tool runs: a replica dying
             // during a tool leaves a call the resumed loop sees, never one it would run again unknowingly.
-            self.events
+            self.publisher
                 .flush_parts(&processor.message().session_id)
                 .await?;
         }
@@ -87,7 +100,7 @@ impl Engine {
                 now(),
                 &mut out,
             ) {
-                self.apply(&mut out, run.fence, processor).await?;
+                self.effects.apply(&mut out, run.fence, processor).await?;
                 continue;
             }
             if !self
@@ -134,14 +147,14 @@ impl Engine {
         };
         self.metrics.tool_call(kind, CallOutcome::Denied);
         let mut out = Vec::new();
-        processor.block(
+        processor.parts_mut().block(
             &call.call_id,
             Blocked::DoomLoop,
             "refused: the same tool calls keep repeating (doom loop)",
             now(),
             &mut out,
         );
-        self.apply(&mut out, run.fence, processor).await?;
+        self.effects.apply(&mut out, run.fence, processor).await?;
         Ok(false)
     }
 
@@ -159,11 +172,13 @@ impl Engine {
             serde_json::from_str(&client.input_schema_json).unwrap_or(serde_json::json!({}));
         if let Err(e) = tools::validate_input(&schema, &call.input) {
             self.metrics.tool_call(ToolKind::Client, CallOutcome::Error);
-            processor.tool_finished(&call.call_id, Err(e), now(), &mut out);
-            self.apply(&mut out, run.fence, processor).await?;
+            processor
+                .parts_mut()
+                .tool_finished(&call.call_id, Err(e), now(), &mut out);
+            self.effects.apply(&mut out, run.fence, processor).await?;
             return Ok(true);
         }
-        processor.mark_client_tool(&call.call_id);
+        processor.parts_mut().mark_client_tool(&call.call_id);
         let part = processor
             .parts()
             .iter()
@@ -173,16 +188,16 @@ impl Engine {
         // Written before the caller is asked: the call's `client` mark must survive a replica that dies while the
         // caller runs the tool, so the loop that resumes the session waits for the same answer.
         if let Some(part) = &part {
-            self.events
+            self.publisher
                 .put_part(Box::new(part.clone()), run.fence)
                 .await?;
         }
         let timeout = run.agent.client_tool_timeout;
-        // Only a call the loop asks about can be answered (see `Store::expect_answer`).
-        self.store
+        // Only a call the loop asks about can be answered (see `Mailboxes::expect_answer`).
+        self.mailboxes
             .expect_answer(&session_id, Asked::ToolResult(&call.call_id))
             .await?;
-        self.events
+        self.publisher
             .publish(
                 &session_id,
                 pb::session_event::Event::ToolCallAwaiting(pb::ToolCallAwaiting {
@@ -197,7 +212,7 @@ impl Engine {
             .await?;
         let answer = tokio::select! {
             _ = run.cancel.cancelled() => return Ok(false),
-            a = self.store.wait_tool_result(&session_id, &call.call_id, timeout) => a?,
+            a = self.mailboxes.wait_tool_result(&session_id, &call.call_id, timeout) => a?,
         };
         let result = match answer {
             Some((output, false)) => Ok(output),
@@ -206,8 +221,10 @@ impl Engine {
         };
         self.metrics
             .tool_call(ToolKind::Client, tool_outcome(&result));
-        processor.tool_finished(&call.call_id, result, now(), &mut out);
-        self.apply(&mut out, run.fence, processor).await?;
+        processor
+            .parts_mut()
+            .tool_finished(&call.call_id, result, now(), &mut out);
+        self.effects.apply(&mut out, run.fence, processor).await?;
         Ok(true)
     }
 
@@ -222,13 +239,13 @@ impl Engine {
         let (Some(ws), true) = (run.workspace, run.agent.tools.contains(&call.tool)) else {
             self.metrics
                 .tool_call(ToolKind::Builtin, CallOutcome::Error);
-            processor.tool_finished(
+            processor.parts_mut().tool_finished(
                 &call.call_id,
                 Err(format!("unknown tool `{}`", call.tool)),
                 now(),
                 &mut out,
             );
-            return self.apply(&mut out, run.fence, processor).await;
+            return self.effects.apply(&mut out, run.fence, processor).await;
         };
         let parsed: serde_json::Value =
             serde_json::from_str(&call.input).unwrap_or(serde_json::Value::Null);
@@ -240,14 +257,14 @@ impl Engine {
         if !allowed {
             self.metrics
                 .tool_call(ToolKind::Builtin, CallOutcome::Denied);
-            processor.block(
+            processor.parts_mut().block(
                 &call.call_id,
                 Blocked::PermissionDenied,
                 &format!("permission denied for `{}`", call.tool),
                 now(),
                 &mut out,
             );
-            return self.apply(&mut out, run.fence, processor).await;
+            return self.effects.apply(&mut out, run.fence, processor).await;
         }
         // Aborting drops the call, which kills a running command's processes.
         let outcome = tokio::select! {
@@ -260,8 +277,10 @@ impl Engine {
         };
         self.metrics
             .tool_call(ToolKind::Builtin, tool_outcome(&result));
-        processor.tool_finished(&call.call_id, result, now(), &mut out);
-        self.apply(&mut out, run.fence, processor).await
+        processor
+            .parts_mut()
+            .tool_finished(&call.call_id, result, now(), &mut out);
+        self.effects.apply(&mut out, run.fence, processor).await
     }
 
     /// Publishes a permission request and waits for the reply; no reply within the agent's permission timeout is a
@@ -282,14 +301,18 @@ impl Engine {
             reason: reason.into(),
             deadline: Some(Timestamp::from(SystemTime::now() + timeout)),
         };
-        if let Err(e) = self.store.set_asking(&session_id, &asked, timeout).await {
+        if let Err(e) = self
+            .mailboxes
+            .set_asking(&session_id, &asked, timeout)
+            .await
+        {
             tracing::warn!(message = "cannot record the permission request for Diagnose", session_id = %session_id, error = %e);
         }
         let permission_id = asked.permission_id.clone();
-        self.store
+        self.mailboxes
             .expect_answer(&session_id, Asked::Permission(&permission_id))
             .await?;
-        self.events
+        self.publisher
             .publish(
                 &session_id,
                 pb::session_event::Event::PermissionAsked(asked),
@@ -297,9 +320,9 @@ impl Engine {
             .await?;
         let reply = tokio::select! {
             _ = run.cancel.cancelled() => None,
-            r = self.store.wait_permission(&session_id, &permission_id, timeout) => r?,
+            r = self.mailboxes.wait_permission(&session_id, &permission_id, timeout) => r?,
         };
-        if let Err(e) = self.store.clear_asking(&session_id).await {
+        if let Err(e) = self.mailboxes.clear_asking(&session_id).await {
             tracing::warn!(message = "cannot clear the recorded permission request", session_id = %session_id, error = %e);
         }
         Ok(reply.unwrap_or(false))

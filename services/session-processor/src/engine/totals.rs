@@ -2,14 +2,16 @@
 //! session record, and what a running loop carries between steps so a step boundary reads nothing back.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use llm_proto::sessions as pb;
 
 use prost::Message as _;
 
-use super::{Engine, LoopError, now};
-use crate::events::SessionTotals;
-use crate::store::Fence;
+use super::{LoopError, now};
+use crate::events::{Publisher, SessionTotals};
+use crate::maps::IdMap;
+use crate::store::{Fence, Messages, Sessions, Spend};
 
 /// What a running loop carries between steps instead of reading it back from Redis: the session record as last
 /// read or written (for the budget check), and each assistant message's share of the session's totals, seeded from
@@ -67,10 +69,15 @@ fn add(sum: &mut pb::Tokens, t: &pb::Tokens) {
     sum.cache_write += t.cache_write;
 }
 
-impl Engine {
+/// What each running loop of this replica knows of its session, so a step does not re-read it (see [`RunCache`]).
+/// Boxed: a map's empty slots are the size of its entries, and a cache is half a kilobyte.
+#[derive(Default)]
+pub(super) struct RunCaches(Mutex<IdMap<String, Box<RunCache>>>);
+
+impl RunCaches {
     /// The run cache of a session, changed by `f` under the lock.
-    pub(super) fn with_cache<T>(&self, session_id: &str, f: impl FnOnce(&mut RunCache) -> T) -> T {
-        let mut caches = self.caches.lock().unwrap_or_else(|p| p.into_inner());
+    pub(super) fn with<T>(&self, session_id: &str, f: impl FnOnce(&mut RunCache) -> T) -> T {
+        let mut caches = self.0.lock().unwrap_or_else(|p| p.into_inner());
         // Looked up first: the loop's own session is nearly always there, and an entry would copy the id each time.
         if let Some(cache) = caches.get_mut(session_id) {
             return f(cache);
@@ -79,22 +86,33 @@ impl Engine {
     }
 
     /// Forgets what the loop of a session carried (its run is over) and returns it.
-    pub(super) fn forget_cache(&self, session_id: &str) -> RunCache {
-        self.caches
+    pub(super) fn forget(&self, session_id: &str) -> RunCache {
+        self.0
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(session_id)
             .map(|cache| *cache)
             .unwrap_or_default()
     }
+}
 
+/// Settles the session's totals after each step and charges its tenant.
+pub(super) struct Totals {
+    pub(super) publisher: Publisher,
+    pub(super) sessions: Sessions,
+    pub(super) messages: Messages,
+    pub(super) spend: Spend,
+    pub(super) caches: Arc<RunCaches>,
+}
+
+impl Totals {
     /// Writes the session's totals (cost and tokens, the sum over its assistant messages) after `message` (with its
     /// `parts`) changed, and charges `charge` (nano-USD) to the session's tenant once they are written. The other
     /// messages' shares come from the history the loop read at the top of this iteration, so the history is not read
     /// again; a loop that has not read it reads it here.
     ///
     /// With the session's event channel open here, the new record goes with the channel's next write (the same
-    /// script as the step's last parts and events: see `Hub::stage_session`); otherwise it is written now.
+    /// script as the step's last parts and events: see [`Publisher::stage_session`]); otherwise it is written now.
     pub(super) async fn settle_session(
         &self,
         session: &pb::Session,
@@ -105,7 +123,7 @@ impl Engine {
     ) -> Result<(), LoopError> {
         let session_id = &session.id;
         let share = message_totals(message, parts);
-        let known = self.with_cache(session_id, |s| {
+        let known = self.caches.with(session_id, |s| {
             s.totals.as_mut().map(|t| {
                 t.insert(message.id.clone(), share);
                 sum_totals(t)
@@ -114,11 +132,12 @@ impl Engine {
         let (cost, tokens) = match known {
             Some(totals) => totals,
             None => {
-                let history = self.stored_messages(session_id).await?;
+                let history =
+                    super::stored_messages(&self.publisher, &self.messages, session_id).await?;
                 let mut shares = history_totals(&history);
                 shares.insert(message.id.clone(), share);
                 let totals = sum_totals(&shares);
-                self.with_cache(session_id, |s| s.totals = Some(shares));
+                self.caches.with(session_id, |s| s.totals = Some(shares));
                 totals
             }
         };
@@ -129,7 +148,7 @@ impl Engine {
         };
         // A compare-and-set, so the title task's write (it may land at any moment) is never overwritten. It starts
         // from the record as this loop last read or wrote it; anything written since makes it read and retry.
-        let known = self.with_cache(session_id, |s| s.session_bytes.take());
+        let known = self.caches.with(session_id, |s| s.session_bytes.take());
         let known =
             match known.map(|bytes| self.stage_totals(session_id, fence, bytes, change, charge)) {
                 Some(Ok(())) => return Ok(()),
@@ -137,11 +156,11 @@ impl Engine {
                 None => None,
             };
         let written = self
-            .store
+            .sessions
             .update_session_from(session_id, Some(fence), known, change)
             .await?;
         // The record as written is the freshest view of it: the next budget check reads it from here.
-        self.with_cache(session_id, |s| {
+        self.caches.with(session_id, |s| {
             let (session, bytes) = written.unzip();
             s.session = session;
             s.session_bytes = bytes;
@@ -174,13 +193,24 @@ impl Engine {
             record,
             charge,
         });
-        if let Err(totals) = self.events.stage_session(session_id, fence, totals) {
+        if let Err(totals) = self.publisher.stage_session(session_id, fence, totals) {
             return Err(totals.expected);
         }
-        self.with_cache(session_id, |s| {
+        self.caches.with(session_id, |s| {
             s.session = Some(cached);
             s.session_bytes = Some(bytes);
         });
         Ok(())
+    }
+
+    /// Adds a call's cost to the session's tenant. A failure is logged, not fatal: the step already happened and
+    /// its cost is stored on the session either way.
+    async fn charge_tenant(&self, session: &pb::Session, nano_usd: i64) {
+        if session.tenant.is_empty() || nano_usd <= 0 {
+            return;
+        }
+        if let Err(e) = self.spend.add_tenant_spend(&session.tenant, nano_usd).await {
+            tracing::warn!(message = "cannot add to the tenant's spend", session_id = %session.id, tenant = %session.tenant, error = %e);
+        }
     }
 }

@@ -21,7 +21,7 @@ use crate::store::{Fence, FlushWrites, Flushed, SessionCas, SessionWritten, Stor
 /// One session's live events on the replica that runs its loop.
 pub(super) struct Channel {
     pub(super) session_id: String,
-    pub(super) store: Arc<Store>,
+    pub(super) store: Store,
     pub(super) config: EventsConfig,
     pub(super) state: Mutex<State>,
     /// Serialises writes, so entries land in id order.
@@ -58,7 +58,7 @@ pub(super) struct State {
     /// The first `done`: local followers get it (and what follows) only when the channel closes, which the loop
     /// does once its lease is released, so `done` still means "idle" to a caller that asks right away.
     pub(super) hold: Option<EventId>,
-    /// The write that logs the run's end also releases the lease when no prompt waits ([`Hub::hold_from_here`]).
+    /// The write that logs the run's end also releases the lease when no prompt waits ([`super::LoopLease::hold_from_here`]).
     pub(super) release_at_end: bool,
     /// A write logged the run's end and released the lease with it.
     pub(super) released: bool,
@@ -67,23 +67,23 @@ pub(super) struct State {
     pub(super) closed: bool,
     /// The fence of the loop this channel writes for: its writes check the lease with it, and parts need it.
     pub(super) fence: Option<Fence>,
-    /// The loop's parts this channel persists (see [`Hub::put_part`]), few at a time.
+    /// The loop's parts this channel persists (see [`super::Publisher::put_part`]), few at a time.
     pub(super) parts: Vec<Tracked>,
     /// Message heads (messages without their parts) not yet written in their latest state (see
-    /// [`Hub::put_message`]).
+    /// [`super::Publisher::put_message`]).
     pub(super) heads: Vec<pb::Message>,
     /// Messages a write already found listed in the session (the script checks each message once).
     pub(super) listed: IdSet<String>,
-    /// The session record's new totals, not yet written (see [`Hub::stage_session`]).
+    /// The session record's new totals, not yet written (see [`super::Publisher::stage_session`]).
     pub(super) session: Option<Box<SessionTotals>>,
     /// The followers waiting for an event: each registers (under this lock) when it found nothing to read, and
     /// every event and the channel's close wake them all ([`wake_followers`]).
     pub(super) waiting: Vec<Waker>,
     /// Whether a stream on another replica followed the session at the last write: picks the window.
     pub(super) watched: bool,
-    /// The loop's lease ttl, once the loop told it ([`Hub::lease_renewal_due`]): writes then renew the lease.
+    /// The loop's lease ttl, once the loop told it ([`super::LoopLease::lease_renewal_due`]): writes then renew the lease.
     pub(super) lease_ttl: Option<Duration>,
-    /// When the lease was last renewed (by a write, or by the loop through [`Hub::renew_lease`]): the time the
+    /// When the lease was last renewed (by a write, or by the loop through [`super::LoopLease::renew_lease`]): the time the
     /// renewal was sent, so the lease lives at least `lease_ttl` after it.
     pub(super) renewed_at: Option<Instant>,
 }
@@ -147,11 +147,11 @@ fn delta_target<'a>(parts: &'a mut [Tracked], ids: &Arc<PartIds>) -> Option<&'a 
 /// What a publish hands the channel to persist, under the loop's fence.
 /// Owned: the channel keeps what it is handed (until written) instead of a copy.
 pub(super) enum Write<'a> {
-    /// A part (see [`Hub::put_part`]).
+    /// A part (see [`super::Publisher::put_part`]).
     Part(Box<pb::Part>, &'a Fence),
-    /// A part that waits for the channel's next write whatever it is (see [`Hub::put_part_later`]).
+    /// A part that waits for the channel's next write whatever it is (see [`super::Publisher::put_part_later`]).
     PartLater(Box<pb::Part>, &'a Fence),
-    /// A message head (see [`Hub::put_message`]).
+    /// A message head (see [`super::Publisher::put_message`]).
     Message(Box<pb::Message>, &'a Fence),
 }
 
@@ -174,7 +174,7 @@ pub(super) enum Queued<'a> {
 impl Channel {
     pub(super) fn new(
         session_id: String,
-        store: Arc<Store>,
+        store: Store,
         config: EventsConfig,
         last: EventId,
         offset_ms: i64,
@@ -235,7 +235,7 @@ impl Channel {
     }
 
     /// Assigns the id, delivers to local followers, and writes now only when the event, the part handed with it
-    /// (see [`Hub::put_part`]) or the batch asks for it. A message head waits for the next write, whatever it is.
+    /// (see [`super::Publisher::put_part`]) or the batch asks for it. A message head waits for the next write, whatever it is.
     pub(super) async fn publish<'a>(
         &self,
         event: Stored,
@@ -401,7 +401,7 @@ impl Channel {
         };
         // Boxed, like every Redis call on the loop's path: a store future is kilobytes, and inline it would make every
         // future that awaits a write (the loop's, a step's, each publish's) that much bigger for its whole life.
-        let result = Box::pin(self.store.flush_events(
+        let result = Box::pin(self.store.event_log().flush_events(
             &self.session_id,
             encoded,
             fence.as_ref(),
@@ -445,6 +445,7 @@ impl Channel {
                 let record = &totals.record;
                 let updated = self
                     .store
+                    .sessions()
                     .update_session_from(&self.session_id, fence, None, |s| {
                         s.cost_nano_usd = record.cost_nano_usd;
                         s.tokens = record.tokens;
@@ -459,7 +460,12 @@ impl Channel {
         }
         if totals.charge > 0 && !totals.record.tenant.is_empty() {
             let tenant = &totals.record.tenant;
-            if let Err(e) = self.store.add_tenant_spend(tenant, totals.charge).await {
+            if let Err(e) = self
+                .store
+                .spend()
+                .add_tenant_spend(tenant, totals.charge)
+                .await
+            {
                 tracing::warn!(message = "cannot add to the tenant's spend", session_id = %self.session_id, tenant = %tenant, error = %e);
             }
         }
@@ -721,7 +727,7 @@ struct Taken {
     listed: IdSet<String>,
     renew: Option<Duration>,
     session: Option<SessionTotals>,
-    /// The batch holds the run's end (see [`Hub::hold_from_here`]).
+    /// The batch holds the run's end (see [`super::LoopLease::hold_from_here`]).
     ends_run: bool,
     /// And the write releases the lease with it when it can.
     release: bool,

@@ -182,6 +182,7 @@ impl Follower {
         match self
             .hub
             .store()
+            .event_log()
             .mark_watched(&self.session_id, WATCH_TTL)
             .await
         {
@@ -200,6 +201,7 @@ impl Follower {
         let page = self
             .hub
             .store()
+            .event_log()
             .read_event_page(&self.session_id, self.cursor, block, READ_BATCH)
             .await?;
         self.buf

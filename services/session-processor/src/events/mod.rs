@@ -16,17 +16,17 @@
 //!    for the first event after the channel opens (so streams waiting on Redis wake and attach), and when the
 //!    channel closes. An entry's id is its last event's id.
 //!
-//! The same script writes the loop's parts ([`Hub::put_part`]): an open text or reasoning part is kept current by
+//! The same script writes the loop's parts ([`Publisher::put_part`]): an open text or reasoning part is kept current by
 //! its deltas and written with the window that logs them (so the stored text is never behind an older write and
 //! never ahead of the log), a part that ends something is written at once with the events before it. Parts are
 //! fenced; the log is not. The script also renews the loop's lease on the way when it is due
-//! ([`Hub::renew_lease`]).
+//! ([`LoopLease::renew_lease`]).
 //!
 //! The window adapts to who is watching: streams on this replica get every event at once whatever it is, so while
 //! no stream on another replica follows the session the channel uses the long window
 //! (`events.unwatched_flush_interval_ms`); a remote follower marks the session as watched
-//! ([`Store::mark_watched`], refreshed about once a second), the script reports the mark, and the channel uses the
-//! short window (`events.flush_interval_ms`) while it exists.
+//! ([`crate::store::EventLog::mark_watched`], refreshed about once a second), the script reports the mark, and the
+//! channel uses the short window (`events.flush_interval_ms`) while it exists.
 //!
 //! A `done` is written at once like the other urgent events, but the channel's own followers get it only when the
 //! channel closes, which the loop does after releasing its lease: `done` means "idle", and a caller on the loop's
@@ -48,6 +48,8 @@
 
 mod channel;
 mod follow;
+mod lease;
+mod publish;
 mod reading;
 
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -64,8 +66,10 @@ use crate::store::{Fence, Store, StoreError};
 use crate::event_wire::Stored;
 pub use crate::event_wire::{BadEventId, EventId, PartIds};
 pub use follow::Follower;
+pub use lease::LoopLease;
+pub use publish::{DeltaSink, Publisher};
 
-use channel::{Channel, Published, Write};
+use channel::Channel;
 
 /// Default flush window: how long after the first unwritten event a channel writes its batch. Measured on the
 /// end-to-end path (see docs/architecture.md, "Session events"): at typical model speeds (30–100 deltas/s) 200 ms
@@ -98,7 +102,7 @@ pub fn renew_after(ttl: Duration) -> Duration {
 }
 
 /// The session record's new totals after a step, written with the loop's next write of its events (see
-/// [`Hub::stage_session`]).
+/// [`Publisher::stage_session`]).
 #[derive(Debug, Clone)]
 pub struct SessionTotals {
     /// The record's bytes as the loop last read or wrote them: the write is a compare-and-set against them.
@@ -179,8 +183,8 @@ pub struct Hub {
 }
 
 struct HubInner {
-    /// Shared with every channel (one pointer each, not a copy of the store's dozen handles).
-    store: Arc<Store>,
+    /// Shared with every channel (one pointer each).
+    store: Store,
     config: EventsConfig,
     channels: Mutex<IdMap<String, Arc<Channel>>>,
     /// Redis's clock minus this replica's, in ms, and when it was measured.
@@ -188,6 +192,12 @@ struct HubInner {
     /// Followers on this replica waiting on the log of a session whose loop does not run here: woken when its
     /// channel opens, so they attach to it at once instead of waiting for its first write.
     waiting: Mutex<IdMap<String, Weak<Notify>>>,
+}
+
+impl HubInner {
+    fn channel(&self, session_id: &str) -> Option<Arc<Channel>> {
+        lock(&self.channels).get(session_id).cloned()
+    }
 }
 
 impl std::fmt::Debug for Hub {
@@ -204,7 +214,7 @@ impl Hub {
     pub fn new(store: Store, config: EventsConfig) -> Hub {
         Hub {
             inner: Arc::new(HubInner {
-                store: Arc::new(store),
+                store,
                 config,
                 channels: Mutex::new(IdMap::default()),
                 clock: Mutex::new(None),
@@ -218,8 +228,22 @@ impl Hub {
         &self.inner.store
     }
 
+    /// What the loops of this replica publish and persist through the hub.
+    pub fn publisher(&self) -> Publisher {
+        Publisher {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+
+    /// The leases of the loops of this replica, as their channels see them.
+    pub fn loop_lease(&self) -> LoopLease {
+        LoopLease {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+
     fn channel(&self, session_id: &str) -> Option<Arc<Channel>> {
-        lock(&self.inner.channels).get(session_id).cloned()
+        self.inner.channel(session_id)
     }
 
     /// Opens the session's channel on this replica (the caller holds the session's lease and runs its loop); a
@@ -230,7 +254,7 @@ impl Hub {
     }
 
     /// [`Hub::open`] for the loop holding `fence`: the channel's writes check the lease with it from the first one
-    /// (parts handed to [`Hub::put_part`] need it anyway). Sets the fence of a channel already open.
+    /// (parts handed to [`Publisher::put_part`] need it anyway). Sets the fence of a channel already open.
     pub async fn open_fenced(&self, session_id: &str, fence: &Fence) -> Result<(), StoreError> {
         self.open_inner(session_id, Some(fence)).await
     }
@@ -280,7 +304,7 @@ impl Hub {
             channel.set_fence(fence, acquired);
             return Ok(());
         }
-        let (last, redis_ms) = self.inner.store.open_events(session_id).await?;
+        let (last, redis_ms) = self.inner.store.event_log().open_events(session_id).await?;
         let offset = self.measured(redis_ms);
         // Not known here: the first write goes out at once, as for a watched session.
         self.install(session_id, fence, last, offset, true, acquired);
@@ -305,7 +329,7 @@ impl Hub {
         }
         let channel = Arc::new(Channel::new(
             session_id.to_string(),
-            Arc::clone(&self.inner.store),
+            self.inner.store.clone(),
             self.inner.config,
             last,
             offset_ms,
@@ -381,252 +405,6 @@ impl Hub {
         result
     }
 
-    /// The session's channel on this replica as it is now, for a step's stream to publish its deltas to without
-    /// looking it up for each ([`Hub::publish_delta`]).
-    pub fn delta_sink(&self, session_id: &str) -> DeltaSink {
-        DeltaSink(self.channel(session_id))
-    }
-
-    /// Publishes a text delta, the loop's per-delta path: through `sink`'s channel (through the session's channel
-    /// looked up now when it holds none), otherwise straight to the stream (see [`Hub::publish`]). When the channel
-    /// takes it without a write (the common case) nothing is awaited, so the caller's future keeps no room for a
-    /// publish; otherwise the rest (the channel's write, or a publish without a channel) is returned to await. A
-    /// channel closed since the sink was made sends the delta to the stream, as no channel would.
-    pub fn publish_delta(
-        &self,
-        sink: &DeltaSink,
-        session_id: &str,
-        ids: Arc<PartIds>,
-        text: compact_str::CompactString,
-    ) -> Option<impl std::future::Future<Output = Result<(), StoreError>> + Send + '_> {
-        let stored = Stored::delta(ids, text);
-        let rest = match &sink.0 {
-            Some(channel) => Self::enqueue_in(channel, stored),
-            None => self.enqueue(session_id, stored),
-        }?;
-        Some(Box::pin(self.finish(session_id.to_owned(), rest)))
-    }
-
-    /// Publishes `event`: through the session's channel when this replica runs its loop (delivered to local
-    /// followers at once, written coalesced), otherwise straight to the stream (see [`Hub`]). Errors of a background
-    /// write are reported by the next publish.
-    pub async fn publish(&self, session_id: &str, event: Event) -> Result<(), StoreError> {
-        self.publish_kept(session_id, Stored::new(event)).await
-    }
-
-    /// [`Hub::publish`] of an event already in the form the channel keeps it (see [`Stored::part_updated`]).
-    pub(crate) async fn publish_kept(
-        &self,
-        session_id: &str,
-        stored: Stored,
-    ) -> Result<(), StoreError> {
-        match self.enqueue(session_id, stored) {
-            None => Ok(()),
-            // Boxed: the store's futures are kilobytes, and this is the rare path.
-            Some(rest) => Box::pin(self.finish(session_id.to_owned(), rest)).await,
-        }
-    }
-
-    /// Queues `stored` in this replica's channel of the session; what is left to do when queuing was not all.
-    fn enqueue(&self, session_id: &str, stored: Stored) -> Option<Rest> {
-        match self.channel(session_id) {
-            Some(channel) => Self::enqueue_in(&channel, stored),
-            None => Some(Rest::Elsewhere(Box::new(stored.to_event()))),
-        }
-    }
-
-    /// [`Hub::enqueue`] in a channel at hand.
-    fn enqueue_in(channel: &Arc<Channel>, stored: Stored) -> Option<Rest> {
-        match channel.queue(stored, None) {
-            channel::Queued::Done => None,
-            channel::Queued::Flush => Some(Rest::Flush(Arc::clone(channel))),
-            channel::Queued::Closed(event, _) => Some(Rest::Elsewhere(event)),
-        }
-    }
-
-    /// Does what [`Hub::enqueue`] left: the channel's write, or a publish through the store.
-    async fn finish(&self, session_id: String, rest: Rest) -> Result<(), StoreError> {
-        match rest {
-            Rest::Flush(channel) => channel.flush().await,
-            Rest::Elsewhere(event) => self
-                .inner
-                .store
-                .publish(&session_id, *event)
-                .await
-                .map(drop),
-        }
-    }
-
-    /// Persists a part of the loop holding `fence` and publishes its `part_updated`. Through the session's channel
-    /// when this replica runs the loop: the part is written by the channel's flush, in the same script as the
-    /// events, under the fence. A part that ends something (an ended text or reasoning part, a tool, a step's
-    /// finish, anything but an open text or reasoning part or a step start) is written at once, with everything
-    /// published before it; an open text or reasoning part is written with the next window and then kept current
-    /// by its `part_delta`s, so its text reaches Redis once per window, never behind what the log holds. Without a
-    /// channel: `put_part` and a direct publish. [`StoreError::Fenced`] when the lease moved on (a background
-    /// window's refusal is reported by the next publish).
-    pub async fn put_part(&self, mut part: Box<pb::Part>, fence: &Fence) -> Result<(), StoreError> {
-        if let Some(channel) = self.channel(&part.session_id) {
-            let event = Stored::part_updated(&part);
-            match channel.publish(event, Some(Write::Part(part, fence))).await {
-                Published::Done(result) => return result,
-                Published::Closed(write) => part = handed_back_part(write)?,
-            }
-        }
-        Box::pin(self.inner.store.put_part(&part, Some(fence))).await?;
-        let session_id = part.session_id.clone();
-        Box::pin(
-            self.inner
-                .store
-                .publish(&session_id, Event::PartUpdated(*part)),
-        )
-        .await
-        .map(drop)
-    }
-
-    /// [`Hub::put_part`] for a part that may wait for the channel's next write whatever it is: a step's parts while
-    /// its stream runs and when it is cleaned up. They are written with the window, with the write of an event
-    /// somebody must act on, or when the loop asks ([`Hub::flush_parts`] before a step's tools run, the `done`
-    /// that ends the run): at most one window after they changed, and never after the events that show them.
-    pub async fn put_part_later(
-        &self,
-        mut part: Box<pb::Part>,
-        fence: &Fence,
-    ) -> Result<(), StoreError> {
-        if let Some(channel) = self.channel(&part.session_id) {
-            let event = Stored::part_updated(&part);
-            match channel
-                .publish(event, Some(Write::PartLater(part, fence)))
-                .await
-            {
-                Published::Done(result) => return result,
-                Published::Closed(write) => part = handed_back_part(write)?,
-            }
-        }
-        Box::pin(self.put_part(part, fence)).await
-    }
-
-    /// Holds a step's new session totals for the channel's next write (the same script as the step's last parts
-    /// and events, compared with the record as the loop last knew it; the tenant is charged once they are in). Hands
-    /// them back when no channel is open here: the caller writes them itself.
-    pub fn stage_session(
-        &self,
-        session_id: &str,
-        fence: &Fence,
-        totals: Box<SessionTotals>,
-    ) -> Result<(), Box<SessionTotals>> {
-        match self.channel(session_id) {
-            Some(channel) if !lock(&channel.state).closed => {
-                channel.stage_session(totals, fence);
-                Ok(())
-            }
-            _ => Err(totals),
-        }
-    }
-
-    /// Persists an assistant message's head (its parts are written on their own) for the loop holding `fence`, and
-    /// publishes its `message_updated`. Through the session's channel: written with the channel's next write, in
-    /// the same script as the events and parts (which it precedes), under the fence; a message changes with the
-    /// parts and events around it (its step's start, finish and end), so it rides their writes instead of costing
-    /// one of its own. Without a channel: `put_message` and a direct publish.
-    pub async fn put_message(
-        &self,
-        mut head: Box<pb::Message>,
-        fence: &Fence,
-    ) -> Result<(), StoreError> {
-        if let Some(channel) = self.channel(&head.session_id) {
-            let event = Stored::message_updated(&head);
-            match channel
-                .publish(event, Some(Write::Message(head, fence)))
-                .await
-            {
-                Published::Done(result) => return result,
-                Published::Closed(write) => head = handed_back_message(write)?,
-            }
-        }
-        Box::pin(self.inner.store.put_message(&head, Some(fence))).await?;
-        let session_id = head.session_id.clone();
-        Box::pin(
-            self.inner
-                .store
-                .publish(&session_id, Event::MessageUpdated(*head)),
-        )
-        .await
-        .map(drop)
-    }
-
-    /// How long until the lease of the loop holding the session here needs renewing: [`renew_after`] its last
-    /// renewal, counting the ones the channel's writes did on the way (see [`Hub::renew_lease`]); [`renew_after`]
-    /// when there is no channel or no renewal yet. Tells the channel the ttl, so its writes renew from then on.
-    pub fn lease_renewal_due(&self, session_id: &str, ttl: Duration) -> Duration {
-        let Some(channel) = self.channel(session_id) else {
-            return renew_after(ttl);
-        };
-        let mut s = lock(&channel.state);
-        s.lease_ttl = Some(ttl);
-        match s.renewed_at {
-            Some(at) => renew_after(ttl).saturating_sub(at.elapsed()),
-            None => renew_after(ttl),
-        }
-    }
-
-    /// Renews the lease of the loop holding `fence` (see [`Store::renew_lease`]), unless a write of the session's
-    /// channel renewed it less than [`renew_after`] ago: while a step streams, the window's script extends the
-    /// lease as it checks it (one PEXPIRE instead of a renewal script). False when the lease was lost.
-    pub async fn renew_lease(
-        &self,
-        session_id: &str,
-        fence: &Fence,
-        ttl: Duration,
-    ) -> Result<bool, StoreError> {
-        let channel = self.channel(session_id);
-        if let Some(channel) = &channel {
-            let mut s = lock(&channel.state);
-            s.lease_ttl = Some(ttl);
-            if s.fence.as_ref() == Some(fence)
-                && s.renewed_at
-                    .is_some_and(|at| at.elapsed() < renew_after(ttl))
-            {
-                return Ok(true);
-            }
-        }
-        let started = Instant::now();
-        let renewed = self.inner.store.renew_lease(session_id, fence, ttl).await?;
-        if renewed && let Some(channel) = channel {
-            let mut s = lock(&channel.state);
-            if s.fence.as_ref() == Some(fence) {
-                s.renewed_at = Some(s.renewed_at.map_or(started, |at| at.max(started)));
-            }
-        }
-        Ok(renewed)
-    }
-
-    /// Writes the session's channel now if it holds parts whose latest text is not yet in Redis (with every event
-    /// published so far); a no-op otherwise. The loop calls it when a step's stream ends.
-    pub async fn flush_parts(&self, session_id: &str) -> Result<(), StoreError> {
-        match self.channel(session_id) {
-            Some(channel) if channel.has_dirty_parts() => channel.flush().await,
-            _ => Ok(()),
-        }
-    }
-
-    /// Writes everything the session's channel holds that is not in Redis yet (events and parts); a no-op without
-    /// a channel. A loop calls it after storage came back, before it reads the history again.
-    pub async fn flush(&self, session_id: &str) -> Result<(), StoreError> {
-        match self.channel(session_id) {
-            Some(channel) => channel.flush().await,
-            None => Ok(()),
-        }
-    }
-
-    /// How long ago the lease of the loop holding the session here was last renewed (by the loop or by a write of
-    /// the channel); `None` without a channel or a renewal.
-    pub fn lease_age(&self, session_id: &str) -> Option<std::time::Duration> {
-        let channel = self.channel(session_id)?;
-        let s = lock(&channel.state);
-        s.renewed_at.map(|at| at.elapsed())
-    }
-
     /// Ends the session's channel without writing anything more: `event` (a `done`) goes to this replica's
     /// followers at once, after everything they were delivered, and what was not yet written is dropped. For a
     /// loop that can no longer prove its lease (storage failed for longer than it lasts, or another replica holds
@@ -661,34 +439,13 @@ impl Hub {
         channel.timer.notify_one();
     }
 
-    /// The run's end begins: the events published from now on (the answer's stop reason, the idle status, `done`)
-    /// reach this replica's followers only when the channel closes, after the lease is released, or never, when the
-    /// write that carries them is refused (the lease moved on: see [`Hub::abandon`]). The write that logs them
-    /// releases the lease too when no prompt waits and all of it succeeded ([`Hub::lease_released`]).
-    pub fn hold_from_here(&self, session_id: &str) {
-        if let Some(channel) = self.channel(session_id) {
-            let mut s = lock(&channel.state);
-            if s.hold.is_none() {
-                s.hold = Some(s.last.next_at(0));
-            }
-            s.release_at_end = true;
-        }
-    }
-
-    /// Whether a write of the session's channel logged the run's end and released the lease with it (no prompt
-    /// was queued); otherwise the loop releases the lease itself and looks at the queue.
-    pub fn lease_released(&self, session_id: &str) -> bool {
-        self.channel(session_id)
-            .is_some_and(|channel| lock(&channel.state).released)
-    }
-
     /// The id of the session's newest event (including events not yet written when this replica runs its loop);
     /// `"0-0"` when it has none. Where a stream that wants only new events starts.
     pub async fn last_event_id(&self, session_id: &str) -> Result<String, StoreError> {
         if let Some(last) = self.channel(session_id).and_then(|c| c.last_id()) {
             return Ok(last.to_string());
         }
-        self.inner.store.last_event_id(session_id).await
+        self.inner.store.event_log().last_event_id(session_id).await
     }
 
     /// A follower of the session's events after `after` (an event id; `"0"` for the beginning).
@@ -696,42 +453,6 @@ impl Hub {
         let after: EventId = after.parse()?;
         Ok(Follower::new(self.clone(), session_id, after))
     }
-}
-
-/// A session's channel as a step's stream found it (see [`Hub::delta_sink`]).
-pub struct DeltaSink(Option<Arc<Channel>>);
-
-impl DeltaSink {
-    /// No channel at hand: each delta looks the session's up.
-    pub const LOOK_UP: DeltaSink = DeltaSink(None);
-}
-
-/// What is left of a publish that queuing alone did not finish.
-enum Rest {
-    /// The channel must write now.
-    Flush(Arc<Channel>),
-    /// No channel took it: publish through the store.
-    Elsewhere(Box<Event>),
-}
-
-/// The part a closed channel handed back (it hands back exactly the write it was given).
-fn handed_back_part(write: Option<Write<'_>>) -> Result<Box<pb::Part>, StoreError> {
-    match write {
-        Some(Write::Part(p, _) | Write::PartLater(p, _)) => Ok(p),
-        _ => Err(not_handed_back()),
-    }
-}
-
-/// The message head a closed channel handed back.
-fn handed_back_message(write: Option<Write<'_>>) -> Result<Box<pb::Message>, StoreError> {
-    match write {
-        Some(Write::Message(m, _)) => Ok(m),
-        _ => Err(not_handed_back()),
-    }
-}
-
-fn not_handed_back() -> StoreError {
-    StoreError::Unexpected("a closed event channel did not hand its write back".into())
 }
 
 #[cfg(test)]

@@ -103,15 +103,18 @@ async fn local_followers_get_events_at_once_and_the_log_gets_them_in_few_entries
     let mut live = hub.follow(&sid, "0").unwrap();
     // The first event after open is written promptly by the channel's timer; writing it here makes the order
     // deterministic.
-    hub.publish(&sid, status()).await.unwrap();
-    hub.flush(&sid).await.unwrap();
+    hub.publisher().publish(&sid, status()).await.unwrap();
+    hub.publisher().flush(&sid).await.unwrap();
     assert!(matches!(
         live.next().await.unwrap().event,
         Some(Event::Status(_))
     ));
-    let before = store.event_log_commands();
+    let before = store.event_log().commands();
     for i in 0..1000 {
-        hub.publish(&sid, delta(&format!("{i} "))).await.unwrap();
+        hub.publisher()
+            .publish(&sid, delta(&format!("{i} ")))
+            .await
+            .unwrap();
         // Delivered from the ring before any write: the window is an hour long.
         let ev = live.next().await.unwrap();
         assert!(
@@ -120,16 +123,20 @@ async fn local_followers_get_events_at_once_and_the_log_gets_them_in_few_entries
         );
     }
     assert_eq!(
-        store.event_log_commands() - before,
+        store.event_log().commands() - before,
         1000 / 512,
         "only the size bound wrote so far"
     );
-    hub.publish(&sid, done()).await.unwrap();
+    hub.publisher().publish(&sid, done()).await.unwrap();
     hub.close(&sid).await.unwrap();
-    assert!(store.event_log_commands() - before <= 3);
+    assert!(store.event_log().commands() - before <= 3);
 
     // The log holds the same events with the same ids.
-    let logged = store.read_events(&sid, "0", None, 10_000).await.unwrap();
+    let logged = store
+        .event_log()
+        .read_events(&sid, "0", None, 10_000)
+        .await
+        .unwrap();
     assert_eq!(logged.len(), 1002);
     let mut replay = hub.follow(&sid, "0").unwrap();
     let replayed = until_done(&mut replay).await;
@@ -140,16 +147,16 @@ async fn local_followers_get_events_at_once_and_the_log_gets_them_in_few_entries
         logged_text(&store, &sid).await,
         (0..1000).map(|i| format!("{i} ")).collect::<String>()
     );
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
-/// Publishes a delta of `prt_1` through `sink` (see [`Hub::publish_delta`]).
+/// Publishes a delta of `prt_1` through `sink` (see [`Publisher::publish_delta`]).
 async fn sink_delta(hub: &Hub, sink: &DeltaSink, sid: &str, text: &str) {
     let ids = Arc::new(PartIds {
         part_id: "prt_1".into(),
         message_id: "msg_1".into(),
     });
-    if let Some(rest) = hub.publish_delta(sink, sid, ids, text.into()) {
+    if let Some(rest) = hub.publisher().publish_delta(sink, sid, ids, text.into()) {
         rest.await.unwrap();
     }
 }
@@ -159,7 +166,7 @@ async fn a_steps_deltas_go_through_the_channel_it_found_or_to_the_log_once_that_
     let (store, sid) = session().await;
     let hub = Hub::new(store.clone(), no_timer());
     hub.open(&sid).await.unwrap();
-    let sink = hub.delta_sink(&sid);
+    let sink = hub.publisher().delta_sink(&sid);
     let mut live = hub.follow(&sid, "0").unwrap();
     sink_delta(&hub, &sink, &sid, "a").await;
     let ev = live.next().await.unwrap();
@@ -172,7 +179,7 @@ async fn a_steps_deltas_go_through_the_channel_it_found_or_to_the_log_once_that_
     sink_delta(&hub, &sink, &sid, "b").await;
     sink_delta(&hub, &DeltaSink::LOOK_UP, &sid, "c").await;
     assert_eq!(logged_text(&store, &sid).await, "abc");
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -201,19 +208,22 @@ async fn followers_on_other_threads_miss_no_wake_up() {
         })
         .collect();
     for i in 0..2000 {
-        hub.publish(&sid, delta(&format!("{i},"))).await.unwrap();
+        hub.publisher()
+            .publish(&sid, delta(&format!("{i},")))
+            .await
+            .unwrap();
         for _ in 0..followers {
             tokio::time::timeout(Duration::from_secs(10), acked.recv())
                 .await
                 .unwrap_or_else(|_| panic!("event {i} did not wake every follower within 10 s"));
         }
     }
-    hub.publish(&sid, done()).await.unwrap();
+    hub.publisher().publish(&sid, done()).await.unwrap();
     hub.close(&sid).await.unwrap();
     for r in readers {
         r.await.unwrap();
     }
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 #[tokio::test]
@@ -226,7 +236,7 @@ async fn a_follower_after_any_event_gets_exactly_the_rest_live_and_from_the_log(
         } else {
             delta(&i.to_string())
         };
-        hub.publish(&sid, event).await.unwrap();
+        hub.publisher().publish(&sid, event).await.unwrap();
     }
     let mut seen = Vec::new();
     for _ in 0..40 {
@@ -241,7 +251,7 @@ async fn a_follower_after_any_event_gets_exactly_the_rest_live_and_from_the_log(
         }
         assert_eq!(rest, seen[k + 1..], "after {}", ev.event_id);
     }
-    hub.publish(&sid, done()).await.unwrap();
+    hub.publisher().publish(&sid, done()).await.unwrap();
     // `done` is in the log at once, but local followers get it only when the channel closes (the loop closes it
     // after releasing its lease), so `done` means the session is idle.
     assert!(
@@ -250,6 +260,7 @@ async fn a_follower_after_any_event_gets_exactly_the_rest_live_and_from_the_log(
     );
     assert!(matches!(
         store
+            .event_log()
             .read_events(&sid, &seen[39].event_id, None, 10)
             .await
             .unwrap()[..],
@@ -271,7 +282,7 @@ async fn a_follower_after_any_event_gets_exactly_the_rest_live_and_from_the_log(
             ev.event_id
         );
     }
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 #[tokio::test]
@@ -280,7 +291,10 @@ async fn a_lagging_follower_reads_the_log_and_the_ring_stays_bounded() {
     let mut slow = hub.follow(&sid, "0").unwrap();
     let first = slow.next_after_publish(&hub, &sid).await;
     for i in 0..500 {
-        hub.publish(&sid, delta(&i.to_string())).await.unwrap();
+        hub.publisher()
+            .publish(&sid, delta(&i.to_string()))
+            .await
+            .unwrap();
     }
     let ring = hub
         .channel(&sid)
@@ -296,13 +310,16 @@ async fn a_lagging_follower_reads_the_log_and_the_ring_stays_bounded() {
         (0..500).map(|i| i.to_string()).collect::<Vec<_>>()
     );
     hub.close(&sid).await.unwrap();
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 /// Publishes a delta for each number of `texts` (its text) and checks that `f` reads them all, in order.
 async fn publish_and_follow(hub: &Hub, sid: &str, f: &mut Follower, texts: std::ops::Range<u32>) {
     for i in texts.clone() {
-        hub.publish(sid, delta(&i.to_string())).await.unwrap();
+        hub.publisher()
+            .publish(sid, delta(&i.to_string()))
+            .await
+            .unwrap();
     }
     let mut got = Vec::new();
     for _ in texts.clone() {
@@ -336,7 +353,7 @@ async fn a_follower_far_behind_keeps_a_small_buffer_from_the_ring_and_after_the_
         far.buffered_room()
     );
     hub.close(&sid).await.unwrap();
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 #[tokio::test]
@@ -345,7 +362,10 @@ async fn a_ring_whose_events_are_written_never_grows_past_its_bound() {
     // doubling when a full ring takes one more (memory per open session).
     let (store, sid, hub) = small_ring(1).await;
     for i in 0..100 {
-        hub.publish(&sid, delta(&i.to_string())).await.unwrap();
+        hub.publisher()
+            .publish(&sid, delta(&i.to_string()))
+            .await
+            .unwrap();
         let (len, room) = hub
             .channel(&sid)
             .map(|c| {
@@ -357,7 +377,7 @@ async fn a_ring_whose_events_are_written_never_grows_past_its_bound() {
         assert!(room < 32, "event {i}: room for {room}");
     }
     hub.close(&sid).await.unwrap();
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 #[tokio::test]
@@ -374,25 +394,28 @@ async fn a_ring_grown_by_a_long_window_gets_its_room_back_once_written() {
     };
     for round in 0..3 {
         for i in 0..99 {
-            hub.publish(&sid, delta(&i.to_string())).await.unwrap();
+            hub.publisher()
+                .publish(&sid, delta(&i.to_string()))
+                .await
+                .unwrap();
         }
         let (len, grown) = room(&hub);
         assert_eq!(len, 99, "round {round}: every unwritten event kept");
         assert!(grown >= 99, "round {round}: room for {grown}");
         // The hundredth writes the window.
-        hub.publish(&sid, delta("x")).await.unwrap();
+        hub.publisher().publish(&sid, delta("x")).await.unwrap();
         let (len, back) = room(&hub);
         assert!(len <= 16, "round {round}: {len} kept");
         assert!(back < 32, "round {round}: room for {back} after the write");
     }
     hub.close(&sid).await.unwrap();
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 impl Follower {
     /// Publishes a status and returns it as this follower receives it.
     async fn next_after_publish(&mut self, hub: &Hub, sid: &str) -> pb::SessionEvent {
-        hub.publish(sid, status()).await.unwrap();
+        hub.publisher().publish(sid, status()).await.unwrap();
         self.next().await.unwrap()
     }
 }
@@ -410,14 +433,14 @@ async fn the_window_writes_pending_deltas_and_remote_followers_wake() {
     // Another replica: no channel, reads Redis only.
     let remote = Hub::new(store.clone(), EventsConfig::default());
     hub.open(&sid).await.unwrap();
-    hub.publish(&sid, status()).await.unwrap();
+    hub.publisher().publish(&sid, status()).await.unwrap();
     let mut far = remote.follow(&sid, "0").unwrap();
     assert!(matches!(
         far.next().await.unwrap().event,
         Some(Event::Status(_))
     ));
-    hub.publish(&sid, delta("a")).await.unwrap();
-    hub.publish(&sid, delta("b")).await.unwrap();
+    hub.publisher().publish(&sid, delta("a")).await.unwrap();
+    hub.publisher().publish(&sid, delta("b")).await.unwrap();
     // No further publish: only the window's timer can write these.
     let a = tokio::time::timeout(Duration::from_secs(5), far.next())
         .await
@@ -429,7 +452,7 @@ async fn the_window_writes_pending_deltas_and_remote_followers_wake() {
     let ids = ids_of(&[a, b]);
     assert!(ids[0] < ids[1]);
     hub.close(&sid).await.unwrap();
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 #[tokio::test]
@@ -437,6 +460,7 @@ async fn ids_follow_the_log_and_a_foreign_write_never_fails_a_flush() {
     let (store, sid) = session().await;
     // Something already logged, with a Redis-assigned id.
     let first: EventId = store
+        .event_log()
         .publish(&sid, status())
         .await
         .unwrap()
@@ -445,14 +469,15 @@ async fn ids_follow_the_log_and_a_foreign_write_never_fails_a_flush() {
     let hub = Hub::new(store.clone(), no_timer());
     hub.open(&sid).await.unwrap();
     assert_eq!(hub.last_event_id(&sid).await.unwrap(), first.to_string());
-    hub.publish(&sid, status()).await.unwrap();
-    hub.publish(&sid, delta("x")).await.unwrap();
+    hub.publisher().publish(&sid, status()).await.unwrap();
+    hub.publisher().publish(&sid, delta("x")).await.unwrap();
     // A write from outside the channel lands after the channel's pending ids.
     let foreign = EventId {
         ms: first.ms + 60_000,
         seq: 0,
     };
     let got = store
+        .event_log()
         .append_events(
             &sid,
             foreign,
@@ -462,15 +487,16 @@ async fn ids_follow_the_log_and_a_foreign_write_never_fails_a_flush() {
         .unwrap();
     assert_eq!(got, foreign);
     // The channel's next write is placed after it, and its later ids follow it.
-    hub.publish(&sid, done()).await.unwrap();
+    hub.publisher().publish(&sid, done()).await.unwrap();
     let next: EventId = hub.last_event_id(&sid).await.unwrap().parse().unwrap();
     assert!(next >= foreign, "{next} after {foreign}");
-    hub.publish(&sid, delta("y")).await.unwrap();
+    hub.publisher().publish(&sid, delta("y")).await.unwrap();
     let after: EventId = hub.last_event_id(&sid).await.unwrap().parse().unwrap();
     assert!(after > foreign);
     hub.close(&sid).await.unwrap();
     // A retried write whose entry already landed is not logged twice.
     let again = store
+        .event_log()
         .append_events(
             &sid,
             foreign,
@@ -482,8 +508,15 @@ async fn ids_follow_the_log_and_a_foreign_write_never_fails_a_flush() {
         again > foreign,
         "not the newest entry any more: written after it"
     );
-    let top: EventId = store.last_event_id(&sid).await.unwrap().parse().unwrap();
+    let top: EventId = store
+        .event_log()
+        .last_event_id(&sid)
+        .await
+        .unwrap()
+        .parse()
+        .unwrap();
     let same = store
+        .event_log()
         .append_events(
             &sid,
             top,
@@ -492,8 +525,11 @@ async fn ids_follow_the_log_and_a_foreign_write_never_fails_a_flush() {
         .await
         .unwrap();
     assert_eq!(same, top);
-    assert_eq!(store.last_event_id(&sid).await.unwrap(), top.to_string());
-    store.delete_session(&sid).await.unwrap();
+    assert_eq!(
+        store.event_log().last_event_id(&sid).await.unwrap(),
+        top.to_string()
+    );
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 #[tokio::test]
@@ -501,16 +537,19 @@ async fn publishing_for_a_deleted_session_fails() {
     let (store, sid) = session().await;
     let hub = Hub::new(store.clone(), no_timer());
     hub.open(&sid).await.unwrap();
-    hub.publish(&sid, status()).await.unwrap();
-    hub.flush(&sid).await.unwrap();
-    store.delete_session(&sid).await.unwrap();
-    hub.publish(&sid, delta("buffered")).await.unwrap();
-    let err = hub.publish(&sid, done()).await.unwrap_err();
+    hub.publisher().publish(&sid, status()).await.unwrap();
+    hub.publisher().flush(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
+    hub.publisher()
+        .publish(&sid, delta("buffered"))
+        .await
+        .unwrap();
+    let err = hub.publisher().publish(&sid, done()).await.unwrap_err();
     assert!(matches!(err, StoreError::NotFound(_)), "{err}");
     assert!(hub.close(&sid).await.is_err());
     // Closed: later publishes go straight to Redis, which refuses them too.
     assert!(matches!(
-        hub.publish(&sid, status()).await,
+        hub.publisher().publish(&sid, status()).await,
         Err(StoreError::NotFound(_))
     ));
 }
@@ -521,6 +560,7 @@ async fn running_session() -> (Store, String, String, Fence, String) {
     let (sid, fence) = test_support::leased_session(&store, "replica-a").await;
     let mid = ids::new("msg");
     store
+        .messages()
         .put_message(
             &pb::Message {
                 id: mid.clone(),
@@ -558,7 +598,7 @@ fn part_delta(mid: &str, part_id: &str, text: &str) -> Event {
 
 /// The stored text of a part, `None` when it is not stored.
 async fn stored_text(store: &Store, sid: &str, mid: &str, part_id: &str) -> Option<String> {
-    let message = store.get_message(sid, mid).await.unwrap()?;
+    let message = store.messages().get_message(sid, mid).await.unwrap()?;
     message
         .parts
         .into_iter()
@@ -572,6 +612,7 @@ async fn stored_text(store: &Store, sid: &str, mid: &str, part_id: &str) -> Opti
 /// The text of every delta in the log.
 async fn logged_text(store: &Store, sid: &str) -> String {
     store
+        .event_log()
         .read_events(sid, "0", None, 10_000)
         .await
         .unwrap()
@@ -590,23 +631,30 @@ async fn a_streamed_part_is_written_by_the_window_that_logs_its_deltas() {
     hub.open_fenced(&sid, &fence).await.unwrap();
     // The first event after open is written promptly by the channel's timer; writing it here makes the order
     // deterministic.
-    hub.publish(&sid, status()).await.unwrap();
-    hub.flush(&sid).await.unwrap();
+    hub.publisher().publish(&sid, status()).await.unwrap();
+    hub.publisher().flush(&sid).await.unwrap();
     let pid = ids::new("prt");
     // An open text part waits for the window, like its deltas.
-    hub.put_part(Box::new(text_part(&sid, &mid, &pid, "", false)), &fence)
+    hub.publisher()
+        .put_part(Box::new(text_part(&sid, &mid, &pid, "", false)), &fence)
         .await
         .unwrap();
-    hub.publish(&sid, part_delta(&mid, &pid, "Hello"))
+    hub.publisher()
+        .publish(&sid, part_delta(&mid, &pid, "Hello"))
         .await
         .unwrap();
-    hub.publish(&sid, part_delta(&mid, &pid, ", wor"))
+    hub.publisher()
+        .publish(&sid, part_delta(&mid, &pid, ", wor"))
         .await
         .unwrap();
     assert_eq!(stored_text(&store, &sid, &mid, &pid).await, None);
-    let before = store.event_log_commands();
-    hub.flush_parts(&sid).await.unwrap();
-    assert_eq!(store.event_log_commands() - before, 1, "one write for both");
+    let before = store.event_log().commands();
+    hub.publisher().flush_parts(&sid).await.unwrap();
+    assert_eq!(
+        store.event_log().commands() - before,
+        1,
+        "one write for both"
+    );
     // Mid-stream, after a write: the part holds exactly the text the log holds.
     assert_eq!(
         stored_text(&store, &sid, &mid, &pid).await.as_deref(),
@@ -614,14 +662,16 @@ async fn a_streamed_part_is_written_by_the_window_that_logs_its_deltas() {
     );
     assert_eq!(logged_text(&store, &sid).await, "Hello, wor");
     // Nothing new: no write.
-    let before = store.event_log_commands();
-    hub.flush_parts(&sid).await.unwrap();
-    assert_eq!(store.event_log_commands() - before, 0);
+    let before = store.event_log().commands();
+    hub.publisher().flush_parts(&sid).await.unwrap();
+    assert_eq!(store.event_log().commands() - before, 0);
     // A write for any other reason (here an urgent event) carries the part's latest text too.
-    hub.publish(&sid, part_delta(&mid, &pid, "ld"))
+    hub.publisher()
+        .publish(&sid, part_delta(&mid, &pid, "ld"))
         .await
         .unwrap();
-    hub.publish(&sid, Event::Error(pb::MessageError::default()))
+    hub.publisher()
+        .publish(&sid, Event::Error(pb::MessageError::default()))
         .await
         .unwrap();
     assert_eq!(
@@ -630,30 +680,38 @@ async fn a_streamed_part_is_written_by_the_window_that_logs_its_deltas() {
     );
     assert_eq!(logged_text(&store, &sid).await, "Hello, world");
     // The part's end is written at once, with the deltas before it, in one write.
-    hub.publish(&sid, part_delta(&mid, &pid, "!"))
+    hub.publisher()
+        .publish(&sid, part_delta(&mid, &pid, "!"))
         .await
         .unwrap();
-    let before = store.event_log_commands();
-    hub.put_part(
-        Box::new(text_part(&sid, &mid, &pid, "Hello, world!", true)),
-        &fence,
-    )
-    .await
-    .unwrap();
-    assert_eq!(store.event_log_commands() - before, 1);
-    let stored = store.get_message(&sid, &mid).await.unwrap().unwrap();
+    let before = store.event_log().commands();
+    hub.publisher()
+        .put_part(
+            Box::new(text_part(&sid, &mid, &pid, "Hello, world!", true)),
+            &fence,
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.event_log().commands() - before, 1);
+    let stored = store
+        .messages()
+        .get_message(&sid, &mid)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(matches!(
         &stored.parts[0].kind,
         Some(pb::part::Kind::Text(t)) if t.text == "Hello, world!" && t.ended_at.is_some()
     ));
     assert_eq!(logged_text(&store, &sid).await, "Hello, world!");
     // An ended part is not tracked any more: later deltas naming it do not rewrite it.
-    hub.publish(&sid, part_delta(&mid, &pid, "??"))
+    hub.publisher()
+        .publish(&sid, part_delta(&mid, &pid, "??"))
         .await
         .unwrap();
     assert!(!hub.channel(&sid).unwrap().has_dirty_parts());
     hub.close(&sid).await.unwrap();
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 #[tokio::test]
@@ -661,31 +719,36 @@ async fn a_channel_whose_lease_moved_on_cannot_overwrite_a_part() {
     let (store, _prefix, sid, fence, mid) = running_session().await;
     let hub = Hub::new(store.clone(), no_timer());
     hub.open_fenced(&sid, &fence).await.unwrap();
-    hub.publish(&sid, status()).await.unwrap();
+    hub.publisher().publish(&sid, status()).await.unwrap();
     let pid = ids::new("prt");
-    hub.put_part(Box::new(text_part(&sid, &mid, &pid, "", false)), &fence)
+    hub.publisher()
+        .put_part(Box::new(text_part(&sid, &mid, &pid, "", false)), &fence)
         .await
         .unwrap();
-    hub.publish(&sid, part_delta(&mid, &pid, "old"))
+    hub.publisher()
+        .publish(&sid, part_delta(&mid, &pid, "old"))
         .await
         .unwrap();
-    hub.flush_parts(&sid).await.unwrap();
+    hub.publisher().flush_parts(&sid).await.unwrap();
     // The lease moves to another replica, which writes the part.
-    store.release_lease(&sid, &fence).await.unwrap();
+    store.leases().release_lease(&sid, &fence).await.unwrap();
     let successor = store
+        .leases()
         .acquire_lease(&sid, "replica-b", Duration::from_secs(30))
         .await
         .unwrap()
         .unwrap();
     store
+        .messages()
         .put_part(&text_part(&sid, &mid, &pid, "new", true), Some(&successor))
         .await
         .unwrap();
     // The stale channel's next window: its deltas are logged (the log is unfenced), its part is refused.
-    hub.publish(&sid, part_delta(&mid, &pid, " stale"))
+    hub.publisher()
+        .publish(&sid, part_delta(&mid, &pid, " stale"))
         .await
         .unwrap();
-    let err = hub.flush_parts(&sid).await.unwrap_err();
+    let err = hub.publisher().flush_parts(&sid).await.unwrap_err();
     assert!(
         matches!(&err, StoreError::Fenced { owner, token, .. } if owner == "replica-a" && *token == fence.token),
         "{err}"
@@ -697,6 +760,7 @@ async fn a_channel_whose_lease_moved_on_cannot_overwrite_a_part() {
     assert_eq!(logged_text(&store, &sid).await, "old stale");
     // So is a part's end handed over afterwards.
     let err = hub
+        .publisher()
         .put_part(
             Box::new(text_part(&sid, &mid, &pid, "old stale", true)),
             &fence,
@@ -709,7 +773,7 @@ async fn a_channel_whose_lease_moved_on_cannot_overwrite_a_part() {
         Some("new")
     );
     let _ = hub.close(&sid).await;
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 /// Deletes the session's watched mark (as its expiry would).
@@ -741,9 +805,9 @@ async fn the_window_is_short_while_a_remote_stream_watches_and_long_otherwise() 
     };
     // The first event is written promptly by the channel's timer (not by the publisher); writing it here makes
     // the order deterministic.
-    hub.publish(&sid, status()).await.unwrap();
-    hub.flush(&sid).await.unwrap();
-    hub.publish(&sid, delta("a")).await.unwrap();
+    hub.publisher().publish(&sid, status()).await.unwrap();
+    hub.publisher().flush(&sid).await.unwrap();
+    hub.publisher().publish(&sid, delta("a")).await.unwrap();
     let (watched, length, _) = window().expect("a window is open");
     assert!(!watched);
     assert_eq!(length, Duration::from_secs(3600));
@@ -756,13 +820,13 @@ async fn the_window_is_short_while_a_remote_stream_watches_and_long_otherwise() 
         far.next().await.unwrap().event,
         Some(Event::Status(_))
     ));
-    assert!(!store.is_watched(&sid).await.unwrap());
+    assert!(!store.event_log().is_watched(&sid).await.unwrap());
     let reader = tokio::spawn(async move {
         let ev = far.next().await.unwrap();
         (far, ev)
     });
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !store.is_watched(&sid).await.unwrap() {
+    while !store.event_log().is_watched(&sid).await.unwrap() {
         assert!(
             std::time::Instant::now() < deadline,
             "the remote follower marks the session"
@@ -770,7 +834,8 @@ async fn the_window_is_short_while_a_remote_stream_watches_and_long_otherwise() 
         tokio::task::yield_now().await;
     }
     // The next write learns it; from then on the window is the short one.
-    hub.publish(&sid, Event::Error(pb::MessageError::default()))
+    hub.publisher()
+        .publish(&sid, Event::Error(pb::MessageError::default()))
         .await
         .unwrap();
     let (far, ev) = reader.await.unwrap();
@@ -778,7 +843,7 @@ async fn the_window_is_short_while_a_remote_stream_watches_and_long_otherwise() 
         matches!(&ev.event, Some(Event::PartDelta(d)) if d.delta == "a"),
         "{ev:?}"
     );
-    hub.publish(&sid, delta("b")).await.unwrap();
+    hub.publisher().publish(&sid, delta("b")).await.unwrap();
     let (watched, length, _) = window().expect("a window is open");
     assert!(watched);
     assert_eq!(length, Duration::from_millis(50));
@@ -793,15 +858,16 @@ async fn the_window_is_short_while_a_remote_stream_watches_and_long_otherwise() 
 
     // The mark gone (expired): the next write learns it, and the window is long again.
     unwatch(&prefix, &sid).await;
-    hub.publish(&sid, Event::Error(pb::MessageError::default()))
+    hub.publisher()
+        .publish(&sid, Event::Error(pb::MessageError::default()))
         .await
         .unwrap();
-    hub.publish(&sid, delta("c")).await.unwrap();
+    hub.publisher().publish(&sid, delta("c")).await.unwrap();
     let (watched, length, _) = window().expect("a window is open");
     assert!(!watched);
     assert_eq!(length, Duration::from_secs(3600));
     hub.close(&sid).await.unwrap();
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 /// The lease's remaining time, in ms.
@@ -848,40 +914,49 @@ async fn the_windows_renew_the_lease_on_the_way() {
     let ttl = Duration::from_secs(60);
     let hub = Hub::new(store.clone(), no_timer());
     // Without a channel: half the ttl.
-    assert_eq!(hub.lease_renewal_due(&sid, ttl), ttl / 2);
+    assert_eq!(hub.loop_lease().lease_renewal_due(&sid, ttl), ttl / 2);
     // Opened right after the lease was taken: that counts as a renewal, and a write right away renews nothing.
     hub.open_fenced(&sid, &fence).await.unwrap();
-    let due = hub.lease_renewal_due(&sid, ttl);
+    let due = hub.loop_lease().lease_renewal_due(&sid, ttl);
     assert!(due > ttl / 3 && due <= ttl / 2, "{due:?}");
-    hub.publish(&sid, status()).await.unwrap();
+    hub.publisher().publish(&sid, status()).await.unwrap();
     assert!(lease_pttl(&prefix, &sid).await <= 30_000);
     // A write once the loop's renewal would be due before the next window (this hub's window is an hour, so a
     // quarter of the ttl ahead) renews the lease as it checks it, and the loop's renewal is then due half the ttl
     // later.
     let channel = hub.channel(&sid).unwrap();
     lock(&channel.state).renewed_at = Some(Instant::now() - ttl / 4);
-    hub.publish(&sid, Event::Error(pb::MessageError::default()))
+    hub.publisher()
+        .publish(&sid, Event::Error(pb::MessageError::default()))
         .await
         .unwrap();
     assert!(lease_pttl(&prefix, &sid).await > 30_000);
-    let due = hub.lease_renewal_due(&sid, ttl);
+    let due = hub.loop_lease().lease_renewal_due(&sid, ttl);
     assert!(due > ttl / 3 && due <= ttl / 2, "{due:?}");
     // Renewing now costs nothing; a write soon after does not renew again.
-    assert!(hub.renew_lease(&sid, &fence, ttl).await.unwrap());
+    assert!(
+        hub.loop_lease()
+            .renew_lease(&sid, &fence, ttl)
+            .await
+            .unwrap()
+    );
     let renewed = lock(&channel.state).renewed_at;
-    hub.publish(&sid, Event::Error(pb::MessageError::default()))
+    hub.publisher()
+        .publish(&sid, Event::Error(pb::MessageError::default()))
         .await
         .unwrap();
     assert_eq!(lock(&channel.state).renewed_at, renewed);
     // A write whose fence lost the lease renews nothing, and the loop's renewal then finds the loss.
-    store.release_lease(&sid, &fence).await.unwrap();
+    store.leases().release_lease(&sid, &fence).await.unwrap();
     let successor = store
+        .leases()
         .acquire_lease(&sid, "replica-b", Duration::from_secs(10))
         .await
         .unwrap()
         .unwrap();
     lock(&channel.state).renewed_at = None;
-    hub.publish(&sid, Event::Error(pb::MessageError::default()))
+    hub.publisher()
+        .publish(&sid, Event::Error(pb::MessageError::default()))
         .await
         .unwrap();
     assert_eq!(lock(&channel.state).renewed_at, None);
@@ -889,17 +964,27 @@ async fn the_windows_renew_the_lease_on_the_way() {
         lease_pttl(&prefix, &sid).await <= 10_000,
         "the successor's lease is left alone"
     );
-    assert!(!hub.renew_lease(&sid, &fence, ttl).await.unwrap());
-    assert!(hub.renew_lease(&sid, &successor, ttl).await.unwrap());
+    assert!(
+        !hub.loop_lease()
+            .renew_lease(&sid, &fence, ttl)
+            .await
+            .unwrap()
+    );
+    assert!(
+        hub.loop_lease()
+            .renew_lease(&sid, &successor, ttl)
+            .await
+            .unwrap()
+    );
     let _ = hub.close(&sid).await;
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 /// A hub whose windows never end during a test, with the session's channel opened as a prompt opens it (the log's
 /// position and Redis's clock read by the prompt's script).
 async fn opened_by_a_prompt(store: &Store, sid: &str, fence: &Fence, watched: bool) -> Hub {
     let hub = Hub::new(store.clone(), no_timer());
-    let (last, redis_ms) = store.open_events(sid).await.unwrap();
+    let (last, redis_ms) = store.event_log().open_events(sid).await.unwrap();
     hub.open_at(sid, fence, last, Some(redis_ms), watched);
     hub
 }
@@ -909,7 +994,7 @@ async fn a_channel_a_prompt_opens_writes_its_first_event_at_once_only_while_watc
     let (store, _prefix, sid, fence, _mid) = running_session().await;
     for watched in [false, true] {
         let hub = opened_by_a_prompt(&store, &sid, &fence, watched).await;
-        hub.publish(&sid, status()).await.unwrap();
+        hub.publisher().publish(&sid, status()).await.unwrap();
         let deadline = hub.channel(&sid).unwrap().deadline().unwrap();
         if watched {
             assert!(deadline <= Instant::now(), "written at once");
@@ -922,14 +1007,14 @@ async fn a_channel_a_prompt_opens_writes_its_first_event_at_once_only_while_watc
         hub.close(&sid).await.unwrap();
     }
     assert!(hub_clock_is_kept(&store, &sid, &fence).await);
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 /// A hub that measured Redis's clock reports it fresh, and a channel opened without reading it again uses it.
 async fn hub_clock_is_kept(store: &Store, sid: &str, fence: &Fence) -> bool {
     let hub = Hub::new(store.clone(), no_timer());
     assert!(!hub.clock_fresh());
-    let (last, redis_ms) = store.open_events(sid).await.unwrap();
+    let (last, redis_ms) = store.event_log().open_events(sid).await.unwrap();
     hub.open_at(sid, fence, last, Some(redis_ms), false);
     hub.close(sid).await.unwrap();
     let fresh = hub.clock_fresh();
@@ -949,9 +1034,9 @@ async fn a_follower_waiting_on_the_log_attaches_when_a_channel_opens_here() {
     let follower = tokio::spawn(async move { waiting.next().await.map(|e| e.event) });
     // Give it time to start waiting (the test passes either way: attached at once or woken).
     tokio::task::yield_now().await;
-    let (last, redis_ms) = store.open_events(&sid).await.unwrap();
+    let (last, redis_ms) = store.event_log().open_events(&sid).await.unwrap();
     hub.open_at(&sid, &fence, last, Some(redis_ms), false);
-    hub.publish(&sid, status()).await.unwrap();
+    hub.publisher().publish(&sid, status()).await.unwrap();
     let got = tokio::time::timeout(Duration::from_secs(10), follower)
         .await
         .expect("the follower attached to the channel")
@@ -960,6 +1045,7 @@ async fn a_follower_waiting_on_the_log_attaches_when_a_channel_opens_here() {
     assert!(matches!(got, Some(Event::Status(_))), "{got:?}");
     assert!(
         store
+            .event_log()
             .read_events(&sid, "0", None, 10)
             .await
             .unwrap()
@@ -967,7 +1053,7 @@ async fn a_follower_waiting_on_the_log_attaches_when_a_channel_opens_here() {
         "nothing was written: the follower read the channel"
     );
     hub.close(&sid).await.unwrap();
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 #[tokio::test]
@@ -975,13 +1061,19 @@ async fn a_steps_last_parts_and_totals_wait_for_the_next_write_and_the_tenant_is
     let (store, prefix, sid, fence, mid) = running_session().await;
     let hub = opened_by_a_prompt(&store, &sid, &fence, false).await;
     let pid = ids::new("prt");
-    hub.put_part_later(
-        Box::new(text_part(&sid, &mid, &pid, "all of it", true)),
-        &fence,
-    )
-    .await
-    .unwrap();
-    let (record, bytes) = store.get_session_record(&sid).await.unwrap().unwrap();
+    hub.publisher()
+        .put_part_later(
+            Box::new(text_part(&sid, &mid, &pid, "all of it", true)),
+            &fence,
+        )
+        .await
+        .unwrap();
+    let (record, bytes) = store
+        .sessions()
+        .get_session_record(&sid)
+        .await
+        .unwrap()
+        .unwrap();
     let tenant = format!("t{:x}", rand::random::<u32>());
     let totals = |cost: i64, expected: Vec<u8>| {
         let mut record = record.clone();
@@ -994,31 +1086,33 @@ async fn a_steps_last_parts_and_totals_wait_for_the_next_write_and_the_tenant_is
         }
     };
     assert!(
-        hub.stage_session(&sid, &fence, Box::new(totals(5, bytes.clone())))
+        hub.publisher()
+            .stage_session(&sid, &fence, Box::new(totals(5, bytes.clone())))
             .is_ok()
     );
     assert_eq!(stored_text(&store, &sid, &mid, &pid).await, None);
     assert_eq!(charged(&store, &sid, &tenant).await, (0, 0));
-    hub.flush_parts(&sid).await.unwrap();
+    hub.publisher().flush_parts(&sid).await.unwrap();
     assert_eq!(
         stored_text(&store, &sid, &mid, &pid).await.as_deref(),
         Some("all of it")
     );
     assert_eq!(charged(&store, &sid, &tenant).await, (5, 5));
     // Another writer (the title) changed the record since: the totals go onto the record as it is now.
-    let mut titled = store.get_session(&sid).await.unwrap().unwrap();
+    let mut titled = store.sessions().get_session(&sid).await.unwrap().unwrap();
     titled.title = "a title".into();
-    store.put_session(&titled, None).await.unwrap();
+    store.sessions().put_session(&titled, None).await.unwrap();
     assert!(
-        hub.stage_session(&sid, &fence, Box::new(totals(8, bytes)))
+        hub.publisher()
+            .stage_session(&sid, &fence, Box::new(totals(8, bytes)))
             .is_ok()
     );
-    hub.flush_parts(&sid).await.unwrap();
-    let now = store.get_session(&sid).await.unwrap().unwrap();
+    hub.publisher().flush_parts(&sid).await.unwrap();
+    let now = store.sessions().get_session(&sid).await.unwrap().unwrap();
     assert_eq!((now.title.as_str(), now.cost_nano_usd), ("a title", 8));
-    assert_eq!(store.tenant_spend(&tenant).await.unwrap(), 10);
+    assert_eq!(store.spend().tenant_spend(&tenant).await.unwrap(), 10);
     hub.close(&sid).await.unwrap();
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
     let _ = prefix;
 }
 
@@ -1028,22 +1122,24 @@ async fn a_run_end_is_neither_logged_nor_shown_when_the_lease_moved_on() {
     let hub = Hub::new(store.clone(), no_timer());
     hub.open_fenced(&sid, &fence).await.unwrap();
     let mut live = hub.follow(&sid, "0").unwrap();
-    hub.publish(&sid, part_delta(&mid, "prt_1", "seen"))
+    hub.publisher()
+        .publish(&sid, part_delta(&mid, "prt_1", "seen"))
         .await
         .unwrap();
-    hub.flush(&sid).await.unwrap();
+    hub.publisher().flush(&sid).await.unwrap();
     // The follower reads the channel (as a Prompt stream on the loop's replica does).
     let first = live.next().await.unwrap().event;
     assert_eq!(first, Some(part_delta(&mid, "prt_1", "seen")));
-    store.release_lease(&sid, &fence).await.unwrap();
+    store.leases().release_lease(&sid, &fence).await.unwrap();
     store
+        .leases()
         .acquire_lease(&sid, "replica-b", Duration::from_secs(30))
         .await
         .unwrap()
         .unwrap();
-    hub.hold_from_here(&sid);
-    hub.publish(&sid, status()).await.unwrap();
-    let err = hub.publish(&sid, done()).await.unwrap_err();
+    hub.loop_lease().hold_from_here(&sid);
+    hub.publisher().publish(&sid, status()).await.unwrap();
+    let err = hub.publisher().publish(&sid, done()).await.unwrap_err();
     assert!(matches!(err, StoreError::Fenced { .. }), "{err}");
     assert_eq!(
         logged_text(&store, &sid).await,
@@ -1052,6 +1148,7 @@ async fn a_run_end_is_neither_logged_nor_shown_when_the_lease_moved_on() {
     );
     assert!(
         !store
+            .event_log()
             .read_events(&sid, "0", None, 100)
             .await
             .unwrap()
@@ -1074,7 +1171,7 @@ async fn a_run_end_is_neither_logged_nor_shown_when_the_lease_moved_on() {
         [handed_off],
         "this replica's followers get the hand-off, not the stale end"
     );
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 #[tokio::test]
@@ -1084,18 +1181,20 @@ async fn a_run_end_releases_the_lease_in_its_write_unless_a_prompt_waits() {
     let hub = Hub::new(store.clone(), no_timer());
     hub.open_fenced(&sid, &fence).await.unwrap();
     store
+        .queue()
         .enqueue_prompt(&sid, &pb::PromptRequest::default())
         .await
         .unwrap();
-    hub.hold_from_here(&sid);
-    hub.publish(&sid, done()).await.unwrap();
-    assert!(!hub.lease_released(&sid));
+    hub.loop_lease().hold_from_here(&sid);
+    hub.publisher().publish(&sid, done()).await.unwrap();
+    assert!(!hub.loop_lease().lease_released(&sid));
     assert_eq!(
-        store.lease_holder(&sid).await.unwrap().unwrap().1,
+        store.leases().lease_holder(&sid).await.unwrap().unwrap().1,
         fence.token
     );
     assert!(
         store
+            .event_log()
             .read_events(&sid, "0", None, 100)
             .await
             .unwrap()
@@ -1103,25 +1202,34 @@ async fn a_run_end_releases_the_lease_in_its_write_unless_a_prompt_waits() {
             .any(|e| matches!(e.event, Some(Event::Done(_)))),
         "the end is logged"
     );
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
 
     // None waits: the same write releases it.
     let (store, _prefix, sid, fence, _mid) = running_session().await;
     let hub = Hub::new(store.clone(), no_timer());
     hub.open_fenced(&sid, &fence).await.unwrap();
-    hub.publish(&sid, status()).await.unwrap();
-    assert!(!hub.lease_released(&sid), "only the run's end releases");
-    hub.hold_from_here(&sid);
-    hub.publish(&sid, done()).await.unwrap();
-    assert!(hub.lease_released(&sid));
-    assert!(store.lease_holder(&sid).await.unwrap().is_none());
-    store.delete_session(&sid).await.unwrap();
+    hub.publisher().publish(&sid, status()).await.unwrap();
+    assert!(
+        !hub.loop_lease().lease_released(&sid),
+        "only the run's end releases"
+    );
+    hub.loop_lease().hold_from_here(&sid);
+    hub.publisher().publish(&sid, done()).await.unwrap();
+    assert!(hub.loop_lease().lease_released(&sid));
+    assert!(store.leases().lease_holder(&sid).await.unwrap().is_none());
+    store.sessions().delete_session(&sid).await.unwrap();
 }
 
 /// The session's recorded cost and its tenant's spend.
 async fn charged(store: &Store, sid: &str, tenant: &str) -> (i64, i64) {
-    let cost = store.get_session(sid).await.unwrap().unwrap().cost_nano_usd;
-    (cost, store.tenant_spend(tenant).await.unwrap())
+    let cost = store
+        .sessions()
+        .get_session(sid)
+        .await
+        .unwrap()
+        .unwrap()
+        .cost_nano_usd;
+    (cost, store.spend().tenant_spend(tenant).await.unwrap())
 }
 
 #[test]

@@ -6,7 +6,7 @@ use llm_proto::sessions as pb;
 
 use crate::config::SnapshotConfig;
 use crate::metrics::Metrics;
-use crate::store::{Fence, Store, StoreError};
+use crate::store::{Fence, Messages, Sessions, StoreError};
 use crate::tools::Workspace;
 
 use super::Repo;
@@ -116,10 +116,13 @@ pub fn first_and_latest<'a>(
 }
 
 /// The first snapshot of a session, read from its oldest messages.
-pub async fn first_snapshot(store: &Store, session_id: &str) -> Result<Option<String>, StoreError> {
+pub async fn first_snapshot(
+    messages: &Messages,
+    session_id: &str,
+) -> Result<Option<String>, StoreError> {
     let mut after: Option<String> = None;
     loop {
-        let (page, next) = store
+        let (page, next) = messages
             .list_messages(session_id, after.as_deref(), 16)
             .await?;
         let (first, _) = first_and_latest(&page);
@@ -176,22 +179,22 @@ impl StepSnapshots {
         Some((after, changes))
     }
 
-    /// Stores the session summary: the changes from the session's first snapshot to `latest`. A failed diff keeps
-    /// the previous summary.
+    /// Stores the session summary: the changes from the session's first snapshot (read from `messages`) to
+    /// `latest`, on the record in `sessions`. A failed diff keeps the previous summary.
     pub async fn update_summary(
         &self,
-        store: &Store,
+        (sessions, messages): (&Sessions, &Messages),
         latest: &str,
         fence: &Fence,
     ) -> Result<(), StoreError> {
-        let Some(first) = first_snapshot(store, &self.session_id).await? else {
+        let Some(first) = first_snapshot(messages, &self.session_id).await? else {
             return Ok(());
         };
         let Some(changes) = self.diff(&first, latest).await else {
             return Ok(());
         };
         let summary = summary(changes);
-        store
+        sessions
             .update_session(&self.session_id, Some(fence), |s| {
                 s.summary = Some(summary.clone());
             })

@@ -25,7 +25,7 @@ pub async fn sweep(config: &SnapshotConfig, store: &Store) -> Result<usize, Snap
         if !valid_session_id(&name) || !entry.file_type().await?.is_dir() {
             continue;
         }
-        match store.get_session(&name).await {
+        match store.sessions().get_session(&name).await {
             Ok(None) => {
                 tokio::fs::remove_dir_all(entry.path()).await?;
                 removed += 1;

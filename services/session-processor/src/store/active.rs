@@ -6,7 +6,10 @@
 //! takes the lease in between marks its own run beside, and the ending run can never unmark it. A mark without a run
 //! id (written by an older version) marks its session all the same.
 
-use super::{Store, StoreError, keys};
+use std::sync::Arc;
+
+use super::db::Db;
+use super::{StoreError, keys};
 
 /// A mark of the active set.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,21 +51,27 @@ fn glob_literal(text: &str) -> String {
     out
 }
 
-impl Store {
-    /// The command that sets `mark` (sent alone by [`Store::mark_active`], beside the begin script by a prompt).
-    pub(super) fn mark_cmd(&self, mark: &ActiveMark) -> redis::Cmd {
-        redis::cmd("SADD")
-            .arg(keys::active(&self.prefix))
-            .arg(&mark.member)
-            .clone()
-    }
+/// The command that sets `mark` under `prefix` (sent alone by [`ActiveSet::mark_active`], beside the begin script by
+/// a prompt).
+pub(super) fn mark_cmd(prefix: &str, mark: &ActiveMark) -> redis::Cmd {
+    redis::cmd("SADD")
+        .arg(keys::active(prefix))
+        .arg(&mark.member)
+        .clone()
+}
 
-    /// Marks `run` of the session's loop as running (until [`Store::clear_active`]).
+/// The active set (see the module docs).
+#[derive(Clone)]
+pub struct ActiveSet {
+    pub(super) db: Arc<Db>,
+}
+
+impl ActiveSet {
+    /// Marks `run` of the session's loop as running (until [`ActiveSet::clear_active`]).
     pub async fn mark_active(&self, session_id: &str, run: &str) -> Result<(), StoreError> {
         keys::check_id("session id", session_id)?;
-        let _: i64 = self
-            .mark_cmd(&ActiveMark::of(session_id, run))
-            .query_async(&mut self.conn.clone())
+        let _: i64 = mark_cmd(&self.db.prefix, &ActiveMark::of(session_id, run))
+            .query_async(&mut self.db.conn.clone())
             .await?;
         Ok(())
     }
@@ -70,9 +79,9 @@ impl Store {
     /// Removes a mark: its run ended, or a run resumed in its place.
     pub async fn clear_active(&self, mark: &ActiveMark) -> Result<(), StoreError> {
         let _: i64 = redis::cmd("SREM")
-            .arg(keys::active(&self.prefix))
+            .arg(keys::active(&self.db.prefix))
             .arg(&mark.member)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.db.conn.clone())
             .await?;
         Ok(())
     }
@@ -80,9 +89,9 @@ impl Store {
     /// Whether `mark` is still in the set.
     pub async fn is_marked(&self, mark: &ActiveMark) -> Result<bool, StoreError> {
         let member: bool = redis::cmd("SISMEMBER")
-            .arg(keys::active(&self.prefix))
+            .arg(keys::active(&self.db.prefix))
             .arg(&mark.member)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.db.conn.clone())
             .await?;
         Ok(member)
     }
@@ -90,8 +99,8 @@ impl Store {
     /// Every mark (loops running, or whose replica died before removing their mark).
     pub async fn active_sessions(&self) -> Result<Vec<ActiveMark>, StoreError> {
         let members: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(keys::active(&self.prefix))
-            .query_async(&mut self.conn.clone())
+            .arg(keys::active(&self.db.prefix))
+            .query_async(&mut self.db.conn.clone())
             .await?;
         Ok(members.into_iter().map(ActiveMark::parse).collect())
     }
@@ -104,13 +113,13 @@ impl Store {
         let mut cursor = 0u64;
         loop {
             let (next, members): (u64, Vec<String>) = redis::cmd("SSCAN")
-                .arg(keys::active(&self.prefix))
+                .arg(keys::active(&self.db.prefix))
                 .arg(cursor)
                 .arg("MATCH")
                 .arg(&pattern)
                 .arg("COUNT")
                 .arg(1000)
-                .query_async(&mut self.conn.clone())
+                .query_async(&mut self.db.conn.clone())
                 .await?;
             if members
                 .into_iter()

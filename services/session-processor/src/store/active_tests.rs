@@ -8,36 +8,39 @@ async fn a_run_removes_its_own_mark_and_never_a_successors() {
     let (store, prefix) = store().await;
     let sid = "ses_a*[b]";
     let other = "ses_a";
-    store.mark_active(sid, "run_1").await.unwrap();
+    store.active().mark_active(sid, "run_1").await.unwrap();
     // The next run of the same session marks itself before the first one has removed its mark.
-    store.mark_active(sid, "run_2").await.unwrap();
+    store.active().mark_active(sid, "run_2").await.unwrap();
     store
+        .active()
         .clear_active(&ActiveMark::of(sid, "run_1"))
         .await
         .unwrap();
     assert!(
-        store.is_active(sid).await.unwrap(),
+        store.active().is_active(sid).await.unwrap(),
         "the successor's mark stays"
     );
     assert!(
         store
+            .active()
             .is_marked(&ActiveMark::of(sid, "run_2"))
             .await
             .unwrap()
     );
     assert!(
-        !store.is_active(other).await.unwrap(),
+        !store.active().is_active(other).await.unwrap(),
         "a session whose id the other's starts with (or matches as a pattern) is not marked"
     );
     assert_eq!(
-        store.active_sessions().await.unwrap(),
+        store.active().active_sessions().await.unwrap(),
         [ActiveMark::of(sid, "run_2")]
     );
     store
+        .active()
         .clear_active(&ActiveMark::of(sid, "run_2"))
         .await
         .unwrap();
-    assert!(!store.is_active(sid).await.unwrap());
+    assert!(!store.active().is_active(sid).await.unwrap());
     cleanup(&store, &prefix).await;
 }
 

@@ -8,9 +8,9 @@ use std::time::Duration;
 use llm_proto::sessions as pb;
 use prost::Message as _;
 
-use super::{Store, StoreError};
+use super::{Mailboxes, StoreError};
 
-impl Store {
+impl Mailboxes {
     /// Records the permission request the loop now waits on, for `ttl`.
     pub async fn set_asking(
         &self,
@@ -18,24 +18,24 @@ impl Store {
         asked: &pb::PermissionAsked,
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
         let () = redis::cmd("SET")
             .arg(keys.asking())
             .arg(asked.encode_to_vec())
             .arg("PX")
             .arg(ms)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.db.conn.clone())
             .await?;
         Ok(())
     }
 
     /// Forgets the recorded permission request (answered, or the wait ended).
     pub async fn clear_asking(&self, session_id: &str) -> Result<(), StoreError> {
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         let _: i64 = redis::cmd("DEL")
             .arg(keys.asking())
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.db.conn.clone())
             .await?;
         Ok(())
     }
@@ -45,10 +45,10 @@ impl Store {
         &self,
         session_id: &str,
     ) -> Result<Option<pb::PermissionAsked>, StoreError> {
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         let bytes: Option<Vec<u8>> = redis::cmd("GET")
             .arg(keys.asking())
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.db.conn.clone())
             .await?;
         bytes
             .map(|b| {

@@ -7,40 +7,37 @@
 //! outside the slot) is set beside the script, concurrently. Prompts waiting in the queue are not taken here: the
 //! loop checks the queue at its step boundary (docs/architecture.md, "A prompt's critical path").
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use llm_proto::sessions as pb;
 use redis::Script;
 
+use super::active::{ActiveMark, ActiveSet, mark_cmd};
+use super::db::Db;
 use super::keys::SessionKeys;
 use super::messages::assemble;
 use super::script_call::ScriptCall;
-use super::{Fence, Store, StoreError, ceil_millis, check_id, records};
+use super::{Fence, StoreError, ceil_millis, check_id, records};
 use crate::event_wire::EventId;
 
 /// See `lua/begin.lua`. Returns {NO_SESSION} when the session is missing, {STALE} when the record or prompt model
 /// is not what the caller validated, {FENCED} when the lease is held (nothing written in either case), else {token, last event id, seconds or -1, microseconds, watched 0/1, (message id, head, parts)*}.
 static BEGIN: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/begin.lua")));
 
-/// KEYS: lease, queue. ARGV: `<owner>:<token>`. Gives the lease up if it is still this one, and returns how many
-/// prompts are queued (so a loop that just ended knows in the same round trip whether it must run again).
-static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-return redis.call('LLEN', KEYS[2])
-",
-    )
-});
+/// A prompt's first write and its idempotency key (`idempotency.rs`).
+#[derive(Clone)]
+pub struct Prompts {
+    pub(super) db: Arc<Db>,
+}
 
-/// What [`Store::begin_prompt`] did.
+/// What [`Prompts::begin_prompt`] did.
 #[derive(Debug)]
 pub enum Begin {
     /// Another loop holds the lease; nothing was written.
     Busy,
-    /// The session's record or prompt model is not what the caller validated the prompt against (it changed, or
-    /// the caller started from what this replica knew: [`Store::known_session_for_prompt`]); nothing was written.
+    /// The session's record or prompt model is not what the caller validated the prompt against (it changed, or the
+    /// caller started from what this replica knew: [`super::Sessions::known_session_for_prompt`]); nothing was written.
     Stale,
     /// The lease is this caller's and the message is stored.
     Begun(Begun),
@@ -70,7 +67,7 @@ pub struct BeginArgs<'a> {
     pub ttl: Duration,
     /// The run's inputs to store, when there are any.
     pub inputs: Option<&'a pb::PromptRequest>,
-    /// The id of the run this prompt starts: its active mark ([`super::ActiveMark`]) is set beside the script.
+    /// The id of the run this prompt starts: its active mark ([`ActiveMark`]) is set beside the script.
     pub run: &'a str,
     /// Read Redis's clock too (the replica's offset to it is stale).
     pub time: bool,
@@ -140,7 +137,7 @@ fn begin_call(
     Ok(script)
 }
 
-impl Store {
+impl Prompts {
     /// The begin script and, beside it, the run's active mark. On one node they go in one pipeline (one round trip);
     /// on a cluster, concurrently: the mark's key lives in another slot, and a replica `WAIT` must follow the script
     /// on the script's node.
@@ -148,25 +145,26 @@ impl Store {
         &self,
         session_id: &str,
         script: ScriptCall<'_>,
-        mark: &super::ActiveMark,
+        mark: &ActiveMark,
     ) -> (
         Result<Vec<redis::Value>, StoreError>,
         Result<i64, StoreError>,
     ) {
-        let sadd = self.mark_cmd(mark);
-        if self.conn.one_node() {
+        let sadd = mark_cmd(&self.db.prefix, mark);
+        if self.db.conn.one_node() {
             let both = self
-                .write_session(session_id, self.invoke_acked_beside(script, sadd))
+                .db
+                .write_session(session_id, self.db.invoke_acked_beside(script, sadd))
                 .await;
             return match both {
                 Ok((reply, marked)) => (Ok(reply), Ok(marked)),
                 Err(e) => (Err(e), Ok(0)),
             };
         }
-        let mut active_conn = self.conn.clone();
+        let mut active_conn = self.db.conn.clone();
         let (reply, marked) = tokio::join!(
-            self.write_session(session_id, async {
-                self.invoke_acked::<Vec<redis::Value>>(&script).await
+            self.db.write_session(session_id, async {
+                self.db.invoke_acked::<Vec<redis::Value>>(&script).await
             }),
             sadd.query_async::<i64>(&mut active_conn)
         );
@@ -188,10 +186,10 @@ impl Store {
                 "lease owner must not be empty".into(),
             ));
         }
-        let keys = self.keys(&message.session_id)?;
+        let keys = self.db.keys(&message.session_id)?;
         let script = begin_invocation(&keys, &mut message, &args)?;
         let session_id = &message.session_id;
-        let mark = super::ActiveMark::of(session_id, args.run);
+        let mark = ActiveMark::of(session_id, args.run);
         let (reply, marked) = self.begin_and_mark(session_id, script, &mark).await;
         let reply = reply?;
         let code = reply
@@ -202,15 +200,18 @@ impl Store {
         if matches!(code, Some(-1 | -2 | -5)) {
             // No run starts: its mark, set beside the script, goes (it is this run's alone). A failure leaves a mark
             // the recovery sweep finds with nothing to do.
-            let _ = self.clear_active(&mark).await;
+            let active = ActiveSet {
+                db: self.db.clone(),
+            };
+            let _ = active.clear_active(&mark).await;
         }
         match code {
             Some(-2) => {
-                self.records.forget(session_id);
+                self.db.records.forget(session_id);
                 return Err(StoreError::NotFound(format!("session {session_id}")));
             }
             Some(-5) => {
-                self.records.forget(session_id);
+                self.db.records.forget(session_id);
                 return Ok(Begin::Stale);
             }
             Some(-1) => return Ok(Begin::Busy),
@@ -239,40 +240,20 @@ impl Store {
             history,
         }))
     }
-}
 
-impl Store {
     /// After a prompt began from `validated`: the record is as validated, and the prompt model is the message's
     /// when it carries one.
     fn remember_begun(&self, message: &pb::Message, (record, model): (&[u8], Option<&str>)) {
         let model = Some(message.model.as_str())
             .filter(|m| !m.is_empty())
             .or(model);
-        self.records.put(
+        self.db.records.put(
             &message.session_id,
             records::Known {
                 bytes: record.to_vec(),
                 model: model.map(String::from),
             },
         );
-    }
-
-    /// Gives the lease up if `fence` still holds it (a lease that moved on is left to its new owner) and tells
-    /// whether prompts wait in the session's queue, in one round trip.
-    pub async fn release_lease_and_peek(
-        &self,
-        session_id: &str,
-        fence: &Fence,
-    ) -> Result<bool, StoreError> {
-        self.write_session(session_id, async {
-            let keys = self.keys(session_id)?;
-            let queued: i64 = ScriptCall::new(&RELEASE, [keys.lease(), keys.queue()])
-                .arg(fence.lease_value())
-                .invoke(&mut self.conn.clone())
-                .await?;
-            Ok(queued > 0)
-        })
-        .await
     }
 }
 

@@ -4,6 +4,7 @@ use super::super::test_support::{cleanup, new_session, redis_url, store};
 use super::*;
 use crate::ids;
 use crate::store::ActiveMark;
+use crate::store::Store;
 
 fn user(session_id: &str, text: &str) -> pb::Message {
     let id = ids::new("msg");
@@ -45,9 +46,10 @@ async fn a_prompt_begins_in_one_script_and_a_busy_session_is_left_untouched() {
         system: "queued".into(),
         ..Default::default()
     };
-    store.enqueue_prompt(&sid, &queued).await.unwrap();
+    store.queue().enqueue_prompt(&sid, &queued).await.unwrap();
     let first = user(&sid, "one");
     let Begin::Begun(b) = store
+        .prompts()
         .begin_prompt(first.clone(), args("rep_a", true))
         .await
         .unwrap()
@@ -56,7 +58,7 @@ async fn a_prompt_begins_in_one_script_and_a_busy_session_is_left_untouched() {
     };
     assert_eq!(b.fence.owner, "rep_a");
     assert!(
-        store.has_queued_prompts(&sid).await.unwrap(),
+        store.queue().has_queued_prompts(&sid).await.unwrap(),
         "the queue is left to the loop's step boundary"
     );
     assert!(
@@ -70,39 +72,59 @@ async fn a_prompt_begins_in_one_script_and_a_busy_session_is_left_untouched() {
         "the new message, with its parts"
     );
     assert_eq!(
-        store.prompt_model(&sid).await.unwrap().as_deref(),
+        store
+            .messages()
+            .prompt_model(&sid)
+            .await
+            .unwrap()
+            .as_deref(),
         Some("openai/gpt-4o")
     );
     assert!(
         store
+            .active()
             .active_sessions()
             .await
             .unwrap()
             .contains(&ActiveMark::of(&sid, "run_1"))
     );
-    assert_eq!(store.lease_holder(&sid).await.unwrap().unwrap().0, "rep_a");
+    assert_eq!(
+        store.leases().lease_holder(&sid).await.unwrap().unwrap().0,
+        "rep_a"
+    );
 
     let second = user(&sid, "two");
     assert!(matches!(
         store
+            .prompts()
             .begin_prompt(second.clone(), args("rep_b", false))
             .await
             .unwrap(),
         Begin::Busy
     ));
-    let (stored, _) = store.list_messages(&sid, None, 100).await.unwrap();
+    let (stored, _) = store
+        .messages()
+        .list_messages(&sid, None, 100)
+        .await
+        .unwrap();
     assert_eq!(stored.len(), 1, "a busy session gets nothing written");
 
     assert!(
-        store.release_lease_and_peek(&sid, &b.fence).await.unwrap(),
+        store
+            .leases()
+            .release_lease_and_peek(&sid, &b.fence)
+            .await
+            .unwrap(),
         "the release sees the queued prompt"
     );
-    assert!(store.lease_holder(&sid).await.unwrap().is_none());
+    assert!(store.leases().lease_holder(&sid).await.unwrap().is_none());
     store
+        .event_log()
         .mark_watched(&sid, Duration::from_secs(5))
         .await
         .unwrap();
     let Begin::Begun(again) = store
+        .prompts()
         .begin_prompt(second.clone(), args("rep_b", false))
         .await
         .unwrap()
@@ -122,6 +144,7 @@ async fn a_prompt_begins_in_one_script_and_a_busy_session_is_left_untouched() {
     );
     assert!(matches!(
         store
+            .prompts()
             .begin_prompt(user("ses_missing", "x"), args("rep_a", false))
             .await,
         Err(StoreError::NotFound(_))
@@ -138,12 +161,13 @@ async fn a_prompt_begins_only_from_the_record_and_prompt_model_redis_holds() {
         ..Default::default()
     };
     // What this replica wrote, it knows, without Redis.
-    let (known, bytes, model) = store.known_session_for_prompt(&sid).unwrap();
+    let (known, bytes, model) = store.sessions().known_session_for_prompt(&sid).unwrap();
     assert_eq!(known, session);
     assert_eq!(model, None);
     // Another replica changes the record: what this one knows is stale, and a begin from it writes nothing.
     let other = Store::connect(&redis_url(), &prefix).await.unwrap();
     other
+        .sessions()
         .update_session(&sid, None, |s| {
             s.default_model = "openai/gpt-4o-mini".into()
         })
@@ -155,33 +179,55 @@ async fn a_prompt_begins_only_from_the_record_and_prompt_model_redis_holds() {
         ..args("rep_a", false)
     };
     assert!(matches!(
-        store.begin_prompt(first.clone(), stale).await.unwrap(),
+        store
+            .prompts()
+            .begin_prompt(first.clone(), stale)
+            .await
+            .unwrap(),
         Begin::Stale
     ));
-    assert!(store.lease_holder(&sid).await.unwrap().is_none());
-    let (stored, _) = store.list_messages(&sid, None, 100).await.unwrap();
+    assert!(store.leases().lease_holder(&sid).await.unwrap().is_none());
+    let (stored, _) = store
+        .messages()
+        .list_messages(&sid, None, 100)
+        .await
+        .unwrap();
     assert!(stored.is_empty(), "a stale begin writes nothing");
     assert!(
-        store.known_session_for_prompt(&sid).is_none(),
+        store.sessions().known_session_for_prompt(&sid).is_none(),
         "and forgets what it knew"
     );
     // From a fresh read it begins, and remembers the record with the prompt's model.
-    let (_, fresh, model) = store.get_session_for_prompt(&sid).await.unwrap().unwrap();
+    let (_, fresh, model) = store
+        .sessions()
+        .get_session_for_prompt(&sid)
+        .await
+        .unwrap()
+        .unwrap();
     let current = BeginArgs {
         validated: Some((&fresh, model.as_deref())),
         ..args("rep_a", false)
     };
-    let Begin::Begun(b) = store.begin_prompt(first.clone(), current).await.unwrap() else {
+    let Begin::Begun(b) = store
+        .prompts()
+        .begin_prompt(first.clone(), current)
+        .await
+        .unwrap()
+    else {
         panic!("the record is current and the lease free")
     };
-    let (_, remembered, model) = store.known_session_for_prompt(&sid).unwrap();
+    let (_, remembered, model) = store.sessions().known_session_for_prompt(&sid).unwrap();
     assert_eq!(remembered, fresh);
     assert_eq!(model.as_deref(), Some("openai/gpt-4o"));
-    store.release_lease(&sid, &b.fence).await.unwrap();
+    store.leases().release_lease(&sid, &b.fence).await.unwrap();
     // A prompt model stored by another replica makes it stale too.
     let mut elsewhere = user(&sid, "two");
     elsewhere.model = "anthropic/claude".into();
-    other.put_message(&elsewhere, None).await.unwrap();
+    other
+        .messages()
+        .put_message(&elsewhere, None)
+        .await
+        .unwrap();
     let third = user(&sid, "three");
     let stale_model = BeginArgs {
         validated: Some((&remembered, model.as_deref())),
@@ -189,6 +235,7 @@ async fn a_prompt_begins_only_from_the_record_and_prompt_model_redis_holds() {
     };
     assert!(matches!(
         store
+            .prompts()
             .begin_prompt(third.clone(), stale_model)
             .await
             .unwrap(),
@@ -203,6 +250,7 @@ async fn on_one_node_a_prompt_begins_and_marks_its_run_in_one_round_trip() {
     let sid = new_session(&store).await;
     let before = store.traffic().counts().requests;
     let Begin::Begun(_) = store
+        .prompts()
         .begin_prompt(user(&sid, "one"), args("rep_a", false))
         .await
         .unwrap()
@@ -216,6 +264,7 @@ async fn on_one_node_a_prompt_begins_and_marks_its_run_in_one_round_trip() {
     );
     assert!(
         store
+            .active()
             .active_sessions()
             .await
             .unwrap()

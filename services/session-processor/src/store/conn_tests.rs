@@ -68,7 +68,7 @@ fn wait_after_a_script_goes_whole_to_the_scripts_slot() {
 async fn client_id(store: &crate::store::Store) -> i64 {
     redis::cmd("CLIENT")
         .arg("ID")
-        .query_async(&mut store.conn.clone())
+        .query_async(&mut store.db.conn.clone())
         .await
         .unwrap()
 }

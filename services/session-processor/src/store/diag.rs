@@ -11,25 +11,26 @@
 //!
 //! # Per-session write failures
 //!
-//! [`Store::write_failures`] counts failed writes of the whole replica. Each failed write of a session is also tallied
-//! in memory by session (count, time, message with credentials removed). A write that fails usually means Redis is
-//! unreachable, so the tally cannot be stored at that moment: it is flushed to `…{sess:<id>}:writefailures` by the
-//! next write of that session that succeeds (the loop writes at every step boundary and at its end, so that is
-//! soon after Redis is back). Readers add the tally not yet flushed on their own replica. What a replica had not
+//! [`super::Store::write_failures`] counts failed writes of the whole replica. Each failed write of a session is also
+//! tallied in memory by session (count, time, message with credentials removed). A write that fails usually means
+//! Redis is unreachable, so the tally cannot be stored at that moment: it is flushed to `…{sess:<id>}:writefailures`
+//! by the next write of that session that succeeds (the loop writes at every step boundary and at its end, so that
+//! is soon after Redis is back). Readers add the tally not yet flushed on their own replica. What a replica had not
 //! flushed when it died is lost; the replica-wide counter and the logs still have it.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use llm_proto::sessions as pb;
 use prost::Message as _;
 use redis::Script;
 
+use super::db::Db;
 use super::script_call::ScriptCall;
-use super::{Fence, Store, StoreError};
+use super::{Fence, StoreError};
 
 /// Sessions whose unflushed tallies a replica keeps at most; failures of further sessions still count in the
 /// replica-wide counter. Bounds memory when Redis stays down while many sessions run.
@@ -216,9 +217,9 @@ fn live(
     }
 }
 
-impl Store {
-    /// Runs a write of `session_id`: counts a Redis failure in [`Store::write_failures`] and in the session's tally,
-    /// and after a success flushes the session's unflushed tally (see the module docs).
+impl Db {
+    /// Runs a write of `session_id`: counts a Redis failure in [`super::Store::write_failures`] and in the session's
+    /// tally, and after a success flushes the session's unflushed tally (see the module docs).
     pub(super) async fn write_session<T>(
         &self,
         session_id: &str,
@@ -263,27 +264,35 @@ impl Store {
             }
         }
     }
+}
 
+/// The live status of sessions and their storage write failures (see the module docs).
+#[derive(Clone)]
+pub struct Statuses {
+    pub(super) db: Arc<Db>,
+}
+
+impl Statuses {
     /// A session's storage write failures: what was flushed to Redis plus what this replica has not flushed yet.
     pub async fn session_write_failures(
         &self,
         session_id: &str,
     ) -> Result<WriteFailures, StoreError> {
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         let (count, at_ms, message): (Option<u64>, Option<i64>, Option<String>) =
             redis::cmd("HMGET")
                 .arg(keys.write_failures())
                 .arg("count")
                 .arg("at_ms")
                 .arg("message")
-                .query_async(&mut self.conn.clone())
+                .query_async(&mut self.db.conn.clone())
                 .await?;
         let mut failures = WriteFailures {
             count: count.unwrap_or(0),
             last_at_ms: at_ms.unwrap_or(0),
             last_message: message.unwrap_or_default(),
         };
-        failures.merge(&self.tallies.peek(session_id));
+        failures.merge(&self.db.tallies.peek(session_id));
         Ok(failures)
     }
 
@@ -296,21 +305,22 @@ impl Store {
         fence: &Fence,
         wait: Duration,
     ) -> Result<(), StoreError> {
-        self.write_session(session_id, async {
-            let keys = self.keys(session_id)?;
-            let ttl = super::ceil_millis(wait.saturating_add(Duration::from_secs(60)));
-            let code: i64 = ScriptCall::new(
-                &SET_RETRY,
-                [keys.session(), keys.lease(), keys.retry_status()],
-            )
-            .arg(fence.lease_value())
-            .arg(status.encode_to_vec())
-            .arg(ttl)
-            .invoke(&mut self.conn.clone())
-            .await?;
-            Self::status(code, session_id, Some(fence), String::new)
-        })
-        .await
+        self.db
+            .write_session(session_id, async {
+                let keys = self.db.keys(session_id)?;
+                let ttl = super::ceil_millis(wait.saturating_add(Duration::from_secs(60)));
+                let code: i64 = ScriptCall::new(
+                    &SET_RETRY,
+                    [keys.session(), keys.lease(), keys.retry_status()],
+                )
+                .arg(fence.lease_value())
+                .arg(status.encode_to_vec())
+                .arg(ttl)
+                .invoke(&mut self.db.conn.clone())
+                .await?;
+                Db::status(code, session_id, Some(fence), String::new)
+            })
+            .await
     }
 
     /// Clears the retry status `fence` stored (the attempt starts, or the loop ends); a status stored under another
@@ -320,21 +330,22 @@ impl Store {
         session_id: &str,
         fence: &Fence,
     ) -> Result<(), StoreError> {
-        self.write_session(session_id, async {
-            let keys = self.keys(session_id)?;
-            let _: i64 = ScriptCall::new(&CLEAR_RETRY, [keys.retry_status()])
-                .arg(fence.lease_value())
-                .invoke(&mut self.conn.clone())
-                .await?;
-            Ok(())
-        })
-        .await
+        self.db
+            .write_session(session_id, async {
+                let keys = self.db.keys(session_id)?;
+                let _: i64 = ScriptCall::new(&CLEAR_RETRY, [keys.retry_status()])
+                    .arg(fence.lease_value())
+                    .invoke(&mut self.db.conn.clone())
+                    .await?;
+                Ok(())
+            })
+            .await
     }
 
     /// What the session is doing: RETRY (with attempt, next attempt time and error) while its loop waits to retry a
     /// step, BUSY while a loop holds the lease, IDLE otherwise. Lease and status are read in one atomic step.
     pub async fn live_status(&self, session_id: &str) -> Result<pb::SessionStatus, StoreError> {
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         let (lease, (lease_field, status)): LeaseAndStatus = redis::pipe()
             .atomic()
             .cmd("GET")
@@ -343,7 +354,7 @@ impl Store {
             .arg(keys.retry_status())
             .arg("lease")
             .arg("s")
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.db.conn.clone())
             .await?;
         Ok(live(
             lease.as_deref(),
@@ -352,7 +363,7 @@ impl Store {
         ))
     }
 
-    /// [`Store::live_status`] of several sessions in one round trip (not atomic across sessions: they live in
+    /// [`Statuses::live_status`] of several sessions in one round trip (not atomic across sessions: they live in
     /// different slots).
     pub async fn live_statuses(
         &self,
@@ -363,7 +374,7 @@ impl Store {
         }
         let mut pipe = redis::pipe();
         for id in session_ids {
-            let keys = self.keys(id)?;
+            let keys = self.db.keys(id)?;
             pipe.cmd("GET")
                 .arg(keys.lease())
                 .cmd("HMGET")
@@ -372,7 +383,7 @@ impl Store {
                 .arg("s");
         }
         let replies: Vec<LeaseAndStatus> = {
-            let values: Vec<redis::Value> = pipe.query_async(&mut self.conn.clone()).await?;
+            let values: Vec<redis::Value> = pipe.query_async(&mut self.db.conn.clone()).await?;
             let mut out = Vec::with_capacity(session_ids.len());
             let mut values = values.into_iter();
             while let (Some(lease), Some(status)) = (values.next(), values.next()) {

@@ -1,5 +1,6 @@
 use super::*;
 use crate::ids;
+use crate::store::Store;
 use crate::store::test_support::{cleanup, redis_url, store};
 
 async fn new_session(store: &Store) -> pb::Session {
@@ -8,7 +9,7 @@ async fn new_session(store: &Store) -> pb::Session {
         agent: "default".into(),
         ..Default::default()
     };
-    store.create_session(&s).await.unwrap();
+    store.sessions().create_session(&s).await.unwrap();
     s
 }
 
@@ -23,12 +24,18 @@ fn message(s: &pb::Session) -> pb::Message {
 
 /// The kind of the session's live status.
 async fn live_kind(store: &Store, session_id: &str) -> pb::session_status::Kind {
-    store.live_status(session_id).await.unwrap().kind()
+    store
+        .statuses()
+        .live_status(session_id)
+        .await
+        .unwrap()
+        .kind()
 }
 
 /// Takes the session's loop lease for `owner`; it must be free.
 async fn lease(store: &Store, session_id: &str, owner: &str) -> Fence {
     store
+        .leases()
         .acquire_lease(session_id, owner, Duration::from_secs(10))
         .await
         .unwrap()
@@ -113,6 +120,7 @@ async fn a_retry_status_is_reported_while_its_lease_holds_and_cleared_by_it_only
         pb::session_status::Kind::Busy
     );
     store
+        .statuses()
         .set_retry_status(
             &s.id,
             &retry(1, "rate limited"),
@@ -122,10 +130,14 @@ async fn a_retry_status_is_reported_while_its_lease_holds_and_cleared_by_it_only
         .await
         .unwrap();
     assert_eq!(
-        store.live_status(&s.id).await.unwrap(),
+        store.statuses().live_status(&s.id).await.unwrap(),
         retry(1, "rate limited")
     );
-    let listed = store.live_statuses(&[&s.id, "ses_missing"]).await.unwrap();
+    let listed = store
+        .statuses()
+        .live_statuses(&[&s.id, "ses_missing"])
+        .await
+        .unwrap();
     assert_eq!(listed[0], retry(1, "rate limited"));
     assert_eq!(listed[1].kind(), pb::session_status::Kind::Idle);
 
@@ -134,9 +146,20 @@ async fn a_retry_status_is_reported_while_its_lease_holds_and_cleared_by_it_only
         owner: "rep".into(),
         token: fence.token + 7,
     };
-    store.clear_retry_status(&s.id, &stale).await.unwrap();
-    assert_eq!(store.live_status(&s.id).await.unwrap().attempt, 1);
-    store.clear_retry_status(&s.id, &fence).await.unwrap();
+    store
+        .statuses()
+        .clear_retry_status(&s.id, &stale)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.statuses().live_status(&s.id).await.unwrap().attempt,
+        1
+    );
+    store
+        .statuses()
+        .clear_retry_status(&s.id, &fence)
+        .await
+        .unwrap();
     assert_eq!(
         live_kind(&store, &s.id).await,
         pb::session_status::Kind::Busy
@@ -145,11 +168,13 @@ async fn a_retry_status_is_reported_while_its_lease_holds_and_cleared_by_it_only
     // A stale fence cannot store one, and a status left by a loop that lost its lease is not believed.
     assert!(matches!(
         store
+            .statuses()
             .set_retry_status(&s.id, &retry(1, "x"), &stale, Duration::from_secs(1))
             .await,
         Err(StoreError::Fenced { .. })
     ));
     store
+        .statuses()
         .set_retry_status(
             &s.id,
             &retry(3, "left behind"),
@@ -158,7 +183,7 @@ async fn a_retry_status_is_reported_while_its_lease_holds_and_cleared_by_it_only
         )
         .await
         .unwrap();
-    store.release_lease(&s.id, &fence).await.unwrap();
+    store.leases().release_lease(&s.id, &fence).await.unwrap();
     assert_eq!(
         live_kind(&store, &s.id).await,
         pb::session_status::Kind::Idle
@@ -168,10 +193,10 @@ async fn a_retry_status_is_reported_while_its_lease_holds_and_cleared_by_it_only
         live_kind(&store, &s.id).await,
         pb::session_status::Kind::Busy
     );
-    store.release_lease(&s.id, &next).await.unwrap();
-    assert!(store.delete_session(&s.id).await.unwrap());
+    store.leases().release_lease(&s.id, &next).await.unwrap();
+    assert!(store.sessions().delete_session(&s.id).await.unwrap());
     assert!(
-        !store.is_active(&s.id).await.unwrap(),
+        !store.active().is_active(&s.id).await.unwrap(),
         "never marked active"
     );
     cleanup(&store, &prefix).await;
@@ -183,19 +208,27 @@ async fn write_failures_are_tallied_per_session_and_flushed_once_writes_succeed(
     let s = new_session(&store).await;
     let other = new_session(&store).await;
     // A real Redis error: the messages index is made a string, so the message script's ZADD fails (WRONGTYPE).
-    let keys = store.keys(&s.id).unwrap();
+    let keys = store.db.keys(&s.id).unwrap();
     let _: () = redis::cmd("SET")
         .arg(keys.messages())
         .arg("not a sorted set")
-        .query_async(&mut store.conn.clone())
+        .query_async(&mut store.db.conn.clone())
         .await
         .unwrap();
     for _ in 0..2 {
-        let err = store.put_message(&message(&s), None).await.unwrap_err();
+        let err = store
+            .messages()
+            .put_message(&message(&s), None)
+            .await
+            .unwrap_err();
         assert!(err.is_transport(), "{err}");
     }
     assert_eq!(store.write_failures(), 2);
-    let seen = store.session_write_failures(&s.id).await.unwrap();
+    let seen = store
+        .statuses()
+        .session_write_failures(&s.id)
+        .await
+        .unwrap();
     assert_eq!(seen.count, 2);
     assert!(
         seen.last_message.contains("WRONGTYPE"),
@@ -204,32 +237,54 @@ async fn write_failures_are_tallied_per_session_and_flushed_once_writes_succeed(
     );
     assert!(seen.last_at_ms > 0);
     assert_eq!(
-        store.session_write_failures(&other.id).await.unwrap().count,
+        store
+            .statuses()
+            .session_write_failures(&other.id)
+            .await
+            .unwrap()
+            .count,
         0
     );
 
     // Another replica sees nothing until a write of the session succeeds and flushes the tally.
     let replica = Store::connect(&redis_url(), &prefix).await.unwrap();
     assert_eq!(
-        replica.session_write_failures(&s.id).await.unwrap().count,
+        replica
+            .statuses()
+            .session_write_failures(&s.id)
+            .await
+            .unwrap()
+            .count,
         0
     );
     let _: () = redis::cmd("DEL")
         .arg(keys.messages())
-        .query_async(&mut store.conn.clone())
+        .query_async(&mut store.db.conn.clone())
         .await
         .unwrap();
-    store.put_message(&message(&s), None).await.unwrap();
-    assert!(!store.tallies.has(&s.id));
-    let flushed = replica.session_write_failures(&s.id).await.unwrap();
+    store
+        .messages()
+        .put_message(&message(&s), None)
+        .await
+        .unwrap();
+    assert!(!store.db.tallies.has(&s.id));
+    let flushed = replica
+        .statuses()
+        .session_write_failures(&s.id)
+        .await
+        .unwrap();
     assert_eq!(flushed, seen, "flushed as recorded");
     assert_eq!(
-        store.session_write_failures(&s.id).await.unwrap(),
+        store
+            .statuses()
+            .session_write_failures(&s.id)
+            .await
+            .unwrap(),
         seen,
         "not counted twice"
     );
 
-    assert!(store.delete_session(&s.id).await.unwrap());
-    assert!(store.delete_session(&other.id).await.unwrap());
+    assert!(store.sessions().delete_session(&s.id).await.unwrap());
+    assert!(store.sessions().delete_session(&other.id).await.unwrap());
     cleanup(&store, &prefix).await;
 }

@@ -1,5 +1,6 @@
 //! A session's event log (a capped Redis stream): appends, the loop's coalesced flushes, reads and watched marks.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -7,21 +8,28 @@ use llm_proto::sessions as pb;
 use prost::Message as _;
 use redis::streams::{StreamRangeReply, StreamReadReply};
 
+use super::db::Db;
 use super::keys::{SessionKeys, check_id};
 use super::script_call::ScriptCall;
-use super::{BLOCKING_GRACE, Fence, Store, StoreError, ceil_millis, fence_arg};
+use super::{BLOCKING_GRACE, Fence, StoreError, ceil_millis, fence_arg};
 use crate::event_wire::EventId;
 use crate::maps::IdSet;
 
-impl Store {
+/// Sessions' event logs (see the module docs).
+#[derive(Clone)]
+pub struct EventLog {
+    pub(super) db: Arc<Db>,
+}
+
+impl EventLog {
     /// Redis commands the store issued for session event logs since start (appends and flushes, reads, last-id
     /// look-ups, watched marks), so tests and benchmarks can check what coalescing saves.
-    pub fn event_log_commands(&self) -> u64 {
-        self.event_commands.load(Ordering::Relaxed)
+    pub fn commands(&self) -> u64 {
+        self.db.event_commands.load(Ordering::Relaxed)
     }
 
     fn count_event_command(&self) {
-        self.event_commands.fetch_add(1, Ordering::Relaxed);
+        self.db.event_commands.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Appends one event to the session's stream as its own entry, with an id Redis assigns, and returns that id.
@@ -33,24 +41,25 @@ impl Store {
         session_id: &str,
         event: pb::session_event::Event,
     ) -> Result<String, StoreError> {
-        self.write_session(session_id, async {
-            let keys = self.keys(session_id)?;
-            // Both ids are implied by where the event is stored, so they are filled in on read instead.
-            let stored = pb::SessionEvent {
-                event_id: String::new(),
-                session_id: String::new(),
-                event: Some(event),
-            };
-            self.count_event_command();
-            let id: Option<String> =
-                ScriptCall::new(&self.scripts.publish, [keys.session(), keys.events()])
-                    .arg(self.event_cap)
-                    .arg(stored.encode_to_vec())
-                    .invoke(&mut self.conn.clone())
-                    .await?;
-            id.ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))
-        })
-        .await
+        self.db
+            .write_session(session_id, async {
+                let keys = self.db.keys(session_id)?;
+                // Both ids are implied by where the event is stored, so they are filled in on read instead.
+                let stored = pb::SessionEvent {
+                    event_id: String::new(),
+                    session_id: String::new(),
+                    event: Some(event),
+                };
+                self.count_event_command();
+                let id: Option<String> =
+                    ScriptCall::new(&self.db.scripts.publish, [keys.session(), keys.events()])
+                        .arg(self.db.event_cap)
+                        .arg(stored.encode_to_vec())
+                        .invoke(&mut self.db.conn.clone())
+                        .await?;
+                id.ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))
+            })
+            .await
     }
 
     /// Appends a batch of events (encoded by [`crate::events`]) as one entry with the id `last`, its last event's
@@ -63,31 +72,34 @@ impl Store {
         last: EventId,
         batch: Vec<u8>,
     ) -> Result<EventId, StoreError> {
-        self.write_session(session_id, async {
-            let keys = self.keys(session_id)?;
-            self.count_event_command();
-            let id: Option<String> =
-                ScriptCall::new(&self.scripts.append_events, [keys.session(), keys.events()])
-                    .arg(self.event_cap)
-                    .arg(last.to_string())
-                    .arg(batch)
-                    .invoke(&mut self.conn.clone())
-                    .await?;
-            let id = id.ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))?;
-            id.parse()
-                .map_err(|_| StoreError::Unexpected(format!("entry id {id:?}")))
-        })
-        .await
+        self.db
+            .write_session(session_id, async {
+                let keys = self.db.keys(session_id)?;
+                self.count_event_command();
+                let id: Option<String> = ScriptCall::new(
+                    &self.db.scripts.append_events,
+                    [keys.session(), keys.events()],
+                )
+                .arg(self.db.event_cap)
+                .arg(last.to_string())
+                .arg(batch)
+                .invoke(&mut self.db.conn.clone())
+                .await?;
+                let id = id.ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))?;
+                id.parse()
+                    .map_err(|_| StoreError::Unexpected(format!("entry id {id:?}")))
+            })
+            .await
     }
 
-    /// Writes one window of a running loop's event channel in one round trip (one script): `batch` (its last
-    /// event's id and the encoded batch, as for [`Store::append_events`]; `None` writes no entry) and `parts`, the
-    /// loop's parts to persist, which need `fence`. Parts are written only while `fence` holds the lease, all or
-    /// none; the batch is appended either way (the log is unfenced). The script checks that each part's message is
-    /// listed in the session unless it is in `listed` (messages a previous write already checked: a message stays
-    /// listed until the session is deleted, which also ends the lease). With `renew`, a lease that holds `fence` is
-    /// extended to that ttl as [`Store::renew_lease`] would ([`Flushed::renewed`]). Also reports whether a stream
-    /// on another replica follows the session ([`Store::mark_watched`]), so the channel picks its flush window.
+    /// Writes one window of a running loop's event channel in one round trip (one script): `batch` (its last event's id
+    /// and the encoded batch, as for [`EventLog::append_events`]; `None` writes no entry) and `parts`, the loop's parts
+    /// to persist, which need `fence`. Parts are written only while `fence` holds the lease, all or none; the batch is
+    /// appended either way (the log is unfenced). The script checks that each part's message is listed in the session
+    /// unless it is in `listed` (messages a previous write already checked: a message stays listed until the session is
+    /// deleted, which also ends the lease). With `renew`, a lease that holds `fence` is extended to that ttl as
+    /// [`super::Leases::renew_lease`] would ([`Flushed::renewed`]). Also reports whether a stream on another replica
+    /// follows the session ([`EventLog::mark_watched`]), so the channel picks its flush window.
     ///
     /// [`StoreError::NotFound`] when the session does not exist; a refused part write (fenced, or an unlisted
     /// message) is [`Flushed::parts`], the batch having been appended.
@@ -107,69 +119,80 @@ impl Store {
             ends_run,
             release,
         } = writes;
-        self.write_session(session_id, async {
-            let keys = self.keys(session_id)?;
-            if (!parts.is_empty() || !heads.is_empty() || session.is_some()) && fence.is_none() {
-                return Err(StoreError::InvalidArgument(
-                    "parts and messages are written only under a fence".into(),
-                ));
-            }
-            let messages = group_by_message(session_id, parts, heads)?;
-            let written = session.map(|cas| cas.new);
-            let script = self.flush_invocation(
-                &keys,
-                batch,
-                fence,
-                renew,
-                (&messages, listed),
-                (session, ends_run, release),
-            );
-            self.count_event_command();
-            let reply: Option<(String, i64, i64, i64, i64, i64)> =
-                self.invoke_acked(&script).await?;
-            let Some((entry, watched, code, renewed, session_code, released)) = reply else {
-                return Err(StoreError::NotFound(format!("session {session_id}")));
-            };
-            let entry = if entry.is_empty() {
-                None
-            } else {
-                Some(
-                    entry
-                        .parse()
-                        .map_err(|_| StoreError::Unexpected(format!("entry id {entry:?}")))?,
-                )
-            };
-            let parts = Self::status(code, session_id, fence, || {
-                let ids: Vec<&str> = messages.iter().map(|m| m.id).collect();
-                format!("message {} of session {session_id}", ids.join(" or "))
-            });
-            let session = match session_code {
-                0 => None,
-                super::scripts::CONFLICT => Some(SessionWritten::Changed),
-                _ => Some(
-                    match Self::status(session_code, session_id, fence, || {
-                        format!("session {session_id}")
-                    }) {
-                        Ok(()) => {
-                            if let Some(bytes) = written {
-                                self.records.record_written(session_id, bytes);
-                            }
-                            SessionWritten::Written
-                        }
-                        Err(e) => SessionWritten::Refused(e),
-                    },
-                ),
-            };
-            Ok(Flushed {
-                entry,
-                watched: watched == 1,
-                parts,
-                renewed: renewed == 1,
-                session,
-                released: released == 1,
+        self.db
+            .write_session(session_id, async {
+                let keys = self.db.keys(session_id)?;
+                if (!parts.is_empty() || !heads.is_empty() || session.is_some()) && fence.is_none()
+                {
+                    return Err(StoreError::InvalidArgument(
+                        "parts and messages are written only under a fence".into(),
+                    ));
+                }
+                let messages = group_by_message(session_id, parts, heads)?;
+                let written = session.map(|cas| cas.new);
+                let script = self.flush_invocation(
+                    &keys,
+                    batch,
+                    fence,
+                    renew,
+                    (&messages, listed),
+                    (session, ends_run, release),
+                );
+                self.count_event_command();
+                let reply: Option<(String, i64, i64, i64, i64, i64)> =
+                    self.db.invoke_acked(&script).await?;
+                let Some((entry, watched, code, renewed, session_code, released)) = reply else {
+                    return Err(StoreError::NotFound(format!("session {session_id}")));
+                };
+                let entry = if entry.is_empty() {
+                    None
+                } else {
+                    Some(
+                        entry
+                            .parse()
+                            .map_err(|_| StoreError::Unexpected(format!("entry id {entry:?}")))?,
+                    )
+                };
+                let parts = Db::status(code, session_id, fence, || {
+                    let ids: Vec<&str> = messages.iter().map(|m| m.id).collect();
+                    format!("message {} of session {session_id}", ids.join(" or "))
+                });
+                Ok(Flushed {
+                    entry,
+                    watched: watched == 1,
+                    parts,
+                    renewed: renewed == 1,
+                    session: self.session_written(session_code, session_id, fence, written),
+                    released: released == 1,
+                })
             })
-        })
-        .await
+            .await
+    }
+
+    /// What became of a flush's compare-and-set of the session record (`code`, the script's status for it; 0 when
+    /// the flush carried none); a record written is remembered as `written`.
+    fn session_written(
+        &self,
+        code: i64,
+        session_id: &str,
+        fence: Option<&Fence>,
+        written: Option<&[u8]>,
+    ) -> Option<SessionWritten> {
+        match code {
+            0 => None,
+            super::scripts::CONFLICT => Some(SessionWritten::Changed),
+            _ => Some(
+                match Db::status(code, session_id, fence, || format!("session {session_id}")) {
+                    Ok(()) => {
+                        if let Some(bytes) = written {
+                            self.db.records.record_written(session_id, bytes);
+                        }
+                        SessionWritten::Written
+                    }
+                    Err(e) => SessionWritten::Refused(e),
+                },
+            ),
+        }
     }
 
     /// The flush script's call: the batch, the fence and renewal, the session record's compare-and-set, and per
@@ -209,9 +232,9 @@ impl Store {
             .unwrap_or_default();
         let (args, room) = flush_room(messages, session.as_ref());
         let room = room + last.len() + bytes.len() + fence.len() + renew_ms.len();
-        let mut script = ScriptCall::with_room(&self.scripts.flush, &all, args, room);
+        let mut script = ScriptCall::with_room(&self.db.scripts.flush, &all, args, room);
         script
-            .arg(self.event_cap)
+            .arg(self.db.event_cap)
             .arg(last)
             .arg(bytes)
             .arg(fence)
@@ -248,11 +271,11 @@ impl Store {
     /// stay fresh. One script; followers refresh it about once a second. [`StoreError::NotFound`] (nothing written)
     /// when the session does not exist, which is how a follower learns that its session was deleted.
     pub async fn mark_watched(&self, session_id: &str, ttl: Duration) -> Result<(), StoreError> {
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         self.count_event_command();
-        let marked: i64 = ScriptCall::new(&self.scripts.watch, [keys.session(), keys.watched()])
+        let marked: i64 = ScriptCall::new(&self.db.scripts.watch, [keys.session(), keys.watched()])
             .arg(ceil_millis(ttl))
-            .invoke(&mut self.conn.clone())
+            .invoke(&mut self.db.conn.clone())
             .await?;
         if marked == 0 {
             return Err(StoreError::NotFound(format!("session {session_id}")));
@@ -260,12 +283,12 @@ impl Store {
         Ok(())
     }
 
-    /// Whether the session's watched mark ([`Store::mark_watched`]) exists.
+    /// Whether the session's watched mark ([`EventLog::mark_watched`]) exists.
     pub async fn is_watched(&self, session_id: &str) -> Result<bool, StoreError> {
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         let n: i64 = redis::cmd("EXISTS")
             .arg(keys.watched())
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.db.conn.clone())
             .await?;
         Ok(n > 0)
     }
@@ -273,11 +296,11 @@ impl Store {
     /// What a replica starting to write a session's events needs, in one command: the stream's newest entry id
     /// (`0-0` when empty) and Redis's clock in milliseconds.
     pub async fn open_events(&self, session_id: &str) -> Result<(EventId, i64), StoreError> {
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         self.count_event_command();
         let (secs, micros, id): (i64, i64, String) =
-            ScriptCall::new(&self.scripts.open_events, [keys.events()])
-                .invoke(&mut self.conn.clone())
+            ScriptCall::new(&self.db.scripts.open_events, [keys.events()])
+                .invoke(&mut self.db.conn.clone())
                 .await?;
         let last = id
             .parse()
@@ -322,7 +345,7 @@ impl Store {
 
     /// Up to `count` entries after the entry id `cursor`, decoded into their events (every event of each entry,
     /// including any not after `cursor`: callers filter by the last id they delivered), and the id of the last
-    /// entry read (`None` when none was). Blocking as in [`Store::read_events`].
+    /// entry read (`None` when none was). Blocking as in [`EventLog::read_events`].
     pub async fn read_event_page(
         &self,
         session_id: &str,
@@ -330,14 +353,14 @@ impl Store {
         block: Option<Duration>,
         count: usize,
     ) -> Result<EventPage, StoreError> {
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         let mut cmd = redis::cmd("XREAD");
         cmd.arg("COUNT").arg(count.max(1));
         self.count_event_command();
         // BLOCK 0 means "forever" to Redis; a zero wait here means "don't wait". A wait beyond the bound on
         // blocking reads polls (see `Store::with_log_waits`).
         let wait = block.filter(|d| !d.is_zero());
-        let permit = wait.and_then(|_| self.log_waits.clone().try_acquire_owned().ok());
+        let permit = wait.and_then(|_| self.db.log_waits.clone().try_acquire_owned().ok());
         let reply: Option<StreamReadReply> = match (wait, permit) {
             (Some(wait), Some(_permit)) => {
                 cmd.arg("BLOCK")
@@ -345,7 +368,8 @@ impl Store {
                     .arg("STREAMS")
                     .arg(keys.events())
                     .arg(cursor.to_string());
-                self.blocking
+                self.db
+                    .blocking
                     .query(&cmd, wait.saturating_add(BLOCKING_GRACE))
                     .await?
             }
@@ -354,11 +378,11 @@ impl Store {
                     .arg(keys.events())
                     .arg(cursor.to_string());
                 let reply: Option<StreamReadReply> =
-                    cmd.query_async(&mut self.conn.clone()).await?;
+                    cmd.query_async(&mut self.db.conn.clone()).await?;
                 if let Some(wait) = wait
                     && reply.is_none()
                 {
-                    self.traffic.log_poll();
+                    self.db.traffic.log_poll();
                     tokio::time::sleep(wait.min(super::LOG_POLL)).await;
                 }
                 reply
@@ -404,7 +428,7 @@ impl Store {
     /// new events starts reading. (An entry's id is its last event's id.) A replica running the session's loop
     /// knows newer ones: see [`crate::events::Hub::last_event_id`].
     pub async fn last_event_id(&self, session_id: &str) -> Result<String, StoreError> {
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         self.count_event_command();
         let reply: StreamRangeReply = redis::cmd("XREVRANGE")
             .arg(keys.events())
@@ -412,7 +436,7 @@ impl Store {
             .arg("-")
             .arg("COUNT")
             .arg(1)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.db.conn.clone())
             .await?;
         Ok(reply
             .ids
@@ -422,7 +446,7 @@ impl Store {
     }
 }
 
-/// Events read from a session's log: see [`Store::read_event_page`].
+/// Events read from a session's log: see [`EventLog::read_event_page`].
 #[derive(Debug, Default)]
 pub struct EventPage {
     /// The entries' events, in log order, ids filled in.
@@ -431,10 +455,10 @@ pub struct EventPage {
     pub cursor: Option<EventId>,
 }
 
-/// What [`Store::flush_events`] did.
+/// What [`EventLog::flush_events`] did.
 #[derive(Debug)]
 pub struct Flushed {
-    /// The id the batch's entry got (see [`Store::append_events`]); `None` when no batch was given.
+    /// The id the batch's entry got (see [`EventLog::append_events`]); `None` when no batch was given.
     pub entry: Option<EventId>,
     /// Whether a stream on another replica follows the session (its watched mark exists).
     pub watched: bool,

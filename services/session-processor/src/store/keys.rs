@@ -31,93 +31,89 @@ impl SessionKeys {
         })
     }
 
-    /// The base followed by `suffix`. `concat` allocates the key at its size once; `format!` would grow it as it
-    /// writes, and a prompt's writes name a few dozen keys.
-    fn with(&self, suffix: &str) -> String {
-        [self.base.as_str(), suffix].concat()
-    }
-
-    /// The base followed by `kind` and `id` (`msg:<id>`, `parts:<id>`, ...).
-    fn with_id(&self, kind: &str, id: &str) -> String {
+    /// The base followed by `kind` and `id` (`msg:<id>`, `parts:<id>`, ...; a fixed key's name is its `kind` with
+    /// an empty `id`). `concat` allocates the key at its size once; `format!` would grow it as it writes, and a
+    /// prompt's writes name a few dozen keys.
+    fn with(&self, kind: &str, id: &str) -> String {
         [self.base.as_str(), kind, id].concat()
     }
 
     /// Encoded `Session` (without live status).
     pub(super) fn session(&self) -> String {
-        self.with("session")
+        self.with("session", "")
     }
 
     /// ZSET of message ids (score 0, lexicographic order = chronological).
     pub(super) fn messages(&self) -> String {
-        self.with("messages")
+        self.with("messages", "")
     }
 
     /// Encoded `Message` with `parts` cleared.
     pub(super) fn message(&self, message_id: &str) -> String {
-        self.with_id("msg:", message_id)
+        self.with("msg:", message_id)
     }
 
     /// HASH part id → encoded `Part`.
     pub(super) fn parts(&self, message_id: &str) -> String {
-        self.with_id("parts:", message_id)
+        self.with("parts:", message_id)
     }
 
     /// Stream of encoded `SessionEvent`s.
     pub(super) fn events(&self) -> String {
-        self.with("events")
+        self.with("events", "")
     }
 
     /// `<owner>:<token>` with a PX ttl.
     pub(super) fn lease(&self) -> String {
-        self.with("lease")
+        self.with("lease", "")
     }
 
     /// INCR counter the fencing tokens come from; it outlives leases so tokens only grow.
     pub(super) fn fence(&self) -> String {
-        self.with("fence")
+        self.with("fence", "")
     }
 
     /// LIST of encoded `PromptRequest`s waiting for the running loop, each tagged (see `queue.rs`).
     pub(super) fn queue(&self) -> String {
-        self.with("queue")
+        self.with("queue", "")
     }
 
     /// HASH tag → user message id of the queued prompts delivered, empty while one is queued (see `queue.rs`), with
     /// a PX ttl.
     pub(super) fn delivered(&self) -> String {
-        self.with("delivered")
+        self.with("delivered", "")
     }
 
     /// SET of the session's keys whose names carry caller-chosen ids (mailboxes, idempotency keys), so
     /// `delete_session` finds them without SCAN.
     pub(super) fn aux(&self) -> String {
-        self.with("aux")
+        self.with("aux", "")
     }
 
     /// HASH call id → encoded `SubmitToolResultRequest`: the durable record of every tool result.
     pub(super) fn tool_results(&self) -> String {
-        self.with("toolresults")
+        self.with("toolresults", "")
     }
 
     /// LIST that wakes the loop waiting for `call_id` (a doorbell; the record above is the truth).
     pub(super) fn tool_mailbox(&self, call_id: &str) -> String {
-        self.with_id("toolresult:", call_id)
+        self.with("toolresult:", call_id)
     }
 
     /// SET of the questions a loop asked the caller (`tool:<call id>`, `permission:<permission id>`): only those
     /// can be answered, so a caller cannot store answers nobody asked for.
     pub(super) fn awaiting(&self) -> String {
-        self.with("awaiting")
+        self.with("awaiting", "")
     }
 
     /// HASH permission id → encoded `ReplyPermissionRequest`: the durable record of every reply.
     pub(super) fn permissions(&self) -> String {
-        self.with("permissions")
+        self.with("permissions", "")
     }
 
     /// LIST that wakes the loop waiting for `permission_id`.
     pub(super) fn permission_mailbox(&self, permission_id: &str) -> String {
-        self.with_id("permission:", permission_id)
+        self.with("permission:", permission_id)
     }
 
     /// Idempotency claim; the caller's key is hashed so any length or byte content makes a bounded key name.
@@ -125,41 +121,41 @@ impl SessionKeys {
         use sha2::Digest as _;
         let digest = sha2::Sha256::digest(key.as_bytes());
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        self.with_id("idem:", &hex)
+        self.with("idem:", &hex)
     }
 
     /// HASH `lease` → `<owner>:<token>`, `s` → encoded `SessionStatus`: the retry status of the loop holding that
     /// lease while it waits before retrying a step. Ignored once the lease moved on.
     pub(super) fn retry_status(&self) -> String {
-        self.with("retrystatus")
+        self.with("retrystatus", "")
     }
 
     /// HASH `count`, `at_ms`, `message`: storage write failures of this session, flushed from the replicas' tallies.
     pub(super) fn write_failures(&self) -> String {
-        self.with("writefailures")
+        self.with("writefailures", "")
     }
 
     /// STRING: encoded `PromptRequest` holding only the run's inputs (model, client tools, system), so a loop resumed
     /// on another replica offers the same client tools and system text.
     pub(super) fn run_inputs(&self) -> String {
-        self.with("inputs")
+        self.with("inputs", "")
     }
 
     /// STRING with a PX ttl: a stream on a replica that does not run the session's loop follows it (refreshed about
     /// once a second while it reads the log), so the loop's event channel writes with the short flush window.
     pub(super) fn watched(&self) -> String {
-        self.with("watched")
+        self.with("watched", "")
     }
 
     /// STRING: the model the session's latest user message runs with (its resolved `model`), so the next prompt
     /// that names none inherits it without reading the history.
     pub(super) fn prompt_model(&self) -> String {
-        self.with("model")
+        self.with("model", "")
     }
 
     /// STRING with a PX ttl: the encoded `PermissionAsked` the running loop waits on (see `asking.rs`).
     pub(super) fn asking(&self) -> String {
-        self.with("asking")
+        self.with("asking", "")
     }
 
     /// Every key with a fixed name; `delete_session` adds the per-message keys and the `aux` members.

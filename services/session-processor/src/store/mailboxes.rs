@@ -1,14 +1,17 @@
-//! Client tool results and permission replies: durable records plus a doorbell the waiting loop blocks on.
+//! Client tool results and permission replies: durable records plus a doorbell the waiting loop blocks on; and the
+//! permission request the loop waits on, for Diagnose (`asking.rs`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use llm_proto::sessions as pb;
 use prost::Message as _;
 
+use super::db::Db;
 use super::keys::SessionKeys;
 use super::keys::check_id;
 use super::script_call::ScriptCall;
-use super::{BLOCKING_GRACE, Store, StoreError, ceil_millis, scripts};
+use super::{BLOCKING_GRACE, StoreError, ceil_millis, scripts};
 
 /// A question a loop asks the caller, and waits for the answer to.
 #[derive(Debug, Clone, Copy)]
@@ -44,7 +47,13 @@ impl<'a> Asked<'a> {
     }
 }
 
-impl Store {
+/// The answers to the questions a loop asks the caller, and the permission request it waits on (`asking.rs`).
+#[derive(Clone)]
+pub struct Mailboxes {
+    pub(super) db: Arc<Db>,
+}
+
+impl Mailboxes {
     /// Records that the loop asks the caller `asked`: from now on (for the session's life) the caller may answer
     /// it. Written before the question is published. Nothing is written for a session that no longer exists.
     pub async fn expect_answer(
@@ -53,22 +62,23 @@ impl Store {
         asked: Asked<'_>,
     ) -> Result<(), StoreError> {
         check_id("asked id", asked.id())?;
-        self.write_session(session_id, async {
-            let keys = self.keys(session_id)?;
-            let code: i64 =
-                ScriptCall::new(&self.scripts.expect, [keys.session(), keys.awaiting()])
-                    .arg(asked.member())
-                    .invoke(&mut self.conn.clone())
-                    .await?;
-            Self::status(code, session_id, None, String::new)
-        })
-        .await
+        self.db
+            .write_session(session_id, async {
+                let keys = self.db.keys(session_id)?;
+                let code: i64 =
+                    ScriptCall::new(&self.db.scripts.expect, [keys.session(), keys.awaiting()])
+                        .arg(asked.member())
+                        .invoke(&mut self.db.conn.clone())
+                        .await?;
+                Db::status(code, session_id, None, String::new)
+            })
+            .await
     }
 
     /// Records the caller's result of a client tool call and wakes the loop waiting for it. The record is durable:
     /// a loop that starts waiting later (or a successor replica after a crash) still gets it. The first answer to a
     /// call wins; later ones are accepted and ignored, so a caller's retry is harmless. A call the loop never asked
-    /// about ([`Store::expect_answer`]) is [`StoreError::NotAwaited`]: nothing is stored for it.
+    /// about ([`Mailboxes::expect_answer`]) is [`StoreError::NotAwaited`]: nothing is stored for it.
     pub async fn submit_tool_result(
         &self,
         session_id: &str,
@@ -77,7 +87,7 @@ impl Store {
         is_error: bool,
     ) -> Result<(), StoreError> {
         check_id("call id", call_id)?;
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         let answer = pb::SubmitToolResultRequest {
             session_id: session_id.to_string(),
             call_id: call_id.to_string(),
@@ -103,7 +113,7 @@ impl Store {
         timeout: Duration,
     ) -> Result<Option<(String, bool)>, StoreError> {
         check_id("call id", call_id)?;
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         let answer: Option<pb::SubmitToolResultRequest> = self
             .await_decoded(
                 keys.tool_results(),
@@ -117,7 +127,7 @@ impl Store {
     }
 
     /// Records the caller's reply to a permission request and wakes the loop waiting for it; durable,
-    /// first-answer-wins and only for asked requests, like [`Store::submit_tool_result`].
+    /// first-answer-wins and only for asked requests, like [`Mailboxes::submit_tool_result`].
     pub async fn reply_permission(
         &self,
         session_id: &str,
@@ -125,7 +135,7 @@ impl Store {
         allow: bool,
     ) -> Result<(), StoreError> {
         check_id("permission id", permission_id)?;
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         let answer = pb::ReplyPermissionRequest {
             session_id: session_id.to_string(),
             permission_id: permission_id.to_string(),
@@ -150,7 +160,7 @@ impl Store {
         timeout: Duration,
     ) -> Result<Option<bool>, StoreError> {
         check_id("permission id", permission_id)?;
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         let answer: Option<pb::ReplyPermissionRequest> = self
             .await_decoded(
                 keys.permissions(),
@@ -172,30 +182,31 @@ impl Store {
         mailbox: String,
         bytes: Vec<u8>,
     ) -> Result<(), StoreError> {
-        self.write_session(session_id, async {
-            let mut script = ScriptCall::new(
-                &self.scripts.submit,
-                [
-                    keys.session(),
-                    records,
-                    mailbox,
-                    keys.aux(),
-                    keys.awaiting(),
-                ],
-            );
-            script.arg(asked.id()).arg(&bytes).arg(asked.member());
-            let code: i64 = self.invoke_acked(&script).await?;
-            match code {
-                // 0: already answered; the first answer stands.
-                0 | scripts::OK => Ok(()),
-                scripts::NO_MESSAGE => Err(StoreError::NotAwaited(asked.field())),
-                other => Self::status(other, session_id, None, String::new),
-            }
-        })
-        .await
+        self.db
+            .write_session(session_id, async {
+                let mut script = ScriptCall::new(
+                    &self.db.scripts.submit,
+                    [
+                        keys.session(),
+                        records,
+                        mailbox,
+                        keys.aux(),
+                        keys.awaiting(),
+                    ],
+                );
+                script.arg(asked.id()).arg(&bytes).arg(asked.member());
+                let code: i64 = self.db.invoke_acked(&script).await?;
+                match code {
+                    // 0: already answered; the first answer stands.
+                    0 | scripts::OK => Ok(()),
+                    scripts::NO_MESSAGE => Err(StoreError::NotAwaited(asked.field())),
+                    other => Db::status(other, session_id, None, String::new),
+                }
+            })
+            .await
     }
 
-    /// [`Store::await_answer`], decoded; `what` names the record in a decode error.
+    /// [`Mailboxes::await_answer`], decoded; `what` names the record in a decode error.
     async fn await_decoded<M: prost::Message + Default>(
         &self,
         records: String,
@@ -227,7 +238,7 @@ impl Store {
         mailbox: String,
         timeout: Duration,
     ) -> Result<Option<Vec<u8>>, StoreError> {
-        let mut conn = self.conn.clone();
+        let mut conn = self.db.conn.clone();
         let record: Option<Vec<u8>> = redis::cmd("HGET")
             .arg(&records)
             .arg(id)
@@ -246,6 +257,7 @@ impl Store {
             .arg(&mailbox)
             .arg(format!("{:.3}", ceil_millis(timeout) as f64 / 1000.0));
         let rung: Option<(String, Vec<u8>)> = self
+            .db
             .blocking
             .query(&blpop, timeout.saturating_add(BLOCKING_GRACE))
             .await?;
@@ -268,10 +280,14 @@ impl Store {
     async fn clear_doorbell(&self, mailbox: &str) {
         let result: Result<i64, _> = redis::cmd("DEL")
             .arg(mailbox)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.db.conn.clone())
             .await;
         if let Err(e) = result {
             tracing::debug!(key = mailbox, error = %e, "could not clear answered doorbell");
         }
     }
 }
+
+#[cfg(test)]
+#[path = "mailboxes_tests.rs"]
+mod tests;

@@ -1,19 +1,27 @@
 //! Messages and parts: upserts under a fence, reads assembled from a head and its parts hash, paging.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use llm_proto::sessions as pb;
 use prost::Message as _;
 
+use super::db::Db;
 use super::keys::SessionKeys;
 use super::keys::check_id;
 use super::script_call::ScriptCall;
-use super::{Fence, MAX_LIMIT, Queued, Store, StoreError, fence_arg};
+use super::{Fence, MAX_LIMIT, Queued, StoreError, fence_arg};
 
-impl Store {
+/// Messages and parts (see the module docs).
+#[derive(Clone)]
+pub struct Messages {
+    pub(super) db: Arc<Db>,
+}
+
+impl Messages {
     /// Creates or replaces a message and lists it in the session. Parts carried in `m.parts` are upserted in the
     /// same atomic step (so a user message lands with its content at once); parts not carried are left alone. A
-    /// user message's model becomes the session's prompt model ([`Store::prompt_model`]) in the same step.
+    /// user message's model becomes the session's prompt model ([`Messages::prompt_model`]) in the same step.
     pub async fn put_message(
         &self,
         m: &pb::Message,
@@ -22,7 +30,7 @@ impl Store {
         self.put_message_listed(m, fence, false).await
     }
 
-    /// [`Store::put_message`] for the user message a queued prompt becomes: in the same atomic step, the prompt
+    /// [`Messages::put_message`] for the user message a queued prompt becomes: in the same atomic step, the prompt
     /// leaves the queue's head and its tag is recorded as this message. `Ok(false)` when the prompt is no longer
     /// at the queue's head (another delivery took it); nothing was written then.
     pub async fn deliver_prompt_message(
@@ -34,7 +42,7 @@ impl Store {
         self.write_message(m, fence, false, Some(prompt)).await
     }
 
-    /// [`Store::put_message`] for a message the caller already wrote successfully (`listed`): the session lists it
+    /// [`Messages::put_message`] for a message the caller already wrote successfully (`listed`): the session lists it
     /// from then on (only `delete_session` unlists it, and it removes `:session` first, which every write checks),
     /// so the script does not add it to the list again. With `listed` false this is exactly `put_message`.
     pub async fn put_message_listed(
@@ -46,7 +54,7 @@ impl Store {
         self.write_message(m, fence, listed, None).await.map(drop)
     }
 
-    /// The message write behind [`Store::put_message_listed`] and [`Store::deliver_prompt_message`]; `false` when
+    /// The message write behind [`Messages::put_message_listed`] and [`Messages::deliver_prompt_message`]; `false` when
     /// `prompt` was not at the queue's head.
     async fn write_message(
         &self,
@@ -55,73 +63,74 @@ impl Store {
         listed: bool,
         prompt: Option<&Queued>,
     ) -> Result<bool, StoreError> {
-        self.write_session(&m.session_id, async {
-            check_id("message id", &m.id)?;
-            let keys = self.keys(&m.session_id)?;
-            let mut head = m.clone();
-            let parts = std::mem::take(&mut head.parts);
-            let mut script = ScriptCall::new(
-                &self.scripts.put_message,
-                [
-                    keys.session(),
-                    keys.lease(),
-                    keys.messages(),
-                    keys.message(&m.id),
-                    keys.parts(&m.id),
-                    keys.prompt_model(),
-                    keys.queue(),
-                    keys.delivered(),
-                ],
-            );
-            script
-                .arg(fence_arg(fence))
-                .arg(&m.id)
-                .message(&head)
-                .arg(if listed { "1" } else { "0" })
-                .arg(if head.role() == pb::Role::User {
-                    head.model.as_str()
-                } else {
-                    ""
-                })
-                .arg(prompt.map_or(&[][..], |p| p.head.as_slice()))
-                .arg(prompt.map_or("", |p| p.tag.as_str()));
-            for mut part in parts {
-                check_id("part id", &part.id)?;
-                // Parts inside a message may leave their back-references empty; they must not point elsewhere.
-                if part.message_id.is_empty() {
-                    part.message_id = m.id.clone();
+        self.db
+            .write_session(&m.session_id, async {
+                check_id("message id", &m.id)?;
+                let keys = self.db.keys(&m.session_id)?;
+                let mut head = m.clone();
+                let parts = std::mem::take(&mut head.parts);
+                let mut script = ScriptCall::new(
+                    &self.db.scripts.put_message,
+                    [
+                        keys.session(),
+                        keys.lease(),
+                        keys.messages(),
+                        keys.message(&m.id),
+                        keys.parts(&m.id),
+                        keys.prompt_model(),
+                        keys.queue(),
+                        keys.delivered(),
+                    ],
+                );
+                script
+                    .arg(fence_arg(fence))
+                    .arg(&m.id)
+                    .message(&head)
+                    .arg(if listed { "1" } else { "0" })
+                    .arg(if head.role() == pb::Role::User {
+                        head.model.as_str()
+                    } else {
+                        ""
+                    })
+                    .arg(prompt.map_or(&[][..], |p| p.head.as_slice()))
+                    .arg(prompt.map_or("", |p| p.tag.as_str()));
+                for mut part in parts {
+                    check_id("part id", &part.id)?;
+                    // Parts inside a message may leave their back-references empty; they must not point elsewhere.
+                    if part.message_id.is_empty() {
+                        part.message_id = m.id.clone();
+                    }
+                    if part.session_id.is_empty() {
+                        part.session_id = m.session_id.clone();
+                    }
+                    if part.message_id != m.id || part.session_id != m.session_id {
+                        return Err(StoreError::InvalidArgument(format!(
+                            "part {} belongs to {}/{}, not to message {}/{}",
+                            part.id, part.session_id, part.message_id, m.session_id, m.id
+                        )));
+                    }
+                    script.arg(&part.id).message(&part);
                 }
-                if part.session_id.is_empty() {
-                    part.session_id = m.session_id.clone();
+                let code: i64 = script.invoke(&mut self.db.conn.clone()).await?;
+                if code == super::scripts::NOT_QUEUED {
+                    return Ok(false);
                 }
-                if part.message_id != m.id || part.session_id != m.session_id {
-                    return Err(StoreError::InvalidArgument(format!(
-                        "part {} belongs to {}/{}, not to message {}/{}",
-                        part.id, part.session_id, part.message_id, m.session_id, m.id
-                    )));
+                Db::status(code, &m.session_id, fence, String::new)?;
+                if head.role() == pb::Role::User && !head.model.is_empty() {
+                    self.db.records.model_written(&m.session_id, &head.model);
                 }
-                script.arg(&part.id).message(&part);
-            }
-            let code: i64 = script.invoke(&mut self.conn.clone()).await?;
-            if code == super::scripts::NOT_QUEUED {
-                return Ok(false);
-            }
-            Self::status(code, &m.session_id, fence, String::new)?;
-            if head.role() == pb::Role::User && !head.model.is_empty() {
-                self.records.model_written(&m.session_id, &head.model);
-            }
-            Ok(true)
-        })
-        .await
+                Ok(true)
+            })
+            .await
     }
 
-    /// The model the session's latest user message runs with (see [`Store::put_message`]); `None` before any
+    /// The model the session's latest user message runs with (see [`Messages::put_message`]); `None` before any
     /// prompt that recorded one.
     pub async fn prompt_model(&self, session_id: &str) -> Result<Option<String>, StoreError> {
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         let model: Option<String> = redis::cmd("GET")
             .arg(keys.prompt_model())
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.db.conn.clone())
             .await?;
         Ok(model.filter(|m| !m.is_empty()))
     }
@@ -142,46 +151,47 @@ impl Store {
         let Some((first, _)) = parts.split_first() else {
             return Ok(());
         };
-        self.write_session(&first.session_id, async {
-            let session_id = &first.session_id;
-            let keys = self.keys(session_id)?;
-            let mut messages: Vec<&str> = Vec::new();
-            let mut slot: HashMap<&str, usize> = HashMap::new();
-            for p in parts {
-                check_id("part id", &p.id)?;
-                check_id("message id", &p.message_id)?;
-                if &p.session_id != session_id {
-                    // One script runs in one slot: parts of two sessions cannot be written together.
-                    return Err(StoreError::InvalidArgument(format!(
-                        "put_parts mixes sessions {session_id} and {}",
-                        p.session_id
-                    )));
+        self.db
+            .write_session(&first.session_id, async {
+                let session_id = &first.session_id;
+                let keys = self.db.keys(session_id)?;
+                let mut messages: Vec<&str> = Vec::new();
+                let mut slot: HashMap<&str, usize> = HashMap::new();
+                for p in parts {
+                    check_id("part id", &p.id)?;
+                    check_id("message id", &p.message_id)?;
+                    if &p.session_id != session_id {
+                        // One script runs in one slot: parts of two sessions cannot be written together.
+                        return Err(StoreError::InvalidArgument(format!(
+                            "put_parts mixes sessions {session_id} and {}",
+                            p.session_id
+                        )));
+                    }
+                    if !slot.contains_key(p.message_id.as_str()) {
+                        messages.push(&p.message_id);
+                        slot.insert(&p.message_id, messages.len());
+                    }
                 }
-                if !slot.contains_key(p.message_id.as_str()) {
-                    messages.push(&p.message_id);
-                    slot.insert(&p.message_id, messages.len());
+                let fixed = [keys.session(), keys.lease(), keys.messages()];
+                let parts_keys = messages.iter().map(|m| keys.parts(m));
+                let mut script = ScriptCall::new(
+                    &self.db.scripts.put_parts,
+                    fixed.into_iter().chain(parts_keys).collect::<Vec<_>>(),
+                );
+                script.arg(fence_arg(fence)).arg(messages.len());
+                for m in &messages {
+                    script.arg(*m);
                 }
-            }
-            let fixed = [keys.session(), keys.lease(), keys.messages()];
-            let parts_keys = messages.iter().map(|m| keys.parts(m));
-            let mut script = ScriptCall::new(
-                &self.scripts.put_parts,
-                fixed.into_iter().chain(parts_keys).collect::<Vec<_>>(),
-            );
-            script.arg(fence_arg(fence)).arg(messages.len());
-            for m in &messages {
-                script.arg(*m);
-            }
-            for p in parts {
-                let index = slot.get(p.message_id.as_str()).copied().unwrap_or_default();
-                script.arg(index).arg(&p.id).message(p);
-            }
-            let code: i64 = script.invoke(&mut self.conn.clone()).await?;
-            Self::status(code, session_id, fence, || {
-                format!("message {} of session {session_id}", messages.join(" or "))
+                for p in parts {
+                    let index = slot.get(p.message_id.as_str()).copied().unwrap_or_default();
+                    script.arg(index).arg(&p.id).message(p);
+                }
+                let code: i64 = script.invoke(&mut self.db.conn.clone()).await?;
+                Db::status(code, session_id, fence, || {
+                    format!("message {} of session {session_id}", messages.join(" or "))
+                })
             })
-        })
-        .await
+            .await
     }
 
     /// One message with its parts sorted by id; `None` when missing.
@@ -191,13 +201,13 @@ impl Store {
         message_id: &str,
     ) -> Result<Option<pb::Message>, StoreError> {
         check_id("message id", message_id)?;
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         let (head, parts): (Option<Vec<u8>>, StoredParts) = redis::pipe()
             .cmd("GET")
             .arg(keys.message(message_id))
             .cmd("HGETALL")
             .arg(keys.parts(message_id))
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.db.conn.clone())
             .await?;
         head.map(|head| assemble(&keys, message_id, &head, parts))
             .transpose()
@@ -212,10 +222,10 @@ impl Store {
         after: Option<&str>,
         limit: usize,
     ) -> Result<(Vec<pb::Message>, Option<String>), StoreError> {
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         // Redis counts are signed 64-bit; callers may pass usize::MAX for "everything".
         let limit = limit.clamp(1, MAX_LIMIT);
-        let mut conn = self.conn.clone();
+        let mut conn = self.db.conn.clone();
         let min = after.map_or_else(|| "-".to_string(), |a| format!("({a}"));
         // One extra id tells whether another page follows without a second query.
         let mut ids: Vec<String> = redis::cmd("ZRANGEBYLEX")
@@ -236,7 +246,7 @@ impl Store {
 
     /// The messages with these ids (in this order), with their parts, in one round trip; ids whose message is
     /// gone are skipped.
-    pub(super) async fn messages_by_id(
+    async fn messages_by_id(
         &self,
         keys: &SessionKeys,
         ids: &[String],
@@ -244,7 +254,7 @@ impl Store {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut conn = self.conn.clone();
+        let mut conn = self.db.conn.clone();
         let mut pipe = redis::pipe();
         for id in ids {
             pipe.cmd("GET")
@@ -296,3 +306,7 @@ pub(super) fn assemble(
     message.parts = decoded;
     Ok(message)
 }
+
+#[cfg(test)]
+#[path = "messages_tests.rs"]
+mod tests;

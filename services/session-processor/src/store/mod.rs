@@ -48,7 +48,7 @@
 //!   so a replica whose lease expired can never overwrite its successor's data ([`StoreError::Fenced`]).
 //! - Events are published unfenced: the stream is a log, and a stale replica's last events are harmless and, if
 //!   anything, useful to see. They still require the session to exist. A running loop's event channel writes its
-//!   batch and the parts whose text streamed in one script ([`Store::flush_events`]); the parts in it are fenced.
+//!   batch and the parts whose text streamed in one script ([`EventLog::flush_events`]); the parts in it are fenced.
 //! - The event stream is capped by length only (`MAXLEN ~`), never expired: a session's history of events lives as
 //!   long as the session, and `delete_session` removes it.
 //! - The indexes (global and per tenant) are in other slots, so they cannot share a script with session keys:
@@ -62,9 +62,11 @@ mod asking;
 mod begin;
 mod blocking;
 mod conn;
+mod db;
 mod diag;
 mod event_log;
 mod idempotency;
+mod index;
 mod keys;
 mod lease;
 mod mailboxes;
@@ -77,29 +79,32 @@ mod scripts;
 mod sentinel;
 mod sessions;
 mod spend;
-mod tenancy;
 #[cfg(test)]
 pub(crate) mod test_support;
 #[cfg(test)]
 mod tests;
 
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use access::{RedisAccess, url_has_credentials};
-pub use active::ActiveMark;
-pub use begin::{Begin, BeginArgs, Begun};
+pub use active::{ActiveMark, ActiveSet};
+pub use begin::{Begin, BeginArgs, Begun, Prompts};
 use conn::Counted;
 pub use conn::RedisTarget;
-pub use diag::WriteFailures;
-pub use event_log::{EventPage, FlushWrites, Flushed, SessionCas, SessionWritten};
-use keys::{SessionKeys, check_id};
-pub use mailboxes::Asked;
-pub use queue::{Delivery, MAX_QUEUED_PROMPTS, Queued};
+use db::Db;
+pub use diag::{Statuses, WriteFailures};
+pub use event_log::{EventLog, EventPage, FlushWrites, Flushed, SessionCas, SessionWritten};
+pub use index::{Listed, Scope, SessionIndex};
+use keys::check_id;
+pub use lease::Leases;
+pub use mailboxes::{Asked, Mailboxes};
+pub use messages::Messages;
+pub use queue::{Delivery, MAX_QUEUED_PROMPTS, PromptQueue, Queued};
 pub use replicas::{ReplicaWait, Traffic, TrafficCounts};
-pub use tenancy::{Listed, Scope};
+pub use sessions::Sessions;
+pub use spend::Spend;
 
 /// Default number of events kept per session stream (approximately: `MAXLEN ~` trims whole stream nodes).
 pub const DEFAULT_EVENT_CAP: usize = 10_000;
@@ -226,36 +231,33 @@ fn fence_arg(fence: Option<&Fence>) -> String {
     fence.map(Fence::lease_value).unwrap_or_default()
 }
 
-/// Handle to the session store. Cheap to clone: clones share one multiplexed connection (per node, on a cluster), the
-/// script cache, the pool of blocking connections and the failure counter.
+/// The session store: one connection to Redis (per node, on a cluster) and the handles over it, one per concern.
+/// Cheap to clone, as is each handle: clones share the connection, the script cache, the pool of blocking
+/// connections and the counters.
+///
+/// | handle | holds |
+/// |---|---|
+/// | [`Sessions`] | session records: create (within a quota), read, compare-and-set, the run's inputs, delete |
+/// | [`SessionIndex`] | listings by scope, and the tenants' indexes kept complete |
+/// | [`Messages`] | messages and parts: fenced upserts, reads, pages |
+/// | [`EventLog`] | a session's event log: appends, the loop's window writes, reads, watched marks |
+/// | [`Leases`] | a session's lease and fencing tokens |
+/// | [`ActiveSet`] | the marks of running loops the recovery sweep resumes |
+/// | [`Prompts`] | a prompt's first write (lease, message, history in one script) and its idempotency key |
+/// | [`PromptQueue`] | prompts waiting for a busy session's loop, and where each went |
+/// | [`Mailboxes`] | client tool results and permission replies the loop waits on |
+/// | [`Spend`] | tenants' spend counters |
+/// | [`Statuses`] | the live status (retry, busy, idle) and a session's storage write failures |
 #[derive(Clone)]
 pub struct Store {
-    /// The shared connection, counting requests in `traffic`.
-    conn: Counted,
-    prefix: Arc<str>,
-    scripts: Arc<scripts::Scripts>,
-    blocking: Arc<blocking::Pool>,
-    /// Blocking reads of event logs that may wait at once (see [`Store::with_log_waits`]).
-    log_waits: Arc<tokio::sync::Semaphore>,
-    event_cap: usize,
-    /// Redis commands issued for event logs (see [`Store::event_log_commands`]).
-    event_commands: Arc<AtomicU64>,
-    write_failures: Arc<AtomicU64>,
-    /// Per-session write failures not yet flushed to Redis (see `diag`).
-    tallies: Arc<diag::Tallies>,
-    /// `[redis] wait_replicas`: `WAIT` after acknowledged writes (see `replicas`).
-    waiter: Option<Arc<replicas::Waiter>>,
-    /// Requests sent and waits' outcomes, for the metrics.
-    traffic: Arc<Traffic>,
-    /// What this replica last knew of each session's record (see `records`).
-    records: Arc<records::Records>,
+    db: Arc<Db>,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
-            .field("prefix", &self.prefix)
-            .field("event_cap", &self.event_cap)
+            .field("prefix", &self.db.prefix)
+            .field("event_cap", &self.db.event_cap)
             .field("write_failures", &self.write_failures())
             .finish_non_exhaustive()
     }
@@ -279,15 +281,15 @@ impl Store {
     }
 
     /// Opens another connection to `target` (the one this store was connected to) for the current thread: requests
-    /// this thread makes through the store (or its clones) take it, so a runtime per core drives its own Redis
-    /// requests (`crate::runtimes`). The blocking reads keep their shared pool.
+    /// this thread makes through the store (or its clones and handles) take it, so a runtime per core drives its own
+    /// Redis requests (`crate::runtimes`). The blocking reads keep their shared pool.
     pub async fn connect_here(
         &self,
         target: &RedisTarget,
         access: &RedisAccess,
     ) -> Result<(), StoreError> {
         let (conn, _) = access::connect(target, access, SHARED_TIMEOUTS).await?;
-        self.conn.set_local(conn);
+        self.db.conn.set_local(conn);
         Ok(())
     }
 
@@ -304,7 +306,7 @@ impl Store {
         }
         let (conn, opener) = access::connect(target, access, SHARED_TIMEOUTS).await?;
         let traffic = Arc::new(Traffic::default());
-        Ok(Store {
+        let db = Db {
             conn: Counted::new(conn, traffic.clone()),
             prefix: prefix.into(),
             scripts: Arc::new(scripts::Scripts::new()),
@@ -317,7 +319,8 @@ impl Store {
             waiter: None,
             traffic,
             records: Arc::new(records::Records::default()),
-        })
+        };
+        Ok(Store { db: Arc::new(db) })
     }
 
     /// Lets at most `n` reads of event logs block at once (default [`DEFAULT_LOG_WAITS`]; at least 1). Each
@@ -326,20 +329,26 @@ impl Store {
     /// Redis's `maxclients` for every tenant. A wait beyond the bound reads without blocking and, when nothing was
     /// there, waits [`LOG_POLL`] here before its caller reads again.
     pub fn with_log_waits(mut self, n: usize) -> Self {
-        self.log_waits = Arc::new(tokio::sync::Semaphore::new(n.max(1)));
+        Arc::make_mut(&mut self.db).log_waits = Arc::new(tokio::sync::Semaphore::new(n.max(1)));
         self
     }
 
     /// Caps each session's event stream at about `n` entries (default [`DEFAULT_EVENT_CAP`]; at least 1).
     pub fn with_event_cap(mut self, n: usize) -> Self {
-        self.event_cap = n.max(1);
+        Arc::make_mut(&mut self.db).event_cap = n.max(1);
+        self
+    }
+
+    /// Waits for `wait` replicas after each acknowledged write (`None`: never, the default; see `replicas`).
+    pub fn with_replica_wait(mut self, wait: Option<ReplicaWait>) -> Self {
+        Arc::make_mut(&mut self.db).waiter = wait.map(|w| Arc::new(replicas::Waiter::new(w)));
         self
     }
 
     /// Checks that Redis answers.
     pub async fn ping(&self) -> Result<(), StoreError> {
         let _: String = redis::cmd("PING")
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.db.conn.clone())
             .await?;
         Ok(())
     }
@@ -347,44 +356,88 @@ impl Store {
     /// Writes that failed in Redis (errors, timeouts, broken connections) since start. Refused writes (fenced, not
     /// found, exists, invalid) are outcomes, not failures, and are not counted.
     pub fn write_failures(&self) -> u64 {
-        self.write_failures.load(Ordering::Relaxed)
+        self.db.write_failures.load(Ordering::Relaxed)
     }
 
-    fn keys(&self, session_id: &str) -> Result<SessionKeys, StoreError> {
-        SessionKeys::new(&self.prefix, session_id)
+    /// The store's request and wait counts (shared by clones and handles).
+    pub fn traffic(&self) -> Arc<Traffic> {
+        self.db.traffic.clone()
     }
 
-    /// Runs a write and counts it in `write_failures` when Redis fails it.
-    async fn write<T>(
-        &self,
-        op: impl Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        let result = op.await;
-        if let Err(e) = &result
-            && e.is_transport()
-        {
-            self.write_failures.fetch_add(1, Ordering::Relaxed);
+    /// Session records.
+    pub fn sessions(&self) -> Sessions {
+        Sessions {
+            db: self.db.clone(),
         }
-        result
     }
 
-    /// Maps a write script's status code to the caller's result.
-    fn status(
-        code: i64,
-        session_id: &str,
-        fence: Option<&Fence>,
-        missing_message: impl FnOnce() -> String,
-    ) -> Result<(), StoreError> {
-        match code {
-            scripts::OK => Ok(()),
-            scripts::FENCED => Err(StoreError::Fenced {
-                session_id: session_id.to_string(),
-                owner: fence.map(|f| f.owner.clone()).unwrap_or_default(),
-                token: fence.map_or(0, |f| f.token),
-            }),
-            scripts::NO_SESSION => Err(StoreError::NotFound(format!("session {session_id}"))),
-            scripts::NO_MESSAGE => Err(StoreError::NotFound(missing_message())),
-            other => Err(StoreError::Unexpected(format!("script status {other}"))),
+    /// Listings of sessions and the tenants' indexes.
+    pub fn index(&self) -> SessionIndex {
+        SessionIndex {
+            db: self.db.clone(),
+        }
+    }
+
+    /// Messages and parts.
+    pub fn messages(&self) -> Messages {
+        Messages {
+            db: self.db.clone(),
+        }
+    }
+
+    /// Sessions' event logs.
+    pub fn event_log(&self) -> EventLog {
+        EventLog {
+            db: self.db.clone(),
+        }
+    }
+
+    /// Sessions' leases.
+    pub fn leases(&self) -> Leases {
+        Leases {
+            db: self.db.clone(),
+        }
+    }
+
+    /// The active set.
+    pub fn active(&self) -> ActiveSet {
+        ActiveSet {
+            db: self.db.clone(),
+        }
+    }
+
+    /// A prompt's first write and idempotency keys.
+    pub fn prompts(&self) -> Prompts {
+        Prompts {
+            db: self.db.clone(),
+        }
+    }
+
+    /// Busy sessions' prompt queues.
+    pub fn queue(&self) -> PromptQueue {
+        PromptQueue {
+            db: self.db.clone(),
+        }
+    }
+
+    /// Answers to the questions a loop asks the caller.
+    pub fn mailboxes(&self) -> Mailboxes {
+        Mailboxes {
+            db: self.db.clone(),
+        }
+    }
+
+    /// Tenants' spend.
+    pub fn spend(&self) -> Spend {
+        Spend {
+            db: self.db.clone(),
+        }
+    }
+
+    /// Live statuses and write failures.
+    pub fn statuses(&self) -> Statuses {
+        Statuses {
+            db: self.db.clone(),
         }
     }
 }

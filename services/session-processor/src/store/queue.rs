@@ -6,15 +6,18 @@
 //! it as before. The tag is what makes delivery exactly-once and traceable: the loop reads the queue without
 //! taking anything out, and the script that stores a prompt's user message also removes that prompt from the
 //! queue's head (only if it is still there) and records which message the tag became (the record, written empty
-//! at enqueue, lives in `…:delivered` for a day after the session's last queue write) (see [`Store::deliver_prompt_message`] and [`Store::prompt_delivery`]). A failure
-//! between the read and that script leaves the prompt queued for the next delivery; nothing is lost or stored
-//! twice.
+//! at enqueue, lives in `…:delivered` for a day after the session's last queue write) (see
+//! [`super::Messages::deliver_prompt_message`] and [`PromptQueue::prompt_delivery`]). A failure between the read and
+//! that script leaves the prompt queued for the next delivery; nothing is lost or stored twice.
+
+use std::sync::Arc;
 
 use llm_proto::sessions as pb;
 use prost::Message as _;
 
+use super::db::Db;
 use super::script_call::ScriptCall;
-use super::{Store, StoreError};
+use super::{StoreError, scripts};
 use crate::ids;
 
 /// Prompts one session may have queued; one more is refused ([`StoreError::QueueFull`]).
@@ -74,7 +77,13 @@ fn head_of(tag: &str, entry: &[u8]) -> Vec<u8> {
     head.encode_to_vec()
 }
 
-impl Store {
+/// Busy sessions' prompt queues (see the module docs).
+#[derive(Clone)]
+pub struct PromptQueue {
+    pub(super) db: Arc<Db>,
+}
+
+impl PromptQueue {
     /// Queues a prompt that arrived while the session was busy and returns its tag; [`StoreError::NotFound`] when
     /// the session does not exist, [`StoreError::QueueFull`] when [`MAX_QUEUED_PROMPTS`] already wait.
     pub async fn enqueue_prompt(
@@ -82,47 +91,58 @@ impl Store {
         session_id: &str,
         prompt: &pb::PromptRequest,
     ) -> Result<String, StoreError> {
-        self.write_session(session_id, async {
-            let keys = self.keys(session_id)?;
-            let tag = ids::new("qp");
-            let mut script = ScriptCall::new(
-                &self.scripts.enqueue,
-                [keys.session(), keys.queue(), keys.delivered()],
-            );
-            script
-                .arg(entry(&tag, prompt))
-                .arg(MAX_QUEUED_PROMPTS)
-                .arg(&tag);
-            let code: i64 = self.invoke_acked(&script).await?;
-            if code == super::scripts::QUEUE_FULL {
-                return Err(StoreError::QueueFull(MAX_QUEUED_PROMPTS));
-            }
-            Self::status(code, session_id, None, String::new)?;
-            Ok(tag)
-        })
-        .await
+        self.db
+            .write_session(session_id, async {
+                let keys = self.db.keys(session_id)?;
+                let tag = ids::new("qp");
+                let mut script = ScriptCall::new(
+                    &self.db.scripts.enqueue,
+                    [keys.session(), keys.queue(), keys.delivered()],
+                );
+                script
+                    .arg(entry(&tag, prompt))
+                    .arg(MAX_QUEUED_PROMPTS)
+                    .arg(&tag);
+                let code: i64 = self.db.invoke_acked(&script).await?;
+                if code == scripts::QUEUE_FULL {
+                    return Err(StoreError::QueueFull(MAX_QUEUED_PROMPTS));
+                }
+                Db::status(code, session_id, None, String::new)?;
+                Ok(tag)
+            })
+            .await
     }
 
     /// Whether prompts are waiting in the queue (a loop about to go idle checks this after releasing its lease, so
     /// a prompt queued in between is not stranded).
     pub async fn has_queued_prompts(&self, session_id: &str) -> Result<bool, StoreError> {
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         let len: u64 = redis::cmd("LLEN")
             .arg(keys.queue())
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.db.conn.clone())
             .await?;
         Ok(len > 0)
     }
 
+    /// The prompts waiting in the queue, still queued (as [`PromptQueue::queued_prompts`]): one LLEN when there are
+    /// none (the usual case at a loop's step boundary), one LRANGE otherwise.
+    pub async fn waiting(&self, session_id: &str) -> Result<Vec<Queued>, StoreError> {
+        if !self.has_queued_prompts(session_id).await? {
+            return Ok(Vec::new());
+        }
+        self.queued_prompts(session_id).await
+    }
+
     /// The queued prompts, oldest first, at most [`DELIVERY_BATCH`] of them (a prompt can be megabytes), left in the
-    /// queue: each leaves it only in the script that stores its user message ([`Store::deliver_prompt_message`]).
+    /// queue: each leaves it only in the script that stores its user message
+    /// ([`super::Messages::deliver_prompt_message`]).
     pub async fn queued_prompts(&self, session_id: &str) -> Result<Vec<Queued>, StoreError> {
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
             .arg(keys.queue())
             .arg(0)
             .arg(DELIVERY_BATCH - 1)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.db.conn.clone())
             .await?;
         items
             .into_iter()
@@ -150,11 +170,11 @@ impl Store {
         if tag.is_empty() {
             return Ok(Delivery::Unknown);
         }
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         let message: Option<String> = redis::cmd("HGET")
             .arg(keys.delivered())
             .arg(tag)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.db.conn.clone())
             .await?;
         Ok(match message {
             None => Delivery::Unknown,

@@ -29,10 +29,10 @@ fn user_message(session_id: &str, q: &Queued) -> pb::Message {
 
 async fn raw_queue(store: &Store, session_id: &str) -> Vec<Vec<u8>> {
     redis::cmd("LRANGE")
-        .arg(store.keys(session_id).unwrap().queue())
+        .arg(store.db.keys(session_id).unwrap().queue())
         .arg(0)
         .arg(-1)
-        .query_async(&mut store.conn.clone())
+        .query_async(&mut store.db.conn.clone())
         .await
         .unwrap()
 }
@@ -45,13 +45,14 @@ async fn a_queued_prompt_leaves_the_queue_only_in_the_write_that_stores_its_mess
     for text in ["one", "two", "three"] {
         tags.push(
             store
+                .queue()
                 .enqueue_prompt(&sid, &prompt(&sid, text))
                 .await
                 .unwrap(),
         );
     }
     assert_eq!(queued_texts(&store, &sid).await, ["one", "two", "three"]);
-    let queued = store.queued_prompts(&sid).await.unwrap();
+    let queued = store.queue().queued_prompts(&sid).await.unwrap();
     assert_eq!(
         queued.iter().map(|q| q.tag.clone()).collect::<Vec<_>>(),
         tags
@@ -75,62 +76,94 @@ async fn a_queued_prompt_leaves_the_queue_only_in_the_write_that_stores_its_mess
         ..fence.clone()
     };
     let err = store
+        .messages()
         .deliver_prompt_message(&first, Some(&stale), &queued[0])
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Fenced { .. }), "{err}");
     assert_eq!(
-        store.prompt_delivery(&sid, &tags[0]).await.unwrap(),
+        store.queue().prompt_delivery(&sid, &tags[0]).await.unwrap(),
         Delivery::Queued
     );
-    assert!(store.get_message(&sid, &first.id).await.unwrap().is_none());
+    assert!(
+        store
+            .messages()
+            .get_message(&sid, &first.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
 
     // Delivered: the message stored, the prompt gone from the head, the tag recorded as the message.
     assert!(
         store
+            .messages()
             .deliver_prompt_message(&first, Some(&fence), &queued[0])
             .await
             .unwrap()
     );
     assert_eq!(
-        store.prompt_delivery(&sid, &tags[0]).await.unwrap(),
+        store.queue().prompt_delivery(&sid, &tags[0]).await.unwrap(),
         Delivery::Delivered(first.id.clone())
     );
-    assert!(store.get_message(&sid, &first.id).await.unwrap().is_some());
-    assert_eq!(store.queued_prompts(&sid).await.unwrap()[..], queued[1..]);
+    assert!(
+        store
+            .messages()
+            .get_message(&sid, &first.id)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        store.queue().queued_prompts(&sid).await.unwrap()[..],
+        queued[1..]
+    );
     // Delivering it again (a retry, another taker) finds it gone and writes nothing.
     let again = user_message(&sid, &queued[0]);
     assert!(
         !store
+            .messages()
             .deliver_prompt_message(&again, Some(&fence), &queued[0])
             .await
             .unwrap()
     );
-    assert!(store.get_message(&sid, &again.id).await.unwrap().is_none());
+    assert!(
+        store
+            .messages()
+            .get_message(&sid, &again.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
     // Only the head can be delivered: the third waits for the second.
     let third = user_message(&sid, &queued[2]);
     assert!(
         !store
+            .messages()
             .deliver_prompt_message(&third, Some(&fence), &queued[2])
             .await
             .unwrap()
     );
     assert_eq!(
-        store.prompt_delivery(&sid, &tags[2]).await.unwrap(),
+        store.queue().prompt_delivery(&sid, &tags[2]).await.unwrap(),
         Delivery::Queued
     );
 
     assert_eq!(
-        store.prompt_delivery(&sid, "qp_never").await.unwrap(),
+        store
+            .queue()
+            .prompt_delivery(&sid, "qp_never")
+            .await
+            .unwrap(),
         Delivery::Unknown
     );
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
     assert_eq!(
-        store.prompt_delivery(&sid, &tags[1]).await.unwrap(),
+        store.queue().prompt_delivery(&sid, &tags[1]).await.unwrap(),
         Delivery::Unknown
     );
     assert_eq!(
-        store.prompt_delivery(&sid, &tags[0]).await.unwrap(),
+        store.queue().prompt_delivery(&sid, &tags[0]).await.unwrap(),
         Delivery::Unknown
     );
     cleanup(&store, &prefix).await;
@@ -141,22 +174,23 @@ async fn a_prompt_an_older_replica_queued_is_delivered_by_its_bytes() {
     let (store, prefix) = store().await;
     let (sid, fence) = leased_session(&store, "replica-a").await;
     let _: () = redis::cmd("RPUSH")
-        .arg(store.keys(&sid).unwrap().queue())
+        .arg(store.db.keys(&sid).unwrap().queue())
         .arg(prompt(&sid, "untagged").encode_to_vec())
-        .query_async(&mut store.conn.clone())
+        .query_async(&mut store.db.conn.clone())
         .await
         .unwrap();
-    let queued = store.queued_prompts(&sid).await.unwrap();
+    let queued = store.queue().queued_prompts(&sid).await.unwrap();
     assert_eq!((queued.len(), queued[0].tag.as_str()), (1, ""));
     assert_eq!(prompt_text(&queued[0].request), "untagged");
     let m = user_message(&sid, &queued[0]);
     assert!(
         store
+            .messages()
             .deliver_prompt_message(&m, Some(&fence), &queued[0])
             .await
             .unwrap()
     );
-    assert!(!store.has_queued_prompts(&sid).await.unwrap());
+    assert!(!store.queue().has_queued_prompts(&sid).await.unwrap());
     cleanup(&store, &prefix).await;
 }
 
@@ -166,11 +200,13 @@ async fn a_session_queues_at_most_its_limit() {
     let sid = new_session(&store).await;
     for i in 0..MAX_QUEUED_PROMPTS {
         store
+            .queue()
             .enqueue_prompt(&sid, &prompt(&sid, &i.to_string()))
             .await
             .unwrap();
     }
     let err = store
+        .queue()
         .enqueue_prompt(&sid, &prompt(&sid, "over"))
         .await
         .unwrap_err();
@@ -182,6 +218,7 @@ async fn a_session_queues_at_most_its_limit() {
     // Refusals are outcomes, not Redis failures.
     assert_eq!(store.write_failures(), 0);
     let err = store
+        .queue()
         .enqueue_prompt("ses_missing", &prompt("ses_missing", "x"))
         .await
         .unwrap_err();
@@ -200,6 +237,7 @@ async fn racing_deliveries_deliver_every_prompt_exactly_once_in_queue_order() {
             for i in 0..N {
                 // Below the limit: the producer waits while the queue is full.
                 while let Err(StoreError::QueueFull(_)) = store
+                    .queue()
                     .enqueue_prompt(&sid, &prompt(&sid, &i.to_string()))
                     .await
                 {
@@ -213,12 +251,13 @@ async fn racing_deliveries_deliver_every_prompt_exactly_once_in_queue_order() {
         tokio::spawn(async move {
             let mut delivered = Vec::new();
             loop {
-                let queued = match store.queued_prompts(&sid).await {
+                let queued = match store.queue().queued_prompts(&sid).await {
                     Ok(q) => q,
                     Err(_) => break delivered,
                 };
                 for q in &queued {
                     match store
+                        .messages()
                         .deliver_prompt_message(&user_message(&sid, q), None, q)
                         .await
                     {
@@ -230,7 +269,7 @@ async fn racing_deliveries_deliver_every_prompt_exactly_once_in_queue_order() {
                         Err(e) => panic!("{e}"),
                     }
                 }
-                if store.get_session(&sid).await.unwrap().is_none() {
+                if store.sessions().get_session(&sid).await.unwrap().is_none() {
                     break delivered;
                 }
                 tokio::task::yield_now().await;
@@ -241,11 +280,11 @@ async fn racing_deliveries_deliver_every_prompt_exactly_once_in_queue_order() {
     let d2 = deliverer(store.clone(), sid.clone());
     producer.await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while store.has_queued_prompts(&sid).await.unwrap() {
+    while store.queue().has_queued_prompts(&sid).await.unwrap() {
         assert!(Instant::now() < deadline, "queue never emptied");
         tokio::task::yield_now().await;
     }
-    store.delete_session(&sid).await.unwrap();
+    store.sessions().delete_session(&sid).await.unwrap();
     let mut all = Vec::new();
     for delivered in [d1.await.unwrap(), d2.await.unwrap()] {
         assert!(
@@ -265,11 +304,12 @@ async fn a_delivery_reads_a_bounded_batch_oldest_first() {
     let sid = new_session(&store).await;
     for i in 0..super::DELIVERY_BATCH + 3 {
         store
+            .queue()
             .enqueue_prompt(&sid, &prompt(&sid, &i.to_string()))
             .await
             .unwrap();
     }
-    let batch = store.queued_prompts(&sid).await.unwrap();
+    let batch = store.queue().queued_prompts(&sid).await.unwrap();
     assert_eq!(
         batch
             .iter()
@@ -282,11 +322,32 @@ async fn a_delivery_reads_a_bounded_batch_oldest_first() {
     for q in &batch {
         assert!(
             store
+                .messages()
                 .deliver_prompt_message(&user_message(&sid, q), None, q)
                 .await
                 .unwrap()
         );
     }
     assert_eq!(queued_texts(&store, &sid).await.len(), 3, "the rest waits");
+    cleanup(&store, &prefix).await;
+}
+
+#[tokio::test]
+async fn waiting_prompts_are_the_queue_left_in_place_and_none_on_an_empty_one() {
+    let (store, prefix) = store().await;
+    let sid = new_session(&store).await;
+    let queue = store.queue();
+    assert!(queue.waiting(&sid).await.unwrap().is_empty());
+    for text in ["first", "second"] {
+        queue
+            .enqueue_prompt(&sid, &prompt(&sid, text))
+            .await
+            .unwrap();
+    }
+    let waiting = queue.waiting(&sid).await.unwrap();
+    let texts: Vec<&str> = waiting.iter().map(|q| prompt_text(&q.request)).collect();
+    assert_eq!(texts, ["first", "second"]);
+    // Read, not taken: they leave the queue only when delivered.
+    assert_eq!(queued_texts(&store, &sid).await, ["first", "second"]);
     cleanup(&store, &prefix).await;
 }

@@ -27,7 +27,8 @@ use redis::FromRedisValue;
 
 use super::script_call::{ScriptCall, query_loading};
 
-use super::{Store, StoreError, ceil_millis};
+use super::db::Db;
+use super::{StoreError, ceil_millis};
 
 /// How long `WAIT` is skipped after a short answer.
 pub const SUSPEND: Duration = Duration::from_secs(1);
@@ -63,7 +64,7 @@ pub struct TrafficCounts {
     pub short: u64,
     /// Writes sent without `WAIT` because a short answer suspended it ([`SUSPEND`]).
     pub skipped: u64,
-    /// Event-log waits that polled because every blocking read was taken (`Store::with_log_waits`).
+    /// Event-log waits that polled because every blocking read was taken ([`super::Store::with_log_waits`]).
     pub log_polls: u64,
 }
 
@@ -159,19 +160,8 @@ impl Waiter {
     }
 }
 
-impl Store {
-    /// Waits for `wait` replicas after each acknowledged write (`None`: never, the default).
-    pub fn with_replica_wait(mut self, wait: Option<ReplicaWait>) -> Self {
-        self.waiter = wait.map(|w| std::sync::Arc::new(Waiter::new(w)));
-        self
-    }
-
-    /// The store's request and wait counts (shared by clones).
-    pub fn traffic(&self) -> std::sync::Arc<Traffic> {
-        self.traffic.clone()
-    }
-
-    /// [`Store::invoke_acked`] with `beside` in the same pipeline, after the script (and its `WAIT`): one round trip
+impl Db {
+    /// [`Db::invoke_acked`] with `beside` in the same pipeline, after the script (and its `WAIT`): one round trip
     /// for both. On one node only: a cluster client would send a command of another slot to another node.
     pub(super) async fn invoke_acked_beside<T: FromRedisValue, U: FromRedisValue>(
         &self,
@@ -224,3 +214,7 @@ impl Store {
         Ok(value)
     }
 }
+
+#[cfg(test)]
+#[path = "replicas_tests.rs"]
+mod tests;

@@ -1,25 +1,31 @@
-//! Sessions: create, read, optimistic update, the run inputs a resumed loop needs, listing by scope and deletion.
+//! Session records: create (within a tenant's quota), read, optimistic update, the run inputs a resumed loop needs,
+//! and deletion. Listing is the index's (`index.rs`).
+
+use std::sync::Arc;
 
 use llm_proto::sessions as pb;
 use prost::Message as _;
 
+use super::db::Db;
 use super::script_call::ScriptCall;
 use super::{
-    DELETE_CHUNK, Fence, Listed, Scope, Store, StoreError, UPDATE_ATTEMPTS, fence_arg, keys,
-    now_millis, records, scripts, timestamp_millis,
+    DELETE_CHUNK, Fence, StoreError, UPDATE_ATTEMPTS, fence_arg, keys, now_millis, records,
+    scripts, timestamp_millis,
 };
 
-/// Age after which an index entry without a session is a failed creation, not one in progress (see
-/// `Store::prune_index`).
-const STALE_INDEX_ENTRY_MS: i64 = 60_000;
+/// Session records (see the module docs).
+#[derive(Clone)]
+pub struct Sessions {
+    pub(super) db: Arc<Db>,
+}
 
-impl Store {
+impl Sessions {
     /// Creates a session; [`StoreError::Exists`] when the id is taken. The live `status` is not stored.
     pub async fn create_session(&self, s: &pb::Session) -> Result<(), StoreError> {
         self.create_session_within(s, None).await
     }
 
-    /// [`Store::create_session`] within a quota: [`StoreError::TooManySessions`] (nothing kept) when the session's
+    /// [`Sessions::create_session`] within a quota: [`StoreError::TooManySessions`] (nothing kept) when the session's
     /// tenant would hold more than `quota` sessions. The tenant's index is counted right after the session's entry
     /// is added, in the same pipeline, and a count over the quota takes the session back out: an accepted session
     /// was at most the `quota`-th when it looked, so creations racing each other never pass the quota together
@@ -30,61 +36,63 @@ impl Store {
         s: &pb::Session,
         quota: Option<u64>,
     ) -> Result<(), StoreError> {
-        self.write_session(&s.id, async {
-            let keys = self.keys(&s.id)?;
-            let mut stored = s.clone();
-            stored.status = None;
-            let score = timestamp_millis(s.created_at.as_ref()).unwrap_or_else(now_millis);
-            let bytes = stored.encode_to_vec();
-            let index = keys::index(&self.prefix);
-            let tenant_index = keys::tenant_sessions(&self.prefix, &s.tenant);
-            // Indexes first (ZADD NX leaves an existing entry alone): a crash in between leaves an index entry that
-            // listing skips, never a session that listing cannot find.
-            let mut pipe = redis::pipe();
-            for index in [&index, &tenant_index] {
-                pipe.cmd("ZADD")
-                    .arg(index)
-                    .arg("NX")
-                    .arg(score)
-                    .arg(&s.id)
-                    .ignore();
-            }
-            if quota.is_some() {
-                pipe.cmd("ZCARD").arg(&tenant_index);
-            }
-            pipe.cmd("SET").arg(keys.session()).arg(&bytes).arg("NX");
-            let mut conn = self.conn.clone();
-            let (count, set): (u64, redis::Value) = if quota.is_some() {
-                pipe.query_async(&mut conn).await?
-            } else {
-                let (set,) = pipe.query_async(&mut conn).await?;
-                (0, set)
-            };
-            if matches!(set, redis::Value::Nil) {
-                return Err(StoreError::Exists(format!("session {}", s.id)));
-            }
-            if let Some(quota) = quota.filter(|q| count > *q) {
-                let _: () = redis::pipe()
-                    .cmd("DEL")
-                    .arg(keys.session())
-                    .ignore()
-                    .cmd("ZREM")
-                    .arg(&tenant_index)
-                    .arg(&s.id)
-                    .ignore()
-                    .cmd("ZREM")
-                    .arg(&index)
-                    .arg(&s.id)
-                    .ignore()
-                    .query_async(&mut self.conn.clone())
-                    .await?;
-                return Err(StoreError::TooManySessions(quota));
-            }
-            self.records
-                .put(&s.id, records::Known { bytes, model: None });
-            Ok(())
-        })
-        .await
+        self.db
+            .write_session(&s.id, async {
+                let keys = self.db.keys(&s.id)?;
+                let mut stored = s.clone();
+                stored.status = None;
+                let score = timestamp_millis(s.created_at.as_ref()).unwrap_or_else(now_millis);
+                let bytes = stored.encode_to_vec();
+                let index = keys::index(&self.db.prefix);
+                let tenant_index = keys::tenant_sessions(&self.db.prefix, &s.tenant);
+                // Indexes first (ZADD NX leaves an existing entry alone): a crash in between leaves an index entry that
+                // listing skips, never a session that listing cannot find.
+                let mut pipe = redis::pipe();
+                for index in [&index, &tenant_index] {
+                    pipe.cmd("ZADD")
+                        .arg(index)
+                        .arg("NX")
+                        .arg(score)
+                        .arg(&s.id)
+                        .ignore();
+                }
+                if quota.is_some() {
+                    pipe.cmd("ZCARD").arg(&tenant_index);
+                }
+                pipe.cmd("SET").arg(keys.session()).arg(&bytes).arg("NX");
+                let mut conn = self.db.conn.clone();
+                let (count, set): (u64, redis::Value) = if quota.is_some() {
+                    pipe.query_async(&mut conn).await?
+                } else {
+                    let (set,) = pipe.query_async(&mut conn).await?;
+                    (0, set)
+                };
+                if matches!(set, redis::Value::Nil) {
+                    return Err(StoreError::Exists(format!("session {}", s.id)));
+                }
+                if let Some(quota) = quota.filter(|q| count > *q) {
+                    let _: () = redis::pipe()
+                        .cmd("DEL")
+                        .arg(keys.session())
+                        .ignore()
+                        .cmd("ZREM")
+                        .arg(&tenant_index)
+                        .arg(&s.id)
+                        .ignore()
+                        .cmd("ZREM")
+                        .arg(&index)
+                        .arg(&s.id)
+                        .ignore()
+                        .query_async(&mut self.db.conn.clone())
+                        .await?;
+                    return Err(StoreError::TooManySessions(quota));
+                }
+                self.db
+                    .records
+                    .put(&s.id, records::Known { bytes, model: None });
+                Ok(())
+            })
+            .await
     }
 
     /// The session, without live status (`status` is `None`: the caller knows it from the lease); `None` when
@@ -93,38 +101,39 @@ impl Store {
         Ok(self.get_session_record(id).await?.map(|(s, _)| s))
     }
 
-    /// The session as [`Store::get_session`] reads it, with the stored bytes it was decoded from (what
-    /// [`Store::update_session_from`] compares against).
+    /// The session as [`Sessions::get_session`] reads it, with the stored bytes it was decoded from (what
+    /// [`Sessions::update_session_from`] compares against).
     pub async fn get_session_record(
         &self,
         id: &str,
     ) -> Result<Option<(pb::Session, Vec<u8>)>, StoreError> {
-        let keys = self.keys(id)?;
+        let keys = self.db.keys(id)?;
         let bytes: Option<Vec<u8>> = redis::cmd("GET")
             .arg(keys.session())
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.db.conn.clone())
             .await?;
         bytes.map(|b| decode_record(&keys, b)).transpose()
     }
 
-    /// [`Store::get_session_record`] and the model the session's latest prompt ran with ([`Store::prompt_model`]),
-    /// in one round trip (one MGET: both keys are in the session's slot). What a `Prompt` reads before it begins.
+    /// [`Sessions::get_session_record`] and the model the session's latest prompt ran with
+    /// ([`super::Messages::prompt_model`]), in one round trip (one MGET: both keys are in the session's slot). What a
+    /// `Prompt` reads before it begins.
     pub async fn get_session_for_prompt(
         &self,
         id: &str,
     ) -> Result<Option<(pb::Session, Vec<u8>, Option<String>)>, StoreError> {
-        let keys = self.keys(id)?;
+        let keys = self.db.keys(id)?;
         let (bytes, model): (Option<Vec<u8>>, Option<String>) = redis::cmd("MGET")
             .arg(keys.session())
             .arg(keys.prompt_model())
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.db.conn.clone())
             .await?;
         let Some(bytes) = bytes else {
-            self.records.forget(id);
+            self.db.records.forget(id);
             return Ok(None);
         };
         let model = model.filter(|m| !m.is_empty());
-        self.records.put(
+        self.db.records.put(
             id,
             records::Known {
                 bytes: bytes.clone(),
@@ -135,7 +144,7 @@ impl Store {
         Ok(Some((session, bytes, model)))
     }
 
-    /// What [`Store::get_session_for_prompt`] would read, as this replica last knew it, without Redis; `None` when
+    /// What [`Sessions::get_session_for_prompt`] would read, as this replica last knew it, without Redis; `None` when
     /// it knows nothing of the session. The begin script checks it is still current ([`Begin::Stale`] otherwise).
     ///
     /// [`Begin::Stale`]: super::Begin::Stale
@@ -143,8 +152,8 @@ impl Store {
         &self,
         id: &str,
     ) -> Option<(pb::Session, Vec<u8>, Option<String>)> {
-        let keys = self.keys(id).ok()?;
-        let known = self.records.get(id)?;
+        let keys = self.db.keys(id).ok()?;
+        let known = self.db.records.get(id)?;
         let (session, bytes) = decode_record(&keys, known.bytes).ok()?;
         Some((session, bytes, known.model))
     }
@@ -156,22 +165,23 @@ impl Store {
         s: &pb::Session,
         fence: Option<&Fence>,
     ) -> Result<(), StoreError> {
-        self.write_session(&s.id, async {
-            let keys = self.keys(&s.id)?;
-            let mut stored = s.clone();
-            stored.status = None;
-            let bytes = stored.encode_to_vec();
-            let code: i64 =
-                ScriptCall::new(&self.scripts.put_session, [keys.session(), keys.lease()])
-                    .arg(fence_arg(fence))
-                    .arg(&bytes)
-                    .invoke(&mut self.conn.clone())
-                    .await?;
-            Self::status(code, &s.id, fence, String::new)?;
-            self.records.record_written(&s.id, &bytes);
-            Ok(())
-        })
-        .await
+        self.db
+            .write_session(&s.id, async {
+                let keys = self.db.keys(&s.id)?;
+                let mut stored = s.clone();
+                stored.status = None;
+                let bytes = stored.encode_to_vec();
+                let code: i64 =
+                    ScriptCall::new(&self.db.scripts.put_session, [keys.session(), keys.lease()])
+                        .arg(fence_arg(fence))
+                        .arg(&bytes)
+                        .invoke(&mut self.db.conn.clone())
+                        .await?;
+                Db::status(code, &s.id, fence, String::new)?;
+                self.db.records.record_written(&s.id, &bytes);
+                Ok(())
+            })
+            .await
     }
 
     /// Changes a session with `change` and writes it back only if nobody wrote it in between (a compare-and-set on
@@ -190,8 +200,8 @@ impl Store {
             .map(|(s, _)| s))
     }
 
-    /// [`Store::update_session`] starting from `known`, the stored bytes the caller last read or wrote
-    /// ([`Store::get_session_record`], or a previous call's result): the first attempt changes that record without
+    /// [`Sessions::update_session`] starting from `known`, the stored bytes the caller last read or wrote
+    /// ([`Sessions::get_session_record`], or a previous call's result): the first attempt changes that record without
     /// reading it, and the compare-and-set catches anything written since (then it reads and retries as usual).
     /// Returns the session as written and its stored bytes.
     pub async fn update_session_from(
@@ -201,47 +211,50 @@ impl Store {
         known: Option<Vec<u8>>,
         mut change: impl FnMut(&mut pb::Session),
     ) -> Result<Option<(pb::Session, Vec<u8>)>, StoreError> {
-        self.write_session(id, async {
-            let keys = self.keys(id)?;
-            let mut known = known;
-            for _ in 0..UPDATE_ATTEMPTS {
-                let bytes: Option<Vec<u8>> = match known.take() {
-                    Some(bytes) => Some(bytes),
-                    None => {
-                        redis::cmd("GET")
-                            .arg(keys.session())
-                            .query_async(&mut self.conn.clone())
-                            .await?
-                    }
-                };
-                let Some(bytes) = bytes else { return Ok(None) };
-                let mut session = pb::Session::decode(bytes.as_slice())
-                    .map_err(|e| StoreError::decode(keys.session(), e))?;
-                change(&mut session);
-                session.status = None;
-                let written = session.encode_to_vec();
-                let code: i64 =
-                    ScriptCall::new(&self.scripts.cas_session, [keys.session(), keys.lease()])
-                        .arg(fence_arg(fence))
-                        .arg(bytes)
-                        .arg(&written)
-                        .invoke(&mut self.conn.clone())
-                        .await?;
-                match code {
-                    scripts::CONFLICT => continue,
-                    scripts::NO_SESSION => return Ok(None),
-                    code => {
-                        Self::status(code, id, fence, String::new)?;
-                        self.records.record_written(id, &written);
-                        return Ok(Some((session, written)));
+        self.db
+            .write_session(id, async {
+                let keys = self.db.keys(id)?;
+                let mut known = known;
+                for _ in 0..UPDATE_ATTEMPTS {
+                    let bytes: Option<Vec<u8>> = match known.take() {
+                        Some(bytes) => Some(bytes),
+                        None => {
+                            redis::cmd("GET")
+                                .arg(keys.session())
+                                .query_async(&mut self.db.conn.clone())
+                                .await?
+                        }
+                    };
+                    let Some(bytes) = bytes else { return Ok(None) };
+                    let mut session = pb::Session::decode(bytes.as_slice())
+                        .map_err(|e| StoreError::decode(keys.session(), e))?;
+                    change(&mut session);
+                    session.status = None;
+                    let written = session.encode_to_vec();
+                    let code: i64 = ScriptCall::new(
+                        &self.db.scripts.cas_session,
+                        [keys.session(), keys.lease()],
+                    )
+                    .arg(fence_arg(fence))
+                    .arg(bytes)
+                    .arg(&written)
+                    .invoke(&mut self.db.conn.clone())
+                    .await?;
+                    match code {
+                        scripts::CONFLICT => continue,
+                        scripts::NO_SESSION => return Ok(None),
+                        code => {
+                            Db::status(code, id, fence, String::new)?;
+                            self.db.records.record_written(id, &written);
+                            return Ok(Some((session, written)));
+                        }
                     }
                 }
-            }
-            Err(StoreError::Unexpected(format!(
-                "session {id} kept changing during {UPDATE_ATTEMPTS} update attempts"
-            )))
-        })
-        .await
+                Err(StoreError::Unexpected(format!(
+                    "session {id} kept changing during {UPDATE_ATTEMPTS} update attempts"
+                )))
+            })
+            .await
     }
 
     /// Stores the inputs of the session's current run (only `model`, `client_tools` and `system` of `inputs` are
@@ -257,27 +270,28 @@ impl Store {
             system: inputs.system.clone(),
             ..Default::default()
         };
-        self.write_session(session_id, async {
-            let keys = self.keys(session_id)?;
-            let _: () = redis::cmd("SET")
-                .arg(keys.run_inputs())
-                .arg(kept.encode_to_vec())
-                .query_async(&mut self.conn.clone())
-                .await?;
-            Ok(())
-        })
-        .await
+        self.db
+            .write_session(session_id, async {
+                let keys = self.db.keys(session_id)?;
+                let _: () = redis::cmd("SET")
+                    .arg(keys.run_inputs())
+                    .arg(kept.encode_to_vec())
+                    .query_async(&mut self.db.conn.clone())
+                    .await?;
+                Ok(())
+            })
+            .await
     }
 
-    /// The inputs [`put_run_inputs`](Store::put_run_inputs) stored last, if any.
+    /// The inputs [`put_run_inputs`](Sessions::put_run_inputs) stored last, if any.
     pub async fn run_inputs(
         &self,
         session_id: &str,
     ) -> Result<Option<pb::PromptRequest>, StoreError> {
-        let keys = self.keys(session_id)?;
+        let keys = self.db.keys(session_id)?;
         let bytes: Option<Vec<u8>> = redis::cmd("GET")
             .arg(keys.run_inputs())
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.db.conn.clone())
             .await?;
         bytes
             .map(|b| {
@@ -287,205 +301,62 @@ impl Store {
             .transpose()
     }
 
-    /// One page of the sessions in `scope`, newest first, each with its own cursor, and the cursor of the next
-    /// page (`None` on the last page). `after` is a cursor returned with an earlier page; it stays valid when
-    /// sessions are created or deleted meanwhile. A `page_size` of 0 is taken as 1. A tenant's listing reads that
-    /// tenant's index, never the others' sessions.
-    pub async fn list_sessions(
-        &self,
-        scope: Scope<'_>,
-        page_size: usize,
-        after: Option<&str>,
-    ) -> Result<(Vec<Listed>, Option<String>), StoreError> {
-        let page_size = page_size.max(1);
-        let index = scope.index(&self.prefix);
-        let batch = page_size.saturating_add(1).clamp(16, 512);
-        let mut conn = self.conn.clone();
-        // Keyset paging on (score, id) rather than ranks, so concurrent inserts and deletes neither repeat nor skip
-        // sessions. Equal scores come in descending id order, so "after the cursor" is: lower score, or the same
-        // score and a smaller id.
-        let mut cursor = after.map(parse_session_cursor).transpose()?;
-        let mut offset = 0usize;
-        let mut page: Vec<Listed> = Vec::new();
-        let mut last: Option<(i64, String)> = None;
-        // Entries left by creations that failed half-way (see `prune_index`).
-        let mut stale = Vec::new();
-        let listed = 'pages: loop {
-            let max = cursor
-                .as_ref()
-                .map_or_else(|| "+inf".to_string(), |(score, _)| score.to_string());
-            let entries: Vec<(String, f64)> = redis::cmd("ZREVRANGEBYSCORE")
-                .arg(&index)
-                .arg(max)
-                .arg("-inf")
-                .arg("WITHSCORES")
-                .arg("LIMIT")
-                .arg(offset)
-                .arg(batch)
-                .query_async(&mut conn)
-                .await?;
-            let exhausted = entries.len() < batch;
-            let seen = entries.len();
-            let fresh: Vec<(i64, String)> = entries
-                .into_iter()
-                .map(|(id, score)| (score as i64, id))
-                .filter(|(score, id)| match &cursor {
-                    Some((cursor_score, cursor_id)) => !(score == cursor_score && id >= cursor_id),
-                    None => true,
-                })
-                .collect();
-            if fresh.is_empty() {
-                if exhausted {
-                    break 'pages (page, None);
-                }
-                // The whole batch tied with the cursor and was already listed: step over it.
-                offset += seen;
-                continue;
-            }
-            let sessions = self.fetch_sessions(&fresh).await?;
-            for (position, session) in fresh.iter().zip(sessions) {
-                // Index entries without a session are a creation in progress or a crashed one: not listed. Nor is
-                // a session of another tenant (a tenant's index never holds one; this keeps it so).
-                let Some(session) = session.filter(|s| scope.holds(s)) else {
-                    stale.push(position.clone());
-                    continue;
-                };
-                if page.len() == page_size {
-                    // A next cursor only when another session really exists, so the last page is never empty.
-                    let next = last.map(|(score, id)| format!("{score}:{id}"));
-                    break 'pages (page, next);
-                }
-                page.push(Listed {
-                    cursor: format!("{}:{}", position.0, position.1),
-                    session,
-                });
-                last = Some(position.clone());
-            }
-            cursor = fresh.last().cloned();
-            offset = 0;
-            if exhausted {
-                break 'pages (page, None);
-            }
-        };
-        self.prune_index(&index, &stale).await;
-        Ok(listed)
-    }
-
-    /// Removes from a session index the entries `listed` found without a session that are older than a minute: a
-    /// creation that failed between its index entry and its record (Redis gone in between) leaves one, which would
-    /// otherwise count against its tenant's quota for ever. Younger ones may be a creation in progress. Best
-    /// effort: a failure leaves them for the next listing.
-    async fn prune_index(&self, index: &str, listed: &[(i64, String)]) {
-        let old = now_millis().saturating_sub(STALE_INDEX_ENTRY_MS);
-        let stale: Vec<&str> = listed
-            .iter()
-            .filter(|(score, _)| *score < old)
-            .map(|(_, id)| id.as_str())
-            .collect();
-        if stale.is_empty() {
-            return;
-        }
-        let pruned: Result<i64, _> = redis::cmd("ZREM")
-            .arg(index)
-            .arg(&stale)
-            .query_async(&mut self.conn.clone())
-            .await;
-        if let Err(e) = pruned {
-            tracing::debug!(message = "cannot prune a session index", error = %e);
-        }
-    }
-
-    /// Loads sessions by id in one round trip (a pipeline of GETs, not MGET: the keys live in different slots).
-    pub(super) async fn fetch_sessions(
-        &self,
-        ids: &[(i64, String)],
-    ) -> Result<Vec<Option<pb::Session>>, StoreError> {
-        let mut pipe = redis::pipe();
-        let mut names = Vec::with_capacity(ids.len());
-        for (_, id) in ids {
-            let key = self.keys(id)?.session();
-            pipe.cmd("GET").arg(&key);
-            names.push(key);
-        }
-        let values: Vec<Option<Vec<u8>>> = pipe.query_async(&mut self.conn.clone()).await?;
-        values
-            .into_iter()
-            .zip(names)
-            .map(|(bytes, key)| {
-                bytes
-                    .map(|b| {
-                        pb::Session::decode(b.as_slice()).map_err(|e| StoreError::decode(key, e))
-                    })
-                    .transpose()
-            })
-            .collect()
-    }
-
     /// Deletes every key of a session; true when the session existed. Safe to repeat: a retry after a failure
     /// finishes the cleanup even though the session is already gone.
     pub async fn delete_session(&self, id: &str) -> Result<bool, StoreError> {
-        self.write_session(id, async {
-            let keys = self.keys(id)?;
-            let mut conn = self.conn.clone();
-            // `:session` goes first: from then on every write script refuses this session, so the key set read
-            // next cannot grow behind our back. Read just before, for its tenant (which never changes).
-            self.records.forget(id);
-            let (stored, existed): (Option<Vec<u8>>, i64) = redis::pipe()
-                .cmd("GET")
-                .arg(keys.session())
-                .cmd("DEL")
-                .arg(keys.session())
-                .query_async(&mut conn)
-                .await?;
-            let tenant = stored
-                .and_then(|b| pb::Session::decode(b.as_slice()).ok())
-                .map(|s| s.tenant);
-            let (message_ids, aux): (Vec<String>, Vec<String>) = redis::pipe()
-                .cmd("ZRANGE")
-                .arg(keys.messages())
-                .arg(0)
-                .arg(-1)
-                .cmd("SMEMBERS")
-                .arg(keys.aux())
-                .query_async(&mut conn)
-                .await?;
-            let mut all = keys.fixed();
-            for m in &message_ids {
-                all.push(keys.message(m));
-                all.push(keys.parts(m));
-            }
-            all.extend(aux);
-            let mut pipe = redis::pipe();
-            for chunk in all.chunks(DELETE_CHUNK) {
-                pipe.cmd("DEL").arg(chunk).ignore();
-            }
-            // The index entries go last (see the module docs). A retry after the session was already gone no longer
-            // knows its tenant: that index keeps an entry listing skips.
-            pipe.cmd("ZREM")
-                .arg(keys::index(&self.prefix))
-                .arg(id)
-                .ignore();
-            if let Some(tenant) = &tenant {
+        self.db
+            .write_session(id, async {
+                let keys = self.db.keys(id)?;
+                let mut conn = self.db.conn.clone();
+                // `:session` goes first: from then on every write script refuses this session, so the key set read
+                // next cannot grow behind our back. Read just before, for its tenant (which never changes).
+                self.db.records.forget(id);
+                let (stored, existed): (Option<Vec<u8>>, i64) = redis::pipe()
+                    .cmd("GET")
+                    .arg(keys.session())
+                    .cmd("DEL")
+                    .arg(keys.session())
+                    .query_async(&mut conn)
+                    .await?;
+                let tenant = stored
+                    .and_then(|b| pb::Session::decode(b.as_slice()).ok())
+                    .map(|s| s.tenant);
+                let (message_ids, aux): (Vec<String>, Vec<String>) = redis::pipe()
+                    .cmd("ZRANGE")
+                    .arg(keys.messages())
+                    .arg(0)
+                    .arg(-1)
+                    .cmd("SMEMBERS")
+                    .arg(keys.aux())
+                    .query_async(&mut conn)
+                    .await?;
+                let mut all = keys.fixed();
+                for m in &message_ids {
+                    all.push(keys.message(m));
+                    all.push(keys.parts(m));
+                }
+                all.extend(aux);
+                let mut pipe = redis::pipe();
+                for chunk in all.chunks(DELETE_CHUNK) {
+                    pipe.cmd("DEL").arg(chunk).ignore();
+                }
+                // The index entries go last (see the module docs). A retry after the session was already gone no longer
+                // knows its tenant: that index keeps an entry listing skips.
                 pipe.cmd("ZREM")
-                    .arg(keys::tenant_sessions(&self.prefix, tenant))
+                    .arg(keys::index(&self.db.prefix))
                     .arg(id)
                     .ignore();
-            }
-            let _: () = pipe.query_async(&mut conn).await?;
-            Ok(existed > 0)
-        })
-        .await
+                if let Some(tenant) = &tenant {
+                    pipe.cmd("ZREM")
+                        .arg(keys::tenant_sessions(&self.db.prefix, tenant))
+                        .arg(id)
+                        .ignore();
+                }
+                let _: () = pipe.query_async(&mut conn).await?;
+                Ok(existed > 0)
+            })
+            .await
     }
-}
-
-/// Parses a `list_sessions` cursor, `<score>:<session id>`.
-pub(super) fn parse_session_cursor(cursor: &str) -> Result<(i64, String), StoreError> {
-    cursor
-        .split_once(':')
-        .and_then(|(score, id)| Some((score.parse().ok()?, id)))
-        .filter(|(_, id)| !id.is_empty())
-        .map(|(score, id)| (score, id.to_string()))
-        .ok_or_else(|| StoreError::InvalidArgument(format!("page token {cursor:?}")))
 }
 
 /// A stored session record, decoded, with its bytes.
@@ -497,3 +368,7 @@ fn decode_record(
         .map(|s| (s, bytes))
         .map_err(|e| StoreError::decode(keys.session(), e))
 }
+
+#[cfg(test)]
+#[path = "sessions_tests.rs"]
+mod tests;

@@ -19,24 +19,23 @@
 
 use std::time::Duration;
 
-use llm_proto::gateway as gw;
 use llm_proto::sessions as pb;
 
 use crate::config::RetryPolicy;
 use crate::processor::Outcome;
-use crate::retry;
 
+mod action;
+mod observation;
+mod waits;
+
+pub use crate::processor::Blocked;
+pub use action::{Action, Answer, Compaction, WaitFor, budget_error, overflow_error};
+use action::{api_error, reason_for_error};
+pub use observation::{
+    CompactionEnd, FailureSource, HistoryFacts, Observation, StepFailure, StepReport,
+};
 pub use pb::StopReason;
-
-/// Why a compaction runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Compaction {
-    /// The loop decided (not the caller's `Compact`).
-    pub auto: bool,
-    /// The context did not fit (a provider overflow error or the pre-call estimate), as opposed to a step that
-    /// merely reached the usable limit.
-    pub overflow: bool,
-}
+pub use waits::{STORAGE_BASE_DELAY, STORAGE_MAX_DELAY};
 
 /// The limits a loop runs under, from its agent and the processor's configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,214 +52,6 @@ pub struct Rules {
     pub lease_ttl: Duration,
 }
 
-/// An assistant message `done` names.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Answer {
-    /// Its id.
-    pub message_id: String,
-    /// Its finish.
-    pub finish: String,
-}
-
-/// What the driver learnt from the history it read (after closing what a stopped replica left open).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HistoryFacts {
-    /// The latest user message has no finished answer yet.
-    pub needs_work: bool,
-    /// The latest answer overflowed and the compaction it needs never ran (its replica stopped in between).
-    pub overflowed: bool,
-    /// Client tool calls still waiting for the caller's answer (left by a replica that stopped while waiting).
-    pub open_client_calls: usize,
-    /// The model by the priority rule; `None` when no level names one.
-    pub model: Option<String>,
-}
-
-/// Where a step's failure came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureSource {
-    /// The gateway answered with an `error` event (after its own retries when no output had started).
-    Gateway,
-    /// The gateway could not be reached, or its stream broke.
-    Transport,
-}
-
-/// How a model step failed, as the retry rules need it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StepFailure {
-    /// Where it came from.
-    pub source: FailureSource,
-    /// The unified error kind.
-    pub kind: gw::ErrorKind,
-    /// Whether the gateway said a retry may succeed.
-    pub retryable: bool,
-    /// How long the provider asked to wait, when it said.
-    pub retry_after: Option<Duration>,
-    /// A `step_start` reached the processor before the failure: the gateway can no longer retry the step.
-    pub output_started: bool,
-    /// The gateway did not wait out `retry_after`, which is longer than the gateway's own cap.
-    pub beyond_gateway_cap: bool,
-}
-
-pub use crate::processor::Blocked;
-
-/// What one model step ended with.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StepReport {
-    /// The step's assistant message.
-    pub answer: Answer,
-    /// The Processor's closeout.
-    pub outcome: Outcome,
-    /// The error stored on the message, if any.
-    pub error: Option<pb::message_error::Kind>,
-    /// The provider said the context does not fit.
-    pub overflowed: bool,
-    /// How the step failed, when the gateway or the transport failed it.
-    pub failure: Option<StepFailure>,
-    /// A refused tool call.
-    pub blocked: Option<Blocked>,
-    /// The caller aborted during the step.
-    pub aborted: bool,
-    /// The history with this step needs no more work (no tool calls, no compaction due).
-    pub answered: bool,
-    /// The model returned nothing at all: no text, no reasoning, no tool call.
-    pub empty: bool,
-    /// A random number in `[0, 1)` for the retry jitter (the policy itself has no randomness).
-    pub jitter: f64,
-}
-
-/// How a compaction ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CompactionEnd {
-    /// The summary is written; the loop goes on from it.
-    Done(Answer),
-    /// It failed; its error (of this kind) is stored and published.
-    Failed(Answer, Option<pb::message_error::Kind>),
-    /// The caller aborted it.
-    Aborted(Answer),
-}
-
-/// What the driver observed after performing an action.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Observation {
-    /// The loop starts.
-    Started,
-    /// [`Action::DeliverQueue`] persisted this many queued prompts.
-    Delivered(usize),
-    /// [`Action::ReadHistory`] read the history.
-    History(HistoryFacts),
-    /// [`Action::AwaitClientCalls`] settled the open client calls (answered or timed out).
-    ClientCallsSettled,
-    /// [`Action::CheckBudget`]: why the next model call must not happen, when a budget is spent.
-    Budget(Option<String>),
-    /// [`Action::Compact`] ended.
-    Compacted(CompactionEnd),
-    /// [`Action::Step`] did not call the model: the request's estimated size does not fit the usable context.
-    TooLarge {
-        /// Estimated tokens of the request.
-        estimate: u64,
-        /// Usable context of the model.
-        usable: u64,
-    },
-    /// [`Action::Step`] ran the step.
-    Stepped(StepReport),
-    /// [`Action::Wait`] waited.
-    Waited,
-    /// [`Action::Fail`] stored (on this answer, when it was asked to) and published the error.
-    Failed(Option<Answer>),
-    /// [`Action::ProveLease`]: the lease is still this loop's.
-    LeaseProven,
-    /// The lease belongs to someone else now (or no longer exists).
-    LeaseLost,
-    /// Storage failed during the action; the lease was last proven `lease_age` ago.
-    StorageFailed {
-        /// Time since the lease was last proven.
-        lease_age: Duration,
-    },
-    /// The caller aborted the loop between steps.
-    Cancelled,
-    /// The session no longer exists.
-    Gone,
-}
-
-/// What the driver does next.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// Persist the prompts queued while the loop was busy.
-    DeliverQueue,
-    /// Read the history from the last completed compaction on, closing what a stopped replica left open.
-    ReadHistory,
-    /// Wait for the open client calls a stopped replica left (their remaining time), then read again.
-    AwaitClientCalls,
-    /// Check the session's and its tenant's budget.
-    CheckBudget,
-    /// Compact the history with `model`.
-    Compact {
-        /// Why.
-        cause: Compaction,
-        /// The model that writes the summary.
-        model: String,
-    },
-    /// Run one model step.
-    Step {
-        /// The model.
-        model: String,
-        /// The last step the agent allows: text only.
-        final_step: bool,
-    },
-    /// Wait before going on, showing why.
-    Wait {
-        /// How long.
-        delay: Duration,
-        /// Why.
-        why: WaitFor,
-    },
-    /// Prove the lease is still this loop's (a fenced renewal) after storage failed.
-    ProveLease,
-    /// Publish `error`; with `store`, also store it on the current answer (or on a new empty one when there is
-    /// none), so the user message has an answer that says why.
-    Fail {
-        /// The error.
-        error: pb::MessageError,
-        /// Whether it goes on an answer (false: a refused request, such as a manual compaction over budget).
-        store: bool,
-        /// The stop it causes.
-        reason: StopReason,
-    },
-    /// End the loop: status idle, the stop reason on the answer, `done`.
-    Finish {
-        /// The answer `done` names, when the loop produced one.
-        answer: Option<Answer>,
-        /// Why the loop stopped.
-        reason: StopReason,
-        /// Publish the answer's stored error first: a step failed and is not retried (an error the loop decided,
-        /// through `Fail`, is published there).
-        report_error: bool,
-    },
-    /// The lease cannot be proven: end this replica's streams and leave the session to recovery, which closes or
-    /// resumes it.
-    HandOff {
-        /// The answer in progress, when there is one.
-        answer: Option<Answer>,
-    },
-    /// The session is gone: end this replica's streams, release the lease, write nothing more.
-    Abandon,
-}
-
-/// Why the loop waits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WaitFor {
-    /// A failed step runs again (its `attempt`-th retry): shown with a retry part and the retry status.
-    StepRetry {
-        /// 1-based.
-        attempt: u32,
-    },
-    /// Storage failed; the loop tries again (its `attempt`-th time) while the lease holds.
-    Storage {
-        /// 1-based.
-        attempt: u32,
-    },
-}
-
 /// What follows a wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum AfterWait {
@@ -269,11 +60,6 @@ enum AfterWait {
     /// Prove the lease (after a storage failure).
     ProveLease,
 }
-
-/// First delay after a storage failure; doubled per consecutive failure up to [`STORAGE_MAX_DELAY`].
-pub const STORAGE_BASE_DELAY: Duration = Duration::from_millis(50);
-/// Longest delay between storage attempts.
-pub const STORAGE_MAX_DELAY: Duration = Duration::from_millis(1000);
 
 /// The loop's state: everything the policy remembers between observations.
 #[derive(Debug, Clone)]
@@ -604,51 +390,15 @@ impl LoopState {
         self.step_began = None;
     }
 
-    /// How long to wait before retrying a failed step, or `None` to stop on its error. `elapsed` is the time since
-    /// the step's first attempt.
-    ///
-    /// The gateway retries everything it can before output reaches the processor, so the loop retries only what it
-    /// could not:
-    /// - the gateway was unreachable (or its stream broke before any output): backoff, as often as the step's
-    ///   deadline allows (a gateway restart must not fail the step);
-    /// - output had started: the agent's `step_retries`, with backoff and the provider's `retry_after`;
-    /// - the provider asked to wait longer than the gateway waits: that wait, within the agent's
-    ///   `max_retry_after` and `step_retries`.
-    ///
-    /// Every wait must end before the step's deadline.
+    /// How long to wait before retrying a failed step, or `None` to stop on its error (see
+    /// [`waits::step_retry`]). `elapsed` is the time since the step's first attempt.
     pub fn retry_delay(&self, f: &StepFailure, jitter: f64, elapsed: Duration) -> Option<Duration> {
-        let policy = &self.rules.retry;
-        let delay = if f.source == FailureSource::Transport && !f.output_started {
-            Some(backoff(policy, self.retries + 1, jitter))
-        } else if f.output_started {
-            let failure = crate::processor::Failure {
-                kind: f.kind,
-                retryable: f.retryable,
-                retry_after: f.retry_after,
-                retry_after_beyond_cap: f.beyond_gateway_cap,
-            };
-            match retry::decide(&failure, self.retries + 1, policy, jitter) {
-                retry::Decision::RetryAfter(d) => Some(d),
-                retry::Decision::Stop(_) => None,
-            }
-        } else if f.beyond_gateway_cap
-            && f.retryable
-            && self.retries < policy.max_retries
-            && let Some(after) = f.retry_after
-            && after <= policy.max_retry_after
-        {
-            Some(after)
-        } else {
-            None
-        }?;
-        (elapsed + delay < self.rules.step_deadline).then_some(delay)
+        waits::step_retry(&self.rules, self.retries, f, jitter, elapsed)
     }
 
     fn storage_failed(&mut self, lease_age: Duration) -> Action {
         self.storage_failures += 1;
-        let delay = STORAGE_BASE_DELAY
-            .saturating_mul(1u32 << (self.storage_failures - 1).min(16))
-            .min(STORAGE_MAX_DELAY);
+        let delay = waits::storage(self.storage_failures);
         // The lease must still be provable after the wait: a renewal sent then is only good if the lease had not
         // expired by the time it lands.
         if lease_age + delay >= self.rules.lease_ttl {
@@ -699,59 +449,9 @@ impl LoopState {
     }
 }
 
-/// The stop an answer's error causes.
-fn reason_for_error(kind: Option<pb::message_error::Kind>) -> StopReason {
-    use pb::message_error::Kind;
-    match kind {
-        Some(Kind::BudgetExceeded) => StopReason::Budget,
-        Some(Kind::ContextOverflow) => StopReason::ContextOverflow,
-        Some(Kind::StructuredOutput) => StopReason::StructuredOutput,
-        Some(Kind::Aborted) => StopReason::Aborted,
-        _ => StopReason::Error,
-    }
-}
-
-/// Exponential backoff for the `attempt`-th try (1-based): `base · 2^(attempt-1)`, capped, minus up to 20 % jitter.
-fn backoff(policy: &RetryPolicy, attempt: u32, jitter: f64) -> Duration {
-    policy
-        .base_delay
-        .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
-        .min(policy.max_delay)
-        .mul_f64(1.0 - 0.2 * jitter.clamp(0.0, 1.0))
-}
-
 /// The model for the next step, by priority: the caller's explicit choice on this run (the `Compact` RPC's
 /// model), the model stored on the session's latest user message (resolved when it was stored), the session's
 /// default, the agent's default, the processor's default. Empty strings do not count.
 pub fn pick_model(levels: [&str; 5]) -> Option<&str> {
     levels.into_iter().find(|m| !m.is_empty())
-}
-
-fn api_error(message: &str) -> pb::MessageError {
-    pb::MessageError {
-        kind: pb::message_error::Kind::Api as i32,
-        message: message.into(),
-        http_status: 0,
-        retryable: false,
-    }
-}
-
-/// The error of a spent budget.
-pub fn budget_error(message: String) -> pb::MessageError {
-    pb::MessageError {
-        kind: pb::message_error::Kind::BudgetExceeded as i32,
-        message,
-        http_status: 0,
-        retryable: false,
-    }
-}
-
-/// The error of a context that cannot be made to fit.
-pub fn overflow_error(message: String) -> pb::MessageError {
-    pb::MessageError {
-        kind: pb::message_error::Kind::ContextOverflow as i32,
-        message,
-        http_status: 0,
-        retryable: false,
-    }
 }

@@ -313,14 +313,22 @@ fn tools_go_pending_then_running_and_are_handed_to_the_loop() {
         (call_id.as_str(), input_json.as_str()),
         ("c1", "{\"path\":\"a\"}")
     );
-    let running = p.tool_calls().next().unwrap();
+    let running = p.parts().tool_calls().next().unwrap();
     assert_eq!(
         running.state.as_ref().unwrap().status(),
         pb::tool_state::Status::Running
     );
     let mut out = Vec::new();
-    p.tool_finished("c1", Ok("contents".into()), ts(9), &mut out);
-    let done = p.tool_calls().next().unwrap().state.clone().unwrap();
+    p.parts_mut()
+        .tool_finished("c1", Ok("contents".into()), ts(9), &mut out);
+    let done = p
+        .parts()
+        .tool_calls()
+        .next()
+        .unwrap()
+        .state
+        .clone()
+        .unwrap();
     assert_eq!(done.status(), pb::tool_state::Status::Completed);
     assert_eq!(done.output, "contents");
     assert_eq!(p.outcome(), Outcome::Continue);
@@ -469,7 +477,7 @@ fn cleanup_closes_parts_aborts_tools_and_completes_the_message() {
     );
     let mut out = Vec::new();
     p.cleanup(ts(50), true, &mut out);
-    for part in p.parts() {
+    for part in p.parts().iter() {
         match &part.kind {
             Some(pb::part::Kind::Text(t)) => assert_eq!(t.ended_at, Some(ts(50))),
             Some(pb::part::Kind::Reasoning(r)) => assert_eq!(r.ended_at, Some(ts(50))),
@@ -496,20 +504,27 @@ fn a_blocked_tool_stops_the_loop_and_the_model_sees_why() {
     let mut p = processor();
     feed(&mut p, vec![tool_call("c", "bash", "{}")]);
     let mut out = Vec::new();
-    p.block(
+    p.parts_mut().block(
         "c",
         Blocked::PermissionDenied,
         "permission denied",
         ts(3),
         &mut out,
     );
-    let s = p.tool_calls().next().unwrap().state.clone().unwrap();
+    let s = p
+        .parts()
+        .tool_calls()
+        .next()
+        .unwrap()
+        .state
+        .clone()
+        .unwrap();
     assert_eq!(
         (s.status(), s.error.as_str()),
         (pb::tool_state::Status::Error, "permission denied")
     );
     assert_eq!(p.outcome(), Outcome::Stop);
-    assert_eq!(p.blocked(), Some(Blocked::PermissionDenied));
+    assert_eq!(p.parts().blocked(), Some(Blocked::PermissionDenied));
 }
 
 #[test]
