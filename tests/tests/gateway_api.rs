@@ -86,7 +86,8 @@ async fn invalid_requests_name_the_field() {
         ),
         (
             pb::Generation {
-                model: "gpt-4o".into(),
+                // A bare name is fine; one that displays as another is not.
+                model: "gpt-4o\u{202E}".into(),
                 ..generation("", "hi")
             },
             "generation.model",

@@ -210,7 +210,7 @@ async fn bad_fallback_lists_are_refused_before_anything_is_sent() {
     let mut c = h.client().await;
     let err = c
         .stream(pb::StreamRequest {
-            generation: Some(with_fallbacks(GPT, &["claude"])),
+            generation: Some(with_fallbacks(GPT, &["claude\n"])),
         })
         .await
         .unwrap_err();

@@ -330,7 +330,7 @@ impl Gateway {
             generation.fallback_models.as_slice()
         };
         for id in fallbacks {
-            let c = state.resolve(id)?;
+            let (c, _) = state.resolve_named(id)?;
             if !candidates.iter().any(|o| o.model.id == c.model.id) {
                 candidates.push(c);
             }
