@@ -358,6 +358,7 @@ pub fn weather_tool() -> pb::Tool {
         input_schema_json:
             r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#
                 .into(),
+        ..Default::default()
     }
 }
 

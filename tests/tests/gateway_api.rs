@@ -60,6 +60,7 @@ async fn invalid_requests_name_the_field() {
             name: "t".into(),
             description: String::new(),
             input_schema_json: "{nope".into(),
+            ..Default::default()
         }],
         ..generation("openai/gpt-4o", "hi")
     };

@@ -46,6 +46,7 @@ fn heavy(n: usize) -> pb::Generation {
                 input_schema_json:
                     r#"{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}"#
                         .into(),
+                ..Default::default()
             })
             .collect(),
         ..generation("anthropic/claude-sonnet-4-5", "hi")

@@ -130,6 +130,7 @@ fn tools(n: usize) -> Vec<pb::Tool> {
             name: format!("tool_{i}"),
             description: String::new(),
             input_schema_json: r#"{"type":"object"}"#.into(),
+            ..Default::default()
         })
         .collect()
 }
@@ -304,6 +305,7 @@ async fn each_header_url_enum_range_and_id_rule_is_refused_naming_its_field() {
             tool_choice: Some(pb::ToolChoice {
                 mode: 99,
                 tool_name: String::new(),
+                ..Default::default()
             }),
             ..base()
         },

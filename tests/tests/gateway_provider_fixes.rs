@@ -258,6 +258,7 @@ async fn strict_tools_pass_openais_schema_check_and_their_nulls_are_removed_agai
         name: "get_weather".into(),
         description: "Weather for a city".into(),
         input_schema_json: r#"{"type":"object","properties":{"city":{"type":"string"},"unit":{"type":"string","enum":["c","f"]}},"required":["city"]}"#.into(),
+        ..Default::default()
     };
     let events = h
         .stream(pb::Generation {

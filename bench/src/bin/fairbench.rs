@@ -189,6 +189,7 @@ fn with_tools(n: usize) -> pb::StreamRequest {
             description: "a tool among many".into(),
             input_schema_json:
                 r#"{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}"#.into(),
+            ..Default::default()
         })
         .collect();
     pb::StreamRequest {

@@ -15,6 +15,7 @@ fn tool(name: &str, schema: &str) -> pb::Tool {
         name: name.into(),
         description: "d".into(),
         input_schema_json: schema.into(),
+        ..Default::default()
     }
 }
 

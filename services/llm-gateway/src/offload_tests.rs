@@ -51,6 +51,7 @@ fn tools(n: usize) -> Vec<pb::Tool> {
             name: format!("t{i}"),
             description: String::new(),
             input_schema_json: r#"{"type":"object"}"#.into(),
+            ..Default::default()
         })
         .collect()
 }

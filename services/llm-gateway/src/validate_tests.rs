@@ -59,6 +59,7 @@ fn tool(name: &str) -> pb::Tool {
         name: name.into(),
         description: String::new(),
         input_schema_json: r#"{"type":"object"}"#.into(),
+        ..Default::default()
     }
 }
 
@@ -179,6 +180,7 @@ fn out_of_range_enums_are_refused_by_field() {
     g.tool_choice = Some(pb::ToolChoice {
         mode: 99,
         tool_name: String::new(),
+        ..Default::default()
     });
     assert_invalid(&g, "generation.tool_choice.mode");
 

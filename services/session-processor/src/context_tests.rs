@@ -25,6 +25,7 @@ fn estimates_are_chars_over_four_rounded_up() {
             name: "read".into(),
             description: String::new(),
             input_schema_json: "{}".into(),
+            ..Default::default()
         }],
         ..Default::default()
     };

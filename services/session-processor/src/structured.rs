@@ -76,6 +76,7 @@ impl Format {
             name: TOOL_NAME.into(),
             description: TOOL_DESCRIPTION.into(),
             input_schema_json: self.schema.to_string(),
+            ..Default::default()
         }
     }
 
@@ -125,6 +126,7 @@ impl Turn {
             g.tool_choice = Some(gw::ToolChoice {
                 mode: gw::tool_choice::Mode::Tool as i32,
                 tool_name: TOOL_NAME.into(),
+                ..Default::default()
             });
         } else {
             g.system.push(SYSTEM.into());
@@ -133,6 +135,7 @@ impl Turn {
             g.tool_choice = Some(gw::ToolChoice {
                 mode: gw::tool_choice::Mode::Required as i32,
                 tool_name: String::new(),
+                ..Default::default()
             });
         }
     }

@@ -202,3 +202,17 @@ pub(crate) fn tool_results(
 #[allow(clippy::unwrap_used)]
 #[path = "openai_common_tests.rs"]
 mod tests;
+
+/// The OpenAI name of a reasoning effort (`reasoning_effort`, Responses `reasoning.effort`); `None` when unset.
+pub(crate) fn effort_name(effort: i32) -> Option<&'static str> {
+    use pb::reasoning::Effort;
+    match Effort::try_from(effort).unwrap_or(Effort::Unspecified) {
+        Effort::Unspecified => None,
+        Effort::None => Some("none"),
+        Effort::Minimal => Some("minimal"),
+        Effort::Low => Some("low"),
+        Effort::Medium => Some("medium"),
+        Effort::High => Some("high"),
+        Effort::Xhigh => Some("xhigh"),
+    }
+}

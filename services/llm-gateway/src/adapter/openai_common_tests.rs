@@ -11,6 +11,7 @@ fn with_choice(mode: pb::tool_choice::Mode, tool_name: &str) -> pb::Generation {
         tool_choice: Some(pb::ToolChoice {
             mode: mode as i32,
             tool_name: tool_name.into(),
+            ..Default::default()
         }),
         ..Default::default()
     }

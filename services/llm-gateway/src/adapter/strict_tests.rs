@@ -304,6 +304,7 @@ fn tool(name: &str, schema: Value) -> pb::Tool {
         name: name.into(),
         description: String::new(),
         input_schema_json: schema.to_string(),
+        ..Default::default()
     }
 }
 

@@ -174,6 +174,7 @@ pub(crate) fn person_schema() -> pb::OutputFormat {
         r#type: pb::output_format::Type::JsonSchema as i32,
         name: String::new(),
         schema_json: r#"{"type":"object","properties":{"name":{"type":"string"}}}"#.into(),
+        ..Default::default()
     }
 }
 

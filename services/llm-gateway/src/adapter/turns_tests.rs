@@ -184,6 +184,7 @@ fn tool_choice_is_checked_against_the_tools() {
         g.tool_choice = Some(pb::ToolChoice {
             mode: mode.into(),
             tool_name: name.into(),
+            ..Default::default()
         });
     };
     choose(&mut g, Mode::Required, "");

@@ -102,6 +102,7 @@ fn generation(args: &Args, step: u32, messages: &[pb::Message]) -> pb::Generatio
             name: "get_time".into(),
             description: "Current time in a timezone".into(),
             input_schema_json: r#"{"type":"object","properties":{"timezone":{"type":"string"}},"required":["timezone"]}"#.into(),
+            ..Default::default()
         }],
         context: Some(pb::RequestContext { session_id: "demo".into(), request_id: format!("demo-{step}"), agent: "demo".into() }),
         ..Default::default()

@@ -58,6 +58,7 @@ impl StepRequest<'_> {
         let tool_choice = (self.final_step && !tools.is_empty()).then_some(gw::ToolChoice {
             mode: gw::tool_choice::Mode::None as i32,
             tool_name: String::new(),
+            ..Default::default()
         });
         gw::Generation {
             model: self.model.into(),
@@ -99,6 +100,7 @@ impl StepRequest<'_> {
                         name: spec.name,
                         description: spec.description,
                         input_schema_json: spec.input_schema.to_string(),
+                        ..Default::default()
                     });
                 }
             }
@@ -108,6 +110,7 @@ impl StepRequest<'_> {
                 name: c.name.clone(),
                 description: c.description.clone(),
                 input_schema_json: c.input_schema_json.clone(),
+                ..Default::default()
             });
         }
         tools

@@ -411,6 +411,7 @@ pub(crate) fn thinking_budget(g: &pb::Generation, caps: &Capabilities) -> Option
         (Effort::Low, _) => 2048,
         (Effort::Medium, _) => 8192,
         (Effort::High, _) => 24_576,
+        (Effort::Xhigh, _) => 32_768,
         (Effort::Unspecified, _) => return None,
     };
     Some(budget.max(MIN_THINKING_BUDGET))

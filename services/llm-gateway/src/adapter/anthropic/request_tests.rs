@@ -86,6 +86,7 @@ fn weather_tool(name: &str) -> pb::Tool {
         input_schema_json:
             r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#
                 .into(),
+        ..Default::default()
     }
 }
 
@@ -602,6 +603,7 @@ fn thinking_budget_is_clamped_to_what_the_model_allows() {
     g.tool_choice = Some(pb::ToolChoice {
         mode: pb::tool_choice::Mode::Required.into(),
         tool_name: String::new(),
+        ..Default::default()
     });
     let forced = body(&g, &uncached());
     assert!(forced.get("thinking").is_none());
@@ -714,6 +716,7 @@ fn build_errors_name_the_offending_field() {
                 name: "bad".into(),
                 description: String::new(),
                 input_schema_json: schema.into(),
+                ..Default::default()
             },
         ];
         assert_eq!(
@@ -727,6 +730,7 @@ fn build_errors_name_the_offending_field() {
         r#type: pb::output_format::Type::JsonSchema.into(),
         name: "answer".into(),
         schema_json: "{}".into(),
+        ..Default::default()
     });
     let e = error(&json_out, &sonnet());
     assert_eq!(e.field, "generation.output_format");
@@ -736,6 +740,7 @@ fn build_errors_name_the_offending_field() {
     unknown_tool.tool_choice = Some(pb::ToolChoice {
         mode: pb::tool_choice::Mode::Tool.into(),
         tool_name: "nope".into(),
+        ..Default::default()
     });
     assert_eq!(
         error(&unknown_tool, &sonnet()).field,
@@ -755,6 +760,7 @@ fn tools_and_tool_choice_translate() {
             name: "now".into(),
             description: String::new(),
             input_schema_json: String::new(),
+            ..Default::default()
         },
     ];
     let modes = [
@@ -774,6 +780,7 @@ fn tools_and_tool_choice_translate() {
         g.tool_choice = Some(pb::ToolChoice {
             mode: mode.into(),
             tool_name: "now".into(),
+            ..Default::default()
         });
         let b = body(&g, &uncached());
         assert_eq!(b.get("tool_choice").cloned(), expected, "{mode:?}");
@@ -787,6 +794,7 @@ fn tools_and_tool_choice_translate() {
     g.tool_choice = Some(pb::ToolChoice {
         mode: pb::tool_choice::Mode::Auto.into(),
         tool_name: String::new(),
+        ..Default::default()
     });
     assert!(body(&g, &uncached()).get("tool_choice").is_none());
 }

@@ -56,6 +56,7 @@ fn weather() -> pb::Tool {
         input_schema_json:
             r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#
                 .into(),
+        ..Default::default()
     }
 }
 
@@ -115,6 +116,7 @@ fn tools_calls_results_and_cache_points() {
     g.tool_choice = Some(pb::ToolChoice {
         mode: pb::tool_choice::Mode::Required.into(),
         tool_name: String::new(),
+        ..Default::default()
     });
     let b = build(&g, &claude());
     let id = crate::adapter::ids::bedrock("call:1").into_owned();
@@ -149,6 +151,7 @@ fn tools_calls_results_and_cache_points() {
     g.tool_choice = Some(pb::ToolChoice {
         mode: pb::tool_choice::Mode::None.into(),
         tool_name: String::new(),
+        ..Default::default()
     });
     let b = build(&g, &claude());
     assert!(b["toolConfig"].get("toolChoice").is_none());

@@ -44,6 +44,7 @@ fn ask(tools: bool) -> pb::Generation {
                 description: "Weather".into(),
                 input_schema_json: r#"{"type":"object","properties":{"city":{"type":"string"}}}"#
                     .into(),
+                ..Default::default()
             }]
         } else {
             Vec::new()

@@ -179,7 +179,7 @@ pub(super) fn thinking_config(
             Effort::None | Effort::Minimal | Effort::Low => {
                 c.insert("thinkingLevel".into(), Value::from("low"));
             }
-            Effort::Medium | Effort::High => {
+            Effort::Medium | Effort::High | Effort::Xhigh => {
                 c.insert("thinkingLevel".into(), Value::from("high"));
             }
             Effort::Unspecified if budget > 0 => {

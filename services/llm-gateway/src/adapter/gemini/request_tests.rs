@@ -89,6 +89,7 @@ fn weather_tool() -> pb::Tool {
         name: "get_weather".into(),
         description: "Weather for a city".into(),
         input_schema_json: r#"{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"city":{"type":"string"},"unit":{"type":["string","null"],"enum":["celsius","fahrenheit",null]}},"required":["city"],"additionalProperties":false}"#.into(),
+        ..Default::default()
     }
 }
 fn signature(sig: &str) -> String {
@@ -611,6 +612,7 @@ fn tool_choice_modes() {
         g.tool_choice = Some(pb::ToolChoice {
             mode: mode.into(),
             tool_name: name.into(),
+            ..Default::default()
         });
         g
     };
@@ -659,12 +661,14 @@ fn tools_without_properties_have_no_parameters_and_bad_names_or_schemas_are_refu
             name: "now".into(),
             description: String::new(),
             input_schema_json: String::new(),
+            ..Default::default()
         },
         pb::Tool {
             name: "ping".into(),
             description: "Ping".into(),
             input_schema_json: r#"{"type":"object","properties":{},"additionalProperties":false}"#
                 .into(),
+            ..Default::default()
         },
     ];
     assert_eq!(
@@ -692,6 +696,7 @@ fn json_output_is_a_lowered_response_schema_and_refused_with_tools_before_gemini
         r#type: pb::output_format::Type::JsonSchema.into(),
         name: "city".into(),
         schema_json: r#"{"type":"object","properties":{"city":{"type":"string"},"country":{"type":["string","null"]}},"required":["city"],"additionalProperties":false}"#.into(),
+        ..Default::default()
     });
     assert_eq!(
         body(&g, &flash_2_0())["generationConfig"],

@@ -368,8 +368,6 @@ fn response_format(g: &pb::Generation, strict: bool) -> Result<Option<Value>, Bu
 
 /// Sampling parameters, minus the ones the model rejects.
 fn sampling(g: &pb::Generation, t: &Target<'_>, body: &mut Map<String, Value>) {
-    use pb::reasoning::Effort;
-
     let caps = &t.model.capabilities;
     if let Some(s) = &g.sampling {
         // Reasoning models reject temperature and top_p outright (docs/providers.md §1).
@@ -405,18 +403,9 @@ fn sampling(g: &pb::Generation, t: &Target<'_>, body: &mut Map<String, Value>) {
     // Only reasoning models take `reasoning_effort`; ordinary ones reject the unknown parameter.
     if caps.reasoning
         && let Some(r) = &g.reasoning
+        && let Some(effort) = super::super::openai_common::effort_name(r.effort)
     {
-        let effort = match Effort::try_from(r.effort).unwrap_or(Effort::Unspecified) {
-            Effort::Unspecified => None,
-            Effort::None => Some("none"),
-            Effort::Minimal => Some("minimal"),
-            Effort::Low => Some("low"),
-            Effort::Medium => Some("medium"),
-            Effort::High => Some("high"),
-        };
-        if let Some(effort) = effort {
-            body.insert("reasoning_effort".into(), Value::String(effort.into()));
-        }
+        body.insert("reasoning_effort".into(), Value::String(effort.into()));
     }
 }
 

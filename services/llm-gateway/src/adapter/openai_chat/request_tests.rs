@@ -62,6 +62,7 @@ fn tool(name: &str, schema: &str) -> pb::Tool {
         name: name.into(),
         description: format!("{name} tool"),
         input_schema_json: schema.into(),
+        ..Default::default()
     }
 }
 
@@ -237,11 +238,13 @@ fn tools_and_tool_choice() {
                 name: "ping".into(),
                 description: String::new(),
                 input_schema_json: String::new(),
+                ..Default::default()
             },
         ],
         tool_choice: Some(pb::ToolChoice {
             mode: pb::tool_choice::Mode::Tool as i32,
             tool_name: "get_weather".into(),
+            ..Default::default()
         }),
         ..Default::default()
     };
@@ -276,6 +279,7 @@ fn tools_and_tool_choice() {
     g.tool_choice = Some(pb::ToolChoice {
         mode: pb::tool_choice::Mode::Required as i32,
         tool_name: String::new(),
+        ..Default::default()
     });
     let b = body(&g, &gpt4o());
     assert_eq!(b.get("tools"), None);
@@ -307,11 +311,13 @@ fn tool_errors_name_the_field() {
     g.tool_choice = Some(pb::ToolChoice {
         mode: pb::tool_choice::Mode::Tool as i32,
         tool_name: String::new(),
+        ..Default::default()
     });
     assert_eq!(err(&g, &gpt4o()).field, "generation.tool_choice.tool_name");
     g.tool_choice = Some(pb::ToolChoice {
         mode: pb::tool_choice::Mode::Tool as i32,
         tool_name: "nope".into(),
+        ..Default::default()
     });
     assert_eq!(err(&g, &gpt4o()).field, "generation.tool_choice.tool_name");
 }
@@ -737,6 +743,7 @@ fn strict_schemas_lower_the_tools_strict_mode_can_express_and_leave_the_rest() {
                 name: "ping".into(),
                 description: String::new(),
                 input_schema_json: String::new(),
+                ..Default::default()
             },
         ],
         ..Default::default()
@@ -792,6 +799,7 @@ fn strict_schemas_lower_json_schema_output_when_they_can() {
             r#type: pb::output_format::Type::JsonSchema as i32,
             name: "person".into(),
             schema_json: r#"{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},"required":["name"]}"#.into(),
+            ..Default::default()
         }),
         ..Default::default()
     };

@@ -773,6 +773,7 @@ fn strict_tools_lose_the_nulls_strict_mode_added_also_after_a_restart() {
             input_schema_json:
                 r#"{"type":"object","properties":{"city":{"type":"string"},"unit":{"type":"string"}},"required":["city"]}"#
                     .into(),
+            ..Default::default()
         }],
         ..Default::default()
     };

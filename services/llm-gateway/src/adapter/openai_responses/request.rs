@@ -323,21 +323,11 @@ fn sampling(g: &pb::Generation, t: &Target<'_>, body: &mut Map<String, Value>) {
 /// `reasoning: {effort, summary: "auto"}`. The summary is always asked for: it is the only reasoning text OpenAI
 /// models show, and without it reasoning blocks would arrive empty.
 fn reasoning(g: &pb::Generation) -> Value {
-    use pb::reasoning::Effort;
-
     let mut out = Map::new();
     let effort = g
         .reasoning
         .as_ref()
-        .map(|r| Effort::try_from(r.effort).unwrap_or(Effort::Unspecified))
-        .and_then(|e| match e {
-            Effort::Unspecified => None,
-            Effort::None => Some("none"),
-            Effort::Minimal => Some("minimal"),
-            Effort::Low => Some("low"),
-            Effort::Medium => Some("medium"),
-            Effort::High => Some("high"),
-        });
+        .and_then(|r| super::super::openai_common::effort_name(r.effort));
     if let Some(effort) = effort {
         out.insert("effort".into(), Value::from(effort));
     }

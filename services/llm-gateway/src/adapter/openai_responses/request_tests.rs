@@ -75,6 +75,7 @@ fn tool(name: &str, schema: &str) -> pb::Tool {
         name: name.into(),
         description: format!("{name} tool"),
         input_schema_json: schema.into(),
+        ..Default::default()
     }
 }
 
@@ -320,6 +321,7 @@ fn tool_choice_modes() {
         tool_choice: Some(pb::ToolChoice {
             mode: pb::tool_choice::Mode::Tool as i32,
             tool_name: "get_weather".into(),
+            ..Default::default()
         }),
         ..Default::default()
     };
@@ -332,6 +334,7 @@ fn tool_choice_modes() {
     g.tool_choice = Some(pb::ToolChoice {
         mode: pb::tool_choice::Mode::Required as i32,
         tool_name: String::new(),
+        ..Default::default()
     });
     let b = body(&g, &gpt41());
     assert_eq!(b.get("tools"), None);
@@ -361,6 +364,7 @@ fn tool_errors_name_the_field() {
         g.tool_choice = Some(pb::ToolChoice {
             mode: pb::tool_choice::Mode::Tool as i32,
             tool_name: name.into(),
+            ..Default::default()
         });
         assert_eq!(err(&g, &gpt41()).field, "generation.tool_choice.tool_name");
     }
@@ -578,6 +582,7 @@ fn strict_schemas_send_lowered_tools_and_output_with_strict_true() {
             r#type: pb::output_format::Type::JsonSchema as i32,
             name: "answer".into(),
             schema_json: r#"{"type":"object","properties":{"text":{"type":"string"}}}"#.into(),
+            ..Default::default()
         }),
         ..Default::default()
     };

@@ -899,6 +899,7 @@ fn strict_tools_lose_the_nulls_strict_mode_added_at_the_done_item_and_at_the_str
             input_schema_json:
                 r#"{"type":"object","properties":{"n":{"type":"integer"},"note":{"type":"string"}},"required":["n"]}"#
                     .into(),
+            ..Default::default()
         }],
         ..Default::default()
     });

@@ -183,6 +183,7 @@ pub fn translate(body: Value) -> Result<(pb::Generation, bool), ApiError> {
             name: t.name,
             description: t.description,
             input_schema_json: t.input_schema.to_string(),
+            ..Default::default()
         });
     }
     g.tool_choice = b.tool_choice.map(tool_choice);
@@ -373,6 +374,7 @@ fn tool_choice(c: ToolChoice) -> pb::ToolChoice {
     pb::ToolChoice {
         mode: mode as i32,
         tool_name: name,
+        ..Default::default()
     }
 }
 

@@ -434,6 +434,7 @@ fn tool(field: &str, t: Tool) -> Result<pb::Tool, ApiError> {
         name: t.function.name,
         description: t.function.description,
         input_schema_json: schema.to_string(),
+        ..Default::default()
     })
 }
 
@@ -442,6 +443,7 @@ fn tool_choice(v: Value) -> Result<pb::ToolChoice, ApiError> {
     let choice = |mode: Mode, name: &str| pb::ToolChoice {
         mode: mode as i32,
         tool_name: name.to_string(),
+        ..Default::default()
     };
     match &v {
         Value::String(s) => match s.as_str() {
@@ -487,6 +489,7 @@ fn response_format(v: Value) -> Result<Option<pb::OutputFormat>, ApiError> {
                     .unwrap_or("output")
                     .to_string(),
                 schema_json: schema.to_string(),
+                ..Default::default()
             }))
         }
         Some("json_object") => Err(ApiError::invalid(
