@@ -54,6 +54,8 @@ pub enum Sdk {
     Anthropic,
     /// tests/node/openai_sdk_test.mjs, the official `openai` npm package.
     OpenAiNode,
+    /// tests/python/openai_responses_test.py, the official `openai` package's Responses API.
+    OpenAiResponses,
 }
 
 impl Sdk {
@@ -72,13 +74,22 @@ impl Sdk {
                 PathBuf::from("node"),
                 concat!(env!("CARGO_MANIFEST_DIR"), "/node/openai_sdk_test.mjs"),
             ),
+            Sdk::OpenAiResponses => (
+                python3(),
+                concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/python/openai_responses_test.py"
+                ),
+            ),
         }
     }
 
     /// The base URL the SDK is given: OpenAI's includes `/v1`, Anthropic's does not (as with the vendors').
     fn base_url(self, h: &Harness) -> String {
         match self {
-            Sdk::OpenAi | Sdk::OpenAiNode => format!("http://{}/v1", h.http_addr),
+            Sdk::OpenAi | Sdk::OpenAiNode | Sdk::OpenAiResponses => {
+                format!("http://{}/v1", h.http_addr)
+            }
             Sdk::Anthropic => format!("http://{}", h.http_addr),
         }
     }

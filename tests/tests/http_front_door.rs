@@ -62,11 +62,25 @@ async fn unserved_paths_methods_and_missing_tokens_get_their_own_status() {
     let (status, _, body) = send(
         h.http_addr,
         false,
-        request("POST", "/v1/responses", Some(TOKEN), "{}"),
+        request("POST", "/v1/embed", Some(TOKEN), "{}"),
     )
     .await;
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("/v1/chat/completions"), "{body}");
+    // A Responses body without `input` is the caller's mistake, named.
+    let (status, _, body) = send(
+        h.http_addr,
+        false,
+        request(
+            "POST",
+            "/v1/responses",
+            Some(TOKEN),
+            r#"{"model":"openai/gpt-4o"}"#,
+        ),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains(r#""param":"input""#), "{body}");
     let (status, _, _) = send(
         h.http_addr,
         false,

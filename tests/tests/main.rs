@@ -33,6 +33,7 @@ mod http_binary;
 mod http_front_door;
 mod http_openai_node;
 mod http_openai_sdk;
+mod http_responses;
 mod metrics_e2e;
 mod processor_budget;
 mod processor_cluster;

@@ -15,7 +15,8 @@
 //! - [`offload`]: large requests prepared on the blocking pool, off the async workers.
 //! - [`metrics`]: Prometheus metrics and the `/metrics` listener.
 //! - [`grpc`]: proto ↔ domain conversions and error statuses.
-//! - [`http`]: the HTTP front door: OpenAI Chat Completions and Anthropic Messages over the same core.
+//! - [`http`]: the HTTP front door: OpenAI Chat Completions, OpenAI Responses and Anthropic Messages over the same
+//!   core.
 //! - [`validate`]: request validation (shape, limits, and the rules that depend on the resolved model).
 //! - [`server`]: the tonic service, auth, health, reflection and graceful shutdown; `server::run` is the one entry
 //!   that both `main` and the tests call.

@@ -4,21 +4,25 @@
 //!
 //! Each endpoint is a pure translation at both ends around the same core as the gRPC API ([`generation`]):
 //! - [`openai_chat`]: `POST /v1/chat/completions`;
+//! - [`responses`]: `POST /v1/responses`, stateless;
 //! - [`anthropic`]: `POST /v1/messages`;
 //! - [`models`]: `GET /v1/models` and `GET /v1/models/{id}` from the catalog.
 //!
-//! [`auth`] checks the caller's token, [`body`] reads request bodies strictly, [`errors`] renders failures in each
-//! API's shape, [`sse`] frames streamed responses, [`listener`] accepts connections (HTTP/1.1 and HTTP/2 without
+//! [`auth`] checks the caller's token, [`body`] reads request bodies strictly, [`fields`] decides what happens to
+//! the fields an endpoint does not map, [`errors`] renders failures in each API's shape (keeping what the provider
+//! said, [`upstream`]), [`sse`] frames streamed responses, [`listener`] accepts connections (HTTP/1.1 and HTTP/2 without
 //! TLS).
 
 pub mod anthropic;
 pub mod auth;
 pub mod body;
 pub mod errors;
+pub mod fields;
 pub mod generation;
 pub mod listener;
 pub mod models;
 pub mod openai_chat;
+pub mod responses;
 pub mod sse;
 pub mod unified;
 pub mod upstream;
@@ -52,11 +56,14 @@ where
     }
     let method = req.method().clone();
     match (method, path.as_str()) {
-        (Method::POST, "/v1/chat/completions" | "/v1/messages") => {
+        (Method::POST, "/v1/chat/completions" | "/v1/messages" | "/v1/responses") => {
             let (parts, body) = req.into_parts();
             let answer = match read_body(body, config.max_request_bytes).await {
                 Ok(body) if dialect == Dialect::Anthropic => {
                     anthropic::run(gateway, &parts.headers, body).await
+                }
+                Ok(body) if path == "/v1/responses" => {
+                    responses::run(gateway, &parts.headers, body).await
                 }
                 Ok(body) => openai_chat::run(gateway, &parts.headers, body).await,
                 Err(e) => Err(e),
@@ -70,18 +77,11 @@ where
                 Err(e) => error(dialect, &e),
             }
         }
-        (_, "/v1/chat/completions" | "/v1/messages" | "/v1/models") => error(
+        (_, "/v1/chat/completions" | "/v1/messages" | "/v1/models" | "/v1/responses") => error(
             dialect,
             &ApiError::new(
                 Class::MethodNotAllowed,
                 format!("{} is not served on {path}", req.method()),
-            ),
-        ),
-        (_, "/v1/responses") => error(
-            dialect,
-            &ApiError::new(
-                Class::NotFound,
-                "the Responses API is not served; use POST /v1/chat/completions or POST /v1/messages",
             ),
         ),
         _ => error(
@@ -89,7 +89,7 @@ where
             &ApiError::new(
                 Class::NotFound,
                 format!(
-                    "no such endpoint: {path} (served: POST /v1/chat/completions, POST /v1/messages, GET /v1/models)"
+                    "no such endpoint: {path} (served: POST /v1/chat/completions, POST /v1/responses, POST /v1/messages, GET /v1/models)"
                 ),
             ),
         ),
@@ -135,6 +135,20 @@ pub async fn translate_body<T: Send + 'static>(
 ) -> Result<T, ApiError> {
     let place = crate::offload::Where::for_bytes(body.len(), LARGE_BODY_BYTES);
     crate::offload::run(place, move || translate(body::json(&body)?)).await
+}
+
+/// Resolves the model `generation` names and puts `extras` into it for a door speaking `door`
+/// ([`fields::Extras::settle`]); the resolution when the model is served (an unknown one is left for the core to
+/// report).
+pub fn settle(
+    gateway: &Gateway,
+    generation: &mut llm_proto::gateway::Generation,
+    extras: fields::Extras,
+    door: crate::protocol::Protocol,
+) -> Result<Option<crate::generate::Resolved>, ApiError> {
+    let served = gateway.resolve(&generation.model).ok();
+    extras.settle(generation, door, served.as_ref().map(|r| r.model.protocol))?;
+    Ok(served)
 }
 
 /// A JSON response.

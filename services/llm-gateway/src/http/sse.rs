@@ -14,7 +14,6 @@ use futures::Stream;
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use llm_proto::gateway as pb;
-use serde_json::Value;
 
 /// The body of every front-door response.
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
@@ -25,14 +24,14 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
 }
 
 /// `data: <json>\n\n`.
-pub fn data(out: &mut BytesMut, json: &Value) {
+pub fn data<T: serde::Serialize + ?Sized>(out: &mut BytesMut, json: &T) {
     out.put_slice(b"data: ");
     write_json(out, json);
     out.put_slice(b"\n\n");
 }
 
 /// `event: <name>\ndata: <json>\n\n`.
-pub fn event(out: &mut BytesMut, name: &str, json: &Value) {
+pub fn event<T: serde::Serialize + ?Sized>(out: &mut BytesMut, name: &str, json: &T) {
     out.put_slice(b"event: ");
     out.put_slice(name.as_bytes());
     out.put_slice(b"\ndata: ");
@@ -45,8 +44,9 @@ pub fn done(out: &mut BytesMut) {
     out.put_slice(b"data: [DONE]\n\n");
 }
 
-fn write_json(out: &mut BytesMut, json: &Value) {
-    // Serialising a `Value` into memory cannot fail; JSON never contains a raw newline, so one `data:` line holds it.
+fn write_json<T: serde::Serialize + ?Sized>(out: &mut BytesMut, json: &T) {
+    // Serialising our own types into memory cannot fail (every map key is a string); JSON never contains a raw
+    // newline, so one `data:` line holds it.
     let mut w = out.writer();
     let _ = serde_json::to_writer(&mut w, json);
 }
@@ -68,6 +68,10 @@ where
     }))
     .boxed_unsync()
 }
+
+/// What an OpenAI-style streamed response (Chat Completions, Responses) sends after a silence: an SSE comment, so
+/// idle proxies keep the connection.
+pub const COMMENT_KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
 
 /// Silence after which a streamed response gets its dialect's keep-alive frame.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);

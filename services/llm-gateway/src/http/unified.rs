@@ -75,6 +75,69 @@ pub fn file_url(field: &str, url: &str, media_type: &str) -> Result<pb::Part, Ap
     })
 }
 
+/// `part` (a file part) with `filename`, when there is one.
+pub fn named(mut part: pb::Part, filename: Option<String>) -> pb::Part {
+    if let (Some(Kind::File(f)), Some(name)) = (part.kind.as_mut(), filename) {
+        f.filename = name;
+    }
+    part
+}
+
+/// An image's `detail` at `field`: only `auto` (or none) is served, since the image goes to the provider as sent.
+pub fn detail(field: &str, detail: Option<String>) -> Result<(), ApiError> {
+    match detail.as_deref() {
+        None | Some("auto") => Ok(()),
+        Some(_) => Err(ApiError::invalid(
+            field,
+            "only `auto` is served: the image goes to the provider as sent",
+        )),
+    }
+}
+
+/// The tool choice an OpenAI-style string names (`auto`, `none`, `required`), at `field`.
+pub fn tool_choice_named(field: &str, name: &str) -> Result<pb::ToolChoice, ApiError> {
+    use pb::tool_choice::Mode;
+    let mode = match name {
+        "auto" => Mode::Auto,
+        "none" => Mode::None,
+        "required" => Mode::Required,
+        other => {
+            return Err(ApiError::invalid(
+                field,
+                format!("unknown value `{other}` (`auto`, `none`, `required` or a function)"),
+            ));
+        }
+    };
+    Ok(pb::ToolChoice {
+        mode: mode as i32,
+        ..Default::default()
+    })
+}
+
+/// The tool choice that forces tool `name`.
+pub fn tool_choice_of(name: &str) -> pb::ToolChoice {
+    pb::ToolChoice {
+        mode: pb::tool_choice::Mode::Tool as i32,
+        tool_name: name.to_string(),
+        ..Default::default()
+    }
+}
+
+/// The unified tool choice from a request's `choice` and its `parallel_tool_calls` (false: one call per step).
+pub fn tool_choice(
+    choice: Option<pb::ToolChoice>,
+    parallel: Option<bool>,
+) -> Option<pb::ToolChoice> {
+    let disable_parallel = parallel == Some(false);
+    if choice.is_none() && !disable_parallel {
+        return None;
+    }
+    Some(pb::ToolChoice {
+        disable_parallel,
+        ..choice.unwrap_or_default()
+    })
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 #[path = "unified_tests.rs"]

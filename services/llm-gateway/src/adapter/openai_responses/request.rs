@@ -353,6 +353,16 @@ fn merge_provider_options(body: &mut Map<String, Value>, json: &str) -> Result<(
             }
         }
     }
+    // `text` and `reasoning` are objects the gateway fills too (`format`, `effort`): an option naming one of their
+    // keys (`verbosity`, `summary`) joins them rather than replacing what the gateway wrote.
+    for key in ["text", "reasoning"] {
+        if let (Some(Value::Object(ours)), Some(Value::Object(theirs))) =
+            (body.get_mut(key), options.get_mut(key))
+        {
+            ours.extend(std::mem::take(theirs));
+            options.remove(key);
+        }
+    }
     body.extend(options);
     Ok(())
 }

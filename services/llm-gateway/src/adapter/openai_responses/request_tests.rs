@@ -469,6 +469,20 @@ fn provider_options_merge_refusal_and_include_union() {
     // Options for another protocol only: nothing merged.
     g.provider_options_json = r#"{"openai_chat":{"model":"x"}}"#.into();
     assert_eq!(body(&g, &codex())["model"], json!("gpt-5-codex"));
+    // A key of `reasoning` or `text` joins what the gateway wrote there.
+    g.reasoning = Some(pb::Reasoning {
+        effort: pb::reasoning::Effort::High as i32,
+        budget_tokens: 0,
+    });
+    g.provider_options_json =
+        r#"{"openai_responses":{"reasoning":{"summary":"detailed"},"text":{"verbosity":"low"}}}"#
+            .into();
+    let sent = body(&g, &codex());
+    assert_eq!(
+        sent["reasoning"],
+        json!({"effort": "high", "summary": "detailed"})
+    );
+    assert_eq!(sent["text"], json!({"verbosity": "low"}));
 }
 
 #[test]

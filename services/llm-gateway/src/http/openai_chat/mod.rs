@@ -9,9 +9,7 @@ use http::{HeaderMap, Response, StatusCode};
 use crate::generate::Gateway;
 use crate::http::errors::ApiError;
 use crate::http::sse::{self, Body};
-
-/// What a streamed response sends after a silence: an SSE comment, so idle proxies keep the connection.
-const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
+use crate::protocol::Protocol;
 
 /// Answers one Chat Completions request.
 pub async fn run(
@@ -19,7 +17,9 @@ pub async fn run(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<Response<Body>, ApiError> {
-    let (generation, shape) = crate::http::translate_body(body, request::translate).await?;
+    let (mut generation, extras, shape) =
+        crate::http::translate_body(body, request::translate).await?;
+    crate::http::settle(gateway, &mut generation, extras, Protocol::OpenaiChat)?;
     let model = generation.model.clone();
     let started = crate::http::generation::start(gateway, headers, generation).await?;
     let protocol = started.protocol;
@@ -31,7 +31,7 @@ pub async fn run(
         let body = sse::encoded(
             started.events,
             move |ev, out| encoder.push(ev, out),
-            KEEP_ALIVE,
+            sse::COMMENT_KEEP_ALIVE,
         );
         Ok(crate::http::relaying(
             crate::http::event_stream(body),

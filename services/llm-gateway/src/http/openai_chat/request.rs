@@ -8,19 +8,21 @@
 //!   output; `reasoning_effort` → reasoning effort;
 //! - `temperature`, `top_p`, `max_completion_tokens` (or `max_tokens`), `stop`, `seed` → sampling.
 //!
-//! Fields that would change the answer but cannot be honoured (`n` above 1, `logprobs`, `response_format`
-//! `json_object`, audio output, penalties, `logit_bias`, the legacy `functions`, predicted outputs, web search) and
-//! `stream_options` without `stream` are refused naming the field; the rest (`user`, `metadata`, `store`,
-//! `parallel_tool_calls`, …, and fields this version does not know) are accepted and ignored.
+//! Every other field follows the door's field policy ([`crate::http::fields`]): hints (`user`, `metadata`, `store`,
+//! `service_tier`, …) go to Chat Completions providers and nowhere else; fields this door does not map (penalties,
+//! `logit_bias`, `prediction`, `verbosity`, a compatible server's own parameters) go to Chat Completions providers
+//! and are refused for any other; what no provider could honour here (`n` above 1, log probabilities, audio output,
+//! the legacy `functions`, web search) is refused naming the field.
 
 use std::collections::HashMap;
 
 use llm_proto::gateway as pb;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::http::body::parse;
 use crate::http::errors::ApiError;
+use crate::http::fields::Extras;
 use crate::http::unified;
 
 /// The parts of the request that shape the response rather than the generation.
@@ -45,6 +47,8 @@ struct Body {
     #[serde(default)]
     tool_choice: Option<Value>,
     #[serde(default)]
+    parallel_tool_calls: Option<bool>,
+    #[serde(default)]
     response_format: Option<Value>,
     temperature: Option<f64>,
     top_p: Option<f64>,
@@ -57,21 +61,36 @@ struct Body {
     logprobs: Option<bool>,
     top_logprobs: Option<u32>,
     modalities: Option<Vec<String>>,
-    presence_penalty: Option<f64>,
-    frequency_penalty: Option<f64>,
-    #[serde(default)]
-    logit_bias: serde_json::Map<String, Value>,
     functions: Option<Value>,
     function_call: Option<Value>,
     audio: Option<Value>,
-    prediction: Option<Value>,
     web_search_options: Option<Value>,
+    /// Every field this door does not read: hints and same-protocol fields.
+    #[serde(flatten)]
+    rest: Map<String, Value>,
 }
 
+/// Fields that hint at how a provider should serve the request without changing the answer: sent to Chat
+/// Completions providers, left out for others.
+pub const HINTS: [&str; 7] = [
+    "user",
+    "metadata",
+    "store",
+    "service_tier",
+    "prompt_cache_key",
+    "prompt_cache_retention",
+    "safety_identifier",
+];
+
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct StreamOptions {
     #[serde(default)]
     include_usage: bool,
+    /// Padding on deltas; this door adds none, which carries nothing either way.
+    #[serde(default)]
+    #[allow(dead_code)]
+    include_obfuscation: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -86,12 +105,18 @@ enum Stop {
 enum Message {
     System {
         content: Content,
+        #[serde(flatten)]
+        rest: Map<String, Value>,
     },
     Developer {
         content: Content,
+        #[serde(flatten)]
+        rest: Map<String, Value>,
     },
     User {
         content: Content,
+        #[serde(flatten)]
+        rest: Map<String, Value>,
     },
     Assistant {
         #[serde(default)]
@@ -100,10 +125,17 @@ enum Message {
         reasoning_content: Option<String>,
         #[serde(default)]
         tool_calls: Option<Vec<ToolCall>>,
+        /// A refusal sent back as history is what the model said.
+        #[serde(default)]
+        refusal: Option<String>,
+        #[serde(flatten)]
+        rest: Map<String, Value>,
     },
     Tool {
         tool_call_id: String,
         content: Content,
+        #[serde(flatten)]
+        rest: Map<String, Value>,
     },
 }
 
@@ -124,8 +156,11 @@ enum ContentPart {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ImageUrl {
     url: String,
+    #[serde(default)]
+    detail: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -150,6 +185,7 @@ struct FunctionCall {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Tool {
     #[serde(rename = "type", default)]
     kind: Option<String>,
@@ -157,18 +193,23 @@ struct Tool {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Function {
     name: String,
     #[serde(default)]
     description: String,
     #[serde(default)]
     parameters: Option<Value>,
+    #[serde(default)]
+    strict: Option<bool>,
 }
 
 /// Translates a Chat Completions body into the unified request and the response shape it asks for.
-pub fn translate(body: Value) -> Result<(pb::Generation, Shape), ApiError> {
+pub fn translate(body: Value) -> Result<(pb::Generation, Extras, Shape), ApiError> {
     let b: Body = parse("body", body)?;
     refuse_unservable(&b)?;
+    let mut extras = Extras::default();
+    extras.absorb(b.rest, &HINTS);
     let mut g = pb::Generation {
         model: b.model,
         ..Default::default()
@@ -183,13 +224,23 @@ pub fn translate(body: Value) -> Result<(pb::Generation, Shape), ApiError> {
         let field = format!("tools[{i}]");
         g.tools.push(tool(&field, parse(&field, t)?)?);
     }
-    g.tool_choice = b.tool_choice.map(tool_choice).transpose()?;
+    g.tool_choice = unified::tool_choice(
+        b.tool_choice.map(tool_choice).transpose()?,
+        b.parallel_tool_calls,
+    );
     g.output_format = b
         .response_format
         .map(response_format)
         .transpose()?
         .flatten();
-    g.reasoning = b.reasoning_effort.as_deref().map(reasoning).transpose()?;
+    g.reasoning = b
+        .reasoning_effort
+        .map(|e| crate::http::fields::effort("reasoning_effort", &e))
+        .transpose()?
+        .map(|effort| pb::Reasoning {
+            effort: effort as i32,
+            budget_tokens: 0,
+        });
     let stop_sequences = match b.stop {
         None => Vec::new(),
         Some(Stop::One(s)) => vec![s],
@@ -207,13 +258,12 @@ pub fn translate(body: Value) -> Result<(pb::Generation, Shape), ApiError> {
         stream: b.stream.unwrap_or(false),
         include_usage: b.stream_options.is_some_and(|o| o.include_usage),
     };
-    Ok((g, shape))
+    Ok((g, extras, shape))
 }
 
 /// Fields that would change the answer but cannot be honoured, each refused naming it (rather than ignored, which
 /// would answer a different request than the one sent).
 fn refuse_unservable(b: &Body) -> Result<(), ApiError> {
-    let nonzero = |v: Option<f64>| v.is_some_and(|v| v != 0.0);
     let refused = [
         (
             b.n.is_some_and(|n| n != 1),
@@ -239,21 +289,6 @@ fn refuse_unservable(b: &Body) -> Result<(), ApiError> {
         ),
         (b.audio.is_some(), "audio", "only text output is served"),
         (
-            nonzero(b.presence_penalty),
-            "presence_penalty",
-            "penalties are not served",
-        ),
-        (
-            nonzero(b.frequency_penalty),
-            "frequency_penalty",
-            "penalties are not served",
-        ),
-        (
-            !b.logit_bias.is_empty(),
-            "logit_bias",
-            "logit biases are not served",
-        ),
-        (
             b.functions.is_some(),
             "functions",
             "the legacy functions API is not served; use `tools`",
@@ -264,14 +299,9 @@ fn refuse_unservable(b: &Body) -> Result<(), ApiError> {
             "the legacy functions API is not served; use `tool_choice`",
         ),
         (
-            b.prediction.is_some(),
-            "prediction",
-            "predicted outputs are not served",
-        ),
-        (
             b.web_search_options.is_some(),
             "web_search_options",
-            "web search is not served",
+            "web search is not served: its citations have no place in the answer yet",
         ),
         (
             b.stream_options.is_some() && b.stream != Some(true),
@@ -292,11 +322,13 @@ fn message(
     tool_names: &mut HashMap<String, String>,
 ) -> Result<(), ApiError> {
     match m {
-        Message::System { content } | Message::Developer { content } => {
+        Message::System { content, rest } | Message::Developer { content, rest } => {
+            unserved(field, rest)?;
             g.system
                 .push(text_only(&format!("{field}.content"), content)?);
         }
-        Message::User { content } => {
+        Message::User { content, rest } => {
+            unserved(field, rest)?;
             let parts = user_parts(&format!("{field}.content"), content)?;
             g.messages.push(unified::message(pb::Role::User, parts));
         }
@@ -304,37 +336,26 @@ fn message(
             content,
             reasoning_content,
             tool_calls,
+            refusal,
+            rest,
         } => {
-            let mut parts = Vec::new();
-            if let Some(r) = reasoning_content.filter(|r| !r.is_empty()) {
-                parts.push(pb::Part {
-                    kind: Some(pb::part::Kind::Reasoning(pb::ReasoningPart {
-                        text: r,
-                        provider_metadata: None,
-                    })),
-                });
-            }
-            if let Some(c) = content {
-                let text = text_only(&format!("{field}.content"), c)?;
-                if !text.is_empty() {
-                    parts.push(unified::text(text));
-                }
-            }
-            for c in tool_calls.unwrap_or_default() {
-                tool_names.insert(c.id.clone(), c.function.name.clone());
-                parts.push(unified::tool_call(
-                    c.id,
-                    c.function.name,
-                    c.function.arguments,
-                ));
-            }
+            unserved(field, rest)?;
+            let reply = Reply {
+                content,
+                reasoning_content,
+                tool_calls,
+                refusal,
+            };
+            let parts = assistant_parts(field, reply, tool_names)?;
             g.messages
                 .push(unified::message(pb::Role::Assistant, parts));
         }
         Message::Tool {
             tool_call_id,
             content,
+            rest,
         } => {
+            unserved(field, rest)?;
             let output = text_only(&format!("{field}.content"), content)?;
             let name = tool_names.get(&tool_call_id).cloned().ok_or_else(|| {
                 ApiError::invalid(
@@ -352,6 +373,80 @@ fn message(
                     .messages
                     .push(unified::message(pb::Role::Tool, vec![part])),
             }
+        }
+    }
+    Ok(())
+}
+
+/// An assistant message's fields, as sent.
+struct Reply {
+    content: Option<Content>,
+    reasoning_content: Option<String>,
+    tool_calls: Option<Vec<ToolCall>>,
+    refusal: Option<String>,
+}
+
+/// The parts of an assistant message: its reasoning, text (or refusal) and tool calls, whose tools are noted in
+/// `tool_names` for the results that answer them.
+fn assistant_parts(
+    field: &str,
+    reply: Reply,
+    tool_names: &mut HashMap<String, String>,
+) -> Result<Vec<pb::Part>, ApiError> {
+    let Reply {
+        content,
+        reasoning_content,
+        tool_calls,
+        refusal,
+    } = reply;
+    let mut parts = Vec::new();
+    if let Some(r) = reasoning_content.filter(|r| !r.is_empty()) {
+        parts.push(pb::Part {
+            kind: Some(pb::part::Kind::Reasoning(pb::ReasoningPart {
+                text: r,
+                provider_metadata: None,
+            })),
+        });
+    }
+    if let Some(c) = content {
+        let text = text_only(&format!("{field}.content"), c)?;
+        if !text.is_empty() {
+            parts.push(unified::text(text));
+        }
+    }
+    if let Some(text) = refusal.filter(|r| !r.is_empty()) {
+        parts.push(unified::text(text));
+    }
+    for c in tool_calls.unwrap_or_default() {
+        tool_names.insert(c.id.clone(), c.function.name.clone());
+        parts.push(unified::tool_call(
+            c.id,
+            c.function.name,
+            c.function.arguments,
+        ));
+    }
+    Ok(parts)
+}
+
+/// Fields of a message this door does not read: accepted when empty (an SDK sending back a reply it received echoes
+/// `annotations: []`, `audio: null`, `function_call: null`), refused naming them otherwise. `annotations` (the
+/// citations of an earlier reply) are accepted as they are: they describe the text, which the model reads.
+fn unserved(field: &str, rest: Map<String, Value>) -> Result<(), ApiError> {
+    for (key, value) in rest {
+        let empty = match &value {
+            Value::Null => true,
+            Value::String(s) => s.is_empty(),
+            Value::Array(a) => a.is_empty(),
+            Value::Object(o) => o.is_empty(),
+            _ => false,
+        };
+        if !empty && key != "annotations" {
+            let why = if key == "name" {
+                "participant names are not served"
+            } else {
+                "is not served on a message"
+            };
+            return Err(ApiError::invalid(&format!("{field}.{key}"), why));
         }
     }
     Ok(())
@@ -392,7 +487,10 @@ fn user_parts(field: &str, c: Content) -> Result<Vec<pb::Part>, ApiError> {
         let field = format!("{field}[{j}]");
         out.push(match parse(&field, p)? {
             ContentPart::Text { text } => unified::text(text),
-            ContentPart::ImageUrl { image_url } => unified::file_url(&field, &image_url.url, "")?,
+            ContentPart::ImageUrl { image_url } => {
+                unified::detail(&format!("{field}.image_url.detail"), image_url.detail)?;
+                unified::file_url(&field, &image_url.url, "")?
+            }
             ContentPart::File { file } => {
                 let data = file.file_data.ok_or_else(|| {
                     ApiError::invalid(
@@ -400,13 +498,7 @@ fn user_parts(field: &str, c: Content) -> Result<Vec<pb::Part>, ApiError> {
                         "required (uploaded file ids are not served)",
                     )
                 })?;
-                let mut part = unified::file_url(&field, &data, "")?;
-                if let (Some(pb::part::Kind::File(f)), Some(name)) =
-                    (part.kind.as_mut(), file.filename)
-                {
-                    f.filename = name;
-                }
-                part
+                unified::named(unified::file_url(&field, &data, "")?, file.filename)
             }
             ContentPart::Refusal { .. } => {
                 return Err(ApiError::invalid(
@@ -434,33 +526,19 @@ fn tool(field: &str, t: Tool) -> Result<pb::Tool, ApiError> {
         name: t.function.name,
         description: t.function.description,
         input_schema_json: schema.to_string(),
-        ..Default::default()
+        strict: t.function.strict.unwrap_or(false),
     })
 }
 
 fn tool_choice(v: Value) -> Result<pb::ToolChoice, ApiError> {
-    use pb::tool_choice::Mode;
-    let choice = |mode: Mode, name: &str| pb::ToolChoice {
-        mode: mode as i32,
-        tool_name: name.to_string(),
-        ..Default::default()
-    };
     match &v {
-        Value::String(s) => match s.as_str() {
-            "auto" => Ok(choice(Mode::Auto, "")),
-            "none" => Ok(choice(Mode::None, "")),
-            "required" => Ok(choice(Mode::Required, "")),
-            other => Err(ApiError::invalid(
-                "tool_choice",
-                format!("unknown value `{other}`"),
-            )),
-        },
+        Value::String(s) => unified::tool_choice_named("tool_choice", s),
         Value::Object(o) => match o
             .get("function")
             .and_then(|f| f.get("name"))
             .and_then(Value::as_str)
         {
-            Some(name) => Ok(choice(Mode::Tool, name)),
+            Some(name) => Ok(unified::tool_choice_of(name)),
             None => Err(ApiError::invalid("tool_choice.function.name", "required")),
         },
         _ => Err(ApiError::invalid(
@@ -475,53 +553,44 @@ fn response_format(v: Value) -> Result<Option<pb::OutputFormat>, ApiError> {
     match v.get("type").and_then(Value::as_str) {
         Some("text") => Ok(None),
         Some("json_schema") => {
+            #[derive(Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Spec {
+                #[serde(default)]
+                name: Option<String>,
+                schema: Value,
+                #[serde(default)]
+                strict: Option<bool>,
+                #[serde(default)]
+                description: Option<String>,
+            }
             let spec = v
                 .get("json_schema")
+                .cloned()
                 .ok_or_else(|| ApiError::invalid("response_format.json_schema", "required"))?;
-            let schema = spec.get("schema").ok_or_else(|| {
-                ApiError::invalid("response_format.json_schema.schema", "required")
-            })?;
+            let spec: Spec = parse("response_format.json_schema", spec)?;
+            if spec.description.is_some() {
+                return Err(ApiError::invalid(
+                    "response_format.json_schema.description",
+                    "a schema description is not served; describe the output in a message",
+                ));
+            }
             Ok(Some(pb::OutputFormat {
                 r#type: Type::JsonSchema as i32,
-                name: spec
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("output")
-                    .to_string(),
-                schema_json: schema.to_string(),
-                ..Default::default()
+                name: spec.name.unwrap_or_else(|| "output".into()),
+                schema_json: spec.schema.to_string(),
+                strict: spec.strict.unwrap_or(false),
             }))
         }
-        Some("json_object") => Err(ApiError::invalid(
-            "response_format.type",
-            "`json_object` is not served; use `json_schema`",
-        )),
+        Some("json_object") => Ok(Some(pb::OutputFormat {
+            r#type: Type::JsonObject as i32,
+            ..Default::default()
+        })),
         _ => Err(ApiError::invalid(
             "response_format.type",
-            "must be `text` or `json_schema`",
+            "must be `text`, `json_schema` or `json_object`",
         )),
     }
-}
-
-fn reasoning(effort: &str) -> Result<pb::Reasoning, ApiError> {
-    use pb::reasoning::Effort;
-    let effort = match effort {
-        "none" => Effort::None,
-        "minimal" => Effort::Minimal,
-        "low" => Effort::Low,
-        "medium" => Effort::Medium,
-        "high" => Effort::High,
-        other => {
-            return Err(ApiError::invalid(
-                "reasoning_effort",
-                format!("unknown value `{other}`"),
-            ));
-        }
-    };
-    Ok(pb::Reasoning {
-        effort: effort as i32,
-        budget_tokens: 0,
-    })
 }
 
 #[cfg(test)]

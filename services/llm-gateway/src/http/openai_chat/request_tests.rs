@@ -1,11 +1,12 @@
 use serde_json::json;
 
 use super::*;
+use crate::protocol::Protocol;
 use pb::part::Kind;
 
 #[test]
 fn a_two_turn_tool_conversation_translates_to_the_unified_request() {
-    let (g, shape) = translate(json!({
+    let (g, _, shape) = translate(json!({
             "model": "anthropic/claude-sonnet-4-5",
             "stream": true,
             "stream_options": {"include_usage": true},
@@ -76,7 +77,7 @@ fn a_two_turn_tool_conversation_translates_to_the_unified_request() {
 
 #[test]
 fn a_json_schema_response_format_becomes_schema_output() {
-    let (g, shape) = translate(json!({
+    let (g, _, shape) = translate(json!({
             "model": "openai/gpt-4o",
             "messages": [{"role": "user", "content": "x"}],
             "response_format": {"type": "json_schema", "json_schema": {"name": "city", "strict": true, "schema": {"type": "object"}}}
@@ -100,12 +101,30 @@ fn what_cannot_be_honoured_is_refused_naming_the_field() {
     for (key, value, field) in [
         ("n", json!(2), "n"),
         ("logprobs", json!(true), "logprobs"),
+        ("audio", json!({"voice": "alloy"}), "audio"),
+        ("functions", json!([]), "functions"),
+        ("web_search_options", json!({}), "web_search_options"),
         (
             "response_format",
-            json!({"type": "json_object"}),
-            "response_format.type",
+            json!({"type": "json_schema", "json_schema": {"schema": {}, "description": "d"}}),
+            "response_format.json_schema.description",
         ),
         ("tool_choice", json!("sometimes"), "tool_choice"),
+        (
+            "messages",
+            json!([{"role": "user", "content": "x", "name": "alice"}]),
+            "messages[0].name",
+        ),
+        (
+            "messages",
+            json!([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x/a.png", "detail": "low"}}]}]),
+            "messages[0].content[0].image_url.detail",
+        ),
+        (
+            "tools",
+            json!([{"type": "function", "function": {"name": "f", "surprise": 1}}]),
+            "tools[0].function.surprise",
+        ),
         ("reasoning_effort", json!("max"), "reasoning_effort"),
     ] {
         let mut body = base();
@@ -130,7 +149,7 @@ fn what_cannot_be_honoured_is_refused_naming_the_field() {
 
 #[test]
 fn images_arrive_as_file_parts() {
-    let (g, _) = translate(
+    let (g, _, _) = translate(
         json!({"model": "m", "messages": [{"role": "user", "content": [
             {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}}
         ]}]}),
@@ -140,4 +159,80 @@ fn images_arrive_as_file_parts() {
         panic!()
     };
     assert_eq!(f.media_type, "image/png");
+}
+
+#[test]
+fn strict_json_object_parallel_and_xhigh_reach_the_unified_request() {
+    let (g, extras, _) = translate(json!({
+        "model": "m",
+        "messages": [{"role": "user", "content": "x"}],
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}, "strict": true}}],
+        "parallel_tool_calls": false,
+        "response_format": {"type": "json_object"},
+        "reasoning_effort": "xhigh",
+    }))
+    .unwrap();
+    assert!(g.tools[0].strict);
+    let choice = g.tool_choice.unwrap();
+    assert!(choice.disable_parallel);
+    assert_eq!(choice.mode, 0, "the mode is left to the model");
+    assert_eq!(
+        g.output_format.unwrap().r#type,
+        pb::output_format::Type::JsonObject as i32
+    );
+    assert_eq!(g.reasoning.unwrap().effort(), pb::reasoning::Effort::Xhigh);
+    assert_eq!(extras, Extras::default());
+    let (g, ..) = translate(json!({
+        "model": "m",
+        "messages": [{"role": "user", "content": "x"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "C", "schema": {"type": "object"}, "strict": true}},
+    }))
+    .unwrap();
+    assert!(g.output_format.unwrap().strict);
+}
+
+#[test]
+fn a_reply_sent_back_as_history_is_accepted_with_its_empty_echoes() {
+    let (g, ..) = translate(json!({
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": null, "refusal": "I cannot.", "annotations": [], "audio": null,
+             "function_call": null, "tool_calls": []},
+            {"role": "user", "content": "why?"},
+        ],
+    }))
+    .unwrap();
+    let Some(pb::part::Kind::Text(t)) = &g.messages[1].parts[0].kind else {
+        panic!()
+    };
+    assert_eq!(t.text, "I cannot.");
+}
+
+#[test]
+fn fields_this_door_does_not_map_are_hints_or_same_protocol() {
+    let (mut g, extras, _) = translate(json!({
+        "model": "m",
+        "messages": [{"role": "user", "content": "x"}],
+        "user": "u1",
+        "store": true,
+        "frequency_penalty": 0.5,
+        "logit_bias": {"50256": -100},
+        "min_p": 0.05,
+    }))
+    .unwrap();
+    let mut same = g.clone();
+    extras
+        .clone()
+        .settle(&mut same, Protocol::OpenaiChat, Some(Protocol::OpenaiChat))
+        .unwrap();
+    let sent: Value = serde_json::from_str(&same.provider_options_json).unwrap();
+    assert_eq!(
+        sent,
+        json!({"openai_chat": {"user": "u1", "store": true, "frequency_penalty": 0.5, "logit_bias": {"50256": -100}, "min_p": 0.05}})
+    );
+    let e = extras
+        .settle(&mut g, Protocol::OpenaiChat, Some(Protocol::Anthropic))
+        .unwrap_err();
+    assert_eq!(e.param.as_deref(), Some("frequency_penalty"));
 }
