@@ -23,12 +23,19 @@ pub struct Extras {
     fields: Map<String, Value>,
     /// The request path of the first field only that protocol can take.
     only_ours: Option<String>,
+    /// Request headers for a provider of the door's protocol (`anthropic-beta`): hints, like the body's.
+    headers: Vec<(String, String)>,
 }
 
 impl Extras {
     /// A hint: body field `key` with `value`.
     pub fn hint(&mut self, key: &str, value: Value) {
         merge(&mut self.fields, key, value);
+    }
+
+    /// A hint header: `name` with `value`, for a provider of the door's protocol.
+    pub fn hint_header(&mut self, name: &str, value: &str) {
+        self.headers.push((name.to_string(), value.to_string()));
     }
 
     /// A field only the door's protocol takes, at request path `path`: body field `key` with `value` (merged into an
@@ -66,7 +73,7 @@ impl Extras {
         door: Protocol,
         served: Option<Protocol>,
     ) -> Result<(), ApiError> {
-        if self.fields.is_empty() && self.only_ours.is_none() {
+        if self.fields.is_empty() && self.only_ours.is_none() && self.headers.is_empty() {
             return Ok(());
         }
         let Some(served) = served else {
@@ -86,6 +93,7 @@ impl Extras {
             }
             return Ok(());
         }
+        g.extra_headers.extend(self.headers);
         if !self.fields.is_empty() {
             let mut root = Map::new();
             root.insert(door.as_str().to_string(), Value::Object(self.fields));

@@ -138,6 +138,19 @@ pub fn tool_choice(
     })
 }
 
+/// Names `model` (the catalog id the request resolved to) on the reasoning whose metadata names none: what a door
+/// takes back from its caller was made by the model the caller addresses.
+pub fn fill_model(g: &mut pb::Generation, model: &str) {
+    for part in g.messages.iter_mut().flat_map(|m| m.parts.iter_mut()) {
+        if let Some(pb::part::Kind::Reasoning(r)) = &mut part.kind
+            && let Some(meta) = &mut r.provider_metadata
+            && meta.model.is_empty()
+        {
+            meta.model = model.to_string();
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 #[path = "unified_tests.rs"]

@@ -9,6 +9,7 @@ use http::{HeaderMap, Response, StatusCode};
 use crate::generate::Gateway;
 use crate::http::errors::ApiError;
 use crate::http::sse::{self, Body};
+use crate::protocol::Protocol;
 
 /// What a streamed response sends after a silence, as Anthropic's own streams do.
 const PING: &[u8] = b"event: ping\ndata: {\"type\":\"ping\"}\n\n";
@@ -19,7 +20,21 @@ pub async fn run(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<Response<Body>, ApiError> {
-    let (generation, stream) = crate::http::translate_body(body, request::translate).await?;
+    let (mut generation, mut extras, stream) =
+        crate::http::translate_body(body, request::translate).await?;
+    // Beta features are Anthropic's: asked of an Anthropic provider, left out for any other (a client sends its
+    // betas whatever the model).
+    for beta in headers.get_all("anthropic-beta") {
+        if let Ok(beta) = beta.to_str() {
+            extras.hint_header("anthropic-beta", beta);
+        }
+    }
+    let served = crate::http::settle(gateway, &mut generation, extras, Protocol::Anthropic)?;
+    if let Some(r) = &served {
+        // The thinking a caller sends back was made by the model it addresses.
+        let id = r.alias_of.as_deref().unwrap_or(&r.model.id);
+        crate::http::unified::fill_model(&mut generation, id);
+    }
     let model = generation.model.clone();
     let started = crate::http::generation::start(gateway, headers, generation).await?;
     let protocol = started.protocol;

@@ -8,19 +8,26 @@
 //! - `tools` (custom tools) → tools; `tool_choice` → tool choice; `thinking.budget_tokens` → reasoning budget;
 //! - `max_tokens`, `temperature`, `top_p`, `top_k`, `stop_sequences` → sampling.
 //!
+//! - `output_config.format` (and the beta `output_format`) → JSON Schema output; tools' `strict`;
+//!   `tool_choice.disable_parallel_tool_use`.
+//!
 //! `cache_control` markers are accepted and not copied: for models with prompt caching the Anthropic adapter places
 //! its own breakpoints (tools, system, the last two user turns), which covers what callers mark in practice.
-//! Server tools (`web_search`, `code_execution`, …), `mcp_servers` and `container` are refused naming the field;
-//! other fields (`metadata`, `service_tier`, and fields this version does not know) are accepted and ignored.
+//! Server tools (`web_search`, `code_execution`, …), `mcp_servers` and `container` are refused naming the field.
+//! Every other field follows the door's field policy ([`crate::http::fields`]): `metadata`, `service_tier` and the
+//! `anthropic-beta` header are hints for Anthropic providers; fields this door does not map (`thinking` of type
+//! `adaptive`, `output_config.effort`, `context_management`, unknown ones) go to Anthropic providers and are refused
+//! for any other.
 
 use std::collections::HashMap;
 
 use llm_proto::gateway as pb;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::http::body::parse;
 use crate::http::errors::ApiError;
+use crate::http::fields::Extras;
 use crate::http::unified;
 use crate::protocol::Protocol;
 
@@ -38,15 +45,28 @@ struct Body {
     #[serde(default)]
     tool_choice: Option<ToolChoice>,
     #[serde(default)]
-    thinking: Option<Thinking>,
+    thinking: Option<Value>,
     temperature: Option<f64>,
     top_p: Option<f64>,
     top_k: Option<u32>,
     #[serde(default)]
     stop_sequences: Vec<String>,
+    /// Structured output (`{format: {type: "json_schema", schema}}`; `effort` goes to Anthropic providers).
+    #[serde(default)]
+    output_config: Option<Map<String, Value>>,
+    /// The beta spelling of `output_config.format`.
+    #[serde(default)]
+    output_format: Option<Value>,
     mcp_servers: Option<Value>,
     container: Option<Value>,
+    /// Every field this door does not read: hints and same-protocol fields.
+    #[serde(flatten)]
+    rest: Map<String, Value>,
 }
+
+/// Fields that hint at how a provider should serve the request without changing the answer: sent to Anthropic
+/// providers, left out for others.
+pub const HINTS: [&str; 2] = ["metadata", "service_tier"];
 
 #[derive(Deserialize)]
 #[serde(untagged)]
@@ -111,33 +131,56 @@ enum Source {
 }
 
 #[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 enum ToolChoice {
-    Auto,
-    Any,
-    None,
-    Tool { name: String },
+    Auto {
+        #[serde(default)]
+        disable_parallel_tool_use: bool,
+    },
+    Any {
+        #[serde(default)]
+        disable_parallel_tool_use: bool,
+    },
+    None {},
+    Tool {
+        name: String,
+        #[serde(default)]
+        disable_parallel_tool_use: bool,
+    },
 }
 
 #[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 enum Thinking {
-    Enabled { budget_tokens: u32 },
-    Disabled,
+    Enabled {
+        budget_tokens: u32,
+    },
+    Disabled {},
+    /// The model decides how much to think: only Anthropic providers take it.
+    Adaptive {},
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Tool {
+    /// `custom`, or left out; any other type was refused before.
     #[serde(rename = "type", default)]
+    #[allow(dead_code)]
     kind: Option<String>,
     name: String,
     #[serde(default)]
     description: String,
     input_schema: Value,
+    #[serde(default)]
+    strict: Option<bool>,
+    /// Breakpoints are the adapter's (module docs).
+    #[serde(default)]
+    #[allow(dead_code)]
+    cache_control: Option<Value>,
 }
 
-/// Translates a Messages body into the unified request; the flag is `stream`.
-pub fn translate(body: Value) -> Result<(pb::Generation, bool), ApiError> {
+/// Translates a Messages body into the unified request, the fields left for the provider, and `stream`.
+pub fn translate(body: Value) -> Result<(pb::Generation, Extras, bool), ApiError> {
     let b: Body = parse("body", body)?;
     if b.mcp_servers.is_some() {
         return Err(ApiError::invalid(
@@ -151,6 +194,8 @@ pub fn translate(body: Value) -> Result<(pb::Generation, bool), ApiError> {
             "code execution containers are not served",
         ));
     }
+    let mut extras = Extras::default();
+    extras.absorb(b.rest, &HINTS);
     let mut g = pb::Generation {
         model: b.model,
         ..Default::default()
@@ -172,31 +217,22 @@ pub fn translate(body: Value) -> Result<(pb::Generation, bool), ApiError> {
     }
     for (i, t) in b.tools.into_iter().enumerate() {
         let field = format!("tools[{i}]");
-        let t: Tool = parse(&field, t)?;
-        if t.kind.as_deref().is_some_and(|k| k != "custom") {
+        // A server tool (`web_search_…`) has no input schema: its type says what it is before its fields do.
+        if let Some(kind) = t
+            .get("type")
+            .and_then(Value::as_str)
+            .filter(|k| *k != "custom")
+        {
             return Err(ApiError::invalid(
                 &format!("{field}.type"),
-                "only custom tools are served",
+                format!("`{kind}` is a server tool, which is not served; only custom tools are"),
             ));
         }
-        g.tools.push(pb::Tool {
-            name: t.name,
-            description: t.description,
-            input_schema_json: t.input_schema.to_string(),
-            ..Default::default()
-        });
+        g.tools.push(tool(parse(&field, t)?));
     }
     g.tool_choice = b.tool_choice.map(tool_choice);
-    g.reasoning = b.thinking.map(|t| match t {
-        Thinking::Enabled { budget_tokens } => pb::Reasoning {
-            effort: 0,
-            budget_tokens,
-        },
-        Thinking::Disabled => pb::Reasoning {
-            effort: pb::reasoning::Effort::None as i32,
-            budget_tokens: 0,
-        },
-    });
+    g.reasoning = thinking(b.thinking, &mut extras)?;
+    g.output_format = output(b.output_config, b.output_format, &mut extras)?;
     g.sampling = Some(pb::Sampling {
         temperature: b.temperature,
         top_p: b.top_p,
@@ -205,7 +241,81 @@ pub fn translate(body: Value) -> Result<(pb::Generation, bool), ApiError> {
         stop_sequences: b.stop_sequences,
         seed: None,
     });
-    Ok((g, b.stream))
+    Ok((g, extras, b.stream))
+}
+
+fn tool(t: Tool) -> pb::Tool {
+    pb::Tool {
+        name: t.name,
+        description: t.description,
+        input_schema_json: t.input_schema.to_string(),
+        strict: t.strict.unwrap_or(false),
+    }
+}
+
+/// `thinking`: a budget or off for any provider; `adaptive` for Anthropic providers only.
+fn thinking(v: Option<Value>, extras: &mut Extras) -> Result<Option<pb::Reasoning>, ApiError> {
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    Ok(match parse("thinking", v.clone())? {
+        Thinking::Enabled { budget_tokens } => Some(pb::Reasoning {
+            effort: 0,
+            budget_tokens,
+        }),
+        Thinking::Disabled {} => Some(pb::Reasoning {
+            effort: pb::reasoning::Effort::None as i32,
+            budget_tokens: 0,
+        }),
+        Thinking::Adaptive {} => {
+            extras.same_protocol("thinking", "thinking", v);
+            None
+        }
+    })
+}
+
+/// `output_config.format` (or the beta `output_format`) as JSON Schema output, which Anthropic always constrains;
+/// the rest of `output_config` (`effort`) goes to Anthropic providers only.
+fn output(
+    config: Option<Map<String, Value>>,
+    beta: Option<Value>,
+    extras: &mut Extras,
+) -> Result<Option<pb::OutputFormat>, ApiError> {
+    #[derive(Deserialize)]
+    #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+    enum Format {
+        JsonSchema { schema: Value },
+    }
+    let (field, format) = match (config, beta.filter(|v| !v.is_null())) {
+        (Some(mut config), None) => {
+            let format = config.remove("format").filter(|v| !v.is_null());
+            for (key, value) in config.into_iter().filter(|(_, v)| !v.is_null()) {
+                let path = format!("output_config.{key}");
+                let mut one = Map::new();
+                one.insert(key, value);
+                extras.same_protocol(&path, "output_config", Value::Object(one));
+            }
+            ("output_config.format", format)
+        }
+        (None, Some(format)) => ("output_format", Some(format)),
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid(
+                "output_format",
+                "give the format once: `output_config.format` (or the beta `output_format`)",
+            ));
+        }
+        (None, None) => return Ok(None),
+    };
+    let Some(format) = format else {
+        return Ok(None);
+    };
+    let Format::JsonSchema { schema } = parse(field, format)?;
+    Ok(Some(pb::OutputFormat {
+        r#type: pb::output_format::Type::JsonSchema as i32,
+        name: "output".into(),
+        schema_json: schema.to_string(),
+        strict: true,
+    }))
 }
 
 fn text_of(field: &str, v: Value) -> Result<String, ApiError> {
@@ -230,7 +340,7 @@ fn message(
         Content::Text(t) => vec![json!({"type": "text", "text": t})],
         Content::Blocks(b) => b,
     };
-    let (results, parts) = parts(field, &m.role, blocks, &g.model, tool_names)?;
+    let (results, parts) = parts(field, &m.role, blocks, tool_names)?;
     if !results.is_empty() {
         g.messages.push(unified::message(pb::Role::Tool, results));
     }
@@ -250,7 +360,6 @@ fn parts(
     field: &str,
     role: &Role,
     blocks: Vec<Value>,
-    model: &str,
     tool_names: &mut HashMap<String, String>,
 ) -> Result<(Vec<pb::Part>, Vec<pb::Part>), ApiError> {
     let (mut results, mut parts) = (Vec::new(), Vec::new());
@@ -293,14 +402,10 @@ fn parts(
                     signature,
                 },
             ) => {
-                parts.push(reasoning(model, thinking, json!({"signature": signature})));
+                parts.push(reasoning(thinking, json!({"signature": signature})));
             }
             (Role::Assistant, Block::RedactedThinking { data }) => {
-                parts.push(reasoning(
-                    model,
-                    String::new(),
-                    json!({"redacted_data": data}),
-                ));
+                parts.push(reasoning(String::new(), json!({"redacted_data": data})));
             }
             _ => {
                 return Err(ApiError::invalid(
@@ -349,14 +454,15 @@ fn tool_result(
     Ok(unified::tool_result(tool_use_id, name, output, is_error))
 }
 
-/// A reasoning part carrying Anthropic's replay data, attributed to the requested model (the one that made it).
-fn reasoning(model: &str, text: String, replay: Value) -> pb::Part {
+/// A reasoning part carrying Anthropic's replay data; its model is left empty, to be the requested model's catalog id
+/// once resolved (the one that made it, [`unified::fill_model`]).
+fn reasoning(text: String, replay: Value) -> pb::Part {
     pb::Part {
         kind: Some(pb::part::Kind::Reasoning(pb::ReasoningPart {
             text,
             provider_metadata: Some(pb::ProviderMetadata {
                 protocol: Protocol::Anthropic.as_str().to_string(),
-                model: model.to_string(),
+                model: String::new(),
                 json: replay.to_string(),
             }),
         })),
@@ -365,16 +471,23 @@ fn reasoning(model: &str, text: String, replay: Value) -> pb::Part {
 
 fn tool_choice(c: ToolChoice) -> pb::ToolChoice {
     use pb::tool_choice::Mode;
-    let (mode, name) = match c {
-        ToolChoice::Auto => (Mode::Auto, String::new()),
-        ToolChoice::Any => (Mode::Required, String::new()),
-        ToolChoice::None => (Mode::None, String::new()),
-        ToolChoice::Tool { name } => (Mode::Tool, name),
+    let (mode, name, disable_parallel) = match c {
+        ToolChoice::Auto {
+            disable_parallel_tool_use,
+        } => (Mode::Auto, String::new(), disable_parallel_tool_use),
+        ToolChoice::Any {
+            disable_parallel_tool_use,
+        } => (Mode::Required, String::new(), disable_parallel_tool_use),
+        ToolChoice::None {} => (Mode::None, String::new(), false),
+        ToolChoice::Tool {
+            name,
+            disable_parallel_tool_use,
+        } => (Mode::Tool, name, disable_parallel_tool_use),
     };
     pb::ToolChoice {
         mode: mode as i32,
         tool_name: name,
-        ..Default::default()
+        disable_parallel,
     }
 }
 

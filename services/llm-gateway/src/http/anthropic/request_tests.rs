@@ -1,9 +1,10 @@
 use super::*;
+use crate::protocol::Protocol;
 use pb::part::Kind;
 
 #[test]
 fn a_tool_loop_with_signed_thinking_translates_to_the_unified_request() {
-    let (g, stream) = translate(json!({
+    let (g, _, stream) = translate(json!({
             "model": "anthropic/claude-sonnet-4-5",
             "max_tokens": 2048,
             "stream": true,
@@ -46,11 +47,8 @@ fn a_tool_loop_with_signed_thinking_translates_to_the_unified_request() {
             meta.model.as_str(),
             meta.json.as_str()
         ),
-        (
-            "anthropic",
-            "anthropic/claude-sonnet-4-5",
-            r#"{"signature":"sig-1"}"#
-        )
+        // The model is the one the request resolves to, named once it is.
+        ("anthropic", "", r#"{"signature":"sig-1"}"#)
     );
     let Some(Kind::ToolCall(c)) = &g.messages[1].parts[1].kind else {
         panic!()
@@ -89,8 +87,7 @@ fn mistakes_are_refused_naming_the_field() {
         Some("messages[0].content[0]")
     );
     let mut server_tool = base(json!([{"role": "user", "content": "x"}]));
-    server_tool["tools"] =
-        json!([{"type": "web_search_20250305", "name": "web_search", "input_schema": {}}]);
+    server_tool["tools"] = json!([{"type": "web_search_20250305", "name": "web_search"}]);
     assert_eq!(
         translate(server_tool).unwrap_err().param.as_deref(),
         Some("tools[0].type")
@@ -99,7 +96,7 @@ fn mistakes_are_refused_naming_the_field() {
 
 #[test]
 fn images_arrive_as_file_parts() {
-    let (g, _) = translate(json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": [
+    let (g, _, _) = translate(json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": [
             {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw=="}}
         ]}]}))
         .unwrap();
@@ -107,4 +104,60 @@ fn images_arrive_as_file_parts() {
         panic!()
     };
     assert_eq!(f.media_type, "image/png");
+}
+
+#[test]
+fn structured_output_strict_tools_and_one_call_per_step_are_mapped() {
+    for body in [
+        json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}],
+               "output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}}),
+        json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}],
+               "output_format": {"type": "json_schema", "schema": {"type": "object"}}}),
+    ] {
+        let (g, extras, _) = translate(body).unwrap();
+        let f = g.output_format.unwrap();
+        assert_eq!(
+            (f.r#type, f.strict),
+            (pb::output_format::Type::JsonSchema as i32, true)
+        );
+        assert_eq!(extras, Extras::default());
+    }
+    let (g, ..) = translate(json!({
+        "model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}],
+        "tools": [{"name": "f", "input_schema": {"type": "object"}, "strict": true, "cache_control": {"type": "ephemeral"}}],
+        "tool_choice": {"type": "auto", "disable_parallel_tool_use": true},
+    }))
+    .unwrap();
+    assert!(g.tools[0].strict);
+    assert!(g.tool_choice.unwrap().disable_parallel);
+}
+
+#[test]
+fn fields_only_anthropic_has_go_to_anthropic_providers_and_are_refused_for_others() {
+    let (mut g, extras, _) = translate(json!({
+        "model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}],
+        "thinking": {"type": "adaptive"},
+        "output_config": {"effort": "low"},
+        "metadata": {"user_id": "u1"},
+    }))
+    .unwrap();
+    assert_eq!(g.reasoning, None);
+    let mut same = g.clone();
+    extras
+        .clone()
+        .settle(
+            &mut same,
+            Protocol::Anthropic,
+            Some(Protocol::VertexAnthropic),
+        )
+        .unwrap();
+    let sent: Value = serde_json::from_str(&same.provider_options_json).unwrap();
+    assert_eq!(
+        sent,
+        json!({"anthropic": {"metadata": {"user_id": "u1"}, "thinking": {"type": "adaptive"}, "output_config": {"effort": "low"}}})
+    );
+    let e = extras
+        .settle(&mut g, Protocol::Anthropic, Some(Protocol::OpenaiChat))
+        .unwrap_err();
+    assert_eq!(e.param.as_deref(), Some("thinking"));
 }

@@ -31,7 +31,7 @@ pub async fn run(
     if let Some(r) = &served {
         // Reasoning sent back from elsewhere belongs to the model it is sent to now.
         let id = r.alias_of.as_deref().unwrap_or(&r.model.id);
-        replay::fill_model(&mut generation, id);
+        crate::http::unified::fill_model(&mut generation, id);
     }
     let head = object::Head {
         id: crate::http::response_id("resp_"),

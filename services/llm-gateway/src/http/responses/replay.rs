@@ -50,7 +50,7 @@ pub fn seal(metadata: &pb::ProviderMetadata) -> String {
 
 /// The metadata in `encrypted_content` of reasoning item `item_id`. An envelope of this door's opens to what was
 /// sealed; anything else is OpenAI Responses reasoning whose model is left empty, for the caller to fill with the
-/// model it is sent to ([`fill_model`]).
+/// model it is sent to (`unified::fill_model`).
 pub fn open(encrypted_content: &str, item_id: &str) -> pb::ProviderMetadata {
     if let Some(sealed) = encrypted_content
         .strip_prefix(PREFIX)
@@ -70,18 +70,6 @@ pub fn open(encrypted_content: &str, item_id: &str) -> pb::ProviderMetadata {
         model: String::new(),
         json: serde_json::json!({"item_id": item_id, "encrypted_content": encrypted_content})
             .to_string(),
-    }
-}
-
-/// Names `model` (the catalog id the request resolved to) on the reasoning whose metadata names none.
-pub fn fill_model(g: &mut pb::Generation, model: &str) {
-    for part in g.messages.iter_mut().flat_map(|m| m.parts.iter_mut()) {
-        if let Some(pb::part::Kind::Reasoning(r)) = &mut part.kind
-            && let Some(meta) = &mut r.provider_metadata
-            && meta.model.is_empty()
-        {
-            meta.model = model.to_string();
-        }
     }
 }
 

@@ -41,7 +41,7 @@ fn someone_elses_encrypted_content_is_responses_reasoning_of_the_model_it_goes_t
         pb::Role::Assistant,
         vec![reasoning(""), reasoning("anthropic/x")],
     ));
-    fill_model(&mut g, "openai/gpt-5");
+    crate::http::unified::fill_model(&mut g, "openai/gpt-5");
     let models: Vec<_> = g.messages[0]
         .parts
         .iter()
