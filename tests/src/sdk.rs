@@ -56,6 +56,10 @@ pub enum Sdk {
     OpenAiNode,
     /// tests/python/openai_responses_test.py, the official `openai` package's Responses API.
     OpenAiResponses,
+    /// tests/python/frameworks_test.py: LangChain, the OpenAI Agents SDK and pydantic-ai.
+    Frameworks,
+    /// tests/node/vercel_ai_test.mjs: the Vercel AI SDK's `openai(model)`.
+    VercelAi,
 }
 
 impl Sdk {
@@ -81,13 +85,25 @@ impl Sdk {
                     "/python/openai_responses_test.py"
                 ),
             ),
+            Sdk::Frameworks => (
+                python3(),
+                concat!(env!("CARGO_MANIFEST_DIR"), "/python/frameworks_test.py"),
+            ),
+            Sdk::VercelAi => (
+                PathBuf::from("node"),
+                concat!(env!("CARGO_MANIFEST_DIR"), "/node/vercel_ai_test.mjs"),
+            ),
         }
     }
 
     /// The base URL the SDK is given: OpenAI's includes `/v1`, Anthropic's does not (as with the vendors').
     fn base_url(self, h: &Harness) -> String {
         match self {
-            Sdk::OpenAi | Sdk::OpenAiNode | Sdk::OpenAiResponses => {
+            Sdk::OpenAi
+            | Sdk::OpenAiNode
+            | Sdk::OpenAiResponses
+            | Sdk::Frameworks
+            | Sdk::VercelAi => {
                 format!("http://{}/v1", h.http_addr)
             }
             Sdk::Anthropic => format!("http://{}", h.http_addr),

@@ -30,6 +30,7 @@ mod grpc_conventions;
 mod grpc_deadline;
 mod http_anthropic_sdk;
 mod http_binary;
+mod http_frameworks;
 mod http_front_door;
 mod http_openai_node;
 mod http_openai_sdk;
