@@ -28,6 +28,7 @@ pub async fn start(binary: &Path, config: &str, env: &[(&str, &str)]) -> FrontDo
     cmd.arg("--config")
         .arg(&path)
         .env("GATEWAY_AUTH_TOKENS", crate::TOKEN)
+        .env("E2E_OPENAI_KEY", crate::OPENAI_KEY)
         .env("GATEWAY_HTTP_LISTEN", format!("127.0.0.1:{http_port}"))
         // The binary's "listening" line is an info log.
         .env("RUST_LOG", "info")

@@ -90,6 +90,8 @@ pub struct Harness {
     server: Option<tokio::task::JoinHandle<()>>,
     metrics_server: Option<tokio::task::JoinHandle<()>>,
     http_server: Option<tokio::task::JoinHandle<()>>,
+    /// Set by [`Harness::expect_rejections`].
+    rejections_expected: bool,
 }
 
 /// Config used by every harness: short retry delays so fault tests finish fast. The idle timeout (3 s) is long enough
@@ -146,6 +148,10 @@ impl Harness {
         let openai = FakeProvider::start().await.expect("fake openai");
         let anthropic = FakeProvider::start().await.expect("fake anthropic");
         let gemini = FakeProvider::start().await.expect("fake gemini");
+        // The keys the gateway's configuration gives each provider: a request with another is refused.
+        openai.require_api_key(OPENAI_KEY);
+        anthropic.require_api_key(ANTHROPIC_KEY);
+        gemini.require_api_key(GEMINI_KEY);
         let config = config_for(&openai, &anthropic, &gemini, server, extra)
             .unwrap_or_else(|e| panic!("config invalid: {e}"));
         let gateway = Gateway::new(config).expect("gateway");
@@ -193,6 +199,7 @@ impl Harness {
             server: Some(server),
             metrics_server: Some(metrics_server),
             http_server: Some(http_server),
+            rejections_expected: false,
         }
     }
 
@@ -273,6 +280,14 @@ impl Harness {
     }
 }
 
+impl Harness {
+    /// Lets the fakes refuse requests without failing the test: for a test whose point is a request a provider
+    /// refuses.
+    pub fn expect_rejections(&mut self) {
+        self.rejections_expected = true;
+    }
+}
+
 impl Drop for Harness {
     fn drop(&mut self) {
         if let Some(s) = self.server.take() {
@@ -283,6 +298,20 @@ impl Drop for Harness {
         }
         if let Some(s) = self.http_server.take() {
             s.abort();
+        }
+        // Every test checks what the fakes checked: a request a real provider would have refused fails it, unless
+        // the test said it sends one (and a test already failing is not failed twice).
+        if !self.rejections_expected && !std::thread::panicking() {
+            let refused: Vec<String> = [&self.openai, &self.anthropic, &self.gemini]
+                .iter()
+                .flat_map(|f| f.rejections())
+                .map(|r| r.to_string())
+                .collect();
+            assert!(
+                refused.is_empty(),
+                "a fake provider refused requests a real one would refuse:\n{}",
+                refused.join("\n")
+            );
         }
     }
 }

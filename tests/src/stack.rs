@@ -91,6 +91,8 @@ impl Stack {
         std::fs::write(&gw_config, &setup.gateway_toml).expect("gateway config");
         let mut gw_env = setup.gateway_env;
         gw_env.push(("GATEWAY_AUTH_TOKENS", setup.gateway_token.to_string()));
+        // The key the fake providers expect a request to carry, for configurations that name it.
+        gw_env.push(("E2E_OPENAI_KEY", crate::OPENAI_KEY.to_string()));
         let gw_ready = [&[GATEWAY_READY], setup.gateway_ready].concat();
         let gateway = spawn(gateway, &gw_config, &gw_env, &gw_ready).await;
 

@@ -256,7 +256,9 @@ async fn a_conversation_moving_across_four_protocols_passes_every_providers_vali
 /// adapter refuses `output_format` with tools for that reason, but passes provider options on as given).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_request_ends_the_step_with_the_providers_invalid_request_error() {
-    let h = Harness::start().await;
+    let mut h = Harness::start().await;
+    // The point: a request the provider refuses.
+    h.expect_rejections();
     h.gemini.validate_requests(Protocol::Gemini);
     h.gemini.push(Reply::fixture("gemini/text.sse"));
     let g = pb::Generation {

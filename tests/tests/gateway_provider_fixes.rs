@@ -89,7 +89,9 @@ fn foreign_history(model: &str) -> pb::Generation {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mistral_gets_nine_character_ids_that_pair_and_an_unflagged_model_shows_why() {
-    let h = Harness::start_with(MODELS).await;
+    let mut h = Harness::start_with(MODELS).await;
+    // The unflagged model's request is refused: what the test shows.
+    h.expect_rejections();
     h.openai.validate_requests(Protocol::MistralChat);
     h.openai.push(Reply::fixture("openai_chat/text.sse"));
 

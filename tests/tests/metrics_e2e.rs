@@ -196,7 +196,7 @@ async fn both_services_expose_their_metrics_after_a_tool_conversation() {
         StackSetup {
             label: "metrics",
             gateway_toml: format!(
-                "[server]\nlisten = \"127.0.0.1:0\"\nmetrics_listen = \"127.0.0.1:0\"\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\n",
+                "[server]\nlisten = \"127.0.0.1:0\"\nmetrics_listen = \"127.0.0.1:0\"\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\napi_key_env = \"E2E_OPENAI_KEY\"\n",
                 fake.base_url()
             ),
             gateway_token: TOKEN,

@@ -196,7 +196,7 @@ async fn start_gateway(port: u16, fake: &FakeProvider, dir: &std::path::Path) ->
     std::fs::write(
         &config,
         format!(
-            "[server]\nlisten = \"127.0.0.1:{port}\"\n[retry]\nmax_attempts = 2\nbase_delay_ms = 5\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\n",
+            "[server]\nlisten = \"127.0.0.1:{port}\"\n[retry]\nmax_attempts = 2\nbase_delay_ms = 5\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\napi_key_env = \"E2E_OPENAI_KEY\"\n",
             fake.base_url()
         ),
     )
@@ -204,6 +204,7 @@ async fn start_gateway(port: u16, fake: &FakeProvider, dir: &std::path::Path) ->
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_gateway_replica"));
     cmd.arg(&config)
         .env("GATEWAY_AUTH_TOKENS", TOKEN)
+        .env("E2E_OPENAI_KEY", e2e_tests::OPENAI_KEY)
         .env("RUST_LOG", "warn");
     e2e_tests::service::start(cmd, "llm-gateway listening on ")
         .await

@@ -54,7 +54,7 @@ async fn start_pair(otlp: &OtlpReceiver, fake: &FakeProvider) -> Pair {
         StackSetup {
             label: "trace",
             gateway_toml: format!(
-                "[server]\nlisten = \"127.0.0.1:0\"\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\n",
+                "[server]\nlisten = \"127.0.0.1:0\"\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\napi_key_env = \"E2E_OPENAI_KEY\"\n",
                 fake.base_url()
             ),
             gateway_token: TOKEN,

@@ -188,7 +188,7 @@ async fn start_gateway(
     std::fs::write(
         &config,
         format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[retry]\nbase_delay_ms = 5\nmax_delay_ms = 10\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\n",
+            "[server]\nlisten = \"127.0.0.1:0\"\n[retry]\nbase_delay_ms = 5\nmax_delay_ms = 10\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\napi_key_env = \"E2E_OPENAI_KEY\"\n",
             fake.base_url()
         ),
     )
@@ -196,6 +196,7 @@ async fn start_gateway(
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_gateway_replica"))
         .arg(&config)
         .env("GATEWAY_AUTH_TOKENS", TOKEN)
+        .env("E2E_OPENAI_KEY", e2e_tests::OPENAI_KEY)
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.endpoint())
         .env("OTEL_BSP_SCHEDULE_DELAY", "50")
         .env("RUST_LOG", "warn")
@@ -468,7 +469,7 @@ async fn the_http_front_door_parents_its_generation_on_the_callers_traceparent()
     let fake = FakeProvider::start().await.unwrap();
     fake.push(Reply::fixture("openai_chat/text.sse"));
     let config = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\n",
+        "[server]\nlisten = \"127.0.0.1:0\"\n[providers.openai]\nprotocol = \"openai_chat\"\nbase_url = \"{}/v1\"\napi_key_env = \"E2E_OPENAI_KEY\"\n",
         fake.base_url()
     );
     let door = e2e_tests::front_door::start(

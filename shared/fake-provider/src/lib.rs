@@ -96,6 +96,12 @@ pub(crate) struct State {
     validators: Mutex<Vec<Protocol>>,
     /// Requests validation refused, for the test to print.
     rejections: Mutex<Vec<Rejection>>,
+    /// Why this fake checks nothing ([`FakeProvider::skip_validation`]); `None`: it checks every request.
+    unvalidated: Mutex<Option<String>>,
+    /// The API key requests must carry ([`FakeProvider::require_api_key`]).
+    api_key: Mutex<Option<String>>,
+    /// Numbers the request ids of the replies.
+    request_ids: std::sync::atomic::AtomicU64,
     /// Tokens a bearer header must carry ([`FakeProvider::require_google_token`]).
     google: Mutex<Option<GoogleTokens>>,
     /// The Azure OpenAI resource this fake is ([`FakeProvider::serve_azure`]).
@@ -148,6 +154,12 @@ impl State {
         });
     }
 
+    /// A fresh request id for a reply's headers.
+    pub(crate) fn next_request_id(&self) -> u64 {
+        self.request_ids
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub(crate) fn next_reply(&self) -> Reply {
         if let Some(reply) = lock(&self.queue).pop_front() {
             return reply;
@@ -173,6 +185,9 @@ impl FakeProvider {
             keep_log: std::sync::atomic::AtomicBool::new(true),
             validators: Mutex::new(Vec::new()),
             rejections: Mutex::new(Vec::new()),
+            unvalidated: Mutex::new(None),
+            api_key: Mutex::new(None),
+            request_ids: std::sync::atomic::AtomicU64::new(1),
             google: Mutex::new(None),
             azure: Mutex::new(None),
         });

@@ -48,6 +48,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Nobody reads the log of a standalone server, and a benchmark sends it
     // enough requests to make it the largest thing in memory.
     provider.keep_request_log(false);
+    // The demo's provider has no key to check, and a benchmark's fake must cost nothing per request: this server
+    // stands in for a provider; the tests' fakes are the ones that check requests.
+    provider.skip_validation("a standalone demo or benchmark provider");
     provider.set_fallback(match args.scenario {
         Scenario::Demo => scenario::demo(),
         Scenario::Paced => scenario::paced(args.chunks, Duration::from_millis(args.interval_ms)),

@@ -198,6 +198,56 @@ impl Reply {
         Reply::with_body(Body::Dynamic(Arc::new(f)))
     }
 
+    /// This reply with the headers `protocol`'s API sends on every answer (its request id and rate-limit state), the
+    /// ones the script set kept: what clients read to pace themselves, and what the gateway relays.
+    pub(crate) fn with_api_headers(mut self, protocol: crate::Protocol, id: u64) -> Reply {
+        use crate::Protocol as P;
+        let headers: Vec<(&str, String)> = match protocol {
+            P::OpenaiChat
+            | P::OpenaiResponses
+            | P::AzureChat
+            | P::AzureResponses
+            | P::MistralChat
+            | P::DeepseekChat => vec![
+                ("x-request-id", format!("req_fake{id:08}")),
+                ("openai-processing-ms", "42".into()),
+                ("x-ratelimit-limit-requests", "10000".into()),
+                ("x-ratelimit-remaining-requests", "9999".into()),
+                ("x-ratelimit-reset-requests", "6ms".into()),
+                ("x-ratelimit-limit-tokens", "30000000".into()),
+                ("x-ratelimit-remaining-tokens", "29999000".into()),
+                ("x-ratelimit-reset-tokens", "2ms".into()),
+            ],
+            P::Anthropic => vec![
+                ("request-id", format!("req_fake{id:08}")),
+                ("anthropic-ratelimit-requests-limit", "4000".into()),
+                ("anthropic-ratelimit-requests-remaining", "3999".into()),
+                (
+                    "anthropic-ratelimit-requests-reset",
+                    "2026-01-01T00:00:01Z".into(),
+                ),
+                ("anthropic-ratelimit-tokens-limit", "2000000".into()),
+                ("anthropic-ratelimit-tokens-remaining", "1999000".into()),
+                (
+                    "anthropic-ratelimit-tokens-reset",
+                    "2026-01-01T00:00:01Z".into(),
+                ),
+            ],
+            P::Bedrock => vec![("x-amzn-requestid", format!("fake-{id:08}"))],
+            P::Gemini | P::VertexGemini | P::VertexAnthropic => Vec::new(),
+        };
+        for (name, value) in headers {
+            if !self
+                .headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case(name))
+            {
+                self.headers.push((name.to_string(), value));
+            }
+        }
+        self
+    }
+
     /// Runs `fn_reply` closures until a concrete reply comes out.
     pub(crate) fn resolve(self, req: &Recorded) -> Reply {
         let mut current = self;

@@ -70,6 +70,7 @@ async fn post_chat(base: &str, path: &str, body: &Value) -> String {
     let resp = reqwest::Client::new()
         .post(format!("{base}{path}"))
         .header("content-type", "application/json")
+        .header("authorization", "Bearer sk-test")
         .body(body.to_string())
         .send()
         .await
@@ -85,7 +86,7 @@ async fn demo_scenario_runs_a_two_turn_tool_loop() {
     fp.set_fallback(scenario::demo());
     let user = json!({"role": "user", "content": "What time is it?"});
     let tools = json!([{"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}]);
-    let first_req = json!({"model": "demo-1", "stream": true, "messages": [user], "tools": tools});
+    let first_req = json!({"model": "demo-1", "stream": true, "stream_options": {"include_usage": true}, "messages": [user], "tools": tools});
 
     let first = decode(&post_chat(&fp.base_url(), "/v1/chat/completions", &first_req).await);
     assert_eq!(first.text, scenario::DEMO_PREAMBLE);
@@ -100,7 +101,7 @@ async fn demo_scenario_runs_a_two_turn_tool_loop() {
     assert!(first.done);
 
     let call_id = first.tool_id.unwrap();
-    let second_req = json!({"model": "demo-1", "stream": true, "tools": tools, "messages": [
+    let second_req = json!({"model": "demo-1", "stream": true, "stream_options": {"include_usage": true}, "tools": tools, "messages": [
         user,
         {"role": "assistant", "content": null, "tool_calls": [{
             "id": call_id, "type": "function",
@@ -132,7 +133,7 @@ async fn demo_scenario_calls_only_a_tool_it_was_offered() {
             "was offered the tools lookup.",
         ),
     ] {
-        let req = json!({"model": "demo-1", "stream": true, "messages": [user], "tools": tools});
+        let req = json!({"model": "demo-1", "stream": true, "stream_options": {"include_usage": true}, "messages": [user], "tools": tools});
         let reply = decode(&post_chat(&fp.base_url(), "/v1/chat/completions", &req).await);
         assert!(
             reply.tool_name.is_none(),

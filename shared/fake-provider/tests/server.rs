@@ -18,6 +18,15 @@ fn fixture_bytes(path: &str) -> Vec<u8> {
     std::fs::read(format!("{}/fixtures/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap()
 }
 
+/// A fake for the tests of the wire (bytes, pacing, faults), which send bodies no API would take.
+async fn wire_fake() -> FakeProvider {
+    let fp = FakeProvider::start().await.unwrap();
+    fp.skip_validation(
+        "these tests are of the wire: replayed bytes, pacing and faults, not request rules",
+    );
+    fp
+}
+
 async fn get(fp: &FakeProvider, path: &str) -> RawClient {
     let mut c = RawClient::connect(fp.addr()).await;
     c.send("POST", path, &[("content-type", "application/json")], b"{}")
@@ -27,7 +36,7 @@ async fn get(fp: &FakeProvider, path: &str) -> RawClient {
 
 #[tokio::test]
 async fn fixture_is_replayed_byte_exactly_one_chunk_per_event() {
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     fp.push(Reply::fixture("selftest/openai-text.sse"));
     let mut c = get(&fp, "/v1/chat/completions").await;
     let head = c.read_head().await.unwrap();
@@ -44,7 +53,7 @@ async fn fixture_is_replayed_byte_exactly_one_chunk_per_event() {
 
 #[tokio::test]
 async fn crlf_fixture_with_trailing_bare_json_keeps_every_byte() {
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     fp.push(Reply::fixture("selftest/gemini-crlf-trailing-error.sse"));
     let mut c = get(&fp, "/v1beta/models/g:streamGenerateContent?alt=sse").await;
     c.read_head().await.unwrap();
@@ -60,7 +69,7 @@ async fn crlf_fixture_with_trailing_bare_json_keeps_every_byte() {
 
 #[tokio::test]
 async fn reqwest_reads_the_fixture_unchanged() {
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     fp.push(Reply::fixture("selftest/anthropic-text.sse"));
     let resp = reqwest::Client::new()
         .post(format!("{}/v1/messages", fp.base_url()))
@@ -76,7 +85,7 @@ async fn reqwest_reads_the_fixture_unchanged() {
 #[tokio::test]
 async fn pacing_keeps_order_and_gaps() {
     let gap = Duration::from_millis(40);
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     fp.push(Reply::sse("data: 1\n\ndata: 2\n\ndata: 3\n\n").pace(gap));
     let mut c = get(&fp, "/").await;
     c.read_head().await.unwrap();
@@ -102,7 +111,7 @@ async fn pacing_keeps_order_and_gaps() {
 #[tokio::test]
 async fn split_every_writes_small_chunks() {
     let body = "data: {\"a\":1}\n\ndata: [DONE]\n\n";
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     fp.push(Reply::sse(body).split_every(5));
     let mut c = get(&fp, "/").await;
     c.read_head().await.unwrap();
@@ -117,7 +126,7 @@ async fn split_every_writes_small_chunks() {
 
 #[tokio::test]
 async fn crlf_rewrites_line_endings_idempotently() {
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     fp.push(Reply::sse("data: 1\n\ndata: 2\n\n").crlf());
     fp.push(Reply::sse("data: 1\r\n\r\ndata: 2\r\n\r\n").crlf());
     for _ in 0..2 {
@@ -136,7 +145,7 @@ async fn crlf_rewrites_line_endings_idempotently() {
 
 #[tokio::test]
 async fn reset_after_is_a_connection_reset_for_the_client() {
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     fp.push(
         Reply::sse("data: 1\n\ndata: 2\n\ndata: 3\n\n")
             .pace(Duration::from_millis(20))
@@ -158,7 +167,7 @@ async fn reset_after_is_a_connection_reset_for_the_client() {
 
 #[tokio::test]
 async fn reset_after_surfaces_as_an_error_in_reqwest() {
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     fp.push(Reply::sse("data: 1\n\ndata: 2\n\n").reset_after(1));
     let mut resp = reqwest::Client::new()
         .post(fp.base_url())
@@ -182,7 +191,7 @@ async fn reset_after_surfaces_as_an_error_in_reqwest() {
 
 #[tokio::test]
 async fn json_reset_after_zero_sends_no_response() {
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     fp.push(Reply::json(200, "{}").reset_after(0));
     let mut c = get(&fp, "/").await;
     let err = c.read_head().await.unwrap_err();
@@ -191,7 +200,7 @@ async fn json_reset_after_zero_sends_no_response() {
 
 #[tokio::test]
 async fn stall_then_client_drop_is_noticed_quickly() {
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     fp.push(Reply::sse("data: 1\n\ndata: 2\n\n").stall_after(1));
     let mut c = get(&fp, "/").await;
     c.read_head().await.unwrap();
@@ -213,7 +222,7 @@ async fn stall_then_client_drop_is_noticed_quickly() {
 
 #[tokio::test]
 async fn client_drop_between_paced_events_is_noticed() {
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     fp.push(Reply::sse("data: 1\n\ndata: 2\n\n").pace(Duration::from_secs(30)));
     let mut c = get(&fp, "/").await;
     c.read_head().await.unwrap();
@@ -229,7 +238,7 @@ async fn client_drop_between_paced_events_is_noticed() {
 async fn json_reply_status_headers_and_body() {
     let body =
         "{\n  \"error\": {\n    \"message\": \"slow down\",\n    \"type\": \"tokens\"\n  }\n}";
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     fp.push(
         Reply::json(429, body)
             .header("retry-after-ms", "1500")
@@ -251,7 +260,7 @@ async fn json_reply_status_headers_and_body() {
 
 #[tokio::test]
 async fn requests_are_recorded_and_replies_taken_in_order() {
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     fp.push(Reply::json(200, r#"{"n":1}"#));
     fp.push(Reply::json(201, r#"{"n":2}"#));
     let client = reqwest::Client::new();
@@ -291,7 +300,7 @@ async fn requests_are_recorded_and_replies_taken_in_order() {
 
 #[tokio::test]
 async fn set_fallback_replaces_the_default() {
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     fp.set_fallback(Reply::json(503, r#"{"error":"overloaded"}"#));
     let resp = reqwest::get(fp.base_url()).await.unwrap();
     assert_eq!(resp.status(), 503);
@@ -299,7 +308,7 @@ async fn set_fallback_replaces_the_default() {
 
 #[tokio::test]
 async fn fn_reply_decides_per_request() {
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     fp.set_fallback(
         Reply::fn_reply(|req| {
             let who = req.json()["who"].as_str().unwrap_or("nobody").to_owned();
@@ -322,7 +331,7 @@ async fn fn_reply_decides_per_request() {
 
 #[tokio::test]
 async fn keep_alive_serves_several_requests_and_tracks_their_close() {
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     fp.push(Reply::sse("data: a\n\n"));
     fp.push(Reply::json(200, "{}"));
     let mut c = RawClient::connect(fp.addr()).await;
@@ -345,7 +354,7 @@ async fn keep_alive_serves_several_requests_and_tracks_their_close() {
 
 #[tokio::test]
 async fn connection_close_is_honoured() {
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     fp.push(Reply::json(200, "{}"));
     let mut c = RawClient::connect(fp.addr()).await;
     c.send("GET", "/", &[("connection", "close")], b"").await;
@@ -364,7 +373,7 @@ async fn connection_close_is_honoured() {
 
 #[tokio::test]
 async fn chunked_request_bodies_are_refused() {
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     let mut c = RawClient::connect(fp.addr()).await;
     c.send("POST", "/", &[("transfer-encoding", "chunked")], b"")
         .await;
@@ -374,7 +383,7 @@ async fn chunked_request_bodies_are_refused() {
 
 #[tokio::test]
 async fn shutdown_closes_stalled_connections() {
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     fp.push(Reply::sse("data: 1\n\n").stall_after(0));
     let mut c = get(&fp, "/").await;
     c.read_head().await.unwrap();
@@ -386,7 +395,7 @@ async fn shutdown_closes_stalled_connections() {
 
 #[tokio::test]
 async fn delay_holds_back_the_whole_reply() {
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     fp.push(Reply::json(200, "{}").delay(Duration::from_millis(80)));
     let mut c = get(&fp, "/").await;
     let sent = Instant::now();
@@ -412,7 +421,7 @@ async fn every_sse_fixture_round_trips() {
     let mut files = Vec::new();
     walk(&root, &mut files);
     assert!(!files.is_empty());
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     for file in &files {
         let rel = file.strip_prefix(&root).unwrap().to_str().unwrap();
         fp.push(Reply::fixture(rel));
@@ -425,7 +434,7 @@ async fn every_sse_fixture_round_trips() {
 
 #[tokio::test]
 async fn json_fixture_serves_the_file() {
-    let fp = FakeProvider::start().await.unwrap();
+    let fp = wire_fake().await;
     fp.push(Reply::json_fixture(503, "selftest/openai-text.sse"));
     let resp = reqwest::get(fp.base_url()).await.unwrap();
     assert_eq!(resp.status(), 503);

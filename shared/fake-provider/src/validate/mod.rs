@@ -20,6 +20,7 @@
 mod anthropic;
 pub(crate) mod azure;
 pub mod bedrock;
+mod envelope;
 mod gemini;
 mod openai;
 #[cfg(test)]
@@ -66,6 +67,26 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// The protocols a fake checks a request by when it was told none, most specific path first: a request is
+    /// checked by the first that serves its path ([`Protocol::for_path`]).
+    const BY_PATH: [Protocol; 9] = [
+        Protocol::Bedrock,
+        Protocol::VertexAnthropic,
+        Protocol::VertexGemini,
+        Protocol::AzureChat,
+        Protocol::AzureResponses,
+        Protocol::Gemini,
+        Protocol::Anthropic,
+        Protocol::OpenaiResponses,
+        Protocol::OpenaiChat,
+    ];
+
+    /// The protocol whose API a request to `path` is for, if any (compatible servers' own rules, Mistral's and
+    /// DeepSeek's, only when a test names them).
+    pub fn for_path(path: &str) -> Option<Protocol> {
+        Self::BY_PATH.into_iter().find(|p| p.serves(path))
+    }
+
     /// Whether a request to `path` is one this protocol serves.
     fn serves(self, path: &str) -> bool {
         let path = path.split('?').next().unwrap_or("");
@@ -114,17 +135,31 @@ impl Rejection {
     pub fn body(&self) -> String {
         match self.protocol {
             Protocol::Bedrock => json!({"message": self.message}).to_string(),
-            Protocol::Anthropic | Protocol::VertexAnthropic => json!({
-                "type": "error",
-                "error": {"type": "invalid_request_error", "message": self.message},
-                "request_id": "req_fake_provider_validation",
-            })
-            .to_string(),
+            Protocol::Anthropic | Protocol::VertexAnthropic => {
+                let kind = match self.status {
+                    401 => "authentication_error",
+                    403 => "permission_error",
+                    _ => "invalid_request_error",
+                };
+                json!({
+                    "type": "error",
+                    "error": {"type": kind, "message": self.message},
+                    "request_id": "req_fake_provider_validation",
+                })
+                .to_string()
+            }
             // Google pretty-prints its errors with two spaces.
-            Protocol::Gemini | Protocol::VertexGemini => serde_json::to_string_pretty(&json!({
-                "error": {"code": self.status, "message": self.message, "status": "INVALID_ARGUMENT"}
-            }))
-            .unwrap_or_default(),
+            Protocol::Gemini | Protocol::VertexGemini => {
+                let status = match self.status {
+                    401 => "UNAUTHENTICATED",
+                    403 => "PERMISSION_DENIED",
+                    _ => "INVALID_ARGUMENT",
+                };
+                serde_json::to_string_pretty(&json!({
+                    "error": {"code": self.status, "message": self.message, "status": status}
+                }))
+                .unwrap_or_default()
+            }
             Protocol::MistralChat => json!({
                 "object": "error",
                 "message": self.message,
@@ -140,17 +175,15 @@ impl Rejection {
             | Protocol::DeepseekChat
             | Protocol::OpenaiResponses
             | Protocol::AzureChat
-            | Protocol::AzureResponses => {
-                serde_json::to_string_pretty(&json!({
-                    "error": {
-                        "message": self.message,
-                        "type": "invalid_request_error",
-                        "param": self.param,
-                        "code": self.code,
-                    }
-                }))
-                .unwrap_or_default()
-            }
+            | Protocol::AzureResponses => serde_json::to_string_pretty(&json!({
+                "error": {
+                    "message": self.message,
+                    "type": "invalid_request_error",
+                    "param": self.param,
+                    "code": self.code,
+                }
+            }))
+            .unwrap_or_default(),
         }
     }
 
@@ -207,6 +240,11 @@ pub(crate) type Check = Result<(), Fail>;
 /// Checks a request against `protocol`'s rules: the path (a request this
 /// protocol does not serve is a 404), the JSON body, then the rules.
 pub fn check(protocol: Protocol, req: &Recorded) -> Result<(), Rejection> {
+    check_keyed(protocol, req, None)
+}
+
+/// [`check`], with the API key the request must carry when `key` is set (any non-empty one otherwise).
+pub fn check_keyed(protocol: Protocol, req: &Recorded, key: Option<&str>) -> Result<(), Rejection> {
     if !protocol.serves(&req.path) {
         return Err(Rejection {
             protocol,
@@ -222,6 +260,13 @@ pub fn check(protocol: Protocol, req: &Recorded) -> Result<(), Rejection> {
         message: format!("We could not parse the JSON body of your request: {e}"),
         param: None,
         code: None,
+    })?;
+    envelope::check(protocol, req, key, &body).map_err(|(status, f)| Rejection {
+        protocol,
+        status,
+        message: f.message,
+        param: f.param,
+        code: f.code.map(String::from),
     })?;
     if protocol == Protocol::Bedrock {
         return bedrock::check(req, &body).map_err(|f| {
@@ -303,6 +348,18 @@ impl FakeProvider {
     pub fn rejections(&self) -> Vec<Rejection> {
         lock(&self.handle.state.rejections).clone()
     }
+
+    /// Turns off the checking every fake does by default (each request by the rules of the API its path is for),
+    /// for a test that must send what a provider would refuse; `reason` says why, for whoever reads the test.
+    pub fn skip_validation(&self, reason: &str) {
+        *lock(&self.handle.state.unvalidated) = Some(reason.to_string());
+    }
+
+    /// The API key every request must carry (by default any non-empty one): a wrong one is answered with the
+    /// provider's authentication error.
+    pub fn require_api_key(&self, key: &str) {
+        *lock(&self.handle.state.api_key) = Some(key.to_string());
+    }
 }
 
 impl State {
@@ -324,19 +381,26 @@ impl State {
             return reply;
         }
         let protocols = lock(&self.validators).clone();
-        if !protocols.is_empty() {
-            let verdict = match protocols.iter().find(|p| p.serves(&req.path)) {
-                Some(p) => check(*p, req),
-                // No protocol serves the path: the first one's 404 says so.
-                None => check(protocols[0], req),
-            };
-            if let Err(rejection) = verdict {
-                let reply = rejection.reply();
-                lock(&self.rejections).push(rejection);
-                return reply;
-            }
+        let key = lock(&self.api_key).clone();
+        let unvalidated = lock(&self.unvalidated).is_some();
+        let protocol = match protocols.iter().find(|p| p.serves(&req.path)) {
+            Some(p) => Some(*p),
+            // Told protocols, none of which serves the path: the first one's 404 says so.
+            None if !protocols.is_empty() => Some(protocols[0]),
+            None => Protocol::for_path(&req.path),
+        };
+        if let Some(protocol) = protocol.filter(|_| !unvalidated)
+            && let Err(rejection) = check_keyed(protocol, req, key.as_deref())
+        {
+            let reply = rejection.reply();
+            lock(&self.rejections).push(rejection);
+            return reply;
         }
-        self.next_reply().resolve(req)
+        let reply = self.next_reply().resolve(req);
+        match protocol {
+            Some(p) => reply.with_api_headers(p, self.next_request_id()),
+            None => reply,
+        }
     }
 }
 
