@@ -70,7 +70,8 @@ pub struct Capabilities {
     pub reasoning: bool,
     /// Accepts images.
     pub vision: bool,
-    /// Supports JSON Schema output.
+    /// Supports JSON Schema output. On the Anthropic protocols it marks the models with structured outputs, which
+    /// the adapter uses for JSON Schema output and strict tools and refuses both without.
     pub json_schema: bool,
     /// Accepts `temperature`.
     pub temperature: bool,

@@ -19,6 +19,7 @@ pub(crate) mod encoding;
 #[cfg(test)]
 mod event_kit;
 pub mod eventstream;
+pub(crate) mod features;
 mod framing;
 #[cfg(test)]
 mod framing_tests;

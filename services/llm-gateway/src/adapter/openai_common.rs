@@ -44,9 +44,11 @@ pub(crate) fn call_arguments(i: usize, j: usize, c: &pb::ToolCallPart) -> Result
 }
 
 /// Tool `i` as a function tool: `function` (what the protocol puts first) with its name, description and
-/// parameters. Its schema is lowered to strict mode with `strict: true` when the model opts into strict schemas
-/// (`strict`) and the schema can be lowered ([`strict::lower`]); otherwise it goes as written, with `strict: false`
-/// only when the protocol needs it said (`explicit`).
+/// parameters. A tool the caller marked strict goes with its schema as written and `strict: true`, whatever the
+/// model's capabilities: the caller vouches for the schema, and one strict mode refuses is the provider's to refuse,
+/// never sent loose. Otherwise its schema is lowered to strict mode with `strict: true` when the model opts into
+/// strict schemas (`strict`) and the schema can be lowered ([`strict::lower`]); else it goes as written, with
+/// `strict: false` only when the protocol needs it said (`explicit`).
 pub(crate) fn function_tool(
     i: usize,
     tool: &pb::Tool,
@@ -61,6 +63,11 @@ pub(crate) fn function_tool(
             "description".into(),
             Value::String(tool.description.clone()),
         );
+    }
+    if tool.strict {
+        function.insert("parameters".into(), parameters);
+        function.insert("strict".into(), Value::Bool(true));
+        return Ok(function);
     }
     match strict.then(|| strict::lower(&parameters)).flatten() {
         Some(lowered) => {
@@ -122,9 +129,10 @@ fn tool_parameters(i: usize, tool: &pb::Tool) -> Result<Value, BuildError> {
 }
 
 /// The JSON Schema output the generation asks for, if any: its name (`output` when unnamed), the schema, and
-/// whether it goes in strict mode. Strict only when the model opts into strict schemas (`strict`) and the schema can
-/// be lowered ([`strict::lower`]): strict mode requires every property in `required` and
-/// `additionalProperties: false`, which callers' schemas rarely satisfy as written.
+/// whether it goes in strict mode. Strict with the schema as written when the caller asks for it
+/// (`OutputFormat.strict`, as for tools in [`function_tool`]); else strict only when the model opts into strict
+/// schemas (`strict`) and the schema can be lowered ([`strict::lower`]): strict mode requires every property in
+/// `required` and `additionalProperties: false`, which callers' schemas rarely satisfy as written.
 pub(crate) fn json_schema_output(
     g: &pb::Generation,
     strict: bool,
@@ -146,6 +154,9 @@ pub(crate) fn json_schema_output(
     } else {
         of.name.as_str()
     };
+    if of.strict {
+        return Ok(Some((name, schema, true)));
+    }
     Ok(Some(
         match strict.then(|| strict::lower(&schema)).flatten() {
             Some(lowered) => (name, lowered, true),

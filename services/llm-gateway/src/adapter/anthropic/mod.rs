@@ -9,6 +9,7 @@
 
 mod decode;
 mod request;
+mod schema;
 mod whole;
 
 pub use decode::AnthropicDecoder;

@@ -21,7 +21,9 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::schema;
 use crate::adapter::encoding::{LEADING_USER_TEXT, base64, media_type, object_schema, tool_input};
+use crate::adapter::features::{self, Output};
 use crate::adapter::turns::{self, Role};
 use crate::adapter::{BuildError, Protocol, Target, ids, options, pb};
 use crate::catalog::{Capabilities, ModelInfo};
@@ -69,8 +71,8 @@ pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, Bui
     let model = target.model;
     let caps = model.capabilities;
 
-    refuse_json_schema(g)?;
-    let mut tools = tools(g)?;
+    let output_config = output_config(g, &caps)?;
+    let mut tools = tools(g, &caps)?;
     let choice = tool_choice(g)?;
     let mut system: Vec<Block> = g
         .system
@@ -99,6 +101,16 @@ pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, Bui
             "no message has any content to send",
         ));
     }
+    if output_config.is_some() && turns.last().is_some_and(|t| t.role == Role::Assistant) {
+        // The API refuses JSON output that would continue a prefilled assistant turn.
+        return Err(BuildError::new(
+            format!(
+                "generation.messages[{}]",
+                g.messages.len().saturating_sub(1)
+            ),
+            "Anthropic's JSON output cannot continue an assistant turn (prefill); end with a user turn",
+        ));
+    }
 
     if caps.prompt_cache {
         place_cache_markers(&mut tools, &mut system, &mut turns);
@@ -123,6 +135,9 @@ pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, Bui
             json!({"type": "enabled", "budget_tokens": b}),
         );
     }
+    if let Some(config) = output_config {
+        body.insert("output_config".into(), config);
+    }
     sampling(g, &caps, budget.is_some(), &mut body);
     body.insert("stream".into(), Value::Bool(true));
 
@@ -130,19 +145,29 @@ pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, Bui
     Ok(Value::Object(body))
 }
 
-/// The Messages API has no native JSON Schema output; the processor asks for structured output through a forced
-/// tool instead, which works on every provider.
-fn refuse_json_schema(g: &pb::Generation) -> Result<(), BuildError> {
-    if g.output_format
-        .as_ref()
-        .is_some_and(|f| f.r#type() == pb::output_format::Type::JsonSchema)
-    {
+/// `output_config` for JSON Schema output: Anthropic's structured outputs (`format: {type: json_schema, schema}`,
+/// generally available, no beta header), on models whose catalog entry has the `json_schema` capability; the schema's
+/// objects closed ([`schema::closed`]). Anthropic has no JSON mode without a schema, so JSON-object output is
+/// refused.
+fn output_config(g: &pb::Generation, caps: &Capabilities) -> Result<Option<Value>, BuildError> {
+    features::refuse_json_object(g, "Anthropic")?;
+    let Output::JsonSchema(format) = features::output(g) else {
+        return Ok(None);
+    };
+    if !caps.json_schema {
         return Err(BuildError::new(
-            "generation.output_format",
-            "json_schema output is not supported on the Anthropic protocol; use a tool",
+            features::OUTPUT_TYPE,
+            "this model has no structured outputs (catalog capability `json_schema`); ask for the answer through \
+             a tool instead",
         ));
     }
-    Ok(())
+    const FIELD: &str = "generation.output_format.schema_json";
+    let root: Value = serde_json::from_str(&format.schema_json)
+        .map_err(|e| BuildError::new(FIELD, format!("not valid JSON: {e}")))?;
+    let schema = schema::closed(root, FIELD)?;
+    Ok(Some(
+        json!({"format": {"type": "json_schema", "schema": schema}}),
+    ))
 }
 
 fn messages_value(turns: Vec<Turn>) -> Value {
@@ -358,18 +383,33 @@ fn image_block(
     Ok(b)
 }
 
-fn tools(g: &pb::Generation) -> Result<Vec<Block>, BuildError> {
+/// The tool definitions. A tool the caller marked strict goes with `strict: true` (Anthropic's strict tool use, part
+/// of the structured outputs the `json_schema` capability says the model has), its schema's objects closed.
+fn tools(g: &pb::Generation, caps: &Capabilities) -> Result<Vec<Block>, BuildError> {
     g.tools
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let schema = object_schema(t, i)?;
+            let mut schema = object_schema(t, i)?;
+            if t.strict {
+                if !caps.json_schema {
+                    return Err(BuildError::new(
+                        features::strict_field(i),
+                        "this model has no strict tool use (catalog capability `json_schema`)",
+                    ));
+                }
+                schema =
+                    schema::closed(schema, &format!("generation.tools[{i}].input_schema_json"))?;
+            }
             let mut b = Block::new();
             b.insert("name".into(), Value::from(t.name.as_str()));
             if !t.description.is_empty() {
                 b.insert("description".into(), Value::from(t.description.as_str()));
             }
             b.insert("input_schema".into(), schema);
+            if t.strict {
+                b.insert("strict".into(), Value::Bool(true));
+            }
             Ok(b)
         })
         .collect()
@@ -383,16 +423,22 @@ struct Choice {
     forces_tool: bool,
 }
 
+/// `tool_choice`, with `disable_parallel_tool_use: true` when the caller wants one call per step (then `auto` is
+/// said even where it is the default, since the flag needs a choice to ride on).
 fn tool_choice(g: &pb::Generation) -> Result<Choice, BuildError> {
     use turns::ToolChoice;
-    let (value, forces_tool) = match turns::tool_choice(g)? {
+    let one_call = features::one_call_per_step(g);
+    let (mut value, forces_tool) = match turns::tool_choice(g)? {
         // The API's default is `auto`; sending nothing keeps the body minimal.
-        ToolChoice::Default => (None, false),
-        ToolChoice::Auto => (Some(json!({"type": "auto"})), false),
+        ToolChoice::Default if !one_call => (None, false),
+        ToolChoice::Default | ToolChoice::Auto => (Some(json!({"type": "auto"})), false),
         ToolChoice::None => (Some(json!({"type": "none"})), false),
         ToolChoice::Required => (Some(json!({"type": "any"})), true),
         ToolChoice::Tool(name) => (Some(json!({"type": "tool", "name": name})), true),
     };
+    if one_call && let Some(Value::Object(choice)) = value.as_mut() {
+        choice.insert("disable_parallel_tool_use".into(), Value::Bool(true));
+    }
     Ok(Choice { value, forces_tool })
 }
 
@@ -554,7 +600,8 @@ fn place_cache_markers(tools: &mut [Block], system: &mut [Block], turns: &mut [T
 }
 
 /// Merges `provider_options_json["anthropic"]` into the body, top-level keys replacing the gateway's (so a caller
-/// can set `metadata`, `thinking: {"type": "adaptive"}`, `max_tokens`, …), except the fields the gateway owns.
+/// can set `metadata`, `thinking: {"type": "adaptive"}`, `max_tokens`, …), except the fields the gateway owns;
+/// `output_config` is merged key by key, so an `effort` there keeps the gateway's `format`.
 fn merge_provider_options(
     g: &pb::Generation,
     body: &mut Map<String, Value>,
@@ -564,7 +611,7 @@ fn merge_provider_options(
         Protocol::Anthropic,
         &RESERVED_FIELDS,
     )? {
-        body.extend(options);
+        options::merge(body, options, &["output_config"]);
     }
     Ok(())
 }
@@ -573,3 +620,8 @@ fn merge_provider_options(
 #[allow(clippy::unwrap_used)]
 #[path = "request_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+#[path = "request_features_tests.rs"]
+mod features_tests;

@@ -17,6 +17,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::adapter::encoding::{LEADING_USER_TEXT, base64, media_type, object_schema, tool_input};
+use crate::adapter::features::{self, Output};
 use crate::adapter::turns::{self, Role};
 use crate::adapter::{BuildError, Protocol, Target, anthropic, ids, options, pb};
 use crate::catalog::ModelInfo;
@@ -51,15 +52,16 @@ struct ReplayMeta {
 /// Builds the Converse body for `g` on `target`.
 pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, BuildError> {
     let model = target.model;
-    if g.output_format
-        .as_ref()
-        .is_some_and(|f| f.r#type() == pb::output_format::Type::JsonSchema)
-    {
+    features::refuse_json_object(g, "Bedrock Converse")?;
+    if matches!(features::output(g), Output::JsonSchema(_)) {
         return Err(BuildError::new(
             "generation.output_format",
             "json_schema output is not supported on the Bedrock protocol; use a tool",
         ));
     }
+    // Converse has no field for it, and Claude's `disable_parallel_tool_use` lives inside the `tool_choice` that
+    // Converse writes itself from `toolChoice`: passing it through `additionalModelRequestFields` is undocumented.
+    features::refuse_one_call_per_step(g, "Bedrock Converse")?;
     let (mut tools, choice) = tool_config(g)?;
     let forced = choice.as_ref().is_some_and(|c| c.get("auto").is_none());
     let budget = thinking_budget(g, model).filter(|_| !forced);
@@ -318,6 +320,11 @@ fn tool_config(g: &pb::Generation) -> Result<(Vec<Value>, Option<Value>), BuildE
             spec.insert("description".into(), Value::from(t.description.as_str()));
         }
         spec.insert("inputSchema".into(), json!({"json": schema}));
+        // Bedrock's structured outputs: the call's input constrained to the schema, on the models that have them
+        // (the others answer with a ValidationException, relayed as INVALID_ARGUMENT).
+        if t.strict {
+            spec.insert("strict".into(), Value::Bool(true));
+        }
         tools.push(json!({"toolSpec": spec}));
     }
     let choice = match turns::tool_choice(g)? {
@@ -402,18 +409,7 @@ fn merge_provider_options(
     else {
         return Ok(());
     };
-    for (key, value) in options {
-        match (body.get_mut(&key), value) {
-            (Some(Value::Object(have)), Value::Object(add))
-                if key == "additionalModelRequestFields" =>
-            {
-                have.extend(add);
-            }
-            (_, value) => {
-                body.insert(key, value);
-            }
-        }
-    }
+    options::merge(body, options, &["additionalModelRequestFields"]);
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //! body.
 
 use super::schema;
+use crate::adapter::features::{self, Output};
 use crate::adapter::{BuildError, Protocol, options, pb};
 use crate::catalog::ModelInfo;
 use serde_json::{Map, Value, json};
@@ -21,12 +22,14 @@ pub(super) const RESERVED: [&str; 7] = [
 /// Most stop sequences Gemini accepts.
 pub(super) const MAX_STOP_SEQUENCES: usize = 5;
 
-/// Thinking budgets for an effort without an explicit budget, before clamping to the model family's range.
-pub(super) const EFFORT_BUDGETS: [(pb::reasoning::Effort, u32); 4] = [
+/// Thinking budgets for an effort without an explicit budget, before clamping to the model family's range. Xhigh,
+/// which Gemini has no level for, asks for the largest budget any family takes, so each gets its highest.
+pub(super) const EFFORT_BUDGETS: [(pb::reasoning::Effort, u32); 5] = [
     (pb::reasoning::Effort::Minimal, 512),
     (pb::reasoning::Effort::Low, 1024),
     (pb::reasoning::Effort::Medium, 8192),
     (pb::reasoning::Effort::High, 24_576),
+    (pb::reasoning::Effort::Xhigh, 32_768),
 ];
 
 /// Model families whose request rules differ, told apart by the model name.
@@ -128,9 +131,10 @@ pub(super) fn generation_config(
         }
     }
 
-    if let Some(of) = &g.output_format
-        && of.r#type() == pb::output_format::Type::JsonSchema
-    {
+    // JSON output: any JSON object (`application/json` alone), or JSON matching a schema, which Gemini always
+    // constrains the output to (a caller's `strict` asks for nothing more).
+    let output = features::output(g);
+    if output != Output::Text {
         if !g.tools.is_empty() && family != Family::Gemini3 {
             return Err(BuildError::new(
                 "generation.output_format",
@@ -138,10 +142,12 @@ pub(super) fn generation_config(
                  output through a forced tool instead",
             ));
         }
+        c.insert("responseMimeType".into(), Value::from("application/json"));
+    }
+    if let Output::JsonSchema(of) = output {
         const FIELD: &str = "generation.output_format.schema_json";
         let root: Value = serde_json::from_str(&of.schema_json)
             .map_err(|e| BuildError::new(FIELD, format!("not valid JSON: {e}")))?;
-        c.insert("responseMimeType".into(), Value::from("application/json"));
         c.insert("responseSchema".into(), schema::lower(&root, FIELD)?);
     }
 

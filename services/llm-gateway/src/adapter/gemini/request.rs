@@ -25,6 +25,7 @@ use serde_json::{Map, Value, json};
 
 use super::{ReplayMetadata, SKIP_THOUGHT_SIGNATURE, schema};
 use crate::adapter::encoding::{LEADING_USER_TEXT, base64, media_type};
+use crate::adapter::features;
 use crate::adapter::turns::{self, Role};
 use crate::adapter::{BuildError, HttpRequest, Protocol, Target, pb};
 use crate::catalog::ModelInfo;
@@ -481,10 +482,29 @@ fn tools(tools: &[pb::Tool]) -> Result<Value, BuildError> {
     Ok(json!([{ "functionDeclarations": declarations }]))
 }
 
+/// Whether the request needs function calling mode `VALIDATED`: a tool the caller marked strict, on a choice that
+/// leaves the model free to answer in text (the default or AUTO). `VALIDATED` is AUTO with every call constrained
+/// to its schema; `ANY` (a required or named tool) is constrained already, and NONE makes no call. Returns the
+/// first strict tool, for a refusal to name.
+pub(crate) fn validated_mode(g: &pb::Generation) -> Result<Option<usize>, BuildError> {
+    use turns::ToolChoice;
+    let free = matches!(
+        turns::tool_choice(g)?,
+        ToolChoice::Default | ToolChoice::Auto
+    );
+    Ok(features::first_strict_tool(g).filter(|_| free))
+}
+
 /// `toolConfig`, `None` for Gemini's default (AUTO). Validated even without tools, so a bad choice is reported
-/// whatever else the request holds.
+/// whatever else the request holds. Gemini has no switch for one call per step, so that is refused.
 fn tool_config(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
     use turns::ToolChoice;
+    features::refuse_one_call_per_step(g, "Gemini")?;
+    if validated_mode(g)?.is_some() {
+        return Ok(Some(
+            json!({ "functionCallingConfig": { "mode": "VALIDATED" } }),
+        ));
+    }
     let config = match turns::tool_choice(g)? {
         ToolChoice::Default => return Ok(None),
         ToolChoice::Auto => json!({ "mode": "AUTO" }),

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value, json};
 
 use super::super::encoding::OpenAiFile;
+use super::super::features::{self, Output};
 use super::super::{BuildError, HttpRequest, Protocol, Target, ids, options, pb};
 use crate::adapter::openai_common::{
     call_arguments, function_tool, json_schema_output, part_field, tool_choice_with, tool_results,
@@ -59,6 +60,9 @@ pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, B
         // OpenAI rejects `tool_choice` without `tools`, so it only goes out alongside them.
         if let Some(choice) = choice {
             body.insert("tool_choice".into(), choice);
+        }
+        if features::one_call_per_step(g) {
+            body.insert("parallel_tool_calls".into(), Value::Bool(false));
         }
     }
 
@@ -354,8 +358,11 @@ fn tool_choice(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
     )
 }
 
-/// `response_format` for JSON Schema output ([`json_schema_output`]).
+/// `response_format` for JSON-object output, or for JSON Schema output ([`json_schema_output`]).
 fn response_format(g: &pb::Generation, strict: bool) -> Result<Option<Value>, BuildError> {
+    if features::output(g) == Output::JsonObject {
+        return Ok(Some(json!({ "type": "json_object" })));
+    }
     Ok(
         json_schema_output(g, strict)?.map(|(name, schema, strict)| {
             json!({

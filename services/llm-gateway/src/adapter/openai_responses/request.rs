@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 
 use super::ReasoningMetadata;
 use crate::adapter::encoding::OpenAiFile;
+use crate::adapter::features::{self, Output};
 use crate::adapter::{BuildError, HttpRequest, Protocol, Target, options, pb};
 use crate::catalog::ModelInfo;
 
@@ -56,6 +57,9 @@ pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, B
         // OpenAI rejects `tool_choice` without `tools`, so it only goes out alongside them.
         if let Some(choice) = choice {
             body.insert("tool_choice".into(), choice);
+        }
+        if features::one_call_per_step(g) {
+            body.insert("parallel_tool_calls".into(), Value::Bool(false));
         }
     }
 
@@ -289,8 +293,11 @@ fn tool_choice(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
     tool_choice_with(g, |name| json!({ "type": "function", "name": name }))
 }
 
-/// `text.format` for JSON Schema output ([`json_schema_output`]).
+/// `text.format` for JSON-object output, or for JSON Schema output ([`json_schema_output`]).
 fn text_format(g: &pb::Generation, strict: bool) -> Result<Option<Value>, BuildError> {
+    if features::output(g) == Output::JsonObject {
+        return Ok(Some(json!({ "type": "json_object" })));
+    }
     Ok(json_schema_output(g, strict)?.map(|(name, schema, strict)| {
         json!({ "type": "json_schema", "name": name, "schema": schema, "strict": strict })
     }))
