@@ -20,6 +20,8 @@
 mod anthropic;
 pub(crate) mod azure;
 pub mod bedrock;
+#[cfg(test)]
+mod features_tests;
 mod gemini;
 mod openai;
 #[cfg(test)]
