@@ -25,6 +25,8 @@ mod framing;
 mod framing_tests;
 pub mod fuzzing;
 pub mod gemini;
+#[cfg(test)]
+mod golden;
 pub mod ids;
 pub mod invariants;
 mod json_scan;

@@ -68,6 +68,14 @@ struct ReplayMeta {
 
 /// Builds the `/v1/messages` body for `g` on `target`.
 pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, BuildError> {
+    let built = build_body(g, target);
+    #[cfg(test)]
+    crate::adapter::golden::record(Protocol::Anthropic, g, target.model, built.as_ref());
+    built
+}
+
+/// What the function above builds, which it records for the golden tests (`adapter/golden.rs`).
+fn build_body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, BuildError> {
     let model = target.model;
     let caps = model.capabilities;
 

@@ -51,6 +51,14 @@ struct ReplayMeta {
 
 /// Builds the Converse body for `g` on `target`.
 pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, BuildError> {
+    let built = build_body(g, target);
+    #[cfg(test)]
+    crate::adapter::golden::record(Protocol::Bedrock, g, target.model, built.as_ref());
+    built
+}
+
+/// What the function above builds, which it records for the golden tests (`adapter/golden.rs`).
+fn build_body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, BuildError> {
     let model = target.model;
     features::refuse_json_object(g, "Bedrock Converse")?;
     if matches!(features::output(g), Output::JsonSchema(_)) {

@@ -37,6 +37,14 @@ use super::generation_config::*;
 
 /// Builds the HTTP request for `g` on `t`.
 pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
+    let built = build_request(g, t);
+    #[cfg(test)]
+    crate::adapter::golden::record_request(Protocol::Gemini, g, t, &built);
+    built
+}
+
+/// What the function above builds, which it records for the golden tests (`adapter/golden.rs`).
+fn build_request(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
     let model = t.model;
     let name = model.name.as_str();
     // The name goes into the URL path: anything but a plain model name could walk to another endpoint.

@@ -48,6 +48,14 @@ const REJECTED_BY_REASONING_MODELS: [&str; 7] = [
 
 /// Builds the HTTP request for `g` on `t` (see the module docs of [`super`] for the fixes applied).
 pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
+    let built = build_request(g, t);
+    #[cfg(test)]
+    crate::adapter::golden::record_request(Protocol::OpenaiChat, g, t, &built);
+    built
+}
+
+/// What the function above builds, which it records for the golden tests (`adapter/golden.rs`).
+fn build_request(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
     let caps = &t.model.capabilities;
     let mut body = Map::new();
     body.insert("model".into(), Value::String(t.model.name.clone()));
