@@ -1,7 +1,9 @@
 //! What the two OpenAI request builders (Chat Completions and Responses) write the same way: the bearer header,
-//! the field a misplaced part is named by, a tool's parameter schema, and the answers to a tool turn's calls.
+//! the field a misplaced part is named by, a function tool and its parameter schema, the tool choice, and the
+//! answers to a tool turn's calls.
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Value, json};
 
 use super::{BuildError, pb, strict};
 use pb::part::Kind;
@@ -43,53 +45,58 @@ pub(crate) fn call_arguments(i: usize, j: usize, c: &pb::ToolCallPart) -> Result
     Ok(c.input_json.as_str())
 }
 
-/// Tool `i` as a function tool: `function` (what the protocol puts first) with its name, description and
-/// parameters. A tool the caller marked strict goes with its schema as written and `strict: true`, whatever the
-/// model's capabilities: the caller vouches for the schema, and one strict mode refuses is the provider's to refuse,
-/// never sent loose. Otherwise its schema is lowered to strict mode with `strict: true` when the model opts into
-/// strict schemas (`strict`) and the schema can be lowered ([`strict::lower`]); else it goes as written, with
-/// `strict: false` only when the protocol needs it said (`explicit`).
+/// A function tool as both protocols describe it: Chat Completions nests it under `function`, Responses writes its
+/// fields beside `type`.
+#[derive(Serialize)]
+pub(crate) struct Function<'a> {
+    pub(crate) name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) description: Option<&'a str>,
+    pub(crate) parameters: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) strict: Option<bool>,
+}
+
+/// Tool `i` as a function tool with its name, description and parameters. A tool the caller marked strict goes with
+/// its schema as written and `strict: true`, whatever the model's capabilities: the caller vouches for the schema,
+/// and one strict mode refuses is the provider's to refuse, never sent loose. Otherwise its schema is lowered to
+/// strict mode with `strict: true` when the model opts into strict schemas (`strict`) and the schema can be lowered
+/// ([`strict::lower`]); else it goes as written, with `strict: false` only when the protocol needs it said
+/// (`explicit`).
 pub(crate) fn function_tool(
     i: usize,
     tool: &pb::Tool,
     strict: bool,
     explicit: bool,
-    mut function: Map<String, Value>,
-) -> Result<Map<String, Value>, BuildError> {
+) -> Result<Function<'_>, BuildError> {
     let parameters = tool_parameters(i, tool)?;
-    function.insert("name".into(), Value::String(tool.name.clone()));
-    if !tool.description.is_empty() {
-        function.insert(
-            "description".into(),
-            Value::String(tool.description.clone()),
-        );
-    }
-    if tool.strict {
-        function.insert("parameters".into(), parameters);
-        function.insert("strict".into(), Value::Bool(true));
-        return Ok(function);
-    }
-    match strict.then(|| strict::lower(&parameters)).flatten() {
-        Some(lowered) => {
-            function.insert("parameters".into(), lowered);
-            function.insert("strict".into(), Value::Bool(true));
+    let description = (!tool.description.is_empty()).then_some(tool.description.as_str());
+    let (parameters, strict) = if tool.strict {
+        (parameters, Some(true))
+    } else {
+        match strict.then(|| strict::lower(&parameters)).flatten() {
+            Some(lowered) => (lowered, Some(true)),
+            None => (parameters, explicit.then_some(false)),
         }
-        None => {
-            function.insert("parameters".into(), parameters);
-            if explicit {
-                function.insert("strict".into(), Value::Bool(false));
-            }
-        }
-    }
-    Ok(function)
+    };
+    Ok(Function {
+        name: &tool.name,
+        description,
+        parameters,
+        strict,
+    })
 }
 
-/// The `tool_choice` value, `None` for the provider default (auto); `named` writes the choice of one tool, which
-/// must be among the generation's tools.
-pub(crate) fn tool_choice_with(
-    g: &pb::Generation,
-    named: impl FnOnce(&str) -> Value,
-) -> Result<Option<Value>, BuildError> {
+/// The caller's tool choice, before each protocol writes it.
+pub(crate) enum Choice<'a> {
+    /// `auto`, `none` or `required`.
+    Mode(&'static str),
+    /// This tool, one of the generation's.
+    Named(&'a str),
+}
+
+/// The tool choice, `None` for the provider default (auto); a named tool must be among the generation's tools.
+pub(crate) fn tool_choice(g: &pb::Generation) -> Result<Option<Choice<'_>>, BuildError> {
     use pb::tool_choice::Mode;
 
     let Some(tc) = &g.tool_choice else {
@@ -97,9 +104,9 @@ pub(crate) fn tool_choice_with(
     };
     Ok(match Mode::try_from(tc.mode).unwrap_or(Mode::Unspecified) {
         Mode::Unspecified => None,
-        Mode::Auto => Some(Value::String("auto".into())),
-        Mode::None => Some(Value::String("none".into())),
-        Mode::Required => Some(Value::String("required".into())),
+        Mode::Auto => Some(Choice::Mode("auto")),
+        Mode::None => Some(Choice::Mode("none")),
+        Mode::Required => Some(Choice::Mode("required")),
         Mode::Tool => {
             const FIELD: &str = "generation.tool_choice.tool_name";
             if tc.tool_name.is_empty() {
@@ -111,7 +118,7 @@ pub(crate) fn tool_choice_with(
                     format!("no tool named {:?} in generation.tools", tc.tool_name),
                 ));
             }
-            Some(named(&tc.tool_name))
+            Some(Choice::Named(&tc.tool_name))
         }
     })
 }
@@ -189,11 +196,11 @@ fn parse_object_schema(field: impl Fn() -> String, text: &str) -> Result<Value, 
 /// One item per tool result of tool message `i`, in order, as `item` writes it. A failed tool's output goes as is
 /// (the model reads the error text), and an empty output is still sent: OpenAI requires an answer for every call of
 /// the previous assistant turn. Empty text parts are dropped; any other part is refused.
-pub(crate) fn tool_results(
+pub(crate) fn tool_results<'a, T>(
     i: usize,
-    m: &pb::Message,
-    out: &mut Vec<Value>,
-    item: impl Fn(&pb::ToolResultPart) -> Value,
+    m: &'a pb::Message,
+    out: &mut Vec<T>,
+    item: impl Fn(&'a pb::ToolResultPart) -> T,
 ) -> Result<(), BuildError> {
     for (j, part) in m.parts.iter().enumerate() {
         match &part.kind {

@@ -21,7 +21,15 @@ fn with_choice(mode: pb::tool_choice::Mode, tool_name: &str) -> pb::Generation {
 fn each_tool_choice_mode_has_its_value_and_a_named_tool_must_exist() {
     use pb::tool_choice::Mode;
 
-    let named = |name: &str| json!({ "name": name });
+    // What a protocol would write for each choice.
+    let written = |g: &pb::Generation| {
+        tool_choice(g).map(|c| {
+            c.map(|c| match c {
+                Choice::Mode(mode) => json!(mode),
+                Choice::Named(name) => json!({ "name": name }),
+            })
+        })
+    };
     for (mode, want) in [
         (Mode::Auto, Some(json!("auto"))),
         (Mode::None, Some(json!("none"))),
@@ -30,12 +38,12 @@ fn each_tool_choice_mode_has_its_value_and_a_named_tool_must_exist() {
         (Mode::Tool, Some(json!({ "name": "get_weather" }))),
     ] {
         let g = with_choice(mode, "get_weather");
-        assert_eq!(tool_choice_with(&g, named).unwrap(), want, "{mode:?}");
+        assert_eq!(written(&g).unwrap(), want, "{mode:?}");
     }
     let g = pb::Generation::default();
-    assert_eq!(tool_choice_with(&g, named).unwrap(), None);
+    assert_eq!(written(&g).unwrap(), None);
     for name in ["", "get_time"] {
-        let e = tool_choice_with(&with_choice(Mode::Tool, name), named).unwrap_err();
+        let e = written(&with_choice(Mode::Tool, name)).unwrap_err();
         assert_eq!(e.field, "generation.tool_choice.tool_name", "{name:?}");
     }
 }

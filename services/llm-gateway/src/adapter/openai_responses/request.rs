@@ -18,8 +18,9 @@ use crate::adapter::features::{self, Output};
 use crate::adapter::{BuildError, HttpRequest, Protocol, Target, options, pb};
 use crate::catalog::ModelInfo;
 
+use crate::adapter::encoding::json_object;
 use crate::adapter::openai_common::{
-    call_arguments, function_tool, json_schema_output, tool_choice_with, tool_results, wrong_part,
+    Choice, call_arguments, function_tool, json_schema_output, tool_results, wrong_part,
 };
 use pb::part::Kind;
 
@@ -289,16 +290,20 @@ fn tools(tools: &[pb::Tool], strict: bool) -> Result<Value, BuildError> {
     for (i, tool) in tools.iter().enumerate() {
         let mut function = Map::new();
         function.insert("type".into(), Value::from("function"));
-        out.push(Value::Object(function_tool(
-            i, tool, strict, true, function,
-        )?));
+        function.extend(json_object(&function_tool(i, tool, strict, true)?)?);
+        out.push(Value::Object(function));
     }
     Ok(Value::Array(out))
 }
 
 /// The `tool_choice` value ([`tool_choice_with`]); a named tool is flat, like the tools themselves.
 fn tool_choice(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
-    tool_choice_with(g, |name| json!({ "type": "function", "name": name }))
+    Ok(
+        crate::adapter::openai_common::tool_choice(g)?.map(|c| match c {
+            Choice::Mode(mode) => Value::from(mode),
+            Choice::Named(name) => json!({ "type": "function", "name": name }),
+        }),
+    )
 }
 
 /// `text.format` for JSON-object output, or for JSON Schema output ([`json_schema_output`]).
