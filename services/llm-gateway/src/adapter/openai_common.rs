@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{BuildError, pb, strict};
+use super::{BuildError, features, pb, strict};
 use pb::part::Kind;
 
 /// `Authorization: Bearer {key}`, or no header at all for an empty key: local servers (Ollama, vLLM) run without
@@ -87,12 +87,109 @@ pub(crate) fn function_tool(
     })
 }
 
+/// `tools`, `tool_choice` and `parallel_tool_calls`, which both protocols write alike: a function tool as `T`, a
+/// named choice as `C`.
+#[derive(Serialize)]
+pub(crate) struct ToolFields<T, C> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<OfFunction<T>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ToolChoice<C>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+}
+
+/// The tool fields of `g`: every tool as a function tool ([`function_tool`], `strict` and `explicit` as there)
+/// written by `tool`, the choice ([`tool_choice`]) with a named tool written by `named`, and
+/// `parallel_tool_calls: false` for one call per step. OpenAI rejects `tool_choice` and `parallel_tool_calls`
+/// without `tools`, so they only go out alongside them; the choice is validated even without tools, so a bad one is
+/// reported whatever else the request holds.
+pub(crate) fn tool_fields<'a, T, C>(
+    g: &'a pb::Generation,
+    strict: bool,
+    explicit: bool,
+    tool: impl Fn(Function<'a>) -> T,
+    named: impl FnOnce(Named<'a>) -> C,
+) -> Result<ToolFields<T, C>, BuildError> {
+    let choice = tool_choice(g)?;
+    if g.tools.is_empty() {
+        return Ok(ToolFields {
+            tools: None,
+            tool_choice: None,
+            parallel_tool_calls: None,
+        });
+    }
+    let tools = g
+        .tools
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            Ok(OfFunction::new(tool(function_tool(
+                i, t, strict, explicit,
+            )?)))
+        })
+        .collect::<Result<_, BuildError>>()?;
+    Ok(ToolFields {
+        tools: Some(tools),
+        tool_choice: choice.map(|c| c.wire(named)),
+        parallel_tool_calls: features::one_call_per_step(g).then_some(false),
+    })
+}
+
+/// `{"type": "function", …}`: a function tool, or the choice of one, with the fields of `F` beside `type`.
+#[derive(Serialize)]
+struct OfFunction<F> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(flatten)]
+    function: F,
+}
+
+impl<F> OfFunction<F> {
+    fn new(function: F) -> Self {
+        OfFunction {
+            kind: "function",
+            function,
+        }
+    }
+}
+
+/// Chat Completions' nesting: the function's fields under `function`.
+#[derive(Serialize)]
+pub(crate) struct Nested<F> {
+    pub(crate) function: F,
+}
+
+/// A function by name, as a tool choice names it.
+#[derive(Serialize)]
+pub(crate) struct Named<'a> {
+    name: &'a str,
+}
+
+/// `tool_choice` as both protocols write it: a mode, or one function (named as `F` writes it).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ToolChoice<F> {
+    Mode(&'static str),
+    Function(OfFunction<F>),
+}
+
 /// The caller's tool choice, before each protocol writes it.
 pub(crate) enum Choice<'a> {
     /// `auto`, `none` or `required`.
     Mode(&'static str),
     /// This tool, one of the generation's.
     Named(&'a str),
+}
+
+impl<'a> Choice<'a> {
+    /// The choice on the wire, a named tool written by `named`.
+    fn wire<F>(self, named: impl FnOnce(Named<'a>) -> F) -> ToolChoice<F> {
+        match self {
+            Choice::Mode(mode) => ToolChoice::Mode(mode),
+            Choice::Named(name) => ToolChoice::Function(OfFunction::new(named(Named { name }))),
+        }
+    }
 }
 
 /// The tool choice, `None` for the provider default (auto); a named tool must be among the generation's tools.

@@ -8,12 +8,11 @@ use super::super::encoding::{OpenAiFile, json_object};
 use super::super::features::{self, Output};
 use super::super::{BuildError, HttpRequest, Protocol, Target, ids, options, pb};
 use super::request_wire::{
-    Assistant, CalledFunction, ChatRequest, File, ImageUrl, JsonSchema, Message, Named, Part,
-    ResponseFormat, Sampling, StreamOptions, Tool, ToolCall, ToolChoice,
+    Assistant, CalledFunction, ChatRequest, File, ImageUrl, JsonSchema, Message, Part,
+    ResponseFormat, Sampling, StreamOptions, ToolCall,
 };
 use crate::adapter::openai_common::{
-    Choice, call_arguments, function_tool, json_schema_output, part_field, tool_choice,
-    tool_results, wrong_part,
+    Nested, call_arguments, json_schema_output, part_field, tool_fields, tool_results, wrong_part,
 };
 use crate::catalog::{Capabilities, ModelInfo, ReasoningReplay, ToolCallIds};
 use pb::part::Kind;
@@ -31,6 +30,11 @@ const OWNED_KEYS: [&str; 6] = [
     "tools",
     "tool_choice",
 ];
+
+/// Chat Completions nests a function's fields under `function`, in `tools` and in a named `tool_choice` alike.
+fn nested<F>(function: F) -> Nested<F> {
+    Nested { function }
+}
 
 /// Separates the caller's text parts in one user message when they are sent as a single string: they are separate
 /// pieces (a pasted document and a question, say) that must not run into each other.
@@ -61,18 +65,10 @@ pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, B
 /// What the function above builds, which it records for the golden tests (`adapter/golden.rs`).
 fn build_request(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
     let caps = &t.model.capabilities;
-    // Validated even without tools, so a bad tool choice is reported whatever else the request holds.
-    let choice = tool_choice(g)?;
-    // OpenAI rejects `tool_choice` and `parallel_tool_calls` without `tools`, so they only go out alongside them.
-    let with_tools = !g.tools.is_empty();
     let request = ChatRequest {
         model: &t.model.name,
         messages: messages(g, t.model)?,
-        tools: with_tools
-            .then(|| tools(&g.tools, caps.strict_schemas))
-            .transpose()?,
-        tool_choice: choice.filter(|_| with_tools).map(wire_choice),
-        parallel_tool_calls: (features::one_call_per_step(g)).then_some(false),
+        tools: tool_fields(g, caps.strict_schemas, false, nested, nested)?,
         response_format: response_format(g, caps.strict_schemas)?,
         sampling: sampling(g, t),
         stream: true,
@@ -340,31 +336,6 @@ fn tool_messages<'a>(
         tool_call_id: call_id(&r.call_id, caps),
         content: &r.output,
     })
-}
-
-/// The `tools` array, each a `function` object ([`function_tool`]).
-fn tools(tools: &[pb::Tool], strict: bool) -> Result<Vec<Tool<'_>>, BuildError> {
-    tools
-        .iter()
-        .enumerate()
-        .map(|(i, tool)| {
-            Ok(Tool {
-                kind: "function",
-                function: function_tool(i, tool, strict, false)?,
-            })
-        })
-        .collect()
-}
-
-/// The `tool_choice` value: a mode, or `{"type": "function", "function": {"name": …}}`.
-fn wire_choice(choice: Choice<'_>) -> ToolChoice<'_> {
-    match choice {
-        Choice::Mode(mode) => ToolChoice::Mode(mode),
-        Choice::Named(name) => ToolChoice::Function {
-            kind: "function",
-            function: Named { name },
-        },
-    }
 }
 
 /// `response_format` for JSON-object output, or for JSON Schema output ([`json_schema_output`]).

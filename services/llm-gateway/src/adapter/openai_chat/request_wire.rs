@@ -7,19 +7,16 @@ use std::borrow::Cow;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::adapter::openai_common::Function;
+use crate::adapter::openai_common::{Function, Named, Nested, ToolFields};
 
 /// `POST /chat/completions`.
 #[derive(Serialize)]
 pub(super) struct ChatRequest<'a> {
     pub(super) model: &'a str,
     pub(super) messages: Vec<Message<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) tools: Option<Vec<Tool<'a>>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) tool_choice: Option<ToolChoice<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) parallel_tool_calls: Option<bool>,
+    /// Function tools and the choice nest the function's fields under `function`.
+    #[serde(flatten)]
+    pub(super) tools: ToolFields<Nested<Function<'a>>, Nested<Named<'a>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) response_format: Option<ResponseFormat<'a>>,
     #[serde(flatten)]
@@ -130,32 +127,6 @@ pub(super) struct ToolCall<'a> {
 pub(super) struct CalledFunction<'a> {
     pub(super) name: &'a str,
     pub(super) arguments: &'a str,
-}
-
-/// One `tools[]` entry.
-#[derive(Serialize)]
-pub(super) struct Tool<'a> {
-    #[serde(rename = "type")]
-    pub(super) kind: &'static str,
-    pub(super) function: Function<'a>,
-}
-
-/// `tool_choice`: a mode, or one named function.
-#[derive(Serialize)]
-#[serde(untagged)]
-pub(super) enum ToolChoice<'a> {
-    Mode(&'static str),
-    Function {
-        #[serde(rename = "type")]
-        kind: &'static str,
-        function: Named<'a>,
-    },
-}
-
-/// A function by name.
-#[derive(Serialize)]
-pub(super) struct Named<'a> {
-    pub(super) name: &'a str,
 }
 
 /// `response_format`.
