@@ -28,9 +28,9 @@ pub(crate) struct Turn<B> {
 /// The messages of `g` as turns: `block` translates one part (`None` drops it) given the message's role, the part
 /// and the part's field path for errors; a part with no content is dropped like empty text. Messages left without
 /// blocks are skipped and consecutive turns of one role merged.
-pub(crate) fn merged<B>(
-    g: &pb::Generation,
-    mut block: impl FnMut(pb::Role, &Kind, &str) -> Result<Option<B>, BuildError>,
+pub(crate) fn merged<'a, B>(
+    g: &'a pb::Generation,
+    mut block: impl FnMut(pb::Role, &'a Kind, &str) -> Result<Option<B>, BuildError>,
 ) -> Result<Vec<Turn<B>>, BuildError> {
     let mut turns: Vec<Turn<B>> = Vec::new();
     for (i, m) in g.messages.iter().enumerate() {

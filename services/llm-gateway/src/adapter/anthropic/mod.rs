@@ -9,6 +9,7 @@
 
 mod decode;
 mod request;
+mod request_wire;
 mod schema;
 mod whole;
 

@@ -378,7 +378,7 @@ fn inference_config(
         additional.insert("top_k".into(), Value::from(k));
     }
     if !s.stop_sequences.is_empty() {
-        config.insert("stopSequences".into(), Value::Array(s.stop_sequences));
+        config.insert("stopSequences".into(), json!(s.stop_sequences));
     }
     Value::Object(config)
 }
