@@ -20,7 +20,7 @@
 
 use std::borrow::Cow;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::request_wire::{
@@ -148,10 +148,7 @@ fn build_body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, BuildErr
             budget_tokens,
         }),
         output_config,
-        temperature: sampling.temperature,
-        top_p: sampling.top_p,
-        top_k: sampling.top_k,
-        stop_sequences: (!sampling.stop_sequences.is_empty()).then_some(sampling.stop_sequences),
+        sampling,
         stream: true,
     };
     let mut body = json_object(&request)?;
@@ -509,12 +506,17 @@ pub(crate) fn token_plan(
     )
 }
 
-/// The sampling parameters Claude accepts, on the Messages API and through Bedrock's Converse alike.
-#[derive(Default)]
+/// The sampling parameters Claude accepts, on the Messages API and through Bedrock's Converse alike; serialised as
+/// the Messages API names them, each only when set.
+#[derive(Default, Serialize)]
 pub(crate) struct ClaudeSampling<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) top_k: Option<u32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) stop_sequences: Vec<&'a str>,
 }
 

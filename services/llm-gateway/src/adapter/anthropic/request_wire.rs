@@ -7,6 +7,8 @@ use std::borrow::Cow;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::request::ClaudeSampling;
+
 /// `POST /v1/messages`.
 #[derive(Serialize)]
 pub(super) struct MessagesRequest<'a> {
@@ -23,14 +25,8 @@ pub(super) struct MessagesRequest<'a> {
     pub(super) thinking: Option<Thinking>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) output_config: Option<OutputConfig>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) temperature: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) top_p: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) top_k: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) stop_sequences: Option<Vec<&'a str>>,
+    #[serde(flatten)]
+    pub(super) sampling: ClaudeSampling<'a>,
     pub(super) stream: bool,
 }
 

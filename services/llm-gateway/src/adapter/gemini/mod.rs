@@ -36,6 +36,7 @@ mod request;
 mod request_features_tests;
 #[cfg(test)]
 mod request_tests;
+mod request_wire;
 mod schema;
 #[cfg(test)]
 mod schema_tests;
