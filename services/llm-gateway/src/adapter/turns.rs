@@ -18,6 +18,16 @@ pub(crate) enum Role {
     Assistant,
 }
 
+impl Role {
+    /// The role's name on the Messages and Converse APIs (Gemini calls the assistant `model`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
 /// One turn, its blocks in the protocol's own type.
 #[derive(Debug)]
 pub(crate) struct Turn<B> {
@@ -116,14 +126,6 @@ pub(crate) fn trim_prefill<B>(
     }
     if last.blocks.is_empty() {
         turns.pop();
-    }
-}
-
-/// The string in a JSON block's field, for [`trim_prefill`] on the protocols whose blocks are JSON objects.
-pub(crate) fn string(field: Option<&mut serde_json::Value>) -> Option<&mut String> {
-    match field {
-        Some(serde_json::Value::String(text)) => Some(text),
-        _ => None,
     }
 }
 

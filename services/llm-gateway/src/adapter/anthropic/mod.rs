@@ -15,6 +15,7 @@ mod whole;
 
 pub use decode::AnthropicDecoder;
 pub(crate) use request::{ClaudeSampling, thinking_budget, token_plan};
+pub(crate) use request_wire::Thinking;
 
 use super::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
 

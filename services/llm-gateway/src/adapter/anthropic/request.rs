@@ -143,10 +143,7 @@ fn build_body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, BuildErr
         messages: turns.into_iter().map(message).collect(),
         tools: with_tools.then_some(tools),
         tool_choice: choice.value.filter(|_| with_tools),
-        thinking: budget.map(|budget_tokens| Thinking {
-            kind: "enabled",
-            budget_tokens,
-        }),
+        thinking: budget.map(Thinking::enabled),
         output_config,
         sampling,
         stream: true,
@@ -189,10 +186,7 @@ fn output_config(
 /// One turn of `messages`.
 fn message(t: Turn<'_>) -> Message<'_> {
     Message {
-        role: match t.role {
-            Role::User => "user",
-            Role::Assistant => "assistant",
-        },
+        role: t.role.name(),
         content: t.blocks,
     }
 }

@@ -133,12 +133,22 @@ pub(super) struct ToolChoice<'a> {
     pub(super) disable_parallel_tool_use: Option<bool>,
 }
 
-/// `thinking: {"type": "enabled", "budget_tokens": …}`.
+/// `thinking: {"type": "enabled", "budget_tokens": …}` (also what Bedrock passes to Claude).
 #[derive(Serialize)]
-pub(super) struct Thinking {
+pub(crate) struct Thinking {
     #[serde(rename = "type")]
-    pub(super) kind: &'static str,
-    pub(super) budget_tokens: u64,
+    kind: &'static str,
+    budget_tokens: u64,
+}
+
+impl Thinking {
+    /// Thinking on, with this budget.
+    pub(crate) fn enabled(budget_tokens: u64) -> Self {
+        Thinking {
+            kind: "enabled",
+            budget_tokens,
+        }
+    }
 }
 
 /// `output_config`: the JSON Schema the answer must match.
