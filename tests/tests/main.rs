@@ -20,6 +20,7 @@ mod gateway_limits;
 mod gateway_model_names;
 mod gateway_ops;
 mod gateway_provider_fixes;
+mod gateway_request_features;
 mod gateway_responses;
 mod gateway_scenarios;
 mod gateway_sighup;

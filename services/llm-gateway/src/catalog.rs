@@ -61,6 +61,7 @@ impl ModelInfo {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(deny_unknown_fields, default)]
 pub struct Capabilities {
     /// Accepts tools.
@@ -70,7 +71,8 @@ pub struct Capabilities {
     pub reasoning: bool,
     /// Accepts images.
     pub vision: bool,
-    /// Supports JSON Schema output.
+    /// Supports JSON Schema output. On the Anthropic protocols it marks the models with structured outputs, which
+    /// the adapter uses for JSON Schema output and strict tools and refuses both without.
     pub json_schema: bool,
     /// Accepts `temperature`.
     pub temperature: bool,
@@ -114,6 +116,7 @@ impl Default for Capabilities {
 /// Which tool-call id rule an OpenAI-compatible server enforces (docs/providers.md §6.2). Ids are rewritten
 /// deterministically to it, on the calls and on the results that answer them, so they stay paired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(rename_all = "snake_case")]
 pub enum ToolCallIds {
     /// The protocol's own rule (OpenAI Chat: at most 40 characters).
@@ -126,6 +129,7 @@ pub enum ToolCallIds {
 /// Where an OpenAI Chat server reads replayed reasoning (docs/providers.md §6.3). Reasoning is replayed only to
 /// the model that produced it; from any other model it is dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(rename_all = "snake_case")]
 pub enum ReasoningReplay {
     /// Never sent back: OpenAI, DeepSeek R1 (which rejects it) and servers that ignore it.

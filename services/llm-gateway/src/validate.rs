@@ -378,6 +378,19 @@ fn choices(g: &pb::Generation) -> Result<(), Status> {
                 "must be a JSON object (a JSON Schema)",
             ));
         }
+        // Nothing the caller sends is ignored: a schema or `strict` that the asked-for output cannot use is refused.
+        if ty == pb::output_format::Type::JsonObject && !f.schema_json.is_empty() {
+            return Err(invalid(
+                "generation.output_format.schema_json",
+                "JSON_OBJECT output takes no schema; ask for TYPE_JSON_SCHEMA to send one",
+            ));
+        }
+        if f.strict && ty != pb::output_format::Type::JsonSchema {
+            return Err(invalid(
+                "generation.output_format.strict",
+                "only JSON_SCHEMA output can be strict",
+            ));
+        }
     }
     if let Some(r) = &g.reasoning
         && pb::reasoning::Effort::try_from(r.effort).is_err()

@@ -200,6 +200,40 @@ fn out_of_range_enums_are_refused_by_field() {
 }
 
 #[test]
+fn an_output_format_field_its_type_cannot_use_is_refused() {
+    use pb::output_format::Type;
+    let format = |ty: Type, schema: &str, strict: bool| {
+        let mut g = base();
+        g.output_format = Some(pb::OutputFormat {
+            r#type: ty.into(),
+            schema_json: schema.into(),
+            strict,
+            ..Default::default()
+        });
+        g
+    };
+    assert_invalid(
+        &format(Type::JsonObject, r#"{"type":"object"}"#, false),
+        "generation.output_format.schema_json",
+    );
+    assert_invalid(
+        &format(Type::JsonObject, "", true),
+        "generation.output_format.strict",
+    );
+    assert_invalid(
+        &format(Type::Text, "", true),
+        "generation.output_format.strict",
+    );
+    let limits = Limits::default();
+    for g in [
+        format(Type::JsonObject, "", false),
+        format(Type::JsonSchema, r#"{"type":"object"}"#, true),
+    ] {
+        assert!(validate(Some(&g), &limits).is_ok());
+    }
+}
+
+#[test]
 fn duplicate_tool_call_ids_are_refused() {
     let mut g = base();
     g.tools.push(tool("get_weather"));

@@ -200,6 +200,25 @@ pub(crate) fn object_schema(t: &pb::Tool, i: usize) -> Result<serde_json::Value,
     Ok(schema)
 }
 
+/// A typed request body as the JSON object the transport sends and provider options merge into. Its fields keep
+/// their declaration order (`serde_json`'s `preserve_order`), which is the order on the wire.
+pub(crate) fn json_object<T: serde::Serialize>(
+    body: &T,
+) -> Result<serde_json::Map<String, serde_json::Value>, BuildError> {
+    match serde_json::to_value(body) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        // Request structs have string keys and serialise to objects; anything else is a builder bug.
+        Ok(other) => Err(BuildError::new(
+            "generation",
+            format!("the request body serialised to {other}, not an object"),
+        )),
+        Err(e) => Err(BuildError::new(
+            "generation",
+            format!("the request body could not be serialised: {e}"),
+        )),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 #[path = "encoding_tests.rs"]

@@ -19,11 +19,14 @@ pub(crate) mod encoding;
 #[cfg(test)]
 mod event_kit;
 pub mod eventstream;
+pub(crate) mod features;
 mod framing;
 #[cfg(test)]
 mod framing_tests;
 pub mod fuzzing;
 pub mod gemini;
+#[cfg(test)]
+mod golden;
 pub mod ids;
 pub mod invariants;
 mod json_scan;

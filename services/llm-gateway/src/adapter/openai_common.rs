@@ -1,9 +1,11 @@
 //! What the two OpenAI request builders (Chat Completions and Responses) write the same way: the bearer header,
-//! the field a misplaced part is named by, a tool's parameter schema, and the answers to a tool turn's calls.
+//! the field a misplaced part is named by, a function tool and its parameter schema, the tool choice, and the
+//! answers to a tool turn's calls.
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Value, json};
 
-use super::{BuildError, pb, strict};
+use super::{BuildError, features, pb, strict};
 use pb::part::Kind;
 
 /// `Authorization: Bearer {key}`, or no header at all for an empty key: local servers (Ollama, vLLM) run without
@@ -43,46 +45,155 @@ pub(crate) fn call_arguments(i: usize, j: usize, c: &pb::ToolCallPart) -> Result
     Ok(c.input_json.as_str())
 }
 
-/// Tool `i` as a function tool: `function` (what the protocol puts first) with its name, description and
-/// parameters. Its schema is lowered to strict mode with `strict: true` when the model opts into strict schemas
-/// (`strict`) and the schema can be lowered ([`strict::lower`]); otherwise it goes as written, with `strict: false`
-/// only when the protocol needs it said (`explicit`).
+/// A function tool as both protocols describe it: Chat Completions nests it under `function`, Responses writes its
+/// fields beside `type`.
+#[derive(Serialize)]
+pub(crate) struct Function<'a> {
+    pub(crate) name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) description: Option<&'a str>,
+    pub(crate) parameters: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) strict: Option<bool>,
+}
+
+/// Tool `i` as a function tool with its name, description and parameters. A tool the caller marked strict goes with
+/// its schema as written and `strict: true`, whatever the model's capabilities: the caller vouches for the schema,
+/// and one strict mode refuses is the provider's to refuse, never sent loose. Otherwise its schema is lowered to
+/// strict mode with `strict: true` when the model opts into strict schemas (`strict`) and the schema can be lowered
+/// ([`strict::lower`]); else it goes as written, with `strict: false` only when the protocol needs it said
+/// (`explicit`).
 pub(crate) fn function_tool(
     i: usize,
     tool: &pb::Tool,
     strict: bool,
     explicit: bool,
-    mut function: Map<String, Value>,
-) -> Result<Map<String, Value>, BuildError> {
+) -> Result<Function<'_>, BuildError> {
     let parameters = tool_parameters(i, tool)?;
-    function.insert("name".into(), Value::String(tool.name.clone()));
-    if !tool.description.is_empty() {
-        function.insert(
-            "description".into(),
-            Value::String(tool.description.clone()),
-        );
-    }
-    match strict.then(|| strict::lower(&parameters)).flatten() {
-        Some(lowered) => {
-            function.insert("parameters".into(), lowered);
-            function.insert("strict".into(), Value::Bool(true));
+    let description = (!tool.description.is_empty()).then_some(tool.description.as_str());
+    let (parameters, strict) = if tool.strict {
+        (parameters, Some(true))
+    } else {
+        match strict.then(|| strict::lower(&parameters)).flatten() {
+            Some(lowered) => (lowered, Some(true)),
+            None => (parameters, explicit.then_some(false)),
         }
-        None => {
-            function.insert("parameters".into(), parameters);
-            if explicit {
-                function.insert("strict".into(), Value::Bool(false));
-            }
-        }
-    }
-    Ok(function)
+    };
+    Ok(Function {
+        name: &tool.name,
+        description,
+        parameters,
+        strict,
+    })
 }
 
-/// The `tool_choice` value, `None` for the provider default (auto); `named` writes the choice of one tool, which
-/// must be among the generation's tools.
-pub(crate) fn tool_choice_with(
-    g: &pb::Generation,
-    named: impl FnOnce(&str) -> Value,
-) -> Result<Option<Value>, BuildError> {
+/// `tools`, `tool_choice` and `parallel_tool_calls`, which both protocols write alike: a function tool as `T`, a
+/// named choice as `C`.
+#[derive(Serialize)]
+pub(crate) struct ToolFields<T, C> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<OfFunction<T>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ToolChoice<C>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+}
+
+/// The tool fields of `g`: every tool as a function tool ([`function_tool`], `strict` and `explicit` as there)
+/// written by `tool`, the choice ([`tool_choice`]) with a named tool written by `named`, and
+/// `parallel_tool_calls: false` for one call per step. OpenAI rejects `tool_choice` and `parallel_tool_calls`
+/// without `tools`, so they only go out alongside them; the choice is validated even without tools, so a bad one is
+/// reported whatever else the request holds.
+pub(crate) fn tool_fields<'a, T, C>(
+    g: &'a pb::Generation,
+    strict: bool,
+    explicit: bool,
+    tool: impl Fn(Function<'a>) -> T,
+    named: impl FnOnce(Named<'a>) -> C,
+) -> Result<ToolFields<T, C>, BuildError> {
+    let choice = tool_choice(g)?;
+    if g.tools.is_empty() {
+        return Ok(ToolFields {
+            tools: None,
+            tool_choice: None,
+            parallel_tool_calls: None,
+        });
+    }
+    let tools = g
+        .tools
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            Ok(OfFunction::new(tool(function_tool(
+                i, t, strict, explicit,
+            )?)))
+        })
+        .collect::<Result<_, BuildError>>()?;
+    Ok(ToolFields {
+        tools: Some(tools),
+        tool_choice: choice.map(|c| c.wire(named)),
+        parallel_tool_calls: features::one_call_per_step(g).then_some(false),
+    })
+}
+
+/// `{"type": "function", …}`: a function tool, or the choice of one, with the fields of `F` beside `type`.
+#[derive(Serialize)]
+struct OfFunction<F> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(flatten)]
+    function: F,
+}
+
+impl<F> OfFunction<F> {
+    fn new(function: F) -> Self {
+        OfFunction {
+            kind: "function",
+            function,
+        }
+    }
+}
+
+/// Chat Completions' nesting: the function's fields under `function`.
+#[derive(Serialize)]
+pub(crate) struct Nested<F> {
+    pub(crate) function: F,
+}
+
+/// A function by name, as a tool choice names it.
+#[derive(Serialize)]
+pub(crate) struct Named<'a> {
+    name: &'a str,
+}
+
+/// `tool_choice` as both protocols write it: a mode, or one function (named as `F` writes it).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ToolChoice<F> {
+    Mode(&'static str),
+    Function(OfFunction<F>),
+}
+
+/// The caller's tool choice, before each protocol writes it.
+pub(crate) enum Choice<'a> {
+    /// `auto`, `none` or `required`.
+    Mode(&'static str),
+    /// This tool, one of the generation's.
+    Named(&'a str),
+}
+
+impl<'a> Choice<'a> {
+    /// The choice on the wire, a named tool written by `named`.
+    fn wire<F>(self, named: impl FnOnce(Named<'a>) -> F) -> ToolChoice<F> {
+        match self {
+            Choice::Mode(mode) => ToolChoice::Mode(mode),
+            Choice::Named(name) => ToolChoice::Function(OfFunction::new(named(Named { name }))),
+        }
+    }
+}
+
+/// The tool choice, `None` for the provider default (auto); a named tool must be among the generation's tools.
+pub(crate) fn tool_choice(g: &pb::Generation) -> Result<Option<Choice<'_>>, BuildError> {
     use pb::tool_choice::Mode;
 
     let Some(tc) = &g.tool_choice else {
@@ -90,9 +201,9 @@ pub(crate) fn tool_choice_with(
     };
     Ok(match Mode::try_from(tc.mode).unwrap_or(Mode::Unspecified) {
         Mode::Unspecified => None,
-        Mode::Auto => Some(Value::String("auto".into())),
-        Mode::None => Some(Value::String("none".into())),
-        Mode::Required => Some(Value::String("required".into())),
+        Mode::Auto => Some(Choice::Mode("auto")),
+        Mode::None => Some(Choice::Mode("none")),
+        Mode::Required => Some(Choice::Mode("required")),
         Mode::Tool => {
             const FIELD: &str = "generation.tool_choice.tool_name";
             if tc.tool_name.is_empty() {
@@ -104,7 +215,7 @@ pub(crate) fn tool_choice_with(
                     format!("no tool named {:?} in generation.tools", tc.tool_name),
                 ));
             }
-            Some(named(&tc.tool_name))
+            Some(Choice::Named(&tc.tool_name))
         }
     })
 }
@@ -122,9 +233,10 @@ fn tool_parameters(i: usize, tool: &pb::Tool) -> Result<Value, BuildError> {
 }
 
 /// The JSON Schema output the generation asks for, if any: its name (`output` when unnamed), the schema, and
-/// whether it goes in strict mode. Strict only when the model opts into strict schemas (`strict`) and the schema can
-/// be lowered ([`strict::lower`]): strict mode requires every property in `required` and
-/// `additionalProperties: false`, which callers' schemas rarely satisfy as written.
+/// whether it goes in strict mode. Strict with the schema as written when the caller asks for it
+/// (`OutputFormat.strict`, as for tools in [`function_tool`]); else strict only when the model opts into strict
+/// schemas (`strict`) and the schema can be lowered ([`strict::lower`]): strict mode requires every property in
+/// `required` and `additionalProperties: false`, which callers' schemas rarely satisfy as written.
 pub(crate) fn json_schema_output(
     g: &pb::Generation,
     strict: bool,
@@ -146,6 +258,9 @@ pub(crate) fn json_schema_output(
     } else {
         of.name.as_str()
     };
+    if of.strict {
+        return Ok(Some((name, schema, true)));
+    }
     Ok(Some(
         match strict.then(|| strict::lower(&schema)).flatten() {
             Some(lowered) => (name, lowered, true),
@@ -178,11 +293,11 @@ fn parse_object_schema(field: impl Fn() -> String, text: &str) -> Result<Value, 
 /// One item per tool result of tool message `i`, in order, as `item` writes it. A failed tool's output goes as is
 /// (the model reads the error text), and an empty output is still sent: OpenAI requires an answer for every call of
 /// the previous assistant turn. Empty text parts are dropped; any other part is refused.
-pub(crate) fn tool_results(
+pub(crate) fn tool_results<'a, T>(
     i: usize,
-    m: &pb::Message,
-    out: &mut Vec<Value>,
-    item: impl Fn(&pb::ToolResultPart) -> Value,
+    m: &'a pb::Message,
+    out: &mut Vec<T>,
+    item: impl Fn(&'a pb::ToolResultPart) -> T,
 ) -> Result<(), BuildError> {
     for (j, part) in m.parts.iter().enumerate() {
         match &part.kind {

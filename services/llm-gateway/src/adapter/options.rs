@@ -47,6 +47,22 @@ pub(crate) fn for_protocol(
     Ok(Some(options))
 }
 
+/// Merges `options` into `body`: a top-level key replaces the gateway's value, except that the objects under the
+/// `nested` keys are merged key by key (the caller's keys winning), so an option inside one of them adds to what
+/// the gateway wrote there instead of erasing it.
+pub(crate) fn merge(body: &mut Map<String, Value>, options: Map<String, Value>, nested: &[&str]) {
+    for (key, value) in options {
+        match (body.get_mut(&key), value) {
+            (Some(Value::Object(have)), Value::Object(add)) if nested.contains(&key.as_str()) => {
+                have.extend(add);
+            }
+            (_, value) => {
+                body.insert(key, value);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 #[path = "options_tests.rs"]
 mod tests;

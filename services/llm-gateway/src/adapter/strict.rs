@@ -343,10 +343,12 @@ pub struct StrictTools {
 }
 
 impl StrictTools {
-    /// The tools of `g` that the adapters send strict (those whose schema [`lower`] accepts).
+    /// The tools of `g` that the adapters lower to strict mode (those whose schema [`lower`] accepts). A tool the
+    /// caller marked strict is not among them: it goes as written, so the model never writes a `null` the caller's
+    /// schema did not ask for.
     pub fn of(g: &pb::Generation) -> StrictTools {
         let mut schemas = HashMap::new();
-        for tool in &g.tools {
+        for tool in g.tools.iter().filter(|t| !t.strict) {
             let Ok(schema) = serde_json::from_str::<Value>(&tool.input_schema_json) else {
                 continue;
             };

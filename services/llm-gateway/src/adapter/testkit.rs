@@ -178,6 +178,74 @@ pub(crate) fn person_schema() -> pb::OutputFormat {
     }
 }
 
+/// The catalog entry `provider/name` speaking `protocol`, with `capabilities`.
+pub(crate) fn model(
+    id: &str,
+    protocol: crate::protocol::Protocol,
+    capabilities: crate::catalog::Capabilities,
+) -> crate::catalog::ModelInfo {
+    let (provider, name) = id.split_once('/').unwrap_or(("p", id));
+    crate::catalog::ModelInfo {
+        id: id.into(),
+        provider: provider.into(),
+        capabilities,
+        ..crate::catalog::ModelInfo::for_tests(name, protocol)
+    }
+}
+
+/// A generation for `model` of one user message saying `prompt`.
+pub(crate) fn asking(model: &str, prompt: &str) -> pb::Generation {
+    pb::Generation {
+        model: model.into(),
+        messages: vec![user(vec![text(prompt)])],
+        ..Default::default()
+    }
+}
+
+/// A tool taking `{"city": string}` (required, optional keys allowed as written), strict when asked: for the tests
+/// of the request features.
+pub(crate) fn city_tool(name: &str, strict: bool) -> pb::Tool {
+    pb::Tool {
+        name: name.into(),
+        description: String::new(),
+        input_schema_json:
+            r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#
+                .into(),
+        strict,
+    }
+}
+
+/// A tool choice of `mode` (naming `tool_name` for MODE_TOOL), one call per step when `disable_parallel`.
+pub(crate) fn tool_choice(
+    mode: pb::tool_choice::Mode,
+    tool_name: &str,
+    disable_parallel: bool,
+) -> Option<pb::ToolChoice> {
+    Some(pb::ToolChoice {
+        mode: mode.into(),
+        tool_name: tool_name.into(),
+        disable_parallel,
+    })
+}
+
+/// Any JSON object, no schema.
+pub(crate) fn json_object() -> Option<pb::OutputFormat> {
+    Some(pb::OutputFormat {
+        r#type: pb::output_format::Type::JsonObject.into(),
+        ..Default::default()
+    })
+}
+
+/// JSON Schema output named `answer` with `schema`, strict when asked.
+pub(crate) fn json_schema(schema: &str, strict: bool) -> Option<pb::OutputFormat> {
+    Some(pb::OutputFormat {
+        r#type: pb::output_format::Type::JsonSchema.into(),
+        name: "answer".into(),
+        schema_json: schema.into(),
+        strict,
+    })
+}
+
 /// Reasoning at high effort, without a token budget.
 pub(crate) fn high_effort() -> pb::Reasoning {
     pb::Reasoning {

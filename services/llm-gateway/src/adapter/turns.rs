@@ -18,6 +18,16 @@ pub(crate) enum Role {
     Assistant,
 }
 
+impl Role {
+    /// The role's name on the Messages and Converse APIs (Gemini calls the assistant `model`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
 /// One turn, its blocks in the protocol's own type.
 #[derive(Debug)]
 pub(crate) struct Turn<B> {
@@ -28,9 +38,9 @@ pub(crate) struct Turn<B> {
 /// The messages of `g` as turns: `block` translates one part (`None` drops it) given the message's role, the part
 /// and the part's field path for errors; a part with no content is dropped like empty text. Messages left without
 /// blocks are skipped and consecutive turns of one role merged.
-pub(crate) fn merged<B>(
-    g: &pb::Generation,
-    mut block: impl FnMut(pb::Role, &Kind, &str) -> Result<Option<B>, BuildError>,
+pub(crate) fn merged<'a, B>(
+    g: &'a pb::Generation,
+    mut block: impl FnMut(pb::Role, &'a Kind, &str) -> Result<Option<B>, BuildError>,
 ) -> Result<Vec<Turn<B>>, BuildError> {
     let mut turns: Vec<Turn<B>> = Vec::new();
     for (i, m) in g.messages.iter().enumerate() {
@@ -116,14 +126,6 @@ pub(crate) fn trim_prefill<B>(
     }
     if last.blocks.is_empty() {
         turns.pop();
-    }
-}
-
-/// The string in a JSON block's field, for [`trim_prefill`] on the protocols whose blocks are JSON objects.
-pub(crate) fn string(field: Option<&mut serde_json::Value>) -> Option<&mut String> {
-    match field {
-        Some(serde_json::Value::String(text)) => Some(text),
-        _ => None,
     }
 }
 

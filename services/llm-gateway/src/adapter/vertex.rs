@@ -66,6 +66,15 @@ impl Adapter for VertexGemini {
         generation: &pb::Generation,
         target: &Target<'_>,
     ) -> Result<HttpRequest, BuildError> {
+        // Vertex's v1 API has no function calling mode `VALIDATED`, the only way Gemini constrains calls while the
+        // model may still answer in text; a strict tool there is refused rather than sent unconstrained.
+        if let Some(i) = super::gemini::validated_mode(generation)? {
+            return Err(BuildError::new(
+                super::features::strict_field(i),
+                "Gemini on Vertex AI cannot constrain calls while the model is free to answer in text (no \
+                 `VALIDATED` mode in its v1 API); require a tool (tool choice REQUIRED or TOOL) or leave strict unset",
+            ));
+        }
         let mut request = Gemini.build(generation, target)?;
         let name = path_name(target, "Gemini")?;
         request.path = format!("/publishers/google/models/{name}:streamGenerateContent?alt=sse");

@@ -73,3 +73,23 @@ fn names_that_could_leave_the_model_path_are_refused_naming_the_field() {
         }
     }
 }
+
+#[test]
+fn a_strict_tool_that_needs_validated_mode_is_refused_on_vertex() {
+    use crate::adapter::testkit::{city_tool, tool_choice};
+    use pb::tool_choice::Mode;
+    let m = model("gemini-2.5-flash", Protocol::VertexGemini);
+    let t = Target::new(&m);
+    let mut g = generation("vertex/gemini-2.5-flash");
+    g.tools = vec![city_tool("a", false), city_tool("b", true)];
+    for mode in [Mode::Unspecified, Mode::Auto] {
+        g.tool_choice = tool_choice(mode, "", false);
+        let e = VertexGemini.build(&g, &t).unwrap_err();
+        assert_eq!(e.field, "generation.tools[1].strict", "{mode:?}");
+        assert!(e.message.contains("VALIDATED"), "{e}");
+    }
+    // A required tool is constrained by ANY, which Vertex has.
+    g.tool_choice = tool_choice(Mode::Required, "", false);
+    let b = VertexGemini.build(&g, &t).unwrap().body;
+    assert_eq!(b["toolConfig"]["functionCallingConfig"]["mode"], "ANY");
+}

@@ -8,6 +8,15 @@ use super::{Check, Fail, array, filled, object, string, word_chars};
 const MAX_CACHE_MARKERS: usize = 4;
 /// Smallest thinking budget.
 const MIN_THINKING_BUDGET: u64 = 1024;
+/// What a custom tool definition may hold.
+const CUSTOM_TOOL_KEYS: [&str; 6] = [
+    "type",
+    "name",
+    "description",
+    "input_schema",
+    "cache_control",
+    "strict",
+];
 /// Models that refuse `temperature` and `top_p` together.
 const EXCLUSIVE_SAMPLING: [&str; 4] = [
     "claude-sonnet-4-5",
@@ -37,6 +46,8 @@ pub(super) fn check(body: &Value) -> Check {
         _ => return Err(Fail::new("messages: Field required")),
     };
     tools(body)?;
+    tool_choice(body)?;
+    output_config(body)?;
     sampling(body)?;
     cache_markers(body, messages)?;
     for (i, m) in messages.iter().enumerate() {
@@ -87,6 +98,27 @@ fn tools(body: &Value) -> Check {
         if t.get("type").is_some_and(|ty| ty != "custom") {
             continue;
         }
+        if let Some(extra) = t
+            .as_object()
+            .and_then(|o| o.keys().find(|k| !CUSTOM_TOOL_KEYS.contains(&k.as_str())))
+        {
+            return Err(Fail::new(format!(
+                "tools.{i}.custom.{extra}: Extra inputs are not permitted"
+            )));
+        }
+        match t.get("strict") {
+            None | Some(Value::Bool(false)) => {}
+            Some(Value::Bool(true)) => closed_objects(
+                t.get("input_schema").unwrap_or(&Value::Null),
+                &format!("tools.{i}.custom.input_schema"),
+                0,
+            )?,
+            Some(_) => {
+                return Err(Fail::new(format!(
+                    "tools.{i}.custom.strict: Input should be a valid boolean"
+                )));
+            }
+        }
         if !string(t, "name").is_some_and(|n| word_chars(n, 64)) {
             return Err(Fail::new(format!(
                 "tools.{i}.custom.name: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'"
@@ -105,6 +137,106 @@ fn tools(body: &Value) -> Check {
                 )));
             }
         }
+    }
+    Ok(())
+}
+
+/// `tool_choice`: one of the four types, `name` only on `tool`, and `disable_parallel_tool_use` (a boolean) on
+/// every type but `none`.
+fn tool_choice(body: &Value) -> Check {
+    let Some(choice) = object(body, "tool_choice") else {
+        return Ok(());
+    };
+    let ty = choice.get("type").and_then(Value::as_str).unwrap_or("");
+    if !matches!(ty, "auto" | "any" | "tool" | "none") {
+        return Err(Fail::new(format!(
+            "tool_choice: Input tag '{ty}' found using 'type' does not match any of the expected tags: 'auto', 'any', 'tool', 'none'"
+        )));
+    }
+    for key in choice.keys() {
+        let allowed = match key.as_str() {
+            "type" => true,
+            "name" => ty == "tool",
+            "disable_parallel_tool_use" => ty != "none",
+            _ => false,
+        };
+        if !allowed {
+            return Err(Fail::new(format!(
+                "tool_choice.{ty}.{key}: Extra inputs are not permitted"
+            )));
+        }
+    }
+    if choice
+        .get("disable_parallel_tool_use")
+        .is_some_and(|d| !d.is_boolean())
+    {
+        return Err(Fail::new(format!(
+            "tool_choice.{ty}.disable_parallel_tool_use: Input should be a valid boolean"
+        )));
+    }
+    Ok(())
+}
+
+/// `output_config`: `effort` and a `format` of type `json_schema` whose objects are all closed (structured outputs,
+/// generally available: no beta header).
+fn output_config(body: &Value) -> Check {
+    let Some(config) = object(body, "output_config") else {
+        return Ok(());
+    };
+    if let Some(extra) = config
+        .keys()
+        .find(|k| !matches!(k.as_str(), "format" | "effort"))
+    {
+        return Err(Fail::new(format!(
+            "output_config.{extra}: Extra inputs are not permitted"
+        )));
+    }
+    let Some(format) = config.get("format") else {
+        return Ok(());
+    };
+    if string(format, "type") != Some("json_schema") {
+        return Err(Fail::new(
+            "output_config.format.type: Input should be 'json_schema'",
+        ));
+    }
+    match format.get("schema") {
+        Some(schema) if schema.is_object() => {
+            closed_objects(schema, "output_config.format.schema", 0)
+        }
+        _ => Err(Fail::new("output_config.format.schema: Field required")),
+    }
+}
+
+/// Structured outputs' rule: every object schema says `additionalProperties: false`.
+fn closed_objects(schema: &Value, at: &str, depth: usize) -> Check {
+    let Some(s) = schema.as_object() else {
+        return Ok(());
+    };
+    if depth > 64 {
+        return Ok(());
+    }
+    let typed_object = match s.get("type") {
+        Some(Value::String(t)) => t == "object",
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == "object"),
+        _ => s.contains_key("properties"),
+    };
+    if typed_object && s.get("additionalProperties") != Some(&Value::Bool(false)) {
+        return Err(Fail::new(format!(
+            "{at}: For 'object' type, 'additionalProperties' must be explicitly set to false"
+        )));
+    }
+    let mut children: Vec<&Value> = Vec::new();
+    for key in ["items", "additionalItems"] {
+        children.extend(s.get(key));
+    }
+    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+        children.extend(array(schema, key));
+    }
+    for key in ["properties", "$defs", "definitions"] {
+        children.extend(object(schema, key).into_iter().flat_map(|m| m.values()));
+    }
+    for child in children {
+        closed_objects(child, at, depth + 1)?;
     }
     Ok(())
 }

@@ -33,6 +33,9 @@ const FIELDS: [&str; 10] = [
     "performanceConfig",
 ];
 
+/// Fields of a `toolSpec` (`strict`: Bedrock's structured outputs, calls constrained to the schema).
+const TOOL_SPEC_FIELDS: [&str; 4] = ["name", "description", "inputSchema", "strict"];
+
 /// The signature, then the path, then the body. A signature failure is a 403 with AWS's wording.
 pub(super) fn check(req: &Recorded, body: &Value) -> Check {
     signature(req)?;
@@ -372,6 +375,21 @@ fn tool_config(body: &Value) -> Check {
         if t.get("cachePoint").is_some() {
             continue;
         }
+        if let Some(k) = object(t, "toolSpec").and_then(|spec| {
+            spec.keys()
+                .find(|k| !TOOL_SPEC_FIELDS.contains(&k.as_str()))
+        }) {
+            return Err(Fail::new(format!(
+                "Malformed input request: extraneous key [{k}] is not permitted"
+            )));
+        }
+        if t.pointer("/toolSpec/strict")
+            .is_some_and(|s| !s.is_boolean())
+        {
+            return Err(Fail::new(
+                "Malformed input request: toolSpec.strict must be a boolean",
+            ));
+        }
         let name = t
             .pointer("/toolSpec/name")
             .and_then(Value::as_str)
@@ -384,6 +402,17 @@ fn tool_config(body: &Value) -> Check {
             .is_some_and(Value::is_object)
         {
             return Err(Fail::new("toolSpec.inputSchema.json must be an object"));
+        }
+    }
+    if let Some(choice) = config.get("toolChoice") {
+        let members: Vec<&String> = choice
+            .as_object()
+            .map(|c| c.keys().collect())
+            .unwrap_or_default();
+        if !matches!(members.as_slice(), [m] if ["auto", "any", "tool"].contains(&m.as_str())) {
+            return Err(Fail::new(
+                "Malformed input request: toolChoice must have exactly one of auto, any or tool",
+            ));
         }
     }
     Ok(())

@@ -49,6 +49,11 @@ const SCHEMA_FIELDS: [&str; 22] = [
     "maximum",
 ];
 
+/// Function calling modes of the Gemini API (`VALIDATED`: AUTO with calls constrained to their schemas).
+pub(super) const MODES: [&str; 4] = ["AUTO", "ANY", "NONE", "VALIDATED"];
+/// Response media types Gemini produces.
+const MIME_TYPES: [&str; 3] = ["text/plain", "application/json", "text/x.enum"];
+
 pub(super) fn check(model: &str, body: &Value) -> Check {
     if !body.is_object() {
         return Err(Fail::new("Invalid JSON payload received."));
@@ -62,6 +67,8 @@ pub(super) fn check(model: &str, body: &Value) -> Check {
         }
     };
     tools(body)?;
+    tool_config(body, &MODES)?;
+    output(body)?;
     if let Some(schema) = object(body, "generationConfig").and_then(|c| c.get("responseSchema")) {
         self::schema(schema, "generation_config.response_schema")?;
     }
@@ -81,6 +88,46 @@ pub(super) fn check(model: &str, body: &Value) -> Check {
     first_turn(contents)?;
     if model.starts_with("gemini-3") {
         signatures(contents)?;
+    }
+    Ok(())
+}
+
+/// `toolConfig.functionCallingConfig`: a mode of `modes`, and `allowedFunctionNames` only with ANY or VALIDATED.
+pub(super) fn tool_config(body: &Value, modes: &[&str]) -> Check {
+    let Some(config) = body.pointer("/toolConfig/functionCallingConfig") else {
+        return Ok(());
+    };
+    let mode = string(config, "mode").unwrap_or("AUTO");
+    if !modes.contains(&mode) {
+        return Err(Fail::new(format!(
+            "Invalid value at 'tool_config.function_calling_config.mode' (type.googleapis.com/google.ai.generativelanguage.v1beta.FunctionCallingConfig.Mode), \"{mode}\""
+        )));
+    }
+    if config.get("allowedFunctionNames").is_some() && !matches!(mode, "ANY" | "VALIDATED") {
+        return Err(Fail::new(
+            "* GenerateContentRequest.tool_config.function_calling_config.allowed_function_names: allowed_function_names can be set only when the mode is ANY or VALIDATED\n",
+        ));
+    }
+    Ok(())
+}
+
+/// `responseMimeType` one Gemini produces, and a `responseSchema` only with a structured one.
+fn output(body: &Value) -> Check {
+    let Some(config) = object(body, "generationConfig") else {
+        return Ok(());
+    };
+    let mime = config.get("responseMimeType").and_then(Value::as_str);
+    if let Some(m) = mime.filter(|m| !MIME_TYPES.contains(m)) {
+        return Err(Fail::new(format!(
+            "* GenerateContentRequest.generation_config.response_mime_type: allowed mimetypes are `text/plain`, `application/json`, and `text/x.enum`, but got `{m}`.\n"
+        )));
+    }
+    if config.contains_key("responseSchema")
+        && !matches!(mime, Some("application/json" | "text/x.enum"))
+    {
+        return Err(Fail::new(
+            "* GenerateContentRequest.generation_config.response_schema: response_mime_type must be `application/json` or `text/x.enum` when response_schema is set.\n",
+        ));
     }
     Ok(())
 }

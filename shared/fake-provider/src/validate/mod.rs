@@ -21,6 +21,8 @@ mod anthropic;
 pub(crate) mod azure;
 pub mod bedrock;
 mod envelope;
+#[cfg(test)]
+mod features_tests;
 mod gemini;
 mod openai;
 #[cfg(test)]

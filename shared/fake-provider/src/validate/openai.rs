@@ -66,11 +66,23 @@ pub(super) fn check_chat(server: Server, body: &Value) -> Check {
         )
         .param("stream_options"));
     }
-    if body.get("tool_choice").is_some() && array(body, "tools").is_empty() {
-        return Err(Fail::new(
-            "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.",
-        )
-        .param("tool_choice"));
+    for key in ["tool_choice", "parallel_tool_calls"] {
+        if body.get(key).is_some() && array(body, "tools").is_empty() {
+            return Err(Fail::new(format!(
+                "Invalid value for '{key}': '{key}' is only allowed when 'tools' are specified."
+            ))
+            .param(key));
+        }
+    }
+    parallel_tool_calls(body)?;
+    if let Some(format) = object(body, "response_format") {
+        output_type(
+            format.get("type"),
+            "response_format.type",
+            "response_format",
+            || text_of(messages.iter().filter_map(|m| m.get("content"))),
+            "'messages' must contain the word 'json' in some form, to use 'response_format' of type 'json_object'.",
+        )?;
     }
     for (i, t) in array(body, "tools").iter().enumerate() {
         let function = t.get("function").unwrap_or(&Value::Null);
@@ -327,6 +339,20 @@ pub(super) fn check_responses(body: &Value) -> Check {
         .code("unsupported_parameter"));
     }
     responses_tools(body)?;
+    parallel_tool_calls(body)?;
+    if let Some(format) = object(body, "text").and_then(|t| t.get("format")) {
+        let words = || {
+            let input = body.get("input").into_iter();
+            text_of(input.chain(body.get("instructions")))
+        };
+        output_type(
+            format.get("type"),
+            "text.format.type",
+            "input",
+            words,
+            "Response input messages must contain the word 'json' in some form to use 'text.format' of type 'json_object'.",
+        )?;
+    }
     let input = match body.get("input") {
         Some(Value::Array(items)) => items,
         Some(Value::String(_)) => return Ok(()),
@@ -435,6 +461,58 @@ fn responses_input(body: &Value, input: &[Value]) -> Check {
         );
     }
     Ok(())
+}
+
+/// `parallel_tool_calls`, when sent, is a boolean.
+fn parallel_tool_calls(body: &Value) -> Check {
+    match body.get("parallel_tool_calls") {
+        None | Some(Value::Bool(_)) => Ok(()),
+        Some(v) => Err(Fail::new(format!(
+            "Invalid type for 'parallel_tool_calls': expected a boolean, but got {v} instead."
+        ))
+        .param("parallel_tool_calls")
+        .code("invalid_type")),
+    }
+}
+
+/// An output format's `type` (`text`, `json_object`, `json_schema`); JSON-object output needs the word "json"
+/// somewhere in what the model reads (`words`), or OpenAI refuses it with `refusal` naming `words_param`.
+fn output_type(
+    ty: Option<&Value>,
+    param: &str,
+    words_param: &str,
+    words: impl FnOnce() -> String,
+    refusal: &str,
+) -> Check {
+    match ty.and_then(Value::as_str) {
+        Some("text" | "json_schema") => Ok(()),
+        Some("json_object") if words().to_lowercase().contains("json") => Ok(()),
+        Some("json_object") => Err(Fail::new(refusal).param(words_param)),
+        other => Err(Fail::new(format!(
+            "Invalid value: '{}'. Supported values are: 'text', 'json_object', and 'json_schema'.",
+            other.unwrap_or_default()
+        ))
+        .param(param)
+        .code("invalid_value")),
+    }
+}
+
+/// Every string inside `values` (message contents, input items), joined: what the model reads.
+fn text_of<'a>(values: impl Iterator<Item = &'a Value>) -> String {
+    fn collect(v: &Value, out: &mut String) {
+        match v {
+            Value::String(s) => {
+                out.push_str(s);
+                out.push('\n');
+            }
+            Value::Array(items) => items.iter().for_each(|i| collect(i, out)),
+            Value::Object(fields) => fields.values().for_each(|f| collect(f, out)),
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    values.for_each(|v| collect(v, &mut out));
+    out
 }
 
 /// A `call_id` that is an item id (`fc_…`) is the classic pairing bug: the

@@ -12,7 +12,7 @@ pub(super) const VERTEX_FLASH: &str = "/v1/projects/acme-llm-test/locations/glob
 pub(super) const VERTEX_SONNET: &str = "/v1/projects/acme-llm-test/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict";
 const GEMINI_3: &str = "/v1beta/models/gemini-3-pro-preview:streamGenerateContent?alt=sse";
 
-fn path_of(protocol: Protocol) -> &'static str {
+pub(super) fn path_of(protocol: Protocol) -> &'static str {
     match protocol {
         Protocol::OpenaiChat | Protocol::MistralChat | Protocol::DeepseekChat => {
             "/v1/chat/completions"
@@ -29,25 +29,25 @@ fn path_of(protocol: Protocol) -> &'static str {
 }
 
 /// `base` with `change` applied.
-fn with(base: &Value, change: impl FnOnce(&mut Value)) -> Value {
+pub(super) fn with(base: &Value, change: impl FnOnce(&mut Value)) -> Value {
     let mut body = base.clone();
     change(&mut body);
     body
 }
 
-fn at<'a>(v: &'a mut Value, pointer: &str) -> &'a mut Value {
+pub(super) fn at<'a>(v: &'a mut Value, pointer: &str) -> &'a mut Value {
     v.pointer_mut(pointer)
         .unwrap_or_else(|| panic!("no {pointer}"))
 }
 
-fn assert_ok(protocol: Protocol, path: &str, body: &Value) {
+pub(super) fn assert_ok(protocol: Protocol, path: &str, body: &Value) {
     if let Err(r) = check_body(protocol, path, body) {
         panic!("refused: {r}\n{body:#}");
     }
 }
 
 /// Checks every case is refused with a message containing its fragment.
-fn assert_refused(protocol: Protocol, path: &str, cases: Vec<(&str, Value)>) {
+pub(super) fn assert_refused(protocol: Protocol, path: &str, cases: Vec<(&str, Value)>) {
     for (fragment, body) in cases {
         match check_body(protocol, path, &body) {
             Ok(()) => panic!("accepted, expected {fragment:?}:\n{body:#}"),
@@ -92,7 +92,7 @@ fn anthropic_loop() -> Value {
 }
 
 /// The same loop with thinking off and no thinking block.
-fn anthropic_plain() -> Value {
+pub(super) fn anthropic_plain() -> Value {
     with(&anthropic_loop(), |b| {
         b.as_object_mut().unwrap().remove("thinking");
         at(b, "/messages/1/content")
@@ -339,7 +339,7 @@ fn anthropic_refuses_each_broken_rule() {
 
 // --- OpenAI Chat and compatible servers -----------------------------------
 
-fn chat_loop(ids: [&str; 2]) -> Value {
+pub(super) fn chat_loop(ids: [&str; 2]) -> Value {
     json!({
         "model": "gpt-4o",
         "messages": [
@@ -600,7 +600,7 @@ fn deepseek_wants_reasoning_content_on_every_assistant_turn() {
 
 // --- OpenAI Responses -----------------------------------------------------
 
-fn responses_loop() -> Value {
+pub(super) fn responses_loop() -> Value {
     json!({
         "model": "gpt-5-codex",
         "instructions": "Be brief.",
@@ -696,7 +696,7 @@ fn openai_responses_refuses_each_broken_rule() {
 
 // --- Gemini ---------------------------------------------------------------
 
-fn gemini_loop() -> Value {
+pub(super) fn gemini_loop() -> Value {
     json!({
         "contents": [
             {"role": "user", "parts": [{"text": "Weather?"}]},

@@ -48,6 +48,8 @@ pub(super) fn check_gemini(path: &str, model: &str, body: &Value) -> Check {
             "fake-provider: a Vertex stream without alt=sse is a JSON array, not SSE",
         ));
     }
+    // Vertex's v1 API has no `VALIDATED` mode.
+    gemini::tool_config(body, &gemini::MODES[..3])?;
     gemini::check(model, body)
 }
 

@@ -9,10 +9,13 @@
 
 mod decode;
 mod request;
+mod request_wire;
+mod schema;
 mod whole;
 
 pub use decode::AnthropicDecoder;
 pub(crate) use request::{ClaudeSampling, thinking_budget, token_plan};
+pub(crate) use request_wire::Thinking;
 
 use super::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
 

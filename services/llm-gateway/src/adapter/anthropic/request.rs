@@ -18,10 +18,20 @@
 //! - sampling parameters the model or thinking mode rejects are dropped;
 //! - prompt-cache markers are placed by [`place_cache_markers`].
 
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use std::borrow::Cow;
 
-use crate::adapter::encoding::{LEADING_USER_TEXT, base64, media_type, object_schema, tool_input};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::request_wire::{
+    Block, CacheControl, Content, Message, MessagesRequest, OutputConfig, OutputFormat,
+    Source as Media, Thinking, Tool, ToolChoice,
+};
+use super::schema;
+use crate::adapter::encoding::{
+    LEADING_USER_TEXT, base64, json_object, media_type, object_schema, tool_input,
+};
+use crate::adapter::features::{self, Output};
 use crate::adapter::turns::{self, Role};
 use crate::adapter::{BuildError, Protocol, Target, ids, options, pb};
 use crate::catalog::{Capabilities, ModelInfo};
@@ -49,11 +59,8 @@ const RESERVED_FIELDS: [&str; 6] = [
 /// Image types the API accepts as base64 data.
 const IMAGE_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
 
-/// One content block of the request (`{"type": …, …}`).
-type Block = Map<String, Value>;
-
 /// One turn of `messages`, before it is serialised.
-type Turn = turns::Turn<Block>;
+type Turn<'a> = turns::Turn<Block<'a>>;
 
 /// The replay data an `anthropic` reasoning part carries (what the decoder put in `ReasoningEnd.metadata`).
 #[derive(Deserialize)]
@@ -66,17 +73,25 @@ struct ReplayMeta {
 
 /// Builds the `/v1/messages` body for `g` on `target`.
 pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, BuildError> {
+    let built = build_body(g, target);
+    #[cfg(test)]
+    crate::adapter::golden::record(Protocol::Anthropic, g, target.model, built.as_ref());
+    built
+}
+
+/// What the function above builds, which it records for the golden tests (`adapter/golden.rs`).
+fn build_body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, BuildError> {
     let model = target.model;
     let caps = model.capabilities;
 
-    refuse_json_schema(g)?;
-    let mut tools = tools(g)?;
+    let output_config = output_config(g, &caps)?;
+    let mut tools = tools(g, &caps)?;
     let choice = tool_choice(g)?;
     let mut system: Vec<Block> = g
         .system
         .iter()
         .filter(|s| !s.trim().is_empty())
-        .map(|s| text_block(s))
+        .map(|s| text_block(Cow::Borrowed(s)))
         .collect();
 
     // The API refuses thinking together with a forced tool choice; the forced tool is what the caller relies on
@@ -99,100 +114,118 @@ pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, Bui
             "no message has any content to send",
         ));
     }
+    if output_config.is_some() && turns.last().is_some_and(|t| t.role == Role::Assistant) {
+        // The API refuses JSON output that would continue a prefilled assistant turn.
+        return Err(BuildError::new(
+            format!(
+                "generation.messages[{}]",
+                g.messages.len().saturating_sub(1)
+            ),
+            "Anthropic's JSON output cannot continue an assistant turn (prefill); end with a user turn",
+        ));
+    }
 
     if caps.prompt_cache {
         place_cache_markers(&mut tools, &mut system, &mut turns);
     }
 
-    let mut body = Map::new();
-    body.insert("model".into(), Value::from(model.name.as_str()));
-    body.insert("max_tokens".into(), Value::from(max_tokens));
-    if !system.is_empty() {
-        body.insert("system".into(), blocks_value(system));
-    }
-    body.insert("messages".into(), messages_value(turns));
-    if !tools.is_empty() {
-        body.insert("tools".into(), blocks_value(tools));
-        if let Some(c) = choice.value {
-            body.insert("tool_choice".into(), c);
-        }
-    }
-    if let Some(b) = budget {
-        body.insert(
-            "thinking".into(),
-            json!({"type": "enabled", "budget_tokens": b}),
-        );
-    }
-    sampling(g, &caps, budget.is_some(), &mut body);
-    body.insert("stream".into(), Value::Bool(true));
-
+    let sampling = g
+        .sampling
+        .as_ref()
+        .map_or_else(ClaudeSampling::default, |s| {
+            ClaudeSampling::new(s, &caps, budget.is_some(), true)
+        });
+    let with_tools = !tools.is_empty();
+    let request = MessagesRequest {
+        model: &model.name,
+        max_tokens,
+        system: (!system.is_empty()).then_some(system),
+        messages: turns.into_iter().map(message).collect(),
+        tools: with_tools.then_some(tools),
+        tool_choice: choice.value.filter(|_| with_tools),
+        thinking: budget.map(Thinking::enabled),
+        output_config,
+        sampling,
+        stream: true,
+    };
+    let mut body = json_object(&request)?;
     merge_provider_options(g, &mut body)?;
     Ok(Value::Object(body))
 }
 
-/// The Messages API has no native JSON Schema output; the processor asks for structured output through a forced
-/// tool instead, which works on every provider.
-fn refuse_json_schema(g: &pb::Generation) -> Result<(), BuildError> {
-    if g.output_format
-        .as_ref()
-        .is_some_and(|f| f.r#type() == pb::output_format::Type::JsonSchema)
-    {
+/// `output_config` for JSON Schema output: Anthropic's structured outputs (`format: {type: json_schema, schema}`,
+/// generally available, no beta header), on models whose catalog entry has the `json_schema` capability; the schema's
+/// objects closed ([`schema::closed`]). Anthropic has no JSON mode without a schema, so JSON-object output is
+/// refused.
+fn output_config(
+    g: &pb::Generation,
+    caps: &Capabilities,
+) -> Result<Option<OutputConfig>, BuildError> {
+    features::refuse_json_object(g, "Anthropic")?;
+    let Output::JsonSchema(format) = features::output(g) else {
+        return Ok(None);
+    };
+    if !caps.json_schema {
         return Err(BuildError::new(
-            "generation.output_format",
-            "json_schema output is not supported on the Anthropic protocol; use a tool",
+            features::OUTPUT_TYPE,
+            "this model has no structured outputs (catalog capability `json_schema`); ask for the answer through \
+             a tool instead",
         ));
     }
-    Ok(())
+    const FIELD: &str = "generation.output_format.schema_json";
+    let root: Value = serde_json::from_str(&format.schema_json)
+        .map_err(|e| BuildError::new(FIELD, format!("not valid JSON: {e}")))?;
+    Ok(Some(OutputConfig {
+        format: OutputFormat {
+            kind: "json_schema",
+            schema: schema::closed(root, FIELD)?,
+        },
+    }))
 }
 
-fn messages_value(turns: Vec<Turn>) -> Value {
-    let messages = turns
-        .into_iter()
-        .map(|t| {
-            json!({
-                "role": match t.role { Role::User => "user", Role::Assistant => "assistant" },
-                "content": blocks_value(t.blocks),
-            })
-        })
-        .collect();
-    Value::Array(messages)
+/// One turn of `messages`.
+fn message(t: Turn<'_>) -> Message<'_> {
+    Message {
+        role: t.role.name(),
+        content: t.blocks,
+    }
 }
 
-fn blocks_value(blocks: Vec<Block>) -> Value {
-    Value::Array(blocks.into_iter().map(Value::Object).collect())
+/// A block without a cache marker.
+fn block(content: Content<'_>) -> Block<'_> {
+    Block {
+        content,
+        cache_control: None,
+    }
 }
 
-fn text_block(text: &str) -> Block {
-    let mut b = Block::new();
-    b.insert("type".into(), Value::from("text"));
-    b.insert("text".into(), Value::from(text));
-    b
-}
-
-fn block_type(b: &Block) -> &str {
-    b.get("type").and_then(Value::as_str).unwrap_or("")
+fn text_block(text: Cow<'_, str>) -> Block<'_> {
+    block(Content::Text { text })
 }
 
 fn is_thinking(b: &Block) -> bool {
-    matches!(block_type(b), "thinking" | "redacted_thinking")
+    matches!(
+        b.content,
+        Content::Thinking { .. } | Content::RedactedThinking { .. }
+    )
 }
 
 fn is_tool_result(b: &Block) -> bool {
-    block_type(b) == "tool_result"
+    matches!(b.content, Content::ToolResult { .. })
 }
 
 /// Translates the conversation into alternating turns. `replay_reasoning` is false when thinking is off for this
 /// request: the API refuses thinking blocks in the final assistant turn then, and ignores them elsewhere.
-fn turns(
-    g: &pb::Generation,
+fn turns<'a>(
+    g: &'a pb::Generation,
     model: &ModelInfo,
     caps: &Capabilities,
     replay_reasoning: bool,
-) -> Result<Vec<Turn>, BuildError> {
+) -> Result<Vec<Turn<'a>>, BuildError> {
     let mut turns = turns::merged(g, |role, kind, field| {
         Ok(match (role, kind) {
             (pb::Role::User | pb::Role::Assistant, Kind::Text(t)) => {
-                (!t.text.trim().is_empty()).then(|| text_block(&t.text))
+                (!t.text.trim().is_empty()).then(|| text_block(Cow::Borrowed(&t.text)))
             }
             (pb::Role::User, Kind::File(f)) => file_block(f, caps, field)?,
             (pb::Role::Assistant, Kind::Reasoning(r)) if replay_reasoning => {
@@ -205,8 +238,11 @@ fn turns(
         })
     })?;
     turns::results_first(&mut turns, is_tool_result);
-    turns::trim_prefill(&mut turns, |b| turns::string(b.get_mut("text")));
-    turns::lead_with_user(&mut turns, || text_block(LEADING_USER_TEXT));
+    turns::trim_prefill(&mut turns, |b| match &mut b.content {
+        Content::Text { text } => Some(text.to_mut()),
+        _ => None,
+    });
+    turns::lead_with_user(&mut turns, || text_block(Cow::Borrowed(LEADING_USER_TEXT)));
     Ok(turns)
 }
 
@@ -218,64 +254,48 @@ fn thinking_fits_history(turns: &[Turn]) -> bool {
 
 /// Replays a reasoning part as `thinking` / `redacted_thinking`, or drops it when it cannot be replayed: produced by
 /// another protocol or model, or without a signature (the API refuses unsigned thinking).
-fn reasoning_block(r: &pb::ReasoningPart, model: &ModelInfo) -> Option<Block> {
+fn reasoning_block<'a>(r: &'a pb::ReasoningPart, model: &ModelInfo) -> Option<Block<'a>> {
     let meta = r.provider_metadata.as_ref()?;
     if meta.protocol != Protocol::Anthropic.as_str() || meta.model != model.id {
         return None;
     }
     let replay: ReplayMeta = serde_json::from_str(&meta.json).ok()?;
-    let mut b = Block::new();
     if let Some(data) = replay.redacted_data.filter(|d| !d.is_empty()) {
-        b.insert("type".into(), Value::from("redacted_thinking"));
-        b.insert("data".into(), Value::from(data));
-    } else {
-        let signature = replay.signature.filter(|s| !s.is_empty())?;
-        b.insert("type".into(), Value::from("thinking"));
-        // Sent exactly as received, even when empty: the signature covers the text.
-        b.insert("thinking".into(), Value::from(r.text.as_str()));
-        b.insert("signature".into(), Value::from(signature));
+        return Some(block(Content::RedactedThinking { data }));
     }
-    Some(b)
+    let signature = replay.signature.filter(|s| !s.is_empty())?;
+    // Sent exactly as received, even when empty: the signature covers the text.
+    Some(block(Content::Thinking {
+        thinking: &r.text,
+        signature,
+    }))
 }
 
-fn tool_use_block(c: &pb::ToolCallPart, field: &str) -> Result<Block, BuildError> {
-    let input = tool_input(c, field)?;
-    let mut b = Block::new();
-    b.insert("type".into(), Value::from("tool_use"));
-    b.insert(
-        "id".into(),
-        Value::from(ids::anthropic(&c.call_id).as_ref()),
-    );
-    b.insert("name".into(), Value::from(c.tool_name.as_str()));
-    b.insert("input".into(), input);
-    Ok(b)
+fn tool_use_block<'a>(c: &'a pb::ToolCallPart, field: &str) -> Result<Block<'a>, BuildError> {
+    Ok(block(Content::ToolUse {
+        id: ids::anthropic(&c.call_id),
+        name: &c.tool_name,
+        input: tool_input(c, field)?,
+    }))
 }
 
-fn tool_result_block(r: &pb::ToolResultPart) -> Block {
-    let mut b = Block::new();
-    b.insert("type".into(), Value::from("tool_result"));
-    b.insert(
-        "tool_use_id".into(),
-        Value::from(ids::anthropic(&r.call_id).as_ref()),
-    );
-    // `content` is optional on the API; an empty string is left out rather than sent as an empty text.
-    if !r.output.is_empty() {
-        b.insert("content".into(), Value::from(r.output.as_str()));
-    }
-    // The API's default is `false`; only the exception is sent.
-    if r.is_error {
-        b.insert("is_error".into(), Value::Bool(true));
-    }
-    b
+fn tool_result_block(r: &pb::ToolResultPart) -> Block<'_> {
+    block(Content::ToolResult {
+        tool_use_id: ids::anthropic(&r.call_id),
+        // `content` is optional on the API; an empty string is left out rather than sent as an empty text.
+        content: (!r.output.is_empty()).then_some(r.output.as_str()),
+        // The API's default is `false`; only the exception is sent.
+        is_error: r.is_error.then_some(true),
+    })
 }
 
 /// `image` for `image/*`, `document` for PDF (base64 or URL) and `text/plain` (inline text). Empty data is dropped
 /// like empty text.
-fn file_block(
-    f: &pb::FilePart,
+fn file_block<'a>(
+    f: &'a pb::FilePart,
     caps: &Capabilities,
     field: &str,
-) -> Result<Option<Block>, BuildError> {
+) -> Result<Option<Block<'a>>, BuildError> {
     let file_field = || format!("{field}.file");
     let media = media_type(f);
     let source = match &f.source {
@@ -291,17 +311,20 @@ fn file_block(
     if media.starts_with("image/") {
         return image_block(&media, source, caps, field).map(Some);
     }
-    let mut b = Block::new();
     let src = match (media.as_str(), source) {
-        ("application/pdf", Source::Data(d)) => {
-            json!({"type": "base64", "media_type": "application/pdf", "data": base64(d)})
-        }
-        ("application/pdf", Source::Url(u)) => json!({"type": "url", "url": u}),
+        ("application/pdf", Source::Data(d)) => Media::Base64 {
+            media_type: Cow::Borrowed("application/pdf"),
+            data: base64(d),
+        },
+        ("application/pdf", Source::Url(url)) => Media::Url { url },
         ("text/plain", Source::Data(d)) => {
-            let text = std::str::from_utf8(d).map_err(|_| {
+            let data = std::str::from_utf8(d).map_err(|_| {
                 BuildError::new(file_field(), "a text/plain file must be valid UTF-8")
             })?;
-            json!({"type": "text", "media_type": "text/plain", "data": text})
+            Media::Text {
+                media_type: "text/plain",
+                data,
+            }
         }
         ("text/plain", Source::Url(_)) => {
             return Err(BuildError::new(
@@ -318,82 +341,108 @@ fn file_block(
             ));
         }
     };
-    b.insert("type".into(), Value::from("document"));
-    b.insert("source".into(), src);
-    if !f.filename.is_empty() {
+    Ok(Some(block(Content::Document {
+        source: src,
         // The API shows a document's title to the model; the file name is the natural one.
-        b.insert("title".into(), Value::from(f.filename.as_str()));
-    }
-    Ok(Some(b))
+        title: (!f.filename.is_empty()).then_some(f.filename.as_str()),
+    })))
 }
 
 /// An image file as an `image` block: base64 data of the types the API takes, or a URL it fetches.
-fn image_block(
+fn image_block<'a>(
     media: &str,
-    source: &Source,
+    source: &'a Source,
     caps: &Capabilities,
     field: &str,
-) -> Result<Block, BuildError> {
+) -> Result<Block<'a>, BuildError> {
     if !caps.vision {
         return Err(BuildError::new(
             format!("{field}.file"),
             "this model does not accept images",
         ));
     }
-    let mut b = Block::new();
     let src = match source {
-        Source::Data(d) if IMAGE_TYPES.contains(&media) => {
-            json!({"type": "base64", "media_type": media, "data": base64(d)})
-        }
-        Source::Data(_) => {
-            return Err(BuildError::new(
-                format!("{field}.file.media_type"),
-                format!("`{media}` is not accepted; images must be jpeg, png, gif or webp"),
-            ));
-        }
-        Source::Url(u) => json!({"type": "url", "url": u}),
+        Source::Data(d) => match IMAGE_TYPES.iter().find(|t| **t == media) {
+            Some(media_type) => Media::Base64 {
+                media_type: Cow::Borrowed(media_type),
+                data: base64(d),
+            },
+            None => {
+                return Err(BuildError::new(
+                    format!("{field}.file.media_type"),
+                    format!("`{media}` is not accepted; images must be jpeg, png, gif or webp"),
+                ));
+            }
+        },
+        Source::Url(url) => Media::Url { url },
     };
-    b.insert("type".into(), Value::from("image"));
-    b.insert("source".into(), src);
-    Ok(b)
+    Ok(block(Content::Image { source: src }))
 }
 
-fn tools(g: &pb::Generation) -> Result<Vec<Block>, BuildError> {
+/// The tool definitions. A tool the caller marked strict goes with `strict: true` (Anthropic's strict tool use, part
+/// of the structured outputs the `json_schema` capability says the model has), its schema's objects closed.
+fn tools<'a>(g: &'a pb::Generation, caps: &Capabilities) -> Result<Vec<Tool<'a>>, BuildError> {
     g.tools
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let schema = object_schema(t, i)?;
-            let mut b = Block::new();
-            b.insert("name".into(), Value::from(t.name.as_str()));
-            if !t.description.is_empty() {
-                b.insert("description".into(), Value::from(t.description.as_str()));
+            let mut schema = object_schema(t, i)?;
+            if t.strict {
+                if !caps.json_schema {
+                    return Err(BuildError::new(
+                        features::strict_field(i),
+                        "this model has no strict tool use (catalog capability `json_schema`)",
+                    ));
+                }
+                schema =
+                    schema::closed(schema, &format!("generation.tools[{i}].input_schema_json"))?;
             }
-            b.insert("input_schema".into(), schema);
-            Ok(b)
+            Ok(Tool {
+                name: &t.name,
+                description: (!t.description.is_empty()).then_some(t.description.as_str()),
+                input_schema: schema,
+                strict: t.strict.then_some(true),
+                cache_control: None,
+            })
         })
         .collect()
 }
 
 /// The translated tool choice.
-struct Choice {
+struct Choice<'a> {
     /// `tool_choice`, when one is sent (only with tools).
-    value: Option<Value>,
+    value: Option<ToolChoice<'a>>,
     /// The model must call a tool (`any` or `tool`).
     forces_tool: bool,
 }
 
-fn tool_choice(g: &pb::Generation) -> Result<Choice, BuildError> {
-    use turns::ToolChoice;
-    let (value, forces_tool) = match turns::tool_choice(g)? {
+/// `tool_choice`, with `disable_parallel_tool_use: true` when the caller wants one call per step (then `auto` is
+/// said even where it is the default, since the flag needs a choice to ride on; `none` makes no call to limit).
+fn tool_choice(g: &pb::Generation) -> Result<Choice<'_>, BuildError> {
+    use turns::ToolChoice as Mode;
+    let one_call = features::one_call_per_step(g);
+    let (kind, name, forces_tool) = match turns::tool_choice(g)? {
         // The API's default is `auto`; sending nothing keeps the body minimal.
-        ToolChoice::Default => (None, false),
-        ToolChoice::Auto => (Some(json!({"type": "auto"})), false),
-        ToolChoice::None => (Some(json!({"type": "none"})), false),
-        ToolChoice::Required => (Some(json!({"type": "any"})), true),
-        ToolChoice::Tool(name) => (Some(json!({"type": "tool", "name": name})), true),
+        Mode::Default if !one_call => {
+            return Ok(Choice {
+                value: None,
+                forces_tool: false,
+            });
+        }
+        Mode::Default | Mode::Auto => ("auto", None, false),
+        Mode::None => ("none", None, false),
+        Mode::Required => ("any", None, true),
+        Mode::Tool(name) => ("tool", Some(name), true),
     };
-    Ok(Choice { value, forces_tool })
+    let value = ToolChoice {
+        kind,
+        name,
+        disable_parallel_tool_use: one_call.then_some(true),
+    };
+    Ok(Choice {
+        value: Some(value),
+        forces_tool,
+    })
 }
 
 /// The thinking budget the caller asked for, or `None` for no `thinking` field. An explicit budget wins over the
@@ -451,40 +500,28 @@ pub(crate) fn token_plan(
     )
 }
 
-/// Sampling parameters, minus those the model or thinking mode rejects.
-fn sampling(
-    g: &pb::Generation,
-    caps: &Capabilities,
-    thinking: bool,
-    body: &mut Map<String, Value>,
-) {
-    let Some(s) = &g.sampling else { return };
-    let s = ClaudeSampling::new(s, caps, thinking, true);
-    if let Some(t) = s.temperature {
-        body.insert("temperature".into(), Value::from(t));
-    }
-    if let Some(p) = s.top_p {
-        body.insert("top_p".into(), Value::from(p));
-    }
-    if let Some(k) = s.top_k {
-        body.insert("top_k".into(), Value::from(k));
-    }
-    if !s.stop_sequences.is_empty() {
-        body.insert("stop_sequences".into(), Value::Array(s.stop_sequences));
-    }
-}
-
-/// The sampling parameters Claude accepts, on the Messages API and through Bedrock's Converse alike.
-pub(crate) struct ClaudeSampling {
+/// The sampling parameters Claude accepts, on the Messages API and through Bedrock's Converse alike; serialised as
+/// the Messages API names them, each only when set.
+#[derive(Default, Serialize)]
+pub(crate) struct ClaudeSampling<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) top_k: Option<u32>,
-    pub(crate) stop_sequences: Vec<Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) stop_sequences: Vec<&'a str>,
 }
 
-impl ClaudeSampling {
+impl<'a> ClaudeSampling<'a> {
     /// `s` minus what the model or thinking mode rejects; `top_k` only where the model takes it.
-    pub(crate) fn new(s: &pb::Sampling, caps: &Capabilities, thinking: bool, top_k: bool) -> Self {
+    pub(crate) fn new(
+        s: &'a pb::Sampling,
+        caps: &Capabilities,
+        thinking: bool,
+        top_k: bool,
+    ) -> Self {
         // The API's range is 0..=1 (OpenAI's is 0..=2): clamp rather than fail a request another provider accepts.
         let mut temperature = s
             .temperature
@@ -506,7 +543,7 @@ impl ClaudeSampling {
             .stop_sequences
             .iter()
             .filter(|s| !s.trim().is_empty())
-            .map(|s| Value::from(s.as_str()))
+            .map(String::as_str)
             .collect();
         ClaudeSampling {
             temperature,
@@ -527,19 +564,19 @@ impl ClaudeSampling {
 ///
 /// Thinking and redacted-thinking blocks never carry a marker (the API refuses it). A marker on the last user turn
 /// works as "cache everything up to here", which is what a multi-step tool loop re-sends every step.
-fn place_cache_markers(tools: &mut [Block], system: &mut [Block], turns: &mut [Turn]) {
+fn place_cache_markers(tools: &mut [Tool], system: &mut [Block], turns: &mut [Turn]) {
     let mut left = MAX_CACHE_MARKERS;
-    let mut mark = |b: &mut Block| {
+    let mut mark = |marker: &mut Option<CacheControl>| {
         if left > 0 {
-            b.insert("cache_control".into(), json!({"type": "ephemeral"}));
+            *marker = Some(CacheControl { kind: "ephemeral" });
             left -= 1;
         }
     };
     if let Some(t) = tools.last_mut() {
-        mark(t);
+        mark(&mut t.cache_control);
     }
     if let Some(s) = system.last_mut() {
-        mark(s);
+        mark(&mut s.cache_control);
     }
     for turn in turns
         .iter_mut()
@@ -548,13 +585,14 @@ fn place_cache_markers(tools: &mut [Block], system: &mut [Block], turns: &mut [T
         .take(2)
     {
         if let Some(b) = turn.blocks.iter_mut().rev().find(|b| !is_thinking(b)) {
-            mark(b);
+            mark(&mut b.cache_control);
         }
     }
 }
 
 /// Merges `provider_options_json["anthropic"]` into the body, top-level keys replacing the gateway's (so a caller
-/// can set `metadata`, `thinking: {"type": "adaptive"}`, `max_tokens`, …), except the fields the gateway owns.
+/// can set `metadata`, `thinking: {"type": "adaptive"}`, `max_tokens`, …), except the fields the gateway owns;
+/// `output_config` is merged key by key, so an `effort` there keeps the gateway's `format`.
 fn merge_provider_options(
     g: &pb::Generation,
     body: &mut Map<String, Value>,
@@ -564,7 +602,7 @@ fn merge_provider_options(
         Protocol::Anthropic,
         &RESERVED_FIELDS,
     )? {
-        body.extend(options);
+        options::merge(body, options, &["output_config"]);
     }
     Ok(())
 }
@@ -573,3 +611,8 @@ fn merge_provider_options(
 #[allow(clippy::unwrap_used)]
 #[path = "request_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+#[path = "request_features_tests.rs"]
+mod features_tests;

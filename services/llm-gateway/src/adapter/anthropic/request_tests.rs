@@ -733,8 +733,8 @@ fn build_errors_name_the_offending_field() {
         ..Default::default()
     });
     let e = error(&json_out, &sonnet());
-    assert_eq!(e.field, "generation.output_format");
-    assert!(e.message.contains("use a tool"), "{e}");
+    assert_eq!(e.field, "generation.output_format.type");
+    assert!(e.message.contains("through a tool"), "{e}");
     let mut unknown_tool = generation(vec![user(vec![text("Hi")])]);
     unknown_tool.tools = vec![weather_tool("get_weather")];
     unknown_tool.tool_choice = Some(pb::ToolChoice {

@@ -17,6 +17,7 @@ pub mod auth;
 mod converse;
 mod decode;
 mod request;
+mod request_wire;
 pub mod sigv4;
 
 pub use decode::BedrockDecoder;

@@ -13,10 +13,21 @@
 //! - `cachePoint` blocks after the tools, the system blocks and the last two user turns, for models with prompt
 //!   caching.
 
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use std::borrow::Cow;
 
-use crate::adapter::encoding::{LEADING_USER_TEXT, base64, media_type, object_schema, tool_input};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::request_wire::{
+    Additional, Block, Bytes, CachePoint, ConverseRequest, InferenceConfig, InputSchema, Message,
+    Reasoning, Text, Tool, ToolChoice, ToolConfig, ToolSpec,
+};
+use crate::adapter::anthropic::ClaudeSampling;
+use crate::adapter::anthropic::Thinking;
+use crate::adapter::encoding::{
+    LEADING_USER_TEXT, base64, json_object, media_type, object_schema, tool_input,
+};
+use crate::adapter::features::{self, Output};
 use crate::adapter::turns::{self, Role};
 use crate::adapter::{BuildError, Protocol, Target, anthropic, ids, options, pb};
 use crate::catalog::ModelInfo;
@@ -37,7 +48,7 @@ pub(super) fn is_claude(model_name: &str) -> bool {
 }
 
 /// One turn of `messages`, its content blocks before they are serialised.
-type Turn = turns::Turn<Value>;
+type Turn<'a> = turns::Turn<Block<'a>>;
 
 /// The replay data of a `bedrock` reasoning part (what the decoder put in `ReasoningEnd.metadata`).
 #[derive(Deserialize)]
@@ -50,18 +61,27 @@ struct ReplayMeta {
 
 /// Builds the Converse body for `g` on `target`.
 pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, BuildError> {
+    let built = build_body(g, target);
+    #[cfg(test)]
+    crate::adapter::golden::record(Protocol::Bedrock, g, target.model, built.as_ref());
+    built
+}
+
+/// What the function above builds, which it records for the golden tests (`adapter/golden.rs`).
+fn build_body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, BuildError> {
     let model = target.model;
-    if g.output_format
-        .as_ref()
-        .is_some_and(|f| f.r#type() == pb::output_format::Type::JsonSchema)
-    {
+    features::refuse_json_object(g, "Bedrock Converse")?;
+    if matches!(features::output(g), Output::JsonSchema(_)) {
         return Err(BuildError::new(
             "generation.output_format",
             "json_schema output is not supported on the Bedrock protocol; use a tool",
         ));
     }
+    // Converse has no field for it, and Claude's `disable_parallel_tool_use` lives inside the `tool_choice` that
+    // Converse writes itself from `toolChoice`: passing it through `additionalModelRequestFields` is undocumented.
+    features::refuse_one_call_per_step(g, "Bedrock Converse")?;
     let (mut tools, choice) = tool_config(g)?;
-    let forced = choice.as_ref().is_some_and(|c| c.get("auto").is_none());
+    let forced = matches!(choice, Some(ToolChoice::Any {} | ToolChoice::Tool { .. }));
     let budget = thinking_budget(g, model).filter(|_| !forced);
     // Thinking counts inside `maxTokens` and must stay below it, as on the Messages API.
     let (mut max_tokens, mut budget) = anthropic::token_plan(g, model, budget);
@@ -76,65 +96,47 @@ pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, Bui
             "no message has any content to send",
         ));
     }
-    let mut system: Vec<Value> = g
+    let mut system: Vec<Block> = g
         .system
         .iter()
         .filter(|s| !s.trim().is_empty())
-        .map(|s| json!({"text": s}))
+        .map(|s| Block::Text(Cow::Borrowed(s)))
         .collect();
     if model.capabilities.prompt_cache {
         place_cache_points(&mut tools, &mut system, &mut turns);
     }
-
-    let mut body = Map::new();
-    body.insert(
-        "messages".into(),
-        Value::Array(
-            turns
-                .into_iter()
-                .map(|t| {
-                    let role = match t.role {
-                        Role::User => "user",
-                        Role::Assistant => "assistant",
-                    };
-                    json!({"role": role, "content": t.blocks})
-                })
-                .collect(),
-        ),
-    );
-    if !system.is_empty() {
-        body.insert("system".into(), Value::Array(system));
-    }
-    insert_tool_config(g, tools, choice, &mut body);
-    let mut additional = Map::new();
-    body.insert(
-        "inferenceConfig".into(),
-        inference_config(g, model, max_tokens, budget.is_some(), &mut additional),
-    );
-    if let Some(b) = budget {
-        additional.insert(
-            "thinking".into(),
-            json!({"type": "enabled", "budget_tokens": b}),
-        );
-    }
-    if !additional.is_empty() {
-        body.insert(
-            "additionalModelRequestFields".into(),
-            Value::Object(additional),
-        );
-    }
+    let (inference_config, top_k) = inference_config(g, model, max_tokens, budget.is_some());
+    let request = ConverseRequest {
+        messages: turns.into_iter().map(message).collect(),
+        system: (!system.is_empty()).then_some(system),
+        tool_config: tool_config_sent(g, tools, choice),
+        inference_config,
+        // Claude's `top_k` and `thinking` have no Converse field.
+        additional_model_request_fields: Additional {
+            top_k,
+            thinking: budget.map(Thinking::enabled),
+        },
+    };
+    let mut body = json_object(&request)?;
     merge_provider_options(g, &mut body)?;
     Ok(Value::Object(body))
 }
 
+/// One turn of `messages`.
+fn message(t: Turn<'_>) -> Message<'_> {
+    Message {
+        role: t.role.name(),
+        content: t.blocks,
+    }
+}
+
 /// `toolConfig`, unless there are no tools or the choice is NONE; with NONE it is still sent when the history holds
 /// tool blocks (Converse refuses them without it), without a `toolChoice`.
-fn insert_tool_config(
+fn tool_config_sent<'a>(
     g: &pb::Generation,
-    tools: Vec<Value>,
-    choice: Option<Value>,
-    body: &mut Map<String, Value>,
-) {
+    tools: Vec<Tool<'a>>,
+    choice: Option<ToolChoice<'a>>,
+) -> Option<ToolConfig<'a>> {
     let has_tool_blocks = g.messages.iter().any(|m| {
         m.parts
             .iter()
@@ -145,22 +147,24 @@ fn insert_tool_config(
         .as_ref()
         .is_some_and(|c| c.mode() == pb::tool_choice::Mode::None);
     if tools.is_empty() || (tool_none && !has_tool_blocks) {
-        return;
+        return None;
     }
-    let mut config = Map::new();
-    config.insert("tools".into(), Value::Array(tools));
-    if let Some(c) = choice {
-        config.insert("toolChoice".into(), c);
-    }
-    body.insert("toolConfig".into(), Value::Object(config));
+    Some(ToolConfig {
+        tools,
+        tool_choice: choice,
+    })
 }
 
 /// Translates the conversation into alternating turns.
-fn turns(g: &pb::Generation, model: &ModelInfo, replay: bool) -> Result<Vec<Turn>, BuildError> {
+fn turns<'a>(
+    g: &'a pb::Generation,
+    model: &ModelInfo,
+    replay: bool,
+) -> Result<Vec<Turn<'a>>, BuildError> {
     let mut turns = turns::merged(g, |role, kind, field| {
         Ok(match (role, kind) {
             (pb::Role::User | pb::Role::Assistant, Kind::Text(t)) => {
-                (!t.text.trim().is_empty()).then(|| json!({"text": t.text}))
+                (!t.text.trim().is_empty()).then(|| Block::Text(Cow::Borrowed(&t.text)))
             }
             (pb::Role::User, Kind::File(f)) => file_block(f, model, field)?,
             (pb::Role::Assistant, Kind::Reasoning(r)) if replay => reasoning_block(r, model),
@@ -171,70 +175,70 @@ fn turns(g: &pb::Generation, model: &ModelInfo, replay: bool) -> Result<Vec<Turn
         })
     })?;
     turns::results_first(&mut turns, is_tool_result);
-    turns::trim_prefill(&mut turns, |b| turns::string(b.get_mut("text")));
-    turns::lead_with_user(&mut turns, || json!({"text": LEADING_USER_TEXT}));
+    turns::trim_prefill(&mut turns, |b| match b {
+        Block::Text(text) => Some(text.to_mut()),
+        _ => None,
+    });
+    turns::lead_with_user(&mut turns, || Block::Text(Cow::Borrowed(LEADING_USER_TEXT)));
     Ok(turns)
 }
 
-fn is_tool_result(b: &Value) -> bool {
-    b.get("toolResult").is_some()
+fn is_tool_result(b: &Block) -> bool {
+    matches!(b, Block::ToolResult { .. })
 }
 
 /// With thinking on, the assistant turn opening the current tool loop must start with a reasoning block.
 fn thinking_fits_history(turns: &[Turn]) -> bool {
     turns::loop_opens_with(turns, is_tool_result, |b| {
-        b.get("reasoningContent").is_some()
+        matches!(b, Block::ReasoningContent(_))
     })
 }
 
-fn reasoning_block(r: &pb::ReasoningPart, model: &ModelInfo) -> Option<Value> {
+fn reasoning_block<'a>(r: &'a pb::ReasoningPart, model: &ModelInfo) -> Option<Block<'a>> {
     let meta = r.provider_metadata.as_ref()?;
     if meta.protocol != Protocol::Bedrock.as_str() || meta.model != model.id {
         return None;
     }
     let replay: ReplayMeta = serde_json::from_str(&meta.json).ok()?;
     if let Some(data) = replay.redacted.filter(|d| !d.is_empty()) {
-        return Some(json!({"reasoningContent": {"redactedContent": data}}));
+        return Some(Block::ReasoningContent(Reasoning::RedactedContent(data)));
     }
     let signature = replay.signature.filter(|s| !s.is_empty())?;
-    Some(json!({"reasoningContent": {"reasoningText": {"text": r.text, "signature": signature}}}))
+    Some(Block::ReasoningContent(Reasoning::ReasoningText {
+        text: &r.text,
+        signature,
+    }))
 }
 
-fn tool_use_block(c: &pb::ToolCallPart, field: &str) -> Result<Value, BuildError> {
-    let input = tool_input(c, field)?;
-    Ok(json!({"toolUse": {
-        "toolUseId": ids::bedrock(&c.call_id),
-        "name": c.tool_name,
-        "input": input,
-    }}))
+fn tool_use_block<'a>(c: &'a pb::ToolCallPart, field: &str) -> Result<Block<'a>, BuildError> {
+    Ok(Block::ToolUse {
+        tool_use_id: ids::bedrock(&c.call_id),
+        name: &c.tool_name,
+        input: tool_input(c, field)?,
+    })
 }
 
-fn tool_result_block(r: &pb::ToolResultPart) -> Value {
-    let mut result = Map::new();
-    result.insert(
-        "toolUseId".into(),
-        Value::from(ids::bedrock(&r.call_id).as_ref()),
-    );
+fn tool_result_block(r: &pb::ToolResultPart) -> Block<'_> {
     // `content` is required and a text block may not be blank.
     let text = if r.output.trim().is_empty() {
         "(empty)"
     } else {
         r.output.as_str()
     };
-    result.insert("content".into(), json!([{"text": text}]));
-    if r.is_error {
-        result.insert("status".into(), Value::from("error"));
+    Block::ToolResult {
+        tool_use_id: ids::bedrock(&r.call_id),
+        content: [Text { text }],
+        status: r.is_error.then_some("error"),
     }
-    json!({"toolResult": result})
 }
 
 /// `image` for png/jpeg/gif/webp bytes, `document` for the document formats Converse reads. URLs are refused:
 /// Converse fetches only from S3.
-fn file_block(
+fn file_block<'a>(
     f: &pb::FilePart,
     model: &ModelInfo,
     field: &str,
-) -> Result<Option<Value>, BuildError> {
+) -> Result<Option<Block<'a>>, BuildError> {
     let file_field = || format!("{field}.file");
     let media = media_type(f);
     let data = match &f.source {
@@ -261,9 +265,12 @@ fn file_block(
                 format!("`{media}` is not accepted; images must be png, jpeg, gif or webp"),
             ));
         }
-        return Ok(Some(
-            json!({"image": {"format": format, "source": {"bytes": base64(data)}}}),
-        ));
+        return Ok(Some(Block::Image {
+            format: format.to_string(),
+            source: Bytes {
+                bytes: base64(data),
+            },
+        }));
     }
     let format = match media.as_str() {
         "application/pdf" => "pdf",
@@ -278,11 +285,13 @@ fn file_block(
             ));
         }
     };
-    Ok(Some(json!({"document": {
-        "format": format,
-        "name": document_name(&f.filename),
-        "source": {"bytes": base64(data)},
-    }})))
+    Ok(Some(Block::Document {
+        format,
+        name: document_name(&f.filename),
+        source: Bytes {
+            bytes: base64(data),
+        },
+    }))
 }
 
 /// Converse accepts document names of letters, digits, single spaces, hyphens, parentheses and brackets.
@@ -307,24 +316,26 @@ fn document_name(filename: &str) -> String {
 }
 
 /// The tool specs and the translated tool choice (`None` for auto-by-default or NONE).
-fn tool_config(g: &pb::Generation) -> Result<(Vec<Value>, Option<Value>), BuildError> {
-    use turns::ToolChoice;
+fn tool_config(g: &pb::Generation) -> Result<(Vec<Tool<'_>>, Option<ToolChoice<'_>>), BuildError> {
+    use turns::ToolChoice as Mode;
     let mut tools = Vec::with_capacity(g.tools.len());
     for (i, t) in g.tools.iter().enumerate() {
-        let schema = object_schema(t, i)?;
-        let mut spec = Map::new();
-        spec.insert("name".into(), Value::from(t.name.as_str()));
-        if !t.description.is_empty() {
-            spec.insert("description".into(), Value::from(t.description.as_str()));
-        }
-        spec.insert("inputSchema".into(), json!({"json": schema}));
-        tools.push(json!({"toolSpec": spec}));
+        tools.push(Tool::ToolSpec(ToolSpec {
+            name: &t.name,
+            description: (!t.description.is_empty()).then_some(t.description.as_str()),
+            input_schema: InputSchema {
+                json: object_schema(t, i)?,
+            },
+            // Bedrock's structured outputs: the call's input constrained to the schema, on the models that have
+            // them (the others answer with a ValidationException, relayed as INVALID_ARGUMENT).
+            strict: t.strict.then_some(true),
+        }));
     }
     let choice = match turns::tool_choice(g)? {
-        ToolChoice::Default | ToolChoice::None => None,
-        ToolChoice::Auto => Some(json!({"auto": {}})),
-        ToolChoice::Required => Some(json!({"any": {}})),
-        ToolChoice::Tool(name) => Some(json!({"tool": {"name": name}})),
+        Mode::Default | Mode::None => None,
+        Mode::Auto => Some(ToolChoice::Auto {}),
+        Mode::Required => Some(ToolChoice::Any {}),
+        Mode::Tool(name) => Some(ToolChoice::Tool { name }),
     };
     Ok((tools, choice))
 }
@@ -338,47 +349,40 @@ fn thinking_budget(g: &pb::Generation, model: &ModelInfo) -> Option<u64> {
     anthropic::thinking_budget(g, &model.capabilities)
 }
 
-/// `inferenceConfig`; Claude's `top_k` goes to `additional` (Converse has no field for it).
-fn inference_config(
-    g: &pb::Generation,
+/// `inferenceConfig`, and Claude's `top_k`, which Converse has no field for.
+fn inference_config<'a>(
+    g: &'a pb::Generation,
     model: &ModelInfo,
     max_tokens: u64,
     thinking: bool,
-    additional: &mut Map<String, Value>,
-) -> Value {
+) -> (InferenceConfig<'a>, Option<u32>) {
     let caps = model.capabilities;
-    let mut config = Map::new();
-    config.insert("maxTokens".into(), Value::from(max_tokens));
-    let Some(s) = &g.sampling else {
-        return Value::Object(config);
+    let s = g
+        .sampling
+        .as_ref()
+        .map_or_else(ClaudeSampling::default, |s| {
+            ClaudeSampling::new(s, &caps, thinking, is_claude(&model.name))
+        });
+    let config = InferenceConfig {
+        max_tokens,
+        temperature: s.temperature,
+        top_p: s.top_p,
+        stop_sequences: s.stop_sequences,
     };
-    let s = anthropic::ClaudeSampling::new(s, &caps, thinking, is_claude(&model.name));
-    if let Some(t) = s.temperature {
-        config.insert("temperature".into(), Value::from(t));
-    }
-    if let Some(p) = s.top_p {
-        config.insert("topP".into(), Value::from(p));
-    }
-    if let Some(k) = s.top_k {
-        additional.insert("top_k".into(), Value::from(k));
-    }
-    if !s.stop_sequences.is_empty() {
-        config.insert("stopSequences".into(), Value::Array(s.stop_sequences));
-    }
-    Value::Object(config)
+    (config, s.top_k)
 }
 
 /// Cache points, at most [`MAX_CACHE_POINTS`]: after the tools, after the system blocks, at the end of the last two
 /// user turns (the same policy as the Anthropic adapter, in Converse's own block).
-fn place_cache_points(tools: &mut Vec<Value>, system: &mut Vec<Value>, turns: &mut [Turn]) {
-    let point = || json!({"cachePoint": {"type": "default"}});
+fn place_cache_points(tools: &mut Vec<Tool>, system: &mut Vec<Block>, turns: &mut [Turn]) {
+    let point = || CachePoint { kind: "default" };
     let mut left = MAX_CACHE_POINTS;
     if !tools.is_empty() {
-        tools.push(point());
+        tools.push(Tool::CachePoint(point()));
         left -= 1;
     }
     if !system.is_empty() {
-        system.push(point());
+        system.push(Block::CachePoint(point()));
         left -= 1;
     }
     for t in turns
@@ -387,7 +391,7 @@ fn place_cache_points(tools: &mut Vec<Value>, system: &mut Vec<Value>, turns: &m
         .filter(|t| t.role == Role::User)
         .take(left.min(2))
     {
-        t.blocks.push(point());
+        t.blocks.push(Block::CachePoint(point()));
     }
 }
 
@@ -402,18 +406,7 @@ fn merge_provider_options(
     else {
         return Ok(());
     };
-    for (key, value) in options {
-        match (body.get_mut(&key), value) {
-            (Some(Value::Object(have)), Value::Object(add))
-                if key == "additionalModelRequestFields" =>
-            {
-                have.extend(add);
-            }
-            (_, value) => {
-                body.insert(key, value);
-            }
-        }
-    }
+    options::merge(body, options, &["additionalModelRequestFields"]);
     Ok(())
 }
 

@@ -274,3 +274,34 @@ fn an_assistant_first_history_gets_a_user_turn() {
         ])
     );
 }
+
+/// The request features beyond the conversation (docs/gateway.md "Request features by provider"): strict tools go
+/// as `toolSpec.strict`; JSON-object output and one call per step, which Converse has no field for, are refused.
+#[test]
+fn strict_tools_and_what_converse_cannot_say() {
+    use crate::adapter::testkit::{city_tool, json_object, tool_choice};
+    use pb::tool_choice::Mode;
+    let uncached = model(CLAUDE, false, false);
+    let mut g = generation(vec![message(pb::Role::User, vec![text("Hi")])]);
+    g.tools = vec![city_tool("get_weather", true), city_tool("get_time", false)];
+    let schema =
+        json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+    assert_eq!(
+        build(&g, &uncached)["toolConfig"],
+        json!({"tools": [
+            {"toolSpec": {"name": "get_weather", "inputSchema": {"json": schema}, "strict": true}},
+            {"toolSpec": {"name": "get_time", "inputSchema": {"json": schema}}}
+        ]})
+    );
+
+    g.tool_choice = tool_choice(Mode::Auto, "", true);
+    let e = body(&g, &Target::new(&uncached)).unwrap_err();
+    assert_eq!(e.field, "generation.tool_choice.disable_parallel");
+    g.tool_choice = tool_choice(Mode::None, "", true);
+    assert!(body(&g, &Target::new(&uncached)).is_ok());
+
+    g.output_format = json_object();
+    let e = body(&g, &Target::new(&uncached)).unwrap_err();
+    assert_eq!(e.field, "generation.output_format.type");
+    assert!(e.message.contains("no JSON mode"), "{e}");
+}

@@ -1,10 +1,12 @@
 //! `generationConfig` (sampling, JSON output, thinking budgets per model family) and provider options merged into the
 //! body.
 
+use super::request_wire::{GenerationConfig, ThinkingConfig};
 use super::schema;
+use crate::adapter::features::{self, Output};
 use crate::adapter::{BuildError, Protocol, options, pb};
 use crate::catalog::ModelInfo;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 /// Body keys the gateway builds itself, in both spellings Gemini's JSON parser accepts; `provider_options_json`
 /// cannot set them, or a caller could smuggle in tools or a conversation the gateway never validated.
@@ -21,12 +23,14 @@ pub(super) const RESERVED: [&str; 7] = [
 /// Most stop sequences Gemini accepts.
 pub(super) const MAX_STOP_SEQUENCES: usize = 5;
 
-/// Thinking budgets for an effort without an explicit budget, before clamping to the model family's range.
-pub(super) const EFFORT_BUDGETS: [(pb::reasoning::Effort, u32); 4] = [
+/// Thinking budgets for an effort without an explicit budget, before clamping to the model family's range. Xhigh,
+/// which Gemini has no level for, asks for the largest budget any family takes, so each gets its highest.
+pub(super) const EFFORT_BUDGETS: [(pb::reasoning::Effort, u32); 5] = [
     (pb::reasoning::Effort::Minimal, 512),
     (pb::reasoning::Effort::Low, 1024),
     (pb::reasoning::Effort::Medium, 8192),
     (pb::reasoning::Effort::High, 24_576),
+    (pb::reasoning::Effort::Xhigh, 32_768),
 ];
 
 /// Model families whose request rules differ, told apart by the model name.
@@ -77,31 +81,25 @@ impl Family {
 }
 
 /// `generationConfig`: sampling, JSON output and thinking. Empty when the model's defaults apply throughout.
-pub(super) fn generation_config(
-    g: &pb::Generation,
+pub(super) fn generation_config<'a>(
+    g: &'a pb::Generation,
     model: &ModelInfo,
     family: Family,
-) -> Result<Map<String, Value>, BuildError> {
-    let mut c = Map::new();
+) -> Result<GenerationConfig<'a>, BuildError> {
+    let mut c = GenerationConfig::default();
     if let Some(s) = &g.sampling {
         // Gemini's temperature range is 0..=2 like OpenAI's; clamp rather than fail a request others accept.
-        if let Some(t) = s
+        c.temperature = s
             .temperature
             .filter(|t| t.is_finite() && model.capabilities.temperature)
-        {
-            c.insert("temperature".into(), Value::from(t.clamp(0.0, 2.0)));
-        }
-        if let Some(p) = s.top_p.filter(|p| p.is_finite()) {
-            c.insert("topP".into(), Value::from(p.clamp(0.0, 1.0)));
-        }
-        if let Some(k) = s.top_k.filter(|&k| k > 0) {
-            c.insert("topK".into(), Value::from(k));
-        }
-        if let Some(max) = s.max_output_tokens.filter(|&n| n > 0) {
-            // Never above the catalog's limit: Gemini refuses a larger value instead of capping it.
-            let max = u64::from(max).min(model.max_output_tokens.max(1));
-            c.insert("maxOutputTokens".into(), Value::from(max));
-        }
+            .map(|t| t.clamp(0.0, 2.0));
+        c.top_p = s.top_p.filter(|p| p.is_finite()).map(|p| p.clamp(0.0, 1.0));
+        c.top_k = s.top_k.filter(|&k| k > 0);
+        // Never above the catalog's limit: Gemini refuses a larger value instead of capping it.
+        c.max_output_tokens = s
+            .max_output_tokens
+            .filter(|&n| n > 0)
+            .map(|max| u64::from(max).min(model.max_output_tokens.max(1)));
         let stops: Vec<&str> = s
             .stop_sequences
             .iter()
@@ -114,23 +112,24 @@ pub(super) fn generation_config(
                 format!("Gemini accepts at most {MAX_STOP_SEQUENCES} stop sequences"),
             ));
         }
-        if !stops.is_empty() {
-            c.insert("stopSequences".into(), json!(stops));
-        }
-        if let Some(seed) = s.seed {
-            let seed = i32::try_from(seed).map_err(|_| {
-                BuildError::new(
-                    "generation.sampling.seed",
-                    "Gemini's seed is a 32-bit integer",
-                )
-            })?;
-            c.insert("seed".into(), Value::from(seed));
-        }
+        c.stop_sequences = (!stops.is_empty()).then_some(stops);
+        c.seed = s
+            .seed
+            .map(|seed| {
+                i32::try_from(seed).map_err(|_| {
+                    BuildError::new(
+                        "generation.sampling.seed",
+                        "Gemini's seed is a 32-bit integer",
+                    )
+                })
+            })
+            .transpose()?;
     }
 
-    if let Some(of) = &g.output_format
-        && of.r#type() == pb::output_format::Type::JsonSchema
-    {
+    // JSON output: any JSON object (`application/json` alone), or JSON matching a schema, which Gemini always
+    // constrains the output to (a caller's `strict` asks for nothing more).
+    let output = features::output(g);
+    if output != Output::Text {
         if !g.tools.is_empty() && family != Family::Gemini3 {
             return Err(BuildError::new(
                 "generation.output_format",
@@ -138,16 +137,15 @@ pub(super) fn generation_config(
                  output through a forced tool instead",
             ));
         }
+        c.response_mime_type = Some("application/json");
+    }
+    if let Output::JsonSchema(of) = output {
         const FIELD: &str = "generation.output_format.schema_json";
         let root: Value = serde_json::from_str(&of.schema_json)
             .map_err(|e| BuildError::new(FIELD, format!("not valid JSON: {e}")))?;
-        c.insert("responseMimeType".into(), Value::from("application/json"));
-        c.insert("responseSchema".into(), schema::lower(&root, FIELD)?);
+        c.response_schema = Some(schema::lower(&root, FIELD)?);
     }
-
-    if let Some(thinking) = thinking_config(g, model, family) {
-        c.insert("thinkingConfig".into(), Value::Object(thinking));
-    }
+    c.thinking_config = thinking_config(g, model, family);
     Ok(c)
 }
 
@@ -162,7 +160,7 @@ pub(super) fn thinking_config(
     g: &pb::Generation,
     model: &ModelInfo,
     family: Family,
-) -> Option<Map<String, Value>> {
+) -> Option<ThinkingConfig> {
     use pb::reasoning::Effort;
     if !model.capabilities.reasoning {
         return None;
@@ -171,21 +169,14 @@ pub(super) fn thinking_config(
         .reasoning
         .as_ref()
         .map_or((Effort::Unspecified, 0), |r| (r.effort(), r.budget_tokens));
-    let mut c = Map::new();
+    let mut c = ThinkingConfig::default();
 
     if family == Family::Gemini3 {
-        c.insert("includeThoughts".into(), Value::Bool(true));
+        c.include_thoughts = Some(true);
         match effort {
-            Effort::None | Effort::Minimal | Effort::Low => {
-                c.insert("thinkingLevel".into(), Value::from("low"));
-            }
-            Effort::Medium | Effort::High | Effort::Xhigh => {
-                c.insert("thinkingLevel".into(), Value::from("high"));
-            }
-            Effort::Unspecified if budget > 0 => {
-                c.insert("thinkingBudget".into(), Value::from(budget));
-            }
-            Effort::Unspecified => {}
+            Effort::None | Effort::Minimal | Effort::Low => c.thinking_level = Some("low"),
+            Effort::Medium | Effort::High | Effort::Xhigh => c.thinking_level = Some("high"),
+            Effort::Unspecified => c.thinking_budget = Some(budget).filter(|&b| b > 0),
         }
         return Some(c);
     }
@@ -207,12 +198,8 @@ pub(super) fn thinking_config(
         (b, _) => b,
     };
     // Summaries of thoughts that will not happen are meaningless; some models refuse the pair.
-    if budget != Some(0) {
-        c.insert("includeThoughts".into(), Value::Bool(true));
-    }
-    if let Some(b) = budget {
-        c.insert("thinkingBudget".into(), Value::from(b));
-    }
+    c.include_thoughts = (budget != Some(0)).then_some(true);
+    c.thinking_budget = budget;
     Some(c)
 }
 

@@ -33,7 +33,10 @@ mod partial_args;
 mod partial_args_tests;
 mod request;
 #[cfg(test)]
+mod request_features_tests;
+#[cfg(test)]
 mod request_tests;
+mod request_wire;
 mod schema;
 #[cfg(test)]
 mod schema_tests;
@@ -45,6 +48,7 @@ use serde::{Deserialize, Serialize};
 use super::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
 
 pub use decode::GeminiDecoder;
+pub(crate) use request::validated_mode;
 
 /// The `thoughtSignature` Google documents for replaying a function call whose real signature is unknown (history
 /// from another model or provider). Gemini 3 refuses a function call without a signature; this value tells it to

@@ -19,12 +19,18 @@
 //! - the thinking budget is clamped to the model family's range (2.5 Pro cannot turn thinking off);
 //! - JSON output together with function calling is refused before Gemini 3, which rejects the combination.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
+use super::request_wire::{
+    Content, FunctionCallingConfig, FunctionDeclaration, GenerateRequest, Part as WirePart,
+    PartData, Response, SystemInstruction, Text, ToolConfig, Tools,
+};
 use super::{ReplayMetadata, SKIP_THOUGHT_SIGNATURE, schema};
-use crate::adapter::encoding::{LEADING_USER_TEXT, base64, media_type};
+use crate::adapter::encoding::{LEADING_USER_TEXT, base64, json_object, media_type};
+use crate::adapter::features;
 use crate::adapter::turns::{self, Role};
 use crate::adapter::{BuildError, HttpRequest, Protocol, Target, pb};
 use crate::catalog::ModelInfo;
@@ -36,6 +42,14 @@ use super::generation_config::*;
 
 /// Builds the HTTP request for `g` on `t`.
 pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
+    let built = build_request(g, t);
+    #[cfg(test)]
+    crate::adapter::golden::record_request(Protocol::Gemini, g, t, &built);
+    built
+}
+
+/// What the function above builds, which it records for the golden tests (`adapter/golden.rs`).
+fn build_request(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
     let model = t.model;
     let name = model.name.as_str();
     // The name goes into the URL path: anything but a plain model name could walk to another endpoint.
@@ -51,7 +65,6 @@ pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, B
     }
     let family = Family::of(name);
 
-    let mut body = Map::new();
     let contents = contents(g, model, family)?;
     if contents.is_empty() {
         return Err(BuildError::new(
@@ -59,29 +72,19 @@ pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, B
             "no message has any content to send",
         ));
     }
-    body.insert("contents".into(), Value::Array(contents));
-
     let system = join_non_empty(g.system.iter().map(String::as_str), "\n\n");
-    if !system.is_empty() {
-        body.insert(
-            "systemInstruction".into(),
-            json!({ "parts": [{ "text": system }] }),
-        );
-    }
-
     let choice = tool_config(g)?;
-    if !g.tools.is_empty() {
-        body.insert("tools".into(), tools(&g.tools)?);
-        if let Some(choice) = choice {
-            body.insert("toolConfig".into(), choice);
-        }
-    }
-
-    let generation_config = generation_config(g, model, family)?;
-    if !generation_config.is_empty() {
-        body.insert("generationConfig".into(), Value::Object(generation_config));
-    }
-
+    let tools = (!g.tools.is_empty()).then(|| tools(&g.tools)).transpose()?;
+    let request = GenerateRequest {
+        contents,
+        system_instruction: (!system.is_empty()).then_some(SystemInstruction {
+            parts: [Text { text: system }],
+        }),
+        tool_config: choice.filter(|_| tools.is_some()),
+        tools,
+        generation_config: generation_config(g, model, family)?,
+    };
+    let mut body = json_object(&request)?;
     merge_provider_options(&mut body, &g.provider_options_json)?;
 
     if body.contains_key("cachedContent")
@@ -117,29 +120,38 @@ fn join_non_empty<'a>(pieces: impl Iterator<Item = &'a str>, sep: &str) -> Strin
 }
 
 /// One turn of `contents`, before it is serialised (the assistant's turns are Gemini's `model` turns).
-type Turn = turns::Turn<Part>;
+type Turn<'a> = turns::Turn<Part<'a>>;
 
 /// One part of a turn, before it is serialised.
-struct Part {
-    value: Map<String, Value>,
+struct Part<'a> {
+    wire: WirePart<'a>,
     /// The caller's call id on `functionCall` and `functionResponse` parts: what pairs a result with its call,
     /// whether or not the id itself goes on the wire.
-    call_id: Option<String>,
+    call_id: Option<&'a str>,
 }
 
-impl Part {
-    fn plain(value: Map<String, Value>) -> Part {
+impl<'a> Part<'a> {
+    fn plain(wire: WirePart<'a>) -> Part<'a> {
         Part {
-            value,
+            wire,
             call_id: None,
         }
     }
 
-    fn call(value: Map<String, Value>, call_id: &str) -> Part {
+    fn call(wire: WirePart<'a>, call_id: &'a str) -> Part<'a> {
         Part {
-            value,
-            call_id: (!call_id.is_empty()).then(|| call_id.to_string()),
+            wire,
+            call_id: (!call_id.is_empty()).then_some(call_id),
         }
+    }
+}
+
+/// A part of `data` alone.
+fn part(data: PartData<'_>) -> WirePart<'_> {
+    WirePart {
+        data,
+        thought: None,
+        thought_signature: None,
     }
 }
 
@@ -152,11 +164,11 @@ struct CallInfo<'a> {
 
 /// The `contents` array: turns with empty parts dropped, same-role turns merged, a user turn first, results ordered
 /// by their calls.
-fn contents(
-    g: &pb::Generation,
+fn contents<'a>(
+    g: &'a pb::Generation,
     model: &ModelInfo,
     family: Family,
-) -> Result<Vec<Value>, BuildError> {
+) -> Result<Vec<Content<'a>>, BuildError> {
     let calls = calls(g);
     let mut turns = turns::merged(g, |role, kind, field| {
         Ok(match (role, kind) {
@@ -182,10 +194,7 @@ fn contents(
     turns::lead_with_user(&mut turns, || Part::plain(text_part(LEADING_USER_TEXT)));
     for k in 1..turns.len() {
         if turns[k].role == Role::User && turns[k - 1].role == Role::Assistant {
-            let called: Vec<(Option<String>, String)> = called_functions(&turns[k - 1])
-                .into_iter()
-                .map(|(id, name)| (id.map(String::from), name.to_string()))
-                .collect();
+            let called = called_functions(&turns[k - 1]);
             order_responses(&mut turns[k], &called);
         }
     }
@@ -197,11 +206,12 @@ fn contents(
 
     Ok(turns
         .into_iter()
-        .map(|t| {
-            json!({
-                "role": match t.role { Role::User => "user", Role::Assistant => "model" },
-                "parts": t.blocks.into_iter().map(|p| Value::Object(p.value)).collect::<Vec<_>>(),
-            })
+        .map(|t| Content {
+            role: match t.role {
+                Role::User => "user",
+                Role::Assistant => "model",
+            },
+            parts: t.blocks.into_iter().map(|p| p.wire).collect(),
         })
         .collect())
 }
@@ -233,8 +243,8 @@ fn calls(g: &pb::Generation) -> HashMap<&str, CallInfo<'_>> {
     calls
 }
 
-fn text_part(text: &str) -> Map<String, Value> {
-    Map::from_iter([("text".to_string(), Value::from(text))])
+fn text_part(text: &str) -> WirePart<'_> {
+    part(PartData::Text(Cow::Borrowed(text)))
 }
 
 /// The Gemini replay data on `meta`, when it was made by this protocol (any model).
@@ -252,11 +262,11 @@ fn own_signature(meta: Option<&pb::ProviderMetadata>, model: &ModelInfo) -> Opti
 }
 
 /// `inlineData` for bytes, `fileData` for a URL Gemini fetches itself. Empty data is dropped like empty text.
-fn file_part(
-    f: &pb::FilePart,
+fn file_part<'a>(
+    f: &'a pb::FilePart,
     model: &ModelInfo,
     field: &str,
-) -> Result<Option<Map<String, Value>>, BuildError> {
+) -> Result<Option<WirePart<'a>>, BuildError> {
     let media = media_type(f);
     if media.starts_with("image/") && !model.capabilities.vision {
         return Err(BuildError::new(
@@ -264,7 +274,7 @@ fn file_part(
             "this model does not accept images",
         ));
     }
-    let part = match &f.source {
+    let data = match &f.source {
         Some(Source::Data(d)) if d.is_empty() => return Ok(None),
         Some(Source::Data(d)) => {
             if media.is_empty() {
@@ -274,7 +284,10 @@ fn file_part(
                     "inline file data needs a media type",
                 ));
             }
-            json!({ "inlineData": { "mimeType": media, "data": base64(d) } })
+            PartData::InlineData {
+                mime_type: media,
+                data: base64(d),
+            }
         }
         Some(Source::Url(u)) if u.trim().is_empty() => {
             return Err(BuildError::new(
@@ -282,8 +295,10 @@ fn file_part(
                 "the file has an empty url",
             ));
         }
-        Some(Source::Url(u)) if media.is_empty() => json!({ "fileData": { "fileUri": u } }),
-        Some(Source::Url(u)) => json!({ "fileData": { "mimeType": media, "fileUri": u } }),
+        Some(Source::Url(u)) => PartData::FileData {
+            mime_type: (!media.is_empty()).then_some(media),
+            file_uri: u,
+        },
         None => {
             return Err(BuildError::new(
                 format!("{field}.file"),
@@ -291,31 +306,29 @@ fn file_part(
             ));
         }
     };
-    Ok(part.as_object().cloned())
+    Ok(Some(part(data)))
 }
 
 /// Replays reasoning as a thought part with its signature, only to the Gemini model that produced it; anything else
 /// is dropped (Gemini does not read thoughts from other models, and a foreign signature fails validation). Thought
 /// text without a signature is dropped too: Gemini ignores replayed thought text, so it would only cost tokens.
-fn reasoning_part(r: &pb::ReasoningPart, model: &ModelInfo) -> Option<Map<String, Value>> {
+fn reasoning_part<'a>(r: &'a pb::ReasoningPart, model: &ModelInfo) -> Option<WirePart<'a>> {
     let signature = own_signature(r.provider_metadata.as_ref(), model)?;
-    let mut part = Map::new();
-    part.insert("text".into(), Value::from(r.text.as_str()));
-    // A signature-only block (see the module docs of `super`) came from a plain empty text part: it goes back as
-    // one. The empty `text` is the part's data field, which Gemini requires.
-    if !r.text.is_empty() {
-        part.insert("thought".into(), Value::Bool(true));
-    }
-    part.insert("thoughtSignature".into(), Value::from(signature));
-    Some(part)
+    Some(WirePart {
+        data: PartData::Text(Cow::Borrowed(&r.text)),
+        // A signature-only block (see the module docs of `super`) came from a plain empty text part: it goes back
+        // as one. The empty `text` is the part's data field, which Gemini requires.
+        thought: (!r.text.is_empty()).then_some(true),
+        thought_signature: Some(Cow::Owned(signature)),
+    })
 }
 
 /// A `functionCall` part, with its thought signature when this model made it and Gemini's own id when it sent one.
-fn call_part(
-    c: &pb::ToolCallPart,
+fn call_part<'a>(
+    c: &'a pb::ToolCallPart,
     model: &ModelInfo,
     field: &str,
-) -> Result<Map<String, Value>, BuildError> {
+) -> Result<WirePart<'a>, BuildError> {
     let args_field = || format!("{field}.tool_call.input_json");
     let args: Value = if c.input_json.trim().is_empty() {
         Value::Object(Map::new())
@@ -332,27 +345,24 @@ fn call_part(
             "a tool call needs the tool name",
         ));
     }
-    let mut call = Map::new();
-    call.insert("name".into(), Value::from(c.tool_name.as_str()));
-    call.insert("args".into(), args);
-    if let Some(id) = gemini_meta(c.provider_metadata.as_ref()).and_then(|m| m.function_call_id) {
-        call.insert("id".into(), Value::from(id));
-    }
-    let mut part = Map::new();
-    part.insert("functionCall".into(), Value::Object(call));
-    if let Some(signature) = own_signature(c.provider_metadata.as_ref(), model) {
-        part.insert("thoughtSignature".into(), Value::from(signature));
-    }
-    Ok(part)
+    Ok(WirePart {
+        data: PartData::FunctionCall {
+            name: &c.tool_name,
+            args,
+            id: gemini_meta(c.provider_metadata.as_ref()).and_then(|m| m.function_call_id),
+        },
+        thought: None,
+        thought_signature: own_signature(c.provider_metadata.as_ref(), model).map(Cow::Owned),
+    })
 }
 
 /// A `functionResponse` part. `response` must be an object, so the output is wrapped as `{"output": …}`, or
 /// `{"error": …}` for a failed tool (the shape python-genai documents).
-fn response_part(
-    r: &pb::ToolResultPart,
-    calls: &HashMap<&str, CallInfo<'_>>,
+fn response_part<'a>(
+    r: &'a pb::ToolResultPart,
+    calls: &HashMap<&str, CallInfo<'a>>,
     field: &str,
-) -> Result<Map<String, Value>, BuildError> {
+) -> Result<WirePart<'a>, BuildError> {
     let call = calls.get(r.call_id.as_str());
     let name = if r.tool_name.is_empty() {
         call.map(|c| c.name).unwrap_or_default()
@@ -365,49 +375,43 @@ fn response_part(
             "Gemini pairs results with calls by function name; set the tool name or a call_id of an earlier call",
         ));
     }
-    let key = if r.is_error { "error" } else { "output" };
-    let mut response = Map::new();
-    response.insert("name".into(), Value::from(name));
-    response.insert(
-        "response".into(),
-        Value::Object(Map::from_iter([(
-            key.to_string(),
-            Value::from(r.output.as_str()),
-        )])),
-    );
-    if let Some(id) = call.and_then(|c| c.provider_id.clone()) {
-        response.insert("id".into(), Value::from(id));
-    }
-    Ok(Map::from_iter([(
-        "functionResponse".to_string(),
-        Value::Object(response),
-    )]))
-}
-
-/// The name of a `functionCall` or `functionResponse` part.
-fn function_name<'p>(part: &'p Part, kind: &str) -> Option<&'p str> {
-    part.value.get(kind)?.get("name")?.as_str()
+    Ok(part(PartData::FunctionResponse {
+        name,
+        response: if r.is_error {
+            Response::Error(&r.output)
+        } else {
+            Response::Output(&r.output)
+        },
+        id: call.and_then(|c| c.provider_id.clone()),
+    }))
 }
 
 /// `(caller's call id, name)` of every `functionCall` in a model turn, in order.
-fn called_functions(turn: &Turn) -> Vec<(Option<&str>, &str)> {
+fn called_functions<'a>(turn: &Turn<'a>) -> Vec<(Option<&'a str>, &'a str)> {
     turn.blocks
         .iter()
-        .filter_map(|p| Some((p.call_id.as_deref(), function_name(p, "functionCall")?)))
+        .filter_map(|p| match p.wire.data {
+            PartData::FunctionCall { name, .. } => Some((p.call_id, name)),
+            _ => None,
+        })
         .collect()
 }
 
 /// Puts the `functionResponse` parts of a user turn first, in the order of the calls they answer (paired by the
 /// caller's call id, else by name), unpaired responses after them and every other part last, each group in its
 /// original order.
-fn order_responses(turn: &mut Turn, called: &[(Option<String>, String)]) {
+fn order_responses(turn: &mut Turn, called: &[(Option<&str>, &str)]) {
     let mut used = vec![false; called.len()];
     let mut keyed: Vec<((u8, usize), Part)> = Vec::with_capacity(turn.blocks.len());
     for (pos, part) in std::mem::take(&mut turn.blocks).into_iter().enumerate() {
-        let key = match function_name(&part, "functionResponse") {
+        let responds_to = match part.wire.data {
+            PartData::FunctionResponse { name, .. } => Some(name),
+            _ => None,
+        };
+        let key = match responds_to {
             Some(name) => {
-                let by_id = part.call_id.as_deref().and_then(|id| {
-                    (0..called.len()).find(|&k| !used[k] && called[k].0.as_deref() == Some(id))
+                let by_id = part.call_id.and_then(|id| {
+                    (0..called.len()).find(|&k| !used[k] && called[k].0 == Some(id))
                 });
                 let slot =
                     by_id.or_else(|| (0..called.len()).find(|&k| !used[k] && called[k].1 == name));
@@ -434,12 +438,12 @@ fn sign_first_call(turn: &mut Turn) {
     if let Some(first) = turn
         .blocks
         .iter_mut()
-        .find(|p| p.value.contains_key("functionCall"))
+        .find(|p| matches!(p.wire.data, PartData::FunctionCall { .. }))
     {
         first
-            .value
-            .entry("thoughtSignature")
-            .or_insert_with(|| Value::from(SKIP_THOUGHT_SIGNATURE));
+            .wire
+            .thought_signature
+            .get_or_insert(Cow::Borrowed(SKIP_THOUGHT_SIGNATURE));
     }
 }
 
@@ -454,7 +458,7 @@ fn valid_function_name(name: &str) -> bool {
 }
 
 /// `[{"functionDeclarations": […]}]`: every tool in one declaration list, parameters lowered to Gemini's schema.
-fn tools(tools: &[pb::Tool]) -> Result<Value, BuildError> {
+fn tools(tools: &[pb::Tool]) -> Result<[Tools<'_>; 1], BuildError> {
     let mut declarations = Vec::with_capacity(tools.len());
     for (i, tool) in tools.iter().enumerate() {
         if !valid_function_name(&tool.name) {
@@ -467,30 +471,51 @@ fn tools(tools: &[pb::Tool]) -> Result<Value, BuildError> {
                 ),
             ));
         }
-        let mut d = Map::new();
-        d.insert("name".into(), Value::from(tool.name.as_str()));
-        if !tool.description.is_empty() {
-            d.insert("description".into(), Value::from(tool.description.as_str()));
-        }
         let field = format!("generation.tools[{i}].input_schema_json");
-        if let Some(parameters) = schema::parameters(&tool.input_schema_json, &field)? {
-            d.insert("parameters".into(), parameters);
-        }
-        declarations.push(Value::Object(d));
+        declarations.push(FunctionDeclaration {
+            name: &tool.name,
+            description: (!tool.description.is_empty()).then_some(tool.description.as_str()),
+            parameters: schema::parameters(&tool.input_schema_json, &field)?,
+        });
     }
-    Ok(json!([{ "functionDeclarations": declarations }]))
+    Ok([Tools {
+        function_declarations: declarations,
+    }])
+}
+
+/// Whether the request needs function calling mode `VALIDATED`: a tool the caller marked strict, on a choice that
+/// leaves the model free to answer in text (the default or AUTO). `VALIDATED` is AUTO with every call constrained
+/// to its schema; `ANY` (a required or named tool) is constrained already, and NONE makes no call. Returns the
+/// first strict tool, for a refusal to name.
+pub(crate) fn validated_mode(g: &pb::Generation) -> Result<Option<usize>, BuildError> {
+    use turns::ToolChoice;
+    let free = matches!(
+        turns::tool_choice(g)?,
+        ToolChoice::Default | ToolChoice::Auto
+    );
+    Ok(features::first_strict_tool(g).filter(|_| free))
 }
 
 /// `toolConfig`, `None` for Gemini's default (AUTO). Validated even without tools, so a bad choice is reported
-/// whatever else the request holds.
-fn tool_config(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
+/// whatever else the request holds. Gemini has no switch for one call per step, so that is refused.
+fn tool_config(g: &pb::Generation) -> Result<Option<ToolConfig<'_>>, BuildError> {
     use turns::ToolChoice;
-    let config = match turns::tool_choice(g)? {
-        ToolChoice::Default => return Ok(None),
-        ToolChoice::Auto => json!({ "mode": "AUTO" }),
-        ToolChoice::None => json!({ "mode": "NONE" }),
-        ToolChoice::Required => json!({ "mode": "ANY" }),
-        ToolChoice::Tool(name) => json!({ "mode": "ANY", "allowedFunctionNames": [name] }),
+    features::refuse_one_call_per_step(g, "Gemini")?;
+    let (mode, allowed) = if validated_mode(g)?.is_some() {
+        ("VALIDATED", None)
+    } else {
+        match turns::tool_choice(g)? {
+            ToolChoice::Default => return Ok(None),
+            ToolChoice::Auto => ("AUTO", None),
+            ToolChoice::None => ("NONE", None),
+            ToolChoice::Required => ("ANY", None),
+            ToolChoice::Tool(name) => ("ANY", Some([name])),
+        }
     };
-    Ok(Some(json!({ "functionCallingConfig": config })))
+    Ok(Some(ToolConfig {
+        function_calling_config: FunctionCallingConfig {
+            mode,
+            allowed_function_names: allowed,
+        },
+    }))
 }

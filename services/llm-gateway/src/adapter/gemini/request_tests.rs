@@ -508,6 +508,22 @@ fn thinking_config_per_model_family() {
             with(Effort::High, 40_000),
             json!({"includeThoughts": true, "thinkingBudget": 32_768}),
         ),
+        // Xhigh, which Gemini has no level for: each family's largest budget.
+        (
+            pro(),
+            with(Effort::Xhigh, 0),
+            json!({"includeThoughts": true, "thinkingBudget": 32_768}),
+        ),
+        (
+            flash(),
+            with(Effort::Xhigh, 0),
+            json!({"includeThoughts": true, "thinkingBudget": 24_576}),
+        ),
+        (
+            gemini_3(),
+            with(Effort::Xhigh, 0),
+            json!({"includeThoughts": true, "thinkingLevel": "high"}),
+        ),
         (
             flash_lite(),
             with(Effort::Minimal, 0),

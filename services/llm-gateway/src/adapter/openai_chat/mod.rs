@@ -21,6 +21,7 @@ mod fast_tests;
 #[cfg(test)]
 mod openrouter_tests;
 mod request;
+mod request_wire;
 #[cfg(test)]
 mod stream_tests;
 mod whole;

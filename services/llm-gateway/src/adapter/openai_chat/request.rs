@@ -2,13 +2,17 @@
 
 use std::borrow::Cow;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use super::super::encoding::OpenAiFile;
+use super::super::encoding::{OpenAiFile, json_object};
+use super::super::features::{self, Output};
 use super::super::{BuildError, HttpRequest, Protocol, Target, ids, options, pb};
+use super::request_wire::{
+    Assistant, CalledFunction, ChatRequest, File, ImageUrl, JsonSchema, Message, Part,
+    ResponseFormat, Sampling, StreamOptions, ToolCall,
+};
 use crate::adapter::openai_common::{
-    call_arguments, function_tool, json_schema_output, part_field, tool_choice_with, tool_results,
-    wrong_part,
+    Nested, call_arguments, json_schema_output, part_field, tool_fields, tool_results, wrong_part,
 };
 use crate::catalog::{Capabilities, ModelInfo, ReasoningReplay, ToolCallIds};
 use pb::part::Kind;
@@ -26,6 +30,11 @@ const OWNED_KEYS: [&str; 6] = [
     "tools",
     "tool_choice",
 ];
+
+/// Chat Completions nests a function's fields under `function`, in `tools` and in a named `tool_choice` alike.
+fn nested<F>(function: F) -> Nested<F> {
+    Nested { function }
+}
 
 /// Separates the caller's text parts in one user message when they are sent as a single string: they are separate
 /// pieces (a pasted document and a question, say) that must not run into each other.
@@ -47,42 +56,34 @@ const REJECTED_BY_REASONING_MODELS: [&str; 7] = [
 
 /// Builds the HTTP request for `g` on `t` (see the module docs of [`super`] for the fixes applied).
 pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
+    let built = build_request(g, t);
+    #[cfg(test)]
+    crate::adapter::golden::record_request(Protocol::OpenaiChat, g, t, &built);
+    built
+}
+
+/// What the function above builds, which it records for the golden tests (`adapter/golden.rs`).
+fn build_request(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
     let caps = &t.model.capabilities;
-    let mut body = Map::new();
-    body.insert("model".into(), Value::String(t.model.name.clone()));
-    body.insert("messages".into(), Value::Array(messages(g, t.model)?));
-
-    // Validated even without tools, so a bad tool choice is reported whatever else the request holds.
-    let choice = tool_choice(g)?;
-    if !g.tools.is_empty() {
-        body.insert("tools".into(), tools(&g.tools, caps.strict_schemas)?);
-        // OpenAI rejects `tool_choice` without `tools`, so it only goes out alongside them.
-        if let Some(choice) = choice {
-            body.insert("tool_choice".into(), choice);
-        }
-    }
-
-    if let Some(format) = response_format(g, caps.strict_schemas)? {
-        body.insert("response_format".into(), format);
-    }
-
-    sampling(g, t, &mut body);
-
-    body.insert("stream".into(), Value::Bool(true));
-    // Without it the stream carries no usage at all, and the step could not be priced.
-    body.insert("stream_options".into(), json!({ "include_usage": true }));
-
-    // Only OpenAI itself documents `prompt_cache_key`; compatible servers may reject unknown keys.
-    if t.model.provider == "openai"
-        && let Some(ctx) = &g.context
-        && !ctx.session_id.is_empty()
-    {
-        body.insert(
-            "prompt_cache_key".into(),
-            Value::String(ctx.session_id.clone()),
-        );
-    }
-
+    let request = ChatRequest {
+        model: &t.model.name,
+        messages: messages(g, t.model)?,
+        tools: tool_fields(g, caps.strict_schemas, false, nested, nested)?,
+        response_format: response_format(g, caps.strict_schemas)?,
+        sampling: sampling(g, t),
+        stream: true,
+        // Without it the stream carries no usage at all, and the step could not be priced.
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
+        // Only OpenAI itself documents `prompt_cache_key`; compatible servers may reject unknown keys.
+        prompt_cache_key: g
+            .context
+            .as_ref()
+            .map(|ctx| ctx.session_id.as_str())
+            .filter(|id| t.model.provider == "openai" && !id.is_empty()),
+    };
+    let mut body = json_object(&request)?;
     merge_provider_options(&mut body, &g.provider_options_json, caps)?;
 
     Ok(HttpRequest {
@@ -93,7 +94,7 @@ pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, B
 }
 
 /// The `messages` array: the system prompt, then the conversation with empty parts and empty turns dropped.
-fn messages(g: &pb::Generation, model: &ModelInfo) -> Result<Vec<Value>, BuildError> {
+fn messages<'a>(g: &'a pb::Generation, model: &ModelInfo) -> Result<Vec<Message<'a>>, BuildError> {
     let caps = &model.capabilities;
     let mut out = Vec::with_capacity(g.messages.len() + 1);
 
@@ -105,7 +106,10 @@ fn messages(g: &pb::Generation, model: &ModelInfo) -> Result<Vec<Value>, BuildEr
         } else {
             "system"
         };
-        out.push(json!({ "role": role, "content": system }));
+        out.push(Message::Text {
+            role,
+            content: Cow::Owned(system),
+        });
     }
 
     for (i, m) in g.messages.iter().enumerate() {
@@ -146,7 +150,7 @@ fn join_non_empty<'a>(pieces: impl Iterator<Item = &'a str>, sep: &str) -> Strin
 
 /// A user turn: a plain string when it holds only text (the form every compatible server accepts), else an array
 /// of content parts. `None` when nothing is left once empty parts are dropped.
-fn user_message(i: usize, m: &pb::Message) -> Result<Option<Value>, BuildError> {
+fn user_message(i: usize, m: &pb::Message) -> Result<Option<Message<'_>>, BuildError> {
     let mut texts: Vec<&str> = Vec::new();
     let mut has_files = false;
     for (j, part) in m.parts.iter().enumerate() {
@@ -167,33 +171,44 @@ fn user_message(i: usize, m: &pb::Message) -> Result<Option<Value>, BuildError> 
             return Ok(None);
         }
         let content = join_non_empty(texts.into_iter(), USER_TEXT_SEPARATOR);
-        return Ok(Some(json!({ "role": "user", "content": content })));
+        return Ok(Some(Message::Text {
+            role: "user",
+            content: Cow::Owned(content),
+        }));
     }
 
     let mut content = Vec::with_capacity(m.parts.len());
     for (j, part) in m.parts.iter().enumerate() {
         match &part.kind {
             Some(Kind::Text(t)) if !t.text.is_empty() => {
-                content.push(json!({ "type": "text", "text": t.text }));
+                content.push(Part::Text { text: &t.text });
             }
             Some(Kind::File(f)) => content.push(file_part(i, j, f)?),
             _ => {}
         }
     }
-    Ok(Some(json!({ "role": "user", "content": content })))
+    Ok(Some(Message::Parts {
+        role: "user",
+        content,
+    }))
 }
 
 /// An image becomes an `image_url` part (inline data URL or the caller's https URL); any other file a `file` part
 /// with inline base64 data, the only form Chat Completions takes besides an uploaded file id.
-fn file_part(i: usize, j: usize, f: &pb::FilePart) -> Result<Value, BuildError> {
+fn file_part(i: usize, j: usize, f: &pb::FilePart) -> Result<Part<'_>, BuildError> {
+    let image = |url| Part::ImageUrl {
+        image_url: ImageUrl { url },
+    };
     Ok(match OpenAiFile::of(i, j, f)? {
-        OpenAiFile::ImageUrl(url) => json!({ "type": "image_url", "image_url": { "url": url } }),
-        OpenAiFile::ImageData(url) => json!({ "type": "image_url", "image_url": { "url": url } }),
+        OpenAiFile::ImageUrl(url) => image(Cow::Borrowed(url)),
+        OpenAiFile::ImageData(url) => image(Cow::Owned(url)),
         // OpenAI needs a filename with inline file data; `OpenAiFile` invents a stable one from the part position.
-        OpenAiFile::FileData { filename, data_url } => json!({
-            "type": "file",
-            "file": { "filename": filename, "file_data": data_url },
-        }),
+        OpenAiFile::FileData { filename, data_url } => Part::File {
+            file: File {
+                filename,
+                file_data: data_url,
+            },
+        },
         OpenAiFile::FileUrl { .. } => {
             return Err(BuildError::new(
                 format!("{}.file.url", part_field(i, j)),
@@ -207,11 +222,11 @@ fn file_part(i: usize, j: usize, f: &pb::FilePart) -> Result<Value, BuildError> 
 /// `tool_calls`, and the turn's reasoning where the model's `reasoning_replay` wants it. `None` when there is
 /// neither text nor tool calls: Mistral and others reject an empty assistant turn, and reasoning alone is not an
 /// answer worth replaying.
-fn assistant_message(
+fn assistant_message<'a>(
     i: usize,
-    m: &pb::Message,
+    m: &'a pb::Message,
     model: &ModelInfo,
-) -> Result<Option<Value>, BuildError> {
+) -> Result<Option<Message<'a>>, BuildError> {
     let caps = &model.capabilities;
     let mut text = String::new();
     let mut reasoning = String::new();
@@ -254,35 +269,21 @@ fn assistant_message(
     if text.is_empty() && calls.is_empty() {
         return Ok(None);
     }
-    let mut msg = Map::new();
-    msg.insert("role".into(), Value::String("assistant".into()));
-    msg.insert(
-        "content".into(),
-        if text.is_empty() {
-            Value::Null
-        } else {
-            Value::String(text)
-        },
-    );
-    match caps.reasoning_replay {
-        ReasoningReplay::None => {}
+    let (reasoning_content, reasoning) = match caps.reasoning_replay {
+        ReasoningReplay::None => (None, None),
         // On every assistant turn, empty when the turn has none of this model's reasoning: DeepSeek V4 in thinking
         // mode refuses an assistant message without the field ("Missing `reasoning_content` field").
-        ReasoningReplay::ReasoningContent => {
-            msg.insert("reasoning_content".into(), Value::String(reasoning));
-        }
-        ReasoningReplay::Reasoning if !reasoning.is_empty() => {
-            msg.insert("reasoning".into(), Value::String(reasoning));
-        }
-        ReasoningReplay::Reasoning => {}
-    }
-    if !details.is_empty() {
-        msg.insert("reasoning_details".into(), Value::Array(details));
-    }
-    if !calls.is_empty() {
-        msg.insert("tool_calls".into(), Value::Array(calls));
-    }
-    Ok(Some(Value::Object(msg)))
+        ReasoningReplay::ReasoningContent => (Some(reasoning), None),
+        ReasoningReplay::Reasoning => (None, Some(reasoning).filter(|r| !r.is_empty())),
+    };
+    Ok(Some(Message::Assistant(Assistant {
+        role: "assistant",
+        content: Some(text).filter(|t| !t.is_empty()),
+        reasoning_content,
+        reasoning,
+        reasoning_details: details,
+        tool_calls: calls,
+    })))
 }
 
 /// Reasoning is replayed only to the exact model that produced it over this protocol (docs/providers.md §6.3: "dropped when
@@ -307,106 +308,85 @@ fn call_id<'a>(id: &'a str, caps: &Capabilities) -> Cow<'a, str> {
 /// One `tool_calls[]` entry. The id goes through [`call_id`], as does the matching result's `tool_call_id`, so the
 /// pair stays matched after a long id (a Responses `fc_…` id, say) is shortened to OpenAI's 40 characters, or any
 /// id is rewritten to Mistral's nine alphanumerics.
-fn tool_call(
+fn tool_call<'a>(
     i: usize,
     j: usize,
-    c: &pb::ToolCallPart,
+    c: &'a pb::ToolCallPart,
     caps: &Capabilities,
-) -> Result<Value, BuildError> {
-    let arguments = call_arguments(i, j, c)?;
-    Ok(json!({
-        "id": call_id(&c.call_id, caps),
-        "type": "function",
-        "function": { "name": c.tool_name, "arguments": arguments },
-    }))
+) -> Result<ToolCall<'a>, BuildError> {
+    Ok(ToolCall {
+        id: call_id(&c.call_id, caps),
+        kind: "function",
+        function: CalledFunction {
+            name: &c.tool_name,
+            arguments: call_arguments(i, j, c)?,
+        },
+    })
 }
 
 /// One `tool` message per result, in order ([`tool_results`]).
-fn tool_messages(
+fn tool_messages<'a>(
     i: usize,
-    m: &pb::Message,
+    m: &'a pb::Message,
     caps: &Capabilities,
-    out: &mut Vec<Value>,
+    out: &mut Vec<Message<'a>>,
 ) -> Result<(), BuildError> {
-    tool_results(
-        i,
-        m,
-        out,
-        |r| json!({ "role": "tool", "tool_call_id": call_id(&r.call_id, caps), "content": r.output }),
-    )
+    tool_results(i, m, out, |r| Message::Tool {
+        role: "tool",
+        tool_call_id: call_id(&r.call_id, caps),
+        content: &r.output,
+    })
 }
 
-/// The `tools` array, each a `function` object ([`function_tool`]).
-fn tools(tools: &[pb::Tool], strict: bool) -> Result<Value, BuildError> {
-    let mut out = Vec::with_capacity(tools.len());
-    for (i, tool) in tools.iter().enumerate() {
-        let function = function_tool(i, tool, strict, false, Map::new())?;
-        out.push(json!({ "type": "function", "function": function }));
+/// `response_format` for JSON-object output, or for JSON Schema output ([`json_schema_output`]).
+fn response_format(
+    g: &pb::Generation,
+    strict: bool,
+) -> Result<Option<ResponseFormat<'_>>, BuildError> {
+    if features::output(g) == Output::JsonObject {
+        return Ok(Some(ResponseFormat::JsonObject));
     }
-    Ok(Value::Array(out))
-}
-
-/// The `tool_choice` value ([`tool_choice_with`]).
-fn tool_choice(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
-    tool_choice_with(
-        g,
-        |name| json!({ "type": "function", "function": { "name": name } }),
-    )
-}
-
-/// `response_format` for JSON Schema output ([`json_schema_output`]).
-fn response_format(g: &pb::Generation, strict: bool) -> Result<Option<Value>, BuildError> {
     Ok(
-        json_schema_output(g, strict)?.map(|(name, schema, strict)| {
-            json!({
-                "type": "json_schema",
-                "json_schema": { "name": name, "schema": schema, "strict": strict },
-            })
+        json_schema_output(g, strict)?.map(|(name, schema, strict)| ResponseFormat::JsonSchema {
+            json_schema: JsonSchema {
+                name,
+                schema,
+                strict,
+            },
         }),
     )
 }
 
 /// Sampling parameters, minus the ones the model rejects.
-fn sampling(g: &pb::Generation, t: &Target<'_>, body: &mut Map<String, Value>) {
+fn sampling<'a>(g: &'a pb::Generation, t: &Target<'_>) -> Sampling<'a> {
     let caps = &t.model.capabilities;
+    let mut out = Sampling::default();
     if let Some(s) = &g.sampling {
         // Reasoning models reject temperature and top_p outright (docs/providers.md §1).
         if !caps.reasoning {
-            if caps.temperature
-                && let Some(temperature) = s.temperature
-            {
-                body.insert("temperature".into(), json!(temperature));
-            }
-            if let Some(top_p) = s.top_p {
-                body.insert("top_p".into(), json!(top_p));
-            }
+            out.temperature = s.temperature.filter(|_| caps.temperature);
+            out.top_p = s.top_p;
         }
         // top_k is not an OpenAI parameter; compatible servers that have it take it via provider options.
-        if let Some(max) = s.max_output_tokens {
-            // Reasoning models reject `max_tokens` with `unsupported_parameter`; the others may predate
-            // `max_completion_tokens` (most compatible servers).
-            let key = if caps.reasoning {
-                "max_completion_tokens"
-            } else {
-                "max_tokens"
-            };
-            body.insert(key.into(), json!(max));
+        // Reasoning models reject `max_tokens` with `unsupported_parameter`; the others may predate
+        // `max_completion_tokens` (most compatible servers).
+        if caps.reasoning {
+            out.max_completion_tokens = s.max_output_tokens;
+        } else {
+            out.max_tokens = s.max_output_tokens;
         }
-        if !s.stop_sequences.is_empty() {
-            body.insert("stop".into(), json!(s.stop_sequences));
-        }
-        if let Some(seed) = s.seed {
-            body.insert("seed".into(), json!(seed));
-        }
+        out.stop = (!s.stop_sequences.is_empty()).then_some(s.stop_sequences.as_slice());
+        out.seed = s.seed;
     }
 
     // Only reasoning models take `reasoning_effort`; ordinary ones reject the unknown parameter.
-    if caps.reasoning
-        && let Some(r) = &g.reasoning
-        && let Some(effort) = super::super::openai_common::effort_name(r.effort)
-    {
-        body.insert("reasoning_effort".into(), Value::String(effort.into()));
+    if caps.reasoning {
+        out.reasoning_effort = g
+            .reasoning
+            .as_ref()
+            .and_then(|r| super::super::openai_common::effort_name(r.effort));
     }
+    out
 }
 
 /// Merges `{"openai_chat":{...}}` from the caller's provider options into the body. Keys the gateway owns are

@@ -10,6 +10,7 @@ use crate::adapter::testkit::{
 };
 use crate::catalog::{Capabilities, ModelInfo, ReasoningReplay, ToolCallIds};
 use crate::protocol::Protocol;
+use serde_json::json;
 
 fn model(provider: &str, name: &str, caps: Capabilities) -> ModelInfo {
     ModelInfo {

@@ -12,6 +12,7 @@
 
 mod decode;
 mod request;
+mod request_wire;
 #[cfg(test)]
 mod stream_tests;
 mod whole;

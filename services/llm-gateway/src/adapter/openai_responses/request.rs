@@ -10,16 +10,20 @@
 //! - reasoning models get no `temperature` / `top_p`, which they reject;
 //! - parameters Responses does not have (`stop`, `seed`, `top_k`) are dropped.
 
-use serde_json::{Map, Value, json};
+use std::borrow::Cow;
+
+use serde_json::{Map, Value};
 
 use super::ReasoningMetadata;
-use crate::adapter::encoding::OpenAiFile;
+use super::request_wire::{Content, Format, Item, Reasoning, ResponsesRequest, Summary, Text};
+use crate::adapter::encoding::{OpenAiFile, json_object};
+use crate::adapter::features::{self, Output};
+use crate::adapter::openai_common::{
+    call_arguments, json_schema_output, tool_fields, tool_results, wrong_part,
+};
 use crate::adapter::{BuildError, HttpRequest, Protocol, Target, options, pb};
 use crate::catalog::ModelInfo;
 
-use crate::adapter::openai_common::{
-    call_arguments, function_tool, json_schema_output, tool_choice_with, tool_results, wrong_part,
-};
 use pb::part::Kind;
 
 /// Body keys the gateway sets itself; `provider_options_json` may not override them. `store` is among them because
@@ -39,48 +43,46 @@ const ENCRYPTED_REASONING: &str = "reasoning.encrypted_content";
 
 /// Builds the HTTP request for `g` on `t` (see the module docs for the fixes applied).
 pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
+    let built = build_request(g, t);
+    #[cfg(test)]
+    crate::adapter::golden::record_request(Protocol::OpenaiResponses, g, t, &built);
+    built
+}
+
+/// What the function above builds, which it records for the golden tests (`adapter/golden.rs`).
+fn build_request(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
     let caps = &t.model.capabilities;
-    let mut body = Map::new();
-    body.insert("model".into(), Value::String(t.model.name.clone()));
-
     let instructions = join_non_empty(g.system.iter().map(String::as_str), "\n\n");
-    if !instructions.is_empty() {
-        body.insert("instructions".into(), Value::String(instructions));
-    }
-    body.insert("input".into(), Value::Array(input(g, t.model)?));
-
-    // Validated even without tools, so a bad tool choice is reported whatever else the request holds.
-    let choice = tool_choice(g)?;
-    if !g.tools.is_empty() {
-        body.insert("tools".into(), tools(&g.tools, caps.strict_schemas)?);
-        // OpenAI rejects `tool_choice` without `tools`, so it only goes out alongside them.
-        if let Some(choice) = choice {
-            body.insert("tool_choice".into(), choice);
-        }
-    }
-
-    if let Some(format) = text_format(g, caps.strict_schemas)? {
-        body.insert("text".into(), json!({ "format": format }));
-    }
-
-    sampling(g, t, &mut body);
-
-    if caps.reasoning {
-        body.insert("reasoning".into(), reasoning(g));
-        body.insert("include".into(), json!([ENCRYPTED_REASONING]));
-    }
-    body.insert("store".into(), Value::Bool(false));
-    body.insert("stream".into(), Value::Bool(true));
-
-    if let Some(ctx) = &g.context
-        && !ctx.session_id.is_empty()
-    {
-        body.insert(
-            "prompt_cache_key".into(),
-            Value::String(ctx.session_id.clone()),
-        );
-    }
-
+    // Reasoning models reject temperature and top_p outright (docs/providers.md §1, §6.6). `stop_sequences`, `seed`
+    // and `top_k` have no Responses parameter; the API would reject them as unknown, so they are dropped like any
+    // other parameter a model does not take.
+    let sampling = g.sampling.as_ref();
+    let sampled = sampling.filter(|_| !caps.reasoning);
+    let request = ResponsesRequest {
+        model: &t.model.name,
+        instructions: (!instructions.is_empty()).then_some(instructions),
+        input: input(g, t.model)?,
+        // `strict` is sent explicitly either way: Responses defaults function tools to strict mode, which rejects any
+        // schema that does not list every property in `required` and forbid additional properties, and callers'
+        // schemas rarely do. Tools and a named choice are flat.
+        tools: tool_fields(g, caps.strict_schemas, true, |f| f, |n| n)?,
+        text: text_format(g, caps.strict_schemas)?.map(|format| Text { format }),
+        temperature: sampled
+            .and_then(|s| s.temperature)
+            .filter(|_| caps.temperature),
+        top_p: sampled.and_then(|s| s.top_p),
+        max_output_tokens: sampling.and_then(|s| s.max_output_tokens),
+        reasoning: caps.reasoning.then(|| reasoning(g)),
+        include: caps.reasoning.then_some([ENCRYPTED_REASONING]),
+        store: false,
+        stream: true,
+        prompt_cache_key: g
+            .context
+            .as_ref()
+            .map(|ctx| ctx.session_id.as_str())
+            .filter(|id| !id.is_empty()),
+    };
+    let mut body = json_object(&request)?;
     merge_provider_options(&mut body, &g.provider_options_json)?;
 
     Ok(HttpRequest {
@@ -103,7 +105,7 @@ fn join_non_empty<'a>(pieces: impl Iterator<Item = &'a str>, sep: &str) -> Strin
 }
 
 /// The `input` items, in conversation order.
-fn input(g: &pb::Generation, model: &ModelInfo) -> Result<Vec<Value>, BuildError> {
+fn input<'a>(g: &'a pb::Generation, model: &ModelInfo) -> Result<Vec<Item<'a>>, BuildError> {
     let mut out = Vec::with_capacity(g.messages.len());
     for (i, m) in g.messages.iter().enumerate() {
         match pb::Role::try_from(m.role).unwrap_or(pb::Role::Unspecified) {
@@ -126,12 +128,12 @@ fn input(g: &pb::Generation, model: &ModelInfo) -> Result<Vec<Value>, BuildError
 }
 
 /// A user message item with typed content parts; `None` when nothing is left once empty parts are dropped.
-fn user_item(i: usize, m: &pb::Message) -> Result<Option<Value>, BuildError> {
+fn user_item(i: usize, m: &pb::Message) -> Result<Option<Item<'_>>, BuildError> {
     let mut content = Vec::with_capacity(m.parts.len());
     for (j, part) in m.parts.iter().enumerate() {
         match &part.kind {
             Some(Kind::Text(t)) if !t.text.is_empty() => {
-                content.push(json!({ "type": "input_text", "text": t.text }));
+                content.push(Content::InputText { text: &t.text });
             }
             Some(Kind::Text(_)) => {}
             Some(Kind::File(f)) => content.push(file_part(i, j, f)?),
@@ -145,40 +147,43 @@ fn user_item(i: usize, m: &pb::Message) -> Result<Option<Value>, BuildError> {
     if content.is_empty() {
         return Ok(None);
     }
-    Ok(Some(json!({ "role": "user", "content": content })))
+    Ok(Some(Item::Message {
+        role: "user",
+        content,
+    }))
 }
 
 /// An image becomes `input_image` (inline data URL or the caller's URL); any other file `input_file`, inline with a
 /// filename (which the API requires alongside `file_data`) or by `file_url`.
-fn file_part(i: usize, j: usize, f: &pb::FilePart) -> Result<Value, BuildError> {
+fn file_part(i: usize, j: usize, f: &pb::FilePart) -> Result<Content<'_>, BuildError> {
     Ok(match OpenAiFile::of(i, j, f)? {
-        OpenAiFile::ImageUrl(url) => json!({ "type": "input_image", "image_url": url }),
-        OpenAiFile::ImageData(url) => json!({ "type": "input_image", "image_url": url }),
-        OpenAiFile::FileData { filename, data_url } => json!({
-            "type": "input_file",
-            "filename": filename,
-            "file_data": data_url,
-        }),
-        OpenAiFile::FileUrl { filename, url } => {
-            let mut part = Map::new();
-            part.insert("type".into(), Value::from("input_file"));
-            if !filename.is_empty() {
-                part.insert("filename".into(), Value::from(filename));
-            }
-            part.insert("file_url".into(), Value::from(url));
-            Value::Object(part)
-        }
+        OpenAiFile::ImageUrl(url) => Content::InputImage {
+            image_url: Cow::Borrowed(url),
+        },
+        OpenAiFile::ImageData(url) => Content::InputImage {
+            image_url: Cow::Owned(url),
+        },
+        OpenAiFile::FileData { filename, data_url } => Content::InputFile {
+            filename: Some(Cow::Owned(filename)),
+            file_data: Some(data_url),
+            file_url: None,
+        },
+        OpenAiFile::FileUrl { filename, url } => Content::InputFile {
+            filename: (!filename.is_empty()).then_some(Cow::Borrowed(filename)),
+            file_data: None,
+            file_url: Some(url),
+        },
     })
 }
 
 /// An assistant turn becomes several items, in the turn's order: text runs as `message` items, replayable reasoning
 /// as `reasoning` items, tool calls as `function_call` items. Order matters: the API wants a reasoning item directly
 /// before the output it led to.
-fn assistant_items(
+fn assistant_items<'a>(
     i: usize,
-    m: &pb::Message,
+    m: &'a pb::Message,
     model: &ModelInfo,
-    out: &mut Vec<Value>,
+    out: &mut Vec<Item<'a>>,
 ) -> Result<(), BuildError> {
     let mut text = String::new();
     for (j, part) in m.parts.iter().enumerate() {
@@ -209,20 +214,22 @@ fn assistant_items(
 }
 
 /// Emits the pending assistant text as one `message` item, unless it is empty.
-fn flush_text(text: &mut String, out: &mut Vec<Value>) {
+fn flush_text(text: &mut String, out: &mut Vec<Item<'_>>) {
     if text.is_empty() {
         return;
     }
-    out.push(json!({
-        "role": "assistant",
-        "content": [{ "type": "output_text", "text": std::mem::take(text) }],
-    }));
+    out.push(Item::Message {
+        role: "assistant",
+        content: vec![Content::OutputText {
+            text: std::mem::take(text),
+        }],
+    });
 }
 
 /// A `reasoning` item for a part this protocol and this exact model produced, with its encrypted content; `None`
 /// otherwise. Encrypted reasoning is only valid for the model that wrote it, and without the encrypted content the
 /// item cannot be resolved under `store: false`.
-fn reasoning_item(r: &pb::ReasoningPart, model: &ModelInfo) -> Option<Value> {
+fn reasoning_item<'a>(r: &'a pb::ReasoningPart, model: &ModelInfo) -> Option<Item<'a>> {
     let meta = r.provider_metadata.as_ref()?;
     if meta.protocol != Protocol::OpenaiResponses.as_str() || meta.model != model.id {
         return None;
@@ -234,105 +241,70 @@ fn reasoning_item(r: &pb::ReasoningPart, model: &ModelInfo) -> Option<Value> {
     }
     // The decoder joins the item's summary parts into one text, so it goes back as one summary part; the model
     // reads the encrypted content, the summary is only what was shown.
-    let summary: Vec<Value> = if r.text.is_empty() {
+    let summary = if r.text.is_empty() {
         Vec::new()
     } else {
-        vec![json!({ "type": "summary_text", "text": r.text })]
+        vec![Summary {
+            kind: "summary_text",
+            text: &r.text,
+        }]
     };
-    Some(json!({
-        "type": "reasoning",
-        "id": replay.item_id,
-        "encrypted_content": encrypted,
-        "summary": summary,
-    }))
+    Some(Item::Reasoning {
+        kind: "reasoning",
+        id: replay.item_id,
+        encrypted_content: encrypted,
+        summary,
+    })
 }
 
 /// A `function_call` item. Its `call_id` is the one the decoder reported (the provider's `call_…`), so the
 /// `function_call_output` quoting the same id pairs with it.
-fn function_call(i: usize, j: usize, c: &pb::ToolCallPart) -> Result<Value, BuildError> {
-    let arguments = call_arguments(i, j, c)?;
-    Ok(json!({
-        "type": "function_call",
-        "call_id": c.call_id,
-        "name": c.tool_name,
-        "arguments": arguments,
-    }))
+fn function_call(i: usize, j: usize, c: &pb::ToolCallPart) -> Result<Item<'_>, BuildError> {
+    Ok(Item::FunctionCall {
+        kind: "function_call",
+        call_id: &c.call_id,
+        name: &c.tool_name,
+        arguments: call_arguments(i, j, c)?,
+    })
 }
 
 /// One `function_call_output` item per result, in order ([`tool_results`]).
-fn tool_outputs(i: usize, m: &pb::Message, out: &mut Vec<Value>) -> Result<(), BuildError> {
-    tool_results(
-        i,
-        m,
-        out,
-        |r| json!({ "type": "function_call_output", "call_id": r.call_id, "output": r.output }),
+fn tool_outputs<'a>(
+    i: usize,
+    m: &'a pb::Message,
+    out: &mut Vec<Item<'a>>,
+) -> Result<(), BuildError> {
+    tool_results(i, m, out, |r| Item::FunctionCallOutput {
+        kind: "function_call_output",
+        call_id: &r.call_id,
+        output: &r.output,
+    })
+}
+
+/// `text.format` for JSON-object output, or for JSON Schema output ([`json_schema_output`]).
+fn text_format(g: &pb::Generation, strict: bool) -> Result<Option<Format<'_>>, BuildError> {
+    if features::output(g) == Output::JsonObject {
+        return Ok(Some(Format::JsonObject));
+    }
+    Ok(
+        json_schema_output(g, strict)?.map(|(name, schema, strict)| Format::JsonSchema {
+            name,
+            schema,
+            strict,
+        }),
     )
-}
-
-/// The flat `tools` array ([`function_tool`]). `strict` is sent explicitly either way: Responses defaults function
-/// tools to strict mode, which rejects any schema that does not list every property in `required` and forbid
-/// additional properties, and callers' schemas rarely do.
-fn tools(tools: &[pb::Tool], strict: bool) -> Result<Value, BuildError> {
-    let mut out = Vec::with_capacity(tools.len());
-    for (i, tool) in tools.iter().enumerate() {
-        let mut function = Map::new();
-        function.insert("type".into(), Value::from("function"));
-        out.push(Value::Object(function_tool(
-            i, tool, strict, true, function,
-        )?));
-    }
-    Ok(Value::Array(out))
-}
-
-/// The `tool_choice` value ([`tool_choice_with`]); a named tool is flat, like the tools themselves.
-fn tool_choice(g: &pb::Generation) -> Result<Option<Value>, BuildError> {
-    tool_choice_with(g, |name| json!({ "type": "function", "name": name }))
-}
-
-/// `text.format` for JSON Schema output ([`json_schema_output`]).
-fn text_format(g: &pb::Generation, strict: bool) -> Result<Option<Value>, BuildError> {
-    Ok(json_schema_output(g, strict)?.map(|(name, schema, strict)| {
-        json!({ "type": "json_schema", "name": name, "schema": schema, "strict": strict })
-    }))
-}
-
-/// Sampling parameters, minus the ones the model or the protocol rejects.
-fn sampling(g: &pb::Generation, t: &Target<'_>, body: &mut Map<String, Value>) {
-    let caps = &t.model.capabilities;
-    let Some(s) = &g.sampling else {
-        return;
-    };
-    // Reasoning models reject temperature and top_p outright (docs/providers.md §1, §6.6).
-    if !caps.reasoning {
-        if caps.temperature
-            && let Some(temperature) = s.temperature
-        {
-            body.insert("temperature".into(), json!(temperature));
-        }
-        if let Some(top_p) = s.top_p {
-            body.insert("top_p".into(), json!(top_p));
-        }
-    }
-    if let Some(max) = s.max_output_tokens {
-        body.insert("max_output_tokens".into(), json!(max));
-    }
-    // `stop_sequences`, `seed` and `top_k` have no Responses parameter; the API would reject them as unknown, so they
-    // are dropped like any other parameter a model does not take.
 }
 
 /// `reasoning: {effort, summary: "auto"}`. The summary is always asked for: it is the only reasoning text OpenAI
 /// models show, and without it reasoning blocks would arrive empty.
-fn reasoning(g: &pb::Generation) -> Value {
-    let mut out = Map::new();
-    let effort = g
-        .reasoning
-        .as_ref()
-        .and_then(|r| super::super::openai_common::effort_name(r.effort));
-    if let Some(effort) = effort {
-        out.insert("effort".into(), Value::from(effort));
+fn reasoning(g: &pb::Generation) -> Reasoning {
+    Reasoning {
+        effort: g
+            .reasoning
+            .as_ref()
+            .and_then(|r| super::super::openai_common::effort_name(r.effort)),
+        summary: "auto",
     }
-    out.insert("summary".into(), Value::from("auto"));
-    Value::Object(out)
 }
 
 /// Merges `{"openai_responses":{...}}` from the caller's provider options into the body. Keys the gateway owns are

@@ -9,6 +9,7 @@ use crate::adapter::testkit::{
     sparse_conversation,
 };
 use crate::catalog::{Capabilities, ModelInfo};
+use serde_json::json;
 
 fn model(id: &str, caps: Capabilities) -> ModelInfo {
     let (provider, name) = id.split_once('/').unwrap();
