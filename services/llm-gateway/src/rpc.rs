@@ -67,7 +67,11 @@ impl GatewayService for GatewayRpc {
             .iter()
             .filter(|m| req.provider.is_empty() || m.provider == req.provider)
             .filter(|m| after.as_deref().is_none_or(|a| m.id.as_str() > a));
-        let page: Vec<pb::Model> = models.by_ref().take(page_size).map(model_to_pb).collect();
+        let page: Vec<pb::Model> = models
+            .by_ref()
+            .take(page_size)
+            .map(|m| model_to_pb(m, config.catalog.kind(&m.id)))
+            .collect();
         let next_page_token = match (models.next(), page.last()) {
             (Some(_), Some(last)) => encode_page_token(&last.id),
             _ => String::new(),
@@ -90,9 +94,25 @@ impl GatewayService for GatewayRpc {
             .gateway
             .resolve(id)
             .map_err(|e| status::start_error_status(&e))?;
+        let kind = self.gateway.config().catalog.kind(&model.id);
         Ok(Response::new(pb::GetModelResponse {
-            model: Some(model_to_pb(&model)),
+            model: Some(model_to_pb(&model, kind)),
         }))
+    }
+
+    async fn embed(
+        &self,
+        request: Request<pb::EmbedRequest>,
+    ) -> Result<Response<pb::EmbedResponse>, Status> {
+        self.embed_request(request).await
+    }
+
+    async fn count_tokens(
+        &self,
+        request: Request<pb::CountTokensRequest>,
+    ) -> Result<Response<pb::CountTokensResponse>, Status> {
+        self.count_tokens_incoming(request.map(Incoming::Decoded))
+            .await
     }
 }
 
@@ -233,9 +253,17 @@ fn decode_page_token(token: &str) -> Option<String> {
     String::from_utf8(bytes?).ok()
 }
 
-pub(crate) fn model_to_pb(m: &crate::catalog::ModelInfo) -> pb::Model {
+pub(crate) fn model_to_pb(
+    m: &crate::catalog::ModelInfo,
+    kind: crate::catalog::ModelKind,
+) -> pb::Model {
     let c = m.capabilities;
+    let kind = match kind {
+        crate::catalog::ModelKind::Chat => pb::ModelKind::Chat,
+        crate::catalog::ModelKind::Embedding => pb::ModelKind::Embedding,
+    };
     pb::Model {
+        kind: kind as i32,
         id: m.id.clone(),
         provider: m.provider.clone(),
         protocol: m.protocol.as_str().to_string(),
@@ -270,6 +298,9 @@ pub(crate) fn model_to_pb(m: &crate::catalog::ModelInfo) -> pb::Model {
         }),
     }
 }
+
+#[path = "rpc_calls.rs"]
+mod calls;
 
 #[cfg(test)]
 #[path = "rpc_tests.rs"]

@@ -39,6 +39,7 @@ pub fn start_error_status(e: &StartError) -> Status {
             Status::with_error_details(Code::NotFound, bounded(&e.to_string()), details)
         }
         StartError::Invalid(b) => invalid(&b.field, &b.message),
+        StartError::WrongKind { field, .. } => invalid(field, &e.to_string()),
         StartError::Hook(h) => hook_error_status(h),
         StartError::TooManyGenerations { limit } => {
             let mut details = ErrorDetails::new();

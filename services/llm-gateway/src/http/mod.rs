@@ -5,7 +5,9 @@
 //! Each endpoint is a pure translation at both ends around the same core as the gRPC API ([`generation`]):
 //! - [`openai_chat`]: `POST /v1/chat/completions`;
 //! - [`anthropic`]: `POST /v1/messages`;
-//! - [`models`]: `GET /v1/models` and `GET /v1/models/{id}` from the catalog.
+//! - [`models`]: `GET /v1/models` and `GET /v1/models/{id}` from the catalog;
+//! - [`embeddings`]: `POST /v1/embeddings`, and [`count_tokens`]: `POST /v1/messages/count_tokens`, over the
+//!   calls that are not generations ([`crate::calls`]).
 //!
 //! [`auth`] checks the caller's token, [`body`] reads request bodies strictly, [`errors`] renders failures in each
 //! API's shape, [`sse`] frames streamed responses, [`listener`] accepts connections (HTTP/1.1 and HTTP/2 without
@@ -14,6 +16,9 @@
 pub mod anthropic;
 pub mod auth;
 pub mod body;
+pub mod calls;
+pub mod count_tokens;
+pub mod embeddings;
 pub mod errors;
 pub mod generation;
 pub mod listener;
@@ -63,6 +68,17 @@ where
             };
             answer.unwrap_or_else(|e| error(dialect, &e))
         }
+        (Method::POST, "/v1/embeddings" | "/v1/messages/count_tokens") => {
+            let (parts, body) = req.into_parts();
+            let answer = match read_body(body, config.max_request_bytes).await {
+                Ok(body) if dialect == Dialect::Anthropic => {
+                    count_tokens::run(gateway, &parts.headers, body).await
+                }
+                Ok(body) => embeddings::run(gateway, &parts.headers, body).await,
+                Err(e) => Err(e),
+            };
+            answer.unwrap_or_else(|e| error(dialect, &e))
+        }
         (Method::GET, "/v1/models") => json(StatusCode::OK, &models::list(&config)),
         (Method::GET, p) if p.starts_with("/v1/models/") => {
             match models::get(gateway, &p["/v1/models/".len()..]) {
@@ -70,7 +86,14 @@ where
                 Err(e) => error(dialect, &e),
             }
         }
-        (_, "/v1/chat/completions" | "/v1/messages" | "/v1/models") => error(
+        (
+            _,
+            "/v1/chat/completions"
+            | "/v1/messages"
+            | "/v1/models"
+            | "/v1/embeddings"
+            | "/v1/messages/count_tokens",
+        ) => error(
             dialect,
             &ApiError::new(
                 Class::MethodNotAllowed,
@@ -89,7 +112,8 @@ where
             &ApiError::new(
                 Class::NotFound,
                 format!(
-                    "no such endpoint: {path} (served: POST /v1/chat/completions, POST /v1/messages, GET /v1/models)"
+                    "no such endpoint: {path} (served: POST /v1/chat/completions, POST /v1/messages, \
+                     POST /v1/messages/count_tokens, POST /v1/embeddings, GET /v1/models)"
                 ),
             ),
         ),

@@ -8,9 +8,12 @@ use crate::config::Config;
 use crate::generate::Gateway;
 use crate::http::errors::ApiError;
 
-/// Every catalog model.
+/// Every chat model of the catalog. Embedding models are left out: clients fill their chat model pickers from this
+/// list (they are served by `POST /v1/embeddings`, found by `GET /v1/models/{id}` and listed by gRPC `ListModels`
+/// with their kind).
 pub fn list(config: &Config) -> Value {
-    let data: Vec<Value> = config.catalog.iter().map(model).collect();
+    let chat = |m: &&ModelInfo| config.catalog.kind(&m.id) == crate::catalog::ModelKind::Chat;
+    let data: Vec<Value> = config.catalog.iter().filter(chat).map(model).collect();
     let id = |v: Option<&Value>| v.map_or(Value::Null, |m| m["id"].clone());
     json!({
         "object": "list",
