@@ -211,6 +211,15 @@ impl Reply {
         Reply::json(500, error_json("fake-provider: fn_reply nested too deeply"))
     }
 
+    /// A resolved JSON reply's body and headers (`None` for any other reply), for tests of dynamic replies.
+    #[cfg(test)]
+    pub(crate) fn json_parts(&self) -> Option<(Bytes, Vec<(String, String)>)> {
+        match &self.body {
+            Body::Json { body, .. } => Some((body.clone(), self.headers.clone())),
+            _ => None,
+        }
+    }
+
     fn overlay(mut self, outer: Reply) -> Reply {
         self.headers.extend(outer.headers);
         self.pace = outer.pace.or(self.pace);
