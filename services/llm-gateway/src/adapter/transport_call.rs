@@ -10,6 +10,7 @@ use super::{
     secrets_of, sign, timeout, total_timeout,
 };
 use crate::adapter::EncodedRequest;
+use crate::adapter::classify::redact;
 use crate::error::{ErrorKind, ProviderError};
 
 /// Largest answer read: 2048 embeddings of 3072 dimensions, OpenAI's largest batch of its largest model, are 33 MB
@@ -23,6 +24,8 @@ pub struct Answer {
     pub headers: Vec<(String, String)>,
     /// The whole body.
     pub body: Bytes,
+    /// The request's credential values, scrubbed from the body an error keeps ([`Answer::json`]).
+    pub(crate) secrets: Vec<String>,
 }
 
 impl Answer {
@@ -34,16 +37,18 @@ impl Answer {
             .map(|(_, v)| v.as_str())
     }
 
-    /// The body parsed as `T`; a body that is not is a provider error naming `api`, with the body's start kept.
+    /// The body parsed as `T`; a body that is not is a provider error naming `api`, with the body's start kept (the
+    /// request's credentials scrubbed from it).
     pub fn json<'a, T: serde::Deserialize<'a>>(&'a self, api: &str) -> Result<T, ProviderError> {
         serde_json::from_slice(&self.body).map_err(|e| {
             let mut err =
                 ProviderError::malformed(format!("{api} answered an unreadable body: {e}"));
-            err.provider_body = crate::error::truncate(
-                &String::from_utf8_lossy(&self.body),
-                crate::adapter::classify::MAX_PROVIDER_BODY,
-            )
-            .to_string();
+            // Scrubbed like an error response's body: what a provider echoes may hold the request's credentials.
+            let secrets: Vec<&str> = self.secrets.iter().map(String::as_str).collect();
+            let body = redact(&String::from_utf8_lossy(&self.body), &secrets);
+            err.provider_body =
+                crate::error::truncate(&body, crate::adapter::classify::MAX_PROVIDER_BODY)
+                    .to_string();
             err
         })
     }
@@ -90,7 +95,11 @@ impl Transport {
             .filter_map(|(n, v)| Some((n.as_str().to_string(), v.to_str().ok()?.to_string())))
             .collect();
         let body = self.read_answer(&mut response, deadline).await?;
-        Ok(Answer { headers, body })
+        Ok(Answer {
+            headers,
+            body,
+            secrets: secrets.iter().map(|s| s.to_string()).collect(),
+        })
     }
 
     /// The whole body of a 2xx answer, each read within the idle timeout, all of it within the deadline and

@@ -181,14 +181,16 @@ fn inference_profiles_count_as_their_foundation_model() {
 }
 
 #[test]
-fn an_answer_that_is_not_the_endpoints_shape_is_a_provider_error_keeping_the_body() {
+fn an_answer_that_is_not_the_endpoints_shape_is_a_provider_error_keeping_the_body_scrubbed() {
     let answer = Answer {
-        body: "<html>busy</html>".into(),
+        body: "<html>busy; your key sk-ant-secret-1 was logged</html>".into(),
+        secrets: vec!["sk-ant-secret-1".into()],
         ..Default::default()
     };
     let e = AnthropicCount.decode(&answer).unwrap_err();
     assert_eq!(e.kind, crate::error::ErrorKind::ProviderError);
     assert!(e.provider_body.contains("busy"), "{e:?}");
+    assert!(!e.provider_body.contains("sk-ant-secret-1"), "{e:?}");
 }
 
 #[test]

@@ -67,6 +67,7 @@ fn cohere_embeds_documents_untruncated_and_counts_from_the_header() {
     let floats = Answer {
         headers: vec![(INPUT_TOKENS_HEADER.into(), "4".into())],
         body: r#"{"embeddings":[[0.1,0.2],[0.3,0.4]],"id":"e1","response_type":"embeddings_floats","texts":["hello","world"]}"#.into(),
+        ..Default::default()
     };
     let v = Cohere.decode(&floats, 2).unwrap();
     assert_eq!(v.vectors, [vec![0.1f32, 0.2], vec![0.3, 0.4]]);
@@ -75,6 +76,7 @@ fn cohere_embeds_documents_untruncated_and_counts_from_the_header() {
         headers: Vec::new(),
         body: r#"{"embeddings":{"float":[[1,2]]},"id":"e2","response_type":"embeddings_by_type"}"#
             .into(),
+        ..Default::default()
     };
     let v = Cohere.decode(&by_type, 1).unwrap();
     assert_eq!((v.vectors, v.input_tokens), (vec![vec![1.0, 2.0]], None));
