@@ -746,3 +746,50 @@ async fn langchain_embeds_documents_and_counts_a_conversation() {
     assert_eq!(ran, ["get_num_tokens_from_messages"]);
     assert_accepted(&h.anthropic);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_door_relays_the_providers_rate_limit_headers_and_refuses_without_a_token() {
+    use e2e_tests::front_door::{request, send};
+    let h = Harness::start().await;
+    h.openai.push(
+        Reply::json_fixture(200, "embeddings/openai/base64.json")
+            .header("x-ratelimit-remaining-requests", "4999")
+            .header("x-request-id", "req_embed_1"),
+    );
+    h.anthropic.push(
+        Reply::json_fixture(200, "count_tokens/anthropic/count.json")
+            .header("anthropic-ratelimit-requests-remaining", "49"),
+    );
+    let body = r#"{"model":"openai/text-embedding-3-small","input":["a","b"]}"#;
+    let (status, headers, text) = send(
+        h.http_addr,
+        false,
+        request("POST", "/v1/embeddings", Some(TOKEN), body),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(headers["x-ratelimit-remaining-requests"], "4999");
+    assert_eq!(headers["x-request-id"], "req_embed_1");
+    let body =
+        r#"{"model":"anthropic/claude-sonnet-4-5","messages":[{"role":"user","content":"Hi"}]}"#;
+    let (status, headers, text) = send(
+        h.http_addr,
+        false,
+        request("POST", "/v1/messages/count_tokens", Some(TOKEN), body),
+    )
+    .await;
+    assert_eq!(
+        (status.as_u16(), text.as_str()),
+        (200, r#"{"input_tokens":2095}"#)
+    );
+    assert_eq!(headers["anthropic-ratelimit-requests-remaining"], "49");
+    // Authenticated like every endpoint: no token, no call.
+    let (status, _, _) = send(
+        h.http_addr,
+        false,
+        request("POST", "/v1/embeddings", None, body),
+    )
+    .await;
+    assert_eq!(status, 401);
+    assert_eq!(h.openai.requests().len() + h.anthropic.requests().len(), 2);
+}

@@ -10,7 +10,7 @@ use super::{
     secrets_of, sign, timeout, total_timeout,
 };
 use crate::adapter::EncodedRequest;
-use crate::adapter::classify::redact;
+use crate::adapter::classify::{Relay, redact, relayed_headers};
 use crate::error::{ErrorKind, ProviderError};
 
 /// Largest answer read: 2048 embeddings of 3072 dimensions, OpenAI's largest batch of its largest model, are 33 MB
@@ -24,6 +24,8 @@ pub struct Answer {
     pub headers: Vec<(String, String)>,
     /// The whole body.
     pub body: Bytes,
+    /// The provider's rate-limit and request-id headers, as a stream's are relayed to callers.
+    pub relayed: Vec<(String, String)>,
     /// The request's credential values, scrubbed from the body an error keeps ([`Answer::json`]).
     pub(crate) secrets: Vec<String>,
 }
@@ -94,10 +96,12 @@ impl Transport {
             .iter()
             .filter_map(|(n, v)| Some((n.as_str().to_string(), v.to_str().ok()?.to_string())))
             .collect();
+        let relayed = relayed_headers(response.headers(), Relay::Success);
         let body = self.read_answer(&mut response, deadline).await?;
         Ok(Answer {
             headers,
             body,
+            relayed,
             secrets: secrets.iter().map(|s| s.to_string()).collect(),
         })
     }

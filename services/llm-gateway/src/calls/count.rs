@@ -33,6 +33,8 @@ pub struct Counted {
     pub provider: String,
     /// The provider's wire protocol.
     pub protocol: Protocol,
+    /// The counting endpoint's rate-limit and request-id headers, relayed by the HTTP door.
+    pub headers: Vec<(String, String)>,
 }
 
 impl Counted {
@@ -97,7 +99,7 @@ async fn run(
         .map_err(StartError::Hook)?;
     let configured = snapshot.config().catalog.uses(&target.model.id).tokenizer;
     let how = counting(&target.adapter_target(), configured);
-    let (input_tokens, method) = match how {
+    let (input_tokens, method, headers) = match how {
         Counting::Provider(counter) => {
             let place = crate::offload::placement(&generation);
             let model = target.model.clone();
@@ -120,12 +122,12 @@ async fn run(
             let tokens = counter.decode(&answer).map_err(provider)?;
             tracing::Span::current()
                 .record("llm.attempts", i64::from(sender.requests.into_inner()));
-            (tokens, Method::Provider)
+            (tokens, Method::Provider, answer.relayed)
         }
         Counting::Local(t) => {
             let place = crate::offload::placement(&generation);
             let tokens = crate::offload::run(place, move || local::count(&generation, t)).await?;
-            (tokens, Method::Local(t))
+            (tokens, Method::Local(t), Vec::new())
         }
         Counting::Unavailable => {
             return Err(CallError::NoCounting {
@@ -139,6 +141,7 @@ async fn run(
         model: target.model.id.clone(),
         provider: target.provider.id.clone(),
         protocol: target.model.protocol,
+        headers,
     })
 }
 

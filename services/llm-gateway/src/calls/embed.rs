@@ -58,6 +58,8 @@ pub struct Embeddings {
     pub cost_nano_usd: Option<i64>,
     /// Provider requests made.
     pub provider_requests: u32,
+    /// The provider's rate-limit and request-id headers of the last answer, relayed by the HTTP door.
+    pub headers: Vec<(String, String)>,
 }
 
 impl EmbedCall {
@@ -173,13 +175,13 @@ async fn run(
     let requests = build(call, &target, embedder, max)?;
     let sender = Sender::new(&snapshot, metrics, &target);
     let protocol = target.model.protocol;
-    let answers: Vec<(Vectors, Range<usize>)> = futures::stream::iter(requests)
+    let answers: Vec<Batched> = futures::stream::iter(requests)
         .map(|(request, inputs)| {
             let sender = &sender;
             async move {
                 let answer = sender.send(&request).await?;
                 let vectors = embedder.decode(&answer, inputs.len())?;
-                Ok::<_, crate::error::ProviderError>((vectors, inputs))
+                Ok::<_, crate::error::ProviderError>((vectors, inputs, answer.relayed))
             }
         })
         .buffered(CONCURRENT_BATCHES)
@@ -224,16 +226,16 @@ fn build(
 }
 
 /// The answers, in input order, with their usage and cost.
-fn assemble(
-    answers: Vec<(Vectors, Range<usize>)>,
-    inputs: &[Input],
-    target: &Target,
-    requests: u32,
-) -> Embeddings {
+/// One batch's answer: its vectors, the inputs they are of, and the provider's relayed headers.
+type Batched = (Vectors, Range<usize>, Vec<(String, String)>);
+
+fn assemble(answers: Vec<Batched>, inputs: &[Input], target: &Target, requests: u32) -> Embeddings {
     let mut vectors = Vec::new();
     let mut input_tokens = 0u64;
     let mut estimated = false;
-    for (answer, range) in answers {
+    let mut headers = Vec::new();
+    for (answer, range, relayed) in answers {
+        headers = relayed;
         vectors.extend(answer.vectors);
         input_tokens += answer.input_tokens.unwrap_or_else(|| {
             estimated = true;
@@ -257,6 +259,7 @@ fn assemble(
             .as_ref()
             .map(|p| p.cost_nano_usd(&usage)),
         provider_requests: requests,
+        headers,
     }
 }
 

@@ -53,10 +53,11 @@ pub async fn run(
     let counted = count_tokens(gateway, generation, &metadata)
         .await
         .map_err(|e| super::calls::api_error(&e))?;
-    Ok(crate::http::json(
+    let answer = crate::http::json(
         StatusCode::OK,
         &json!({"input_tokens": counted.input_tokens}),
-    ))
+    );
+    Ok(crate::http::relaying(answer, &counted.headers))
 }
 
 #[cfg(test)]

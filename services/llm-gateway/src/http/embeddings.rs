@@ -168,7 +168,7 @@ pub async fn run(
 ) -> Result<Response<Body>, ApiError> {
     let t = crate::http::translate_body(body, translate).await?;
     let metadata = tonic::metadata::MetadataMap::from_headers(headers.clone());
-    let done = embed(gateway, t.call, &metadata)
+    let mut done = embed(gateway, t.call, &metadata)
         .await
         .map_err(|e| api_error(&e))?;
     let place = crate::offload::Where::for_items(
@@ -177,6 +177,7 @@ pub async fn run(
             .saturating_mul(done.vectors.first().map_or(0, Vec::len) / 64),
     );
     let (model, format) = (t.model, t.format);
+    let relayed = std::mem::take(&mut done.headers);
     let bytes = crate::offload::run(place, move || reply(done, &model, format)).await?;
     let mut r = Response::new(crate::http::sse::full(bytes));
     *r.status_mut() = StatusCode::OK;
@@ -184,7 +185,7 @@ pub async fn run(
         http::header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    Ok(r)
+    Ok(crate::http::relaying(r, &relayed))
 }
 
 #[cfg(test)]

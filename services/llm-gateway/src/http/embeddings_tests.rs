@@ -70,6 +70,7 @@ fn the_reply_is_openais_list_with_floats_or_base64() {
         estimated: false,
         cost_nano_usd: Some(140),
         provider_requests: 1,
+        headers: Vec::new(),
     };
     let floats = reply(done.clone(), "openai/text-embedding-3-small", Format::Float).unwrap();
     assert_eq!(
