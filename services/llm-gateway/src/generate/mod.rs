@@ -128,9 +128,7 @@ impl State {
             provider: provider.clone(),
         })
     }
-}
 
-impl State {
     /// Refuses an embedding model as a generation's model (`field` names it).
     fn chat_model(&self, c: &Candidate, field: &str) -> Result<(), StartError> {
         match self.config.catalog.kind(&c.model.id) {
@@ -253,8 +251,8 @@ impl Gateway {
         Snapshot(self.inner.state.load_full())
     }
 
-    /// One of the `server.max_inflight_generations` slots, for a call that is not a generation: it loads providers
-    /// as one does.
+    /// One of the `server.max_inflight_generations` slots: a generation's, or a call's that is not a generation (it
+    /// loads providers as one does).
     pub(crate) fn slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit, StartError> {
         Arc::clone(&self.inner.inflight)
             .try_acquire_owned()
@@ -285,11 +283,7 @@ impl Gateway {
     }
 
     async fn start(&self, generation: pb::Generation, started: Instant) -> Result<Run, StartError> {
-        let permit = Arc::clone(&self.inner.inflight)
-            .try_acquire_owned()
-            .map_err(|_| StartError::TooManyGenerations {
-                limit: self.inner.inflight_limit,
-            })?;
+        let permit = self.slot()?;
         let state = self.inner.state.load_full();
         let mut candidates = vec![state.resolve(&generation.model)?];
         state.chat_model(&candidates[0], "generation.model")?;
