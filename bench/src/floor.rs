@@ -179,6 +179,20 @@ impl GatewayService for Floor {
     ) -> Result<Response<pb::GetModelResponse>, Status> {
         Err(Status::unimplemented("the floor relay has no catalog"))
     }
+
+    async fn embed(
+        &self,
+        _request: Request<pb::EmbedRequest>,
+    ) -> Result<Response<pb::EmbedResponse>, Status> {
+        Err(Status::unimplemented("the floor relay only streams"))
+    }
+
+    async fn count_tokens(
+        &self,
+        _request: Request<pb::CountTokensRequest>,
+    ) -> Result<Response<pb::CountTokensResponse>, Status> {
+        Err(Status::unimplemented("the floor relay only streams"))
+    }
 }
 
 /// Serves the floor on `listener` until `shutdown` resolves, with the gateway's stream limit and `TCP_NODELAY`.

@@ -60,6 +60,8 @@ pub enum Sdk {
     Frameworks,
     /// tests/node/vercel_ai_test.mjs: the Vercel AI SDK's `openai(model)`.
     VercelAi,
+    /// tests/python/calls_sdk_test.py: embeddings and token counts through both SDKs and LangChain.
+    Calls,
 }
 
 impl Sdk {
@@ -93,10 +95,15 @@ impl Sdk {
                 PathBuf::from("node"),
                 concat!(env!("CARGO_MANIFEST_DIR"), "/node/vercel_ai_test.mjs"),
             ),
+            Sdk::Calls => (
+                python3(),
+                concat!(env!("CARGO_MANIFEST_DIR"), "/python/calls_sdk_test.py"),
+            ),
         }
     }
 
-    /// The base URL the SDK is given: OpenAI's includes `/v1`, Anthropic's does not (as with the vendors').
+    /// The base URL the SDK is given: OpenAI's includes `/v1`, Anthropic's does not (as with the vendors'); the calls
+    /// script gets the root and gives each client its own.
     fn base_url(self, h: &Harness) -> String {
         match self {
             Sdk::OpenAi
@@ -106,7 +113,7 @@ impl Sdk {
             | Sdk::VercelAi => {
                 format!("http://{}/v1", h.http_addr)
             }
-            Sdk::Anthropic => format!("http://{}", h.http_addr),
+            Sdk::Anthropic | Sdk::Calls => format!("http://{}", h.http_addr),
         }
     }
 

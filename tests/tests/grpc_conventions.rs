@@ -234,7 +234,14 @@ async fn python_sees_v1alpha_reflection_and_sends_a_5_mib_prompt_with_the_docume
     assert_eq!(names("processor_reflection"), expected(SESSIONS));
     assert_eq!(
         found["gateway_reflection"]["methods"][GATEWAY],
-        serde_json::json!(["Generate", "GetModel", "ListModels", "Stream"])
+        serde_json::json!([
+            "CountTokens",
+            "Embed",
+            "Generate",
+            "GetModel",
+            "ListModels",
+            "Stream"
+        ])
     );
     assert!(
         found["processor_reflection"]["methods"][SESSIONS]

@@ -12,6 +12,7 @@ mod gateway_azure;
 mod gateway_balancing;
 mod gateway_bedrock;
 mod gateway_cross_model;
+mod gateway_embeddings;
 mod gateway_fairness;
 mod gateway_fallbacks;
 mod gateway_gemini;

@@ -504,3 +504,73 @@ async fn the_http_front_door_parents_its_generation_on_the_callers_traceparent()
     assert_eq!(chat.trace_id, TRACE_ID);
     assert_eq!(chat.parent_id, CALLER_SPAN, "parented on the caller's span");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embeddings_and_token_counts_are_spans_in_the_callers_trace() {
+    let otlp = OtlpReceiver::start().await;
+    let fake = FakeProvider::start().await.unwrap();
+    fake.push(Reply::json_fixture(200, "embeddings/openai/base64.json"));
+    let (_child, mut client, _dir) = start_gateway(&fake, &otlp, &[]).await;
+    let text = |t: &str| pb::EmbedInput {
+        kind: Some(pb::embed_input::Kind::Text(t.into())),
+    };
+    let mut req = tonic::Request::new(pb::EmbedRequest {
+        model: "openai/text-embedding-3-small".into(),
+        inputs: vec![text("hello"), text("world")],
+        ..Default::default()
+    });
+    req.metadata_mut().insert(
+        "traceparent",
+        format!("00-{TRACE_ID}-{CALLER_SPAN}-01").parse().unwrap(),
+    );
+    client.embed(req).await.unwrap();
+    let counted = pb::CountTokensRequest {
+        generation: Some(generation("openai/gpt-4o", "hello world")),
+    };
+    client.count_tokens(counted).await.unwrap();
+
+    const EMBED: &str = "llm.gateway.v1.GatewayService/Embed";
+    let spans = otlp
+        .wait_until(Duration::from_secs(15), |s| {
+            [
+                EMBED,
+                "embeddings openai/text-embedding-3-small",
+                "POST /embeddings",
+                "count_tokens openai/gpt-4o",
+            ]
+            .iter()
+            .all(|name| s.iter().any(|s| s.name == *name))
+        })
+        .await;
+    let find = |name: &str| spans.iter().find(|s| s.name == name).unwrap();
+    let call = find(EMBED);
+    let embeddings = find("embeddings openai/text-embedding-3-small");
+    assert_eq!(embeddings.trace_id, TRACE_ID, "the caller's trace");
+    assert_eq!(
+        embeddings.parent_id, call.span_id,
+        "a child of the call's span"
+    );
+    assert_eq!(
+        embeddings.attr("gen_ai.operation.name").as_deref(),
+        Some("embeddings")
+    );
+    assert_eq!(
+        embeddings.attr("gen_ai.provider.name").as_deref(),
+        Some("openai")
+    );
+    assert_eq!(embeddings.int("gen_ai.usage.input_tokens"), Some(8));
+    assert_eq!(embeddings.int("gen_ai.embeddings.dimension.count"), Some(3));
+    // 8 tokens at $0.02 per million.
+    assert_eq!(embeddings.int("llm.cost_nano_usd"), Some(160));
+    let post = find("POST /embeddings");
+    assert_eq!(
+        post.parent_id, embeddings.span_id,
+        "the provider request inside the call"
+    );
+    let count = find("count_tokens openai/gpt-4o");
+    assert_eq!(
+        count.string("llm.token_count.method"),
+        Some("local_tokenizer")
+    );
+    assert_eq!(count.int("gen_ai.usage.input_tokens"), Some(9));
+}

@@ -248,6 +248,10 @@ pub fn deployment_models<'a>(
             }
             // The template's fallbacks are another model's business.
             entry.fallbacks = None;
+            // Token counts need the model's tokenizer, which its name says and the deployment's does not.
+            entry.tokenizer = entry
+                .tokenizer
+                .or_else(|| crate::adapter::count::local::tokenizer_of(model));
             out.models.insert(id_here, entry);
         }
     }

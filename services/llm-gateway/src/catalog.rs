@@ -11,6 +11,10 @@ use serde::Deserialize;
 use crate::event::Usage;
 use crate::protocol::Protocol;
 
+#[path = "catalog_kind.rs"]
+mod kind;
+pub use kind::{EmbeddingEntry, ModelKind, TokenizerName, Uses};
+
 /// The catalog bundled with the gateway.
 pub const BUNDLED: &str = include_str!("../catalog.toml");
 
@@ -217,6 +221,12 @@ pub struct ModelEntry {
     pub fallbacks: Option<Vec<String>>,
     /// Sampling parameters used when the caller left them unset, before any hook runs (see [`SamplingDefaults`]).
     pub defaults: Option<SamplingDefaults>,
+    /// What the model is for: `chat` (the default) or `embedding` ([`ModelKind`]).
+    pub kind: Option<ModelKind>,
+    /// The tokenizer token counts use when the provider has no counting endpoint ([`TokenizerName`]).
+    pub tokenizer: Option<TokenizerName>,
+    /// An embedding model's batching ([`EmbeddingEntry`]).
+    pub embedding: Option<EmbeddingEntry>,
 }
 
 /// A model's sampling defaults (`defaults = { temperature = 0.7, max_output_tokens = 8192 }` on a catalog entry).
@@ -389,6 +399,9 @@ pub struct Catalog {
     /// Sampling defaults by model id, beside [`ModelInfo`] for the same reason: the core applies them before the
     /// adapter ever sees the request.
     defaults: BTreeMap<String, SamplingDefaults>,
+    /// What each model is for and the facts only embeddings and token counts read ([`Uses`]), for the models
+    /// that have any; beside [`ModelInfo`] for the same reason.
+    uses: BTreeMap<String, Uses>,
 }
 
 impl Catalog {
@@ -408,6 +421,7 @@ impl Catalog {
         let mut models = BTreeMap::new();
         let mut fallbacks = BTreeMap::new();
         let mut defaults = BTreeMap::new();
+        let mut uses = BTreeMap::new();
         for (id, entry) in merged {
             let Some((provider, name)) = id.split_once('/') else {
                 return Err(CatalogError {
@@ -427,9 +441,7 @@ impl Catalog {
             let context_window = entry
                 .context_window
                 .ok_or_else(|| err("context_window", "required"))?;
-            let max_output_tokens = entry
-                .max_output_tokens
-                .ok_or_else(|| err("max_output_tokens", "required"))?;
+            let max_output_tokens = kind::register(&id, &entry, &mut uses)?;
             if context_window == 0 || max_output_tokens == 0 {
                 return Err(err("context_window", "limits must be positive"));
             }
@@ -472,6 +484,7 @@ impl Catalog {
             models,
             fallbacks,
             defaults,
+            uses,
         })
     }
 
@@ -493,13 +506,18 @@ impl Catalog {
     pub fn check_fallbacks(&self, serves: impl Fn(&str) -> bool) -> Result<(), CatalogError> {
         for (id, list) in &self.fallbacks {
             for (i, fallback) in list.iter().enumerate() {
-                if !serves(fallback) {
-                    return Err(CatalogError {
-                        model: id.clone(),
-                        field: format!("fallbacks[{i}]"),
-                        message: format!("`{fallback}` is not a model this gateway serves"),
-                    });
-                }
+                let wrong = if !serves(fallback) {
+                    "is not a model this gateway serves"
+                } else if self.kind(fallback) == ModelKind::Embedding {
+                    "is an embedding model, not a chat model"
+                } else {
+                    continue;
+                };
+                return Err(CatalogError {
+                    model: id.clone(),
+                    field: format!("fallbacks[{i}]"),
+                    message: format!("`{fallback}` {wrong}"),
+                });
             }
         }
         Ok(())
@@ -609,6 +627,7 @@ fn merge_entry(slot: &mut ModelEntry, e: &ModelEntry) {
     if e.fallbacks.is_some() {
         slot.fallbacks.clone_from(&e.fallbacks);
     }
+    kind::merge(slot, e);
 }
 
 /// Shape checks of one model's fallback list: `provider/model` ids, not the model itself, no repeats, bounded.

@@ -127,7 +127,7 @@ fn finish_reason(r: FinishReason) -> pb::FinishReason {
     }
 }
 
-fn usage(u: &Usage) -> pb::Usage {
+pub(crate) fn usage(u: &Usage) -> pb::Usage {
     pb::Usage {
         input_tokens: u.input,
         cache_read_tokens: u.cache_read,

@@ -7,6 +7,8 @@
 //! - [`model_names`]: aliases and bare names, resolved to catalog models.
 //! - [`event`] / [`error`]: the unified events and the typed provider error.
 //! - [`adapter`]: one pure translation per wire protocol, over the shared SSE parser and HTTP transport.
+//! - [`calls`]: the calls that are not generations, embeddings and token counts: one answer each, over the same
+//!   resolution, credentials, retries, spans and metrics.
 //! - [`generate`]: one generation end to end: resolve, hooks, build, send, retry and fall back before the first
 //!   event, decode, cost; and the reloadable state ([`generate::Gateway::reload`]).
 //! - [`limits`]: the `[limits]` table (request and provider-stream sizes) and the helpers that enforce them;
@@ -16,13 +18,14 @@
 //! - [`metrics`]: Prometheus metrics and the `/metrics` listener.
 //! - [`grpc`]: proto ↔ domain conversions and error statuses.
 //! - [`http`]: the HTTP front door: OpenAI Chat Completions, OpenAI Responses and Anthropic Messages over the same
-//!   core.
+//!   core, embeddings and token counts over [`calls`].
 //! - [`validate`]: request validation (shape, limits, and the rules that depend on the resolved model).
 //! - [`server`]: the tonic service, auth, health, reflection and graceful shutdown; `server::run` is the one entry
 //!   that both `main` and the tests call.
 
 pub mod adapter;
 pub mod azure_config;
+pub mod calls;
 pub mod catalog;
 pub mod census;
 pub mod config;

@@ -22,6 +22,10 @@ use tokio::net::TcpListener;
 
 use crate::event::Usage;
 
+#[path = "metrics_calls.rs"]
+mod calls;
+pub use calls::{CallEnded, Embedded, Operation};
+
 /// Label: provider id from the configuration.
 pub const LABEL_PROVIDER: &str = "provider";
 /// Label: model id (`provider/model`), or [`UNLISTED_MODEL`].
@@ -190,6 +194,8 @@ pub struct Metrics {
     hook_failures: Family<Fixed, Counter>,
     reloads: Family<Fixed, Counter>,
     gen_ai: GenAiMetrics,
+    /// Embeddings and token counts ([`Metrics::call_ended`]).
+    calls: calls::CallMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -303,12 +309,12 @@ impl Metrics {
             "Configuration reloads (SIGHUP) by result",
             Family::<Fixed, Counter>::default(),
         );
-        // The GenAI client metrics repeat some of the gateway's own under the semantic conventions' names, so
-        // dashboards built for those conventions work unchanged.
-        let gen_ai = GenAiMetrics::register(&mut r);
         Metrics {
+            // The GenAI client metrics repeat some of the gateway's own under the semantic conventions' names, so
+            // dashboards built for those conventions work unchanged.
+            gen_ai: GenAiMetrics::register(&mut r),
+            calls: calls::CallMetrics::register(&mut r),
             registry: r,
-            gen_ai,
             requests,
             errors,
             provider_errors,

@@ -60,6 +60,8 @@ pub(crate) enum Method {
     Generate,
     ListModels,
     GetModel,
+    Embed,
+    CountTokens,
 }
 
 type Handler<Req, Resp> =
@@ -75,6 +77,8 @@ impl HandRoutes for GatewayRoutes {
             "Generate" => Some(Method::Generate),
             "ListModels" => Some(Method::ListModels),
             "GetModel" => Some(Method::GetModel),
+            "Embed" => Some(Method::Embed),
+            "CountTokens" => Some(Method::CountTokens),
             _ => None,
         }
     }
@@ -100,6 +104,12 @@ impl HandRoutes for GatewayRoutes {
             }),
             Method::GetModel => unary(rpc, max, req, |rpc, r| {
                 Box::pin(async move { rpc.get_model(r).await })
+            }),
+            Method::Embed => unary(rpc, max, req, |rpc, r| {
+                Box::pin(async move { rpc.embed_request(r).await })
+            }),
+            Method::CountTokens => unary(rpc, max, req, |rpc, r| {
+                Box::pin(async move { rpc.count_tokens_incoming(r).await })
             }),
         }
     }

@@ -70,7 +70,7 @@ impl GatewayService for GatewayRpc {
         let page: Vec<pb::Model> = models
             .by_ref()
             .take(page_size)
-            .map(|l| listed_to_pb(l.id, l.model, l.alias_of))
+            .map(|l| listed_to_pb(l.id, l.model, l.alias_of, config.catalog.kind(&l.model.id)))
             .collect();
         let next_page_token = match (models.next(), page.last()) {
             (Some(_), Some(last)) => encode_page_token(&last.id),
@@ -94,9 +94,26 @@ impl GatewayService for GatewayRpc {
             .gateway
             .resolve(id)
             .map_err(|e| status::start_error_status(&e))?;
-        let mut model = model_to_pb(&resolved.model);
+        let id = resolved.alias_of.as_deref().unwrap_or(&resolved.model.id);
+        let kind = self.gateway.config().catalog.kind(id);
+        let mut model = model_to_pb(&resolved.model, kind);
         model.alias_of = resolved.alias_of.unwrap_or_default();
         Ok(Response::new(pb::GetModelResponse { model: Some(model) }))
+    }
+
+    async fn embed(
+        &self,
+        request: Request<pb::EmbedRequest>,
+    ) -> Result<Response<pb::EmbedResponse>, Status> {
+        self.embed_request(request).await
+    }
+
+    async fn count_tokens(
+        &self,
+        request: Request<pb::CountTokensRequest>,
+    ) -> Result<Response<pb::CountTokensResponse>, Status> {
+        self.count_tokens_incoming(request.map(Incoming::Decoded))
+            .await
     }
 }
 
@@ -238,17 +255,30 @@ fn decode_page_token(token: &str) -> Option<String> {
 }
 
 /// A served name's entry: the model's, under `id`, naming the model an alias stands for.
-fn listed_to_pb(id: &str, m: &crate::catalog::ModelInfo, alias_of: Option<&str>) -> pb::Model {
+fn listed_to_pb(
+    id: &str,
+    m: &crate::catalog::ModelInfo,
+    alias_of: Option<&str>,
+    kind: crate::catalog::ModelKind,
+) -> pb::Model {
     pb::Model {
         id: id.to_string(),
         alias_of: alias_of.unwrap_or_default().to_string(),
-        ..model_to_pb(m)
+        ..model_to_pb(m, kind)
     }
 }
 
-pub(crate) fn model_to_pb(m: &crate::catalog::ModelInfo) -> pb::Model {
+pub(crate) fn model_to_pb(
+    m: &crate::catalog::ModelInfo,
+    kind: crate::catalog::ModelKind,
+) -> pb::Model {
     let c = m.capabilities;
+    let kind = match kind {
+        crate::catalog::ModelKind::Chat => pb::ModelKind::Chat,
+        crate::catalog::ModelKind::Embedding => pb::ModelKind::Embedding,
+    };
     pb::Model {
+        kind: kind as i32,
         id: m.id.clone(),
         provider: m.provider.clone(),
         protocol: m.protocol.as_str().to_string(),
@@ -284,6 +314,9 @@ pub(crate) fn model_to_pb(m: &crate::catalog::ModelInfo) -> pb::Model {
         }),
     }
 }
+
+#[path = "rpc_calls.rs"]
+mod calls;
 
 #[cfg(test)]
 #[path = "rpc_tests.rs"]

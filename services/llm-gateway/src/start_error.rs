@@ -32,12 +32,34 @@ pub enum StartError {
     /// A `fail_closed` hook service failed.
     #[error(transparent)]
     Hook(#[from] HookError),
+    /// The model is of another kind than the call needs: an embedding model asked to chat, or a chat model to
+    /// embed.
+    #[error("{}", wrong_kind(.model, *.kind))]
+    WrongKind {
+        /// The request field naming the model (`generation.model`, `model`).
+        field: String,
+        /// The id asked for.
+        model: String,
+        /// What the model is.
+        kind: crate::catalog::ModelKind,
+    },
     /// `server.max_inflight_generations` generations are already running.
     #[error("too many concurrent generations (limit {limit})")]
     TooManyGenerations {
         /// The configured limit.
         limit: usize,
     },
+}
+
+fn wrong_kind(model: &str, kind: crate::catalog::ModelKind) -> String {
+    match kind {
+        crate::catalog::ModelKind::Embedding => format!(
+            "`{model}` is an embedding model: it serves embeddings (`Embed`, `POST /v1/embeddings`), not chat"
+        ),
+        crate::catalog::ModelKind::Chat => {
+            format!("`{model}` is a chat model, not an embedding model")
+        }
+    }
 }
 
 fn suggestions(close: &[String], (served, total): &(Vec<String>, usize)) -> String {
@@ -59,6 +81,7 @@ pub fn start_error_kind(e: &StartError) -> ErrorKind {
     match e {
         StartError::UnknownModel { .. }
         | StartError::AmbiguousModel { .. }
+        | StartError::WrongKind { .. }
         | StartError::Invalid(_) => ErrorKind::InvalidRequest,
         StartError::Hook(_) => ErrorKind::ProviderError,
         StartError::TooManyGenerations { .. } => ErrorKind::Overloaded,

@@ -40,6 +40,7 @@ pub fn start_error_status(e: &StartError) -> Status {
         }
         StartError::AmbiguousModel { .. } => invalid("generation.model", &e.to_string()),
         StartError::Invalid(b) => invalid(&b.field, &b.message),
+        StartError::WrongKind { field, .. } => invalid(field, &e.to_string()),
         StartError::Hook(h) => hook_error_status(h),
         StartError::TooManyGenerations { limit } => {
             let mut details = ErrorDetails::new();

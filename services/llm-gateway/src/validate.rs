@@ -146,6 +146,11 @@ fn is_bidi_control(c: char) -> bool {
 }
 
 fn context(c: Option<&pb::RequestContext>) -> Result<(), Status> {
+    context_at("generation.context", c)
+}
+
+/// The `RequestContext` at `field`: ids of bounded length, without control characters.
+pub(crate) fn context_at(field: &str, c: Option<&pb::RequestContext>) -> Result<(), Status> {
     let Some(c) = c else { return Ok(()) };
     for (name, value) in [
         ("session_id", &c.session_id),
@@ -154,13 +159,13 @@ fn context(c: Option<&pb::RequestContext>) -> Result<(), Status> {
     ] {
         if value.len() > MAX_CONTEXT_ID_BYTES {
             return Err(invalid(
-                &format!("generation.context.{name}"),
+                &format!("{field}.{name}"),
                 &format!("at most {MAX_CONTEXT_ID_BYTES} bytes"),
             ));
         }
         if value.chars().any(char::is_control) {
             return Err(invalid(
-                &format!("generation.context.{name}"),
+                &format!("{field}.{name}"),
                 "must not contain control characters",
             ));
         }

@@ -205,8 +205,10 @@ impl Reply {
         let headers: Vec<(&str, String)> = match protocol {
             P::OpenaiChat
             | P::OpenaiResponses
+            | P::OpenaiEmbeddings
             | P::AzureChat
             | P::AzureResponses
+            | P::AzureEmbeddings
             | P::MistralChat
             | P::DeepseekChat => vec![
                 ("x-request-id", format!("req_fake{id:08}")),
@@ -218,7 +220,7 @@ impl Reply {
                 ("x-ratelimit-remaining-tokens", "29999000".into()),
                 ("x-ratelimit-reset-tokens", "2ms".into()),
             ],
-            P::Anthropic => vec![
+            P::Anthropic | P::AnthropicCountTokens => vec![
                 ("request-id", format!("req_fake{id:08}")),
                 ("anthropic-ratelimit-requests-limit", "4000".into()),
                 ("anthropic-ratelimit-requests-remaining", "3999".into()),
@@ -233,8 +235,17 @@ impl Reply {
                     "2026-01-01T00:00:01Z".into(),
                 ),
             ],
-            P::Bedrock => vec![("x-amzn-requestid", format!("fake-{id:08}"))],
-            P::Gemini | P::VertexGemini | P::VertexAnthropic => Vec::new(),
+            P::Bedrock | P::BedrockEmbeddings | P::BedrockCountTokens => {
+                vec![("x-amzn-requestid", format!("fake-{id:08}"))]
+            }
+            P::Gemini
+            | P::GeminiEmbeddings
+            | P::GeminiCountTokens
+            | P::VertexGemini
+            | P::VertexAnthropic
+            | P::VertexEmbeddings
+            | P::VertexAnthropicCountTokens
+            | P::VertexGeminiCountTokens => Vec::new(),
         };
         for (name, value) in headers {
             if !self
@@ -259,6 +270,15 @@ impl Reply {
             current = inner.overlay(current);
         }
         Reply::json(500, error_json("fake-provider: fn_reply nested too deeply"))
+    }
+
+    /// A resolved JSON reply's body and headers (`None` for any other reply), for tests of dynamic replies.
+    #[cfg(test)]
+    pub(crate) fn json_parts(&self) -> Option<(Bytes, Vec<(String, String)>)> {
+        match &self.body {
+            Body::Json { body, .. } => Some((body.clone(), self.headers.clone())),
+            _ => None,
+        }
     }
 
     fn overlay(mut self, outer: Reply) -> Reply {

@@ -19,11 +19,13 @@ pub const OPERATION_DURATION: &str = "gen_ai_client_operation_duration";
 /// Time to the first streamed chunk, in seconds.
 pub const TIME_TO_FIRST_CHUNK: &str = "gen_ai_client_time_to_first_chunk";
 
-/// Label `gen_ai.operation.name`, which the conventions require on every GenAI metric: always [`OPERATION_CHAT`]
-/// here, since every generation either service makes is a chat completion.
+/// Label `gen_ai.operation.name`, which the conventions require on every GenAI metric: [`OPERATION_CHAT`] for
+/// every generation either service makes, [`OPERATION_EMBEDDINGS`] for the gateway's embedding calls.
 pub const LABEL_OPERATION_NAME: &str = "gen_ai_operation_name";
 /// The operation of every generation: `chat`.
 pub const OPERATION_CHAT: &str = "chat";
+/// The operation of an embeddings call: `embeddings`.
+pub const OPERATION_EMBEDDINGS: &str = "embeddings";
 /// Label `gen_ai.token.type`: [`TOKEN_INPUT`] or [`TOKEN_OUTPUT`].
 pub const LABEL_TOKEN_TYPE: &str = "gen_ai_token_type";
 /// Label `gen_ai.provider.name`: the provider id.
@@ -41,6 +43,8 @@ pub const TOKEN_OUTPUT: &str = "output";
 /// Label values of one GenAI observation. `Arc<str>` so that recording clones pointers, not strings.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct GenAiLabels {
+    /// The operation: [`OPERATION_CHAT`] or [`OPERATION_EMBEDDINGS`].
+    pub operation: &'static str,
     /// Provider id.
     pub provider: Arc<str>,
     /// Model id.
@@ -53,7 +57,7 @@ pub struct GenAiLabels {
 
 impl EncodeLabelSet for GenAiLabels {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
-        (LABEL_OPERATION_NAME, OPERATION_CHAT).encode(encoder.encode_label())?;
+        (LABEL_OPERATION_NAME, self.operation).encode(encoder.encode_label())?;
         (LABEL_PROVIDER_NAME, &*self.provider).encode(encoder.encode_label())?;
         (LABEL_REQUEST_MODEL, &*self.model).encode(encoder.encode_label())?;
         if let Some(t) = self.token_type {
@@ -160,6 +164,29 @@ impl GenAiMetrics {
             }
         }
     }
+
+    /// An embeddings call ended after `duration`; `error_type` when it failed; the inputs' tokens when it succeeded.
+    pub fn embeddings(
+        &self,
+        provider: &Arc<str>,
+        model: &Arc<str>,
+        duration: Duration,
+        error_type: Option<&'static str>,
+        input_tokens: Option<u64>,
+    ) {
+        let with = |token_type, error_type| GenAiLabels {
+            operation: OPERATION_EMBEDDINGS,
+            ..labels(provider, model, token_type, error_type)
+        };
+        self.operation_duration
+            .get_or_create(&with(None, error_type))
+            .observe(duration.as_secs_f64());
+        if let Some(n) = input_tokens {
+            self.token_usage
+                .get_or_create(&with(Some(TOKEN_INPUT), None))
+                .observe(n as f64);
+        }
+    }
 }
 
 fn labels(
@@ -169,6 +196,7 @@ fn labels(
     error_type: Option<&'static str>,
 ) -> GenAiLabels {
     GenAiLabels {
+        operation: OPERATION_CHAT,
         provider: Arc::clone(provider),
         model: Arc::clone(model),
         token_type,

@@ -106,6 +106,18 @@ pub fn responses_path(target: &Target<'_>) -> Result<String, BuildError> {
     })
 }
 
+/// The path of an embeddings request (docs/gateway.md "Embeddings and token counting"): the deployment is the
+/// body's `model` on v1 and in the path on the deployments surface, as for Chat Completions.
+pub fn embeddings_path(target: &Target<'_>) -> Result<String, BuildError> {
+    let default = AzureApi::default();
+    let api = target.azure.unwrap_or(&default);
+    let name = deployment(target)?;
+    Ok(match api.surface {
+        Surface::V1 => format!("/v1/embeddings{}", query(api)),
+        Surface::Deployments => format!("/deployments/{name}/embeddings{}", query(api)),
+    })
+}
+
 /// The `api-key` header (none without a key: a keyless proxy in front of the resource).
 fn api_key(key: &str) -> Vec<(&'static str, String)> {
     if key.is_empty() {

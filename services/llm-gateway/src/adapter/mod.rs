@@ -15,6 +15,8 @@ pub mod azure;
 pub mod bedrock;
 pub(crate) mod blocks;
 pub mod classify;
+pub mod count;
+pub mod embed;
 pub(crate) mod encoding;
 #[cfg(test)]
 mod event_kit;

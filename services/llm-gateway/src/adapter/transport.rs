@@ -22,6 +22,7 @@ use crate::adapter::framing::{self, Parser};
 use crate::adapter::{Decoder, EncodedRequest, HttpRequest};
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::Event;
+pub use call::{Answer, MAX_ANSWER_BYTES};
 
 /// Largest error body read from a non-2xx response: enough for any provider's JSON error, bounded so a misbehaving
 /// server cannot make us buffer without limit.
@@ -230,17 +231,8 @@ impl Transport {
             }
         };
 
-        let status = response.status();
-        if !status.is_success() {
-            let raw = read_error_body(&mut response, self.timeouts.idle, deadline).await;
-            // Redact before classifying: classification truncates the body, which could cut a secret in half
-            // and leave a prefix that redaction would no longer recognise.
-            let body = redact(&raw, &secrets);
-            return Err(classify(
-                Some(status.as_u16()),
-                Some(response.headers()),
-                &body,
-            ));
+        if !response.status().is_success() {
+            return Err(refused(&mut response, self.timeouts.idle, deadline, &secrets).await);
         }
 
         let parser = self
@@ -514,6 +506,24 @@ fn bounded(limit: Duration, deadline: Option<Instant>, now: Instant) -> (Duratio
     }
 }
 
+/// The classified error of a non-2xx `response`, its body read (within `idle` per read) and scrubbed of `secrets`.
+async fn refused(
+    response: &mut reqwest::Response,
+    idle: Duration,
+    deadline: Option<Instant>,
+    secrets: &[&str],
+) -> ProviderError {
+    let raw = read_error_body(response, idle, deadline).await;
+    // Redact before classifying: classification truncates the body, which could cut a secret in half and leave a
+    // prefix that redaction would no longer recognise.
+    let body = redact(&raw, secrets);
+    classify(
+        Some(response.status().as_u16()),
+        Some(response.headers()),
+        &body,
+    )
+}
+
 /// Reads at most [`MAX_ERROR_BODY`] bytes of an error response; a stall or a broken connection just ends the read,
 /// since a partial body still classifies better than none.
 async fn read_error_body(
@@ -614,6 +624,9 @@ fn fmt_duration(d: Duration) -> String {
         format!("{}ms", d.as_millis())
     }
 }
+
+#[path = "transport_call.rs"]
+mod call;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]

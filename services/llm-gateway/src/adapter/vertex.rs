@@ -38,7 +38,10 @@ fn bearer(token: &str) -> Vec<(&'static str, String)> {
 
 /// The model name goes into the URL path: anything but a plain name (Vertex's Anthropic names carry an `@date`)
 /// could walk to another endpoint.
-fn path_name<'a>(target: &'a Target<'_>, publisher: &str) -> Result<&'a str, BuildError> {
+pub(crate) fn path_name<'a>(
+    target: &'a Target<'_>,
+    publisher: &str,
+) -> Result<&'a str, BuildError> {
     let name = target.model.name.as_str();
     let plain = !name.is_empty()
         && !name.starts_with('.')

@@ -97,23 +97,36 @@ pub(super) async fn open_attempt(
     request: &EncodedRequest,
     opening: Opening<'_>,
 ) -> Result<crate::adapter::transport::ProviderStream, ProviderError> {
-    let Some(tokens) = &provider.tokens else {
-        let auth = adapter.auth_headers(provider.api_key.expose());
-        return transport
+    authenticated(provider, adapter, |auth| async move {
+        transport
             .open_with(&provider.base_url, &auth, request, opening)
-            .await;
+            .await
+    })
+    .await
+}
+
+/// Runs `send` with the provider's auth headers: its API key's, or those of an access token from its token source,
+/// which is dropped when the provider answers 401 (revoked), so the next request fetches a new one.
+pub(crate) async fn authenticated<T, F, Fut>(
+    provider: &Provider,
+    adapter: &dyn Adapter,
+    send: F,
+) -> Result<T, ProviderError>
+where
+    F: FnOnce(Vec<(&'static str, String)>) -> Fut,
+    Fut: std::future::Future<Output = Result<T, ProviderError>>,
+{
+    let Some(tokens) = &provider.tokens else {
+        return send(adapter.auth_headers(provider.api_key.expose())).await;
     };
     let token = tokens.token().await?;
-    let auth = adapter.token_headers(token.expose());
-    let opened = transport
-        .open_with(&provider.base_url, &auth, request, opening)
-        .await;
-    if let Err(e) = &opened
+    let sent = send(adapter.token_headers(token.expose())).await;
+    if let Err(e) = &sent
         && e.http_status == Some(401)
     {
         tokens.invalidate(&token).await;
     }
-    opened
+    sent
 }
 
 /// Error kinds another model may not share: fall back on these once the model's own retries are spent. Never on

@@ -30,7 +30,9 @@ use crate::metrics::{Metrics, ModelLabels, UNLISTED_MODEL};
 use crate::model_names::Named;
 
 use attempt::Candidate;
+pub(crate) use attempt::authenticated;
 use attempt::prepare;
+pub(crate) use run::scrub;
 use run::{Clock, Run};
 
 pub use crate::start_error::{StartError, start_error_kind};
@@ -178,6 +180,18 @@ impl State {
             provider: provider.clone(),
         })
     }
+
+    /// Refuses an embedding model as a generation's model (`field` names it).
+    fn chat_model(&self, c: &Candidate, field: &str) -> Result<(), StartError> {
+        match self.config.catalog.kind(&c.model.id) {
+            crate::catalog::ModelKind::Chat => Ok(()),
+            kind => Err(StartError::WrongKind {
+                field: field.to_string(),
+                model: c.model.id.clone(),
+                kind,
+            }),
+        }
+    }
 }
 
 impl Gateway {
@@ -294,6 +308,22 @@ impl Gateway {
         })
     }
 
+    /// The configuration in force and what is built from it, held for one call that is not a generation
+    /// (embeddings, token counts: `crate::calls`), as a generation holds its own.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        Snapshot(self.inner.state.load_full())
+    }
+
+    /// One of the `server.max_inflight_generations` slots: a generation's, or a call's that is not a generation (it
+    /// loads providers as one does).
+    pub(crate) fn slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit, StartError> {
+        Arc::clone(&self.inner.inflight)
+            .try_acquire_owned()
+            .map_err(|_| StartError::TooManyGenerations {
+                limit: self.inner.inflight_limit,
+            })
+    }
+
     /// Starts a generation: takes an in-flight slot, resolves the model and its fallbacks, runs the hooks and builds
     /// the request for the first model, then returns the event stream. Errors here happen before anything was sent
     /// to a provider.
@@ -316,21 +346,19 @@ impl Gateway {
     }
 
     async fn start(&self, generation: pb::Generation, started: Instant) -> Result<Run, StartError> {
-        let permit = Arc::clone(&self.inner.inflight)
-            .try_acquire_owned()
-            .map_err(|_| StartError::TooManyGenerations {
-                limit: self.inner.inflight_limit,
-            })?;
+        let permit = self.slot()?;
         let state = self.inner.state.load_full();
         let (first, configured) = state.resolve_named(&generation.model)?;
+        state.chat_model(&first, "generation.model")?;
         let mut candidates = vec![first];
         let fallbacks = if generation.fallback_models.is_empty() {
             configured
         } else {
             generation.fallback_models.as_slice()
         };
-        for id in fallbacks {
+        for (i, id) in fallbacks.iter().enumerate() {
             let (c, _) = state.resolve_named(id)?;
+            state.chat_model(&c, &format!("generation.fallback_models[{i}]"))?;
             if !candidates.iter().any(|o| o.model.id == c.model.id) {
                 candidates.push(c);
             }
@@ -375,11 +403,45 @@ impl Gateway {
     }
 }
 
+/// A configuration snapshot for one call ([`Gateway::snapshot`]).
+pub(crate) struct Snapshot(Arc<State>);
+
+impl Snapshot {
+    /// The configuration.
+    pub(crate) fn config(&self) -> &Config {
+        &self.0.config
+    }
+
+    /// The provider transport.
+    pub(crate) fn transport(&self) -> &Transport {
+        &self.0.transport
+    }
+
+    /// Every provider credential, to scrub from what providers echo.
+    pub(crate) fn secrets(&self) -> &[String] {
+        &self.0.secrets
+    }
+
+    /// The hooks.
+    pub(crate) fn hooks(&self) -> &HookRunner {
+        &self.0.hooks
+    }
+
+    /// `id`'s catalog entry, provider and metric labels.
+    pub(crate) fn resolve(
+        &self,
+        id: &str,
+    ) -> Result<(ModelInfo, Provider, ModelLabels), StartError> {
+        let c = self.0.resolve(id)?;
+        Ok((c.model, c.provider, c.labels))
+    }
+}
+
 /// The metrics `reason` of a start error.
 fn rejection_reason(e: &StartError) -> &'static str {
     match e {
         StartError::UnknownModel { .. } | StartError::AmbiguousModel { .. } => "unknown_model",
-        StartError::Invalid(_) => "invalid_request",
+        StartError::Invalid(_) | StartError::WrongKind { .. } => "invalid_request",
         StartError::Hook(_) => "hook",
         StartError::TooManyGenerations { .. } => "too_many_generations",
     }

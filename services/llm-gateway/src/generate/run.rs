@@ -442,7 +442,7 @@ pub(super) fn summarize(model: &str, err: &ProviderError, attempts: u32) -> Stri
 }
 
 /// Removes provider keys from anything a provider echoed back.
-pub(super) fn scrub(e: &mut ProviderError, secrets: &[String]) {
+pub(crate) fn scrub(e: &mut ProviderError, secrets: &[String]) {
     if secrets.is_empty() {
         return;
     }

@@ -136,6 +136,8 @@ impl ApiError {
                 param: Some(b.field.clone()),
                 ..ApiError::new(Class::InvalidRequest, e.to_string())
             },
+            // Whichever door, the body names its model `model`.
+            StartError::WrongKind { .. } => ApiError::invalid("model", e),
             StartError::Hook(h) if h.is_transient() => {
                 ApiError::new(Class::Unavailable, e.to_string())
             }

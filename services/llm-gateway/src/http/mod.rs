@@ -6,7 +6,9 @@
 //! - [`openai_chat`]: `POST /v1/chat/completions`;
 //! - [`responses`]: `POST /v1/responses`, stateless;
 //! - [`anthropic`]: `POST /v1/messages`;
-//! - [`models`]: `GET /v1/models` and `GET /v1/models/{id}` from the catalog.
+//! - [`models`]: `GET /v1/models` and `GET /v1/models/{id}` from the catalog;
+//! - [`embeddings`]: `POST /v1/embeddings`, and [`count_tokens`]: `POST /v1/messages/count_tokens`, over the
+//!   calls that are not generations ([`crate::calls`]).
 //!
 //! [`auth`] checks the caller's token, [`body`] reads request bodies strictly, [`fields`] decides what happens to
 //! the fields an endpoint does not map, [`errors`] renders failures in each API's shape (keeping what the provider
@@ -16,6 +18,9 @@
 pub mod anthropic;
 pub mod auth;
 pub mod body;
+pub mod calls;
+pub mod count_tokens;
+pub mod embeddings;
 pub mod errors;
 pub mod fields;
 pub mod generation;
@@ -70,6 +75,17 @@ where
             };
             answer.unwrap_or_else(|e| error(dialect, &e))
         }
+        (Method::POST, "/v1/embeddings" | "/v1/messages/count_tokens") => {
+            let (parts, body) = req.into_parts();
+            let answer = match read_body(body, config.max_request_bytes).await {
+                Ok(body) if dialect == Dialect::Anthropic => {
+                    count_tokens::run(gateway, &parts.headers, body).await
+                }
+                Ok(body) => embeddings::run(gateway, &parts.headers, body).await,
+                Err(e) => Err(e),
+            };
+            answer.unwrap_or_else(|e| error(dialect, &e))
+        }
         (Method::GET, "/v1/models") => json(StatusCode::OK, &models::list(&config)),
         (Method::GET, p) if p.starts_with("/v1/models/") => {
             match models::get(gateway, &p["/v1/models/".len()..]) {
@@ -77,7 +93,15 @@ where
                 Err(e) => error(dialect, &e),
             }
         }
-        (_, "/v1/chat/completions" | "/v1/messages" | "/v1/models" | "/v1/responses") => error(
+        (
+            _,
+            "/v1/chat/completions"
+            | "/v1/messages"
+            | "/v1/models"
+            | "/v1/responses"
+            | "/v1/embeddings"
+            | "/v1/messages/count_tokens",
+        ) => error(
             dialect,
             &ApiError::new(
                 Class::MethodNotAllowed,
@@ -89,7 +113,8 @@ where
             &ApiError::new(
                 Class::NotFound,
                 format!(
-                    "no such endpoint: {path} (served: POST /v1/chat/completions, POST /v1/responses, POST /v1/messages, GET /v1/models)"
+                    "no such endpoint: {path} (served: POST /v1/chat/completions, POST /v1/responses, \
+                     POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/embeddings, GET /v1/models)"
                 ),
             ),
         ),

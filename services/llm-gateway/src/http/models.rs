@@ -8,12 +8,15 @@ use crate::config::Config;
 use crate::generate::Gateway;
 use crate::http::errors::ApiError;
 
-/// Every served name: the catalog's models and the configured aliases.
+/// Every served chat name: the catalog's chat models and the configured aliases of chat models. Embedding models are
+/// left out: clients fill their chat model pickers from this list (they are served by `POST /v1/embeddings`, found
+/// by `GET /v1/models/{id}` and listed by gRPC `ListModels` with their kind).
 pub fn list(config: &Config) -> Value {
     let data: Vec<Value> = config
         .names
         .listed(&config.catalog)
         .iter()
+        .filter(|l| config.catalog.kind(&l.model.id) == crate::catalog::ModelKind::Chat)
         .map(|l| model(l.id, l.model, l.alias_of))
         .collect();
     let id = |v: Option<&Value>| v.map_or(Value::Null, |m| m["id"].clone());

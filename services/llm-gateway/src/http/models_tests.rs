@@ -11,7 +11,24 @@ fn the_list_is_the_catalog_in_both_shapes() {
     let v = list(&config);
     assert_eq!(v["object"], "list");
     let data = v["data"].as_array().unwrap();
-    assert_eq!(data.len(), config.catalog.iter().count());
+    let chat = config
+        .catalog
+        .iter()
+        .filter(|m| config.catalog.kind(&m.id) == crate::catalog::ModelKind::Chat)
+        .count();
+    assert_eq!(data.len(), chat);
+    // Embedding models are served by their own endpoint, not offered for chat.
+    assert!(
+        config
+            .catalog
+            .get("openai/text-embedding-3-small")
+            .is_some()
+    );
+    assert!(
+        !data
+            .iter()
+            .any(|m| m["id"] == "openai/text-embedding-3-small")
+    );
     let gpt = data.iter().find(|m| m["id"] == "openai/gpt-4o").unwrap();
     assert_eq!(
         (&gpt["owned_by"], &gpt["type"]),

@@ -2,12 +2,13 @@
 //! order, each refusal with Azure's own status and body.
 //!
 //! 1. The credential: the resource's `api-key`, or an Entra ID bearer token its application was issued (401).
-//! 2. The route: `/openai/deployments/{d}/chat/completions` and `/openai/responses` on the dated surface,
-//!    `/openai/v1/chat/completions` and `/openai/v1/responses` on v1 (404 `Resource not found`).
+//! 2. The route: `/openai/deployments/{d}/chat/completions`, `/openai/deployments/{d}/embeddings` and
+//!    `/openai/responses` on the dated surface, `/openai/v1/chat/completions`, `/openai/v1/embeddings` and
+//!    `/openai/v1/responses` on v1 (404 `Resource not found`).
 //! 3. The `api-version`: required on the dated surface and one the resource serves (Responses from
 //!    `2025-03-01-preview`); on v1 absent, `preview` or `latest` (404 when missing, 400 when unsupported).
 //! 4. The deployment, from the path or the body's `model` (404 `DeploymentNotFound`).
-//! 5. OpenAI's body rules ([`super::openai`]) with `model` replaced by the model the deployment runs, so a
+//! 5. OpenAI's body rules ([`super::openai`], [`super::embeddings`]) with `model` replaced by the model the deployment runs, so a
 //!    reasoning deployment is held to the reasoning models' rules whatever it is called.
 
 use serde_json::Value;
@@ -31,15 +32,18 @@ fn route(path: &str) -> Option<Route<'_>> {
     let (protocol, dated, deployment) = match rest {
         "v1/chat/completions" => (Protocol::AzureChat, false, None),
         "v1/responses" => (Protocol::AzureResponses, false, None),
+        "v1/embeddings" => (Protocol::AzureEmbeddings, false, None),
         "responses" => (Protocol::AzureResponses, true, None),
         _ => {
-            let d = rest
-                .strip_prefix("deployments/")?
-                .strip_suffix("/chat/completions")?;
+            let d = rest.strip_prefix("deployments/")?;
+            let (d, protocol) = match d.strip_suffix("/chat/completions") {
+                Some(d) => (d, Protocol::AzureChat),
+                None => (d.strip_suffix("/embeddings")?, Protocol::AzureEmbeddings),
+            };
             if d.is_empty() || d.contains('/') {
                 return None;
             }
-            (Protocol::AzureChat, true, Some(d))
+            (protocol, true, Some(d))
         }
     };
     Some(Route {
@@ -116,6 +120,7 @@ pub(crate) fn check(resource: &AzureResource, req: &Recorded) -> Result<(), Reje
     }
     let rules = match p {
         Protocol::AzureResponses => openai::check_responses(&body),
+        Protocol::AzureEmbeddings => super::embeddings::openai(&body),
         _ => openai::check_chat(openai::Server::OpenAi, &body),
     };
     rules.map_err(|f| Rejection {

@@ -8,7 +8,7 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::{Check, Fail, array, object, string, word_chars};
+use super::{Check, Fail, Protocol, array, object, string, word_chars};
 use crate::Recorded;
 use crate::percent::percent_decode;
 
@@ -35,9 +35,34 @@ const FIELDS: [&str; 10] = [
 
 /// Fields of a `toolSpec` (`strict`: Bedrock's structured outputs, calls constrained to the schema).
 const TOOL_SPEC_FIELDS: [&str; 4] = ["name", "description", "inputSchema", "strict"];
+/// The signature, then the rules of the operation `protocol` names: Converse's, the embedding models' `InvokeModel`
+/// bodies ([`super::embeddings`]) or `CountTokens` ([`super::counting`]).
+pub(super) fn check_operation(protocol: Protocol, req: &Recorded, body: &Value) -> Check {
+    match protocol {
+        Protocol::BedrockEmbeddings => {
+            signature(req)?;
+            super::embeddings::bedrock(&path_model(&req.path), body)
+        }
+        Protocol::BedrockCountTokens => {
+            signature(req)?;
+            super::counting::bedrock(&path_model(&req.path), body)
+        }
+        _ => check(req, body),
+    }
+}
+
+/// The decoded model id of `/model/{id}/{operation}` (empty when the path is not one).
+pub(super) fn path_model(path: &str) -> String {
+    path.split('?')
+        .next()
+        .and_then(|p| p.strip_prefix("/model/"))
+        .and_then(|rest| rest.rsplit_once('/'))
+        .map(|(id, _)| percent_decode(id))
+        .unwrap_or_default()
+}
 
 /// The signature, then the path, then the body. A signature failure is a 403 with AWS's wording.
-pub(super) fn check(req: &Recorded, body: &Value) -> Check {
+fn check(req: &Recorded, body: &Value) -> Check {
     signature(req)?;
     let model = model_id(&req.path).ok_or_else(|| {
         Fail::new("The provided model identifier is invalid.").code("ValidationException")
@@ -229,7 +254,7 @@ pub(super) fn check_body(body: &Value) -> Check {
 }
 
 /// The Converse body rules.
-fn converse(body: &Value) -> Check {
+pub(super) fn converse(body: &Value) -> Check {
     let Some(obj) = body.as_object() else {
         return Err(Fail::new(
             "Malformed input request: the body must be a JSON object",

@@ -161,12 +161,16 @@ fn credential(protocol: Protocol, req: &Recorded, key: Option<&str>) -> Result<(
         .and_then(|v| v.strip_prefix("Bearer "))
         .filter(|v| !v.is_empty());
     let sent = match protocol {
-        Protocol::OpenaiChat | Protocol::OpenaiResponses | Protocol::MistralChat | Protocol::DeepseekChat => {
+        Protocol::OpenaiChat
+        | Protocol::OpenaiResponses
+        | Protocol::OpenaiEmbeddings
+        | Protocol::MistralChat
+        | Protocol::DeepseekChat => {
             bearer.ok_or_else(|| {
                 (401, Fail::new("You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."))
             })?
         }
-        Protocol::AzureChat | Protocol::AzureResponses => {
+        Protocol::AzureChat | Protocol::AzureResponses | Protocol::AzureEmbeddings => {
             match req.header("api-key").filter(|v| !v.is_empty()).or(bearer) {
                 Some(v) => v,
                 None => {
@@ -174,7 +178,7 @@ fn credential(protocol: Protocol, req: &Recorded, key: Option<&str>) -> Result<(
                 }
             }
         }
-        Protocol::Anthropic => {
+        Protocol::Anthropic | Protocol::AnthropicCountTokens => {
             let sent = req
                 .header("x-api-key")
                 .filter(|v| !v.is_empty())
@@ -185,7 +189,7 @@ fn credential(protocol: Protocol, req: &Recorded, key: Option<&str>) -> Result<(
             }
             sent
         }
-        Protocol::Gemini => {
+        Protocol::Gemini | Protocol::GeminiEmbeddings | Protocol::GeminiCountTokens => {
             let query_key = req
                 .path
                 .split_once('?')
@@ -197,7 +201,8 @@ fn credential(protocol: Protocol, req: &Recorded, key: Option<&str>) -> Result<(
                     (403, Fail::new("Method doesn't allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API."))
                 })?
         }
-        Protocol::VertexGemini | Protocol::VertexAnthropic | Protocol::Bedrock => return Ok(()),
+        // Vertex authenticates with Google tokens, Bedrock with SigV4: their own checks.
+        _ => return Ok(()),
     };
     match key {
         Some(expected) if sent != expected => {

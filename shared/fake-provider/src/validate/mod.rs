@@ -20,6 +20,10 @@
 mod anthropic;
 pub(crate) mod azure;
 pub mod bedrock;
+#[cfg(test)]
+mod calls_tests;
+mod counting;
+pub mod embeddings;
 mod envelope;
 #[cfg(test)]
 mod features_tests;
@@ -66,19 +70,51 @@ pub enum Protocol {
     AzureChat,
     /// Responses on Azure OpenAI (`/openai/responses`, `/openai/v1/responses`).
     AzureResponses,
+    /// OpenAI's embeddings, `POST /v1/embeddings`: a bearer key and the body rules ([`embeddings`]).
+    OpenaiEmbeddings,
+    /// Embeddings on Azure OpenAI (`/openai/v1/embeddings`, `/openai/deployments/{d}/embeddings`).
+    AzureEmbeddings,
+    /// The Gemini API's `batchEmbedContents`: an API key and the body rules.
+    GeminiEmbeddings,
+    /// Vertex AI's `…/publishers/google/models/{m}:predict` for a text embedding model.
+    VertexEmbeddings,
+    /// Bedrock's `InvokeModel` (`/model/{id}/invoke`) of Titan Text Embeddings and Cohere Embed: the SigV4
+    /// signature and the model family's body.
+    BedrockEmbeddings,
+    /// Anthropic's `POST /v1/messages/count_tokens`: the `x-api-key` and `anthropic-version` headers, the count's
+    /// fields, then the Messages rules.
+    AnthropicCountTokens,
+    /// Vertex AI's `…/publishers/anthropic/models/count-tokens:rawPredict`.
+    VertexAnthropicCountTokens,
+    /// The Gemini API's `countTokens`: an API key, `contents` or a `generateContentRequest`.
+    GeminiCountTokens,
+    /// Vertex AI's `…/publishers/google/models/{m}:countTokens`.
+    VertexGeminiCountTokens,
+    /// Bedrock's `CountTokens` (`/model/{id}/count-tokens`): the signature, a foundation model, a Converse input.
+    BedrockCountTokens,
 }
 
 impl Protocol {
     /// The protocols a fake checks a request by when it was told none, most specific path first: a request is
     /// checked by the first that serves its path ([`Protocol::for_path`]).
-    const BY_PATH: [Protocol; 9] = [
+    const BY_PATH: [Protocol; 19] = [
         Protocol::Bedrock,
+        Protocol::BedrockEmbeddings,
+        Protocol::BedrockCountTokens,
+        Protocol::VertexAnthropicCountTokens,
+        Protocol::VertexGeminiCountTokens,
+        Protocol::VertexEmbeddings,
         Protocol::VertexAnthropic,
         Protocol::VertexGemini,
+        Protocol::AzureEmbeddings,
         Protocol::AzureChat,
         Protocol::AzureResponses,
+        Protocol::GeminiCountTokens,
+        Protocol::GeminiEmbeddings,
         Protocol::Gemini,
+        Protocol::AnthropicCountTokens,
         Protocol::Anthropic,
+        Protocol::OpenaiEmbeddings,
         Protocol::OpenaiResponses,
         Protocol::OpenaiChat,
     ];
@@ -113,7 +149,38 @@ impl Protocol {
             Protocol::AzureResponses => {
                 path.starts_with("/openai/") && path.ends_with("/responses")
             }
+            Protocol::OpenaiEmbeddings => {
+                !path.starts_with("/openai/") && path.ends_with("/embeddings")
+            }
+            Protocol::AzureEmbeddings => {
+                path.starts_with("/openai/") && path.ends_with("/embeddings")
+            }
+            Protocol::GeminiEmbeddings => {
+                path.contains(":batchEmbedContents") && !path.contains("/publishers/")
+            }
+            Protocol::VertexEmbeddings => vertex::serves(path, "google", "predict"),
+            Protocol::BedrockEmbeddings => path.starts_with("/model/") && path.ends_with("/invoke"),
+            Protocol::AnthropicCountTokens => path.ends_with("/v1/messages/count_tokens"),
+            Protocol::VertexAnthropicCountTokens => {
+                vertex::serves(path, "anthropic", "rawPredict")
+                    && path.ends_with("/count-tokens:rawPredict")
+            }
+            Protocol::GeminiCountTokens => {
+                path.contains(":countTokens") && !path.contains("/publishers/")
+            }
+            Protocol::VertexGeminiCountTokens => vertex::serves(path, "google", "countTokens"),
+            Protocol::BedrockCountTokens => {
+                path.starts_with("/model/") && path.ends_with("/count-tokens")
+            }
         }
+    }
+
+    /// Whether this is one of Bedrock's operations, answered in Bedrock's error shape.
+    fn bedrock(self) -> bool {
+        matches!(
+            self,
+            Protocol::Bedrock | Protocol::BedrockEmbeddings | Protocol::BedrockCountTokens
+        )
     }
 }
 
@@ -136,32 +203,26 @@ impl Rejection {
     /// The error body the provider answers with.
     pub fn body(&self) -> String {
         match self.protocol {
-            Protocol::Bedrock => json!({"message": self.message}).to_string(),
-            Protocol::Anthropic | Protocol::VertexAnthropic => {
-                let kind = match self.status {
-                    401 => "authentication_error",
-                    403 => "permission_error",
-                    _ => "invalid_request_error",
-                };
-                json!({
-                    "type": "error",
-                    "error": {"type": kind, "message": self.message},
-                    "request_id": "req_fake_provider_validation",
-                })
-                .to_string()
-            }
+            p if p.bedrock() => json!({"message": self.message}).to_string(),
+            Protocol::Anthropic
+            | Protocol::VertexAnthropic
+            | Protocol::AnthropicCountTokens
+            | Protocol::VertexAnthropicCountTokens => json!({
+                "type": "error",
+                "error": {"type": anthropic_type(self.status), "message": self.message},
+                "request_id": "req_fake_provider_validation",
+            })
+            .to_string(),
             // Google pretty-prints its errors with two spaces.
-            Protocol::Gemini | Protocol::VertexGemini => {
-                let status = match self.status {
-                    401 => "UNAUTHENTICATED",
-                    403 => "PERMISSION_DENIED",
-                    _ => "INVALID_ARGUMENT",
-                };
-                serde_json::to_string_pretty(&json!({
-                    "error": {"code": self.status, "message": self.message, "status": status}
-                }))
-                .unwrap_or_default()
-            }
+            Protocol::Gemini
+            | Protocol::VertexGemini
+            | Protocol::GeminiEmbeddings
+            | Protocol::VertexEmbeddings
+            | Protocol::GeminiCountTokens
+            | Protocol::VertexGeminiCountTokens => serde_json::to_string_pretty(&json!({
+                "error": {"code": self.status, "message": self.message, "status": google_status(self.status)}
+            }))
+            .unwrap_or_default(),
             Protocol::MistralChat => json!({
                 "object": "error",
                 "message": self.message,
@@ -170,30 +231,30 @@ impl Rejection {
                 "code": self.code,
             })
             .to_string(),
-            Protocol::AzureChat | Protocol::AzureResponses if azure::is_service_error(self) => {
+            Protocol::AzureChat | Protocol::AzureResponses | Protocol::AzureEmbeddings
+                if azure::is_service_error(self) =>
+            {
                 json!({"error": {"code": self.code, "message": self.message}}).to_string()
             }
-            Protocol::OpenaiChat
-            | Protocol::DeepseekChat
-            | Protocol::OpenaiResponses
-            | Protocol::AzureChat
-            | Protocol::AzureResponses => serde_json::to_string_pretty(&json!({
-                "error": {
-                    "message": self.message,
-                    "type": "invalid_request_error",
-                    "param": self.param,
-                    "code": self.code,
-                }
-            }))
-            .unwrap_or_default(),
+            _ => {
+                serde_json::to_string_pretty(&json!({
+                    "error": {
+                        "message": self.message,
+                        "type": "invalid_request_error",
+                        "param": self.param,
+                        "code": self.code,
+                    }
+                }))
+                .unwrap_or_default()
+            }
         }
     }
 
     /// The reply carrying [`Rejection::body`].
     pub fn reply(&self) -> Reply {
         let reply = Reply::json(self.status, self.body());
-        match (self.protocol, &self.code) {
-            (Protocol::Bedrock, Some(code)) => reply.header("x-amzn-errortype", code),
+        match (self.protocol.bedrock(), &self.code) {
+            (true, Some(code)) => reply.header("x-amzn-errortype", code),
             _ => reply,
         }
     }
@@ -210,6 +271,7 @@ impl std::fmt::Display for Rejection {
 }
 
 /// What a protocol's rules say about one request: `Ok` or why not.
+#[derive(Debug)]
 pub(crate) struct Fail {
     message: String,
     param: Option<String>,
@@ -263,6 +325,7 @@ pub fn check_keyed(protocol: Protocol, req: &Recorded, key: Option<&str>) -> Res
         param: None,
         code: None,
     })?;
+    credentials(protocol, req)?;
     envelope::check(protocol, req, key, &body).map_err(|(status, f)| Rejection {
         protocol,
         status,
@@ -270,8 +333,8 @@ pub fn check_keyed(protocol: Protocol, req: &Recorded, key: Option<&str>) -> Res
         param: f.param,
         code: f.code.map(String::from),
     })?;
-    if protocol == Protocol::Bedrock {
-        return bedrock::check(req, &body).map_err(|f| {
+    if protocol.bedrock() {
+        return bedrock::check_operation(protocol, req, &body).map_err(|f| {
             // Authentication failures are 403s; the body rules are 400s.
             let status = match f.code {
                 Some("ValidationException") | None => 400,
@@ -303,6 +366,15 @@ pub fn check_body(protocol: Protocol, path: &str, body: &Value) -> Result<(), Re
         Protocol::OpenaiResponses | Protocol::AzureResponses => openai::check_responses(body),
         Protocol::AzureChat => openai::check_chat(openai::Server::OpenAi, body),
         Protocol::Bedrock => bedrock::check_body(body),
+        Protocol::OpenaiEmbeddings | Protocol::AzureEmbeddings => embeddings::openai(body),
+        Protocol::GeminiEmbeddings => embeddings::gemini(model_in_path(path), body),
+        Protocol::VertexEmbeddings => embeddings::vertex(model_in_path(path), body),
+        Protocol::BedrockEmbeddings => embeddings::bedrock(&bedrock::path_model(path), body),
+        Protocol::AnthropicCountTokens => counting::anthropic(body),
+        Protocol::VertexAnthropicCountTokens => counting::vertex_anthropic(body),
+        Protocol::GeminiCountTokens => counting::gemini(model_in_path(path), body),
+        Protocol::VertexGeminiCountTokens => counting::vertex_gemini(model_in_path(path), body),
+        Protocol::BedrockCountTokens => counting::bedrock(&bedrock::path_model(path), body),
     };
     result.map_err(|f| Rejection {
         protocol,
@@ -310,6 +382,66 @@ pub fn check_body(protocol: Protocol, path: &str, body: &Value) -> Result<(), Re
         message: f.message,
         param: f.param,
         code: f.code.map(String::from),
+    })
+}
+
+/// Anthropic's error `type` for a status.
+fn anthropic_type(status: u16) -> &'static str {
+    match status {
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        _ => "invalid_request_error",
+    }
+}
+
+/// Google's `status` for an HTTP status.
+fn google_status(status: u16) -> &'static str {
+    match status {
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
+        404 => "NOT_FOUND",
+        _ => "INVALID_ARGUMENT",
+    }
+}
+
+/// The credential the embeddings and count APIs of OpenAI, Anthropic and the Gemini API require, checked before
+/// the body as those APIs do (Vertex AI's tokens, Azure's keys and Bedrock's signatures have their own checks).
+fn credentials(protocol: Protocol, req: &Recorded) -> Result<(), Rejection> {
+    let present = |name: &str| req.header(name).is_some_and(|v| !v.trim().is_empty());
+    let (status, message) = match protocol {
+        Protocol::OpenaiEmbeddings
+            if !req
+                .header("authorization")
+                .is_some_and(|v| v.starts_with("Bearer ") && v.len() > 7) =>
+        {
+            (
+                401,
+                "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+            )
+        }
+        Protocol::AnthropicCountTokens if !present("x-api-key") => {
+            (401, "x-api-key header is required")
+        }
+        Protocol::AnthropicCountTokens if !present("anthropic-version") => {
+            (400, "anthropic-version: header is required")
+        }
+        Protocol::GeminiEmbeddings | Protocol::GeminiCountTokens
+            if !present("x-goog-api-key") && !req.path.contains("key=") =>
+        {
+            (
+                403,
+                "Method doesn't allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API.",
+            )
+        }
+        _ => return Ok(()),
+    };
+    Err(Rejection {
+        protocol,
+        status,
+        message: message.into(),
+        param: None,
+        code: None,
     })
 }
 

@@ -25,6 +25,16 @@ pub(super) fn path_of(protocol: Protocol) -> &'static str {
         Protocol::Bedrock => "/model/us.amazon.nova-lite-v1%3A0/converse-stream",
         Protocol::AzureChat => "/openai/v1/chat/completions",
         Protocol::AzureResponses => "/openai/v1/responses",
+        Protocol::OpenaiEmbeddings => "/v1/embeddings",
+        Protocol::AzureEmbeddings => "/openai/v1/embeddings",
+        Protocol::GeminiEmbeddings => "/v1beta/models/gemini-embedding-001:batchEmbedContents",
+        Protocol::VertexEmbeddings => super::calls_tests::VERTEX_PREDICT,
+        Protocol::BedrockEmbeddings => "/model/amazon.titan-embed-text-v2%3A0/invoke",
+        Protocol::AnthropicCountTokens => "/v1/messages/count_tokens",
+        Protocol::VertexAnthropicCountTokens => super::calls_tests::VERTEX_COUNT_ANTHROPIC,
+        Protocol::GeminiCountTokens => "/v1beta/models/gemini-2.5-flash:countTokens",
+        Protocol::VertexGeminiCountTokens => super::calls_tests::VERTEX_COUNT_GEMINI,
+        Protocol::BedrockCountTokens => "/model/anthropic.claude-x-v1%3A0/count-tokens",
     }
 }
 

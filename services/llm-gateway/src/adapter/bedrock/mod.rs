@@ -46,7 +46,7 @@ pub fn converse_path(model_id: &str) -> Result<String, BuildError> {
 /// spaces, CR/LF and non-ASCII cannot leave the segment), and the ids a URL parser would take for a dot segment
 /// (`.`, `..`) refused: `/model/../converse-stream` is sent as `/converse-stream`, another operation than the one
 /// signed. `%2E` cannot be written, since a caller's `%` is encoded too.
-fn model_segment(model_id: &str) -> Result<String, BuildError> {
+pub(crate) fn model_segment(model_id: &str) -> Result<String, BuildError> {
     if matches!(model_id, "" | "." | "..") {
         return Err(BuildError::new(
             "generation.model",
