@@ -31,6 +31,14 @@ const WEATHER = {
     parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
   },
 };
+const TIME = {
+  type: "function",
+  function: {
+    name: "get_time",
+    description: "Time in a timezone",
+    parameters: { type: "object", properties: { timezone: { type: "string" } } },
+  },
+};
 
 async function text() {
   const stream = await client.chat.completions.create({
@@ -56,7 +64,7 @@ async function tools() {
   const runner = client.chat.completions.stream({
     model,
     messages: [{ role: "user", content: "Weather in Paris?" }],
-    tools: [WEATHER],
+    tools: [WEATHER, TIME],
   });
   const first = await runner.finalChatCompletion();
   const calls = first.choices[0].message.tool_calls ?? [];
@@ -67,7 +75,7 @@ async function tools() {
     first.choices[0].message,
     ...calls.map((c, i) => ({ role: "tool", tool_call_id: c.id, content: `result ${i}` })),
   ];
-  const reply = await client.chat.completions.create({ model, messages, tools: [WEATHER] });
+  const reply = await client.chat.completions.create({ model, messages, tools: [WEATHER, TIME] });
   check(reply.choices[0].message.content === process.env.EXPECT_TEXT, "second_turn_answer", reply);
 }
 

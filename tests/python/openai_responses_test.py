@@ -34,6 +34,13 @@ WEATHER = {
     },
     "strict": True,
 }
+TIME = {
+    "type": "function",
+    "name": "get_time",
+    "description": "Time in a timezone",
+    "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}},
+    "strict": False,
+}
 
 
 def text(model: str) -> None:
@@ -62,7 +69,7 @@ def tools(model: str) -> None:
     history: list = [{"role": "user", "content": "Weather in Paris?"}]
     # With REASONING set, the model thinks, and its reasoning must go back with the call on the second turn.
     reasoning = {"effort": os.environ["REASONING"]} if os.environ.get("REASONING") else openai.NOT_GIVEN
-    stream = c.responses.create(model=model, input=history, tools=[WEATHER], stream=True, reasoning=reasoning)
+    stream = c.responses.create(model=model, input=history, tools=[WEATHER, TIME], stream=True, reasoning=reasoning)
     final = None
     args: dict[str, str] = {}
     for e in stream:
@@ -77,8 +84,8 @@ def tools(model: str) -> None:
           (args, calls[0].arguments))
     history += [o.model_dump(exclude_none=True) for o in final.output]
     for call in calls:
-        history.append({"type": "function_call_output", "call_id": call.call_id, "output": "22C and sunny"})
-    reply = c.responses.create(model=model, input=history, tools=[WEATHER], reasoning=reasoning)
+        history.append({"type": "function_call_output", "call_id": call.call_id, "output": f"{call.name}: done"})
+    reply = c.responses.create(model=model, input=history, tools=[WEATHER, TIME], reasoning=reasoning)
     check(reply.output_text == os.environ["EXPECT_TEXT"], "second_turn_answer", reply)
 
 

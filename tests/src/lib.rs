@@ -391,10 +391,22 @@ pub fn weather_tool() -> pb::Tool {
     }
 }
 
-/// A generation asking for the weather in two cities with [`weather_tool`]: the parallel-tools scenario.
+/// A time tool with a JSON Schema.
+pub fn time_tool() -> pb::Tool {
+    pb::Tool {
+        name: "get_time".into(),
+        description: "Time in a timezone".into(),
+        input_schema_json: r#"{"type":"object","properties":{"timezone":{"type":"string"}}}"#
+            .into(),
+        ..Default::default()
+    }
+}
+
+/// A generation asking for the weather in two cities with [`weather_tool`] and [`time_tool`] offered: the
+/// parallel-tools scenario (the fixtures call the tools their request offers, as a model would).
 pub fn tools_generation(model: &str) -> pb::Generation {
     pb::Generation {
-        tools: vec![weather_tool()],
+        tools: vec![weather_tool(), time_tool()],
         ..generation(model, "Weather in Paris and Tokyo?")
     }
 }

@@ -323,7 +323,14 @@ async fn truncated_and_malformed_streams_become_typed_errors() {
         ] {
             let h = Harness::start().await;
             p.fake(&h).set_fallback(p.fixture(fixture));
-            let lines = run(&h, p, generation(p.model, "hi")).await;
+            // The truncated Anthropic stream is cut inside a call of `search`: offered, as a model's calls are.
+            let mut g = tools_generation(p.model);
+            g.tools.push(pb::Tool {
+                name: "search".into(),
+                input_schema_json: r#"{"type":"object"}"#.into(),
+                ..Default::default()
+            });
+            let lines = run(&h, p, g).await;
             assert!(
                 lines.last().unwrap().starts_with(kind),
                 "{}/{fixture}: {lines:#?}",

@@ -72,7 +72,7 @@ async fn a_whole_answer_to_a_streaming_request_is_the_answer_its_stream_would_be
         let before = fake.requests().len();
         fake.push(Reply::fixture(&format!("{fixture}.sse")));
         fake.push(Reply::json_fixture(200, &format!("{fixture}.json")));
-        let g = || generation(model, "hi");
+        let g = || tools_generation(model);
         let streamed = render(&h.stream(g()).await.unwrap());
         let whole = render(&h.stream(g()).await.unwrap());
         assert_well_formed(&whole);

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use e2e_tests::otlp::{OtlpReceiver, SpanKind, assert_rpc_span};
-use e2e_tests::{Bearer, TOKEN, generation};
+use e2e_tests::{Bearer, TOKEN, generation, tools_generation};
 use fake_provider::{FakeProvider, Reply};
 use llm_proto::gateway as pb;
 use llm_proto::gateway::gateway_service_client::GatewayServiceClient;
@@ -237,7 +237,7 @@ async fn message_content_is_on_the_chat_span_only_when_opted_in() {
         &[("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")],
     )
     .await;
-    let mut g = generation("openai/gpt-4o", "What is the weather in Paris?");
+    let mut g = tools_generation("openai/gpt-4o");
     g.system = vec!["Be brief.".into()];
     let mut stream = client
         .stream(pb::StreamRequest {
@@ -272,7 +272,7 @@ async fn message_content_is_on_the_chat_span_only_when_opted_in() {
     assert_eq!(
         json("gen_ai.input.messages"),
         serde_json::json!([{"role": "user", "parts": [
-            {"type": "text", "content": "What is the weather in Paris?"}
+            {"type": "text", "content": "Weather in Paris and Tokyo?"}
         ]}])
     );
     let output = json("gen_ai.output.messages");

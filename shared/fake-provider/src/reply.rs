@@ -259,6 +259,14 @@ impl Reply {
         self
     }
 
+    /// The body of an SSE reply.
+    pub(crate) fn sse_body(&self) -> Option<&Bytes> {
+        match &self.body {
+            Body::Sse(b) => Some(b),
+            _ => None,
+        }
+    }
+
     /// Runs `fn_reply` closures until a concrete reply comes out.
     pub(crate) fn resolve(self, req: &Recorded) -> Reply {
         let mut current = self;

@@ -28,6 +28,7 @@ mod envelope;
 #[cfg(test)]
 mod features_tests;
 mod gemini;
+mod offered;
 mod openai;
 #[cfg(test)]
 mod tests;
@@ -531,11 +532,33 @@ impl State {
             return reply;
         }
         let reply = self.next_reply().resolve(req);
-        match protocol {
-            Some(p) => reply.with_api_headers(p, self.next_request_id()),
-            None => reply,
+        let Some(protocol) = protocol else {
+            return reply;
+        };
+        if let Some(rejection) = calls_unoffered(protocol, req, &reply) {
+            let answer = rejection.reply();
+            lock(&self.rejections).push(rejection);
+            return answer;
         }
+        reply.with_api_headers(protocol, self.next_request_id())
     }
+}
+
+/// A scripted `reply` that calls a tool the request did not offer: a broken script no model could produce, refused
+/// as the fake's own 500 (and counted among the rejections, so the test fails).
+fn calls_unoffered(protocol: Protocol, req: &Recorded, reply: &Reply) -> Option<Rejection> {
+    let sse = reply.sse_body()?;
+    let body: Value = serde_json::from_slice(&req.body).ok()?;
+    let tool = offered::unoffered_call(protocol, &body, sse)?;
+    Some(Rejection {
+        protocol,
+        status: 500,
+        message: format!(
+            "fake-provider: the scripted reply calls the tool `{tool}`, which the request did not offer"
+        ),
+        param: None,
+        code: None,
+    })
 }
 
 // --- Shared helpers for the rule modules ----------------------------------
