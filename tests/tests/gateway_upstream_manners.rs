@@ -238,3 +238,68 @@ async fn an_unknown_path_is_a_404_that_names_no_model() {
     assert_eq!(status, 404);
     assert_eq!(body["error"]["type"], "not_found_error", "{body}");
 }
+
+/// What a proxy in front of a provider answers: its own page, in its own media type.
+fn proxy_page(status: u16, title: &str) -> Reply {
+    let page = format!(
+        "<html><head><title>{status} {title}</title></head><body><center><h1>{status} {title}</h1></center><hr><center>nginx</center></body></html>\n"
+    );
+    Reply::json(status, page).header("content-type", "text/html")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxys_pages_and_unreadable_media_types_are_typed_errors_through_both_doors() {
+    let chat = CHAT_TO.replace("MODEL", "openai/gpt-4o");
+    let messages = MESSAGES_TO.replace("MODEL", "openai/gpt-4o");
+    // (what the upstream answers, the gRPC error kind, the doors' status, OpenAI's type, Anthropic's type)
+    let cases = [
+        (
+            proxy_page(502, "Bad Gateway"),
+            pb::ErrorKind::ProviderError,
+            502,
+            "server_error",
+            "api_error",
+        ),
+        (
+            proxy_page(413, "Request Entity Too Large"),
+            pb::ErrorKind::ContextOverflow,
+            413,
+            "invalid_request_error",
+            "request_too_large",
+        ),
+        (
+            Reply::json(200, "{\"a\":1}\n{\"b\":2}\n")
+                .header("content-type", "application/x-ndjson"),
+            pb::ErrorKind::ProviderError,
+            502,
+            "server_error",
+            "api_error",
+        ),
+    ];
+    for (reply, kind, status, openai_type, anthropic_type) in cases {
+        let h = Harness::start().await;
+        h.openai.set_fallback(reply);
+        let events = h.stream(generation("openai/gpt-4o", "hi")).await.unwrap();
+        let Some(pb::stream_response::Event::Error(e)) = &events.last().unwrap().event else {
+            panic!("{:#?}", render(&events));
+        };
+        assert_eq!(e.kind(), kind, "{e:?}");
+        assert!(
+            !e.message.contains('<'),
+            "no HTML in the message: {}",
+            e.message
+        );
+        let (got, _, body) = post(h.http_addr, "/v1/chat/completions", &chat).await;
+        assert_eq!(
+            (got, body["error"]["type"].as_str()),
+            (status, Some(openai_type)),
+            "{body}"
+        );
+        let (got, _, body) = post(h.http_addr, "/v1/messages", &messages).await;
+        assert_eq!(
+            (got, body["error"]["type"].as_str()),
+            (status, Some(anthropic_type)),
+            "{body}"
+        );
+    }
+}

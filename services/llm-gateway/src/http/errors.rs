@@ -248,10 +248,19 @@ impl ApiError {
                     "code": self.code.or_else(|| openai_code(self.class)),
                 }
             }),
-            Dialect::Anthropic => json!({
-                "type": "error",
-                "error": {"type": anthropic_type(self.class), "message": self.anthropic_message()},
-            }),
+            Dialect::Anthropic => {
+                // Anthropic names a body too large for its front end by its status, whatever the cause.
+                let status = self.upstream.as_ref().and_then(|u| u.status());
+                let kind = if status == Some(413) {
+                    "request_too_large"
+                } else {
+                    anthropic_type(self.class)
+                };
+                json!({
+                    "type": "error",
+                    "error": {"type": kind, "message": self.anthropic_message()},
+                })
+            }
         }
     }
 
