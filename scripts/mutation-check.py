@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Breaks the gateway on purpose, one way at a time, and shows the test suite failing for each (docs/operations.md,
+"""Breaks the gateway on purpose, one way at a time, and shows the test suite failing for each (tests/README.md,
 "Mutation check"): proof that the tests of the HTTP front door and the fakes behind them can fail.
 
 Each mutation is a text replacement in one source file of a scratch copy of the checkout (a `git worktree` of HEAD in

@@ -8,8 +8,6 @@
 //! (Llama) answered through the non-streaming Converse when tools are sent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Duration;
-
 use e2e_tests::*;
 use fake_provider::{FakeProvider, Protocol, Reply};
 use llm_proto::gateway as pb;
@@ -305,7 +303,7 @@ async fn context_overflows_are_classified_and_not_retried() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_caller_cancelling_closes_the_provider_connection_within_100ms() {
+async fn the_caller_cancelling_closes_the_provider_connection() {
     let (h, fake) = start().await;
     fake.push(fixture("text").stall_after(3));
     let mut client = h.client().await;
@@ -317,8 +315,9 @@ async fn the_caller_cancelling_closes_the_provider_connection_within_100ms() {
         .unwrap()
         .into_inner();
     let after = cancel_after_first_delta(stream, &fake).await;
+    // Closed by the cancel, not by a timeout; how fast is the benchmarks' to measure.
     assert!(
-        after < Duration::from_millis(100),
+        after < CANCEL_NOTICED,
         "upstream closed {after:?} after the cancel"
     );
 }

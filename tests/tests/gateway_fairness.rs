@@ -85,8 +85,9 @@ async fn a_40000_tool_request_does_not_move_a_paced_streams_first_token_or_gaps(
         "alone: ttft {alone_ttft:?} max gap {alone_gap:?}; beside 40 000 tools: ttft {busy_ttft:?} max gap {busy_gap:?}; \
          heavy request {heavy_took:?}"
     );
-    // Generous bounds for a debug build on a shared machine: inline preparation held the stream for seconds.
-    let slack = Duration::from_millis(250);
+    // The suite's bound, not a speed: inline preparation held the stream for seconds, which this still catches on a
+    // loaded machine. How much a heavy request costs its neighbours is measured by fairbench (docs/benchmarks.md).
+    let slack = CANCEL_NOTICED;
     assert!(
         busy_ttft <= alone_ttft + slack,
         "ttft {busy_ttft:?} vs {alone_ttft:?}"
