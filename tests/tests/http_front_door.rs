@@ -144,3 +144,34 @@ async fn a_large_body_is_served_and_one_over_the_request_limit_is_413() {
     .await;
     assert_eq!(status, 413, "{body}");
 }
+
+/// An error found after translation (by validation, or by the model's adapter) names the field the caller sent, in
+/// each endpoint's own terms, never the unified request's path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_found_after_translation_name_the_callers_own_field() {
+    let h = Harness::start().await;
+    let chat = r#"{"model":"openai/gpt-4o","messages":[{"role":"user","content":"x"}],
+        "tools":[{"type":"function","function":{"name":"f","parameters":"not a schema"}}]}"#;
+    let (status, _, body) =
+        e2e_tests::front_door::post(h.http_addr, "/v1/chat/completions", chat).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        body["error"]["param"], "tools[0].function.parameters",
+        "{body}"
+    );
+    let messages = r#"{"model":"anthropic/claude-sonnet-4-5","max_tokens":100000000,
+        "messages":[{"role":"user","content":"x"}]}"#;
+    let (status, _, body) =
+        e2e_tests::front_door::post(h.http_addr, "/v1/messages", messages).await;
+    assert_eq!(status, 400, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("max_tokens: "), "{body}");
+    let responses = r#"{"model":"openai/gpt-4o","input":[{"role":"user","content":[
+        {"type":"input_text","text":"look"},
+        {"type":"input_image","image_url":"data:image/p\u0001ng;base64,AAAA"}]}]}"#;
+    let (status, _, body) =
+        e2e_tests::front_door::post(h.http_addr, "/v1/responses", responses).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["param"], "input[0].content", "{body}");
+    assert!(h.openai.requests().is_empty() && h.anthropic.requests().is_empty());
+}

@@ -98,6 +98,21 @@ impl ApiError {
         }
     }
 
+    /// This error naming its field as the request body names it (`origins`), when it names a field of the unified
+    /// request: an error found after translation speaks of what the caller sent.
+    pub fn located(mut self, origins: &crate::http::origins::Origins) -> ApiError {
+        let Some(param) = self.param.clone().filter(|p| p.starts_with("generation.")) else {
+            return self;
+        };
+        if let Some(ours) = origins.locate(&param) {
+            if let Some(rest) = self.message.strip_prefix(param.as_str()) {
+                self.message = format!("{ours}{rest}");
+            }
+            self.param = Some(ours);
+        }
+        self
+    }
+
     /// From a validation status (`crate::validate`), keeping the field its `BadRequest` names.
     pub fn from_status(status: &tonic::Status) -> ApiError {
         let class = match status.code() {

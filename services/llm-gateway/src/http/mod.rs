@@ -27,6 +27,7 @@ pub mod generation;
 pub mod listener;
 pub mod models;
 pub mod openai_chat;
+pub mod origins;
 pub mod responses;
 pub mod sse;
 pub mod unified;

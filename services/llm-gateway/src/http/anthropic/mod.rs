@@ -20,7 +20,7 @@ pub async fn run(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<Response<Body>, ApiError> {
-    let (mut generation, mut extras, stream) =
+    let (mut generation, mut extras, shape) =
         crate::http::translate_body(body, request::translate).await?;
     // Beta features are Anthropic's: asked of an Anthropic provider, left out for any other (a client sends its
     // betas whatever the model).
@@ -36,10 +36,12 @@ pub async fn run(
         crate::http::unified::fill_model(&mut generation, id);
     }
     let model = generation.model.clone();
-    let started = crate::http::generation::start(gateway, headers, generation).await?;
+    let started = crate::http::generation::start(gateway, headers, generation)
+        .await
+        .map_err(|e| e.located(&shape.origins))?;
     let protocol = started.protocol;
     let id = crate::http::response_id("msg_");
-    if stream {
+    if shape.stream {
         let mut encoder = response::EventEncoder::new(id, model, protocol);
         let body = sse::encoded(started.events, move |ev, out| encoder.push(ev, out), PING);
         Ok(crate::http::relaying(

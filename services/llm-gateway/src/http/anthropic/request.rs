@@ -28,6 +28,7 @@ use serde_json::{Map, Value, json};
 use crate::http::body::parse;
 use crate::http::errors::ApiError;
 use crate::http::fields::Extras;
+use crate::http::origins::{self, Origins};
 use crate::http::unified;
 use crate::protocol::Protocol;
 
@@ -179,8 +180,17 @@ struct Tool {
     cache_control: Option<Value>,
 }
 
-/// Translates a Messages body into the unified request, the fields left for the provider, and `stream`.
-pub fn translate(body: Value) -> Result<(pb::Generation, Extras, bool), ApiError> {
+/// The parts of the request that shape the response rather than the generation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shape {
+    /// `stream: true`.
+    pub stream: bool,
+    /// Where each piece of the unified request came from, for errors found after translation.
+    pub origins: Origins,
+}
+
+/// Translates a Messages body into the unified request, the fields left for the provider, and the response shape.
+pub fn translate(body: Value) -> Result<(pb::Generation, Extras, Shape), ApiError> {
     let b: Body = parse("body", body)?;
     if b.mcp_servers.is_some() {
         return Err(ApiError::invalid(
@@ -200,20 +210,28 @@ pub fn translate(body: Value) -> Result<(pb::Generation, Extras, bool), ApiError
         model: b.model,
         ..Default::default()
     };
-    g.system = match b.system {
-        None => Vec::new(),
-        Some(Content::Text(t)) => vec![t],
-        Some(Content::Blocks(blocks)) => blocks
-            .into_iter()
-            .enumerate()
-            .map(|(i, v)| text_of(&format!("system[{i}]"), v))
-            .collect::<Result<_, _>>()?,
-    };
+    let mut origins = Origins::new(origins::MESSAGES, ".input_schema");
+    match b.system {
+        None => {}
+        Some(Content::Text(t)) => {
+            g.system.push(t);
+            origins.note_system("system");
+        }
+        Some(Content::Blocks(blocks)) => {
+            for (i, v) in blocks.into_iter().enumerate() {
+                let field = format!("system[{i}]");
+                g.system.push(text_of(&field, v)?);
+                origins.note_system(&field);
+            }
+        }
+    }
     let mut tool_names = HashMap::new();
     for (i, m) in b.messages.into_iter().enumerate() {
         let field = format!("messages[{i}]");
         let m: Message = parse(&field, m)?;
+        let mark = Origins::mark(&g);
         message(&field, m, &mut g, &mut tool_names)?;
+        origins.note(&g, mark, &field);
     }
     for (i, t) in b.tools.into_iter().enumerate() {
         let field = format!("tools[{i}]");
@@ -241,7 +259,14 @@ pub fn translate(body: Value) -> Result<(pb::Generation, Extras, bool), ApiError
         stop_sequences: b.stop_sequences,
         seed: None,
     });
-    Ok((g, extras, b.stream))
+    Ok((
+        g,
+        extras,
+        Shape {
+            stream: b.stream,
+            origins,
+        },
+    ))
 }
 
 fn tool(t: Tool) -> pb::Tool {

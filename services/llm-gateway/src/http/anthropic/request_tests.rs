@@ -4,7 +4,7 @@ use pb::part::Kind;
 
 #[test]
 fn a_tool_loop_with_signed_thinking_translates_to_the_unified_request() {
-    let (g, _, stream) = translate(json!({
+    let (g, _, shape) = translate(json!({
             "model": "anthropic/claude-sonnet-4-5",
             "max_tokens": 2048,
             "stream": true,
@@ -25,7 +25,7 @@ fn a_tool_loop_with_signed_thinking_translates_to_the_unified_request() {
             ]
         }))
         .unwrap();
-    assert!(stream);
+    assert!(shape.stream);
     assert_eq!(g.system, ["Be brief."]);
     let roles: Vec<i32> = g.messages.iter().map(|m| m.role).collect();
     assert_eq!(

@@ -21,7 +21,9 @@ pub async fn run(
         crate::http::translate_body(body, request::translate).await?;
     crate::http::settle(gateway, &mut generation, extras, Protocol::OpenaiChat)?;
     let model = generation.model.clone();
-    let started = crate::http::generation::start(gateway, headers, generation).await?;
+    let started = crate::http::generation::start(gateway, headers, generation)
+        .await
+        .map_err(|e| e.located(&shape.origins))?;
     let protocol = started.protocol;
     let id = crate::http::response_id("chatcmpl-");
     let created = crate::http::unix_now();

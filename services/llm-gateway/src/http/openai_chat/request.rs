@@ -23,6 +23,7 @@ use serde_json::{Map, Value};
 use crate::http::body::parse;
 use crate::http::errors::ApiError;
 use crate::http::fields::Extras;
+use crate::http::origins::{self, Origins};
 use crate::http::unified;
 
 /// The parts of the request that shape the response rather than the generation.
@@ -32,6 +33,8 @@ pub struct Shape {
     pub stream: bool,
     /// `stream_options.include_usage: true`: a last chunk carries the usage.
     pub include_usage: bool,
+    /// Where each piece of the unified request came from, for errors found after translation.
+    pub origins: Origins,
 }
 
 #[derive(Deserialize)]
@@ -216,9 +219,15 @@ pub fn translate(body: Value) -> Result<(pb::Generation, Extras, Shape), ApiErro
     };
     // Tool results name only the call they answer; the unified request also names the tool.
     let mut tool_names: HashMap<String, String> = HashMap::new();
+    let mut origins = Origins::new(origins::CHAT, ".function.parameters");
     for (i, m) in b.messages.into_iter().enumerate() {
         let field = format!("messages[{i}]");
+        let (mark, systems) = (Origins::mark(&g), g.system.len());
         message(&field, parse(&field, m)?, &mut g, &mut tool_names)?;
+        origins.note(&g, mark, &field);
+        for _ in systems..g.system.len() {
+            origins.note_system(&format!("{field}.content"));
+        }
     }
     for (i, t) in b.tools.unwrap_or_default().into_iter().enumerate() {
         let field = format!("tools[{i}]");
@@ -257,6 +266,7 @@ pub fn translate(body: Value) -> Result<(pb::Generation, Extras, Shape), ApiErro
     let shape = Shape {
         stream: b.stream.unwrap_or(false),
         include_usage: b.stream_options.is_some_and(|o| o.include_usage),
+        origins,
     };
     Ok((g, extras, shape))
 }

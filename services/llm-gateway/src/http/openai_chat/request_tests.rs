@@ -25,16 +25,10 @@ fn a_two_turn_tool_conversation_translates_to_the_unified_request() {
             "max_completion_tokens": 100,
             "stop": "END",
             "reasoning_effort": "low",
-            "user": "ignored"
+            "user": "a hint"
         }))
         .unwrap();
-    assert_eq!(
-        shape,
-        Shape {
-            stream: true,
-            include_usage: true
-        }
-    );
+    assert!(shape.stream && shape.include_usage);
     assert_eq!(g.model, "anthropic/claude-sonnet-4-5");
     assert_eq!(g.system, ["Be brief."]);
     assert_eq!(g.messages.len(), 3);

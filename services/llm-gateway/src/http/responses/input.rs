@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use crate::http::body::parse;
 use crate::http::errors::ApiError;
+use crate::http::origins::Origins;
 use crate::http::responses::replay;
 use crate::http::unified;
 
@@ -140,12 +141,18 @@ struct Builder<'g> {
     tool_names: HashMap<String, String>,
 }
 
-/// Appends `input` to `g`'s conversation (and system sections).
-pub fn translate(input: Value, g: &mut pb::Generation) -> Result<(), ApiError> {
+/// Appends `input` to `g`'s conversation (and system sections), noting where each piece came from in `origins`.
+pub fn translate(
+    input: Value,
+    g: &mut pb::Generation,
+    origins: &mut Origins,
+) -> Result<(), ApiError> {
     let items = match input {
         Value::String(text) => {
+            let mark = Origins::mark(g);
             g.messages
                 .push(unified::message(pb::Role::User, vec![unified::text(text)]));
+            origins.note(g, mark, "input");
             return Ok(());
         }
         Value::Array(items) => items,
@@ -161,7 +168,13 @@ pub fn translate(input: Value, g: &mut pb::Generation) -> Result<(), ApiError> {
         tool_names: HashMap::new(),
     };
     for (i, item) in items.into_iter().enumerate() {
-        b.item(&format!("input[{i}]"), item)?;
+        let field = format!("input[{i}]");
+        let (mark, systems) = (Origins::mark(b.g), b.g.system.len());
+        b.item(&field, item)?;
+        origins.note(b.g, mark, &field);
+        for _ in systems..b.g.system.len() {
+            origins.note_system(&format!("{field}.content"));
+        }
     }
     Ok(())
 }

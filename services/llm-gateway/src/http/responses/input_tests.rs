@@ -4,7 +4,8 @@ use super::*;
 
 fn translated(input: Value) -> Result<pb::Generation, ApiError> {
     let mut g = pb::Generation::default();
-    translate(input, &mut g).map(|()| g)
+    let mut origins = Origins::default();
+    translate(input, &mut g, &mut origins).map(|()| g)
 }
 
 fn kinds(m: &pb::Message) -> Vec<&'static str> {

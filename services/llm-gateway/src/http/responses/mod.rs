@@ -25,8 +25,15 @@ pub async fn run(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<Response<Body>, ApiError> {
-    let (mut generation, extras, shape) =
-        crate::http::translate_body(body, request::translate).await?;
+    let (
+        mut generation,
+        extras,
+        request::Shape {
+            stream,
+            echo,
+            origins,
+        },
+    ) = crate::http::translate_body(body, request::translate).await?;
     let served = crate::http::settle(gateway, &mut generation, extras, Protocol::OpenaiResponses)?;
     if let Some(r) = &served {
         // Reasoning sent back from elsewhere belongs to the model it is sent to now.
@@ -37,11 +44,13 @@ pub async fn run(
         id: crate::http::response_id("resp_"),
         created_at: crate::http::unix_now(),
         model: generation.model.clone(),
-        echo: shape.echo,
+        echo,
     };
-    let started = crate::http::generation::start(gateway, headers, generation).await?;
+    let started = crate::http::generation::start(gateway, headers, generation)
+        .await
+        .map_err(|e| e.located(&origins))?;
     let protocol = started.protocol;
-    if shape.stream {
+    if stream {
         let mut encoder = events::EventEncoder::new(head, protocol);
         let body = sse::encoded(
             started.events,

@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 use crate::http::body::parse;
 use crate::http::errors::ApiError;
 use crate::http::fields::Extras;
+use crate::http::origins::{self, Origins};
 use crate::http::responses::input;
 use crate::http::unified;
 
@@ -28,6 +29,8 @@ pub struct Shape {
     pub stream: bool,
     /// The request's fields a response object repeats (`instructions`, `tools`, `text`, …), as sent.
     pub echo: Map<String, Value>,
+    /// Where each piece of the unified request came from, for errors found after translation.
+    pub origins: Origins,
 }
 
 #[derive(Deserialize)]
@@ -91,6 +94,7 @@ pub fn translate(body: Value) -> Result<(pb::Generation, Extras, Shape), ApiErro
     let mut shape = Shape {
         stream: take_bool(&mut body, "stream")?.unwrap_or(false),
         echo: Map::new(),
+        origins: Origins::new(origins::RESPONSES, ".parameters"),
     };
     for key in [
         "instructions",
@@ -115,11 +119,12 @@ pub fn translate(body: Value) -> Result<(pb::Generation, Extras, Shape), ApiErro
     };
     if let Some(instructions) = body.remove("instructions").filter(|v| !v.is_null()) {
         g.system.push(parse("instructions", instructions)?);
+        shape.origins.note_system("instructions");
     }
     let input = body
         .remove("input")
         .ok_or_else(|| ApiError::invalid("input", "required"))?;
-    input::translate(input, &mut g)?;
+    input::translate(input, &mut g, &mut shape.origins)?;
     tools(&mut body, &mut g)?;
     let mut extras = Extras::default();
     text(&mut body, &mut g, &mut extras)?;
