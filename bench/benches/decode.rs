@@ -69,6 +69,7 @@ fn parsed_frames(s: &Scaled) -> Vec<(String, String)> {
         match item {
             SseItem::Event { event, data } => frames.push((event.to_owned(), data.to_owned())),
             SseItem::BareJson(json) => frames.push((String::new(), json.to_owned())),
+            SseItem::Comment => {}
         }
         Ok(())
     };
@@ -143,6 +144,7 @@ fn run_whole_path(
             match item {
                 SseItem::Event { event, data } => decoder.frame(event, data, out),
                 SseItem::BareJson(json) => decoder.bare_json(json, out),
+                SseItem::Comment => {}
             }
             Ok(())
         };

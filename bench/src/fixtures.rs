@@ -155,6 +155,8 @@ pub fn decode(proto: Proto, body: &str) -> Vec<Event> {
             match item {
                 SseItem::Event { event, data } => decoder.frame(event, data, &mut events),
                 SseItem::BareJson(json) => decoder.bare_json(json, &mut events),
+                // A keep-alive carries no content to replay.
+                SseItem::Comment => {}
             }
         }
         Ok(())

@@ -535,6 +535,7 @@ pub fn render(events: &[pb::StreamResponse]) -> Vec<String> {
                 e.http_status,
                 e.retry_after.map(|d| d.seconds * 1000 + i64::from(d.nanos) / 1_000_000).unwrap_or(-1)
             ),
+            Some(E::KeepAlive(_)) => "keep_alive".into(),
         })
         .collect()
 }

@@ -451,6 +451,8 @@ mod expected {
         "stream_start anthropic anthropic/claude-sonnet-4-5 attempt=1",
         "step_start",
         "text_start 0",
+        // The fixture's `ping` once the answer began: relayed.
+        "keep_alive",
         "text_delta 0 \"Hello\"",
         "text_delta 0 \"! The file says \\\"done\\\".\\nAnything else?\"",
         "text_end 0",
@@ -463,6 +465,8 @@ mod expected {
         "text_delta 0 \"I'll check the weather in both cities.\"",
         "text_end 0",
         "tool_input_start toolu_01A09q90qw90lq917835lq9 get_weather",
+        // The fixture's `ping` once the answer began: relayed.
+        "keep_alive",
         "tool_input_delta toolu_01A09q90qw90lq917835lq9 \"{\\\"city\\\"\"",
         "tool_input_delta toolu_01A09q90qw90lq917835lq9 \": \\\"Par\"",
         "tool_input_delta toolu_01A09q90qw90lq917835lq9 \"is\\\"}\"",
@@ -482,6 +486,8 @@ mod expected {
         "reasoning_start 0",
         "reasoning_delta 0 \"The user asks for 27 * 453.\"",
         "reasoning_delta 0 \"\\n27 * 453 = 27 * 400 + 27 * 53 = 10800 + 1431\"",
+        // The fixture's `ping` once the answer began: relayed.
+        "keep_alive",
         "reasoning_delta 0 \" = 12231.\"",
         "reasoning_end 0 anthropic|anthropic/claude-sonnet-4-5|{\"signature\":\"EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds+/1Nq8+8UtbwCk1TkAvNg8ZYnOkIoV0NvZc/0RoLjGTYQ4X3bnKxVXUlkQu3Cj4OLmjTy2DmAtFm2ZGxz+OWVrvG3nLkYqKsrB4o2CJqxCfrnhj1tY=\"}",
         "text_start 1",

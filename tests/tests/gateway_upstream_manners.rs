@@ -303,3 +303,62 @@ async fn a_proxys_pages_and_unreadable_media_types_are_typed_errors_through_both
         );
     }
 }
+
+/// An Anthropic stream that pings before its first content (held: nothing has started), and twice within a second
+/// once its text has begun.
+const PINGING: &str = concat!(
+    "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_ping\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5-20250929\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n",
+    "event: ping\ndata: {\"type\": \"ping\"}\n\n",
+    "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+    "event: ping\ndata: {\"type\": \"ping\"}\n\n",
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n",
+    "event: ping\ndata: {\"type\": \"ping\"}\n\n",
+    "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+    "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":2}}\n\n",
+    "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_providers_keep_alives_reach_the_caller_once_the_answer_started() {
+    let h = Harness::start().await;
+    h.anthropic.push(Reply::sse(PINGING));
+    let events = h
+        .stream(generation("anthropic/claude-sonnet-4-5", "hi"))
+        .await
+        .unwrap();
+    let lines = render(&events);
+    let kept: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e.event, Some(pb::stream_response::Event::KeepAlive(_))))
+        .map(|(i, _)| i)
+        .collect();
+    // The ping before any content is held (a retry could still replace the attempt); of the two after it began,
+    // the second comes within 5 s of the first.
+    assert_eq!(kept.len(), 1, "{lines:#?}");
+    assert!(
+        lines[..kept[0]].iter().any(|l| l.starts_with("text_start")),
+        "{lines:#?}"
+    );
+    // The doors relay it in their own words: an SSE comment for OpenAI clients, a ping for Anthropic's.
+    h.anthropic.push(Reply::sse(PINGING));
+    let chat = r#"{"model":"anthropic/claude-sonnet-4-5","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let (status, _, body) = send(
+        h.http_addr,
+        false,
+        request("POST", "/v1/chat/completions", Some(TOKEN), chat),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(body.matches(": keep-alive\n\n").count(), 1, "{body}");
+    h.anthropic.push(Reply::sse(PINGING));
+    let messages = r#"{"model":"anthropic/claude-sonnet-4-5","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let (status, _, body) = send(
+        h.http_addr,
+        false,
+        request("POST", "/v1/messages", Some(TOKEN), messages),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(body.matches("event: ping\n").count(), 1, "{body}");
+}

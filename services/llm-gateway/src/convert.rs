@@ -80,6 +80,7 @@ pub fn event_to_pb(ev: Event, model: &ModelInfo) -> pb::StreamResponse {
             E::ToolInputDelta(pb::ToolInputDelta { call_id, delta })
         }
         Event::ToolInputEnd { call_id } => E::ToolInputEnd(pb::ToolInputEnd { call_id }),
+        Event::KeepAlive => E::KeepAlive(pb::KeepAlive {}),
         Event::ToolCall {
             call_id,
             tool,
@@ -214,7 +215,11 @@ impl Collector {
         let Some(ev) = ev.event else { return Ok(()) };
         match ev {
             E::StreamStart(s) => self.response.start = Some(s),
-            E::StepStart(_) | E::ToolInputStart(_) | E::ToolInputDelta(_) | E::ToolInputEnd(_) => {}
+            E::StepStart(_)
+            | E::ToolInputStart(_)
+            | E::ToolInputDelta(_)
+            | E::ToolInputEnd(_)
+            | E::KeepAlive(_) => {}
             E::TextStart(t) => self.open_block(t.id, O::Text(pb::TextPart::default())),
             E::ReasoningStart(r) => {
                 self.open_block(r.id, O::Reasoning(pb::ReasoningPart::default()))

@@ -40,6 +40,8 @@ pub enum Event {
     Finish(Finish),
     /// The stream failed. Always the last event of a failed stream.
     Error(ProviderError),
+    /// The provider said it is still at work (a `ping`, an SSE comment); relayed once the generation started.
+    KeepAlive,
 }
 
 impl Event {

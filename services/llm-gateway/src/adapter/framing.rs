@@ -218,6 +218,7 @@ fn sse_route<'d>(
             match item {
                 SseItem::Event { event, data } => decoder.frame(event, data, out),
                 SseItem::BareJson(json) => decoder.bare_json(json, out),
+                SseItem::Comment => out.push(Event::KeepAlive),
             }
         }
         Ok(())

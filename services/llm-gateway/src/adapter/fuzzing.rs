@@ -134,6 +134,8 @@ pub enum Item {
     Event { event: String, data: String },
     /// [`SseItem::BareJson`].
     BareJson(String),
+    /// [`SseItem::Comment`].
+    Comment,
 }
 
 /// The items the SSE parser (capped at `limit`) yields for `reads`, and whether it overflowed.
@@ -147,6 +149,7 @@ pub fn parse_sse(reads: &[&[u8]], limit: usize) -> (Vec<Item>, bool) {
                 data: data.into(),
             },
             SseItem::BareJson(json) => Item::BareJson(json.into()),
+            SseItem::Comment => Item::Comment,
         });
         Ok(())
     };
@@ -176,6 +179,7 @@ pub fn sse_target(data: &[u8]) {
             let len = match item {
                 Item::Event { data, .. } => data.len(),
                 Item::BareJson(json) => json.len(),
+                Item::Comment => 0,
             };
             assert!(
                 len <= limit,

@@ -46,7 +46,7 @@ pub fn check(events: &[Event]) -> Result<(), String> {
                 }
                 continue;
             }
-            Event::Finish(_) | Event::Error(_) => continue,
+            Event::Finish(_) | Event::Error(_) | Event::KeepAlive => continue,
         };
         match (step, blocks.get(&(kind, id))) {
             (0, None) => {

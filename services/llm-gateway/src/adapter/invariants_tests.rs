@@ -102,6 +102,7 @@ fn every_fixture_decodes_to_a_well_formed_stream() {
                     match item {
                         SseItem::Event { event, data } => decoder.frame(event, data, &mut out),
                         SseItem::BareJson(json) => decoder.bare_json(json, &mut out),
+                        SseItem::Comment => out.push(Event::KeepAlive),
                     }
                 }
                 Ok(())

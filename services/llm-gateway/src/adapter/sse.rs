@@ -35,6 +35,8 @@ pub enum SseItem<'a> {
     },
     /// A JSON object or array that arrived outside SSE framing (Gemini's mid-stream error), lines joined with `\n`.
     BareJson(&'a str),
+    /// A comment line (`: …`): a keep-alive, such as OpenRouter's `: OPENROUTER PROCESSING`.
+    Comment,
 }
 
 /// UTF-8 byte-order mark, which the SSE spec says to drop at the start of the stream.
@@ -333,7 +335,7 @@ impl SseParser {
         };
         if first == b':' {
             // Comment, e.g. OpenRouter's `: OPENROUTER PROCESSING` keep-alive.
-            return Ok(());
+            return on(SseItem::Comment);
         }
         if matches!(
             line.iter().find(|b| !matches!(b, b' ' | b'\t')),

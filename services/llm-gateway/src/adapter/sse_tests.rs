@@ -6,6 +6,7 @@ use proptest::prelude::*;
 enum Item {
     Event(String, String),
     Bare(String),
+    Comment,
 }
 
 fn ev(event: &str, data: &str) -> Item {
@@ -16,6 +17,7 @@ fn owned(item: SseItem<'_>) -> Item {
     match item {
         SseItem::Event { event, data } => Item::Event(event.to_string(), data.to_string()),
         SseItem::BareJson(json) => Item::Bare(json.to_string()),
+        SseItem::Comment => Item::Comment,
     }
 }
 
@@ -110,11 +112,12 @@ fn multi_line_data_joined_with_newline() {
 }
 
 #[test]
-fn comments_id_retry_ignored_and_no_data_not_dispatched() {
+fn comments_are_keep_alives_id_retry_ignored_and_no_data_not_dispatched() {
     let body =
         b": OPENROUTER PROCESSING\n\nid: 7\nretry: 1000\n\nevent: lonely\n\ndata: x\nid: 8\n\n";
-    // The `lonely` event has no data: not dispatched, and its name does not leak into the next event.
-    assert_eq!(parse(body), vec![ev("", "x")]);
+    // The comment is a keep-alive; the `lonely` event has no data: not dispatched, and its name does not leak into
+    // the next event.
+    assert_eq!(parse(body), vec![Item::Comment, ev("", "x")]);
 }
 
 #[test]
@@ -349,7 +352,10 @@ fn render(blocks: &[Block], style: u8, mix: &[u8]) -> (Vec<u8>, Vec<Item>) {
                     expected.push(ev(name.as_deref().unwrap_or(""), &data.join("\n")));
                 }
             }
-            Block::Comment(text) => lines.push(format!(":{text}")),
+            Block::Comment(text) => {
+                lines.push(format!(":{text}"));
+                expected.push(Item::Comment);
+            }
             Block::Bare { code, message } => {
                 let message = serde_json::to_string(message).unwrap();
                 let bare = [

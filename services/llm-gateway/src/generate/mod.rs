@@ -399,6 +399,7 @@ impl Gateway {
                 polled_at: None,
             },
             outcome: None,
+            last_keep_alive: None,
         })
     }
 }

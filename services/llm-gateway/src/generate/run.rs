@@ -71,6 +71,23 @@ pub(super) struct Run {
     pub(super) clock: Clock,
     /// Set when the end has been recorded in the metrics.
     pub(super) outcome: Option<Outcome>,
+    /// When the last keep-alive went to the caller: a provider that pings often is relayed at most every
+    /// [`KEEP_ALIVE_EVERY`].
+    pub(super) last_keep_alive: Option<Instant>,
+}
+
+/// The shortest time between two keep-alives relayed to the caller.
+const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(5);
+
+/// Whether a keep-alive may go to the caller now, the last one having gone at `last` (none within
+/// [`KEEP_ALIVE_EVERY`]); if so, it counts as sent.
+fn keep_alive_due(last: &mut Option<Instant>) -> bool {
+    let now = Instant::now();
+    if last.is_some_and(|at| now.duration_since(at) < KEEP_ALIVE_EVERY) {
+        return false;
+    }
+    *last = Some(now);
+    true
 }
 
 impl Run {
@@ -212,6 +229,11 @@ impl Run {
 
     /// Moves decoded events to the caller's queue; a failure before the first forwarded event may be retried.
     async fn forward_decoded(&mut self) {
+        if !self.started {
+            // A keep-alive is not output: before the first real event it must not start the stream (which would end
+            // the chance to retry), and there is no caller's connection yet to keep open.
+            self.decoded.retain(|ev| !matches!(ev, Event::KeepAlive));
+        }
         if self.decoded.is_empty() {
             return;
         }
@@ -244,6 +266,7 @@ impl Run {
         let mut end: Option<(Outcome, Option<&'static str>, Option<Usage>)> = None;
         for mut ev in self.decoded.drain(..) {
             match &mut ev {
+                Event::KeepAlive if !keep_alive_due(&mut self.last_keep_alive) => continue,
                 Event::ToolCall { .. } => self.saw_tool_call = true,
                 Event::Finish(f) => {
                     if self.saw_tool_call && f.reason == FinishReason::Stop {

@@ -252,7 +252,8 @@ impl Processor {
             }
             E::ToolInputStart(t) => self.parts.tool_input_start(&self.message, t, out),
             E::ToolInputDelta(d) => self.parts.tool_input_delta(&d.call_id, &d.delta),
-            E::ToolInputEnd(_) => {}
+            // A keep-alive carries nothing; its arrival alone keeps the step's stream from looking idle.
+            E::ToolInputEnd(_) | E::KeepAlive(_) => {}
             E::ToolCall(c) => self.parts.tool_call(&self.message, c, clock(), out),
             E::StepFinish(f) => self.step_finish(f, out),
             E::Error(e) => self.error(e, out),

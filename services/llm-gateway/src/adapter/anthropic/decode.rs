@@ -406,9 +406,10 @@ impl Decoder for AnthropicDecoder {
                 }
             }
             "message_stop" => self.finish(out),
+            "ping" => out.push(Event::KeepAlive),
             "error" => self.fail(classify(None, None, data), out),
             "" => self.malformed("event without a type".into(), data, out),
-            // `ping` and event types newer than this adapter.
+            // Event types newer than this adapter.
             _ => {}
         }
     }

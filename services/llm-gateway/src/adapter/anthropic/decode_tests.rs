@@ -31,15 +31,23 @@ fn frames(sse: &str) -> Vec<(&str, String)> {
         .collect()
 }
 
-/// Feeds every frame of `sse`, then the end of the body.
+/// Feeds every frame of `sse`, then the end of the body; each `ping` is one keep-alive (left out of what this
+/// returns, which is the stream's content).
 fn decode(sse: &str) -> Vec<Event> {
     let mut decoder = AnthropicDecoder::new();
     let mut out = Vec::new();
-    for (event, data) in frames(sse) {
+    let frames = frames(sse);
+    let pings = frames.iter().filter(|(e, _)| *e == "ping").count();
+    for (event, data) in frames {
         decoder.frame(event, &data, &mut out);
     }
     decoder.end(&mut out);
     assert!(decoder.is_done());
+    let kept = out.iter().filter(|e| matches!(e, Event::KeepAlive)).count();
+    if !matches!(out.last(), Some(Event::Error(_))) {
+        assert_eq!(kept, pings, "one keep-alive per ping: {out:#?}");
+    }
+    out.retain(|e| !matches!(e, Event::KeepAlive));
     out
 }
 
@@ -409,7 +417,7 @@ fn stop_reasons_map_to_unified_reasons() {
 #[test]
 fn unknown_events_blocks_and_deltas_are_ignored_and_the_event_name_is_optional() {
     let mut d = AnthropicDecoder::new();
-    let out = feed(
+    let mut out = feed(
         &mut d,
         &[
             ("", START),
@@ -451,6 +459,8 @@ fn unknown_events_blocks_and_deltas_are_ignored_and_the_event_name_is_optional()
             ("", r#"{"type":"message_stop"}"#),
         ],
     );
+    assert_eq!(out.first(), Some(&Event::KeepAlive), "the ping: {out:#?}");
+    out.remove(0);
     assert_eq!(
         out,
         vec![
@@ -592,5 +602,10 @@ fn adapter_hands_out_fresh_decoders() {
         decoder.frame(event, &data, &mut out);
     }
     assert!(decoder.is_done());
-    assert_eq!(out.len(), 5);
+    // The text's start, delta and end, the finish, and the fixture's one `ping` as a keep-alive.
+    assert_eq!(out.len(), 6);
+    assert_eq!(
+        out.iter().filter(|e| matches!(e, Event::KeepAlive)).count(),
+        1
+    );
 }

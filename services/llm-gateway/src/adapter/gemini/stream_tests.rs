@@ -43,6 +43,7 @@ fn decode_reads(body: &[u8], reads: &[usize]) -> Vec<Event> {
             match item {
                 SseItem::Event { event, data } => d.frame(event, data, &mut out),
                 SseItem::BareJson(json) => d.bare_json(json, &mut out),
+                SseItem::Comment => out.push(Event::KeepAlive),
             }
         }
         Ok(())

@@ -12,7 +12,7 @@ use crate::http::sse::{self, Body};
 use crate::protocol::Protocol;
 
 /// What a streamed response sends after a silence, as Anthropic's own streams do.
-const PING: &[u8] = b"event: ping\ndata: {\"type\":\"ping\"}\n\n";
+pub(crate) const PING: &[u8] = b"event: ping\ndata: {\"type\":\"ping\"}\n\n";
 
 /// Answers one Messages request.
 pub async fn run(

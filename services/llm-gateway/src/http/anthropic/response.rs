@@ -106,6 +106,7 @@ impl EventEncoder {
                 let api = ApiError::from_provider(&e, self.protocol);
                 sse::event(out, "error", &api.body(Dialect::Anthropic));
             }
+            E::KeepAlive(_) => out.extend_from_slice(super::PING),
             E::StreamStart(_) | E::ToolInputEnd(_) => {}
         }
     }

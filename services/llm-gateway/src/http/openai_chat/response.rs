@@ -72,6 +72,7 @@ impl ChunkEncoder {
                 let api = ApiError::from_provider(&e, self.protocol);
                 sse::data(out, &api.body(Dialect::OpenAi));
             }
+            E::KeepAlive(_) => out.extend_from_slice(sse::COMMENT_KEEP_ALIVE),
             E::StreamStart(_)
             | E::TextStart(_)
             | E::TextEnd(_)

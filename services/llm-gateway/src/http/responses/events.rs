@@ -100,6 +100,7 @@ impl EventEncoder {
                 self.emit(out, kind, json!({"response": r}));
             }
             E::Error(e) => self.error(&e, out),
+            E::KeepAlive(_) => out.extend_from_slice(sse::COMMENT_KEEP_ALIVE),
             E::StreamStart(_) | E::ToolInputEnd(_) => {}
         }
     }
