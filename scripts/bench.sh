@@ -44,7 +44,7 @@ if [ "$mode" = processor ]; then
 fi
 
 # The peers scripts/peers.sh installed (docs/benchmarks.md, "Peers"); loadgen starts them itself. One run: direct,
-# floor, gateway over gRPC and over its HTTP front door, and the peers interleaved, so the ratios compare like with
+# floor, gateway over gRPC and over its HTTP front door (Chat Completions and Responses), and the peers interleaved, so the ratios compare like with
 # like (the peers speak the front door's protocol).
 peer_paths=""
 [ -f .tools/peers/litellm/stamp ] && peer_paths="$peer_paths,litellm"
@@ -57,7 +57,7 @@ run_peers() {
   fi
   echo "== load generator: peers beside the gateway, paced 64 × 20 ms, plan $plan"
   target/release/loadgen --plan "$plan" --chunks 64 --interval-ms 20 --stream-timeout-s 60 \
-    --paths "direct,floor,gateway,gateway-http$peer_paths" --json "$out/loadgen-peers-$label.json" \
+    --paths "direct,floor,gateway,gateway-http,gateway-responses$peer_paths" --json "$out/loadgen-peers-$label.json" \
     | tee "$out/loadgen-peers-$label.md"
 }
 

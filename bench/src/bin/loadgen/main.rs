@@ -21,10 +21,8 @@
 //! ```
 //!
 //! Path `gateway-http` is the same gateway process driven through its HTTP front door (OpenAI Chat Completions
-//! over SSE), the protocol the peers speak; its added TTFT is also reported as a multiple of the gRPC path's.
-//!
-//! ```text
-//! ```
+//! over SSE), the protocol the peers speak; its added TTFT is also reported as a multiple of the gRPC path's. Path
+//! `gateway-responses` is the same door speaking the OpenAI Responses API (typed SSE events), reported the same way.
 // A benchmark binary: its report goes to stdout, and a broken set-up (a missing binary, a port that will not bind)
 // should stop it loudly at start-up.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
@@ -82,7 +80,8 @@ struct Args {
     /// Milliseconds between chunks; 0 is burst mode (no pacing).
     #[arg(long, default_value_t = 20)]
     interval_ms: u64,
-    /// Which paths to run, comma-separated: direct, floor, gateway, gateway-http (the gateway's HTTP front door), and
+    /// Which paths to run, comma-separated: direct, floor, gateway, gateway-http (the gateway's HTTP front door, Chat
+    /// Completions), gateway-responses (the same door, the Responses API), and
     /// the peers litellm and portkey (installed by `scripts/peers.sh`; loadgen starts them itself on loopback, pointed
     /// at the same fake provider).
     #[arg(long, default_value = "direct,floor,gateway")]
@@ -123,6 +122,8 @@ enum Route {
     Gateway,
     /// HTTP (OpenAI Chat Completions) through llm-gateway's front door.
     GatewayHttp,
+    /// HTTP (OpenAI Responses) through llm-gateway's front door.
+    GatewayResponses,
     /// HTTP through LiteLLM's proxy.
     Litellm,
     /// HTTP through Portkey's gateway.
@@ -139,6 +140,7 @@ impl Route {
             Route::Floor => "floor",
             Route::Gateway => "gateway",
             Route::GatewayHttp => "gateway-http",
+            Route::GatewayResponses => "gateway-responses",
             Route::Litellm => "litellm",
             Route::Portkey => "portkey",
         }
@@ -149,7 +151,7 @@ impl Route {
         match self {
             Route::Direct => None,
             Route::Floor => Some("floor-relay"),
-            Route::Gateway | Route::GatewayHttp => Some("llm-gateway"),
+            Route::Gateway | Route::GatewayHttp | Route::GatewayResponses => Some("llm-gateway"),
             Route::Litellm => Some("litellm"),
             Route::Portkey => Some("portkey"),
         }
@@ -167,6 +169,7 @@ fn parse_paths(s: &str) -> Vec<Route> {
             "floor" => Route::Floor,
             "gateway" => Route::Gateway,
             "gateway-http" => Route::GatewayHttp,
+            "gateway-responses" => Route::GatewayResponses,
             "litellm" => Route::Litellm,
             "portkey" => Route::Portkey,
             other => panic!("unknown path {other:?} in --paths"),
@@ -388,6 +391,19 @@ impl Fleet {
                 &[("authorization", format!("Bearer {TOKEN}"))],
                 &body(GATEWAY_HTTP_MODEL),
             ),
+            gateway_responses: HttpTarget::new(
+                format!("http://{}/v1/responses", self.gateway.2),
+                &[("authorization", format!("Bearer {TOKEN}"))],
+                &Bytes::from(
+                    serde_json::json!({
+                        "model": GATEWAY_HTTP_MODEL,
+                        "input": PROMPT,
+                        "stream": true,
+                    })
+                    .to_string(),
+                ),
+            )
+            .speaking(Dialect::Responses),
             litellm: self.litellm.as_ref().map(|(_, url, key)| {
                 HttpTarget::new(
                     format!("{url}/v1/chat/completions"),

@@ -212,11 +212,13 @@ fn added_table(c: usize, sums: &[PathSums], out: &mut String) {
                 ratio_row("gateway ÷ floor (added)".into(), &g, &f)
             );
         }
-        if let (Some(h), Some(g)) = (find(Route::GatewayHttp), find(Route::Gateway))
-            && h.completed > 0
-        {
-            let label = "gateway-http ÷ gateway (added; target ≤ 1.25×)".to_string();
-            let _ = writeln!(out, "{}", ratio_row(label, &h, &g));
+        for door in [Route::GatewayHttp, Route::GatewayResponses] {
+            if let (Some(h), Some(g)) = (find(door), find(Route::Gateway))
+                && h.completed > 0
+            {
+                let label = format!("{} ÷ gateway (added; target ≤ 1.25×)", door.name());
+                let _ = writeln!(out, "{}", ratio_row(label, &h, &g));
+            }
         }
         if let Some(g) = find(Route::Gateway) {
             for peer in PEERS.iter().filter_map(|&r| find(r)) {
@@ -236,6 +238,7 @@ fn best_peer_lines(c: usize, sums: &[PathSums], out: &mut String) {
     for (ours, over) in [
         (Route::Gateway, "gateway's"),
         (Route::GatewayHttp, "gateway-http's"),
+        (Route::GatewayResponses, "gateway-responses'"),
     ] {
         let Some((p50, p99, notes)) = peer_ratio(sums, ours) else {
             continue;
@@ -367,6 +370,10 @@ pub(super) fn to_json(
             for (ours, key) in [
                 (Route::Gateway, "best_peer_added_ttft_over_gateway"),
                 (Route::GatewayHttp, "best_peer_added_ttft_over_gateway_http"),
+                (
+                    Route::GatewayResponses,
+                    "best_peer_added_ttft_over_gateway_responses",
+                ),
             ] {
                 if let Some((p50, p99, notes)) = peer_ratio(&sums, ours) {
                     level[key] = serde_json::json!({"p50": p50, "p99": p99, "notes": notes});

@@ -7,6 +7,34 @@ pub(super) struct HttpTarget {
     pub(super) url: String,
     pub(super) headers: reqwest::header::HeaderMap,
     pub(super) body: Bytes,
+    pub(super) dialect: Dialect,
+}
+
+/// The streaming protocol an HTTP target answers in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Dialect {
+    /// OpenAI Chat Completions chunks, ended by `data: [DONE]`.
+    Chat,
+    /// OpenAI Responses typed events, ended by `response.completed`.
+    Responses,
+}
+
+impl Dialect {
+    /// Whether `frame` carries answer text.
+    pub(super) fn is_content(self, frame: &[u8]) -> bool {
+        match self {
+            Dialect::Chat => is_content(frame),
+            Dialect::Responses => find(frame, b"event: response.output_text.delta\n").is_some(),
+        }
+    }
+
+    /// Whether `frame` ends a complete answer.
+    pub(super) fn is_done(self, frame: &[u8]) -> bool {
+        match self {
+            Dialect::Chat => frame.starts_with(b"data: [DONE]"),
+            Dialect::Responses => frame.starts_with(b"event: response.completed\n"),
+        }
+    }
 }
 
 impl HttpTarget {
@@ -23,7 +51,13 @@ impl HttpTarget {
             url,
             headers: map,
             body: body.clone(),
+            dialect: Dialect::Chat,
         }
+    }
+
+    /// The same target answering in `dialect`.
+    pub(super) fn speaking(self, dialect: Dialect) -> HttpTarget {
+        HttpTarget { dialect, ..self }
     }
 }
 
@@ -32,6 +66,7 @@ pub(super) struct Ctx {
     pub(super) http: reqwest::Client,
     pub(super) direct: HttpTarget,
     pub(super) gateway_http: HttpTarget,
+    pub(super) gateway_responses: HttpTarget,
     pub(super) litellm: Option<HttpTarget>,
     pub(super) portkey: Option<HttpTarget>,
     pub(super) floor: Vec<GatewayServiceClient<Channel>>,
@@ -136,8 +171,8 @@ pub(super) fn excerpt(bytes: &[u8]) -> String {
     }
 }
 
-/// One stream over HTTP: direct to the provider or through a peer. A stream counts only when every text delta and
-/// the `[DONE]` marker arrived; otherwise the error says what came instead.
+/// One stream over HTTP: direct to the provider, through the gateway's door or through a peer. A stream counts only
+/// when every text delta and the dialect's end marker arrived; otherwise the error says what came instead.
 pub(super) async fn http_stream(ctx: &Ctx, target: &HttpTarget) -> Result<StreamRec, String> {
     let mut clock = Clock::new(ctx.chunks);
     let mut response = ctx
@@ -161,9 +196,9 @@ pub(super) async fn http_stream(ctx: &Ctx, target: &HttpTarget) -> Result<Stream
         buf.extend_from_slice(&chunk);
         while let Some(len) = frame_len(&buf) {
             let frame = buf.split_to(len);
-            if is_content(&frame) {
+            if target.dialect.is_content(&frame) {
                 clock.delta(now);
-            } else if frame.starts_with(b"data: [DONE]") {
+            } else if target.dialect.is_done(&frame) {
                 done = true;
             } else if error_frame.is_none() && is_error(&frame) {
                 error_frame = Some(excerpt(&frame));
@@ -223,6 +258,7 @@ pub(super) async fn one_stream(ctx: &Ctx, path: Route, i: usize) -> Result<Strea
         match path {
             Route::Direct => http_stream(ctx, &ctx.direct).await,
             Route::GatewayHttp => http_stream(ctx, &ctx.gateway_http).await,
+            Route::GatewayResponses => http_stream(ctx, &ctx.gateway_responses).await,
             Route::Litellm | Route::Portkey => {
                 let target = if path == Route::Litellm {
                     ctx.litellm.as_ref()

@@ -112,3 +112,18 @@ fn clock_records_ttft_and_gaps() {
     assert_eq!(rec.gaps, vec![2_000_000, 3_000_000]);
     assert!(Clock::new(3).finish(true, 3).is_err());
 }
+
+#[test]
+fn responses_dialect_counts_text_events_and_ends_on_completed() {
+    let d = Dialect::Responses;
+    let text = b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"hi\"}\n\n";
+    let added =
+        b"event: response.content_part.added\ndata: {\"type\":\"response.content_part.added\"}\n\n";
+    let done = b"event: response.completed\ndata: {\"type\":\"response.completed\"}\n\n";
+    let failed = b"event: response.failed\ndata: {\"type\":\"response.failed\"}\n\n";
+    assert!(d.is_content(text) && !d.is_content(added) && !d.is_content(done));
+    assert!(d.is_done(done) && !d.is_done(failed) && !d.is_done(text));
+    // A Chat Completions end marker does not end a Responses stream, nor the other way round.
+    assert!(!d.is_done(b"data: [DONE]\n\n"));
+    assert!(!Dialect::Chat.is_done(done) && Dialect::Chat.is_done(b"data: [DONE]\n\n"));
+}
