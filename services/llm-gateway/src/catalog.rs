@@ -386,6 +386,31 @@ pub struct CatalogError {
     pub message: String,
 }
 
+/// The layers' entries merged field by field, later layers over earlier ones.
+fn merge_layers(layers: &[&CatalogFile]) -> BTreeMap<String, ModelEntry> {
+    let mut merged: BTreeMap<String, ModelEntry> = BTreeMap::new();
+    for layer in layers {
+        for (id, entry) in &layer.models {
+            merge_entry(merged.entry(id.clone()).or_default(), entry);
+        }
+    }
+    merged
+}
+
+/// Records a bundled model left out because its provider is not configured, by id and by provider-side name.
+fn note_unconfigured(
+    unconfigured: &mut BTreeMap<String, Vec<String>>,
+    id: &str,
+    provider: &str,
+    name: &str,
+) {
+    unconfigured.insert(id.to_string(), vec![provider.to_string()]);
+    let by_name = unconfigured.entry(name.to_string()).or_default();
+    if !by_name.iter().any(|p| p == provider) {
+        by_name.push(provider.to_string());
+    }
+}
+
 /// The resolved catalog: every model the gateway serves, by id.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
@@ -402,6 +427,9 @@ pub struct Catalog {
     /// What each model is for and the facts only embeddings and token counts read ([`Uses`]), for the models
     /// that have any; beside [`ModelInfo`] for the same reason.
     uses: BTreeMap<String, Uses>,
+    /// Provider by catalog id and by provider-side name, for the bundled models left out because their provider is
+    /// not configured: an unknown-model error then says what would enable the model.
+    unconfigured: BTreeMap<String, Vec<String>>,
 }
 
 impl Catalog {
@@ -411,18 +439,12 @@ impl Catalog {
         layers: &[&CatalogFile],
         providers: &BTreeMap<String, Protocol>,
     ) -> Result<Catalog, CatalogError> {
-        let mut merged: BTreeMap<String, ModelEntry> = BTreeMap::new();
-        for layer in layers {
-            for (id, entry) in &layer.models {
-                let slot = merged.entry(id.clone()).or_default();
-                merge_entry(slot, entry);
-            }
-        }
         let mut models = BTreeMap::new();
         let mut fallbacks = BTreeMap::new();
         let mut defaults = BTreeMap::new();
         let mut uses = BTreeMap::new();
-        for (id, entry) in merged {
+        let mut unconfigured = BTreeMap::new();
+        for (id, entry) in merge_layers(layers) {
             let Some((provider, name)) = id.split_once('/') else {
                 return Err(CatalogError {
                     model: id.clone(),
@@ -431,6 +453,7 @@ impl Catalog {
                 });
             };
             let Some(protocol) = providers.get(provider) else {
+                note_unconfigured(&mut unconfigured, &id, provider, name);
                 continue;
             };
             let err = |field: &str, message: &str| CatalogError {
@@ -485,7 +508,14 @@ impl Catalog {
             fallbacks,
             defaults,
             uses,
+            unconfigured,
         })
+    }
+
+    /// The providers of a bundled model this gateway does not serve because they are not configured, by catalog id
+    /// or provider-side name (`openai/gpt-4o-mini` → `openai`; `gpt-4o-mini` → `azure`, `openai`); empty otherwise.
+    pub fn unconfigured_providers(&self, requested: &str) -> &[String] {
+        self.unconfigured.get(requested).map_or(&[], Vec::as_slice)
     }
 
     /// The sampling defaults of model `id`, when its catalog entry sets any.

@@ -309,6 +309,24 @@ const BUILTIN: &[(&str, Protocol, &str, &str, &str)] = &[
     ),
 ];
 
+/// What would enable a bundled model whose providers are not configured (`None` when `providers` is empty): a
+/// built-in provider's key variable first, else each provider's `[providers.<id>]` table.
+pub fn enable_hint(providers: &[String]) -> Option<String> {
+    let builtin = |id: &str| BUILTIN.iter().find(|b| b.0 == id).map(|b| b.3);
+    let mut keys: Vec<String> = providers
+        .iter()
+        .filter_map(|p| builtin(p))
+        .map(|env| format!("set {env} and restart the gateway"))
+        .collect();
+    if keys.is_empty() {
+        keys = providers
+            .iter()
+            .map(|p| format!("add a `[providers.{p}]` table to the gateway's configuration"))
+            .collect();
+    }
+    (!keys.is_empty()).then(|| keys.join(", or "))
+}
+
 impl Config {
     /// Loads `path` (when given) and the environment, and validates everything.
     pub fn load(path: Option<&Path>, env: &dyn Env) -> Result<Config, ConfigError> {

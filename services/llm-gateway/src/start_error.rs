@@ -9,10 +9,12 @@ use crate::hooks::HookError;
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// The model (or a fallback model) is not served.
-    #[error("model `{model}` is not served{}", suggestions(.close, .served))]
+    #[error("model `{model}` is not served{}", why_not(.unconfigured.as_deref(), .close, .served))]
     UnknownModel {
         /// The id asked for.
         model: String,
+        /// For a catalog model whose provider is not configured: what enables it (`set OPENAI_API_KEY`).
+        unconfigured: Option<String>,
         /// Close matches, for the message.
         close: Vec<String>,
         /// Some served model names, and how many there are, for the message when nothing is close.
@@ -62,7 +64,14 @@ fn wrong_kind(model: &str, kind: crate::catalog::ModelKind) -> String {
     }
 }
 
-fn suggestions(close: &[String], (served, total): &(Vec<String>, usize)) -> String {
+fn why_not(
+    unconfigured: Option<&str>,
+    close: &[String],
+    (served, total): &(Vec<String>, usize),
+) -> String {
+    if let Some(fix) = unconfigured {
+        return format!(": its provider is not configured on this gateway ({fix})");
+    }
     if !close.is_empty() {
         return format!("; did you mean {}", close.join(", "));
     }

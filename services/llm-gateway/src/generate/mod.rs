@@ -153,6 +153,8 @@ impl State {
         let config = &self.config;
         let unknown = || StartError::UnknownModel {
             model: id.to_string(),
+            // A bundled model whose provider has no credentials here: say what would enable it.
+            unconfigured: crate::config::enable_hint(config.catalog.unconfigured_providers(id)),
             close: config
                 .catalog
                 .close_matches(id)

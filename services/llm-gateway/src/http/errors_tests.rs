@@ -63,6 +63,7 @@ fn a_validation_status_keeps_its_field_as_param() {
 #[test]
 fn an_unknown_model_is_404_naming_the_model() {
     let e = StartError::UnknownModel {
+        unconfigured: None,
         model: "openai/nope".into(),
         close: vec![],
         served: (vec!["openai/gpt-4o".into()], 1),
