@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 [ -n "${REDIS_URL:-}" ] || ./scripts/need-redis.sh
+./scripts/ports-free.sh 50151 50152 $([ -z "${REDIS_URL:-}" ] && echo "${DEMO_REDIS_PORT:-6391}")
 cargo build --quiet --bin llm-gateway --bin fake-provider --bin session-processor --bin sessions
 work=$(mktemp -d)
 pids=()
@@ -51,7 +52,7 @@ fi
 if [ "$model" = demo/scripted ]; then
   echo "(demo provider: a local fake OpenAI-compatible server; set OPENAI_API_KEY or ANTHROPIC_API_KEY to use a real one)"
 fi
-export PROCESSOR_ADDR=http://127.0.0.1:50152 PROCESSOR_TOKEN="$processor_token"
+export PROCESSOR_ADDR=127.0.0.1:50152 PROCESSOR_TOKEN="$processor_token"
 fail() { echo "--- gateway log"; cat "$work/gateway.err"; echo "--- processor log"; cat "$work/processor.err"; exit 1; }
 session=$(target/debug/sessions create --model "$model" --workspace demo) || fail
 echo "[session $session]"

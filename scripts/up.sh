@@ -24,7 +24,15 @@ wait_port() { for _ in $(seq 1 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev
 # Starts a detached process (its own session, so it outlives this script) and records its pid.
 start() { local log=$1; shift; setsid "$@" >"$state/$log.out" 2>"$state/$log.err" </dev/null & echo $! >>"$state/pids"; }
 
+# The HTTP front door and the metrics listeners (override with UP_HTTP_PORT, UP_GATEWAY_METRICS_PORT,
+# UP_PROCESSOR_METRICS_PORT).
+http_port=${UP_HTTP_PORT:-50180}
+gateway_metrics_port=${UP_GATEWAY_METRICS_PORT:-50190}
+processor_metrics_port=${UP_PROCESSOR_METRICS_PORT:-50191}
+
 redis_url=${REDIS_URL:-}
+./scripts/ports-free.sh 50151 50152 "$http_port" "$gateway_metrics_port" "$processor_metrics_port" \
+  $([ -z "$redis_url" ] && echo "${DEMO_REDIS_PORT:-6391}")
 if [ -z "$redis_url" ]; then
   redis_port=${DEMO_REDIS_PORT:-6391}
   start redis redis-server --bind 127.0.0.1 --port "$redis_port" --save '' --appendonly no --dir "$PWD/$state"
@@ -38,33 +46,59 @@ fake_url=$(sed -n 's/^listening on //p' "$state/fake.out" | head -1)
 [ -n "$fake_url" ] || { echo "the demo provider did not start"; cat "$state/fake.err"; exit 1; }
 
 gateway_token="gw-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
-processor_token="sp-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+tenant_token="sp-demo-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+operator_token="op-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+# Every door: gRPC, the HTTP front door (OpenAI and Anthropic SDKs) and the metrics listeners.
 GATEWAY_AUTH_TOKENS="$gateway_token" DEMO_BASE_URL="$fake_url/v1" RUST_LOG=${RUST_LOG:-info} \
+  GATEWAY_HTTP_LISTEN=127.0.0.1:$http_port GATEWAY_METRICS_LISTEN=127.0.0.1:$gateway_metrics_port \
   start gateway target/debug/llm-gateway --config deploy/gateway.demo.toml
 wait_port 50151
-REDIS_URL="$redis_url" PROCESSOR_AUTH_TOKENS="$processor_token" GATEWAY_TOKEN="$gateway_token" \
-  PROCESSOR_WORKSPACE_ROOT="$PWD/$state/workspaces" RUST_LOG=${RUST_LOG:-info} \
-  start processor target/debug/session-processor --config deploy/processor.demo.toml
+wait_port "$http_port"
+# The demo configuration plus one tenant, `demo`, with a $1 budget, so `sessions spend` and budgets can be tried;
+# the operator token sees every tenant (`sessions spend --tenant demo`).
+{
+  cat deploy/processor.demo.toml
+  printf '\n[tenants.demo]\ntokens = ["%s"]\nbudget_usd = 1.0\n' "$tenant_token"
+} >"$state/processor.toml"
+REDIS_URL="$redis_url" PROCESSOR_OPERATOR_TOKENS="$operator_token" GATEWAY_TOKEN="$gateway_token" \
+  PROCESSOR_WORKSPACE_ROOT="$PWD/$state/workspaces" PROCESSOR_METRICS_LISTEN=127.0.0.1:$processor_metrics_port \
+  RUST_LOG=${RUST_LOG:-info} start processor target/debug/session-processor --config "$state/processor.toml"
 wait_port 50152
 
+# One address format for every client: host:port (gRPC clients in every language take it; the CLI takes it too).
 cat >"$state/env" <<ENV
 export GATEWAY_ADDR=127.0.0.1:50151
 export GATEWAY_TOKEN=$gateway_token
-export PROCESSOR_ADDR=http://127.0.0.1:50152
-export PROCESSOR_TOKEN=$processor_token
+export PROCESSOR_ADDR=127.0.0.1:50152
+export PROCESSOR_TOKEN=$tenant_token
+export PROCESSOR_OPERATOR_TOKEN=$operator_token
 export DEMO_MODEL=demo/scripted
+export PATH="$PWD/target/debug:\$PATH"
+ENV
+# The SDKs' own variables, in a file of their own: sourced into a shell that later runs the stack again, they would
+# point the gateway's built-in providers at itself.
+cat >"$state/sdk.env" <<ENV
+export OPENAI_BASE_URL=http://127.0.0.1:$http_port/v1
+export OPENAI_API_KEY=$gateway_token
+export ANTHROPIC_BASE_URL=http://127.0.0.1:$http_port
+export ANTHROPIC_API_KEY=$gateway_token
 ENV
 started=true
 cat <<MSG
 The stack is up (logs in $state/*.err):
-  session-processor  127.0.0.1:50152   token $processor_token
-  llm-gateway        127.0.0.1:50151   token $gateway_token
+  session-processor  gRPC 127.0.0.1:50152   metrics http://127.0.0.1:$processor_metrics_port/metrics
+  llm-gateway        gRPC 127.0.0.1:50151   HTTP front door http://127.0.0.1:$http_port/v1   metrics http://127.0.0.1:$gateway_metrics_port/metrics
   demo provider      $fake_url   (fake OpenAI-compatible; model demo/scripted)
   Redis              $redis_url
-For a client, in your shell:
-$(sed 's/^/  /' "$state/env")
-  (or: source $state/env)
-Try: target/debug/sessions prompt "\$(target/debug/sessions create --model demo/scripted)" "What time is it?" --time-tool
+Tokens: tenant "demo" (budget \$1) $tenant_token · operator $operator_token · gateway $gateway_token
+For a client, in your shell (also puts the \`sessions\` CLI on PATH):
+  source $state/env
+Then:
+  sessions prompt "\$(sessions create --model demo/scripted)" "What time is it?" --time-tool
+  sessions spend
+The HTTP front door, with curl or any OpenAI / Anthropic SDK (source $state/sdk.env for the SDKs' variables):
+  curl -s http://127.0.0.1:$http_port/v1/chat/completions -H "authorization: Bearer $gateway_token" \\
+    -H 'content-type: application/json' -d '{"model":"demo/scripted","messages":[{"role":"user","content":"Hi"}]}'
 Or an example client (examples/README.md), after 'source $state/env':
   pip install ./clients/python && python3 examples/python/conversation.py
   (cd clients/node && npm install) && (cd examples/node && npm install) && node examples/node/conversation.mjs

@@ -115,3 +115,91 @@ async fn json_output_is_one_api_message_per_line() {
     let diagnosis = json(&p, &["diagnose", &id]).await;
     assert_eq!(diagnosis[0]["healthy"], true, "{}", diagnosis[0]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_without_its_scheme_works_and_an_unreachable_one_is_named_with_its_cause() {
+    let p = Product::start("").await;
+    let bare = tokio::process::Command::new(CLI)
+        .args(["--json", "create"])
+        .env("PROCESSOR_ADDR", p.addr.to_string())
+        .env("PROCESSOR_TOKEN", PROCESSOR_TOKEN)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        bare.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bare.stderr)
+    );
+
+    // A port nobody listens on: bind one, then free it.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = free.local_addr().unwrap();
+    drop(free);
+    let out = tokio::process::Command::new(CLI)
+        .args(["create"])
+        .env("PROCESSOR_ADDR", addr.to_string())
+        .env("PROCESSOR_TOKEN", PROCESSOR_TOKEN)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "cannot reach the session-processor at http://{addr}"
+        )),
+        "names the address: {err}"
+    );
+    assert!(err.contains("refused"), "names the cause: {err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_resumes_a_session_after_an_event_and_get_time_is_a_client_tool_without_the_flag() {
+    let p = Product::start("").await;
+    p.gateway.openai.push(Reply::sse(
+        ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-cli-1")
+            .tool_call("call_t", "get_time", &["{}"])
+            .finish("tool_calls", Some((10, 3))),
+    ));
+    p.gateway.openai.push(Reply::sse(
+        ChatStream::new("gpt-4o-2024-08-06", "chatcmpl-cli-2")
+            .text(&["It is ", "tea time."])
+            .finish("stop", Some((14, 4))),
+    ));
+    let id = json(&p, &["create"]).await[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Without --time-tool, `get_time` is the caller's like any client tool: --auto's answer, not the clock.
+    let events = json(
+        &p,
+        &[
+            "prompt",
+            &id,
+            "Time?",
+            "--client-tool",
+            "get_time",
+            "--auto",
+            "tea time",
+        ],
+    )
+    .await;
+    let outputs: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e["part_updated"]["tool"]["state"]["output"].as_str())
+        .filter(|o| !o.is_empty())
+        .collect();
+    assert_eq!(outputs.first(), Some(&"tea time"), "{events:?}");
+
+    // Resuming after the first event replays the rest, in order, ending with the same `done`.
+    let first = events[0]["event_id"].as_str().unwrap().to_string();
+    let watched = json(&p, &["watch", &id, "--after", &first, "--until-done"]).await;
+    let ids = |v: &[Value]| -> Vec<String> {
+        v.iter()
+            .map(|e| e["event_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids(&watched), ids(&events[1..]));
+    assert!(watched.last().unwrap()["done"].is_object());
+}

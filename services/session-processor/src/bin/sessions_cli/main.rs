@@ -1,7 +1,7 @@
 //! `sessions`: a command-line client for the session-processor. Creates sessions, sends prompts and shows the
-//! conversation live (text, reasoning, tool calls, usage), answers client tools and permission requests, lists a
-//! session's persisted messages, shows a session, its workspace diff and its diagnostics, compacts it, and shows a
-//! tenant's spend.
+//! conversation live (text, reasoning, tool calls, usage), answers client tools and permission requests, follows a
+//! session live from any event (`watch`), lists a session's persisted messages, shows a session, its workspace diff
+//! and its diagnostics, compacts it, and shows a tenant's spend.
 //!
 //! `--json` prints JSON Lines for scripts instead (`sessions_cli/json.rs`). The token is never printed, not even by
 //! `--help` (which would otherwise show `PROCESSOR_TOKEN`'s value).
@@ -19,6 +19,8 @@ use tonic::metadata::MetadataValue;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
+#[path = "connect.rs"]
+mod connect;
 #[path = "format.rs"]
 mod format;
 #[path = "json.rs"]
@@ -31,8 +33,8 @@ mod watch;
 #[derive(Parser)]
 #[command(about = "Talk to a session-processor")]
 struct Args {
-    /// Processor address.
-    #[arg(long, env = "PROCESSOR_ADDR", default_value = "http://127.0.0.1:50052")]
+    /// Processor address, `host:port` or `http(s)://host:port` (`make up` writes it to `.tools/up/env`).
+    #[arg(long, env = "PROCESSOR_ADDR", default_value = "127.0.0.1:50052")]
     addr: String,
     /// Bearer token (its value is never shown, not even here).
     #[arg(long, env = "PROCESSOR_TOKEN", hide_env_values = true)]
@@ -74,7 +76,8 @@ enum Command {
         /// Answer client tools and permission requests automatically with this text / allow.
         #[arg(long)]
         auto: Option<String>,
-        /// Offer a `get_time` client tool that this CLI answers itself with the current UTC time.
+        /// Offer a `get_time` client tool that this CLI answers itself with the current UTC time (without it, a
+        /// tool of that name is answered like any other client tool).
         #[arg(long)]
         time_tool: bool,
         /// Ask for a structured answer matching the JSON Schema in this file (an object schema); the validated JSON
@@ -122,6 +125,17 @@ enum Command {
         #[arg(long, default_value = "")]
         model: String,
     },
+    /// Follow a session's events live (as Subscribe delivers them) until interrupted.
+    Watch {
+        /// Session id.
+        session: String,
+        /// Resume after this event id (printed by `--json` as each event's `id`); from now on when omitted.
+        #[arg(long, value_name = "EVENT_ID", default_value = "")]
+        after: String,
+        /// Stop after the next `done` event instead of following the session on.
+        #[arg(long)]
+        until_done: bool,
+    },
     /// Show a tenant's spend and budget.
     Spend {
         /// Tenant; the token's own tenant when omitted.
@@ -160,9 +174,7 @@ pub(crate) async fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> CliResult<ExitCode> {
-    let channel = tonic::transport::Endpoint::from_shared(args.addr.clone())?
-        .connect()
-        .await?;
+    let channel = connect::connect(&args.addr).await?;
     let mut client = SessionServiceClient::with_interceptor(
         channel,
         Bearer(format!("Bearer {}", args.token).parse()?),
@@ -206,6 +218,7 @@ async fn run(args: Args) -> CliResult<ExitCode> {
                 model,
                 client_tools,
                 auto,
+                time_tool,
                 format,
             };
             watch::prompt(&mut client, ask, json).await?;
@@ -222,6 +235,11 @@ async fn run(args: Args) -> CliResult<ExitCode> {
         Command::Compact { session, model } => {
             watch::compact(&mut client, session, model, json).await?
         }
+        Command::Watch {
+            session,
+            after,
+            until_done,
+        } => watch::follow(&mut client, session, after, until_done, json).await?,
         Command::Spend { tenant } => views::spend(&mut client, tenant, json).await?,
     }
     Ok(ExitCode::SUCCESS)

@@ -99,3 +99,62 @@ fn the_cli_parses_the_new_commands() {
         }
     ));
 }
+
+#[test]
+fn an_address_with_or_without_its_scheme_names_the_same_processor() {
+    use super::connect::endpoint_url;
+    assert_eq!(endpoint_url("127.0.0.1:50152"), "http://127.0.0.1:50152");
+    assert_eq!(
+        endpoint_url("http://127.0.0.1:50152"),
+        "http://127.0.0.1:50152"
+    );
+    assert_eq!(
+        endpoint_url(" https://sp.internal:443 "),
+        "https://sp.internal:443"
+    );
+    assert_eq!(endpoint_url("[::1]:50152"), "http://[::1]:50152");
+}
+
+#[test]
+fn an_error_shows_each_of_its_causes_once() {
+    #[derive(Debug)]
+    struct Layer(&'static str, Option<Box<Layer>>);
+    impl std::fmt::Display for Layer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|l| l as _)
+        }
+    }
+    let refused = Layer("Connection refused (os error 111)", None);
+    let tcp = Layer("tcp connect error", Some(Box::new(refused)));
+    let err = Layer("transport error", Some(Box::new(tcp)));
+    assert_eq!(
+        super::connect::causes(&err),
+        "transport error: tcp connect error: Connection refused (os error 111)"
+    );
+    let repeated = Layer("io: broken", Some(Box::new(Layer("broken", None))));
+    assert_eq!(super::connect::causes(&repeated), "io: broken");
+}
+
+#[test]
+fn watch_parses_its_resume_point() {
+    let args = Args::try_parse_from([
+        "sessions",
+        "--token",
+        "t",
+        "watch",
+        "ses_1",
+        "--after",
+        "42-0",
+        "--until-done",
+    ])
+    .unwrap();
+    assert!(matches!(
+        args.command,
+        Command::Watch { ref after, until_done: true, .. } if after == "42-0"
+    ));
+}

@@ -15,6 +15,8 @@ pub(super) struct Ask {
     pub(super) model: String,
     pub(super) client_tools: Vec<String>,
     pub(super) auto: Option<String>,
+    /// The CLI answers `get_time` itself (`--time-tool`).
+    pub(super) time_tool: bool,
     pub(super) format: Option<pb::OutputFormat>,
 }
 
@@ -29,6 +31,7 @@ pub(super) async fn prompt(
         model,
         client_tools,
         auto,
+        time_tool,
         format,
     } = ask;
     let structured = format.is_some() && json.is_none();
@@ -66,7 +69,11 @@ pub(super) async fn prompt(
                 answers.insert(m.id.clone(), m.structured_output_json.clone());
             }
             SE::ToolCallAwaiting(a) => {
-                answer_tool(&mut control, &session, a, auto.as_deref(), json).await?
+                let answers = Answers {
+                    auto: auto.as_deref(),
+                    time_tool,
+                };
+                answer_tool(&mut control, &session, a, answers, json).await?
             }
             SE::PermissionAsked(p) => {
                 answer_permission(&mut control, &session, p, auto.is_some()).await?
@@ -207,6 +214,50 @@ fn ask_line(question: &str) -> std::io::Result<String> {
     Ok(line.trim().to_string())
 }
 
+/// `sessions watch`: a session's events as Subscribe delivers them, from `after` (an event id) or from now on,
+/// until interrupted or, with `until_done`, until the next `done`.
+pub(super) async fn follow(
+    client: &mut Client,
+    session: String,
+    after: String,
+    until_done: bool,
+    json: Option<&json::Printer>,
+) -> CliResult<()> {
+    if json.is_none() {
+        eprintln!("watching {session} (Ctrl-C to stop)");
+    }
+    let mut stream = client
+        .subscribe(pb::SubscribeRequest {
+            session_id: session,
+            after_event_id: after,
+        })
+        .await?
+        .into_inner();
+    let mut shown = Shown::default();
+    while let Some(resp) = stream.message().await? {
+        let Some(ev) = unwrap_event(resp.event, json)? else {
+            continue;
+        };
+        if json.is_none() {
+            match &ev {
+                SE::ToolCallAwaiting(a) => println!(
+                    "[client tool {} awaits an answer: {}]",
+                    a.tool, a.input_json
+                ),
+                SE::PermissionAsked(p) => println!(
+                    "[permission asked: {} {} ({})]",
+                    p.tool, p.input_json, p.reason
+                ),
+                _ => {}
+            }
+        }
+        if shown.finished(&ev, json)? && until_done {
+            break;
+        }
+    }
+    Ok(())
+}
+
 pub(super) async fn compact(
     client: &mut Client,
     session: String,
@@ -232,16 +283,26 @@ pub(super) async fn compact(
     Ok(())
 }
 
-/// Answers a client tool call: the time tool itself, `--auto`'s fixed answer, or a line the person types.
+/// How the CLI answers client tool calls.
+#[derive(Clone, Copy)]
+pub(super) struct Answers<'a> {
+    /// `--auto`'s fixed answer.
+    pub(super) auto: Option<&'a str>,
+    /// `--time-tool`: `get_time` answered with the current UTC time.
+    pub(super) time_tool: bool,
+}
+
+/// Answers a client tool call: the time tool itself (with `--time-tool`), `--auto`'s fixed answer, or a line the
+/// person types.
 pub(super) async fn answer_tool(
     control: &mut Client,
     session: &str,
     a: &pb::ToolCallAwaiting,
-    auto: Option<&str>,
+    answers: Answers<'_>,
     json: Option<&json::Printer>,
 ) -> CliResult<()> {
-    let answer = match auto {
-        _ if a.tool == TIME_TOOL => utc_now(),
+    let answer = match answers.auto {
+        _ if answers.time_tool && a.tool == TIME_TOOL => utc_now(),
         Some(a) => a.to_string(),
         None => ask_line(&format!(
             "client tool {}({}) — your answer: ",
