@@ -56,6 +56,9 @@ export PROCESSOR_ADDR=127.0.0.1:50152 PROCESSOR_TOKEN="$processor_token"
 fail() { echo "--- gateway log"; cat "$work/gateway.err"; echo "--- processor log"; cat "$work/processor.err"; exit 1; }
 session=$(target/debug/sessions create --model "$model" --workspace demo) || fail
 echo "[session $session]"
-target/debug/sessions prompt "$session" "${1:-What time is it in UTC?}" --time-tool || fail
+# --auto allows the demo's `write` (its agent asks before writing) without a question at the terminal.
+target/debug/sessions prompt "$session" "${1:-What time is it in UTC?}" --time-tool --auto yes || fail
+echo "--- what the session changed in its workspace:"
+target/debug/sessions diff "$session" --patch || fail
 echo "--- persisted in Redis:"
 target/debug/sessions messages "$session" || fail

@@ -1,5 +1,6 @@
 //! The `sessions` CLI as a process: `--help` never shows the token, and `--json` prints JSON Lines a script can
-//! read (one API message per line, `.proto` field names, every field present).
+//! read (one API message per line, `.proto` field names, every field present); and the demo provider behind the real
+//! processor walks the whole loop a newcomer should see, driven by the CLI as `make demo` drives it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use e2e_tests::processor::{PROCESSOR_TOKEN, Product};
@@ -56,6 +57,12 @@ async fn json(p: &Product, args: &[&str]) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect()
+}
+
+/// The id of a session `sessions create` made with `args`.
+async fn created(p: &Product, args: &[&str]) -> String {
+    let out = json(p, &[&["create"][..], args].concat()).await;
+    out[0]["id"].as_str().unwrap().to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -167,10 +174,7 @@ async fn watch_resumes_a_session_after_an_event_and_get_time_is_a_client_tool_wi
             .text(&["It is ", "tea time."])
             .finish("stop", Some((14, 4))),
     ));
-    let id = json(&p, &["create"]).await[0]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = created(&p, &[]).await;
     // Without --time-tool, `get_time` is the caller's like any client tool: --auto's answer, not the clock.
     let events = json(
         &p,
@@ -202,4 +206,85 @@ async fn watch_resumes_a_session_after_an_event_and_get_time_is_a_client_tool_wi
     };
     assert_eq!(ids(&watched), ids(&events[1..]));
     assert!(watched.last().unwrap()["done"].is_object());
+}
+
+/// An agent that may write but asks first, as `deploy/processor.demo.toml`'s.
+const CAREFUL: &str = r#"
+[agents.careful]
+role_prompt = "You are the demo."
+model = "openai/gpt-4o"
+tools = ["read", "write", "list"]
+permissions = [{ tool = "write", decision = "ask" }]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_writes_a_file_after_asking_calls_each_tool_once_and_the_diff_shows_it() {
+    let p = Product::start(CAREFUL).await;
+    p.gateway
+        .openai
+        .set_fallback(fake_provider::scenario::demo());
+    let id = created(&p, &["--agent", "careful", "--workspace", "demo"]).await;
+    let events = json(
+        &p,
+        &[
+            "prompt",
+            &id,
+            "Show me the loop",
+            "--time-tool",
+            "--client-tool",
+            "lookup",
+            "--auto",
+            "looked up",
+        ],
+    )
+    .await;
+
+    let asked: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e["permission_asked"]["tool"].as_str())
+        .collect();
+    assert_eq!(asked, ["write"], "one permission request, for the write");
+    let mut completed: Vec<(String, String)> = Vec::new();
+    for e in &events {
+        let tool = &e["part_updated"]["tool"];
+        if tool["state"]["status"] == "STATUS_COMPLETED" {
+            let entry = (
+                tool["tool"].as_str().unwrap().to_string(),
+                tool["state"]["output"].as_str().unwrap().to_string(),
+            );
+            if !completed.contains(&entry) {
+                completed.push(entry);
+            }
+        }
+    }
+    let names: Vec<&str> = completed.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["write", "get_time", "lookup"], "{completed:?}");
+    assert!(completed[0].1.contains(fake_provider::scenario::DEMO_FILE));
+    assert_eq!(completed[2].1, "looked up");
+    let done = events.last().unwrap();
+    assert_eq!(done["done"]["finish"], "stop", "{done}");
+    let steps = events
+        .iter()
+        .filter(|e| e["part_updated"]["step_finish"].is_object())
+        .map(|e| e["part_updated"]["id"].as_str().unwrap())
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    assert_eq!(steps, 4, "three tool steps and the answer");
+
+    let diff = json(&p, &["diff", &id]).await;
+    let files: Vec<(&str, &str)> = diff[0]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["change"]["path"].as_str().unwrap(),
+                f["change"]["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        files,
+        [(fake_provider::scenario::DEMO_FILE, "STATUS_ADDED")]
+    );
 }

@@ -32,6 +32,7 @@
 
 pub mod azure;
 mod conn;
+pub mod demo;
 pub mod embeddings;
 pub mod google;
 pub mod ledger;

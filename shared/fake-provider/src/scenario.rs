@@ -13,31 +13,19 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::openai_sse::{ChatStream, split_words, text_stream};
+use crate::openai_sse::text_stream;
 use crate::reply::error_json;
 use crate::{Recorded, Reply};
 
 /// Gap between events of the demo's streams, slow enough to watch.
 pub const DEMO_PACE: Duration = Duration::from_millis(30);
 
-/// The text the demo streams before its tool call.
-pub const DEMO_PREAMBLE: &str = "Let me check the time for you.";
+pub use crate::demo::{DEMO_FILE, DEMO_PREAMBLE, DEMO_TOOL};
 
-/// The tool the demo calls, with arguments `{"timezone":"UTC"}`.
-pub const DEMO_TOOL: &str = "get_time";
-
-/// The demo's two-turn tool loop, as an OpenAI-Chat-compatible endpoint.
-///
-/// If the request's last message has role `tool`, it streams
-/// `The tool says: <content>. That's all from the demo provider.` word by
-/// word and finishes with `stop`. Otherwise, when the request offers
-/// [`DEMO_TOOL`], it streams [`DEMO_PREAMBLE`], then one call to it whose
-/// arguments `{"timezone":"UTC"}` come in three fragments, finishing with
-/// `tool_calls`; when it does not (no tools, or others only), it answers in
-/// text, naming what it was offered, and never calls a tool the caller did
-/// not offer. All are paced at
-/// [`DEMO_PACE`] and end with usage, where prompt tokens are about a quarter
-/// of the request body's length.
+/// The demo provider as an OpenAI-Chat-compatible endpoint: each turn calls the next tool of its plan (`write`,
+/// then [`DEMO_TOOL`], then any other client tool offered), one per step, and answers in text once none is left;
+/// the rules are in [`crate::demo`]. Paced at [`DEMO_PACE`]; usage counts prompt tokens as about a quarter of the
+/// request body's length.
 pub fn demo() -> Reply {
     let counter = Arc::new(AtomicU64::new(0));
     chat_route(move |req, body| {
@@ -146,90 +134,9 @@ fn chat_route_as<T: serde::de::DeserializeOwned>(
 }
 
 fn demo_turn(req: &Recorded, body: &Value, n: u64) -> Reply {
-    let model = model_of(body);
     let id = format!("chatcmpl-demo-{n}");
-    let prompt = prompt_tokens(req);
-    let last = body
-        .get("messages")
-        .and_then(Value::as_array)
-        .and_then(|m| m.last());
-    let tool_result = last
-        .filter(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
-        .map(|m| content_text(m.get("content")));
-    let offered = offered_tools(body);
-    let sse = match tool_result {
-        None if !offered.iter().any(|t| t == DEMO_TOOL) => {
-            let answer = plain_answer(last, &offered);
-            let words = split_words(&answer);
-            text_stream(model, &id, &words, (prompt, words.len() as u64))
-        }
-        Some(result) => {
-            let answer = format!(
-                "The tool says: {}. That's all from the demo provider.",
-                result.trim()
-            );
-            let words = split_words(&answer);
-            text_stream(model, &id, &words, (prompt, words.len() as u64))
-        }
-        None => {
-            let words = split_words(DEMO_PREAMBLE);
-            let fragments = ["{\"timezone\"", ":\"UTC", "\"}"];
-            ChatStream::new(model, &id)
-                .text(&words)
-                .tool_call(&format!("call_demo_{n}"), DEMO_TOOL, &fragments)
-                .finish(
-                    "tool_calls",
-                    Some((prompt, (words.len() + fragments.len() + 2) as u64)),
-                )
-        }
-    };
+    let sse = crate::demo::turn(body, model_of(body), &id, n, prompt_tokens(req));
     Reply::sse(sse).pace(DEMO_PACE)
-}
-
-/// The names of the function tools the request offers.
-fn offered_tools(body: &Value) -> Vec<String> {
-    body.get("tools")
-        .and_then(Value::as_array)
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The demo's answer without its tool: what it read and what it was offered.
-fn plain_answer(last: Option<&Value>, offered: &[String]) -> String {
-    let said = last
-        .map(|m| content_text(m.get("content")))
-        .unwrap_or_default();
-    let words = said.split_whitespace().count();
-    let tools = if offered.is_empty() {
-        "no tools".to_string()
-    } else {
-        format!("the tools {}", offered.join(", "))
-    };
-    format!(
-        "This is the demo provider: I read your {words}-word message and was offered {tools}. \
-         I only know how to call `{DEMO_TOOL}`, so this is all I can say."
-    )
-}
-
-/// A tool message's content as text: a string, the joined `text` of content
-/// parts, or the raw JSON for anything else.
-fn content_text(content: Option<&Value>) -> String {
-    match content {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join(""),
-        Some(Value::Null) | None => String::new(),
-        Some(other) => other.to_string(),
-    }
 }
 
 fn model_of(body: &Value) -> &str {

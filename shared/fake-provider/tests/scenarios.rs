@@ -126,12 +126,9 @@ async fn demo_scenario_calls_only_a_tool_it_was_offered() {
     let fp = FakeProvider::start().await.unwrap();
     fp.set_fallback(scenario::demo());
     let user = json!({"role": "user", "content": "Hello there demo"});
-    for (tools, named) in [
-        (json!([]), "was offered no tools."),
-        (
-            json!([{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]),
-            "was offered the tools lookup.",
-        ),
+    for tools in [
+        json!([]),
+        json!([{"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}}]),
     ] {
         let req = json!({"model": "demo-1", "stream": true, "stream_options": {"include_usage": true}, "messages": [user], "tools": tools});
         let reply = decode(&post_chat(&fp.base_url(), "/v1/chat/completions", &req).await);
@@ -141,10 +138,60 @@ async fn demo_scenario_calls_only_a_tool_it_was_offered() {
             reply.tool_name
         );
         assert!(reply.text.contains("your 3-word message"), "{}", reply.text);
-        assert!(reply.text.contains(named), "{}", reply.text);
         assert_eq!(reply.finish.as_deref(), Some("stop"));
         assert!(reply.done);
     }
+}
+
+/// Offered `write`, `get_time` and a client tool, the demo calls each once, one per step, in that order (the client
+/// tool with the smallest input its schema accepts), then answers quoting the last result.
+#[tokio::test]
+async fn demo_scenario_walks_the_whole_loop_one_tool_per_step() {
+    let fp = FakeProvider::start().await.unwrap();
+    fp.set_fallback(scenario::demo());
+    let lookup = json!({"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city", "days"]});
+    let tools = json!([
+        {"type": "function", "function": {"name": "lookup", "parameters": lookup}},
+        {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}},
+        {"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}},
+        {"type": "function", "function": {"name": "write", "parameters": {"type": "object"}}},
+    ]);
+    let mut messages = vec![json!({"role": "user", "content": "Show me everything"})];
+    let mut calls = Vec::new();
+    for step in 0..4 {
+        let req = json!({"model": "demo-1", "stream": true, "stream_options": {"include_usage": true}, "messages": messages, "tools": tools});
+        let reply = decode(&post_chat(&fp.base_url(), "/v1/chat/completions", &req).await);
+        let Some(name) = reply.tool_name.clone() else {
+            assert_eq!(step, 3, "three calls before the answer");
+            assert_eq!(
+                reply.text,
+                "The tool says: result 2. That's all from the demo provider."
+            );
+            assert_eq!(reply.finish.as_deref(), Some("stop"));
+            break;
+        };
+        assert_eq!(reply.finish.as_deref(), Some("tool_calls"));
+        let args: Value = serde_json::from_str(&reply.args).unwrap();
+        calls.push((name.clone(), args));
+        let id = reply.tool_id.unwrap();
+        messages.push(
+            json!({"role": "assistant", "content": reply.text, "tool_calls": [{
+            "id": id, "type": "function", "function": {"name": name, "arguments": reply.args}}]}),
+        );
+        messages
+            .push(json!({"role": "tool", "tool_call_id": id, "content": format!("result {step}")}));
+    }
+    assert_eq!(
+        calls,
+        [
+            (
+                "write".to_string(),
+                json!({"path": scenario::DEMO_FILE, "content": "Written by the demo provider, so the session's diff has something to show.\n"})
+            ),
+            ("get_time".to_string(), json!({"timezone": "UTC"})),
+            ("lookup".to_string(), json!({"city": "demo", "days": 1})),
+        ]
+    );
 }
 
 #[tokio::test]

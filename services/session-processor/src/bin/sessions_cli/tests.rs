@@ -158,3 +158,16 @@ fn watch_parses_its_resume_point() {
         Command::Watch { ref after, until_done: true, .. } if after == "42-0"
     ));
 }
+
+#[test]
+fn the_empty_workspace_snapshot_is_named_not_hashed() {
+    use super::views::snapshot_name;
+    assert_eq!(
+        snapshot_name("4b825dc642cb6eb9a060e54bf8d69288fbee4904"),
+        "(empty workspace)"
+    );
+    assert_eq!(
+        snapshot_name("537fb7d080e26652e68d22f6bd394c639134de1f"),
+        "537fb7d080e2"
+    );
+}

@@ -172,11 +172,10 @@ pub(super) async fn diff(
     if let Some(out) = json {
         return out.print("GetDiffResponse", &d);
     }
-    let short = |h: &str| h.chars().take(12).collect::<String>();
     println!(
         "{} → {}: +{} -{} in {} files",
-        short(&d.from_snapshot),
-        short(&d.to_snapshot),
+        snapshot_name(&d.from_snapshot),
+        snapshot_name(&d.to_snapshot),
         d.additions,
         d.deletions,
         d.files.len()
@@ -195,6 +194,18 @@ pub(super) async fn diff(
         }
     }
     Ok(())
+}
+
+/// Git's hash of the empty tree: the snapshot of a workspace before its first file.
+const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
+/// A workspace snapshot as people read it: its hash's first 12 characters, or `(empty workspace)`.
+pub(super) fn snapshot_name(hash: &str) -> String {
+    if hash == EMPTY_TREE {
+        "(empty workspace)".to_string()
+    } else {
+        hash.chars().take(12).collect()
+    }
 }
 
 /// `modified +3 -1 src/lib.rs`.
@@ -262,6 +273,17 @@ pub(super) async fn messages(
                     Some(pb::part::Kind::StepFinish(f)) => {
                         format!("step-finish {} {} nano-USD", f.reason, f.cost_nano_usd)
                     }
+                    Some(pb::part::Kind::Patch(patch)) => format!(
+                        "patch {} → {}: {}",
+                        snapshot_name(&patch.hash),
+                        snapshot_name(&patch.after),
+                        patch
+                            .changes
+                            .iter()
+                            .map(|c| format!("{} +{} -{}", c.path, c.additions, c.deletions))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
                     Some(other) => format!("{other:?}"),
                     None => "?".into(),
                 };

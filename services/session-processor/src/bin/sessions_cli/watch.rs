@@ -330,6 +330,12 @@ pub(super) async fn answer_permission(
     p: &pb::PermissionAsked,
     auto: bool,
 ) -> CliResult<()> {
+    if auto {
+        eprintln!(
+            "[permission for {} {} allowed by --auto]",
+            p.tool, p.input_json
+        );
+    }
     let allow = auto
         || ask_line(&format!(
             "allow {} {} ({})? [y/N] ",
