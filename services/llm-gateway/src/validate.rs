@@ -19,8 +19,17 @@ use crate::status::{ERROR_DOMAIN, invalid};
 pub const MAX_CONTEXT_ID_BYTES: usize = 1024;
 /// Longest model id accepted (`generation.model`, `generation.fallback_models[]`), in bytes.
 pub const MAX_MODEL_ID_BYTES: usize = 512;
+/// Stop sequences per request (more than any provider takes; each provider's own lower limit is its to enforce).
+pub const MAX_STOP_SEQUENCES: usize = 64;
+/// Bytes of one stop sequence.
+pub const MAX_STOP_SEQUENCE_BYTES: usize = 1024;
+/// Extra headers per request: providers answer 431 well before a thousand.
+pub const MAX_EXTRA_HEADERS: usize = 64;
+/// Bytes of one extra header's name and value together (8 KiB, what common HTTP servers accept per header line).
+pub const MAX_EXTRA_HEADER_BYTES: usize = 8 * 1024;
 
-/// A `RESOURCE_EXHAUSTED` status for a request over the `[limits]` key `limit`.
+/// A `RESOURCE_EXHAUSTED` status for a request over the limit `limit` (a `[limits]` key, or one of the fixed
+/// limits above by its name).
 pub fn too_large(field: &str, limit: &str, message: &str) -> Status {
     service_kit::status::with_info(
         Code::ResourceExhausted,
@@ -189,6 +198,12 @@ fn messages(list: &[pb::Message]) -> Result<(), Status> {
                 "must be USER, ASSISTANT or TOOL",
             ));
         }
+        if m.parts.is_empty() {
+            return Err(invalid(
+                &format!("generation.messages[{i}].parts"),
+                "a message needs at least one part",
+            ));
+        }
         for (j, part) in m.parts.iter().enumerate() {
             let field = format!("generation.messages[{i}].parts[{j}]");
             let Some(kind) = &part.kind else {
@@ -254,6 +269,15 @@ fn part_kind<'a>(
             }
         }
         Kind::File(f) => file(field, f)?,
+        Kind::Reasoning(r) => {
+            let json = r.provider_metadata.as_ref().map_or("", |m| m.json.as_str());
+            if !json.is_empty() && serde_json::from_str::<serde::de::IgnoredAny>(json).is_err() {
+                return Err(invalid(
+                    &format!("{field}.reasoning.provider_metadata.json"),
+                    "must be the JSON the gateway sent in `reasoning_end`, unchanged",
+                ));
+            }
+        }
         _ => {}
     }
     Ok(())
@@ -291,6 +315,10 @@ fn file(field: &str, f: &pb::FilePart) -> Result<(), Status> {
             }
             Ok(())
         }
+        Some(pb::file_part::Source::Data(d)) if d.is_empty() => Err(invalid(
+            &format!("{field}.file.data"),
+            "empty: a file or image needs its bytes",
+        )),
         Some(pb::file_part::Source::Data(_)) => Ok(()),
     }
 }
@@ -356,6 +384,12 @@ fn choices(g: &pb::Generation) -> Result<(), Status> {
                 &format!("unknown value {}", choice.mode),
             )
         })?;
+        if mode == pb::tool_choice::Mode::Required && g.tools.is_empty() {
+            return Err(invalid(
+                "generation.tool_choice.mode",
+                "REQUIRED needs at least one tool in generation.tools",
+            ));
+        }
         if mode == pb::tool_choice::Mode::Tool
             && !g.tools.iter().any(|t| t.name == choice.tool_name)
         {
@@ -422,6 +456,21 @@ fn sampling(s: Option<&pb::Sampling>) -> Result<(), Status> {
             "must be between 0 and 1",
         ));
     }
+    if s.stop_sequences.len() > MAX_STOP_SEQUENCES {
+        return Err(too_large(
+            "generation.sampling.stop_sequences",
+            "max_stop_sequences",
+            &format!("at most {MAX_STOP_SEQUENCES} stop sequences"),
+        ));
+    }
+    for (i, stop) in s.stop_sequences.iter().enumerate() {
+        if stop.is_empty() || stop.len() > MAX_STOP_SEQUENCE_BYTES {
+            return Err(invalid(
+                &format!("generation.sampling.stop_sequences[{i}]"),
+                &format!("must be 1 to {MAX_STOP_SEQUENCE_BYTES} bytes"),
+            ));
+        }
+    }
     if s.max_output_tokens == Some(0) {
         return Err(invalid(
             "generation.sampling.max_output_tokens",
@@ -444,7 +493,21 @@ const HOP_BY_HOP: &[&str] = &[
 ];
 
 fn headers(g: &pb::Generation) -> Result<(), Status> {
+    if g.extra_headers.len() > MAX_EXTRA_HEADERS {
+        return Err(too_large(
+            "generation.extra_headers",
+            "max_extra_headers",
+            &format!("at most {MAX_EXTRA_HEADERS} headers"),
+        ));
+    }
     for (name, value) in &g.extra_headers {
+        if name.len() + value.len() > MAX_EXTRA_HEADER_BYTES {
+            return Err(too_large(
+                &format!("generation.extra_headers[{}]", crate::limits::echo(name)),
+                "max_extra_header_bytes",
+                &format!("a header's name and value hold at most {MAX_EXTRA_HEADER_BYTES} bytes"),
+            ));
+        }
         let field = format!("generation.extra_headers[{name}]");
         if reserved_header(name) {
             return Err(invalid(

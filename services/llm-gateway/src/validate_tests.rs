@@ -408,3 +408,99 @@ fn a_model_name_needs_no_provider_but_no_bidi_or_control_characters() {
         assert_invalid(&g, "generation.model");
     }
 }
+
+/// What no provider would serve is refused by field before any provider sees it: a forced tool call with no tools,
+/// a message without parts, an image without bytes, reasoning metadata that is not the JSON the gateway sent.
+#[test]
+fn requests_no_provider_could_serve_are_refused_by_field() {
+    let mut g = base();
+    g.tool_choice = Some(pb::ToolChoice {
+        mode: pb::tool_choice::Mode::Required as i32,
+        ..Default::default()
+    });
+    assert_invalid(&g, "generation.tool_choice.mode");
+    g.tools.push(tool("get_weather"));
+    validate(Some(&g), &Limits::default()).unwrap();
+
+    let mut g = base();
+    g.messages.push(pb::Message {
+        role: pb::Role::Assistant as i32,
+        parts: Vec::new(),
+    });
+    assert_invalid(&g, "generation.messages[1].parts");
+
+    let mut g = base();
+    g.messages[0].parts.push(pb::Part {
+        kind: Some(pb::part::Kind::File(pb::FilePart {
+            media_type: "image/png".into(),
+            source: Some(pb::file_part::Source::Data(Vec::new())),
+            ..Default::default()
+        })),
+    });
+    assert_invalid(&g, "generation.messages[0].parts[1].file.data");
+
+    let mut g = base();
+    let reasoning = |json: &str| pb::Message {
+        role: pb::Role::Assistant as i32,
+        parts: vec![pb::Part {
+            kind: Some(pb::part::Kind::Reasoning(pb::ReasoningPart {
+                text: "thinking".into(),
+                provider_metadata: Some(pb::ProviderMetadata {
+                    protocol: "anthropic".into(),
+                    model: "anthropic/claude-sonnet-4-5".into(),
+                    json: json.into(),
+                }),
+            })),
+        }],
+    };
+    g.messages.push(reasoning(r#"{"signature":"abc"}"#));
+    validate(Some(&g), &Limits::default()).unwrap();
+    g.messages[1] = reasoning("{not json");
+    assert_invalid(
+        &g,
+        "generation.messages[1].parts[0].reasoning.provider_metadata.json",
+    );
+}
+
+/// Stop sequences and extra headers have fixed limits: too many or too large is RESOURCE_EXHAUSTED naming the
+/// field; an empty stop sequence is invalid.
+#[test]
+fn stop_sequences_and_extra_headers_are_bounded() {
+    let mut g = base();
+    g.sampling = Some(pb::Sampling {
+        stop_sequences: vec!["END".into(); MAX_STOP_SEQUENCES + 1],
+        ..Default::default()
+    });
+    assert_eq!(
+        refused(&g),
+        (
+            Code::ResourceExhausted,
+            "generation.sampling.stop_sequences".into()
+        )
+    );
+    g.sampling = Some(pb::Sampling {
+        stop_sequences: vec!["END".into(), String::new()],
+        ..Default::default()
+    });
+    assert_invalid(&g, "generation.sampling.stop_sequences[1]");
+
+    let mut g = base();
+    g.extra_headers = (0..=MAX_EXTRA_HEADERS)
+        .map(|i| (format!("x-h{i}"), "v".into()))
+        .collect();
+    assert_eq!(
+        refused(&g),
+        (Code::ResourceExhausted, "generation.extra_headers".into())
+    );
+    let mut g = base();
+    g.extra_headers = [("x-big".to_string(), "v".repeat(1024 * 1024))].into();
+    assert_eq!(
+        refused(&g),
+        (
+            Code::ResourceExhausted,
+            "generation.extra_headers[x-big]".into()
+        )
+    );
+    g.extra_headers = [("x-fine".to_string(), "v".repeat(4096))].into();
+    validate(Some(&g), &Limits::default()).unwrap();
+}
