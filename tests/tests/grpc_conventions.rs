@@ -144,11 +144,46 @@ async fn list_v1(channel: tonic::transport::Channel) -> Vec<String> {
     names
 }
 
+/// `FileContainingSymbol` over reflection v1: how many files describe it, or the error code.
+async fn file_of(channel: tonic::transport::Channel, symbol: &str) -> Result<usize, i32> {
+    let mut client = refl::server_reflection_client::ServerReflectionClient::new(channel);
+    let request = refl::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(
+            refl::server_reflection_request::MessageRequest::FileContainingSymbol(symbol.into()),
+        ),
+    };
+    let mut answers = client
+        .server_reflection_info(futures::stream::iter([request]))
+        .await
+        .unwrap()
+        .into_inner();
+    // tonic's reflection ends the call with the status rather than answering an `ErrorResponse`; either counts.
+    let answer = match answers.message().await {
+        Ok(answer) => answer.expect("an answer"),
+        Err(status) => return Err(status.code() as i32),
+    };
+    match answer.message_response {
+        Some(refl::server_reflection_response::MessageResponse::FileDescriptorResponse(f)) => {
+            Ok(f.file_descriptor_proto.len())
+        }
+        Some(refl::server_reflection_response::MessageResponse::ErrorResponse(e)) => {
+            Err(e.error_code)
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reflection_v1_lists_exactly_the_served_services() {
     let p = Product::start("").await;
     assert_eq!(list_v1(p.gateway.channel().await).await, expected(GATEWAY));
     assert_eq!(list_v1(channel(p.addr).await).await, expected(SESSIONS));
+    // Neither describes the other's service: a symbol it does not serve is NOT_FOUND (5).
+    assert!(file_of(channel(p.addr).await, SESSIONS).await.is_ok());
+    assert_eq!(file_of(channel(p.addr).await, GATEWAY).await, Err(5));
+    assert!(file_of(p.gateway.channel().await, GATEWAY).await.is_ok());
+    assert_eq!(file_of(p.gateway.channel().await, SESSIONS).await, Err(5));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -55,13 +55,57 @@ fn reflection_builder<'a>(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET);
-    for set in file_sets {
-        builder = builder.register_encoded_file_descriptor_set(set);
-    }
+    builder = builder.register_file_descriptor_set(served_files(file_sets, served));
     for name in served.iter().copied().chain([HEALTH]).chain(REFLECTION) {
         builder = builder.with_service_name(name);
     }
     builder
+}
+
+/// The files of `file_sets` a client of `served` needs: those declaring a served service, and what they import.
+/// Another service's file is left out, and a kept file keeps only its served services, so reflection resolves no
+/// service the server does not serve. A set that does not decode contributes nothing.
+pub fn served_files(file_sets: &[&[u8]], served: &[&str]) -> prost_types::FileDescriptorSet {
+    use prost::Message;
+    let files: Vec<prost_types::FileDescriptorProto> = file_sets
+        .iter()
+        .filter_map(|set| prost_types::FileDescriptorSet::decode(*set).ok())
+        .flat_map(|set| set.file)
+        .collect();
+    let declares_served = |f: &prost_types::FileDescriptorProto| {
+        f.service.iter().any(|svc| {
+            let full = format!("{}.{}", f.package(), svc.name());
+            served.contains(&full.as_str())
+        })
+    };
+    let mut wanted: Vec<&str> = files
+        .iter()
+        .filter(|f| declares_served(f))
+        .map(|f| f.name())
+        .collect();
+    let mut i = 0;
+    while i < wanted.len() {
+        if let Some(file) = files.iter().find(|f| f.name() == wanted[i]) {
+            for dep in &file.dependency {
+                if !wanted.contains(&dep.as_str()) {
+                    wanted.push(dep);
+                }
+            }
+        }
+        i += 1;
+    }
+    let keep = files
+        .iter()
+        .filter(|f| wanted.contains(&f.name()))
+        .map(|f| {
+            let mut f = f.clone();
+            let package = f.package().to_string();
+            f.service
+                .retain(|svc| served.contains(&format!("{package}.{}", svc.name()).as_str()));
+            f
+        })
+        .collect();
+    prost_types::FileDescriptorSet { file: keep }
 }
 
 /// `grpc.reflection.v1.ServerReflection` over `file_sets`, listing `served` plus health and reflection.

@@ -22,16 +22,15 @@ pub const TENANTS_DIR: &str = "@tenants";
 /// Longest workspace name.
 pub const MAX_WORKSPACE_NAME: usize = 128;
 
-/// True for a workspace name: 1 to [`MAX_WORKSPACE_NAME`] characters of `[A-Za-z0-9._-]`, and not `.` or `..`; a
-/// single directory name, never a path.
+/// True for a workspace name: 1 to [`MAX_WORKSPACE_NAME`] characters of `[A-Za-z0-9._-]` starting with a letter or
+/// digit; a single directory name, never a path, never hidden (`.git`) and never read as an option (`-rf`) by a
+/// command that is handed it.
 pub fn valid_workspace_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_WORKSPACE_NAME
+    name.len() <= MAX_WORKSPACE_NAME
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && name != "."
-        && name != ".."
 }
 
 /// The directory of `tenant`'s workspace `name` under `root` (see the module docs); `""` is the unnamed tenant.

@@ -106,6 +106,9 @@ fn tenants_have_their_own_workspace_folders() {
         "@tenants",
         "a\0",
         "é",
+        "-rf",
+        ".git",
+        "_x",
         &"a".repeat(129),
     ] {
         assert!(workspace_dir(root, "acme", name).is_err(), "{name:?}");
@@ -113,6 +116,9 @@ fn tenants_have_their_own_workspace_folders() {
     }
     for tenant in ["..", ".", "a/b", "@x"] {
         assert!(workspace_dir(root, tenant, "proj").is_err(), "{tenant:?}");
+    }
+    for name in ["proj", "9lives", "my-proj_2.0", &"a".repeat(128)] {
+        assert!(workspace_dir(root, "acme", name).is_ok(), "{name:?}");
     }
 }
 
