@@ -22,12 +22,24 @@ pub const REDACTED: &str = "[REDACTED]";
 /// Shortest base64 run searched for: shorter runs would match ordinary text.
 const MIN_BASE64_RUN: usize = 8;
 
-/// Replaces every occurrence of each non-empty secret in `text`, in any of the forms above, with `[REDACTED]`.
+/// Shortest secret redacted wherever it occurs. A shorter one (no real provider key is, but a test or a local
+/// server's placeholder key may be) is redacted only as a whole token, where the characters on both sides are not
+/// letters, digits, `-` or `_`: matched anywhere, a one-letter key would take that letter out of every word.
+pub const MIN_SUBSTRING_SECRET: usize = 16;
+
+/// Replaces every occurrence of each non-empty secret in `text`, in any of the forms above, with `[REDACTED]` (a
+/// secret shorter than [`MIN_SUBSTRING_SECRET`] only where it stands as a whole token).
 pub fn redact(text: &str, secrets: &[&str]) -> String {
     let mut ranges: Vec<(usize, usize)> = Vec::new();
     for secret in secrets.iter().filter(|s| !s.is_empty()) {
         let needle = secret.as_bytes().to_ascii_lowercase();
-        ranges.extend(find_disguised(text.as_bytes(), &needle));
+        let found = find_disguised(text.as_bytes(), &needle);
+        if secret.len() < MIN_SUBSTRING_SECRET {
+            let bytes = text.as_bytes();
+            ranges.extend(found.into_iter().filter(|&(s, e)| whole_token(bytes, s, e)));
+            continue;
+        }
+        ranges.extend(found);
         for run in base64_runs(secret.as_bytes()) {
             for at in find_all(text.as_bytes(), run.as_bytes()) {
                 ranges.push(base64_token(text.as_bytes(), at, at + run.len()));
@@ -60,6 +72,17 @@ pub fn redact(text: &str, secrets: &[&str]) -> String {
     }
     out.push_str(&text[pos.min(text.len())..]);
     out
+}
+
+/// True when `text[start..end]` is not part of a longer word: the bytes around it are not letters, digits, `-` or
+/// `_` (or there are none).
+fn whole_token(text: &[u8], start: usize, end: usize) -> bool {
+    let word = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_');
+    !start
+        .checked_sub(1)
+        .and_then(|i| text.get(i))
+        .is_some_and(word)
+        && !text.get(end).is_some_and(word)
 }
 
 fn floor_boundary(text: &str, mut i: usize) -> usize {

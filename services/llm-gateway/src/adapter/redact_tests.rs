@@ -124,3 +124,23 @@ proptest! {
         prop_assert!(out.contains(REDACTED));
     }
 }
+
+/// A one-character (or any short) key never alters ordinary text: it is redacted only where it stands alone.
+#[test]
+fn a_short_key_is_redacted_only_as_a_whole_token() {
+    assert_eq!(
+        redact("a banana and a key: a", &["a"]),
+        "[REDACTED] banana and [REDACTED] key: [REDACTED]"
+    );
+    assert_eq!(redact("banana", &["a"]), "banana");
+    assert_eq!(
+        redact("bad key test-key-1 in test-key-12", &["test-key-1"]),
+        "bad key [REDACTED] in test-key-12"
+    );
+    // Long keys are still cut out wherever they are, even inside a word.
+    let long = "sk-0123456789abcdef";
+    assert_eq!(
+        redact(&format!("x{long}y"), &[long]),
+        "x[REDACTED]y".to_string()
+    );
+}
