@@ -13,7 +13,7 @@ use tracing::Instrument;
 
 use super::actions::{Actions, Run, answer_message};
 use super::inputs::RunInputs;
-use super::lease::{LeaseClock, renew_lease_forever};
+use super::lease::{LeaseClock, RenewalEnd, lease_lost, renew_lease_forever};
 use super::loops::Loops;
 use super::persist::{LoopWrites, done};
 use super::policy::{Action, Answer, LoopState, Observation, Rules, StopReason};
@@ -272,7 +272,13 @@ impl Driver {
             Err(e) => Box::pin(self.cannot_start(session_id, e, fence)).await,
         };
         lost.cancel();
-        let _ = renew.await;
+        let renewal = renew.await.unwrap_or(RenewalEnd::Stopped);
+        if lease_lost(
+            renewal,
+            matches!(ending, Ending::Finished | Ending::Abandoned),
+        ) {
+            tracing::warn!(message = "lease lost; the loop stopped", session_id = %session_id);
+        }
         ending
     }
 

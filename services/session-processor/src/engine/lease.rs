@@ -27,9 +27,27 @@ impl LeaseClock {
     }
 }
 
+/// How the renewal task ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RenewalEnd {
+    /// The run ended and stopped it.
+    Stopped,
+    /// A renewal found the lease no longer held with this run's token: taken over, or released by the run's own
+    /// last write a moment before (which only the run's ending tells apart: [`lease_lost`]).
+    Refused,
+    /// Storage failed for a whole ttl: the lease cannot be proven.
+    Unproven,
+}
+
+/// Whether a run lost its lease: a renewal was refused and the run did not end by its own fenced `done` write (that
+/// write releases the lease, so a renewal on its way at that moment is refused without anything being lost).
+pub(super) fn lease_lost(renewal: RenewalEnd, finished_by_own_write: bool) -> bool {
+    renewal == RenewalEnd::Refused && !finished_by_own_write
+}
+
 /// Renews the lease half its ttl after its last renewal (the event channel's writes renew it too while a step
 /// streams: `events::renew_after`). A renewal that fails because storage does is retried; the loop is stopped
-/// (`lost`) when the lease belongs to someone else, or when it has gone unproven for a whole ttl.
+/// (`lost`) when the lease is not held with its token any more, or when it has gone unproven for a whole ttl.
 pub(super) async fn renew_lease_forever(
     channels: LoopLease,
     ttl: Duration,
@@ -37,7 +55,7 @@ pub(super) async fn renew_lease_forever(
     fence: Fence,
     lease: LeaseClock,
     lost: CancellationToken,
-) {
+) -> RenewalEnd {
     let mut failing = false;
     loop {
         let due = if failing {
@@ -46,7 +64,7 @@ pub(super) async fn renew_lease_forever(
             channels.lease_renewal_due(&session_id, ttl)
         };
         tokio::select! {
-            _ = lost.cancelled() => break,
+            _ = lost.cancelled() => return RenewalEnd::Stopped,
             _ = tokio::time::sleep(due) => {}
         }
         let sent = Instant::now();
@@ -58,19 +76,23 @@ pub(super) async fn renew_lease_forever(
                 failing = false;
             }
             Ok(false) => {
-                tracing::warn!(message = "lease lost; stopping the loop", session_id = %session_id);
+                // Warned about by the run once it knows how it ended (`lease_lost`).
                 lost.cancel();
-                break;
+                return RenewalEnd::Refused;
             }
             Err(e) => {
                 failing = true;
                 if lease.age() >= ttl {
                     tracing::warn!(message = "lease unproven for its whole ttl; stopping the loop", session_id = %session_id, error = %e);
                     lost.cancel();
-                    break;
+                    return RenewalEnd::Unproven;
                 }
                 tracing::debug!(message = "lease renewal failed; retrying", session_id = %session_id, error = %e);
             }
         }
     }
 }
+
+#[cfg(test)]
+#[path = "lease_tests.rs"]
+mod tests;
