@@ -12,7 +12,7 @@ if [ -f "$state/pids" ]; then
   exit 1
 fi
 [ -n "${REDIS_URL:-}" ] || ./scripts/need-redis.sh
-cargo build --quiet --bin llm-gateway --bin fake-provider --bin session-processor --bin sessions
+cargo build --quiet --bin llm-gateway --bin fake-provider --bin session-processor --bin sessions --bin trace-view
 mkdir -p "$state/workspaces"
 : >"$state/pids"
 
@@ -29,9 +29,12 @@ start() { local log=$1; shift; setsid "$@" >"$state/$log.out" 2>"$state/$log.err
 http_port=${UP_HTTP_PORT:-50180}
 gateway_metrics_port=${UP_GATEWAY_METRICS_PORT:-50190}
 processor_metrics_port=${UP_PROCESSOR_METRICS_PORT:-50191}
+# trace-view: the services' spans over OTLP, printed as trees over HTTP (no Jaeger needed).
+otlp_port=${UP_OTLP_PORT:-50194}
+traces_port=${UP_TRACES_PORT:-50195}
 
 redis_url=${REDIS_URL:-}
-./scripts/ports-free.sh 50151 50152 "$http_port" "$gateway_metrics_port" "$processor_metrics_port" \
+./scripts/ports-free.sh 50151 50152 "$http_port" "$gateway_metrics_port" "$processor_metrics_port" "$otlp_port" "$traces_port" \
   $([ -z "$redis_url" ] && echo "${DEMO_REDIS_PORT:-6391}")
 if [ -z "$redis_url" ]; then
   redis_port=${DEMO_REDIS_PORT:-6391}
@@ -44,6 +47,11 @@ start fake target/debug/fake-provider --listen 127.0.0.1:0 --scenario demo
 for _ in $(seq 1 100); do grep -q "listening on" "$state/fake.out" 2>/dev/null && break; sleep 0.05; done
 fake_url=$(sed -n 's/^listening on //p' "$state/fake.out" | head -1)
 [ -n "$fake_url" ] || { echo "the demo provider did not start"; cat "$state/fake.err"; exit 1; }
+
+start traces target/debug/trace-view --otlp-listen 127.0.0.1:$otlp_port --http-listen 127.0.0.1:$traces_port
+wait_port "$traces_port"
+# Both services export their spans to it, in batches every half second.
+export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$otlp_port OTEL_BSP_SCHEDULE_DELAY=500
 
 gateway_token="gw-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 tenant_token="sp-demo-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
@@ -88,6 +96,7 @@ cat <<MSG
 The stack is up (logs in $state/*.err):
   session-processor  gRPC 127.0.0.1:50152   metrics http://127.0.0.1:$processor_metrics_port/metrics
   llm-gateway        gRPC 127.0.0.1:50151   HTTP front door http://127.0.0.1:$http_port/v1   metrics http://127.0.0.1:$gateway_metrics_port/metrics
+  traces             http://127.0.0.1:$traces_port/traces   (trace-view: each prompt's trace as a tree; OTLP in on $otlp_port)
   demo provider      $fake_url   (fake OpenAI-compatible; model demo/scripted)
   Redis              $redis_url
 Tokens: tenant "demo" (budget \$1) $tenant_token · operator $operator_token · gateway $gateway_token
@@ -96,6 +105,7 @@ For a client, in your shell (also puts the \`sessions\` CLI on PATH):
 Then:
   sessions prompt "\$(sessions create --model demo/scripted)" "What time is it?" --time-tool
   sessions spend
+  curl -s "http://127.0.0.1:$traces_port/traces?session=<the session id>"   # that prompt's trace tree
 The HTTP front door, with curl or any OpenAI / Anthropic SDK (source $state/sdk.env for the SDKs' variables):
   curl -s http://127.0.0.1:$http_port/v1/chat/completions -H "authorization: Bearer $gateway_token" \\
     -H 'content-type: application/json' -d '{"model":"demo/scripted","messages":[{"role":"user","content":"Hi"}]}'
