@@ -56,6 +56,7 @@ mod processor_runtimes;
 mod processor_sandbox;
 mod processor_sentinel;
 mod processor_snapshots;
+mod processor_store_health;
 mod processor_structured;
 mod processor_tenancy;
 mod processor_totals;

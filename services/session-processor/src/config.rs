@@ -41,6 +41,17 @@ fn at_least_one<N: Copy + Default + PartialEq>(key: &str, n: N) -> Result<N, Con
     Ok(n)
 }
 
+/// `server.store_unreachable_grace_ms`, at least 100.
+fn store_grace(server: &ServerFile) -> Result<Duration, ConfigError> {
+    match server.store_unreachable_grace_ms {
+        ms if ms < 100 => Err(err(
+            "server.store_unreachable_grace_ms",
+            "must be at least 100",
+        )),
+        ms => Ok(Duration::from_millis(ms)),
+    }
+}
+
 fn err(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError {
         key: key.into(),
@@ -166,6 +177,10 @@ pub struct ServerFile {
     /// HTTP/2 receive window of one call: how many bytes of a request a caller may send ahead of the server's
     /// reading (`service_kit::grpc::ReceiveWindow`).
     pub stream_window_bytes: u32,
+    /// How long Redis may stay unreachable before health says `NOT_SERVING` (for the whole server and for
+    /// `SessionService`), so a load balancer or Kubernetes' probe takes the replica out; `SERVING` again at the
+    /// first answer. At least 100.
+    pub store_unreachable_grace_ms: u64,
     /// Serve TLS (mutual TLS with `client_ca_file`); env `PROCESSOR_TLS_CERT_FILE`, `PROCESSOR_TLS_KEY_FILE` and
     /// `PROCESSOR_TLS_CLIENT_CA_FILE` override its keys.
     pub tls: Option<service_kit::tls::ServerTlsFiles>,
@@ -186,6 +201,7 @@ impl Default for ServerFile {
             keepalive_interval_ms: 30_000,
             keepalive_timeout_ms: 20_000,
             stream_window_bytes: service_kit::grpc::ReceiveWindow::DEFAULT.stream_bytes(),
+            store_unreachable_grace_ms: 2_000,
             tls: None,
         }
     }
@@ -427,6 +443,8 @@ pub struct Config {
     pub max_sessions_per_tenant: u64,
     /// Event-log reads that may block at once.
     pub max_blocking_reads: usize,
+    /// How long Redis may stay unreachable before health says `NOT_SERVING`.
+    pub store_unreachable_grace: Duration,
     /// HTTP/2 keepalive of the listener's connections.
     pub keepalive: service_kit::grpc::Keepalive,
     /// HTTP/2 receive windows of the listener's calls and connections.
@@ -562,6 +580,7 @@ impl Config {
                 "redis.max_blocking_reads",
                 file.redis.max_blocking_reads,
             )?,
+            store_unreachable_grace: store_grace(&file.server)?,
             keepalive,
             receive_window,
             gateway_tls,

@@ -40,6 +40,7 @@ mod prelude;
 mod prompt;
 mod reply_permission;
 mod routes;
+pub mod store_health;
 mod submit_tool_result;
 mod subscribe;
 
@@ -73,7 +74,16 @@ where
 {
     let (health, health_service) = service_kit::grpc::Health::new();
     health.set_serving::<SessionServiceServer<Sessions>>().await;
-    let served = [<SessionServiceServer<Sessions> as tonic::server::NamedService>::NAME];
+    let name = <SessionServiceServer<Sessions> as tonic::server::NamedService>::NAME;
+    let served = [name];
+    // Health follows storage for as long as the server runs (aborted with it).
+    let store = engine.store().clone();
+    let grace = engine.config().store_unreachable_grace;
+    let watch = tokio::spawn(store_health::watch_store(health, name, grace, move || {
+        let store = store.clone();
+        async move { store.ping().await.is_ok() }
+    }));
+    let _stop_watch = AbortOnDrop(watch);
     let sets = [llm_proto::FILE_DESCRIPTOR_SET];
     let reflection = service_kit::grpc::reflection_v1(&sets, &served)?;
     let reflection_v1alpha = service_kit::grpc::reflection_v1alpha(&sets, &served)?;
@@ -111,6 +121,15 @@ where
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await?;
     Ok(())
+}
+
+/// Aborts a background task when the server it belongs to stops.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The `SessionService` implementation: each call routed to its handler.
