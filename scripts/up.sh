@@ -111,6 +111,6 @@ The HTTP front door, with curl or any OpenAI / Anthropic SDK (source $state/sdk.
     -H 'content-type: application/json' -d '{"model":"demo/scripted","messages":[{"role":"user","content":"Hi"}]}'
 Or an example client (examples/README.md), after 'source $state/env':
   pip install ./clients/python && python3 examples/python/conversation.py
-  (cd clients/node && npm install) && (cd examples/node && npm install) && node examples/node/conversation.mjs
+  (cd clients/node && npm ci) && (cd examples/node && npm ci) && node examples/node/conversation.mjs
 Stop everything with: make down
 MSG
