@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzing (docs/gateway.md "Fuzzing", figures in docs/benchmarks.md "Fuzzing"). Never part of `make test`, which
-# replays the same seed corpus on stable (llm_gateway::adapter::fuzzing's tests).
+# replays the same seed corpus on stable (llm_gateway::adapter::testing::fuzzing's tests).
 #
 #   scripts/fuzz.sh ci [SECONDS]     # `make fuzz-ci`, run by .ci/run: an unoptimised build (minutes from clean),
 #                                    # then every target for SECONDS (default 10) each

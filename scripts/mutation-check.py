@@ -19,7 +19,7 @@ GATEWAY = "services/llm-gateway/src/"
 # name: (file, text to find, its replacement, nextest filter of the tests that must fail)
 MUTATIONS = {
     "ignore-content-type": (
-        GATEWAY + "adapter/framing.rs",
+        GATEWAY + "adapter/framing/mod.rs",
         '        "application/json" | "text/json" => Ok(Some(Framing::Json)),',
         '        "application/json" | "text/json" => Ok(Some(expected)),',
         "test(/^gateway_upstream_manners::/) | test(/framing/)",
@@ -38,7 +38,7 @@ MUTATIONS = {
         "test(/^http_openai_sdk::errors/) | test(/relays_its_error_object/)",
     ),
     "drop-rate-limit-header": (
-        GATEWAY + "adapter/classify.rs",
+        GATEWAY + "adapter/transport/classify.rs",
         '        let wanted = name.starts_with("x-ratelimit-")',
         '        let wanted = name.starts_with("x-ratelimit-never-")',
         "test(/rate_limit_headers|errors_reach_the_sdk|relayed_as_sent/)",

@@ -10,10 +10,10 @@ use std::path::PathBuf;
 
 use llm_gateway::adapter::Decoder;
 use llm_gateway::adapter::anthropic::AnthropicDecoder;
+use llm_gateway::adapter::framing::sse::{SseItem, SseParser};
 use llm_gateway::adapter::gemini::GeminiDecoder;
 use llm_gateway::adapter::openai_chat::ChatDecoder;
 use llm_gateway::adapter::openai_responses::ResponsesDecoder;
-use llm_gateway::adapter::sse::{SseItem, SseParser};
 use llm_gateway::event::Event;
 
 /// The four wire protocols the gateway decodes.

@@ -31,7 +31,7 @@ pub struct Floor {
 impl Floor {
     /// A relay to `{base_url}/v1/chat/completions`.
     pub fn new(base_url: &str) -> Result<Floor, reqwest::Error> {
-        // The gateway's transport settings (services/llm-gateway/src/adapter/transport.rs), minus the redirect policy
+        // The gateway's transport settings (services/llm-gateway/src/adapter/transport/mod.rs), minus the redirect policy
         // and timeouts, which cost nothing per event.
         let client = reqwest::Client::builder()
             .tcp_nodelay(true)

@@ -366,7 +366,7 @@ fn first_two_messages(bytes: &[u8]) -> usize {
 
 /// A `modelStreamErrorException` frame with this JSON payload.
 fn exception_frame(payload: &str) -> Vec<u8> {
-    llm_gateway::adapter::eventstream::encode(
+    llm_gateway::adapter::framing::eventstream::encode(
         &[
             (":exception-type", "modelStreamErrorException"),
             (":content-type", "application/json"),

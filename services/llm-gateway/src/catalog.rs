@@ -88,7 +88,7 @@ pub struct Capabilities {
     /// ignore this).
     pub tool_call_ids: ToolCallIds,
     /// OpenAI Chat and Responses: send tools and JSON Schema output with `strict: true`, their schemas lowered to
-    /// what strict mode accepts (see `adapter::strict`). Off by default because strict mode changes what the model
+    /// what strict mode accepts (see `adapter::common::strict`). Off by default because strict mode changes what the model
     /// may answer (every property present, `null` for the ones the caller left optional).
     pub strict_schemas: bool,
     /// How an OpenAI Chat server wants earlier reasoning back on assistant turns.

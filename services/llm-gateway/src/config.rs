@@ -188,14 +188,14 @@ pub struct ProviderFile {
     /// Vertex AI (`vertex_gemini`, `vertex_anthropic`): project, location and credentials. `base_url`, when set,
     /// replaces Google's host only.
     #[serde(default)]
-    pub google: Option<crate::vertex_config::GoogleFile>,
+    pub google: Option<crate::adapter::cloud::vertex::config::GoogleFile>,
     /// `[providers.<id>.aws]`: region and profile of a `bedrock` provider (docs/gateway.md "AWS Bedrock").
     #[serde(default)]
-    pub aws: Option<crate::adapter::bedrock::auth::AwsFile>,
+    pub aws: Option<crate::adapter::cloud::aws::auth::AwsFile>,
     /// `[providers.<id>.azure]`: surface, `api-version`, deployments and Entra ID credentials of an Azure OpenAI
     /// provider (docs/gateway.md "Azure OpenAI").
     #[serde(default)]
-    pub azure: Option<crate::azure_config::AzureFile>,
+    pub azure: Option<crate::adapter::cloud::azure::config::AzureFile>,
 }
 
 fn default_unlisted_context() -> u64 {
@@ -217,15 +217,15 @@ pub struct Provider {
     /// API key (may be empty for local servers).
     pub api_key: Secret,
     /// OAuth2 access tokens (Vertex AI; Azure with Entra ID), used instead of `api_key`.
-    pub tokens: Option<std::sync::Arc<crate::oauth::TokenSource>>,
+    pub tokens: Option<std::sync::Arc<crate::adapter::cloud::oauth::TokenSource>>,
     /// An Azure OpenAI provider's REST surface and `api-version`.
-    pub azure: Option<crate::adapter::azure::AzureApi>,
+    pub azure: Option<crate::adapter::cloud::azure::AzureApi>,
     /// See [`ProviderFile::allow_unlisted_models`].
     pub allow_unlisted_models: bool,
     pub unlisted_context_window: u64,
     pub unlisted_max_output_tokens: u64,
     /// The AWS credentials and region that sign a `bedrock` provider's requests.
-    pub signer: Option<std::sync::Arc<crate::adapter::bedrock::auth::AwsSigner>>,
+    pub signer: Option<std::sync::Arc<crate::adapter::cloud::aws::auth::AwsSigner>>,
 }
 
 impl Provider {
@@ -598,7 +598,8 @@ fn catalog(
     let azure = files
         .iter()
         .filter_map(|(id, p)| p.azure.as_ref().map(|a| (id.as_str(), a)));
-    let deployments = crate::azure_config::deployment_models(azure, &[&bundled, &overrides])?;
+    let deployments =
+        crate::adapter::cloud::azure::config::deployment_models(azure, &[&bundled, &overrides])?;
     let protocols = providers
         .iter()
         .map(|(id, p)| (id.clone(), p.protocol))
@@ -678,8 +679,8 @@ fn provider_from_file(id: &str, p: &ProviderFile, env: &dyn Env) -> Result<Provi
 /// Where a provider's requests go and the tokens they carry, by protocol family.
 struct Address {
     base_url: String,
-    tokens: Option<std::sync::Arc<crate::oauth::TokenSource>>,
-    azure: Option<crate::adapter::azure::AzureApi>,
+    tokens: Option<std::sync::Arc<crate::adapter::cloud::oauth::TokenSource>>,
+    azure: Option<crate::adapter::cloud::azure::AzureApi>,
 }
 
 /// The base URL (Vertex AI: built from `google`; Azure: the endpoint's `/openai`; Bedrock: the region's endpoint by
@@ -688,7 +689,7 @@ struct Address {
 fn address(
     id: &str,
     p: &ProviderFile,
-    signer: Option<&crate::adapter::bedrock::auth::AwsSigner>,
+    signer: Option<&crate::adapter::cloud::aws::auth::AwsSigner>,
     env: &dyn Env,
 ) -> Result<Address, ConfigError> {
     let key = |k: &str| format!("providers.{id}.{k}");
@@ -716,7 +717,12 @@ fn address(
             ));
         }
         let host = base_url.map(validated).transpose()?;
-        let v = crate::vertex_config::build(id, p.google.as_ref(), host.as_deref(), env)?;
+        let v = crate::adapter::cloud::vertex::config::build(
+            id,
+            p.google.as_ref(),
+            host.as_deref(),
+            env,
+        )?;
         return Ok(Address {
             base_url: v.base_url,
             tokens: Some(v.tokens),
@@ -729,7 +735,13 @@ fn address(
     let base_url = validated(base_url)?;
     if p.protocol.is_azure() {
         let has_key = p.api_key_env.is_some();
-        let a = crate::azure_config::build(id, p.azure.as_ref(), &base_url, has_key, env)?;
+        let a = crate::adapter::cloud::azure::config::build(
+            id,
+            p.azure.as_ref(),
+            &base_url,
+            has_key,
+            env,
+        )?;
         return Ok(Address {
             base_url: a.base_url,
             tokens: a.tokens,
@@ -749,7 +761,7 @@ fn provider_signer(
     id: &str,
     p: &ProviderFile,
     env: &dyn Env,
-) -> Result<Option<crate::adapter::bedrock::auth::AwsSigner>, ConfigError> {
+) -> Result<Option<crate::adapter::cloud::aws::auth::AwsSigner>, ConfigError> {
     let key = |k: &str| format!("providers.{id}.{k}");
     if p.protocol != Protocol::Bedrock {
         if p.aws.is_some() {
@@ -767,7 +779,7 @@ fn provider_signer(
         ));
     }
     let file = p.aws.clone().unwrap_or_default();
-    crate::adapter::bedrock::auth::load(&file, env)
+    crate::adapter::cloud::aws::auth::load(&file, env)
         .map(Some)
         .map_err(|m| ConfigError::new(key("aws"), m))
 }

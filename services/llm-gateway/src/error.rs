@@ -53,7 +53,7 @@ pub struct ProviderError {
     /// The gateway stopped retrying because `retry_after` is longer than it waits (`retry.max_retry_after_ms`).
     pub retry_after_beyond_cap: bool,
     /// The provider's retry, rate-limit and request-id headers of the failed response
-    /// ([`relayed_headers`](crate::adapter::classify::relayed_headers)), relayed to callers as they were sent.
+    /// ([`relayed_headers`](crate::adapter::transport::classify::relayed_headers)), relayed to callers as they were sent.
     pub headers: Vec<(String, String)>,
 }
 

@@ -24,7 +24,6 @@
 //!   that both `main` and the tests call.
 
 pub mod adapter;
-pub mod azure_config;
 pub mod calls;
 pub mod catalog;
 pub mod census;
@@ -39,7 +38,6 @@ pub mod http;
 pub mod limits;
 pub mod metrics;
 pub mod model_names;
-pub mod oauth;
 pub mod offload;
 pub mod prep_pool;
 pub mod protocol;
@@ -51,4 +49,3 @@ pub mod start_error;
 pub mod status;
 pub mod tracing_spans;
 pub mod validate;
-pub mod vertex_config;

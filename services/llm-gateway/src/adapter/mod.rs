@@ -6,48 +6,22 @@
 //! - [`Adapter::decoder`] returns a [`Decoder`], a state machine fed one SSE frame at a time that pushes unified
 //!   [`Event`]s.
 //!
-//! The only place that talks HTTP to providers is [`transport`]; the SSE framing is [`sse`].
+//! The only place that talks HTTP to providers is [`transport`]; the response framings (SSE, the AWS eventstream, one JSON
+//! body) are [`framing`]; [`registry`] maps each protocol to its adapter.
 
-#[cfg(test)]
-mod addressing_tests;
 pub mod anthropic;
-pub mod azure;
 pub mod bedrock;
-pub(crate) mod blocks;
-pub mod classify;
+pub mod cloud;
+pub mod common;
 pub mod count;
 pub mod embed;
-pub(crate) mod encoding;
-#[cfg(test)]
-mod event_kit;
-pub mod eventstream;
-pub(crate) mod features;
-mod framing;
-#[cfg(test)]
-mod framing_tests;
-pub mod fuzzing;
+pub mod framing;
 pub mod gemini;
-#[cfg(test)]
-mod golden;
-pub mod ids;
-pub mod invariants;
-mod json_scan;
-#[cfg(test)]
-mod no_nameless_tests;
 pub mod openai_chat;
-mod openai_common;
 pub mod openai_responses;
-pub(crate) mod options;
-pub mod redact;
-pub mod sse;
-pub mod strict;
-#[cfg(test)]
-pub(crate) mod testkit;
+mod registry;
+pub mod testing;
 pub mod transport;
-pub(crate) mod turns;
-pub mod vertex;
-#[cfg(test)]
-mod whole_tests;
 
 use llm_proto::gateway as pb;
 
@@ -56,23 +30,6 @@ use crate::event::Event;
 
 pub use crate::protocol::Protocol;
 
-impl Protocol {
-    /// The adapter for this protocol.
-    pub fn adapter(self) -> &'static dyn Adapter {
-        match self {
-            Protocol::OpenaiChat => &openai_chat::OpenAiChat,
-            Protocol::OpenaiResponses => &openai_responses::OpenAiResponses,
-            Protocol::Anthropic => &anthropic::Anthropic,
-            Protocol::Gemini => &gemini::Gemini,
-            Protocol::VertexGemini => &vertex::VertexGemini,
-            Protocol::VertexAnthropic => &vertex::VertexAnthropic,
-            Protocol::Bedrock => &bedrock::Bedrock,
-            Protocol::AzureChat => &azure::AzureChat,
-            Protocol::AzureResponses => &azure::AzureResponses,
-        }
-    }
-}
-
 /// What an adapter needs to know about where the request goes.
 #[derive(Debug, Clone)]
 pub struct Target<'a> {
@@ -80,7 +37,7 @@ pub struct Target<'a> {
     pub model: &'a ModelInfo,
     /// An Azure OpenAI provider's REST surface and `api-version`; `None` for every other provider (and an Azure
     /// adapter then addresses the v1 surface).
-    pub azure: Option<&'a azure::AzureApi>,
+    pub azure: Option<&'a cloud::azure::AzureApi>,
 }
 
 impl<'a> Target<'a> {
@@ -191,7 +148,7 @@ pub trait Adapter: Send + Sync {
 
     /// A fresh decoder for the response to the request [`build`](Adapter::build) made from `generation`. Adapters
     /// whose decoding depends on the request override it (OpenAI strict mode cleans tool-call arguments against
-    /// the caller's schemas, see [`strict`]); the default is [`decoder`](Adapter::decoder).
+    /// the caller's schemas, see [`common::strict`]); the default is [`decoder`](Adapter::decoder).
     fn decoder_for(&self, target: &Target<'_>, generation: &pb::Generation) -> Box<dyn Decoder> {
         let _ = generation;
         self.decoder(target)
@@ -219,7 +176,7 @@ pub trait Decoder: Send {
 
     /// Feeds one `application/vnd.amazon.eventstream` message. The default hands its `:event-type` and payload to
     /// [`frame`](Decoder::frame); the Bedrock decoder reads the exception headers too.
-    fn message(&mut self, message: &eventstream::Message<'_>, out: &mut Vec<Event>) {
+    fn message(&mut self, message: &framing::eventstream::Message<'_>, out: &mut Vec<Event>) {
         let kind = message.header_str(":event-type").unwrap_or("");
         match std::str::from_utf8(message.payload) {
             Ok(payload) => self.frame(kind, payload, out),

@@ -9,7 +9,7 @@ use llm_proto::gateway as pb;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 
-use crate::adapter::classify;
+use crate::adapter::transport::classify;
 use crate::adapter::transport::{Opening, ProviderStream, RequestSigner};
 use crate::convert;
 use crate::error::{ErrorKind, ProviderError};

@@ -93,7 +93,7 @@ fn answered(status: u16, headers: &[(&str, &str)], body: &str) -> ProviderError 
             http::HeaderValue::from_str(value).unwrap(),
         );
     }
-    crate::adapter::classify::classify(Some(status), Some(&map), body)
+    crate::adapter::transport::classify::classify(Some(status), Some(&map), body)
 }
 
 const OPENAI_OVERFLOW: &str = r#"{

@@ -46,7 +46,7 @@ pub fn tool_result(call_id: String, tool_name: String, output: String, is_error:
 
 /// A file part from base64 `data` of `media_type`; `field` names it in the error when `data` is not base64.
 pub fn file_data(field: &str, media_type: &str, data: &str) -> Result<pb::Part, ApiError> {
-    let bytes = crate::adapter::encoding::base64_decode(data)
+    let bytes = crate::adapter::common::encoding::base64_decode(data)
         .ok_or_else(|| ApiError::invalid(field, "not valid base64"))?;
     Ok(pb::Part {
         kind: Some(Kind::File(pb::FilePart {

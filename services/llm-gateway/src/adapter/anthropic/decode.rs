@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
-use crate::adapter::blocks::{Block, OpenBlocks};
-use crate::adapter::classify::classify;
+use crate::adapter::common::blocks::{Block, OpenBlocks};
+use crate::adapter::transport::classify::classify;
 use crate::adapter::{Decoder, frame_type};
 use crate::error::ProviderError;
 use crate::event::{Event, Finish, FinishReason, Usage};

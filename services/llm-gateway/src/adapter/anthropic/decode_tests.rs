@@ -12,7 +12,7 @@ macro_rules! fixture {
 
 const MODEL: &str = "claude-sonnet-4-5-20250929";
 
-/// Minimal SSE splitter for the tests (the real parser lives in `adapter::sse`): frames are separated by a blank
+/// Minimal SSE splitter for the tests (the real parser lives in `adapter::framing::sse`): frames are separated by a blank
 /// line; `event:` names the frame and `data:` lines are joined with `\n`.
 fn frames(sse: &str) -> Vec<(&str, String)> {
     sse.split("\n\n")

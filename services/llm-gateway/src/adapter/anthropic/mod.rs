@@ -17,7 +17,7 @@ pub use decode::AnthropicDecoder;
 pub(crate) use request::{ClaudeSampling, thinking_budget, token_plan};
 pub(crate) use request_wire::Thinking;
 
-use super::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
+use crate::adapter::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
 
 /// The `anthropic-version` header value the adapter speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";

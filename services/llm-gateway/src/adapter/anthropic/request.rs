@@ -28,12 +28,12 @@ use super::request_wire::{
     Source as Media, Thinking, Tool, ToolChoice,
 };
 use super::schema;
-use crate::adapter::encoding::{
+use crate::adapter::common::encoding::{
     LEADING_USER_TEXT, base64, json_object, media_type, object_schema, tool_input,
 };
-use crate::adapter::features::{self, Output};
-use crate::adapter::turns::{self, Role};
-use crate::adapter::{BuildError, Protocol, Target, ids, options, pb};
+use crate::adapter::common::features::{self, Output};
+use crate::adapter::common::turns::{self, Role};
+use crate::adapter::{BuildError, Protocol, Target, common::ids, common::options, pb};
 use crate::catalog::{Capabilities, ModelInfo};
 
 use pb::file_part::Source;
@@ -75,11 +75,11 @@ struct ReplayMeta {
 pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, BuildError> {
     let built = build_body(g, target);
     #[cfg(test)]
-    crate::adapter::golden::record(Protocol::Anthropic, g, target.model, built.as_ref());
+    crate::adapter::testing::golden::record(Protocol::Anthropic, g, target.model, built.as_ref());
     built
 }
 
-/// What the function above builds, which it records for the golden tests (`adapter/golden.rs`).
+/// What the function above builds, which it records for the golden tests (`adapter/testing/golden.rs`).
 fn build_body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, BuildError> {
     let model = target.model;
     let caps = model.capabilities;

@@ -6,7 +6,7 @@ use serde_json::json;
 use super::*;
 use crate::adapter::Adapter;
 use crate::adapter::anthropic::Anthropic;
-use crate::adapter::testkit::{
+use crate::adapter::testing::testkit::{
     self, assistant, city_tool as tool, json_object, json_schema, text, tool_choice as choice, user,
 };
 

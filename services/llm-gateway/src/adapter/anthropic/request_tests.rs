@@ -2,7 +2,7 @@ use serde_json::json;
 
 use super::*;
 use crate::adapter::anthropic::Anthropic;
-use crate::adapter::testkit::{
+use crate::adapter::testing::testkit::{
     self, assistant, call, file, metadata, misplaced_parts, result, text, tool, user,
 };
 use crate::adapter::{Adapter, HttpRequest};

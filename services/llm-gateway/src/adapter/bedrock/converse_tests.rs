@@ -3,7 +3,7 @@
 use super::*;
 use crate::adapter::Decoder;
 use crate::adapter::framing::{Framing, Parser};
-use crate::adapter::invariants::check;
+use crate::adapter::testing::invariants::check;
 use crate::error::ErrorKind;
 use crate::event::{Finish, FinishReason, Usage};
 

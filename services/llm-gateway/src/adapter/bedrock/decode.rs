@@ -11,9 +11,9 @@ use std::borrow::Cow;
 use serde::Deserialize;
 
 use crate::adapter::Decoder;
-use crate::adapter::blocks::{Block, OpenBlocks};
-use crate::adapter::classify::classify;
-use crate::adapter::eventstream::Message;
+use crate::adapter::common::blocks::{Block, OpenBlocks};
+use crate::adapter::framing::eventstream::Message;
+use crate::adapter::transport::classify::classify;
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::{Event, Finish, FinishReason, Usage};
 

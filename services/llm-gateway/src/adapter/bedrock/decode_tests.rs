@@ -3,8 +3,8 @@
 use serde_json::Value;
 
 use super::*;
-use crate::adapter::eventstream::{EventStreamDecoder, encode};
-use crate::adapter::invariants::check;
+use crate::adapter::framing::eventstream::{EventStreamDecoder, encode};
+use crate::adapter::testing::invariants::check;
 
 const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

@@ -13,17 +13,15 @@
 //! The model id goes into the path percent-encoded (a `:` of `anthropic.claude-…-v1:0` becomes `%3A`), so
 //! inference-profile ids (`us.anthropic.…`, `eu.…`, `global.…`) and ARNs work unchanged.
 
-pub mod auth;
 mod converse;
 mod decode;
 mod request;
 mod request_wire;
-pub mod sigv4;
 
 pub use decode::BedrockDecoder;
 
-use super::transport::Framing;
-use super::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
+use crate::adapter::transport::Framing;
+use crate::adapter::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
 
 /// The Bedrock Converse protocol.
 #[derive(Debug, Clone, Copy, Default)]
@@ -53,7 +51,9 @@ pub(crate) fn model_segment(model_id: &str) -> Result<String, BuildError> {
             format!("`{model_id}` is not a Bedrock model id"),
         ));
     }
-    Ok(sigv4::uri_encode(model_id, true))
+    Ok(crate::adapter::cloud::aws::sigv4::uri_encode(
+        model_id, true,
+    ))
 }
 
 /// Whether a request with this body goes to the non-streaming `Converse`: it carries tools (or tool blocks, which

@@ -24,12 +24,12 @@ use super::request_wire::{
 };
 use crate::adapter::anthropic::ClaudeSampling;
 use crate::adapter::anthropic::Thinking;
-use crate::adapter::encoding::{
+use crate::adapter::common::encoding::{
     LEADING_USER_TEXT, base64, json_object, media_type, object_schema, tool_input,
 };
-use crate::adapter::features::{self, Output};
-use crate::adapter::turns::{self, Role};
-use crate::adapter::{BuildError, Protocol, Target, anthropic, ids, options, pb};
+use crate::adapter::common::features::{self, Output};
+use crate::adapter::common::turns::{self, Role};
+use crate::adapter::{BuildError, Protocol, Target, anthropic, common::ids, common::options, pb};
 use crate::catalog::ModelInfo;
 
 use pb::file_part::Source;
@@ -63,11 +63,11 @@ struct ReplayMeta {
 pub(super) fn body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, BuildError> {
     let built = build_body(g, target);
     #[cfg(test)]
-    crate::adapter::golden::record(Protocol::Bedrock, g, target.model, built.as_ref());
+    crate::adapter::testing::golden::record(Protocol::Bedrock, g, target.model, built.as_ref());
     built
 }
 
-/// What the function above builds, which it records for the golden tests (`adapter/golden.rs`).
+/// What the function above builds, which it records for the golden tests (`adapter/testing/golden.rs`).
 fn build_body(g: &pb::Generation, target: &Target<'_>) -> Result<Value, BuildError> {
     let model = target.model;
     features::refuse_json_object(g, "Bedrock Converse")?;

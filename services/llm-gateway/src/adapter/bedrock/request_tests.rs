@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::body;
-use crate::adapter::testkit::{message, part, text};
+use crate::adapter::testing::testkit::{message, part, text};
 use crate::adapter::{Protocol, Target, pb};
 use crate::catalog::{Capabilities, ModelInfo};
 
@@ -119,7 +119,7 @@ fn tools_calls_results_and_cache_points() {
         ..Default::default()
     });
     let b = build(&g, &claude());
-    let id = crate::adapter::ids::bedrock("call:1").into_owned();
+    let id = crate::adapter::common::ids::bedrock("call:1").into_owned();
     assert_ne!(id, "call:1");
     assert_eq!(
         b["toolConfig"],
@@ -279,7 +279,7 @@ fn an_assistant_first_history_gets_a_user_turn() {
 /// as `toolSpec.strict`; JSON-object output and one call per step, which Converse has no field for, are refused.
 #[test]
 fn strict_tools_and_what_converse_cannot_say() {
-    use crate::adapter::testkit::{city_tool, json_object, tool_choice};
+    use crate::adapter::testing::testkit::{city_tool, json_object, tool_choice};
     use pb::tool_choice::Mode;
     let uncached = model(CLAUDE, false, false);
     let mut g = generation(vec![message(pb::Role::User, vec![text("Hi")])]);

@@ -9,9 +9,9 @@ use serde_json::Value;
 
 use crate::adapter::anthropic::Anthropic;
 use crate::adapter::bedrock::Bedrock;
+use crate::adapter::cloud::vertex::{VertexAnthropic, VertexGemini, path_name};
 use crate::adapter::gemini::Gemini;
 use crate::adapter::transport::Answer;
-use crate::adapter::vertex::{VertexAnthropic, VertexGemini, path_name};
 use crate::adapter::{Adapter, BuildError, EncodedRequest, HttpRequest, Target};
 use crate::error::ProviderError;
 use crate::protocol::Protocol;

@@ -26,7 +26,7 @@ pub(super) struct Vertex;
 
 /// The model name for a URL path, named `model` when it is not a plain name.
 fn name<'a>(target: &'a Target<'_>, publisher: &str) -> Result<&'a str, BuildError> {
-    crate::adapter::vertex::path_name(target, publisher)
+    crate::adapter::cloud::vertex::path_name(target, publisher)
         .map_err(|e| BuildError::new("model", e.message))
 }
 

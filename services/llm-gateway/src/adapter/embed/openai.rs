@@ -169,7 +169,7 @@ impl Embedder for Azure {
     }
 
     fn build(&self, batch: &Batch<'_>, target: &Target<'_>) -> Result<EncodedRequest, BuildError> {
-        let path = crate::adapter::azure::embeddings_path(target)
+        let path = crate::adapter::cloud::azure::embeddings_path(target)
             .map_err(|e| BuildError::new("model", e.message))?;
         encode(path, Vec::new(), &body(batch, &target.model.name)?)
     }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::adapter::azure::{AzureApi, Surface};
+use crate::adapter::cloud::azure::{AzureApi, Surface};
 use crate::catalog::ModelInfo;
 use crate::protocol::Protocol;
 

@@ -12,10 +12,10 @@ use serde::de::IgnoredAny;
 use super::ReplayMetadata;
 use super::partial_args::PartialArg;
 use crate::adapter::Decoder;
-use crate::adapter::classify::{MAX_PROVIDER_BODY, classify, truncate};
-use crate::adapter::json_scan::{
+use crate::adapter::framing::json_scan::{
     Cursor, ResponseIdentity, decode_opt, frame_object, once, once_decode,
 };
+use crate::adapter::transport::classify::{MAX_PROVIDER_BODY, classify, truncate};
 use crate::error::ProviderError;
 use crate::event::{Event, Finish, FinishReason, Usage};
 

@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 
 use super::GeminiDecoder;
-use crate::adapter::json_scan::testgen::{
+use crate::adapter::framing::json_scan::testgen::{
     self, corrupt, data_lines, field, object, rare, space, string, value,
 };
 use crate::event::Event;

@@ -3,8 +3,8 @@
 
 use super::request_wire::{GenerationConfig, ThinkingConfig};
 use super::schema;
-use crate::adapter::features::{self, Output};
-use crate::adapter::{BuildError, Protocol, options, pb};
+use crate::adapter::common::features::{self, Output};
+use crate::adapter::{BuildError, Protocol, common::options, pb};
 use crate::catalog::ModelInfo;
 use serde_json::{Map, Value};
 

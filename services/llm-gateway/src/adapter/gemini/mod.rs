@@ -45,7 +45,7 @@ mod stream_tests;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
+use crate::adapter::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
 
 pub use decode::GeminiDecoder;
 pub(crate) use request::validated_mode;

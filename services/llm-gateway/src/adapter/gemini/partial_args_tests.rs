@@ -9,7 +9,7 @@ use super::GeminiDecoder;
 use super::partial_args::{Arguments, PartialArg};
 use super::stream_tests::{call, candidate, decode, decode_chunks, finish, td, te, ts, usage};
 use crate::adapter::Decoder;
-use crate::adapter::invariants::check;
+use crate::adapter::testing::invariants::check;
 use crate::error::ErrorKind;
 use crate::event::{Event, FinishReason};
 

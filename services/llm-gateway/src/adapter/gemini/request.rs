@@ -29,9 +29,9 @@ use super::request_wire::{
     PartData, Response, SystemInstruction, Text, ToolConfig, Tools,
 };
 use super::{ReplayMetadata, SKIP_THOUGHT_SIGNATURE, schema};
-use crate::adapter::encoding::{LEADING_USER_TEXT, base64, json_object, media_type};
-use crate::adapter::features;
-use crate::adapter::turns::{self, Role};
+use crate::adapter::common::encoding::{LEADING_USER_TEXT, base64, json_object, media_type};
+use crate::adapter::common::features;
+use crate::adapter::common::turns::{self, Role};
 use crate::adapter::{BuildError, HttpRequest, Protocol, Target, pb};
 use crate::catalog::ModelInfo;
 
@@ -44,11 +44,11 @@ use super::generation_config::*;
 pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
     let built = build_request(g, t);
     #[cfg(test)]
-    crate::adapter::golden::record_request(Protocol::Gemini, g, t, &built);
+    crate::adapter::testing::golden::record_request(Protocol::Gemini, g, t, &built);
     built
 }
 
-/// What the function above builds, which it records for the golden tests (`adapter/golden.rs`).
+/// What the function above builds, which it records for the golden tests (`adapter/testing/golden.rs`).
 fn build_request(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
     let model = t.model;
     let name = model.name.as_str();

@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use super::request::build;
-use crate::adapter::testkit::{self, city_tool, json_object, json_schema, tool_choice};
+use crate::adapter::testing::testkit::{self, city_tool, json_object, json_schema, tool_choice};
 use crate::adapter::{Target, pb};
 use crate::catalog::ModelInfo;
 use crate::protocol::Protocol;

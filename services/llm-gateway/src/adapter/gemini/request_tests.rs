@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::generation_config::Family;
 use super::request::build;
 use super::{ReplayMetadata, SKIP_THOUGHT_SIGNATURE};
-use crate::adapter::testkit::{
+use crate::adapter::testing::testkit::{
     self, assistant, call_with as call, message, metadata, reasoning, result, text, tool, user,
 };
 use crate::adapter::{BuildError, HttpRequest, Protocol, Target, pb};

@@ -6,10 +6,10 @@
 
 use super::GeminiDecoder;
 use crate::adapter::Decoder;
-use crate::adapter::classify::classify;
-pub(super) use crate::adapter::event_kit::{call, finish, td, te, ts};
-use crate::adapter::event_kit::{rd, rs};
-use crate::adapter::sse::{SseItem, SseParser};
+use crate::adapter::framing::sse::{SseItem, SseParser};
+pub(super) use crate::adapter::testing::event_kit::{call, finish, td, te, ts};
+use crate::adapter::testing::event_kit::{rd, rs};
+use crate::adapter::transport::classify::classify;
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::{Event, FinishReason, Usage};
 

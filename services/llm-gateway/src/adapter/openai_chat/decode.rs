@@ -7,10 +7,10 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::super::Decoder;
-use super::super::classify::classify;
-use super::super::json_scan::ResponseIdentity;
-use super::super::strict::StrictTools;
+use crate::adapter::Decoder;
+use crate::adapter::common::strict::StrictTools;
+use crate::adapter::framing::json_scan::ResponseIdentity;
+use crate::adapter::transport::classify::classify;
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::{Event, Finish, FinishReason, Usage};
 

@@ -1,6 +1,6 @@
 //! The fast path for the chunk almost every event of a stream is: one choice whose delta is only text.
 
-use super::super::json_scan::{Cursor, decode_opt, frame_object, once, once_decode};
+use crate::adapter::framing::json_scan::{Cursor, decode_opt, frame_object, once, once_decode};
 use std::borrow::Cow;
 
 /// The chunk almost every event of a stream is: one choice whose delta is only text, no finish reason, no usage

@@ -27,8 +27,8 @@ mod stream_tests;
 mod whole;
 mod wire;
 
-use super::strict::StrictTools;
-use super::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
+use crate::adapter::common::strict::StrictTools;
+use crate::adapter::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
 
 pub use decode::ChatDecoder;
 
@@ -50,7 +50,7 @@ impl Adapter for OpenAiChat {
     }
 
     fn auth_headers(&self, api_key: &str) -> Vec<(&'static str, String)> {
-        super::openai_common::bearer(api_key)
+        crate::adapter::common::openai::bearer(api_key)
     }
 
     fn decoder(&self, _target: &Target<'_>) -> Box<dyn Decoder> {

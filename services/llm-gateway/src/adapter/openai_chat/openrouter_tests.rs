@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::ChatDecoder;
-use crate::adapter::sse::{SseItem, SseParser};
+use crate::adapter::framing::sse::{SseItem, SseParser};
 use crate::adapter::{Decoder, Protocol, Target};
 use crate::catalog::{Capabilities, ModelInfo};
 use crate::event::Event;

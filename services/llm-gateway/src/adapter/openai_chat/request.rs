@@ -4,16 +4,16 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use super::super::encoding::{OpenAiFile, json_object};
-use super::super::features::{self, Output};
-use super::super::{BuildError, HttpRequest, Protocol, Target, ids, options, pb};
 use super::request_wire::{
     Assistant, CalledFunction, ChatRequest, File, ImageUrl, JsonSchema, Message, Part,
     ResponseFormat, Sampling, StreamOptions, ToolCall,
 };
-use crate::adapter::openai_common::{
+use crate::adapter::common::encoding::{OpenAiFile, json_object};
+use crate::adapter::common::features::{self, Output};
+use crate::adapter::common::openai::{
     Nested, call_arguments, json_schema_output, part_field, tool_fields, tool_results, wrong_part,
 };
+use crate::adapter::{BuildError, HttpRequest, Protocol, Target, common::ids, common::options, pb};
 use crate::catalog::{Capabilities, ModelInfo, ReasoningReplay, ToolCallIds};
 use pb::part::Kind;
 
@@ -58,11 +58,11 @@ const REJECTED_BY_REASONING_MODELS: [&str; 7] = [
 pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
     let built = build_request(g, t);
     #[cfg(test)]
-    crate::adapter::golden::record_request(Protocol::OpenaiChat, g, t, &built);
+    crate::adapter::testing::golden::record_request(Protocol::OpenaiChat, g, t, &built);
     built
 }
 
-/// What the function above builds, which it records for the golden tests (`adapter/golden.rs`).
+/// What the function above builds, which it records for the golden tests (`adapter/testing/golden.rs`).
 fn build_request(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
     let caps = &t.model.capabilities;
     let request = ChatRequest {
@@ -384,7 +384,7 @@ fn sampling<'a>(g: &'a pb::Generation, t: &Target<'_>) -> Sampling<'a> {
         out.reasoning_effort = g
             .reasoning
             .as_ref()
-            .and_then(|r| super::super::openai_common::effort_name(r.effort));
+            .and_then(|r| crate::adapter::common::openai::effort_name(r.effort));
     }
     out
 }

@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
-use crate::adapter::testkit::kinds::{call, result, text};
-use crate::adapter::testkit::{
+use crate::adapter::testing::testkit::kinds::{call, result, text};
+use crate::adapter::testing::testkit::{
     self, every_sampling, files_to_compare, high_effort, kind, misplaced_parts, msg, person_schema,
     sparse_conversation,
 };

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::adapter::openai_common::{Function, Named, Nested, ToolFields};
+use crate::adapter::common::openai::{Function, Named, Nested, ToolFields};
 
 /// `POST /chat/completions`.
 #[derive(Serialize)]

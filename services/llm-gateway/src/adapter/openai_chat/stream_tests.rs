@@ -5,11 +5,11 @@
 
 use super::ChatDecoder;
 use crate::adapter::Decoder;
-use crate::adapter::classify::classify;
-use crate::adapter::event_kit::{
+use crate::adapter::testing::event_kit::{
     assert_one_terminal_last, decode_in_reads, finish, frames, one_call, rd, rs, tc, td, te, texts,
     tid, tie, tis, ts, usage,
 };
+use crate::adapter::transport::classify::classify;
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::{Event, FinishReason, Usage};
 

@@ -14,8 +14,8 @@ use std::borrow::Cow;
 
 use super::ReasoningMetadata;
 use crate::adapter::Decoder;
-use crate::adapter::classify::{classify, truncate};
-use crate::adapter::strict::StrictTools;
+use crate::adapter::common::strict::StrictTools;
+use crate::adapter::transport::classify::{classify, truncate};
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::{Event, Finish, FinishReason, Usage};
 

@@ -2,7 +2,7 @@
 //!
 //! - `request` builds the body from a unified [`pb::Generation`]: `instructions` plus typed `input` items, flat
 //!   function tools (lowered to strict mode with `strict: true` when the catalog says `strict_schemas`, see
-//!   [`super::strict`]), `store: false` always (the gateway keeps no state, so nothing may depend on a stored response),
+//!   [`crate::adapter::common::strict`]), `store: false` always (the gateway keeps no state, so nothing may depend on a stored response),
 //!   and for reasoning models `include: ["reasoning.encrypted_content"]`, so a reasoning item can be replayed on the
 //!   next step from the [`ReasoningMetadata`] the caller stored, to the same model only.
 //! - `decode` turns the `response.*` events back into unified [`Event`](crate::event::Event)s. Block ids are the
@@ -20,8 +20,8 @@ mod wire;
 
 use serde::{Deserialize, Serialize};
 
-use super::strict::StrictTools;
-use super::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
+use crate::adapter::common::strict::StrictTools;
+use crate::adapter::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
 
 pub use decode::ResponsesDecoder;
 
@@ -60,7 +60,7 @@ impl Adapter for OpenAiResponses {
     }
 
     fn auth_headers(&self, api_key: &str) -> Vec<(&'static str, String)> {
-        super::openai_common::bearer(api_key)
+        crate::adapter::common::openai::bearer(api_key)
     }
 
     fn decoder(&self, _target: &Target<'_>) -> Box<dyn Decoder> {

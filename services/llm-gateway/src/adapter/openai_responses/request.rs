@@ -16,12 +16,12 @@ use serde_json::{Map, Value};
 
 use super::ReasoningMetadata;
 use super::request_wire::{Content, Format, Item, Reasoning, ResponsesRequest, Summary, Text};
-use crate::adapter::encoding::{OpenAiFile, json_object};
-use crate::adapter::features::{self, Output};
-use crate::adapter::openai_common::{
+use crate::adapter::common::encoding::{OpenAiFile, json_object};
+use crate::adapter::common::features::{self, Output};
+use crate::adapter::common::openai::{
     call_arguments, json_schema_output, tool_fields, tool_results, wrong_part,
 };
-use crate::adapter::{BuildError, HttpRequest, Protocol, Target, options, pb};
+use crate::adapter::{BuildError, HttpRequest, Protocol, Target, common::options, pb};
 use crate::catalog::ModelInfo;
 
 use pb::part::Kind;
@@ -45,11 +45,11 @@ const ENCRYPTED_REASONING: &str = "reasoning.encrypted_content";
 pub(super) fn build(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
     let built = build_request(g, t);
     #[cfg(test)]
-    crate::adapter::golden::record_request(Protocol::OpenaiResponses, g, t, &built);
+    crate::adapter::testing::golden::record_request(Protocol::OpenaiResponses, g, t, &built);
     built
 }
 
-/// What the function above builds, which it records for the golden tests (`adapter/golden.rs`).
+/// What the function above builds, which it records for the golden tests (`adapter/testing/golden.rs`).
 fn build_request(g: &pb::Generation, t: &Target<'_>) -> Result<HttpRequest, BuildError> {
     let caps = &t.model.capabilities;
     let instructions = join_non_empty(g.system.iter().map(String::as_str), "\n\n");
@@ -302,7 +302,7 @@ fn reasoning(g: &pb::Generation) -> Reasoning {
         effort: g
             .reasoning
             .as_ref()
-            .and_then(|r| super::super::openai_common::effort_name(r.effort)),
+            .and_then(|r| crate::adapter::common::openai::effort_name(r.effort)),
         summary: "auto",
     }
 }

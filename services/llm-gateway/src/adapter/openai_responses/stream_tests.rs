@@ -6,11 +6,11 @@
 
 use super::ResponsesDecoder;
 use crate::adapter::Decoder;
-use crate::adapter::classify::classify;
-use crate::adapter::event_kit::{
+use crate::adapter::testing::event_kit::{
     assert_one_terminal_last, decode_in_reads, finish, frames, rd, rs, tc, td, te, texts, tid, tie,
     tis, ts, usage,
 };
+use crate::adapter::transport::classify::classify;
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::{Event, FinishReason, Usage};
 
@@ -889,8 +889,8 @@ fn arguments_already_in_the_added_item_are_streamed_and_a_repeated_added_is_igno
 
 #[test]
 fn strict_tools_lose_the_nulls_strict_mode_added_at_the_done_item_and_at_the_stream_end() {
+    use crate::adapter::common::strict::StrictTools;
     use crate::adapter::pb;
-    use crate::adapter::strict::StrictTools;
 
     let strict = StrictTools::of(&pb::Generation {
         tools: vec![pb::Tool {
