@@ -129,3 +129,27 @@ fn layers_override_kind_tokenizer_and_batching_field_by_field() {
         (ModelKind::Embedding, Some(1))
     );
 }
+
+#[test]
+fn model_names_map_to_openais_tokenizers() {
+    for (name, t) in [
+        ("gpt-4o", Some(TokenizerName::O200kBase)),
+        ("gpt-4o-mini-2024-07-18", Some(TokenizerName::O200kBase)),
+        ("gpt-4.1-mini", Some(TokenizerName::O200kBase)),
+        ("gpt-5-codex", Some(TokenizerName::O200kBase)),
+        ("o3-pro", Some(TokenizerName::O200kBase)),
+        ("codex-mini-latest", Some(TokenizerName::O200kBase)),
+        (
+            "ft:gpt-4o-mini:acme::abc123",
+            Some(TokenizerName::O200kBase),
+        ),
+        ("gpt-4-turbo", Some(TokenizerName::Cl100kBase)),
+        ("gpt-3.5-turbo", Some(TokenizerName::Cl100kBase)),
+        ("text-embedding-3-small", Some(TokenizerName::Cl100kBase)),
+        ("llama-3.3-70b-versatile", None),
+        ("deepseek-chat", None),
+        ("prod-4o", None),
+    ] {
+        assert_eq!(TokenizerName::of_model(name), t, "{name}");
+    }
+}

@@ -135,13 +135,13 @@ pub trait Adapter: Send + Sync {
     }
 
     /// How the provider frames its response stream.
-    fn framing(&self) -> transport::Framing {
-        transport::Framing::Sse
+    fn framing(&self) -> framing::Framing {
+        framing::Framing::Sse
     }
 
     /// How the provider frames the response to `request`, a request [`build`](Adapter::build) made. The default is
     /// [`framing`](Adapter::framing); Bedrock answers its non-streaming `Converse` with one JSON document.
-    fn framing_of(&self, request: &HttpRequest) -> transport::Framing {
+    fn framing_of(&self, request: &HttpRequest) -> framing::Framing {
         let _ = request;
         self.framing()
     }

@@ -2,7 +2,8 @@
 
 use llm_proto::gateway as pb;
 
-use crate::adapter::transport::{Framing, Opening};
+use crate::adapter::framing::Framing;
+use crate::adapter::transport::Opening;
 use crate::adapter::{Adapter, Decoder, EncodedRequest, Target};
 use crate::catalog::ModelInfo;
 use crate::config::Provider;

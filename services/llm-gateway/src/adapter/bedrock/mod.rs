@@ -20,7 +20,7 @@ mod request_wire;
 
 pub use decode::BedrockDecoder;
 
-use crate::adapter::transport::Framing;
+use crate::adapter::framing::Framing;
 use crate::adapter::{Adapter, BuildError, Decoder, HttpRequest, Protocol, Target, pb};
 
 /// The Bedrock Converse protocol.

@@ -29,44 +29,6 @@ const PER_MESSAGE: u64 = 3;
 /// Tokens that prime the reply (`<|start|>assistant<|message|>`).
 const REPLY_PRIMING: u64 = 3;
 
-/// Model-name prefixes of the `o200k_base` models, checked before `cl100k_base`'s (`gpt-4o` before `gpt-4`), as
-/// OpenAI's `tiktoken` maps them.
-const O200K: [&str; 9] = [
-    "gpt-5",
-    "gpt-4.1",
-    "gpt-4.5",
-    "gpt-4o",
-    "chatgpt-4o",
-    "o1",
-    "o3",
-    "o4",
-    "codex-",
-];
-/// Model-name prefixes of the `cl100k_base` models.
-const CL100K: [&str; 5] = [
-    "gpt-4",
-    "gpt-3.5",
-    "gpt-35",
-    "text-embedding-3",
-    "text-embedding-ada-002",
-];
-
-/// The tokenizer OpenAI uses for a model named `name`, among those the gateway carries.
-pub fn tokenizer_of(name: &str) -> Option<TokenizerName> {
-    // Fine-tuned models (`ft:gpt-4o-mini:org::id`) use their base model's tokenizer.
-    let base = name
-        .strip_prefix("ft:")
-        .and_then(|rest| rest.split(':').next())
-        .unwrap_or(name);
-    if O200K.iter().any(|p| base.starts_with(p)) {
-        Some(TokenizerName::O200kBase)
-    } else if CL100K.iter().any(|p| base.starts_with(p)) {
-        Some(TokenizerName::Cl100kBase)
-    } else {
-        None
-    }
-}
-
 /// The tokenizer, loaded once per process (its ranks are deserialised on first use).
 fn bpe(t: TokenizerName) -> &'static Tokenizer {
     match t {

@@ -60,7 +60,7 @@ pub fn counting(target: &Target<'_>, configured: Option<TokenizerName>) -> Count
             | Protocol::AzureChat
             | Protocol::AzureResponses
     );
-    match local::tokenizer_of(&target.model.name) {
+    match TokenizerName::of_model(&target.model.name) {
         Some(t) if openai_family => Counting::Local(t),
         _ => Counting::Unavailable,
     }

@@ -19,7 +19,7 @@ use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use tokio::time::{Instant, Sleep};
 
-pub use crate::adapter::framing::Framing;
+use crate::adapter::framing::Framing;
 use crate::adapter::framing::{self, Parser};
 use crate::adapter::transport::classify::{Relay, classify, redact, relayed_headers};
 use crate::adapter::{Decoder, EncodedRequest, HttpRequest};

@@ -251,7 +251,7 @@ pub fn deployment_models<'a>(
             // Token counts need the model's tokenizer, which its name says and the deployment's does not.
             entry.tokenizer = entry
                 .tokenizer
-                .or_else(|| crate::adapter::count::local::tokenizer_of(model));
+                .or_else(|| crate::catalog::TokenizerName::of_model(model));
             out.models.insert(id_here, entry);
         }
     }
