@@ -20,6 +20,7 @@ pub mod gemini;
 pub mod openai_chat;
 pub mod openai_responses;
 mod registry;
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod testing;
 pub mod transport;
 

@@ -1,6 +1,7 @@
-//! Test support for the adapters: the unified stream's invariant checker ([`invariants`]), the fuzzing harness the
-//! cargo-fuzz targets and the seed-corpus replay share ([`fuzzing`]), the part and event builders of the unit tests,
-//! the golden request bodies, and the tests that run every protocol's decoder alike.
+//! Test support for the adapters, compiled for the unit tests and, with the `fuzzing` feature, for the cargo-fuzz
+//! targets in `fuzz/`; never part of the service: the unified stream's invariant checker ([`invariants`]), the
+//! fuzzing harness the targets and the seed-corpus replay share ([`fuzzing`]), the part and event builders of the
+//! unit tests, the golden request bodies, and the tests that run every protocol's decoder alike.
 
 #[cfg(test)]
 pub(crate) mod event_kit;
