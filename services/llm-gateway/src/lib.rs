@@ -1,51 +1,61 @@
 //! llm-gateway: a stateless gRPC service that runs one model generation per call against any configured provider
 //! and streams it back as unified events.
 //!
-//! Module map:
-//! - [`config`]: the typed, validated configuration (file + environment).
+//! Module map, bottom up: a module uses only the modules before it (docs/architecture.md has the whole map;
+//! `scripts/shape.py` checks the order). Linked modules are public: what the binary, the end-to-end tests and the
+//! benchmarks use; the others are the crate's own.
+//! - `error` / [`event`]: the typed provider error (and bounded text); the unified events.
+//! - `protocol`: the wire protocols, shared by the catalog, the configuration and the adapters.
+//! - `settings`: the configuration error that names its key, and secrets that never print.
+//! - `headers`: the headers only the gateway may set (callers and hooks cannot).
 //! - [`catalog`]: models, limits, capabilities and prices; exact integer nano-USD cost.
-//! - [`model_names`]: aliases and bare names, resolved to catalog models.
-//! - [`event`] / [`error`]: the unified events and the typed provider error.
-//! - [`adapter`]: one pure translation per wire protocol, over the shared SSE parser and HTTP transport.
-//! - [`calls`]: the calls that are not generations, embeddings and token counts: one answer each, over the same
-//!   resolution, credentials, retries, spans and metrics.
+//! - `model_names`: aliases and bare names, resolved to catalog models.
+//! - `limits`: the `[limits]` table (request and provider-stream sizes) and the helpers that enforce them;
+//!   `census` counts what they bound in a request still encoded.
+//! - [`metrics`]: Prometheus metrics and the `/metrics` listener.
+//! - `prep_pool`: the threads that prepare huge requests, under `SCHED_IDLE`.
+//! - [`adapter`]: one pure translation per wire protocol, over the response framings and the HTTP transport, with
+//!   each cloud's addressing, configuration and credentials in `adapter::cloud`.
+//! - `hooks`: declarative hooks and external `HooksService` calls that transform a request before it is built.
+//! - `start_error` / `status`: why a generation could not start; errors as gRPC statuses with rich details.
+//! - [`convert`]: unified events → the wire, proto errors → domain.
+//! - `validate`: request validation (shape, limits, and the rules that depend on the resolved model).
+//! - `tracing_spans`: the `gen_ai` spans of a generation and its attempts.
+//! - `offload`: large requests prepared on the blocking pool, off the async workers.
+//! - [`config`]: the typed, validated configuration (file + environment).
 //! - [`generate`]: one generation end to end: resolve, hooks, build, send, retry and fall back before the first
 //!   event, decode, cost; and the reloadable state ([`generate::Gateway::reload`]).
-//! - [`limits`]: the `[limits]` table (request and provider-stream sizes) and the helpers that enforce them;
-//!   [`census`] counts what they bound in a request still encoded.
-//! - [`hooks`]: declarative hooks and external `HooksService` calls that transform a request before it is built.
-//! - [`offload`]: large requests prepared on the blocking pool, off the async workers.
-//! - [`metrics`]: Prometheus metrics and the `/metrics` listener.
-//! - [`grpc`]: proto ↔ domain conversions and error statuses.
-//! - [`http`]: the HTTP front door: OpenAI Chat Completions, OpenAI Responses and Anthropic Messages over the same
-//!   core, embeddings and token counts over [`calls`].
-//! - [`validate`]: request validation (shape, limits, and the rules that depend on the resolved model).
+//! - `calls`: the calls that are not generations, embeddings and token counts: one answer each, over the same
+//!   resolution, credentials, retries, spans and metrics.
+//! - `rpc` / `routes`: `GatewayService`'s handlers, and those handlers over llm-proto's codec.
 //! - [`server`]: the tonic service, auth, health, reflection and graceful shutdown; `server::run` is the one entry
 //!   that both `main` and the tests call.
+//! - [`http`]: the HTTP front door: OpenAI Chat Completions, OpenAI Responses and Anthropic Messages over the same
+//!   core, embeddings and token counts over `calls`.
 
 pub mod adapter;
-pub mod calls;
+mod calls;
 pub mod catalog;
-pub mod census;
+mod census;
 pub mod config;
 pub mod convert;
-pub mod error;
+mod error;
 pub mod event;
 pub mod generate;
-pub mod headers;
-pub mod hooks;
+mod headers;
+mod hooks;
 pub mod http;
-pub mod limits;
+mod limits;
 pub mod metrics;
-pub mod model_names;
-pub mod offload;
-pub mod prep_pool;
-pub mod protocol;
+mod model_names;
+mod offload;
+mod prep_pool;
+mod protocol;
 mod routes;
-pub mod rpc;
+mod rpc;
 pub mod server;
-pub mod settings;
-pub mod start_error;
-pub mod status;
-pub mod tracing_spans;
-pub mod validate;
+mod settings;
+mod start_error;
+mod status;
+mod tracing_spans;
+mod validate;

@@ -74,11 +74,12 @@ pub fn output_format(history: &[pb::Message]) -> Option<pb::OutputFormat> {
 /// Converts the stored history (oldest first, with parts) into gateway messages. An assistant message becomes an
 /// assistant turn (text, reasoning, tool calls) followed by a tool turn with every call's result, so each call is
 /// paired with exactly one result (unfinished calls were closed as errors by cleanup).
+#[cfg(test)]
 pub fn to_gateway(history: &[pb::Message]) -> Vec<gw::Message> {
     to_gateway_with(history, &Render::default())
 }
 
-/// [`to_gateway`] with pruning and tool flattening (see [`Render`]).
+/// The stored history as gateway messages (as `to_gateway`), with pruning and tool flattening (see [`Render`]).
 pub fn to_gateway_with(history: &[pb::Message], render: &Render) -> Vec<gw::Message> {
     let mut out = Vec::with_capacity(history.len() * 2);
     for m in history {

@@ -109,11 +109,6 @@ impl Turn {
         }
     }
 
-    /// The requested format.
-    pub fn format(&self) -> Option<&Format> {
-        self.format.as_ref()
-    }
-
     /// Adds the tool (and the instruction to use it) to a step's request. The model must call a tool on every step
     /// (tool choice REQUIRED), so it cannot drift into a text answer; on the last step allowed it must call this one.
     /// `text_only_final` is the run loop's "answer with text only" section, replaced on the last step.

@@ -11,10 +11,10 @@
 
 pub mod anthropic;
 pub mod bedrock;
-pub mod cloud;
-pub mod common;
-pub mod count;
-pub mod embed;
+pub(crate) mod cloud;
+pub(crate) mod common;
+pub(crate) mod count;
+pub(crate) mod embed;
 pub mod framing;
 pub mod gemini;
 pub mod openai_chat;
@@ -22,7 +22,7 @@ pub mod openai_responses;
 mod registry;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod testing;
-pub mod transport;
+pub(crate) mod transport;
 
 use llm_proto::gateway as pb;
 

@@ -9,7 +9,6 @@ use crate::adapter::count::{Counting, counting, local};
 use crate::catalog::{ModelKind, TokenizerName};
 use crate::generate::{Gateway, Snapshot, StartError};
 use crate::metrics::{Metrics, Operation};
-use crate::protocol::Protocol;
 
 /// How a count was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,8 +30,6 @@ pub struct Counted {
     pub model: String,
     /// The provider id.
     pub provider: String,
-    /// The provider's wire protocol.
-    pub protocol: Protocol,
     /// The counting endpoint's rate-limit and request-id headers, relayed by the HTTP door.
     pub headers: Vec<(String, String)>,
 }
@@ -140,7 +137,6 @@ async fn run(
         method,
         model: target.model.id.clone(),
         provider: target.provider.id.clone(),
-        protocol: target.model.protocol,
         headers,
     })
 }

@@ -15,7 +15,6 @@ use crate::catalog::ModelKind;
 use crate::event::Usage;
 use crate::generate::{Gateway, StartError};
 use crate::metrics::{Embedded, Operation};
-use crate::protocol::Protocol;
 
 /// Most inputs in one call: OpenAI's own limit, which its SDKs and frameworks batch to.
 pub const MAX_INPUTS: usize = 2048;
@@ -46,8 +45,6 @@ pub struct Embeddings {
     pub model: String,
     /// The provider id.
     pub provider: String,
-    /// The provider's wire protocol.
-    pub protocol: Protocol,
     /// One vector per input, in input order.
     pub vectors: Vec<Vec<f32>>,
     /// The inputs' tokens.
@@ -249,7 +246,6 @@ fn assemble(answers: Vec<Batched>, inputs: &[Input], target: &Target, requests: 
     Embeddings {
         model: target.model.id.clone(),
         provider: target.provider.id.clone(),
-        protocol: target.model.protocol,
         vectors,
         input_tokens,
         estimated,

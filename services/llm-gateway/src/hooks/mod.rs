@@ -25,8 +25,8 @@ use crate::catalog::ModelInfo;
 use crate::metrics::Metrics;
 
 pub use rules::{
-    DeclarativeHook, HookFile, HookPolicy, HookService, HookServiceFile, ParamsFile,
-    SamplingValues, Transform, compile, glob_match,
+    DeclarativeHook, HookFile, HookPolicy, HookService, HookServiceFile, SamplingValues, Transform,
+    compile, glob_match,
 };
 use rules::{check_header, check_values};
 

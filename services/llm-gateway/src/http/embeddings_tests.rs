@@ -64,7 +64,6 @@ fn the_reply_is_openais_list_with_floats_or_base64() {
     let done = Embeddings {
         model: "openai/text-embedding-3-small".into(),
         provider: "openai".into(),
-        protocol: crate::protocol::Protocol::OpenaiChat,
         vectors: vec![vec![1.0, -0.5], vec![0.25, 0.0]],
         input_tokens: 7,
         estimated: false,

@@ -18,8 +18,6 @@ use crate::error::{ErrorKind, ProviderError};
 /// Longest provider body kept in [`ProviderError::provider_body`]: enough to diagnose, small enough for logs.
 pub const MAX_PROVIDER_BODY: usize = 8 * 1024;
 
-pub use crate::adapter::transport::redact::REDACTED;
-
 /// Classifies a provider error from its HTTP status (`None` for an error that arrived mid-stream), its response
 /// headers (retry hints) and its body (any provider's JSON error shape, or plain text).
 pub fn classify(

@@ -22,10 +22,10 @@ use tokio::time::{Instant, Sleep};
 use crate::adapter::framing::Framing;
 use crate::adapter::framing::{self, Parser};
 use crate::adapter::transport::classify::{Relay, classify, redact, relayed_headers};
-use crate::adapter::{Decoder, EncodedRequest, HttpRequest};
+use crate::adapter::{Decoder, EncodedRequest};
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::Event;
-pub use call::{Answer, MAX_ANSWER_BYTES};
+pub use call::Answer;
 
 /// Largest error body read from a non-2xx response: enough for any provider's JSON error, bounded so a misbehaving
 /// server cannot make us buffer without limit.
@@ -173,24 +173,20 @@ impl Transport {
         self
     }
 
-    /// The timeouts this transport applies.
-    pub fn timeouts(&self) -> Timeouts {
-        self.timeouts
-    }
-
     /// Sends `req` to `base_url` + `req.path` with `auth` headers; returns the open stream after a 2xx response, or
-    /// the classified error.
+    /// the classified error. The tests' shorthand for [`open_with`](Transport::open_with).
+    #[cfg(test)]
     pub async fn open(
         &self,
         base_url: &str,
         auth: &[(&'static str, String)],
-        req: &HttpRequest,
+        req: &crate::adapter::HttpRequest,
     ) -> Result<ProviderStream, ProviderError> {
         self.open_with(base_url, auth, &req.clone().encode(), Opening::default())
             .await
     }
 
-    /// [`open`](Transport::open) with the response framing and, for signed providers, the signer that adds the
+    /// Sends `req` to `base_url` + `req.path` with `auth` headers, with the response framing and, for signed providers, the signer that adds the
     /// auth headers once the body bytes are known.
     pub async fn open_with(
         &self,
@@ -329,6 +325,7 @@ impl std::fmt::Debug for ProviderStream {
 
 impl ProviderStream {
     /// The response status (always 2xx).
+    #[cfg(test)]
     pub fn status(&self) -> u16 {
         self.response.status().as_u16()
     }

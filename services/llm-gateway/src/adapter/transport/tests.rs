@@ -1,4 +1,5 @@
 use super::*;
+use crate::adapter::HttpRequest;
 use crate::event::Finish;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

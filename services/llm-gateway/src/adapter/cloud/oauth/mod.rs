@@ -40,6 +40,10 @@ pub const DEFAULT_REFRESH_MARGIN: Duration = Duration::from_secs(300);
 
 /// Where tokens come from.
 #[derive(Debug)]
+#[allow(
+    clippy::enum_variant_names,
+    reason = "`ClientCredentials` is the name of the OAuth2 grant it holds"
+)]
 pub enum Credentials {
     /// A service-account key, exchanged at `token_uri`.
     ServiceAccount {
