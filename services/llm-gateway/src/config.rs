@@ -14,6 +14,7 @@ use crate::adapter::transport::{RetryPolicy, Timeouts};
 use crate::catalog::{Catalog, CatalogFile, ModelEntry, ModelInfo};
 use crate::hooks::{DeclarativeHook, HookFile, HookService, HookServiceFile};
 use crate::protocol::Protocol;
+use service_kit::listen;
 
 pub use crate::settings::{ConfigError, Secret};
 
@@ -105,8 +106,8 @@ impl Default for ServerFile {
             max_request_bytes: 32 * 1024 * 1024,
             max_concurrent_streams: 10_000,
             stream_window_bytes: service_kit::grpc::ReceiveWindow::DEFAULT.stream_bytes(),
-            keepalive_interval_ms: 30_000,
-            keepalive_timeout_ms: 20_000,
+            keepalive_interval_ms: listen::DEFAULT_KEEPALIVE_INTERVAL_MS,
+            keepalive_timeout_ms: listen::DEFAULT_KEEPALIVE_TIMEOUT_MS,
             metrics_listen: None,
             http_listen: None,
             max_inflight_generations: 4096,
@@ -355,34 +356,26 @@ impl Config {
 
     /// Validates a parsed file against the environment.
     pub fn from_file(file: FileConfig, env: &dyn Env) -> Result<Config, ConfigError> {
-        let listen_text = env
-            .var("GATEWAY_LISTEN")
-            .unwrap_or(file.server.listen.clone());
-        let listen: SocketAddr = listen_text.parse().map_err(|e| {
-            ConfigError::new(
-                "server.listen",
-                format!("`{listen_text}` is not an address: {e}"),
-            )
-        })?;
+        let listen =
+            listen::required_address(env, "GATEWAY_LISTEN", "server.listen", &file.server.listen)?;
         let auth_tokens = auth_tokens(&file.server, env)?;
         check_server_limits(&file.server)?;
-        let keepalive = service_kit::grpc::Keepalive::from_millis(
+        let (keepalive, receive_window) = listen::http2(
             file.server.keepalive_interval_ms,
             file.server.keepalive_timeout_ms,
-        )
-        .map_err(|(key, why)| ConfigError::new(format!("server.{key}"), why))?;
-        let receive_window =
-            service_kit::grpc::ReceiveWindow::from_bytes(file.server.stream_window_bytes)
-                .map_err(|why| ConfigError::new("server.stream_window_bytes", why))?;
-        let metrics_listen = optional_addr(
-            "server.metrics_listen",
-            env.var("GATEWAY_METRICS_LISTEN")
-                .or(file.server.metrics_listen.clone()),
+            file.server.stream_window_bytes,
         )?;
-        let http_listen = optional_addr(
+        let metrics_listen = listen::address(
+            env,
+            "GATEWAY_METRICS_LISTEN",
+            "server.metrics_listen",
+            file.server.metrics_listen.as_deref(),
+        )?;
+        let http_listen = listen::address(
+            env,
+            "GATEWAY_HTTP_LISTEN",
             "server.http_listen",
-            env.var("GATEWAY_HTTP_LISTEN")
-                .or(file.server.http_listen.clone()),
+            file.server.http_listen.as_deref(),
         )?;
         let tls = server_tls(&file.server, env)?;
         let timeouts = timeouts(&file.timeouts)?;
@@ -425,15 +418,10 @@ impl Config {
 /// `server.auth_tokens` plus `GATEWAY_AUTH_TOKENS` (comma-separated), each at least 16 characters; none only when
 /// `server.allow_unauthenticated` says so.
 fn auth_tokens(server: &ServerFile, env: &dyn Env) -> Result<Vec<Secret>, ConfigError> {
-    let mut auth_tokens: Vec<Secret> = server.auth_tokens.iter().map(Secret::new).collect();
-    if let Some(list) = env.var("GATEWAY_AUTH_TOKENS") {
-        auth_tokens.extend(
-            list.split(',')
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-                .map(Secret::new),
-        );
-    }
+    let auth_tokens: Vec<Secret> = listen::tokens(env, "GATEWAY_AUTH_TOKENS", &server.auth_tokens)
+        .into_iter()
+        .map(Secret::new)
+        .collect();
     if auth_tokens.iter().any(|t| t.expose().len() < 16) {
         return Err(ConfigError::new(
             "server.auth_tokens",
@@ -622,14 +610,6 @@ fn serves(catalog: &Catalog, providers: &BTreeMap<String, Provider>, id: &str) -
 }
 
 /// An optional listen address, the error naming `key`.
-fn optional_addr(key: &str, text: Option<String>) -> Result<Option<SocketAddr>, ConfigError> {
-    text.map(|text| {
-        text.parse::<SocketAddr>()
-            .map_err(|e| ConfigError::new(key, format!("`{text}` is not an address: {e}")))
-    })
-    .transpose()
-}
-
 fn provider_from_file(id: &str, p: &ProviderFile, env: &dyn Env) -> Result<Provider, ConfigError> {
     let key = |k: &str| format!("providers.{id}.{k}");
     if id.is_empty()

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use llm_telemetry::gen_ai_metrics::GenAiMetrics;
+use llm_telemetry::labels::FixedLabels;
 use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
@@ -131,19 +132,6 @@ impl EncodeLabelSet for ModelAnd {
     }
 }
 
-/// Fixed label names with closed-set values (reason, result, hook failures).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Fixed(Vec<(&'static str, Arc<str>)>);
-
-impl EncodeLabelSet for Fixed {
-    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
-        for (name, value) in &self.0 {
-            (*name, &**value).encode(encoder.encode_label())?;
-        }
-        Ok(())
-    }
-}
-
 /// Builds histograms with one bucket layout per family.
 #[derive(Clone, Copy)]
 pub struct Buckets {
@@ -184,15 +172,15 @@ pub struct Metrics {
     errors: Family<ModelAnd, Counter>,
     provider_errors: Family<ModelAnd, Counter>,
     fallbacks: Family<ModelLabels, Counter>,
-    rejected: Family<Fixed, Counter>,
+    rejected: Family<FixedLabels, Counter>,
     time_to_first_event: Family<ModelLabels, Histogram, Buckets>,
     stream_duration: Family<ModelAnd, Histogram, Buckets>,
     overhead: Family<ModelLabels, Histogram, Buckets>,
     tokens: Family<ModelAnd, Counter>,
     cost: Family<ModelLabels, Counter>,
     inflight: Gauge,
-    hook_failures: Family<Fixed, Counter>,
-    reloads: Family<Fixed, Counter>,
+    hook_failures: Family<FixedLabels, Counter>,
+    reloads: Family<FixedLabels, Counter>,
     gen_ai: GenAiMetrics,
     /// Embeddings and token counts ([`Metrics::call_ended`]).
     calls: calls::CallMetrics,
@@ -281,7 +269,7 @@ impl Metrics {
             &mut r,
             REJECTED,
             "Calls refused before a generation started, by reason",
-            Family::<Fixed, Counter>::default(),
+            Family::<FixedLabels, Counter>::default(),
         );
         let (time_to_first_event, stream_duration, overhead) = register_timings(&mut r);
         let tokens = register(
@@ -301,13 +289,13 @@ impl Metrics {
             &mut r,
             HOOK_FAILURES,
             "Hook service calls that failed or timed out, by hook, transform and policy",
-            Family::<Fixed, Counter>::default(),
+            Family::<FixedLabels, Counter>::default(),
         );
         let reloads = register(
             &mut r,
             RELOADS,
             "Configuration reloads (SIGHUP) by result",
-            Family::<Fixed, Counter>::default(),
+            Family::<FixedLabels, Counter>::default(),
         );
         Metrics {
             // The GenAI client metrics repeat some of the gateway's own under the semantic conventions' names, so
@@ -437,14 +425,14 @@ impl Metrics {
     /// A call was refused before a generation started.
     pub fn rejected(&self, reason: &'static str) {
         self.rejected
-            .get_or_create(&Fixed(vec![(LABEL_REASON, Arc::from(reason))]))
+            .get_or_create(&FixedLabels(vec![(LABEL_REASON, Arc::from(reason))]))
             .inc();
     }
 
     /// A hook service call failed.
     pub fn hook_failure(&self, hook: &Arc<str>, transform: &'static str, policy: &'static str) {
         self.hook_failures
-            .get_or_create(&Fixed(vec![
+            .get_or_create(&FixedLabels(vec![
                 (LABEL_HOOK, Arc::clone(hook)),
                 (LABEL_TRANSFORM, Arc::from(transform)),
                 (LABEL_POLICY, Arc::from(policy)),
@@ -456,7 +444,7 @@ impl Metrics {
     pub fn reload(&self, ok: bool) {
         let result = if ok { "ok" } else { "error" };
         self.reloads
-            .get_or_create(&Fixed(vec![(LABEL_RESULT, Arc::from(result))]))
+            .get_or_create(&FixedLabels(vec![(LABEL_RESULT, Arc::from(result))]))
             .inc();
     }
 }

@@ -176,7 +176,10 @@ pub(crate) async fn start_traced(
 ) -> Result<Traced<Events>, crate::start_error::StartError> {
     let capture = gateway.config().capture_message_content;
     let span = crate::tracing_spans::generation_span(&generation, metadata, capture);
-    propagate(&mut generation, trace_context(metadata));
+    propagate(
+        &mut generation,
+        service_kit::trace_context::from_metadata(metadata),
+    );
     log_start(&generation);
     let events = gateway
         .stream(generation)
@@ -185,37 +188,6 @@ pub(crate) async fn start_traced(
         .inspect_err(|e| crate::tracing_spans::start_failed(&span, e))?;
     let events: Events = Box::pin(events);
     Ok(Traced::new(events, span, capture))
-}
-
-/// The caller's W3C trace context (`traceparent`, `tracestate`), when it sent a valid one.
-pub(crate) fn trace_context(metadata: &tonic::metadata::MetadataMap) -> Vec<(String, String)> {
-    let get = |k: &str| {
-        metadata
-            .get(k)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    };
-    let Some(parent) = get("traceparent").filter(|t| valid_traceparent(t)) else {
-        return Vec::new();
-    };
-    let mut out = vec![("traceparent".to_string(), parent)];
-    if let Some(state) = get("tracestate").filter(|s| s.len() <= 512) {
-        out.push(("tracestate".to_string(), state));
-    }
-    out
-}
-
-/// `00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`, ids not all zero.
-fn valid_traceparent(t: &str) -> bool {
-    let parts: Vec<&str> = t.split('-').collect();
-    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
-    parts.len() == 4
-        && hex(parts[0], 2)
-        && hex(parts[1], 32)
-        && hex(parts[2], 16)
-        && hex(parts[3], 2)
-        && parts[1].bytes().any(|b| b != b'0')
-        && parts[2].bytes().any(|b| b != b'0')
 }
 
 /// Carries the caller's trace context on to the provider's HTTP request, so one trace id follows a generation from

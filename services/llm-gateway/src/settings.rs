@@ -11,6 +11,12 @@ pub struct ConfigError {
     pub message: String,
 }
 
+impl From<service_kit::listen::KeyError> for ConfigError {
+    fn from(e: service_kit::listen::KeyError) -> Self {
+        ConfigError::new(e.key, e.message)
+    }
+}
+
 impl ConfigError {
     pub(crate) fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
         ConfigError {

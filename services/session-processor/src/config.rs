@@ -20,6 +20,8 @@ use crate::tools::Sandbox;
 
 mod tenants;
 
+use service_kit::listen;
+
 pub use crate::names::{MAX_TENANT_NAME, valid_tenant_name};
 pub use tenants::{Caller, MIN_TOKEN_LEN, Tenant, TenantFile};
 
@@ -49,6 +51,12 @@ fn store_grace(server: &ServerFile) -> Result<Duration, ConfigError> {
             "must be at least 100",
         )),
         ms => Ok(Duration::from_millis(ms)),
+    }
+}
+
+impl From<service_kit::listen::KeyError> for ConfigError {
+    fn from(e: service_kit::listen::KeyError) -> Self {
+        err(e.key, e.message)
     }
 }
 
@@ -198,8 +206,8 @@ impl Default for ServerFile {
             max_request_bytes: transport::DEFAULT_MAX_REQUEST_BYTES,
             max_streams_per_tenant: 1_000,
             max_sessions_per_tenant: 100_000,
-            keepalive_interval_ms: 30_000,
-            keepalive_timeout_ms: 20_000,
+            keepalive_interval_ms: listen::DEFAULT_KEEPALIVE_INTERVAL_MS,
+            keepalive_timeout_ms: listen::DEFAULT_KEEPALIVE_TIMEOUT_MS,
             stream_window_bytes: service_kit::grpc::ReceiveWindow::DEFAULT.stream_bytes(),
             store_unreachable_grace_ms: 2_000,
             tls: None,
@@ -518,11 +526,11 @@ impl Config {
     /// Validates a parsed file; `base` resolves relative skill paths.
     pub fn from_file(file: FileConfig, base: &Path, env: &dyn Env) -> Result<Config, ConfigError> {
         let (listen, metrics_listen) = listeners(&file.server, env)?;
-        let list = token_list;
-        let unnamed_tokens = list(&file.server.auth_tokens, env.var("PROCESSOR_AUTH_TOKENS"));
-        let operator_tokens = list(
+        let unnamed_tokens = listen::tokens(env, "PROCESSOR_AUTH_TOKENS", &file.server.auth_tokens);
+        let operator_tokens = listen::tokens(
+            env,
+            "PROCESSOR_OPERATOR_TOKENS",
             &file.server.operator_tokens,
-            env.var("PROCESSOR_OPERATOR_TOKENS"),
         );
         let gateway_url = env.var("GATEWAY_URL").unwrap_or(file.gateway.url.clone());
         let gateway_balance = gateway_balance(&file.gateway, &gateway_url, env)?;
@@ -605,40 +613,20 @@ fn lease_ttl(ms: u64) -> Result<Duration, ConfigError> {
     Ok(Duration::from_millis(ms))
 }
 
-/// The file's tokens, then the variable's (comma-separated).
-fn token_list(from_file: &[String], from_env: Option<String>) -> Vec<String> {
-    let mut tokens = from_file.to_vec();
-    if let Some(list) = from_env {
-        tokens.extend(
-            list.split(',')
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-                .map(String::from),
-        );
-    }
-    tokens
-}
-
 /// `[server] listen` and `metrics_listen`, the environment first.
 fn listeners(
     server: &ServerFile,
     env: &dyn Env,
 ) -> Result<(SocketAddr, Option<SocketAddr>), ConfigError> {
-    let listen_text = env.var("PROCESSOR_LISTEN").unwrap_or(server.listen.clone());
-    let listen = listen_text
-        .parse()
-        .map_err(|e| err("server.listen", format!("`{listen_text}`: {e}")))?;
-    let metrics_listen = match env
-        .var("PROCESSOR_METRICS_LISTEN")
-        .or(server.metrics_listen.clone())
-    {
-        None => None,
-        Some(text) => Some(
-            text.parse()
-                .map_err(|e| err("server.metrics_listen", format!("`{text}`: {e}")))?,
-        ),
-    };
-    Ok((listen, metrics_listen))
+    let listen =
+        listen::required_address(env, "PROCESSOR_LISTEN", "server.listen", &server.listen)?;
+    let metrics = listen::address(
+        env,
+        "PROCESSOR_METRICS_LISTEN",
+        "server.metrics_listen",
+        server.metrics_listen.as_deref(),
+    )?;
+    Ok((listen, metrics))
 }
 
 /// `[gateway] balance`: one connection, or every address DNS gives for the URL.

@@ -1,6 +1,6 @@
 //! Prometheus metrics of the processor, served on `server.metrics_listen`.
 //!
-//! Labels are closed sets (finish reasons, tool kinds and outcomes, store operations) plus the provider and model
+//! FixedLabels are closed sets (finish reasons, tool kinds and outcomes, store operations) plus the provider and model
 //! ids of the configured agents, so callers cannot mint series. Recording happens once per step, tool call or store
 //! call, never per streamed delta.
 
@@ -8,10 +8,9 @@ use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use llm_telemetry::gen_ai_metrics::GenAiMetrics;
+use llm_telemetry::labels::FixedLabels;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{
-    DescriptorEncoder, EncodeLabel, EncodeLabelSet, EncodeMetric, LabelSetEncoder,
-};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -76,19 +75,6 @@ impl PromptPhase {
     }
 }
 
-/// Fixed label names with values from closed sets (or, for finishes, the few the processor writes).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Labels(Vec<(&'static str, Arc<str>)>);
-
-impl EncodeLabelSet for Labels {
-    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
-        for (name, value) in &self.0 {
-            (*name, &**value).encode(encoder.encode_label())?;
-        }
-        Ok(())
-    }
-}
-
 /// Tool kind label values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolKind {
@@ -120,12 +106,12 @@ pub struct Metrics {
     registry: Registry,
     active_sessions: Gauge,
     open_streams: Gauge,
-    steps: Family<Labels, Counter>,
-    compactions: Family<Labels, Counter>,
-    tool_calls: Family<Labels, Counter>,
+    steps: Family<FixedLabels, Counter>,
+    compactions: Family<FixedLabels, Counter>,
+    tool_calls: Family<FixedLabels, Counter>,
     redis: ByValue<Histogram>,
     prompt_phase: ByValue<Histogram>,
-    snapshot_failures: Family<Labels, Counter>,
+    snapshot_failures: Family<FixedLabels, Counter>,
     gen_ai: GenAiMetrics,
     /// The store's traffic, once [`Metrics::count_store_traffic`] names it.
     store_traffic: Arc<OnceLock<Arc<crate::store::Traffic>>>,
@@ -155,10 +141,10 @@ impl Metrics {
             "Streams (Prompt, Subscribe, Compact) open on this replica",
             open_streams.clone(),
         );
-        let steps = Family::<Labels, Counter>::default();
-        let compactions = Family::<Labels, Counter>::default();
-        let tool_calls = Family::<Labels, Counter>::default();
-        let redis = Family::<Labels, Histogram>::new_with_constructor(
+        let steps = Family::<FixedLabels, Counter>::default();
+        let compactions = Family::<FixedLabels, Counter>::default();
+        let tool_calls = Family::<FixedLabels, Counter>::default();
+        let redis = Family::<FixedLabels, Histogram>::new_with_constructor(
             (|| Histogram::new(REDIS_BUCKETS)) as fn() -> Histogram,
         );
         registry.register(
@@ -183,7 +169,7 @@ impl Metrics {
             Unit::Seconds,
             redis.clone(),
         );
-        let prompt_phase = Family::<Labels, Histogram>::new_with_constructor(
+        let prompt_phase = Family::<FixedLabels, Histogram>::new_with_constructor(
             (|| Histogram::new(REDIS_BUCKETS)) as fn() -> Histogram,
         );
         registry.register_with_unit(
@@ -194,7 +180,7 @@ impl Metrics {
             Unit::Seconds,
             prompt_phase.clone(),
         );
-        let snapshot_failures = Family::<Labels, Counter>::default();
+        let snapshot_failures = Family::<FixedLabels, Counter>::default();
         registry.register(
             SNAPSHOT_FAILURES,
             "Workspace snapshots (op=track) and diffs (op=diff) that failed",
@@ -251,7 +237,7 @@ impl Metrics {
         // Finishes the processor writes are a handful of fixed words; an empty one (never finished) reads as such.
         let finish = if finish.is_empty() { "none" } else { finish };
         self.steps
-            .get_or_create(&Labels(vec![(LABEL_FINISH, Arc::from(finish))]))
+            .get_or_create(&FixedLabels(vec![(LABEL_FINISH, Arc::from(finish))]))
             .inc();
         let provider: Arc<str> = Arc::from(model.split_once('/').map_or(model, |(p, _)| p));
         let model: Arc<str> = Arc::from(model);
@@ -265,7 +251,7 @@ impl Metrics {
     pub fn compaction(&self, auto: bool) {
         let trigger = if auto { "auto" } else { "manual" };
         self.compactions
-            .get_or_create(&Labels(vec![(LABEL_TRIGGER, Arc::from(trigger))]))
+            .get_or_create(&FixedLabels(vec![(LABEL_TRIGGER, Arc::from(trigger))]))
             .inc();
     }
 
@@ -281,7 +267,7 @@ impl Metrics {
             ToolOutcome::Denied => "denied",
         };
         self.tool_calls
-            .get_or_create(&Labels(vec![
+            .get_or_create(&FixedLabels(vec![
                 (LABEL_KIND, Arc::from(kind)),
                 (LABEL_OUTCOME, Arc::from(outcome)),
             ]))
@@ -291,7 +277,7 @@ impl Metrics {
     /// A workspace snapshot (`track`) or diff (`diff`) failed.
     pub fn snapshot_failure(&self, op: &'static str) {
         self.snapshot_failures
-            .get_or_create(&Labels(vec![(LABEL_OP, Arc::from(op))]))
+            .get_or_create(&FixedLabels(vec![(LABEL_OP, Arc::from(op))]))
             .inc();
     }
 
@@ -317,7 +303,7 @@ impl Metrics {
 /// set each time.
 struct ByValue<M> {
     name: &'static str,
-    family: Family<Labels, M>,
+    family: Family<FixedLabels, M>,
     known: RwLock<Vec<(&'static str, M)>>,
 }
 
@@ -325,7 +311,7 @@ impl<M: Clone> ByValue<M>
 where
     fn() -> M: prometheus_client::metrics::family::MetricConstructor<M>,
 {
-    fn new(name: &'static str, family: Family<Labels, M>) -> ByValue<M> {
+    fn new(name: &'static str, family: Family<FixedLabels, M>) -> ByValue<M> {
         ByValue {
             name,
             family,
@@ -343,7 +329,7 @@ where
         }
         let m = self
             .family
-            .get_or_create(&Labels(vec![(self.name, Arc::from(value))]))
+            .get_or_create(&FixedLabels(vec![(self.name, Arc::from(value))]))
             .clone();
         f(&m);
         self.known
@@ -383,7 +369,7 @@ impl Collector for StoreCollector {
                 ("short", counts.short),
                 ("skipped", counts.skipped),
             ] {
-                let labels = Labels(vec![(LABEL_OUTCOME, Arc::from(outcome))]);
+                let labels = FixedLabels(vec![(LABEL_OUTCOME, Arc::from(outcome))]);
                 ConstCounter::new(n).encode(waits.encode_family(&labels)?)?;
             }
         }

@@ -41,6 +41,25 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// What a client sends on every call: `authorization: Bearer <token>` (a tonic interceptor), for the command-line
+/// clients of both services.
+#[derive(Clone)]
+pub struct BearerInterceptor(tonic::metadata::MetadataValue<tonic::metadata::Ascii>);
+
+impl BearerInterceptor {
+    /// The interceptor sending `token`; an error when the token cannot be a header value.
+    pub fn new(token: &str) -> Result<Self, tonic::metadata::errors::InvalidMetadataValue> {
+        Ok(BearerInterceptor(format!("Bearer {token}").parse()?))
+    }
+}
+
+impl tonic::service::Interceptor for BearerInterceptor {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        req.metadata_mut().insert("authorization", self.0.clone());
+        Ok(req)
+    }
+}
+
 #[cfg(test)]
 #[path = "auth_tests.rs"]
 mod tests;

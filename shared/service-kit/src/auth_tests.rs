@@ -45,3 +45,12 @@ fn bearer_metadata_reads_the_authorization_entry() {
     metadata.insert("authorization", "Bearer abc".parse().unwrap());
     assert_eq!(bearer_metadata(&metadata), Some("abc"));
 }
+
+#[test]
+fn a_clients_interceptor_sends_its_token_as_a_bearer() {
+    use tonic::service::Interceptor;
+    let mut interceptor = BearerInterceptor::new("s3cret-token").unwrap();
+    let req = interceptor.call(tonic::Request::new(())).unwrap();
+    assert_eq!(bearer_metadata(req.metadata()), Some("s3cret-token"));
+    assert!(BearerInterceptor::new("no\nnewlines").is_err());
+}

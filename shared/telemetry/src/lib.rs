@@ -4,6 +4,7 @@
 //! HTTP headers, so one generation is one trace across the caller, the processor, the gateway and the provider call.
 
 pub mod gen_ai_metrics;
+pub mod labels;
 pub mod metrics_http;
 pub mod process_metrics;
 

@@ -9,7 +9,7 @@ use clap::Parser;
 use llm_proto::gateway as pb;
 use llm_proto::gateway::gateway_service_client::GatewayServiceClient;
 use pb::stream_response::Event as E;
-use tonic::metadata::MetadataValue;
+use service_kit::auth::BearerInterceptor;
 
 /// Runs one prompt with a `get_time` tool through llm-gateway, step by step.
 #[derive(Parser)]
@@ -31,24 +31,13 @@ struct Args {
     prompt: String,
 }
 
-/// Adds `authorization: Bearer <token>` to every call.
-#[derive(Clone)]
-struct Bearer(MetadataValue<tonic::metadata::Ascii>);
-
-impl tonic::service::Interceptor for Bearer {
-    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        req.metadata_mut().insert("authorization", self.0.clone());
-        Ok(req)
-    }
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let channel = tonic::transport::Endpoint::from_shared(args.addr.clone())?
         .connect()
         .await?;
-    let bearer = Bearer(format!("Bearer {}", args.token).parse()?);
+    let bearer = BearerInterceptor::new(&args.token)?;
     let mut client = GatewayServiceClient::with_interceptor(channel, bearer);
 
     let mut messages = vec![pb::Message {
@@ -110,7 +99,7 @@ fn generation(args: &Args, step: u32, messages: &[pb::Message]) -> pb::Generatio
 }
 
 type Client = GatewayServiceClient<
-    tonic::service::interceptor::InterceptedService<tonic::transport::Channel, Bearer>,
+    tonic::service::interceptor::InterceptedService<tonic::transport::Channel, BearerInterceptor>,
 >;
 
 /// Streams one step, printing its events: the assistant's tool calls, the results of running them, its text and the

@@ -48,13 +48,11 @@ pub(super) fn server_limits(
             ),
         ));
     }
-    let keepalive = service_kit::grpc::Keepalive::from_millis(
+    let (keepalive, window) = service_kit::listen::http2(
         file.keepalive_interval_ms,
         file.keepalive_timeout_ms,
-    )
-    .map_err(|(key, why)| err(format!("server.{key}"), why))?;
-    let window = service_kit::grpc::ReceiveWindow::from_bytes(file.stream_window_bytes)
-        .map_err(|why| err("server.stream_window_bytes", why))?;
+        file.stream_window_bytes,
+    )?;
     Ok((file.max_request_bytes, keepalive, window))
 }
 

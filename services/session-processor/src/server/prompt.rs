@@ -21,7 +21,8 @@ pub(super) async fn prompt(
     request: Request<pb::PromptRequest>,
 ) -> Result<Response<OutgoingStream>, Status> {
     let caller = access::caller(&request)?;
-    let trace = trace_context(request.metadata());
+    // The caller's W3C trace context (when valid), passed on to every gateway call of the loop this prompt starts.
+    let trace = service_kit::trace_context::from_metadata(request.metadata());
     let req = request.into_inner();
     validate::prompt(&req)?;
     // Before anything is written: a prompt whose stream cannot open is not run.
@@ -108,14 +109,3 @@ async fn begin(
 
 /// Attempts of a prompt's begin against a session that keeps changing under it (each attempt reads it afresh).
 const STALE_ATTEMPTS: usize = 4;
-
-/// The caller's W3C trace context, passed on to every gateway call of the loop this prompt starts.
-fn trace_context(metadata: &tonic::metadata::MetadataMap) -> Vec<(String, String)> {
-    ["traceparent", "tracestate"]
-        .into_iter()
-        .filter_map(|k| {
-            let v = metadata.get(k)?.to_str().ok()?;
-            (v.len() <= 512).then(|| (k.to_string(), v.to_string()))
-        })
-        .collect()
-}

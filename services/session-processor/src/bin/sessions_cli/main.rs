@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use llm_proto::sessions as pb;
 use llm_proto::sessions::session_service_client::SessionServiceClient;
-use tonic::metadata::MetadataValue;
+use service_kit::auth::BearerInterceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
@@ -147,17 +147,7 @@ enum Command {
 /// The client tool this CLI can answer itself.
 const TIME_TOOL: &str = "get_time";
 
-type Client = SessionServiceClient<InterceptedService<Channel, Bearer>>;
-
-#[derive(Clone)]
-struct Bearer(MetadataValue<tonic::metadata::Ascii>);
-
-impl tonic::service::Interceptor for Bearer {
-    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        req.metadata_mut().insert("authorization", self.0.clone());
-        Ok(req)
-    }
-}
+type Client = SessionServiceClient<InterceptedService<Channel, BearerInterceptor>>;
 
 type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -175,10 +165,8 @@ pub(crate) async fn main() -> ExitCode {
 
 async fn run(args: Args) -> CliResult<ExitCode> {
     let channel = connect::connect(&args.addr).await?;
-    let mut client = SessionServiceClient::with_interceptor(
-        channel,
-        Bearer(format!("Bearer {}", args.token).parse()?),
-    );
+    let mut client =
+        SessionServiceClient::with_interceptor(channel, BearerInterceptor::new(&args.token)?);
     let json = match args.json {
         true => Some(json::Printer::new()?),
         false => None,
