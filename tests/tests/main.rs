@@ -38,6 +38,7 @@ mod http_openai_node;
 mod http_openai_sdk;
 mod http_responses;
 mod metrics_e2e;
+mod module_maps;
 mod processor_budget;
 mod processor_cluster;
 mod processor_commands;
