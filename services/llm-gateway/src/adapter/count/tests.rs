@@ -50,6 +50,6 @@ fn an_open_model_behind_an_openai_server_has_no_count_unless_its_entry_names_a_t
         ),
         "Local(cl100k_base)"
     );
-    // An Azure deployment's own name says nothing; its entry carries the model's tokenizer (azure_config).
+    // An Azure deployment's own name says nothing; its entry carries the model's tokenizer (cloud/azure/config.rs).
     assert_eq!(how("prod-4o", Protocol::AzureChat, None), "Unavailable");
 }

@@ -8,7 +8,7 @@
 //! - [`AzureResponses`]: the Responses body as is, encrypted reasoning replayed by value as on OpenAI.
 //!
 //! Paths are relative to the provider's base URL, which the configuration builds as `{endpoint}/openai` (see
-//! `azure_config`); the [`AzureApi`] of the provider picks the surface:
+//! [`config`]); the [`AzureApi`] of the provider picks the surface:
 //!
 //! | | v1 | deployments |
 //! |---|---|---|
