@@ -379,7 +379,9 @@ fn exception_frame(payload: &str) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_on_a_model_without_streaming_tool_use_go_through_converse() {
     let (h, fake) = start().await;
-    fake.push(Reply::json_fixture(200, "bedrock/converse_tools.json"));
+    // Scripted as the stream; the fake answers `converse` with the whole Converse body it amounts to (the recorded
+    // `converse_tools.json`, which the fake's own tests check it builds).
+    fake.push(fixture("converse_tools"));
     fake.push(fixture("text"));
     let lines = run(&h, tools_generation(LLAMA)).await;
     assert_well_formed(&lines);

@@ -6,9 +6,10 @@
 //! streams replayed as is, JSON errors, resets, stalls) and records every
 //! request as a [`Recorded`] so tests can assert on what the gateway sent.
 //!
-//! With [`FakeProvider::validate_requests`] the fake also checks each request
-//! the way the real provider does ([`validate`]) and answers one it would
-//! refuse with that provider's real 400 body.
+//! Every fake also checks each request the way the real provider does
+//! ([`validate`]), answers one it would refuse with that provider's real error
+//! body, and answers a request that did not ask for a stream with the whole
+//! JSON body the scripted stream amounts to.
 //!
 //! HTTP/1.1 is implemented by hand on raw sockets instead of with hyper: a
 //! general-purpose server would re-chunk, buffer and close politely, which is
@@ -42,6 +43,7 @@ mod reply;
 pub mod scenario;
 mod sse;
 pub mod validate;
+mod whole;
 
 pub use azure::{AzureResource, EntraTokens};
 pub use google::GoogleTokens;

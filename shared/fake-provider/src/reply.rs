@@ -267,6 +267,30 @@ impl Reply {
         }
     }
 
+    /// The body of a streamed reply, SSE or eventstream (`None` for a JSON one).
+    pub(crate) fn stream_body(&self) -> Option<&Bytes> {
+        match &self.body {
+            Body::Sse(b) | Body::EventStream(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// This streamed reply answered as one JSON document instead, as a provider answers a request that did not ask
+    /// for a stream: its headers and delay kept, and a scripted fault striking before any byte, since a whole answer
+    /// is written only once complete.
+    pub(crate) fn into_whole(mut self, status: u16, body: String) -> Reply {
+        self.body = Body::Json {
+            status,
+            body: Bytes::from(body),
+        };
+        self.fault = match self.fault {
+            Some(Fault::Stall(_)) => Some(Fault::Stall(0)),
+            Some(Fault::Reset(_)) => Some(Fault::Reset(0)),
+            None => None,
+        };
+        self
+    }
+
     /// Runs `fn_reply` closures until a concrete reply comes out.
     pub(crate) fn resolve(self, req: &Recorded) -> Reply {
         let mut current = self;

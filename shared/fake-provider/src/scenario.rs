@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::openai_sse::text_stream;
 use crate::reply::error_json;
+use crate::whole::Asked;
 use crate::{Recorded, Reply};
 
 /// Gap between events of the demo's streams, slow enough to watch.
@@ -73,11 +74,12 @@ pub fn paced(chunks: usize, interval: Duration) -> Reply {
         };
         let sse = template.replace(PACED_ID_SLOT, &format!("chatcmpl-paced-{n}"));
         let reply = Reply::sse(sse);
-        if interval.is_zero() {
+        let reply = if interval.is_zero() {
             reply
         } else {
             reply.pace(interval).burst_head(2)
-        }
+        };
+        as_requested(body.stream == Some(true), reply)
     })
 }
 
@@ -89,20 +91,38 @@ const PACED_ID_SLOT: &str = "chatcmpl-paced-ID-SLOT";
 /// Distinct (model, prompt tokens) bodies kept; the cache starts over beyond.
 const TEMPLATE_CACHE: usize = 64;
 
-/// The one field of a request the paced scenario reads. Reading only it (the rest of the body is checked to be
+/// The two fields of a request the paced scenario reads. Reading only them (the rest of the body is checked to be
 /// JSON but never built) keeps the fake cheap beside a gateway under measurement: a real provider parses a
 /// multi-megabyte request on its own machine, not on the gateway's cores.
 #[derive(serde::Deserialize)]
 struct ModelOnly {
     model: Option<String>,
+    stream: Option<bool>,
 }
 
 /// The model a request names, when it names none.
 const DEFAULT_MODEL: &str = "demo-model";
 
-/// Wraps a chat-completions handler with the shared routing.
+/// Wraps a chat-completions handler with the shared routing; its stream is answered whole when the request did not
+/// ask for one, as OpenAI answers.
 fn chat_route(handler: impl Fn(&Recorded, &Value) -> Reply + Send + Sync + 'static) -> Reply {
-    chat_route_as(move |req, body: Value| handler(req, &body))
+    chat_route_as(move |req, body: Value| {
+        let streamed = body.get("stream") == Some(&Value::Bool(true));
+        as_requested(streamed, handler(req, &body))
+    })
+}
+
+/// `reply` (a stream) whole unless `streamed`.
+fn as_requested(streamed: bool, reply: Reply) -> Reply {
+    let form = if streamed {
+        Asked::Stream
+    } else {
+        Asked::Whole
+    };
+    match crate::whole::in_form(crate::Protocol::OpenaiChat, form, reply) {
+        Ok(reply) => reply,
+        Err(rejection) => rejection.reply(),
+    }
 }
 
 /// [`chat_route`] for a handler that reads the body as `T`.

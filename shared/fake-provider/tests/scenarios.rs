@@ -243,11 +243,30 @@ async fn binary_prints_its_address_and_serves_the_paced_scenario() {
 
     let health = reqwest::get(format!("{base}/healthz")).await.unwrap();
     assert_eq!(health.status(), 200);
-    let body = json!({"model": "bench", "messages": [{"role": "user", "content": "go"}]});
+    let body =
+        json!({"model": "bench", "stream": true, "messages": [{"role": "user", "content": "go"}]});
     let turn = decode(&post_chat(&base, "/v1/chat/completions", &body).await);
     assert_eq!(turn.text, "tok0 tok1 tok2 tok3 tok4");
     assert_eq!(turn.finish.as_deref(), Some("stop"));
     assert_eq!(turn.usage.unwrap()["completion_tokens"], 5);
+    // Not streamed: the same answer as OpenAI's one `chat.completion`.
+    let whole = json!({"model": "bench", "messages": [{"role": "user", "content": "go"}]});
+    let resp = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .body(whole.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["content-type"], "application/json");
+    let whole: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+    assert_eq!(whole["object"], "chat.completion");
+    assert_eq!(
+        whole["choices"][0]["message"]["content"],
+        "tok0 tok1 tok2 tok3 tok4"
+    );
+    assert_eq!(whole["choices"][0]["finish_reason"], "stop");
+    assert_eq!(whole["usage"]["completion_tokens"], 5);
 
     child.start_kill().unwrap();
     child.wait().await.unwrap();

@@ -56,11 +56,12 @@ pub enum Protocol {
     OpenaiResponses,
     /// Anthropic Messages.
     Anthropic,
-    /// Gemini `streamGenerateContent`.
+    /// Gemini `streamGenerateContent` (and `generateContent`, answered whole).
     Gemini,
-    /// Gemini on Vertex AI: `/v1/projects/{p}/locations/{l}/publishers/google/models/{m}:streamGenerateContent`.
+    /// Gemini on Vertex AI: `/v1/projects/{p}/locations/{l}/publishers/google/models/{m}:streamGenerateContent`
+    /// (and `:generateContent`).
     VertexGemini,
-    /// Anthropic on Vertex AI: `…/publishers/anthropic/models/{m}:streamRawPredict`.
+    /// Anthropic on Vertex AI: `…/publishers/anthropic/models/{m}:streamRawPredict` (and `:rawPredict`).
     VertexAnthropic,
     /// AWS Bedrock Converse: the SigV4 signature (verified with
     /// [`bedrock::TEST_SECRET_ACCESS_KEY`]) and the body.
@@ -136,10 +137,18 @@ impl Protocol {
             Protocol::OpenaiResponses => path.ends_with("/responses"),
             Protocol::Anthropic => path.ends_with("/v1/messages"),
             Protocol::Gemini => {
-                path.contains(":streamGenerateContent") && !path.contains("/publishers/")
+                (path.contains(":streamGenerateContent") || path.contains(":generateContent"))
+                    && !path.contains("/publishers/")
             }
-            Protocol::VertexGemini => vertex::serves(path, "google", "streamGenerateContent"),
-            Protocol::VertexAnthropic => vertex::serves(path, "anthropic", "streamRawPredict"),
+            Protocol::VertexGemini => {
+                vertex::serves(path, "google", "streamGenerateContent")
+                    || vertex::serves(path, "google", "generateContent")
+            }
+            Protocol::VertexAnthropic => {
+                vertex::serves(path, "anthropic", "streamRawPredict")
+                    || (vertex::serves(path, "anthropic", "rawPredict")
+                        && !path.ends_with("/count-tokens:rawPredict"))
+            }
             Protocol::Bedrock => {
                 path.starts_with("/model/")
                     && (path.ends_with("/converse-stream") || path.ends_with("/converse"))
@@ -540,6 +549,19 @@ impl State {
             lock(&self.rejections).push(rejection);
             return answer;
         }
+        // A fake that checks requests answers as its provider does: whole when no stream was asked for.
+        let reply = if unvalidated {
+            reply
+        } else {
+            match crate::whole::as_asked(protocol, req, reply) {
+                Ok(reply) => reply,
+                Err(rejection) => {
+                    let answer = rejection.reply();
+                    lock(&self.rejections).push(rejection);
+                    return answer;
+                }
+            }
+        };
         reply.with_api_headers(protocol, self.next_request_id())
     }
 }

@@ -40,10 +40,10 @@ pub(super) fn serves(path: &str, publisher: &str, method: &str) -> bool {
     }
 }
 
-/// Gemini on Vertex: the stream is asked for as SSE, then Gemini's rules.
+/// Gemini on Vertex: a stream is asked for as SSE, then Gemini's rules.
 pub(super) fn check_gemini(path: &str, model: &str, body: &Value) -> Check {
-    let query = path.split_once('?').map_or("", |(_, q)| q);
-    if !query.split('&').any(|kv| kv == "alt=sse") {
+    let (route, query) = path.split_once('?').unwrap_or((path, ""));
+    if route.ends_with(":streamGenerateContent") && !query.split('&').any(|kv| kv == "alt=sse") {
         return Err(Fail::new(
             "fake-provider: a Vertex stream without alt=sse is a JSON array, not SSE",
         ));

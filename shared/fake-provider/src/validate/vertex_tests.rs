@@ -31,10 +31,19 @@ fn vertex_paths_are_told_apart_from_the_gemini_api_and_each_other() {
         "/v1/projects/p/locations/global/publishers/google/models/:streamGenerateContent",
         "/v1/projects/P!/locations/global/publishers/google/models/m:streamGenerateContent",
         "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
-        "/v1/projects/p/locations/global/publishers/google/models/m:generateContent",
+        "/v1/projects/p/locations/global/publishers/google/models/m:countTokens",
     ] {
         assert!(!Protocol::VertexGemini.serves(bad), "{bad}");
     }
+    // The non-streaming methods too (answered whole); Anthropic's count is its own protocol's.
+    let whole = "/v1/projects/p/locations/global/publishers/google/models/m:generateContent";
+    assert!(Protocol::VertexGemini.serves(whole));
+    let raw = "/v1/projects/p/locations/global/publishers/anthropic/models/m:rawPredict";
+    assert!(Protocol::VertexAnthropic.serves(raw));
+    let count =
+        "/v1/projects/p/locations/global/publishers/anthropic/models/count-tokens:rawPredict";
+    assert!(!Protocol::VertexAnthropic.serves(count));
+    assert!(check_body(Protocol::VertexGemini, whole, &gemini_body()).is_ok());
 }
 
 #[test]
