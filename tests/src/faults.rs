@@ -181,8 +181,9 @@ pub async fn answer(c: &mut SessionsClient, session_id: &str, text: &str) {
 /// every session answered once (so its messages are acknowledged), then `sessions[0]` prompted with a slow answer
 /// (`slow_answer`, pushed on the gateway's OpenAI fake; the fallback answers everything else) followed by a Prompt
 /// stream and a local Subscribe on replica 0 and a Subscribe on replica 1, `fault` once text streams, and then:
-/// every stream ends with a terminal `done`, the prompt is answered with Diagnose healthy, the acknowledged prompt
-/// is stored, every other session's messages are as they were, and every session answers a new prompt.
+/// the fault struck while the provider was still streaming the answer (so the prompt's writes met it), every stream
+/// ends with a terminal `done`, the prompt is answered with Diagnose healthy, the acknowledged prompt is stored,
+/// every other session's messages are as they were, and every session answers a new prompt.
 pub async fn fault_mid_prompt(
     gateway: &Harness,
     clients: &mut [SessionsClient; 2],
@@ -215,6 +216,7 @@ pub async fn fault_mid_prompt(
         .unwrap()
         .into_inner();
     until_deltas(&mut stream, 3).await;
+    let struck = std::time::Instant::now();
     fault.await;
     let bound = Duration::from_secs(30);
     let local = until_done(&mut stream, |r| r.event, bound).await;
@@ -229,6 +231,7 @@ pub async fn fault_mid_prompt(
     ] {
         assert_ended_through_the_fault(&events);
     }
+    assert_struck_mid_answer(gateway, struck).await;
     assert_settled(&mut clients[0], &busy).await;
     let stored = messages(&mut clients[1], &busy).await;
     assert!(
@@ -249,6 +252,32 @@ pub async fn fault_mid_prompt(
         answer(&mut clients[(i + 1) % 2], id, "again").await;
         assert_settled(&mut clients[i % 2], id).await;
     }
+}
+
+/// The slow answer's provider call (the first request whose last user text is the busy prompt's `talk`; a resumed
+/// prompt asks again) was still streaming when the fault struck at `struck`: it ended after, completed or cancelled
+/// by the loop meeting the fault. Without this the suite could pass with a fault that came after the prompt was done.
+async fn assert_struck_mid_answer(gateway: &Harness, struck: std::time::Instant) {
+    let requests = gateway.openai.requests();
+    let call = requests
+        .iter()
+        .position(|r| {
+            r.json()["messages"]
+                .as_array()
+                .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+                .is_some_and(|m| m.to_string().contains("talk"))
+        })
+        .expect("the busy prompt reached the provider");
+    let ended = gateway
+        .openai
+        .wait_reply_ended(call, Duration::from_secs(30))
+        .await
+        .expect("the slow answer's call ended");
+    assert!(
+        ended > struck,
+        "the answer's provider call ended {:?} before the fault struck: the fault was not mid-prompt",
+        struck - ended
+    );
 }
 
 /// Reads a Prompt stream until `n` text deltas came (where a fault test lands its fault: once text streams).

@@ -30,5 +30,8 @@ async fn the_primary_killed_mid_prompt_is_replaced_by_the_sentinels_and_every_st
         eprintln!("the sentinels promoted :{new}");
     })
     .await;
+    // The loop wrote while the primary was down: the kill met the prompt's writes.
+    let failed = a.engine.store().write_failures() + b.engine.store().write_failures();
+    assert!(failed > 0, "no write failed while the primary was down");
     drop((a, b));
 }

@@ -71,9 +71,15 @@ pub(crate) async fn serve(
                 return;
             }
         };
-        state.record(conn, rec.clone());
+        let index = state.record(conn, rec.clone());
         let plan = state.reply_for(&rec).plan();
-        match send(&mut stream, &mut buf, &plan, &mut shutdown).await {
+        let sent = send(&mut stream, &mut buf, &plan, &mut shutdown).await;
+        let ended = match &sent {
+            Sent::ClientGone(at) => *at,
+            _ => Instant::now(),
+        };
+        state.mark_ended(index, ended);
+        match sent {
             Sent::Complete if keep_alive && !plan.close => {}
             Sent::Complete => {
                 close_gracefully(stream, &state, conn, &mut shutdown).await;

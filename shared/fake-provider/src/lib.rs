@@ -119,6 +119,8 @@ pub(crate) struct Log {
     conn_of: Vec<u64>,
     /// When the server noticed the client closing each connection.
     closed: HashMap<u64, Instant>,
+    /// When the reply to `requests[i]` ended: its last byte written, the client gone, a reset, or a shutdown.
+    ended: HashMap<usize, Instant>,
 }
 
 /// Locks a mutex, ignoring poisoning: a panicking `fn_reply` closure must not
@@ -155,6 +157,16 @@ impl State {
             }
             log.closed.insert(conn, at);
             true
+        });
+    }
+
+    /// Notes when the reply to request `index` ended.
+    pub(crate) fn mark_ended(&self, index: usize, at: Instant) {
+        if !self.keep_log.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        self.log.send_modify(|log| {
+            log.ended.entry(index).or_insert(at);
         });
     }
 
@@ -297,6 +309,24 @@ impl FakeProvider {
             tokio::time::timeout(timeout, rx.wait_for(|log| closed_at(log).is_some())).await;
         match waited {
             Ok(Ok(log)) => closed_at(&log),
+            _ => None,
+        }
+    }
+
+    /// Waits until the reply to request number `request_index` (0-based, arrival order) ended: its last byte was
+    /// written, the client left while it was being written (or stalled), it was reset, or the server shut down.
+    /// Returns that instant, or `None` if `timeout` elapses first. A test uses it to tell whether something happened
+    /// while a scripted answer was still streaming.
+    pub async fn wait_reply_ended(
+        &self,
+        request_index: usize,
+        timeout: Duration,
+    ) -> Option<Instant> {
+        let mut rx = self.handle.state.log.subscribe();
+        let ended = |log: &Log| log.ended.get(&request_index).copied();
+        let waited = tokio::time::timeout(timeout, rx.wait_for(|log| ended(log).is_some())).await;
+        match waited {
+            Ok(Ok(log)) => ended(&log),
             _ => None,
         }
     }
