@@ -71,6 +71,7 @@ async fn signed_thinking_round_trips_through_a_two_turn_tool_loop() {
         ("MODEL", "anthropic/claude-sonnet-4-5"),
         ("THINKING", "1"),
         ("EXPECT_BLOCKS", "thinking,text,tool_use"),
+        ("EXPECT_TOOLS", "get_weather"),
         ("EXPECT_SIGNATURE", "EpYCCkYIBxgC"),
         ("EXPECT_TEXT", FILE_SAYS),
     ];
@@ -112,6 +113,7 @@ async fn parallel_tool_calls_from_an_openai_model_over_two_turns() {
     let env = [
         ("MODEL", "openai/gpt-4o"),
         ("EXPECT_BLOCKS", "tool_use,tool_use"),
+        ("EXPECT_TOOLS", "get_weather,get_time"),
         ("EXPECT_TEXT", GREETING),
     ];
     let ran = Sdk::Anthropic.run(&h, "tools", &env).await;

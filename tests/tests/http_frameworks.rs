@@ -154,8 +154,14 @@ async fn vercel_ai_sdk() {
     let vercel = |scenario, expect| run_on(Sdk::VercelAi, &h, scenario, MODEL, expect);
     h.openai.push(text());
     h.openai.push(text());
+    // openai_chat/text.sse's prompt tokens, as the Responses API's input tokens.
+    let env = [
+        ("MODEL", MODEL),
+        ("EXPECT_TEXT", GREETING),
+        ("EXPECT_INPUT_TOKENS", "1234"),
+    ];
     assert_eq!(
-        vercel("text", GREETING).await,
+        Sdk::VercelAi.run(&h, "text", &env).await,
         ["generate_text", "generate_usage", "stream_text"]
     );
     h.openai.push(call("get_weather", r#"{"city":"Paris"}"#));

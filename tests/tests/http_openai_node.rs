@@ -13,6 +13,8 @@ async fn text_streamed_and_whole_from_an_anthropic_model() {
     let env = [
         ("MODEL", "anthropic/claude-sonnet-4-5"),
         ("EXPECT_TEXT", FILE_SAYS),
+        // Anthropic's input, cache writes and cache reads of anthropic/text.sse: 25 + 1210 + 3840.
+        ("EXPECT_PROMPT_TOKENS", "5075"),
     ];
     assert_eq!(
         Sdk::OpenAiNode.run(&h, "text", &env).await,
@@ -26,7 +28,11 @@ async fn tool_calls_over_two_turns_on_an_openai_model() {
     h.openai
         .push(Reply::fixture("openai_chat/parallel_tools.sse"));
     h.openai.push(Reply::fixture("openai_chat/text.sse"));
-    let env = [("MODEL", "openai/gpt-4o"), ("EXPECT_TEXT", GREETING)];
+    let env = [
+        ("MODEL", "openai/gpt-4o"),
+        ("EXPECT_TEXT", GREETING),
+        ("EXPECT_TOOLS", "get_weather,get_time"),
+    ];
     assert_eq!(
         Sdk::OpenAiNode.run(&h, "tools", &env).await,
         [

@@ -54,7 +54,11 @@ async fn a_function_call_round_trip_on_two_protocols() {
     h.openai
         .push(Reply::fixture("openai_chat/parallel_tools.sse"));
     h.openai.push(Reply::fixture("openai_chat/text.sse"));
-    let env = [("MODEL", "openai/gpt-4o"), ("EXPECT_TEXT", GREETING)];
+    let env = [
+        ("MODEL", "openai/gpt-4o"),
+        ("EXPECT_TEXT", GREETING),
+        ("EXPECT_TOOLS", "get_weather,get_time"),
+    ];
     let ran = Sdk::OpenAiResponses.run(&h, "tools", &env).await;
     assert_eq!(
         ran,
@@ -87,6 +91,7 @@ async fn a_function_call_round_trip_on_two_protocols() {
     let env = [
         ("MODEL", "anthropic/claude-sonnet-4-5"),
         ("EXPECT_TEXT", FILE_SAYS),
+        ("EXPECT_TOOLS", "get_weather"),
         ("REASONING", "medium"),
     ];
     let ran = Sdk::OpenAiResponses.run(&h, "tools", &env).await;

@@ -1,5 +1,5 @@
 //! The bash sandbox end to end: a session's model-written commands try to read another session's workspace,
-//! `/etc/shadow` and the processor's environment, write outside the workspace, reach the gateway over the network,
+//! `/etc/shadow` and the processor's environment, write into another workspace and onto the root, reach the gateway over the network,
 //! fork-bomb and print a gigabyte. Each is refused or capped, the other session's files are untouched, and the
 //! processor keeps serving. A processor whose sandbox cannot start says so at start-up and offers no `bash`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -113,7 +113,12 @@ async fn hostile_commands_are_refused_or_capped_and_the_processor_carries_on() {
     let secret = find(p.workspaces.path(), "secret.txt");
     assert_eq!(secret.len(), 1, "{secret:?}");
     let secret = &secret[0];
-    let escape = p.workspaces.path().join("escaped.txt");
+    // Into the victim's workspace, which the attacker's sandbox does not have; and onto the sandbox's read-only root.
+    let escape = secret.parent().unwrap().join("escaped.txt");
+    let root_escape = PathBuf::from(format!(
+        "/escaped-{}",
+        session_processor::ids::new("sandbox")
+    ));
 
     let attacker = session(&p, "attacker").await;
     let gateway_port = p.gateway.addr.port();
@@ -122,8 +127,12 @@ async fn hostile_commands_are_refused_or_capped_and_the_processor_carries_on() {
         ("shadow", "cat /etc/shadow".to_owned()),
         ("env", "env".to_owned()),
         (
-            "write_out",
+            "write_other",
             format!("echo x > {} && echo wrote", escape.display()),
+        ),
+        (
+            "write_root",
+            format!("echo x > {} && echo wrote", root_escape.display()),
         ),
         (
             "network",
@@ -163,11 +172,40 @@ async fn hostile_commands_are_refused_or_capped_and_the_processor_carries_on() {
         );
         assert!(!out.contains("victim-secret-42"), "{id} leaked: {out}");
     }
-    let (_, env) = get("env");
+    // `env` ran and printed the sandbox's environment (so the absence below is a finding, not a failed command).
+    let (ok, env) = get("env");
+    assert!(ok && env.starts_with("exit code: 0\nstdout:\n"), "{env}");
+    let vars: Vec<&str> = env.lines().skip(2).collect();
+    for needed in ["PATH=", "HOME="] {
+        assert!(
+            vars.iter().any(|v| v.starts_with(needed)),
+            "{needed} missing: {env}"
+        );
+    }
     for leaked in ["REDIS_URL", "redis://", TOKEN, PROCESSOR_TOKEN, "GATEWAY"] {
         assert!(!env.contains(leaked), "{leaked} in the environment: {env}");
     }
-    assert!(!escape.exists(), "a command wrote outside its workspace");
+    // Each write failed in the command itself, saying why (dash's words or bash's for a missing directory), and
+    // nothing appeared on the host.
+    for (id, host, refusal) in [
+        (
+            "write_other",
+            &escape,
+            &["Directory nonexistent", "No such file or directory"][..],
+        ),
+        ("write_root", &root_escape, &["Read-only file system"][..]),
+    ] {
+        let (ok, out) = get(id);
+        assert!(
+            ok && out.starts_with("exit code: ") && !out.starts_with("exit code: 0"),
+            "{id}: {out}"
+        );
+        assert!(
+            refusal.iter().any(|r| out.contains(r)) && !out.contains("\nwrote"),
+            "{id}: {out}"
+        );
+        assert!(!host.exists(), "{id}: {} was created", host.display());
+    }
     let (_, network) = get("network");
     assert!(
         network.contains("refused:") && !network.contains("connected"),
