@@ -389,15 +389,18 @@ async fn a_fork_bomb_is_capped_then_killed_and_the_caller_carries_on() {
         "took {:?}",
         started.elapsed()
     );
+    // Contained either way: the timeout kills it (a tool error), or the process limit stops the shell's own fork of
+    // `sleep` first and it exits (ordinary output: an exit code and the shell's complaint). Which comes first is the
+    // scheduler's race; both show the limit holding.
+    let text = out.text();
     assert!(
-        out.is_err() && out.text().starts_with("timed out after 2 s"),
-        "{}",
-        out.text()
+        (out.is_err() && text.starts_with("timed out after 2 s"))
+            || (!out.is_err() && text.starts_with("exit code:")),
+        "{text}"
     );
     assert!(
-        out.text().contains("Cannot fork"),
-        "the process limit held: {}",
-        out.text()
+        text.contains("Cannot fork"),
+        "the process limit held: {text}"
     );
     until_gone(&tag).await;
     let out = bash(&sandbox, &s.ws, quick(), "echo alive").await;
