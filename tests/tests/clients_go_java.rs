@@ -125,3 +125,39 @@ async fn the_java_example_compiles_against_debians_grpc_java_and_converses() {
     .await;
     assert_example_conversation(&String::from_utf8_lossy(&out.stdout));
 }
+
+/// Under CI a missing toolchain fails the example's test, naming it and its package, instead of skipping: the Go
+/// test run again (this very binary, that test alone) with `CI=1` and a PATH holding every tool it needs but `go`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_ci_the_go_test_fails_naming_go_when_it_is_missing() {
+    let path = tempfile::tempdir().unwrap();
+    for tool in ["protoc", "protoc-gen-go", "protoc-gen-go-grpc"] {
+        if let Some(found) = which(tool) {
+            std::os::unix::fs::symlink(found, path.path().join(tool)).unwrap();
+        }
+    }
+    let out = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "clients_go_java::the_go_example_compiles_offline_against_debians_grpc_and_converses",
+            "--exact",
+            "--nocapture",
+        ])
+        .env("CI", "1")
+        .env("PATH", path.path())
+        .output()
+        .await
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("1 failed"), "{said}");
+    assert!(
+        said.contains(r#"["go""#) && said.contains("not installed"),
+        "{said}"
+    );
+    assert!(said.contains("apt-get install golang-go"), "{said}");
+    assert!(said.contains("under CI a test never skips"), "{said}");
+}
