@@ -3,7 +3,7 @@
 #
 #   scripts/bench.sh quick   # `make bench`: criterion with short measurement times, then the load generator at
 #                            # concurrency 1 and 100 (paced 64 × 20 ms), a burst-mode run and long bursts (4 096
-#                            # chunks per stream); under 5 minutes once built
+#                            # chunks per stream), the cancel latency per protocol; under 5 minutes once built
 #   scripts/bench.sh full    # `make bench-full`: criterion defaults, concurrency 1, 100, 1 000 and 5 000, burst mode
 #   scripts/bench.sh processor  # `make bench-processor`: the processor benchmark (procbench) alone, at 200 and 500
 #                               # concurrent sessions
@@ -80,6 +80,7 @@ case "$mode" in
     burst_plan=${BENCH_BURST_PLAN:-100x1}
     long_plan=${BENCH_LONG_PLAN:-1x3,4x2}
     proc_plan=${BENCH_PROC_PLAN:-1x3,50x1,200x1}
+    cancel_rounds=${BENCH_CANCEL_ROUNDS:-50}
     ;;
   full)
     unset BENCH_QUICK
@@ -87,6 +88,7 @@ case "$mode" in
     burst_plan=${BENCH_BURST_PLAN:-100x3,1000x1}
     long_plan=${BENCH_LONG_PLAN:-1x10,4x5}
     proc_plan=${BENCH_PROC_PLAN:-1x10,200x3,500x2}
+    cancel_rounds=${BENCH_CANCEL_ROUNDS:-200}
     ;;
   *) echo "usage: $0 [quick|full|processor|peers]"; exit 2 ;;
 esac
@@ -107,6 +109,11 @@ target/release/loadgen --plan "$burst_plan" --chunks 64 --interval-ms 0 --json "
 echo "== load generator: long bursts (4 096 chunks, no pacing), plan $long_plan"
 target/release/loadgen --plan "$long_plan" --per-worker 3 --chunks 4096 --interval-ms 0 \
   --json "$out/loadgen-longburst-$mode.json" | tee "$out/loadgen-longburst-$mode.md"
+
+# Cancel latency per protocol: the caller's cancel to the provider's connection closed (docs/benchmarks.md, "Cancel
+# latency").
+echo "== cancel latency, $cancel_rounds rounds per protocol"
+target/release/cancelbench --rounds "$cancel_rounds" | tee "$out/cancelbench-$mode.md"
 
 cargo build --release --quiet -p session-processor --bin session-processor
 run_procbench "$proc_plan" "$mode"

@@ -303,7 +303,7 @@ async fn cancel_closes_upstream(v: &Vertex, model: &str, fixture: &str, events: 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancelling_closes_the_vertex_connection_within_100_ms() {
+async fn cancelling_closes_the_vertex_connection() {
     let v = Vertex::start().await;
     cancel_closes_upstream(&v, FLASH, "gemini/text.sse", 2).await;
     let v = Vertex::start().await;
