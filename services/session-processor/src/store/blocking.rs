@@ -9,22 +9,11 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use redis::cluster::{ClusterClient, ClusterConfig};
-use redis::{AsyncConnectionConfig, Client, Cmd, FromRedisValue, RedisError};
+use redis::{Cmd, FromRedisValue, RedisError};
+use redis_kit::sentinel::is_readonly;
+use redis_kit::{Conn, Opener};
 
 use super::StoreError;
-use super::conn::Conn;
-use super::sentinel::{Primary, is_readonly};
-
-/// How the pool opens a connection, per mode.
-pub(super) enum Opener {
-    /// One node.
-    Standalone(Box<Client>),
-    /// A cluster.
-    Cluster(Box<ClusterClient>),
-    /// The sentinels' current primary (a handle without a response timeout, asked afresh at every open).
-    Sentinel(Primary),
-}
 
 /// Idle connections kept for reuse; beyond this, returned connections are closed so a burst of waiters does not
 /// pin sockets forever.
@@ -48,25 +37,7 @@ impl Pool {
 
     async fn open(&self) -> Result<Conn, RedisError> {
         // No response timeout on the connection itself: the command is meant to wait; `query` bounds it instead.
-        match &self.opener {
-            Opener::Standalone(client) => {
-                let config = AsyncConnectionConfig::new()
-                    .set_connection_timeout(Some(self.connect_timeout))
-                    .set_response_timeout(None);
-                client
-                    .get_multiplexed_async_connection_with_config(&config)
-                    .await
-                    .map(Conn::Direct)
-            }
-            Opener::Cluster(client) => {
-                let config = ClusterConfig::new().set_connection_timeout(self.connect_timeout);
-                client
-                    .get_async_connection_with_config(config)
-                    .await
-                    .map(Conn::Cluster)
-            }
-            Opener::Sentinel(primary) => primary.open().await.map(Conn::Direct),
-        }
+        self.opener.open(self.connect_timeout).await
     }
 
     fn take(&self) -> Option<Conn> {

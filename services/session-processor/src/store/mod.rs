@@ -56,7 +56,6 @@
 //!   entries without a session. A crash between the two steps therefore leaves at worst an invisible index entry,
 //!   never an unlisted session.
 
-mod access;
 mod active;
 mod asking;
 mod begin;
@@ -76,7 +75,6 @@ mod records;
 mod replicas;
 mod script_call;
 mod scripts;
-mod sentinel;
 mod sessions;
 mod spend;
 #[cfg(test)]
@@ -88,11 +86,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub use access::{RedisAccess, url_has_credentials};
 pub use active::{ActiveMark, ActiveSet};
 pub use begin::{Begin, BeginArgs, Begun, Prompts};
 use conn::Counted;
-pub use conn::RedisTarget;
 use db::Db;
 pub use diag::{Statuses, WriteFailures};
 pub use event_log::{EventLog, EventPage, FlushWrites, Flushed, SessionCas, SessionWritten};
@@ -102,6 +98,7 @@ pub use lease::Leases;
 pub use mailboxes::{Asked, Mailboxes};
 pub use messages::Messages;
 pub use queue::{Delivery, MAX_QUEUED_PROMPTS, PromptQueue, Queued};
+pub use redis_kit::{RedisAccess, RedisTarget};
 pub use replicas::{ReplicaWait, Traffic, TrafficCounts};
 pub use sessions::Sessions;
 pub use spend::Spend;
@@ -221,7 +218,7 @@ impl Fence {
 }
 
 /// The bounds of the shared connection (and of each thread's, [`Store::connect_here`]).
-const SHARED_TIMEOUTS: access::Timeouts = access::Timeouts {
+const SHARED_TIMEOUTS: redis_kit::Timeouts = redis_kit::Timeouts {
     connect: CONNECT_TIMEOUT,
     response: RESPONSE_TIMEOUT,
 };
@@ -288,7 +285,7 @@ impl Store {
         target: &RedisTarget,
         access: &RedisAccess,
     ) -> Result<(), StoreError> {
-        let (conn, _) = access::connect(target, access, SHARED_TIMEOUTS).await?;
+        let (conn, _) = redis_kit::connect(target, access, SHARED_TIMEOUTS).await?;
         self.db.conn.set_local(conn);
         Ok(())
     }
@@ -304,7 +301,7 @@ impl Store {
                 "key prefix {prefix:?} must not contain braces (it would override the per-session hash tag)"
             )));
         }
-        let (conn, opener) = access::connect(target, access, SHARED_TIMEOUTS).await?;
+        let (conn, opener) = redis_kit::connect(target, access, SHARED_TIMEOUTS).await?;
         let traffic = Arc::new(Traffic::default());
         let db = Db {
             conn: Counted::new(conn, traffic.clone()),

@@ -8,8 +8,8 @@
 //!
 //! `WAIT` counts the replicas that acknowledged every write made *on its connection* so far, so it must follow the
 //! script on the same connection: the pipeline carries both, and on a cluster it goes whole to the primary owning
-//! the script's slot (`WAIT` has no key; `conn::command_slot` says so, and the `redis` crate routes a pipeline by its
-//! first keyed command). The shared connection is multiplexed, so the wait also covers other sessions' writes sent
+//! the script's slot (`WAIT` has no key; `redis_kit::conn::command_slot` says so, and the `redis` crate routes a
+//! pipeline by its first keyed command). The shared connection is multiplexed, so the wait also covers other sessions' writes sent
 //! before it on that connection, and Redis serves nothing else of that connection while `WAIT` blocks: that
 //! head-of-line wait is the option's main cost (docs/benchmarks.md, "Redis Cluster").
 //!

@@ -1,4 +1,4 @@
-//! How the store reaches Redis: the target (one node, a cluster's seeds, or the sentinels) plus ACL credentials and
+//! How a service reaches Redis: the target (one node, a cluster's seeds, or the sentinels) plus ACL credentials and
 //! TLS from the configuration.
 //!
 //! `redis://` is plaintext, `rediss://` TLS (rustls, like the gRPC side). Credentials come from the URL
@@ -13,10 +13,12 @@ use redis::cluster::{ClusterClientBuilder, ClusterConfig};
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use service_kit::tls::ClientTls;
 
-use super::StoreError;
-use super::blocking::Opener;
-use super::conn::{Conn, RedisTarget};
-use super::sentinel::Primary;
+use redis::cluster::ClusterClient;
+use redis::{AsyncConnectionConfig, Client, RedisError};
+
+use crate::conn::Conn;
+use crate::sentinel::Primary;
+use crate::target::RedisTarget;
 
 /// ACL credentials and TLS for the Redis connection (in addition to what the URL says).
 #[derive(Clone, Default)]
@@ -41,7 +43,7 @@ impl std::fmt::Debug for RedisAccess {
 }
 
 /// The client for `url` with `access` applied.
-pub fn client(url: &str, access: &RedisAccess) -> Result<redis::Client, StoreError> {
+pub fn client(url: &str, access: &RedisAccess) -> Result<redis::Client, RedisError> {
     let mut info = url.into_connection_info()?;
     if access.username.is_some() || access.password.is_some() {
         let mut settings = info.redis_settings().clone();
@@ -54,9 +56,9 @@ pub fn client(url: &str, access: &RedisAccess) -> Result<redis::Client, StoreErr
         info = info.set_redis_settings(settings);
     }
     let Some(tls) = &access.tls else {
-        return Ok(redis::Client::open(info)?);
+        return redis::Client::open(info);
     };
-    Ok(redis::Client::build_with_tls(info, certificates(tls))?)
+    redis::Client::build_with_tls(info, certificates(tls))
 }
 
 fn certificates(tls: &ClientTls) -> redis::TlsCertificates {
@@ -69,19 +71,56 @@ fn certificates(tls: &ClientTls) -> redis::TlsCertificates {
     }
 }
 
-/// Bounds of the shared connection: connecting, and each non-blocking command.
-#[derive(Clone, Copy)]
-pub(super) struct Timeouts {
-    pub(super) connect: Duration,
-    pub(super) response: Duration,
+/// Bounds of a shared connection: connecting, and each non-blocking command.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// Establishing a connection.
+    pub connect: Duration,
+    /// Each command's reply.
+    pub response: Duration,
 }
 
-/// The shared connection for `target` and the opener of the blocking pool's connections.
-pub(super) async fn connect(
+/// How connections of their own (for blocking commands) are opened, per mode.
+pub enum Opener {
+    /// One node.
+    Standalone(Box<Client>),
+    /// A cluster.
+    Cluster(Box<ClusterClient>),
+    /// The sentinels' current primary (a handle without a response timeout, asked afresh at every open).
+    Sentinel(Primary),
+}
+
+impl Opener {
+    /// A new connection without a response timeout: its command is meant to wait, and its caller bounds it.
+    pub async fn open(&self, connect_timeout: Duration) -> Result<Conn, RedisError> {
+        match self {
+            Opener::Standalone(client) => {
+                let config = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(connect_timeout))
+                    .set_response_timeout(None);
+                client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await
+                    .map(Conn::Direct)
+            }
+            Opener::Cluster(client) => {
+                let config = ClusterConfig::new().set_connection_timeout(connect_timeout);
+                client
+                    .get_async_connection_with_config(config)
+                    .await
+                    .map(Conn::Cluster)
+            }
+            Opener::Sentinel(primary) => primary.open().await.map(Conn::Direct),
+        }
+    }
+}
+
+/// The shared connection for `target` and the opener of connections of their own for blocking commands.
+pub async fn connect(
     target: &RedisTarget,
     access: &RedisAccess,
     timeouts: Timeouts,
-) -> Result<(Conn, Opener), StoreError> {
+) -> Result<(Conn, Opener), RedisError> {
     match target {
         RedisTarget::Standalone { url } => {
             let client = client(url, access)?;
@@ -136,7 +175,7 @@ fn sentinel_client(
     urls: &[String],
     master: &str,
     access: &RedisAccess,
-) -> Result<SentinelClient, StoreError> {
+) -> Result<SentinelClient, RedisError> {
     let infos = urls
         .iter()
         .map(|u| u.as_str().into_connection_info())
@@ -168,11 +207,11 @@ fn sentinel_client(
             .set_client_to_sentinel_tls_mode(redis::TlsMode::Secure)
             .set_client_to_sentinel_certificates(certificates(tls));
     }
-    Ok(builder.build()?)
+    builder.build()
 }
 
 /// Whether `url` carries a user name or a password of its own.
-pub fn url_has_credentials(url: &str) -> Result<bool, StoreError> {
+pub fn url_has_credentials(url: &str) -> Result<bool, RedisError> {
     let info = url.into_connection_info()?;
     let settings = info.redis_settings();
     Ok(settings.username().is_some() || settings.password().is_some())

@@ -1,10 +1,10 @@
-//! Sentinel mode: the store talks to the primary the sentinels name, and follows a failover.
+//! Sentinel mode: a connection talks to the primary the sentinels name, and follows a failover.
 //!
 //! The sentinels are asked for the primary of the configured name (`SENTINEL GET-MASTER-ADDR-BY-NAME`-style lookup
 //! by the `redis` crate, which also checks `ROLE` on the node it gets), and one multiplexed connection to it serves
 //! every command. When that connection breaks (the primary died) or the node answers `READONLY` (it was demoted to
 //! a replica), the connection is dropped and the next command asks the sentinels again, so after a failover the
-//! store reaches the promoted replica without a proxy. A `READONLY` reply means the command did not run, so it is
+//! connection reaches the promoted replica without a proxy. A `READONLY` reply means the command did not run, so it is
 //! retried once on the new primary; a broken connection is not retried here (the command may have run), the caller
 //! sees the error and its own retry rules apply, as with a standalone Redis restarting.
 
@@ -18,7 +18,7 @@ use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisError, RedisFuture, Redis
 
 /// The sentinels' current primary, shared by clones.
 #[derive(Clone)]
-pub(crate) struct Primary {
+pub struct Primary {
     inner: Arc<Inner>,
 }
 
@@ -32,7 +32,7 @@ struct Inner {
 }
 
 /// Whether `e` says the connection no longer reaches a usable primary.
-pub(super) fn is_stale(e: &RedisError) -> bool {
+pub fn is_stale(e: &RedisError) -> bool {
     e.is_connection_dropped()
         || e.is_io_error()
         || e.is_unrecoverable_error()
@@ -41,14 +41,14 @@ pub(super) fn is_stale(e: &RedisError) -> bool {
 }
 
 /// The node answered as a replica: the command did not run.
-pub(super) fn is_readonly(e: &RedisError) -> bool {
+pub fn is_readonly(e: &RedisError) -> bool {
     e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
 }
 
 impl Primary {
     /// A handle that connects lazily on its first command; `response_timeout` bounds each command (`None`: no bound,
-    /// for the blocking pool).
-    pub(super) fn new(
+    /// for connections that wait on blocking commands).
+    pub fn new(
         sentinels: SentinelClient,
         connect_timeout: Duration,
         response_timeout: Option<Duration>,
@@ -92,7 +92,7 @@ impl Primary {
         Ok((generation, conn))
     }
 
-    /// A new connection of its own to the current primary (the blocking pool's).
+    /// A new connection of its own to the current primary (for blocking commands).
     pub(super) async fn open(&self) -> RedisResult<MultiplexedConnection> {
         let mut sentinels = self.inner.sentinels.lock().await;
         self.open_with(&mut sentinels).await
