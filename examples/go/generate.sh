@@ -14,4 +14,4 @@ mkdir -p "$out"
 protoc -I "$protos" \
   --go_out="$out" --go_opt="$opt" \
   --go-grpc_out="$out" --go-grpc_opt="$opt" \
-  llm/sessions/v1/sessions.proto llm/gateway/v1/gateway.proto llm/gateway/v1/hooks.proto
+  llm/sessions/v1/sessions.proto llm/gateway/v1/gateway.proto llm/gateway/v1/hooks.proto llm/gateway/v1/keys.proto

@@ -11,6 +11,6 @@ mkdir -p "$out/gen" "$out/classes"
 protoc -I "$here/../../proto" \
   --java_out="$out/gen" \
   --plugin=protoc-gen-grpc-java="$(command -v grpc_java_plugin)" --grpc-java_out="$out/gen" \
-  llm/sessions/v1/sessions.proto llm/gateway/v1/gateway.proto llm/gateway/v1/hooks.proto
+  llm/sessions/v1/sessions.proto llm/gateway/v1/gateway.proto llm/gateway/v1/hooks.proto llm/gateway/v1/keys.proto
 find "$out/gen" "$here/src" -name '*.java' >"$out/sources"
 javac -nowarn -d "$out/classes" -cp "$cp" @"$out/sources"

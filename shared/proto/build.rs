@@ -9,6 +9,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = [
         "llm/gateway/v1/gateway.proto",
         "llm/gateway/v1/hooks.proto",
+        "llm/gateway/v1/keys.proto",
         "llm/sessions/v1/sessions.proto",
     ];
     let paths: Vec<PathBuf> = files.iter().map(|f| root.join(f)).collect();

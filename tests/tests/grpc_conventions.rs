@@ -19,6 +19,8 @@ use tonic_health::pb::health_client::HealthClient;
 use tonic_reflection::pb::v1 as refl;
 
 const GATEWAY: &str = "llm.gateway.v1.GatewayService";
+/// The gateway's admin service, served beside it.
+const KEYS: &str = "llm.gateway.v1.KeysService";
 const SESSIONS: &str = "llm.sessions.v1.SessionService";
 const COMMON: [&str; 3] = [
     "grpc.health.v1.Health",
@@ -41,9 +43,9 @@ fn encoding_of(metadata: &tonic::metadata::MetadataMap) -> Option<String> {
         .map(str::to_string)
 }
 
-fn expected(own: &str) -> Vec<String> {
+fn expected(own: &[&str]) -> Vec<String> {
     let mut all: Vec<String> = COMMON.iter().map(|s| s.to_string()).collect();
-    all.push(own.to_string());
+    all.extend(own.iter().map(|s| s.to_string()));
     all.sort();
     all
 }
@@ -177,12 +179,16 @@ async fn file_of(channel: tonic::transport::Channel, symbol: &str) -> Result<usi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reflection_v1_lists_exactly_the_served_services() {
     let p = Product::start("").await;
-    assert_eq!(list_v1(p.gateway.channel().await).await, expected(GATEWAY));
-    assert_eq!(list_v1(channel(p.addr).await).await, expected(SESSIONS));
+    assert_eq!(
+        list_v1(p.gateway.channel().await).await,
+        expected(&[GATEWAY, KEYS])
+    );
+    assert_eq!(list_v1(channel(p.addr).await).await, expected(&[SESSIONS]));
     // Neither describes the other's service: a symbol it does not serve is NOT_FOUND (5).
     assert!(file_of(channel(p.addr).await, SESSIONS).await.is_ok());
     assert_eq!(file_of(channel(p.addr).await, GATEWAY).await, Err(5));
     assert!(file_of(p.gateway.channel().await, GATEWAY).await.is_ok());
+    assert!(file_of(p.gateway.channel().await, KEYS).await.is_ok());
     assert_eq!(file_of(p.gateway.channel().await, SESSIONS).await, Err(5));
 }
 
@@ -265,8 +271,8 @@ async fn python_sees_v1alpha_reflection_and_sends_a_5_mib_prompt_with_the_docume
     let names = |key: &str| -> Vec<String> {
         serde_json::from_value(found[key]["services"].clone()).unwrap()
     };
-    assert_eq!(names("gateway_reflection"), expected(GATEWAY));
-    assert_eq!(names("processor_reflection"), expected(SESSIONS));
+    assert_eq!(names("gateway_reflection"), expected(&[GATEWAY, KEYS]));
+    assert_eq!(names("processor_reflection"), expected(&[SESSIONS]));
     assert_eq!(
         found["gateway_reflection"]["methods"][GATEWAY],
         serde_json::json!([

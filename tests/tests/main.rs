@@ -17,6 +17,7 @@ mod gateway_fairness;
 mod gateway_fallbacks;
 mod gateway_gemini;
 mod gateway_hooks;
+mod gateway_keys;
 mod gateway_limits;
 mod gateway_model_names;
 mod gateway_ops;

@@ -105,6 +105,14 @@ async fn a_generation_is_one_trace_from_the_caller_to_each_provider_attempt() {
     assert_eq!(chat.attr("llm.cost_nano_usd").as_deref(), Some("1895000"));
     assert!(chat.attr("gen_ai.client.time_to_first_chunk").is_some());
     assert_eq!(chat.attr("llm.attempts").as_deref(), Some("2"));
+    // Who called: the key (a `server.auth_tokens` key, named by its digest), never the token; the unnamed tenant is
+    // left out.
+    let key = format!(
+        "token-{}",
+        &llm_gateway::keys::to_hex(&llm_gateway::keys::digest(TOKEN))[..8]
+    );
+    assert_eq!(chat.attr("llm.key"), Some(key));
+    assert_eq!(chat.attr("llm.tenant"), None);
     for key in [
         "gen_ai.input.messages",
         "gen_ai.output.messages",

@@ -36,6 +36,7 @@ execFileSync(
     "llm/sessions/v1/sessions.proto",
     "llm/gateway/v1/gateway.proto",
     "llm/gateway/v1/hooks.proto",
+    "llm/gateway/v1/keys.proto",
     // Last: the option takes every argument after it.
     "--includeDirs",
     protos,

@@ -48,6 +48,12 @@ pub struct FileConfig {
     /// `[limits]`.
     #[serde(default)]
     pub limits: crate::limits::LimitsFile,
+    /// `[keys.<name>]`: named caller keys of tenants (`crate::keys::file`).
+    #[serde(default)]
+    pub keys: BTreeMap<String, crate::keys::file::KeyFile>,
+    /// `[redis]`: where keys created at run time live; none when absent.
+    #[serde(default)]
+    pub redis: Option<crate::keys::file::GatewayRedisFile>,
 }
 
 /// `[telemetry]`. Exporting itself is configured by the standard `OTEL_*` variables.
@@ -251,7 +257,10 @@ impl Provider {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
-    pub auth_tokens: Vec<Secret>,
+    /// The caller keys of the configuration: `[keys.<name>]` and `server.auth_tokens`; reloadable.
+    pub keys: std::sync::Arc<crate::keys::KeyTable>,
+    /// `[redis]`, read at start-up: run-time keys are off when `None`.
+    pub redis: Option<crate::keys::file::RedisSettings>,
     pub allow_unauthenticated: bool,
     pub shutdown_grace: Duration,
     pub max_request_bytes: usize,
@@ -358,7 +367,13 @@ impl Config {
     pub fn from_file(file: FileConfig, env: &dyn Env) -> Result<Config, ConfigError> {
         let listen =
             listen::required_address(env, "GATEWAY_LISTEN", "server.listen", &file.server.listen)?;
-        let auth_tokens = auth_tokens(&file.server, env)?;
+        let tokens = crate::keys::file::auth_tokens(
+            &file.server.auth_tokens,
+            file.server.allow_unauthenticated || !file.keys.is_empty(),
+            env,
+        )?;
+        let keys = std::sync::Arc::new(crate::keys::file::table(&file.keys, &tokens, env)?);
+        let redis = crate::keys::file::redis(file.redis.as_ref(), env)?;
         check_server_limits(&file.server)?;
         let (keepalive, receive_window) = listen::http2(
             file.server.keepalive_interval_ms,
@@ -391,7 +406,8 @@ impl Config {
 
         Ok(Config {
             listen,
-            auth_tokens,
+            keys,
+            redis,
             allow_unauthenticated: file.server.allow_unauthenticated,
             shutdown_grace: Duration::from_millis(file.server.shutdown_grace_ms),
             max_request_bytes: file.server.max_request_bytes,
@@ -413,28 +429,6 @@ impl Config {
             limits,
         })
     }
-}
-
-/// `server.auth_tokens` plus `GATEWAY_AUTH_TOKENS` (comma-separated), each at least 16 characters; none only when
-/// `server.allow_unauthenticated` says so.
-fn auth_tokens(server: &ServerFile, env: &dyn Env) -> Result<Vec<Secret>, ConfigError> {
-    let auth_tokens: Vec<Secret> = listen::tokens(env, "GATEWAY_AUTH_TOKENS", &server.auth_tokens)
-        .into_iter()
-        .map(Secret::new)
-        .collect();
-    if auth_tokens.iter().any(|t| t.expose().len() < 16) {
-        return Err(ConfigError::new(
-            "server.auth_tokens",
-            "tokens must be at least 16 characters",
-        ));
-    }
-    if auth_tokens.is_empty() && !server.allow_unauthenticated {
-        return Err(ConfigError::new(
-            "server.auth_tokens",
-            "no caller tokens configured: set GATEWAY_AUTH_TOKENS (or server.allow_unauthenticated = true for local development)",
-        ));
-    }
-    Ok(auth_tokens)
 }
 
 /// The server's size and concurrency limits are in range.

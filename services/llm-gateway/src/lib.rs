@@ -23,6 +23,9 @@
 //! - `tracing_spans`: the `gen_ai` spans of a generation and its attempts.
 //! - `offload`: large requests prepared on the blocking pool, off the async workers.
 //! - [`config`]: the typed, validated configuration (file + environment).
+//! - [`keys`]: caller identity: named keys of tenants (configured, or created at run time in Redis and cached on
+//!   every replica), who a call is from; [`access`]: a caller admitted to a call, limited to its key's models;
+//!   [`admin`]: `KeysService`, the admin API over the keys.
 //! - [`generate`]: one generation end to end: resolve, hooks, build, send, retry and fall back before the first
 //!   event, decode, cost; and the reloadable state ([`generate::Gateway::reload`]).
 //! - `calls`: the calls that are not generations, embeddings and token counts: one answer each, over the same
@@ -33,7 +36,9 @@
 //! - [`http`]: the HTTP front door: OpenAI Chat Completions, OpenAI Responses and Anthropic Messages over the same
 //!   core, embeddings and token counts over `calls`.
 
+pub mod access;
 pub mod adapter;
+pub mod admin;
 mod calls;
 pub mod catalog;
 mod census;
@@ -45,6 +50,7 @@ pub mod generate;
 mod headers;
 mod hooks;
 pub mod http;
+pub mod keys;
 mod limits;
 pub mod metrics;
 mod model_names;

@@ -47,6 +47,8 @@ pub const LABEL_TRANSFORM: &str = "transform";
 pub const LABEL_POLICY: &str = "policy";
 /// Label: whether a configuration reload succeeded (`ok`, `error`).
 pub const LABEL_RESULT: &str = "result";
+/// Label: the tenant a call is attributed to (`""` is the unnamed tenant); keys are never labels.
+pub const LABEL_TENANT: &str = "tenant";
 
 /// The `model` label of every model a provider serves without a catalog entry.
 pub const UNLISTED_MODEL: &str = "(unlisted)";
@@ -77,6 +79,8 @@ pub const INFLIGHT: &str = "llm_gateway_inflight_generations";
 pub const HOOK_FAILURES: &str = "llm_gateway_hook_failures";
 /// Configuration reloads by result.
 pub const RELOADS: &str = "llm_gateway_config_reloads";
+/// Calls admitted, by the tenant they are attributed to and operation (`chat`, `embeddings`, `count_tokens`).
+pub const TENANT_CALLS: &str = "llm_gateway_tenant_calls";
 
 /// How a generation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -181,6 +185,7 @@ pub struct Metrics {
     inflight: Gauge,
     hook_failures: Family<FixedLabels, Counter>,
     reloads: Family<FixedLabels, Counter>,
+    tenant_calls: Family<FixedLabels, Counter>,
     gen_ai: GenAiMetrics,
     /// Embeddings and token counts ([`Metrics::call_ended`]).
     calls: calls::CallMetrics,
@@ -211,6 +216,35 @@ fn register_seconds<M: Metric + Clone>(r: &mut Registry, name: &str, help: &str,
 }
 
 /// A latency histogram family.
+/// The families labelled by fixed names: hook failures, reloads and the tenants' calls.
+fn register_fixed(
+    r: &mut Registry,
+) -> (
+    Family<FixedLabels, Counter>,
+    Family<FixedLabels, Counter>,
+    Family<FixedLabels, Counter>,
+) {
+    let hook_failures = register(
+        r,
+        HOOK_FAILURES,
+        "Hook service calls that failed or timed out, by hook, transform and policy",
+        Family::<FixedLabels, Counter>::default(),
+    );
+    let reloads = register(
+        r,
+        RELOADS,
+        "Configuration reloads (SIGHUP) by result",
+        Family::<FixedLabels, Counter>::default(),
+    );
+    let tenant_calls = register(
+        r,
+        TENANT_CALLS,
+        "Calls admitted, by the tenant they are attributed to and operation (chat, embeddings, count_tokens)",
+        Family::<FixedLabels, Counter>::default(),
+    );
+    (hook_failures, reloads, tenant_calls)
+}
+
 type Timing = Family<ModelLabels, Histogram, Buckets>;
 
 /// The three latency histograms: to the first event, to the end, and the gateway's own share.
@@ -285,18 +319,7 @@ impl Metrics {
             Family::<ModelLabels, Counter>::default(),
         );
         let inflight = register(&mut r, INFLIGHT, "Generations in flight", Gauge::default());
-        let hook_failures = register(
-            &mut r,
-            HOOK_FAILURES,
-            "Hook service calls that failed or timed out, by hook, transform and policy",
-            Family::<FixedLabels, Counter>::default(),
-        );
-        let reloads = register(
-            &mut r,
-            RELOADS,
-            "Configuration reloads (SIGHUP) by result",
-            Family::<FixedLabels, Counter>::default(),
-        );
+        let (hook_failures, reloads, tenant_calls) = register_fixed(&mut r);
         Metrics {
             // The GenAI client metrics repeat some of the gateway's own under the semantic conventions' names, so
             // dashboards built for those conventions work unchanged.
@@ -316,6 +339,7 @@ impl Metrics {
             inflight,
             hook_failures,
             reloads,
+            tenant_calls,
         }
     }
 
@@ -436,6 +460,16 @@ impl Metrics {
                 (LABEL_HOOK, Arc::clone(hook)),
                 (LABEL_TRANSFORM, Arc::from(transform)),
                 (LABEL_POLICY, Arc::from(policy)),
+            ]))
+            .inc();
+    }
+
+    /// A call of `operation` was admitted for `tenant`.
+    pub fn tenant_call(&self, tenant: &Arc<str>, operation: &'static str) {
+        self.tenant_calls
+            .get_or_create(&FixedLabels(vec![
+                (LABEL_TENANT, Arc::clone(tenant)),
+                (calls::LABEL_OPERATION, Arc::from(operation)),
             ]))
             .inc();
     }

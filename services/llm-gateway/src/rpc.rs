@@ -10,6 +10,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::generate::Gateway;
+use crate::keys::Caller;
 use crate::offload::{self, Incoming};
 use crate::tracing_spans::Traced;
 use crate::{convert, status};
@@ -47,6 +48,7 @@ impl GatewayService for GatewayRpc {
         &self,
         request: Request<pb::ListModelsRequest>,
     ) -> Result<Response<pb::ListModelsResponse>, Status> {
+        let caller = caller(request.extensions())?;
         let req = request.into_inner();
         let page_size = match req.page_size {
             0 => 100,
@@ -66,6 +68,7 @@ impl GatewayService for GatewayRpc {
         let mut models = listed
             .iter()
             .filter(|l| req.provider.is_empty() || l.model.provider == req.provider)
+            .filter(|l| caller.may_use(l.id, l.alias_of.unwrap_or(&l.model.id)))
             .filter(|l| after.as_deref().is_none_or(|a| l.id > a));
         let page: Vec<pb::Model> = models
             .by_ref()
@@ -86,14 +89,17 @@ impl GatewayService for GatewayRpc {
         &self,
         request: Request<pb::GetModelRequest>,
     ) -> Result<Response<pb::GetModelResponse>, Status> {
+        let caller = caller(request.extensions())?;
         let id = &request.get_ref().model;
         if id.is_empty() {
             return Err(status::invalid("model", "required"));
         }
+        crate::access::check(&self.gateway, &caller, id)
+            .map_err(|e| status::start_error_status(&e))?;
         let resolved = self
             .gateway
             .resolve(id)
-            .map_err(|e| status::start_error_status(&e))?;
+            .map_err(|e| status::start_error_status(&crate::access::scrub(&caller, e)))?;
         let id = resolved.alias_of.as_deref().unwrap_or(&resolved.model.id);
         let kind = self.gateway.config().catalog.kind(id);
         let mut model = model_to_pb(&resolved.model, kind);
@@ -158,33 +164,49 @@ impl GatewayRpc {
         &self,
         request: Request<Incoming<M>>,
     ) -> Result<Traced<Events>, Status> {
-        let (metadata, _, message) = request.into_parts();
+        let (metadata, extensions, message) = request.into_parts();
+        let caller = caller(&extensions)?;
         let generation = offload::generation(message, &self.gateway.config().limits).await?;
-        start_traced(&self.gateway, generation, &metadata)
+        start_traced(&self.gateway, generation, &metadata, &caller)
             .await
             .map_err(|e| status::start_error_status(&e))
     }
 }
 
+/// The caller the authentication layer identified (`server::Auth`), from a request's extensions.
+pub(crate) fn caller(extensions: &tonic::Extensions) -> Result<Caller, Status> {
+    extensions
+        .get::<Caller>()
+        .cloned()
+        .ok_or_else(|| Status::unauthenticated(service_kit::auth::MISSING_BEARER))
+}
+
 /// Starts a validated generation under its span, with the caller's trace context (from `metadata`) carried on to
 /// the provider: the one start of both doors (gRPC here, HTTP in `http::generation`), which map a start error each
-/// to their own wire.
+/// to their own wire. The caller is admitted first: attributed on the span and in the tenant metric, and refused a
+/// model (or fallback model) its key may not use as if the model were not served.
 pub(crate) async fn start_traced(
     gateway: &Gateway,
     mut generation: pb::Generation,
     metadata: &tonic::metadata::MetadataMap,
+    caller: &Caller,
 ) -> Result<Traced<Events>, crate::start_error::StartError> {
     let capture = gateway.config().capture_message_content;
     let span = crate::tracing_spans::generation_span(&generation, metadata, capture);
+    let models = std::iter::once(generation.model.as_str())
+        .chain(generation.fallback_models.iter().map(String::as_str));
+    crate::access::admit(gateway, caller, "chat", models, &span)
+        .inspect_err(|e| crate::tracing_spans::start_failed(&span, e))?;
     propagate(
         &mut generation,
         service_kit::trace_context::from_metadata(metadata),
     );
-    log_start(&generation);
+    log_start(&generation, caller);
     let events = gateway
         .stream(generation)
         .instrument(span.clone())
         .await
+        .map_err(|e| crate::access::scrub(caller, e))
         .inspect_err(|e| crate::tracing_spans::start_failed(&span, e))?;
     let events: Events = Box::pin(events);
     Ok(Traced::new(events, span, capture))
@@ -198,11 +220,13 @@ pub(crate) fn propagate(generation: &mut pb::Generation, trace: Vec<(String, Str
     }
 }
 
-pub(crate) fn log_start(g: &pb::Generation) {
+pub(crate) fn log_start(g: &pb::Generation, caller: &Caller) {
     let ctx = g.context.as_ref();
     tracing::debug!(
         message = "generation",
         model = %g.model,
+        tenant = %caller.tenant,
+        key = %caller.key_name(),
         session_id = %ctx.map_or("", |c| c.session_id.as_str()),
         request_id = %ctx.map_or("", |c| c.request_id.as_str()),
         messages = g.messages.len(),

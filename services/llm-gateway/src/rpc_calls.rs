@@ -20,10 +20,16 @@ impl GatewayRpc {
         &self,
         request: Request<pb::EmbedRequest>,
     ) -> Result<Response<pb::EmbedResponse>, Status> {
-        let (metadata, _, message) = request.into_parts();
-        let done = embed(&self.gateway, EmbedCall::from_pb(message), &metadata)
-            .await
-            .map_err(|e| e.status())?;
+        let (metadata, extensions, message) = request.into_parts();
+        let caller = super::caller(&extensions)?;
+        let done = embed(
+            &self.gateway,
+            &caller,
+            EmbedCall::from_pb(message),
+            &metadata,
+        )
+        .await
+        .map_err(|e| e.status())?;
         let usage = crate::event::Usage {
             input: done.input_tokens,
             ..Default::default()
@@ -51,9 +57,10 @@ impl GatewayRpc {
         &self,
         request: Request<Incoming<pb::CountTokensRequest>>,
     ) -> Result<Response<pb::CountTokensResponse>, Status> {
-        let (metadata, _, message) = request.into_parts();
+        let (metadata, extensions, message) = request.into_parts();
+        let caller = super::caller(&extensions)?;
         let generation = offload::generation(message, &self.gateway.config().limits).await?;
-        let counted = count_tokens(&self.gateway, generation, &metadata)
+        let counted = count_tokens(&self.gateway, &caller, generation, &metadata)
             .await
             .map_err(|e| e.status())?;
         Ok(Response::new(counted.to_pb()))

@@ -10,19 +10,25 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use llm_proto::gateway::gateway_service_server::GatewayServiceServer;
+use llm_proto::gateway::keys_service_server::KeysServiceServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Status};
 
+use crate::admin::KeysAdmin;
 use crate::generate::Gateway;
+use crate::keys::{Caller, Refusal};
 use crate::routes::GatewayServer;
 use crate::rpc::GatewayRpc;
 
 pub use service_kit::serve::ServeError;
 
 /// The services whose calls get a server span (health checks and reflection do not: see docs/operations.md).
-const TRACED: &[&str] = &[<GatewayServer as tonic::server::NamedService>::NAME];
+const TRACED: &[&str] = &[
+    <GatewayServer as tonic::server::NamedService>::NAME,
+    <KeysServiceServer<KeysAdmin> as tonic::server::NamedService>::NAME,
+];
 
 /// Serves `gateway` on `listener` (over TLS when `server.tls` is configured) until `shutdown` resolves, then drains
 /// in-flight streams for up to the configured grace period.
@@ -37,16 +43,24 @@ pub async fn run(
         .set_serving::<GatewayServiceServer<GatewayRpc>>()
         .await;
 
-    let served = [<GatewayServer as tonic::server::NamedService>::NAME];
+    let served = TRACED;
     let sets = [llm_proto::FILE_DESCRIPTOR_SET];
-    let reflection = service_kit::grpc::reflection_v1(&sets, &served)?;
-    let reflection_v1alpha = service_kit::grpc::reflection_v1alpha(&sets, &served)?;
+    let reflection = service_kit::grpc::reflection_v1(&sets, served)?;
+    let reflection_v1alpha = service_kit::grpc::reflection_v1alpha(&sets, served)?;
 
-    let gateway_for_auth = gateway.clone();
-    let service = crate::routes::gateway_server(GatewayRpc { gateway }, config.max_request_bytes);
+    // The run-time keys follow Redis for as long as this server runs (draining included).
+    let keys_stop = CancellationToken::new();
+    let _keys_guard = keys_stop.clone().drop_guard();
+    if let Some(settings) = config.redis.clone() {
+        tokio::spawn(gateway.keys().run(settings, keys_stop));
+    }
     let auth = Auth {
-        gateway: gateway_for_auth,
+        gateway: gateway.clone(),
     };
+    let admin = KeysServiceServer::new(KeysAdmin {
+        gateway: gateway.clone(),
+    });
+    let service = crate::routes::gateway_server(GatewayRpc { gateway }, config.max_request_bytes);
 
     let token = CancellationToken::new();
     let signal = {
@@ -78,7 +92,8 @@ pub async fn run(
         .add_service(health_service)
         .add_service(reflection)
         .add_service(reflection_v1alpha)
-        .add_service(InterceptedService::new(service, auth))
+        .add_service(InterceptedService::new(service, auth.clone()))
+        .add_service(InterceptedService::new(admin, auth))
         .serve_with_incoming_shutdown(incoming, signal);
     let grace = config.shutdown_grace;
     tokio::select! {
@@ -90,34 +105,37 @@ pub async fn run(
     Ok(())
 }
 
-/// Bearer-token check for every call of `GatewayService` (health and reflection are not wrapped). Tokens come from
-/// the configuration in force, so a reload rotates them.
+/// Identifies the caller of every call of `GatewayService` and `KeysService` (health and reflection are not
+/// wrapped) and hands it to the handlers in the request's extensions. Keys come from the configuration in force, so
+/// a reload changes them, and from this replica's copy of the run-time keys.
 #[derive(Clone)]
 struct Auth {
     gateway: Gateway,
 }
 
 impl tonic::service::Interceptor for Auth {
-    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
-        let config = self.gateway.config();
-        if config.allow_unauthenticated && config.auth_tokens.is_empty() {
-            return Ok(request);
-        }
-        let presented = service_kit::auth::bearer_metadata(request.metadata())
-            .ok_or_else(|| Status::unauthenticated(service_kit::auth::MISSING_BEARER))?;
-        if known_token(&config, presented) {
-            Ok(request)
-        } else {
-            Err(Status::unauthenticated("invalid bearer token"))
-        }
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        let metadata = request.metadata();
+        let tenant = crate::keys::caller::named_tenant(metadata).map_err(|r| r.status())?;
+        let token = service_kit::auth::bearer_metadata(metadata);
+        let caller = identify(&self.gateway, token, tenant).map_err(|r| r.status())?;
+        request.extensions_mut().insert(caller);
+        Ok(request)
     }
 }
 
-/// Whether `presented` is one of the caller tokens in force, each compared in constant time. The HTTP front door
-/// checks the same tokens.
-pub(crate) fn known_token(config: &crate::config::Config, presented: &str) -> bool {
-    let tokens = config.auth_tokens.iter().map(|t| t.expose().as_bytes());
-    service_kit::auth::find_token(tokens, presented).is_some()
+/// The caller presenting `token` and naming `tenant`: the configuration's keys first, then this replica's copy of
+/// the run-time keys. Without any key configured and `server.allow_unauthenticated`, a call without a known token is
+/// the anonymous caller. The HTTP front door identifies its callers here too.
+pub(crate) fn identify(
+    gateway: &Gateway,
+    token: Option<&str>,
+    tenant: Option<&str>,
+) -> Result<Caller, Refusal> {
+    let config = gateway.config();
+    let runtime = gateway.keys().table();
+    let open = config.allow_unauthenticated && config.keys.is_empty();
+    crate::keys::caller::identify(token, tenant, &[&config.keys, &runtime], open)
 }
 
 /// tonic reports a request over `max_decoding_message_size` as `OUT_OF_RANGE`; the API promises

@@ -59,6 +59,8 @@ pub fn generation_span(
         "llm.attempts" = Empty,
         "llm.cost_nano_usd" = Empty,
         "llm.request_id" = Empty,
+        "llm.tenant" = Empty,
+        "llm.key" = Empty,
         "error.type" = Empty,
         "gen_ai.system_instructions" = Empty,
         "gen_ai.input.messages" = Empty,

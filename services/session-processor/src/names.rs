@@ -1,15 +1,5 @@
 //! The names callers and operators choose, each with its one rule: config, the API's validation and the
-//! workspace layout all check a tenant name here.
+//! workspace layout all check a tenant name here (the rule itself is `service_kit::names`', shared with the
+//! gateway, whose tenants are the processor's).
 
-/// Longest tenant name (it is part of Redis keys and of workspace paths).
-pub const MAX_TENANT_NAME: usize = 64;
-
-/// True for a tenant name: 1 to [`MAX_TENANT_NAME`] characters of `[A-Za-z0-9._-]`, starting with a letter or
-/// digit (so never `.` or `..`, and safe as a directory name and inside a Redis key).
-pub fn valid_tenant_name(name: &str) -> bool {
-    name.len() <= MAX_TENANT_NAME
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
+pub use service_kit::names::{MAX_TENANT_NAME, valid_tenant_name};

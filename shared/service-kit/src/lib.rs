@@ -3,6 +3,7 @@
 //!   at start-up, and tonic's server and client configurations built from them.
 //! - [`auth`]: the `authorization: Bearer` value parsed per RFC 9110 (from gRPC metadata too), the constant-time
 //!   token comparison and lookup, and the interceptor a command-line client sends its token with.
+//! - [`names`]: the tenant-name rule both services check.
 //! - [`env`]: where configuration reads environment variables from (the process, or a fixed list in tests).
 //! - [`grpc`]: the gRPC conventions every server follows: gzip and zstd, reflection v1 and v1alpha listing only
 //!   the served services, health `Watch` per the protocol, HTTP/2 keepalive.
@@ -31,6 +32,7 @@ pub mod env;
 pub mod grpc;
 pub mod hand_wired;
 pub mod listen;
+pub mod names;
 pub mod raw;
 pub mod rpc_span;
 pub mod serve;

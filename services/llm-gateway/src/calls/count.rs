@@ -54,12 +54,22 @@ impl Counted {
 /// Counts the input tokens of `generation` (already validated) on its model.
 pub async fn count_tokens(
     gateway: &Gateway,
+    caller: &crate::keys::Caller,
     generation: pb::Generation,
     metadata: &tonic::metadata::MetadataMap,
 ) -> Result<Counted, CallError> {
     let metrics = gateway.metrics();
-    let mut meter = Meter::new(&metrics, Operation::CountTokens);
     let span = spans::count_tokens(&generation.model, metadata);
+    crate::access::admit(
+        gateway,
+        caller,
+        "count_tokens",
+        [generation.model.as_str()],
+        &span,
+    )
+    .map_err(CallError::Start)
+    .inspect_err(|e| spans::failed(&span, e))?;
+    let mut meter = Meter::new(&metrics, Operation::CountTokens);
     let result = run(gateway, generation, &metrics, &mut meter)
         .instrument(span.clone())
         .await;

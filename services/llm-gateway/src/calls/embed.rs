@@ -118,13 +118,17 @@ fn check(call: &EmbedCall) -> Result<(), CallError> {
 /// Runs one embeddings call.
 pub async fn embed(
     gateway: &Gateway,
+    caller: &crate::keys::Caller,
     call: EmbedCall,
     metadata: &tonic::metadata::MetadataMap,
 ) -> Result<Embeddings, CallError> {
     check(&call)?;
     let metrics = gateway.metrics();
-    let mut meter = Meter::new(&metrics, Operation::Embeddings);
     let span = spans::embeddings(&call.model, call.inputs.len(), metadata);
+    crate::access::admit(gateway, caller, "embeddings", [call.model.as_str()], &span)
+        .map_err(CallError::Start)
+        .inspect_err(|e| spans::failed(&span, e))?;
+    let mut meter = Meter::new(&metrics, Operation::Embeddings);
     let result = run(gateway, &call, &metrics, &mut meter)
         .instrument(span.clone())
         .await;

@@ -28,6 +28,8 @@ pub(super) fn embeddings(
         "llm.attempts" = Empty,
         "llm.cost_nano_usd" = Empty,
         "llm.usage_estimated" = Empty,
+        "llm.tenant" = Empty,
+        "llm.key" = Empty,
         "error.type" = Empty,
     );
     llm_telemetry::continue_trace(&span, metadata.as_ref());
@@ -48,6 +50,8 @@ pub(super) fn count_tokens(model: &str, metadata: &tonic::metadata::MetadataMap)
         "llm.model" = Empty,
         "llm.token_count.method" = Empty,
         "llm.attempts" = Empty,
+        "llm.tenant" = Empty,
+        "llm.key" = Empty,
         "error.type" = Empty,
     );
     llm_telemetry::continue_trace(&span, metadata.as_ref());

@@ -62,6 +62,8 @@ struct Inner {
     /// Global in-flight limit. Fixed at start-up: resizing a semaphore under load is not worth its edge cases.
     pub(super) inflight: Arc<Semaphore>,
     pub(super) inflight_limit: usize,
+    /// The keys created at run time, this replica's copy (empty without `[redis]`).
+    pub(super) keys: Arc<crate::keys::cache::RuntimeKeys>,
 }
 
 /// A model name resolved for a caller ([`Gateway::resolve`]).
@@ -200,8 +202,10 @@ impl Gateway {
     /// A gateway for this configuration.
     pub fn new(config: Config) -> Result<Gateway, ProviderError> {
         let limit = config.max_inflight_generations;
+        let staleness = config.redis.as_ref().and_then(|r| r.max_staleness);
         Ok(Gateway {
             inner: Arc::new(Inner {
+                keys: Arc::new(crate::keys::cache::RuntimeKeys::new(staleness)),
                 state: ArcSwap::from_pointee(State::new(config)?),
                 metrics: Arc::new(Metrics::new()),
                 inflight: Arc::new(Semaphore::new(limit)),
@@ -220,7 +224,13 @@ impl Gateway {
         Arc::clone(&self.inner.metrics)
     }
 
-    /// Replaces the catalog, providers, hooks, fallbacks, timeouts, retry policy and caller tokens for generations
+    /// This replica's copy of the keys created at run time (kept current by the task [`crate::server::run`] starts
+    /// when `[redis]` is configured).
+    pub fn keys(&self) -> Arc<crate::keys::cache::RuntimeKeys> {
+        Arc::clone(&self.inner.keys)
+    }
+
+    /// Replaces the catalog, providers, hooks, fallbacks, timeouts, retry policy and caller keys for generations
     /// that start from now on. Streams in flight keep the configuration they started with.
     ///
     /// The listen addresses, size and concurrency limits and the shutdown grace period are fixed at start-up; a
@@ -259,6 +269,11 @@ impl Gateway {
             (
                 "server.shutdown_grace_ms",
                 old.shutdown_grace != config.shutdown_grace,
+            ),
+            (
+                "redis",
+                old.redis.as_ref().map(|r| (&r.target, &r.prefix))
+                    != config.redis.as_ref().map(|r| (&r.target, &r.prefix)),
             ),
         ];
         for (key, changed) in fixed {

@@ -1,27 +1,35 @@
-//! Caller authentication on the HTTP front door: the same tokens as the gRPC API, presented the way each SDK sends
-//! its key: `Authorization: Bearer <token>` (OpenAI SDKs) or `x-api-key: <token>` (Anthropic SDKs).
+//! Caller identification on the HTTP front door: the same keys as the gRPC API, presented the way each SDK sends its
+//! key: `Authorization: Bearer <token>` (OpenAI SDKs) or `x-api-key: <token>` (Anthropic SDKs); `x-tenant` names
+//! the tenant as on gRPC (a `processor` key's only).
 
 use http::HeaderMap;
 
-use crate::config::Config;
+use crate::generate::Gateway;
 use crate::http::errors::{ApiError, Class};
+use crate::keys::{Caller, Refusal};
 
-/// Ok when the request carries one of the configured tokens (or the gateway runs unauthenticated).
-pub fn check(config: &Config, headers: &HeaderMap) -> Result<(), ApiError> {
-    if config.allow_unauthenticated && config.auth_tokens.is_empty() {
-        return Ok(());
-    }
-    let presented = presented(headers).ok_or_else(|| {
-        ApiError::new(
-            Class::Authentication,
-            "missing `Authorization: Bearer <token>` or `x-api-key: <token>` header",
-        )
-    })?;
-    if crate::server::known_token(config, presented) {
-        Ok(())
-    } else {
-        Err(ApiError::new(Class::Authentication, "invalid token"))
-    }
+/// The caller of a request (the anonymous caller when the gateway runs unauthenticated).
+pub fn check(gateway: &Gateway, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    let tenant = match headers.get(crate::keys::caller::TENANT_HEADER) {
+        None => None,
+        Some(v) => Some(v.to_str().map_err(|_| refused(&Refusal::BadTenant))?),
+    };
+    crate::server::identify(gateway, presented(headers), tenant).map_err(|r| refused(&r))
+}
+
+fn refused(r: &Refusal) -> ApiError {
+    let class = match r {
+        Refusal::Missing => {
+            return ApiError::new(
+                Class::Authentication,
+                "missing `Authorization: Bearer <token>` or `x-api-key: <token>` header",
+            );
+        }
+        Refusal::Unknown => Class::Authentication,
+        Refusal::ForeignTenant => Class::Permission,
+        Refusal::BadTenant => Class::InvalidRequest,
+    };
+    ApiError::new(class, r.message())
 }
 
 /// The token the caller presented: the bearer token, else `x-api-key`.

@@ -42,6 +42,7 @@ fn translate(body: Value) -> Result<pb::Generation, ApiError> {
 /// Answers one count request.
 pub async fn run(
     gateway: &Gateway,
+    caller: &crate::keys::Caller,
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<Response<Body>, ApiError> {
@@ -51,7 +52,7 @@ pub async fn run(
         .await
         .map_err(|s| ApiError::from_status(&s))?;
     let metadata = tonic::metadata::MetadataMap::from_headers(headers.clone());
-    let counted = count_tokens(gateway, generation, &metadata)
+    let counted = count_tokens(gateway, caller, generation, &metadata)
         .await
         .map_err(|e| super::calls::api_error(&e))?;
     let answer = crate::http::json(

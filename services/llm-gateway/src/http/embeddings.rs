@@ -163,12 +163,13 @@ fn api_error(e: &CallError) -> ApiError {
 /// Answers one embeddings request.
 pub async fn run(
     gateway: &Gateway,
+    caller: &crate::keys::Caller,
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<Response<Body>, ApiError> {
     let t = crate::http::translate_body(body, translate).await?;
     let metadata = tonic::metadata::MetadataMap::from_headers(headers.clone());
-    let mut done = embed(gateway, t.call, &metadata)
+    let mut done = embed(gateway, caller, t.call, &metadata)
         .await
         .map_err(|e| api_error(&e))?;
     let place = crate::offload::Where::for_items(

@@ -30,6 +30,7 @@ pub struct Started {
 /// and fails at once. The first events are handed back in the stream.
 pub async fn start(
     gateway: &Gateway,
+    caller: &crate::keys::Caller,
     headers: &HeaderMap,
     generation: pb::Generation,
 ) -> Result<Started, ApiError> {
@@ -39,7 +40,7 @@ pub async fn start(
         .await
         .map_err(|s| ApiError::from_status(&s))?;
     let metadata = tonic::metadata::MetadataMap::from_headers(headers.clone());
-    let mut traced = crate::rpc::start_traced(gateway, generation, &metadata)
+    let mut traced = crate::rpc::start_traced(gateway, generation, &metadata, caller)
         .await
         .map_err(|e| ApiError::from_start(&e))?;
     let mut head = Vec::with_capacity(2);

@@ -57,21 +57,22 @@ where
         Dialect::OpenAi
     };
     let config = gateway.config();
-    if let Err(e) = auth::check(&config, req.headers()) {
-        return error(dialect, &e);
-    }
+    let caller = match auth::check(gateway, req.headers()) {
+        Ok(caller) => caller,
+        Err(e) => return error(dialect, &e),
+    };
     let method = req.method().clone();
     match (method, path.as_str()) {
         (Method::POST, "/v1/chat/completions" | "/v1/messages" | "/v1/responses") => {
             let (parts, body) = req.into_parts();
             let answer = match read_body(body, config.max_request_bytes).await {
                 Ok(body) if dialect == Dialect::Anthropic => {
-                    anthropic::run(gateway, &parts.headers, body).await
+                    anthropic::run(gateway, &caller, &parts.headers, body).await
                 }
                 Ok(body) if path == "/v1/responses" => {
-                    responses::run(gateway, &parts.headers, body).await
+                    responses::run(gateway, &caller, &parts.headers, body).await
                 }
-                Ok(body) => openai_chat::run(gateway, &parts.headers, body).await,
+                Ok(body) => openai_chat::run(gateway, &caller, &parts.headers, body).await,
                 Err(e) => Err(e),
             };
             answer.unwrap_or_else(|e| error(dialect, &e))
@@ -80,16 +81,16 @@ where
             let (parts, body) = req.into_parts();
             let answer = match read_body(body, config.max_request_bytes).await {
                 Ok(body) if dialect == Dialect::Anthropic => {
-                    count_tokens::run(gateway, &parts.headers, body).await
+                    count_tokens::run(gateway, &caller, &parts.headers, body).await
                 }
-                Ok(body) => embeddings::run(gateway, &parts.headers, body).await,
+                Ok(body) => embeddings::run(gateway, &caller, &parts.headers, body).await,
                 Err(e) => Err(e),
             };
             answer.unwrap_or_else(|e| error(dialect, &e))
         }
-        (Method::GET, "/v1/models") => json(StatusCode::OK, &models::list(&config)),
+        (Method::GET, "/v1/models") => json(StatusCode::OK, &models::list(&config, &caller)),
         (Method::GET, p) if p.starts_with("/v1/models/") => {
-            match models::get(gateway, &p["/v1/models/".len()..]) {
+            match models::get(gateway, &caller, &p["/v1/models/".len()..]) {
                 Ok(m) => json(StatusCode::OK, &m),
                 Err(e) => error(dialect, &e),
             }

@@ -7,16 +7,19 @@ use crate::catalog::ModelInfo;
 use crate::config::Config;
 use crate::generate::Gateway;
 use crate::http::errors::ApiError;
+use crate::keys::Caller;
 
 /// Every served chat name: the catalog's chat models and the configured aliases of chat models. Embedding models are
 /// left out: clients fill their chat model pickers from this list (they are served by `POST /v1/embeddings`, found
-/// by `GET /v1/models/{id}` and listed by gRPC `ListModels` with their kind).
-pub fn list(config: &Config) -> Value {
+/// by `GET /v1/models/{id}` and listed by gRPC `ListModels` with their kind). A key limited to some models sees only
+/// those.
+pub fn list(config: &Config, caller: &Caller) -> Value {
     let data: Vec<Value> = config
         .names
         .listed(&config.catalog)
         .iter()
         .filter(|l| config.catalog.kind(&l.model.id) == crate::catalog::ModelKind::Chat)
+        .filter(|l| caller.may_use(l.id, l.alias_of.unwrap_or(&l.model.id)))
         .map(|l| model(l.id, l.model, l.alias_of))
         .collect();
     let id = |v: Option<&Value>| v.map_or(Value::Null, |m| m["id"].clone());
@@ -30,10 +33,13 @@ pub fn list(config: &Config) -> Value {
 }
 
 /// One model by any name a generation accepts (`provider/model`, the `/` maybe percent-encoded; an alias; a bare
-/// name).
-pub fn get(gateway: &Gateway, id: &str) -> Result<Value, ApiError> {
+/// name), when the caller's key may use it (else 404, as for a model not served).
+pub fn get(gateway: &Gateway, caller: &Caller, id: &str) -> Result<Value, ApiError> {
     let id = id.replace("%2F", "/").replace("%2f", "/");
-    let r = gateway.resolve(&id).map_err(|e| ApiError::from_start(&e))?;
+    crate::access::check(gateway, caller, &id).map_err(|e| ApiError::from_start(&e))?;
+    let r = gateway
+        .resolve(&id)
+        .map_err(|e| ApiError::from_start(&crate::access::scrub(caller, e)))?;
     Ok(model(&r.model.id, &r.model, r.alias_of.as_deref()))
 }
 

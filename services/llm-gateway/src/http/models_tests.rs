@@ -8,7 +8,9 @@ fn the_list_is_the_catalog_in_both_shapes() {
         ("OPENAI_API_KEY", "sk-x"),
     ];
     let config = Config::from_file(FileConfig::default(), &env).unwrap();
-    let v = list(&config);
+    let caller =
+        crate::keys::caller::identify(Some(env[0].1), None, &[&config.keys], false).unwrap();
+    let v = list(&config, &caller);
     assert_eq!(v["object"], "list");
     let data = v["data"].as_array().unwrap();
     let chat = config
@@ -35,4 +37,29 @@ fn the_list_is_the_catalog_in_both_shapes() {
         (&json!("openai"), &json!("model"))
     );
     assert_eq!(v["first_id"], data[0]["id"]);
+}
+
+#[test]
+fn a_limited_key_lists_only_its_models_and_aliases_of_them() {
+    let env = [
+        ("GATEWAY_KEY", "a-limited-caller-token-1"),
+        ("OPENAI_API_KEY", "sk-x"),
+    ];
+    let file = Config::parse(
+        "[keys.limited]\ntenant = \"acme\"\ntoken_env = \"GATEWAY_KEY\"\nmodels = [\"openai/gpt-4o\"]\n\
+         [aliases]\nfast = \"openai/gpt-4o\"\n",
+    )
+    .unwrap();
+    let config = Config::from_file(file, &env).unwrap();
+    let caller =
+        crate::keys::caller::identify(Some(env[0].1), None, &[&config.keys], false).unwrap();
+    let v = list(&config, &caller);
+    let mut ids: Vec<&str> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["fast", "openai/gpt-4o"]);
 }

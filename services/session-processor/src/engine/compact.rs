@@ -218,7 +218,7 @@ impl Compactor {
             .stream_step(
                 &mut processor,
                 generation,
-                &c.inputs.trace,
+                (&c.inputs.trace, &c.session.tenant),
                 c.fence,
                 c.cancel,
             )

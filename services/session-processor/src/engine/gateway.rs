@@ -224,6 +224,24 @@ pub(super) fn with_trace<T>(request: &mut tonic::Request<T>, trace: &[(String, S
     }
 }
 
+/// The metadata entry naming the tenant a gateway call belongs to (the gateway attributes the call to it when the
+/// processor's key may name tenants: docs/operations.md, "Keys").
+const TENANT_HEADER: &str = "x-tenant";
+
+/// [`with_trace`], and the session's tenant (`x-tenant`; the unnamed tenant sends none, and is the key's own).
+pub(super) fn with_session<T>(
+    request: &mut tonic::Request<T>,
+    trace: &[(String, String)],
+    tenant: &str,
+) {
+    with_trace(request, trace);
+    if !tenant.is_empty()
+        && let Ok(value) = tonic::metadata::MetadataValue::try_from(tenant)
+    {
+        request.metadata_mut().insert(TENANT_HEADER, value);
+    }
+}
+
 /// Puts `trace` (W3C `traceparent`, `tracestate`) into gRPC metadata, skipping what is not a valid header.
 fn insert_trace(metadata: &mut tonic::metadata::MetadataMap, trace: &[(String, String)]) {
     for (k, v) in trace {
@@ -290,5 +308,20 @@ impl CatalogLimits {
         }
         cache.insert(model.to_string(), (std::time::Instant::now(), limits));
         limits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_named_tenant_goes_with_the_call_and_the_unnamed_one_does_not() {
+        let mut named = tonic::Request::new(());
+        with_session(&mut named, &[], "acme");
+        assert_eq!(named.metadata().get(TENANT_HEADER).unwrap(), "acme");
+        let mut unnamed = tonic::Request::new(());
+        with_session(&mut unnamed, &[], "");
+        assert!(unnamed.metadata().get(TENANT_HEADER).is_none());
     }
 }

@@ -12,7 +12,7 @@ use tonic_types::StatusExt as _;
 use tracing::Instrument;
 
 use super::effects::Effects;
-use super::gateway::{GatewayClient, with_trace};
+use super::gateway::{GatewayClient, with_session};
 use super::inputs::RunInputs;
 use super::policy::{Answer, FailureSource, Observation, StepFailure, StepReport};
 use super::request::{LAST_STEP_SYSTEM, StepRequest, render};
@@ -128,7 +128,7 @@ impl Steps {
             // keep room for it twice: as captured and as joined).
             r = Box::pin(async {
                 let call = self
-                    .call_gateway(generation, &input.inputs.trace)
+                    .call_gateway(generation, &input.inputs.trace, &input.session.tenant)
                     .instrument(span.clone());
                 tokio::join!(self.open_step(input, &mut processor), call)
             }) => r,
@@ -237,13 +237,13 @@ impl Steps {
         &self,
         processor: &mut Processor,
         generation: gw::Generation,
-        trace: &[(String, String)],
+        (trace, tenant): (&[(String, String)], &str),
         fence: &Fence,
         cancel: &CancellationToken,
     ) -> Result<StreamEnd, LoopError> {
         let called = tokio::select! {
             _ = cancel.cancelled() => return Ok(StreamEnd { aborted: true, ..StreamEnd::default() }),
-            c = self.call_gateway(generation, trace) => c,
+            c = self.call_gateway(generation, trace, tenant) => c,
         };
         match called {
             Ok(stream) => self.consume(processor, stream, fence, cancel, None).await,
@@ -251,17 +251,19 @@ impl Steps {
         }
     }
 
-    /// The gateway's `Stream` call for one step (its deadline the step's, the run's trace context on it).
+    /// The gateway's `Stream` call for one step (its deadline the step's, the run's trace context and the session's
+    /// tenant on it).
     async fn call_gateway(
         &self,
         generation: gw::Generation,
         trace: &[(String, String)],
+        tenant: &str,
     ) -> Result<Box<tonic::Streaming<StepEvent>>, Box<tonic::Status>> {
         let mut request = tonic::Request::new(gw::StreamRequest {
             generation: Some(generation),
         });
         request.set_timeout(self.config.step_timeout);
-        with_trace(&mut request, trace);
+        with_session(&mut request, trace, tenant);
         let mut gateway = super::gateway::local_client().unwrap_or_else(|| self.gateway.clone());
         // Both sides boxed: the result is held by the step's future while it streams (and an async fn keeps its
         // argument twice), so inline it would cost the future a few hundred bytes per copy for the whole step.

@@ -11,7 +11,7 @@ use tracing::Instrument;
 
 use std::sync::Arc;
 
-use super::gateway::{GatewayClient, with_trace};
+use super::gateway::{GatewayClient, with_session};
 use crate::config::{Agent, Config};
 use crate::store::{Sessions, Spend};
 use crate::title;
@@ -52,7 +52,7 @@ impl Titles {
             generation: Some(generation),
         });
         request.set_timeout(self.config.step_timeout);
-        with_trace(&mut request, trace);
+        with_session(&mut request, trace, &session.tenant);
         let (sessions, spend) = (self.sessions.clone(), self.spend.clone());
         let mut gateway = self.gateway.clone();
         let session = session.clone();

@@ -17,6 +17,7 @@ pub(crate) const PING: &[u8] = b"event: ping\ndata: {\"type\":\"ping\"}\n\n";
 /// Answers one Messages request.
 pub async fn run(
     gateway: &Gateway,
+    caller: &crate::keys::Caller,
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<Response<Body>, ApiError> {
@@ -36,7 +37,7 @@ pub async fn run(
         crate::http::unified::fill_model(&mut generation, id);
     }
     let model = generation.model.clone();
-    let started = crate::http::generation::start(gateway, headers, generation)
+    let started = crate::http::generation::start(gateway, caller, headers, generation)
         .await
         .map_err(|e| e.located(&shape.origins))?;
     let protocol = started.protocol;

@@ -14,6 +14,7 @@ use crate::protocol::Protocol;
 /// Answers one Chat Completions request.
 pub async fn run(
     gateway: &Gateway,
+    caller: &crate::keys::Caller,
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<Response<Body>, ApiError> {
@@ -21,7 +22,7 @@ pub async fn run(
         crate::http::translate_body(body, request::translate).await?;
     crate::http::settle(gateway, &mut generation, extras, Protocol::OpenaiChat)?;
     let model = generation.model.clone();
-    let started = crate::http::generation::start(gateway, headers, generation)
+    let started = crate::http::generation::start(gateway, caller, headers, generation)
         .await
         .map_err(|e| e.located(&shape.origins))?;
     let protocol = started.protocol;

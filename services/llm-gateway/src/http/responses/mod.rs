@@ -22,6 +22,7 @@ use crate::protocol::Protocol;
 /// Answers one Responses request.
 pub async fn run(
     gateway: &Gateway,
+    caller: &crate::keys::Caller,
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<Response<Body>, ApiError> {
@@ -46,7 +47,7 @@ pub async fn run(
         model: generation.model.clone(),
         echo,
     };
-    let started = crate::http::generation::start(gateway, headers, generation)
+    let started = crate::http::generation::start(gateway, caller, headers, generation)
         .await
         .map_err(|e| e.located(&origins))?;
     let protocol = started.protocol;
