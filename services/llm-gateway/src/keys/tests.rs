@@ -307,3 +307,35 @@ fn a_stale_copy_is_used_only_within_its_bound() {
     assert!(!usable(ago(6_000), now, bound));
     assert!(!usable(None, now, bound));
 }
+
+#[test]
+fn a_stored_record_is_its_key_and_a_rotation_keeps_all_but_the_digest() {
+    use super::store::{Record, field};
+    let record = Record {
+        name: "ci".into(),
+        tenant: "acme".into(),
+        role: Role::Caller,
+        models: Some(vec!["openai/gpt-4o".into()]),
+        sha256: to_hex(&digest("old-token-0123456789")),
+        created_ms: 1_000,
+        rotated_ms: 0,
+    };
+    let json = serde_json::to_string(&record).unwrap();
+    assert!(json.contains("\"role\":\"caller\""), "{json}");
+    assert!(!json.contains("old-token"), "{json}");
+    assert_eq!(serde_json::from_str::<Record>(&json).unwrap(), record);
+    let (d, k) = record.key().unwrap();
+    assert_eq!(d, digest("old-token-0123456789"));
+    assert_eq!((k.source, k.models.unwrap().len()), (Source::Api, 1));
+    let rotated = record.rotated(&digest("new-token-0123456789"), 2_000);
+    assert_eq!((rotated.created_ms, rotated.rotated_ms), (1_000, 2_000));
+    assert_eq!(rotated.key().unwrap().0, digest("new-token-0123456789"));
+    let broken = Record {
+        sha256: "not hex".into(),
+        ..record
+    };
+    assert!(broken.key().is_none());
+    // `/` is in no name, so a field names exactly one key.
+    assert_eq!(field("acme", "ci"), "acme/ci");
+    assert_eq!(field("", "ci"), "/ci");
+}
