@@ -51,10 +51,10 @@ PY_TOOLS=(kubernetes-validate==1.37.0 check-jsonschema==0.39.0 PyYAML==6.0.3 hel
 read_by_binaries() {
   cat <<'EOF'
 llm-gateway        GATEWAY_CONFIG               read     services/llm-gateway/src/main.rs                    env = "GATEWAY_CONFIG"
-llm-gateway        GATEWAY_LISTEN               read     services/llm-gateway/src/config.rs                  .var("GATEWAY_LISTEN")
-llm-gateway        GATEWAY_METRICS_LISTEN       read     services/llm-gateway/src/config.rs                  .var("GATEWAY_METRICS_LISTEN")
-llm-gateway        GATEWAY_HTTP_LISTEN          read     services/llm-gateway/src/config.rs                  .var("GATEWAY_HTTP_LISTEN")
-llm-gateway        GATEWAY_AUTH_TOKENS          read     services/llm-gateway/src/config.rs                  env.var("GATEWAY_AUTH_TOKENS")
+llm-gateway        GATEWAY_LISTEN               read     services/llm-gateway/src/config.rs                  "GATEWAY_LISTEN"
+llm-gateway        GATEWAY_METRICS_LISTEN       read     services/llm-gateway/src/config.rs                  "GATEWAY_METRICS_LISTEN"
+llm-gateway        GATEWAY_HTTP_LISTEN          read     services/llm-gateway/src/config.rs                  "GATEWAY_HTTP_LISTEN"
+llm-gateway        GATEWAY_AUTH_TOKENS          read     services/llm-gateway/src/keys/file.rs               "GATEWAY_AUTH_TOKENS"
 llm-gateway        OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT read services/llm-gateway/src/config.rs  env.var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
 llm-gateway        OPENAI_API_KEY               read     services/llm-gateway/src/config.rs                  "OPENAI_API_KEY"
 llm-gateway        OPENAI_BASE_URL              read     services/llm-gateway/src/config.rs                  "OPENAI_BASE_URL"
@@ -67,14 +67,14 @@ llm-gateway        GATEWAY_TLS_KEY_FILE         read     services/llm-gateway/sr
 llm-gateway        GATEWAY_TLS_CLIENT_CA_FILE   read     services/llm-gateway/src/config.rs                  "GATEWAY",
 llm-gateway        @llm-telemetry               read     services/llm-gateway/src/main.rs                    llm_telemetry::init(
 session-processor  PROCESSOR_CONFIG             read     services/session-processor/src/main.rs              env = "PROCESSOR_CONFIG"
-session-processor  PROCESSOR_LISTEN             read     services/session-processor/src/config.rs            .var("PROCESSOR_LISTEN")
-session-processor  PROCESSOR_METRICS_LISTEN     read     services/session-processor/src/config.rs            .var("PROCESSOR_METRICS_LISTEN")
-session-processor  PROCESSOR_AUTH_TOKENS        read     services/session-processor/src/config.rs            env.var("PROCESSOR_AUTH_TOKENS")
-session-processor  PROCESSOR_OPERATOR_TOKENS    read     services/session-processor/src/config.rs            env.var("PROCESSOR_OPERATOR_TOKENS")
+session-processor  PROCESSOR_LISTEN             read     services/session-processor/src/config.rs            "PROCESSOR_LISTEN"
+session-processor  PROCESSOR_METRICS_LISTEN     read     services/session-processor/src/config.rs            "PROCESSOR_METRICS_LISTEN"
+session-processor  PROCESSOR_AUTH_TOKENS        read     services/session-processor/src/config.rs            "PROCESSOR_AUTH_TOKENS"
+session-processor  PROCESSOR_OPERATOR_TOKENS    read     services/session-processor/src/config.rs            "PROCESSOR_OPERATOR_TOKENS"
 session-processor  GATEWAY_URL                  read     services/session-processor/src/config.rs            env.var("GATEWAY_URL")
 session-processor  REDIS_URL                    read     services/session-processor/src/config.rs            env.var("REDIS_URL")
-session-processor  REDIS_MODE                   read     services/session-processor/src/config/redis.rs      env.var("REDIS_MODE")
-session-processor  REDIS_SENTINEL_MASTER        read     services/session-processor/src/config/redis.rs      .var("REDIS_SENTINEL_MASTER")
+session-processor  REDIS_MODE                   read     shared/redis-kit/src/settings.rs                    var("REDIS_MODE")
+session-processor  REDIS_SENTINEL_MASTER        read     shared/redis-kit/src/settings.rs                    var("REDIS_SENTINEL_MASTER")
 session-processor  REDIS_PASSWORD               read     services/session-processor/src/config.rs            password_env: "REDIS_PASSWORD".into(),
 session-processor  PROCESSOR_TLS_CERT_FILE      read     services/session-processor/src/config/transport.rs  "PROCESSOR", |name|
 session-processor  PROCESSOR_TLS_KEY_FILE       read     services/session-processor/src/config/transport.rs  "PROCESSOR", |name|
