@@ -4,7 +4,7 @@
 #
 #   .tools/peers/litellm/   a Python venv with LiteLLM's proxy (`litellm[proxy]`), from PyPI
 #   .tools/peers/portkey/   Portkey's gateway (`@portkey-ai/gateway`), from npm, with `@hono/node-server` pinned to
-#                           1.13.5 (Portkey's issue #1389: with a newer one every completion fails)
+#                           1.13.5 (with a newer one every completion through Portkey fails)
 #
 # Idempotent (a stamp file per peer records what was installed; a matching stamp skips the install) and quiet on
 # success. Nothing secret is written: the load generator makes a new LiteLLM master key for every run.

@@ -48,7 +48,7 @@ pub fn parse<T: DeserializeOwned>(field: &str, value: Value) -> Result<T, ApiErr
 }
 
 /// `field` and the path below it (`.` when the value itself is at fault); the top level is named `body`. A path
-/// that reaches a place the tracker could not name (`?`, inside a value that never parsed) is cut before it.
+/// that reaches a place the path reader could not name (`?`, inside a value that never parsed) is cut before it.
 fn join(field: &str, path: &str) -> String {
     let path = match path.find('?') {
         Some(0) => ".",
