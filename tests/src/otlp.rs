@@ -16,6 +16,7 @@ use opentelemetry_proto::tonic::trace::v1::Span as OtlpSpan;
 pub use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 use tokio::sync::watch;
+use trace_view::store::{hex, service_name};
 
 /// One received span with the service that exported it.
 #[derive(Debug, Clone)]
@@ -160,10 +161,6 @@ fn find<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a Value> {
         .and_then(|kv| kv.value.as_ref()?.value.as_ref())
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 #[derive(Clone)]
 struct Collector {
     spans: Arc<Mutex<Vec<Span>>>,
@@ -178,16 +175,8 @@ impl TraceService for Collector {
     ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
         let mut spans = self.spans.lock().unwrap_or_else(|p| p.into_inner());
         for rs in request.into_inner().resource_spans {
-            let service = rs
-                .resource
-                .as_ref()
-                .and_then(|r| r.attributes.iter().find(|kv| kv.key == "service.name"))
-                .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
-                    Value::StringValue(s) => Some(s.clone()),
-                    _ => None,
-                })
-                .unwrap_or_default();
             let resource = rs.resource.map(|r| r.attributes).unwrap_or_default();
+            let service = service_name(&resource);
             for ss in rs.scope_spans {
                 for s in ss.spans {
                     spans.push(Span {

@@ -53,11 +53,7 @@ pub fn records_of(request: ExportTraceServiceRequest) -> Vec<SpanRecord> {
     let mut out = Vec::new();
     for rs in request.resource_spans {
         let attrs = rs.resource.map(|r| r.attributes).unwrap_or_default();
-        let service = attrs
-            .iter()
-            .find(|kv| kv.key == "service.name")
-            .and_then(text_of)
-            .unwrap_or_default();
+        let service = service_name(&attrs);
         for span in rs.scope_spans.into_iter().flat_map(|s| s.spans) {
             out.push(SpanRecord {
                 service: service.clone(),
@@ -94,7 +90,17 @@ fn text_of(kv: &KeyValue) -> Option<String> {
     Some(text.chars().take(MAX_VALUE_CHARS).collect())
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// The `service.name` of a resource's attributes; empty when it has none.
+pub fn service_name(resource: &[KeyValue]) -> String {
+    resource
+        .iter()
+        .find(|kv| kv.key == "service.name")
+        .and_then(text_of)
+        .unwrap_or_default()
+}
+
+/// An OTLP id (trace or span) as lowercase hex.
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
